@@ -1,0 +1,459 @@
+"""The polite asynchronous fetcher: one asyncio loop crawling many hosts at once.
+
+Each host gets one coroutine, so a host never has two requests in flight; before every
+request the coroutine waits until the host's next allowed time, counted on the real clock
+from the end of the previous response on that host (carried across rounds in the host
+record). robots.txt is fetched first when the cached copy is missing or stale, and every
+URL is checked against it before it is requested.
+
+The loop runs in a thread of its own (:class:`FetchRunner`) so that a Beam DoFn can hand it
+host plans as they arrive and pass results downstream while other hosts are still being
+crawled. Nothing here imports Beam.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+import logging
+import queue
+import socket
+import threading
+import time
+import zlib
+from dataclasses import replace
+from typing import Any, Callable, Iterator
+from urllib.parse import urljoin, urlsplit
+
+import aiohttp
+from aiohttp.abc import AbstractResolver
+
+from beamcrawl.core import politeness
+from beamcrawl.core.config import CrawlConfig
+from beamcrawl.core.netpolicy import ForbiddenAddress, ResolveRules, check_address
+from beamcrawl.core.robots import RobotsRules
+from beamcrawl.schemas.records import FetchResult, FrontierEntry, HostPlan, HostRecord
+
+log = logging.getLogger(__name__)
+
+try:  # brotli is optional: only advertise what we can decode
+    import brotli  # type: ignore[import-not-found]
+except ImportError:  # pragma: no cover - depends on the environment
+    brotli = None
+
+ACCEPT_ENCODING = "gzip, deflate, br" if brotli else "gzip, deflate"
+ACCEPT = "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8"
+READ_CHUNK = 64 * 1024
+
+
+class FetchRefused(Exception):
+    """The crawler must not connect to this host (address policy or DNS failure)."""
+
+
+class PolicyResolver(AbstractResolver):
+    """DNS with the crawl's --resolve rules first and the address policy always applied."""
+
+    def __init__(self, rules: ResolveRules, allow_private: bool, ttl: float = 300.0) -> None:
+        self._rules = rules
+        self._allow_private = allow_private
+        self._ttl = ttl
+        self._cache: dict[str, tuple[float, list[str] | str]] = {}
+        self._system = aiohttp.ThreadedResolver()
+
+    async def addresses(self, host: str) -> list[str]:
+        """Allowed addresses for ``host``; raises FetchRefused naming why there are none."""
+        now = time.monotonic()
+        cached = self._cache.get(host)
+        if cached and cached[0] > now:
+            if isinstance(cached[1], str):
+                raise FetchRefused(cached[1])
+            return cached[1]
+        try:
+            addrs = await self._lookup(host)
+            for addr in addrs:
+                check_address(addr, self._allow_private)
+        except ForbiddenAddress as exc:
+            self._cache[host] = (now + self._ttl, f"refused address: {exc}")
+            raise FetchRefused(f"refused address: {exc}") from exc
+        except OSError as exc:  # negative answers are cached too
+            self._cache[host] = (now + self._ttl, f"dns: {exc}")
+            raise FetchRefused(f"dns: {exc}") from exc
+        self._cache[host] = (now + self._ttl, addrs)
+        return addrs
+
+    async def _lookup(self, host: str) -> list[str]:
+        bare = host.strip("[]")
+        try:
+            ipaddress.ip_address(bare)
+            return [bare]
+        except ValueError:
+            pass
+        mapped = self._rules.lookup(bare)
+        if mapped:
+            return [mapped]
+        infos = await self._system.resolve(bare, 0, socket.AF_UNSPEC)
+        return list(dict.fromkeys(info["host"] for info in infos))
+
+    async def resolve(self, host: str, port: int = 0, family: int = socket.AF_INET) -> list[dict[str, Any]]:
+        try:
+            addrs = await self.addresses(host)
+        except FetchRefused as exc:
+            raise OSError(str(exc)) from exc
+        return [
+            {
+                "hostname": host,
+                "host": addr,
+                "port": port,
+                "family": socket.AF_INET6 if ":" in addr else socket.AF_INET,
+                "proto": 0,
+                "flags": socket.AI_NUMERICHOST,
+            }
+            for addr in addrs
+        ]
+
+    async def close(self) -> None:
+        await self._system.close()
+
+
+def decode_body(raw: bytes, encoding: str | None, cap: int) -> tuple[bytes, bool]:
+    """Undoes Content-Encoding with a cap on the decoded size (no decompression bombs).
+
+    Returns the payload and whether the cap cut it. Unknown encodings pass through.
+    """
+    enc = (encoding or "").strip().lower()
+    if enc in ("", "identity"):
+        return raw, False
+    try:
+        if enc in ("gzip", "x-gzip", "deflate"):
+            wbits = 47 if enc != "deflate" else 15  # 47: gzip or zlib header, auto-detected
+            try:
+                d = zlib.decompressobj(wbits)
+                out = d.decompress(raw, cap + 1)
+            except zlib.error:
+                if enc != "deflate":
+                    raise
+                d = zlib.decompressobj(-15)  # raw deflate, as some servers send
+                out = d.decompress(raw, cap + 1)
+            return out[:cap], len(out) > cap
+        if enc == "br" and brotli is not None:
+            out = brotli.decompress(raw)
+            return out[:cap], len(out) > cap
+    except (zlib.error, Exception) as exc:  # a corrupt stream: keep what the server sent
+        log.debug("cannot decode %s body: %s", enc, exc)
+    return raw, False
+
+
+class HostCrawler:
+    """Crawls the hosts of many plans in one event loop, emitting results as they come."""
+
+    def __init__(
+        self,
+        cfg: CrawlConfig,
+        emit: Callable[[str, Any], None],
+        deadline: float,
+    ) -> None:
+        self.cfg = cfg
+        self.emit = emit
+        self.deadline = deadline
+        self.resolver = PolicyResolver(ResolveRules(cfg.resolve), cfg.allow_private_networks)
+        self.session: aiohttp.ClientSession | None = None
+        self._slots = asyncio.Semaphore(cfg.max_hosts_in_flight)
+        self._timeout = aiohttp.ClientTimeout(
+            total=cfg.total_timeout, sock_connect=cfg.connect_timeout
+        )
+
+    async def open(self) -> None:
+        connector = aiohttp.TCPConnector(
+            resolver=self.resolver,
+            limit=max(self.cfg.max_hosts_in_flight, 100),
+            limit_per_host=2,
+            ttl_dns_cache=300,
+            # A crawler archives what servers send; whether to trust a certificate is a
+            # question for the reader of the archive, so don't refuse on it.
+            ssl=False,
+        )
+        self.session = aiohttp.ClientSession(
+            connector=connector,
+            auto_decompress=False,  # WARC records keep the bytes as transferred
+            cookie_jar=aiohttp.DummyCookieJar(),
+            skip_auto_headers=("User-Agent",),
+        )
+
+    async def close(self) -> None:
+        if self.session is not None:
+            await self.session.close()
+        await self.resolver.close()
+
+    # --- one host ---------------------------------------------------------------------
+
+    async def crawl(self, plan: HostPlan) -> None:
+        async with self._slots:
+            try:
+                record = await self._crawl_host(plan)
+            except Exception as exc:  # never lose a host's work to a bug in one request
+                log.exception("host %s failed", plan.host)
+                for entry in plan.entries:
+                    self.emit("result", _deferred(entry, f"internal error: {exc!r}"))
+                record = plan.record
+            self.emit("host", record)
+
+    async def _crawl_host(self, plan: HostPlan) -> HostRecord:
+        record = replace(plan.record)
+        delay = plan.delay
+        for entry in plan.disallowed:
+            self.emit("result", _not_fetched(entry, "robots_disallowed"))
+        if not plan.entries and not plan.fetch_robots:
+            return record
+        scheme = urlsplit(plan.entries[0].url).scheme if plan.entries else "http"
+        host_only = urlsplit(f"//{plan.host}").hostname or plan.host
+        try:
+            addrs = await self.resolver.addresses(host_only)
+            record.ip = addrs[0]
+        except FetchRefused as exc:
+            for entry in plan.entries:
+                self.emit("result", _failed(entry, str(exc)))
+            return record
+
+        if plan.fetch_robots:
+            await self._wait_turn(record, delay)
+            if time.time() >= self.deadline:
+                for entry in plan.entries:
+                    self.emit("result", _deferred(entry, "round window ended"))
+                return record
+            rules = await self._fetch_robots(plan, record, scheme)
+        else:
+            rules = RobotsRules.from_dict(record.robots) if record.robots else None
+        if rules is None:  # robots unknown and not fetched: never fetch blind
+            for entry in plan.entries:
+                self.emit("result", _deferred(entry, "robots.txt unknown"))
+            return record
+        delay = max(delay, politeness.base_delay(self.cfg, rules.crawl_delay(), 0.0))
+        record.delay = max(record.delay, delay)
+
+        for i, entry in enumerate(plan.entries):
+            if rules.kind == "disallow_all":
+                # 5xx or unreachable robots.txt: fetch nothing, try again in a later round.
+                self.emit("result", _deferred(entry, "robots.txt unavailable"))
+                continue
+            if not rules.allowed(entry.url):
+                self.emit("result", _not_fetched(entry, "robots_disallowed"))
+                continue
+            wait_until = politeness.next_allowed(record.last_fetch_end, record.delay, record.not_before)
+            if wait_until >= self.deadline:
+                for rest in plan.entries[i:]:
+                    self.emit("result", _deferred(rest, "round window ended"))
+                break
+            await self._wait_turn(record, record.delay)
+            result = await self._get(entry, entry.url, record.ip)
+            self._after(record, result, rules, plan.delay)
+            self.emit("result", result)
+        return record
+
+    async def _wait_turn(self, record: HostRecord, delay: float) -> None:
+        """Sleeps until the host may be asked again (real clock, from the last response end)."""
+        while True:
+            gap = politeness.next_allowed(record.last_fetch_end, delay, record.not_before) - time.time()
+            if gap <= 0:
+                return
+            await asyncio.sleep(gap)
+
+    def _after(
+        self, record: HostRecord, result: FetchResult, rules: RobotsRules | None, floor: float
+    ) -> None:
+        """Books a response on the host's clock and adapts its delay (never below ``floor``,
+        the plan's delay, which carries the operator's minimum)."""
+        end = result.fetched_at + result.elapsed
+        record.last_fetch_end = max(record.last_fetch_end, end)
+        record.fetches += 1
+        status = result.status if result.outcome == "fetched" else None
+        if status is not None:
+            record.last_response_time = result.elapsed
+        steady = politeness.base_delay(
+            self.cfg, rules.crawl_delay() if rules else None, record.last_response_time
+        )
+        decision = politeness.after_response(
+            self.cfg,
+            current_delay=max(record.delay, steady),
+            steady_delay=steady,
+            status=status,
+            retry_after=result.header("retry-after"),
+            end=end,
+            consecutive_errors=record.consecutive_errors,
+        )
+        record.delay = max(decision.delay, floor)
+        record.not_before = max(record.not_before, decision.not_before)
+        record.consecutive_errors = decision.consecutive_errors
+
+    async def _fetch_robots(self, plan: HostPlan, record: HostRecord, scheme: str) -> RobotsRules:
+        """Fetches robots.txt (following up to max_redirects) and caches it in the record."""
+        token = self.cfg.robots_token
+        url = f"{scheme}://{plan.host}/robots.txt"
+        entry = FrontierEntry(url=url, fp=0, host=plan.host, due_ms=0, source="robots")
+        status: int | None = None
+        body: bytes | None = None
+        for hop in range(self.cfg.max_redirects + 1):
+            if hop:
+                await self._wait_turn(record, plan.delay)
+            result = await self._get(entry, url, record.ip if hop == 0 else None)
+            self._after(record, result, None, plan.delay)
+            self.emit("result", result)
+            if result.outcome != "fetched":
+                status, body = None, None
+                break
+            status, body = result.status, result.body
+            location = result.header("location")
+            if status in (301, 302, 303, 307, 308) and location:
+                url = urljoin(url, location)
+                entry = replace(entry, url=url)
+                continue
+            break
+        else:
+            status, body = 404, None  # too many redirects: RFC 9309 treats it as unavailable (4xx)
+        if status is not None and 300 <= status < 400:
+            status = 404
+        rules = RobotsRules.from_fetch(status, body, token)
+        record.robots = rules.to_dict()
+        record.robots_status = status
+        record.robots_fetched_at = time.time()
+        return rules
+
+    async def _get(self, entry: FrontierEntry, url: str, ip: str | None) -> FetchResult:
+        """One GET, no redirects followed, body capped; never raises for network trouble."""
+        assert self.session is not None
+        request_headers = [
+            ("User-Agent", self.cfg.user_agent),
+            ("Accept", ACCEPT),
+            ("Accept-Encoding", ACCEPT_ENCODING),
+        ]
+        started = time.time()
+        t0 = time.monotonic()
+        try:
+            async with self.session.get(
+                url,
+                headers=request_headers,
+                allow_redirects=False,
+                timeout=self._timeout,
+                max_line_size=16 * 1024,
+                max_field_size=16 * 1024,
+            ) as resp:
+                raw, truncated = await self._read_capped(resp)
+                headers = [(k.decode("latin-1"), v.decode("latin-1")) for k, v in resp.raw_headers]
+                peer = resp.connection.transport.get_extra_info("peername") if resp.connection and resp.connection.transport else None
+                body, bomb = decode_body(raw, resp.headers.get("Content-Encoding"), self.cfg.max_body_bytes)
+                elapsed = time.monotonic() - t0
+                return FetchResult(
+                    entry=entry,
+                    outcome="fetched",
+                    url=url,
+                    final_url=str(resp.url),
+                    status=resp.status,
+                    fetched_at=started,
+                    elapsed=elapsed,
+                    ip=(peer[0] if peer else ip),
+                    http_version=f"{resp.version.major}.{resp.version.minor}" if resp.version else "1.1",
+                    reason=resp.reason or "",
+                    request_headers=request_headers,
+                    response_headers=headers,
+                    raw_body=raw,
+                    body=body,
+                    truncated="length" if (truncated or bomb) else None,
+                )
+        except (aiohttp.ClientError, asyncio.TimeoutError, OSError, ValueError) as exc:
+            elapsed = time.monotonic() - t0
+            reason = type(exc).__name__ + (f": {exc}" if str(exc) else "")
+            return FetchResult(
+                entry=entry, outcome="error", url=url, fetched_at=started, elapsed=elapsed,
+                ip=ip, request_headers=request_headers, error=reason[:500],
+            )
+
+    async def _read_capped(self, resp: aiohttp.ClientResponse) -> tuple[bytes, bool]:
+        cap = self.cfg.max_body_bytes
+        chunks: list[bytes] = []
+        size = 0
+        async for chunk in resp.content.iter_chunked(READ_CHUNK):
+            if size + len(chunk) > cap:
+                chunks.append(chunk[: cap - size])
+                resp.close()  # drop the connection rather than read the rest
+                return b"".join(chunks), True
+            chunks.append(chunk)
+            size += len(chunk)
+        return b"".join(chunks), False
+
+
+def _not_fetched(entry: FrontierEntry, outcome: str) -> FetchResult:
+    return FetchResult(entry=entry, outcome=outcome, url=entry.url, fetched_at=time.time())
+
+
+def _deferred(entry: FrontierEntry, why: str) -> FetchResult:
+    return FetchResult(entry=entry, outcome="deferred", url=entry.url, error=why)
+
+
+def _failed(entry: FrontierEntry, why: str) -> FetchResult:
+    return FetchResult(entry=entry, outcome="error", url=entry.url, fetched_at=time.time(), error=why)
+
+
+class FetchRunner:
+    """Runs a :class:`HostCrawler` on its own thread and event loop.
+
+    ``submit`` hands it host plans from any thread; ``drain`` yields what it emitted as
+    ``(kind, value)`` pairs, either what is ready now or, with ``wait=True``, everything until
+    all submitted plans are done. The round window starts when the runner starts.
+    """
+
+    def __init__(self, cfg: CrawlConfig) -> None:
+        self.cfg = cfg
+        self._out: queue.Queue[tuple[str, Any]] = queue.Queue()
+        self._pending = 0
+        self._lock = threading.Lock()
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, name="beamcrawl-fetch", daemon=True)
+        self._thread.start()
+        self.deadline = time.time() + cfg.round_window
+
+        async def _start() -> HostCrawler:  # aiohttp objects belong to the loop they are made in
+            crawler = HostCrawler(cfg, self._emit, self.deadline)
+            await crawler.open()
+            return crawler
+
+        self._crawler = asyncio.run_coroutine_threadsafe(_start(), self._loop).result()
+
+    def _emit(self, kind: str, value: Any) -> None:
+        self._out.put((kind, value))
+
+    def submit(self, plan: HostPlan) -> None:
+        with self._lock:
+            self._pending += 1
+        fut = asyncio.run_coroutine_threadsafe(self._crawler.crawl(plan), self._loop)
+        fut.add_done_callback(lambda _f: self._out.put(("done", None)))
+
+    def drain(self, wait: bool = False) -> Iterator[tuple[str, Any]]:
+        while True:
+            with self._lock:
+                if self._pending == 0 and self._out.empty():
+                    return
+            try:
+                kind, value = self._out.get(block=wait, timeout=1.0 if wait else None)
+            except queue.Empty:
+                if not wait:
+                    return
+                continue
+            if kind == "done":
+                with self._lock:
+                    self._pending -= 1
+                continue
+            yield kind, value
+
+    def close(self) -> None:
+        async def _shutdown() -> None:
+            await self._crawler.close()
+            tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+            for t in tasks:
+                t.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+        try:
+            asyncio.run_coroutine_threadsafe(_shutdown(), self._loop).result(timeout=30)
+        finally:
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            self._thread.join(timeout=30)
+            self._loop.close()

@@ -1,0 +1,150 @@
+"""What a page says: links, canonical, meta robots, title, checksum. Pure functions.
+
+selectolax's Lexbor parser is fast and tolerant of broken markup. Links are made absolute
+against the document's ``<base href>`` (or the URL it was fetched from), normalised and
+fingerprinted here, once per page, so that later stages carry a page's links as one element.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+import mmh3
+from selectolax.lexbor import LexborHTMLParser
+
+from beamcrawl.core.urlnorm import InvalidURL, fingerprint, normalize
+
+HTML_TYPES = ("text/html", "application/xhtml+xml")
+MAX_PARSE_BYTES = 4 * 1024 * 1024
+MAX_ANCHOR_CHARS = 256
+_WS = re.compile(r"\s+")
+_CHARSET = re.compile(rb"""<meta[^>]+charset=["']?([a-zA-Z0-9_\-]+)""", re.I)
+
+
+@dataclass
+class PageLinks:
+    """Links and directives found in one HTML document."""
+
+    links: list[tuple[str, int, str, bool, str]] = field(default_factory=list)
+    # (normalised url, fingerprint, anchor text, nofollow, kind)
+    canonical: str | None = None
+    meta_nofollow: bool = False
+    meta_noindex: bool = False
+    title: str | None = None
+    invalid_links: int = 0
+
+
+def checksum(payload: bytes) -> str:
+    """16 hex digits of the payload's 64-bit mmh3 (the exact-duplicate key)."""
+    return format(mmh3.hash64(payload, seed=0, signed=False)[0], "016x")
+
+
+def is_html(content_type: str) -> bool:
+    return content_type.split(";", 1)[0].strip().lower() in HTML_TYPES
+
+
+def robots_directives(values: list[str], token: str) -> tuple[bool, bool]:
+    """(noindex, nofollow) from meta robots / X-Robots-Tag values meant for us.
+
+    A value may be scoped to a bot (``"otherbot: noindex"``); only generic values and those
+    for our token count.
+    """
+    noindex = nofollow = False
+    token = token.lower()
+    for value in values:
+        scope, _, rest = value.partition(":")
+        if rest and " " not in scope.strip() and scope.strip().lower() not in ("unavailable_after",):
+            if scope.strip().lower() != token:
+                continue
+            value = rest
+        words = {w.strip().lower() for w in value.split(",")}
+        if "none" in words:
+            noindex = nofollow = True
+        noindex |= "noindex" in words
+        nofollow |= "nofollow" in words
+    return noindex, nofollow
+
+
+def _charset(content_type: str, body: bytes) -> str:
+    m = re.search(r"charset=([\w\-]+)", content_type, re.I)
+    if m:
+        return m.group(1)
+    m = _CHARSET.search(body[:4096])
+    return m.group(1).decode("ascii") if m else "utf-8"
+
+
+def parse_html(body: bytes, url: str, content_type: str = "", token: str = "beamcrawl") -> PageLinks:
+    """Parses an HTML page into its links and directives.
+
+    Args:
+        body: the decoded payload (at most MAX_PARSE_BYTES are parsed).
+        url: the URL the page was fetched from (the base unless ``<base href>`` says otherwise).
+        content_type: the response's Content-Type (for the charset).
+        token: our robots product token, for bot-scoped meta robots.
+    """
+    encoding = _charset(content_type, body)
+    try:
+        text = body[:MAX_PARSE_BYTES].decode(encoding, errors="replace")
+    except LookupError:
+        text = body[:MAX_PARSE_BYTES].decode("utf-8", errors="replace")
+    tree = LexborHTMLParser(text)
+    out = PageLinks()
+
+    base = url
+    base_node = tree.css_first("base[href]")
+    if base_node is not None:
+        href = (base_node.attributes.get("href") or "").strip()
+        if href:
+            try:
+                base = normalize(href, url)
+            except InvalidURL:
+                pass
+
+    metas = []
+    for node in tree.css("meta[name]"):
+        name = (node.attributes.get("name") or "").strip().lower()
+        if name in ("robots", token.lower()):
+            content = node.attributes.get("content") or ""
+            metas.append(content if name == "robots" else f"{token}: {content}")
+    out.meta_noindex, out.meta_nofollow = robots_directives(metas, token)
+
+    title = tree.css_first("title")
+    if title is not None:
+        out.title = _WS.sub(" ", title.text()).strip()[:512] or None
+
+    seen: set[tuple[int, str]] = set()
+    for node in tree.css("a[href], area[href], link[rel][href], iframe[src], frame[src]"):
+        tag = node.tag
+        attrs = node.attributes
+        if tag == "link":
+            rels = (attrs.get("rel") or "").lower().split()
+            if "canonical" not in rels:
+                continue
+            kind = "canonical"
+        elif tag in ("iframe", "frame"):
+            kind = "frame"
+        else:
+            kind = tag
+        href = attrs.get("src" if kind == "frame" else "href") or ""
+        href = href.strip()
+        if not href or href.startswith(("#", "javascript:", "mailto:", "tel:", "data:")):
+            continue
+        try:
+            target = normalize(href, base)
+        except InvalidURL:
+            out.invalid_links += 1
+            continue
+        fp = fingerprint(target)
+        if kind == "canonical":
+            out.canonical = target
+        rel = (attrs.get("rel") or "").lower().split()
+        nofollow = "nofollow" in rel
+        anchor = ""
+        if kind == "a":
+            anchor = _WS.sub(" ", node.text(deep=True)).strip()[:MAX_ANCHOR_CHARS]
+        if (fp, kind) in seen:  # the same target twice on a page is one edge
+            continue
+        seen.add((fp, kind))
+        out.links.append((target, fp, anchor, nofollow, kind))
+    return out

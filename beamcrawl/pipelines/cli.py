@@ -1,0 +1,143 @@
+"""The ``beamcrawl`` command.
+
+    beamcrawl crawl --seeds FILE --out DIR [--rounds N] [--store URI] [--resolve HOSTGLOB=IP]...
+                    [--allow-private-networks] [--min-delay S] [--max-delay S] [--round-window S]
+                    [--user-agent UA] [--robots-token TOKEN] [Beam options: --runner ...]
+    beamcrawl demo [--out DIR] [--hosts N] [--rounds N]
+    beamcrawl simweb --port P --hosts N --log FILE --truth FILE
+    beamcrawl normalize URL...
+    beamcrawl robots-check --robots FILE --agent TOKEN URL...
+
+Quick tools (normalize, robots-check) import neither Beam nor the pipeline, so they answer
+in well under a second; the heavy imports happen inside the commands that need them.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from typing import Sequence
+
+from beamcrawl.pipelines.args import OneLineArgumentParser, add_crawl_arguments, config_from_args
+
+LOCAL_RUNNER = "FnApiRunner"  # the plain DirectRunner first tries to download Prism
+
+
+def _crawl_parser() -> OneLineArgumentParser:
+    parser = OneLineArgumentParser(
+        prog="beamcrawl crawl",
+        description="Crawl politely in rounds, each round one Beam job. Unknown options go to Beam "
+        "(--runner, --direct_num_workers, --flink_master, ...).",
+    )
+    parser.add_argument("--seeds", help="File of seed URLs, one per line ('#' comments allowed).")
+    parser.add_argument("--rounds", type=_positive_int, default=1, help="Rounds to run (default 1).")
+    add_crawl_arguments(parser)
+    return parser
+
+
+def _positive_int(text: str) -> int:
+    import argparse
+
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a whole number, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {text!r}")
+    return value
+
+
+def _with_local_runner(beam_args: list[str]) -> list[str]:
+    if any(a == "--runner" or a.startswith("--runner=") for a in beam_args):
+        return beam_args
+    return [f"--runner={LOCAL_RUNNER}", *beam_args]
+
+
+def cmd_crawl(argv: Sequence[str]) -> int:
+    parser = _crawl_parser()
+    args, beam_args = parser.parse_known_args(list(argv))
+    if not args.out:
+        parser.error("--out is required")
+    unknown = [a for a in beam_args if not a.startswith("--")]
+    if unknown:
+        parser.error(f"unexpected argument {unknown[0]!r}")
+
+    from beamcrawl.pipelines.crawl import CrawlError, crawl, read_seeds
+
+    try:
+        seeds = read_seeds(args.seeds) if args.seeds else []
+        cfg = config_from_args(args)
+    except (CrawlError, ValueError) as exc:
+        print(f"beamcrawl crawl: error: {exc}", file=sys.stderr)
+        return 2
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    for noisy in ("apache_beam", "aiohttp"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+    try:
+        crawl(cfg, args.rounds, seeds, _with_local_runner(beam_args))
+    except CrawlError as exc:
+        print(f"beamcrawl crawl: error: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def cmd_normalize(argv: Sequence[str]) -> int:
+    parser = OneLineArgumentParser(prog="beamcrawl normalize", description="Normalise URLs and print fingerprints.")
+    parser.add_argument("urls", nargs="+", metavar="URL")
+    args = parser.parse_args(list(argv))
+    from beamcrawl.core.quicktools import normalize_cmd
+
+    return normalize_cmd(args.urls, sys.stdout)
+
+
+def cmd_robots_check(argv: Sequence[str]) -> int:
+    parser = OneLineArgumentParser(prog="beamcrawl robots-check", description="Check URLs against a robots.txt file.")
+    parser.add_argument("--robots", required=True, metavar="FILE")
+    parser.add_argument("--agent", required=True, metavar="TOKEN")
+    parser.add_argument("urls", nargs="+", metavar="URL")
+    args = parser.parse_args(list(argv))
+    from beamcrawl.core.quicktools import robots_check_cmd
+
+    return robots_check_cmd(args.robots, args.agent, args.urls, sys.stdout, sys.stderr)
+
+
+def cmd_simweb(argv: Sequence[str]) -> int:
+    from beamcrawl.simweb.server import main as simweb_main
+
+    return simweb_main(list(argv))
+
+
+def cmd_demo(argv: Sequence[str]) -> int:
+    from beamcrawl.pipelines.demo import main as demo_main
+
+    return demo_main(list(argv))
+
+
+COMMANDS = {
+    "crawl": cmd_crawl,
+    "demo": cmd_demo,
+    "simweb": cmd_simweb,
+    "normalize": cmd_normalize,
+    "robots-check": cmd_robots_check,
+}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv or argv[0] in ("-h", "--help"):
+        print(__doc__.strip())
+        return 0 if argv else 2
+    if argv[0] in ("-V", "--version"):
+        from beamcrawl import __version__
+
+        print(f"beamcrawl {__version__}")
+        return 0
+    command = COMMANDS.get(argv[0])
+    if command is None:
+        print(f"beamcrawl: error: unknown command {argv[0]!r} (try: {', '.join(COMMANDS)})", file=sys.stderr)
+        return 2
+    return command(argv[1:])
+
+
+if __name__ == "__main__":
+    sys.exit(main())

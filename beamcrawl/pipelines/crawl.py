@@ -1,0 +1,277 @@
+"""The crawl loop: seeds in, then rounds, each one Beam job followed by its commit.
+
+A round holds the crawl's lease (a conditional write in the store's ``meta`` table), so two
+rounds never run at once on one crawl. After the job finishes, the round's staged files are
+moved into place, the frontier rows it finished are deleted, the round counter advances,
+and a report is written. A round that fails commits nothing; rerunning the crawl redoes it.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import socket
+import sys
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Any, Iterable, TextIO
+
+import apache_beam as beam
+from apache_beam.options.pipeline_options import PipelineOptions
+
+from beamcrawl.core.config import CrawlConfig
+from beamcrawl.core.outputs import RoundOutputs
+from beamcrawl.core.urlnorm import InvalidURL, fingerprint, host_of, normalize
+from beamcrawl.pipelines import round as round_pipeline
+from beamcrawl.schemas.records import PRIORITY_SEED, Candidate, fp_key
+from beamcrawl.stores.base import Mutation, Store, StoreError, open_store
+from beamcrawl.transforms.url_seen import queue_new_urls
+
+log = logging.getLogger(__name__)
+
+LEASE_KEY = b"lease"
+ROUND_KEY = b"round"
+LEASE_TTL = 6 * 3600.0
+
+
+class CrawlError(Exception):
+    """A crawl cannot start or continue; the message is one line naming the problem."""
+
+
+@dataclass
+class SeedReport:
+    accepted: int = 0
+    duplicates: int = 0
+    rejected: list[dict[str, str]] = field(default_factory=list)
+
+
+def read_seeds(path: str) -> list[str]:
+    """Seed URLs from a file: one per line, '#' comments and blank lines skipped.
+
+    Raises CrawlError naming the file and line of the first bad seed.
+    """
+    try:
+        with open(path, encoding="utf-8") as fh:
+            lines = fh.read().splitlines()
+    except FileNotFoundError:
+        raise CrawlError(f"seeds file not found: {path}") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise CrawlError(f"cannot read seeds file {path}: {exc}") from None
+    seeds = []
+    for number, line in enumerate(lines, 1):
+        text = line.strip()
+        if not text or text.startswith("#"):
+            continue
+        try:
+            normalize(text)
+        except InvalidURL as exc:
+            raise CrawlError(f"{path}:{number}: bad seed {text!r}: {exc}") from None
+        seeds.append(text)
+    return seeds
+
+
+def submit_urls(store: Store, urls: Iterable[str], now_ms: int, priority: float = PRIORITY_SEED, source: str = "seed") -> SeedReport:
+    """Queues URLs never seen before (one batched key-set read, then frontier-then-seen writes)."""
+    report = SeedReport()
+    offered: dict[int, Candidate] = {}
+    for url in urls:
+        try:
+            norm = normalize(url)
+        except InvalidURL as exc:
+            report.rejected.append({"url": url, "reason": str(exc)})
+            continue
+        fp = fingerprint(norm)
+        if fp in offered:
+            report.duplicates += 1
+            continue
+        offered[fp] = Candidate(fp=fp, url=norm, host=host_of(norm), depth=0, priority=priority, source=source, inlinks=0)
+    known = store.read_keys("urls", [fp_key(fp) for fp in offered], keys_only=True)
+    new = [c for fp, c in sorted(offered.items()) if fp_key(fp) not in known]
+    report.duplicates += len(offered) - len(new)
+    queue_new_urls(store, new, now_ms)
+    report.accepted = len(new)
+    return report
+
+
+class RoundLease:
+    """The crawl's lease: held while a round runs, so rounds never overlap on one crawl."""
+
+    def __init__(self, store: Store, ttl: float = LEASE_TTL) -> None:
+        self.store = store
+        self.ttl = ttl
+        self.owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+        self.value: bytes | None = None
+
+    def acquire(self) -> None:
+        current = self.store.read_keys("meta", [LEASE_KEY]).get(LEASE_KEY, {}).get("m:lease")
+        if current is not None:
+            held = json.loads(current)
+            if held.get("expires", 0) > time.time() and not _owner_gone(held.get("owner", "")):
+                raise CrawlError(
+                    f"another round of this crawl is running (lease held by {held.get('owner')} "
+                    f"until {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime(held['expires']))})"
+                )
+        mine = json.dumps({"owner": self.owner, "expires": time.time() + self.ttl}).encode()
+        if not self.store.check_and_set("meta", LEASE_KEY, "m:lease", current, mine):
+            raise CrawlError("another round of this crawl took the lease just now")
+        self.value = mine
+
+    def release(self) -> None:
+        if self.value is not None:
+            self.store.check_and_set("meta", LEASE_KEY, "m:lease", self.value, None)
+            self.value = None
+
+    def __enter__(self) -> "RoundLease":
+        self.acquire()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
+
+
+def _owner_gone(owner: str) -> bool:
+    """True when the lease's owner was a process on this machine that no longer runs
+    (a crawl killed mid-round), so a rerun need not wait for the lease to expire."""
+    host, _, rest = owner.partition(":")
+    pid_text = rest.partition(":")[0]
+    if host != socket.gethostname() or not pid_text.isdigit():
+        return False
+    try:
+        os.kill(int(pid_text), 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False
+    return False
+
+
+def next_round(store: Store) -> int:
+    raw = store.read_keys("meta", [ROUND_KEY]).get(ROUND_KEY, {}).get("m:next")
+    return int(raw) if raw else 1
+
+
+def _commit(store: Store, outputs: RoundOutputs) -> dict[str, list[str]]:
+    """Moves the round's files into place, then deletes the frontier rows it finished."""
+    moved = outputs.commit_files()
+    finished = 0
+    for path in outputs.done_files():
+        with open(path, encoding="ascii") as fh:
+            keys = [bytes.fromhex(line) for line in fh.read().split()]
+        for i in range(0, len(keys), 5000):
+            store.mutate("frontier", [Mutation.delete_row(k) for k in keys[i : i + 5000]])
+        finished += len(keys)
+    store.mutate("meta", [Mutation.set(ROUND_KEY, {"m:next": str(outputs.round_no + 1).encode()})])
+    outputs.discard_staging()
+    log.info("round %d committed: %d frontier rows finished", outputs.round_no, finished)
+    return moved
+
+
+def _metrics(result: Any) -> dict[str, Any]:
+    """Committed Beam counters and distributions as ``{"namespace/name": value}``."""
+    out: dict[str, Any] = {}
+    try:
+        results = result.metrics().query()
+    except Exception:  # some runners have no metrics API
+        return out
+    for counter in results.get("counters", []):
+        key = f"{counter.key.metric.namespace}/{counter.key.metric.name}"
+        out[key] = out.get(key, 0) + (counter.committed or 0)
+    for dist in results.get("distributions", []):
+        key = f"{dist.key.metric.namespace}/{dist.key.metric.name}"
+        d = dist.committed
+        if d is not None and d.count:
+            out[key] = {"count": d.count, "sum": d.sum, "min": d.min, "max": d.max, "mean": d.sum / d.count}
+    return out
+
+
+def run_round(cfg: CrawlConfig, pipeline_args: list[str], store: Store, round_no: int) -> dict[str, Any]:
+    """Runs and commits one round; returns its report."""
+    outputs = RoundOutputs(cfg.out, round_no)
+    outputs.prepare()
+    started = time.time()
+    options = PipelineOptions(flags=pipeline_args)
+    p = beam.Pipeline(options=options)
+    round_pipeline.build(p, cfg, outputs, started)
+    result = p.run()
+    result.wait_until_finish()
+    fetch_done = time.time()
+    metrics = _metrics(result)
+    moved = _commit(store, outputs)
+    finished = time.time()
+    frontier_left = sum(1 for _ in store.read_range("frontier", keys_only=True))
+    pages = metrics.get("fetch/success", 0)
+    report = {
+        "round": round_no,
+        "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),
+        "seconds": round(finished - started, 3),
+        "pipeline_seconds": round(fetch_done - started, 3),
+        "round_window": cfg.round_window,
+        "hosts_planned": metrics.get("assign_slots/hosts_planned", 0),
+        "urls_due": metrics.get("select/due_rows", 0),
+        "urls_assigned": metrics.get("assign_slots/urls_assigned", 0),
+        "responses": pages,
+        "robots_fetches": metrics.get("fetch/robots_fetches", 0),
+        "fetch_errors": metrics.get("fetch/error", 0),
+        "deferred": metrics.get("fetch/deferred", 0),
+        "robots_disallowed": metrics.get("fetch/robots_disallowed", 0),
+        "bytes": metrics.get("fetch/bytes", 0),
+        "links_found": metrics.get("parse/links", 0),
+        "new_urls": metrics.get("url_seen/new", 0),
+        "frontier_size": frontier_left,
+        "pages_per_second": round(pages / max(fetch_done - started, 1e-9), 2),
+        "files": {kind: [os.path.relpath(p_, cfg.out) for p_ in paths] for kind, paths in moved.items()},
+        "metrics": metrics,
+    }
+    os.makedirs(os.path.dirname(outputs.report_path()), exist_ok=True)
+    tmp = outputs.report_path() + ".tmp"
+    with open(tmp, "w", encoding="utf-8") as fh:
+        json.dump(report, fh, indent=2, sort_keys=True, default=str)
+    os.replace(tmp, outputs.report_path())
+    return report
+
+
+def summary(report: dict[str, Any]) -> str:
+    """One screen about a round."""
+    status = {k.split("/")[-1]: v for k, v in report["metrics"].items() if k.startswith("fetch/status/")}
+    lines = [
+        f"round {report['round']}: {report['responses']} responses in {report['pipeline_seconds']:.1f}s "
+        f"({report['pages_per_second']:.1f}/s) from {report['hosts_planned']} hosts",
+        f"  due {report['urls_due']}, assigned {report['urls_assigned']}, robots.txt fetches {report['robots_fetches']}, "
+        f"robots-disallowed {report['robots_disallowed']}, deferred {report['deferred']}, errors {report['fetch_errors']}",
+        f"  status {' '.join(f'{k}={v}' for k, v in sorted(status.items())) or '-'}; "
+        f"{report['bytes'] / 1e6:.2f} MB",
+        f"  links found {report['links_found']}, new URLs {report['new_urls']}, frontier now {report['frontier_size']}",
+    ]
+    for kind, files in sorted(report["files"].items()):
+        lines.append(f"  {kind}: {len(files)} file(s)")
+    return "\n".join(lines)
+
+
+def crawl(cfg: CrawlConfig, rounds: int, seeds: list[str], pipeline_args: list[str], out: TextIO = sys.stdout) -> list[dict[str, Any]]:
+    """Seeds the frontier and runs ``rounds`` rounds; returns their reports."""
+    try:
+        os.makedirs(cfg.out, exist_ok=True)
+        probe = os.path.join(cfg.out, f".write-test-{os.getpid()}")
+        with open(probe, "w"):
+            pass
+        os.remove(probe)
+    except OSError as exc:
+        raise CrawlError(f"output folder {cfg.out} is not writable: {exc.strerror or exc}") from None
+    try:
+        store = open_store(cfg.store)
+    except StoreError as exc:
+        raise CrawlError(str(exc)) from None
+    reports = []
+    with store, RoundLease(store):
+        if seeds:
+            seeded = submit_urls(store, seeds, int(time.time() * 1000))
+            print(f"seeds: {seeded.accepted} queued, {seeded.duplicates} already known", file=out)
+        for _ in range(rounds):
+            round_no = next_round(store)
+            print(f"round {round_no}: running (window {cfg.round_window:g}s) ...", file=out, flush=True)
+            report = run_round(cfg, pipeline_args, store, round_no)
+            print(summary(report), file=out, flush=True)
+            reports.append(report)
+    return reports

@@ -1,0 +1,56 @@
+"""One crawl round as one Beam job (DESIGN.md §1).
+
+select due URLs and host state → assign slots per host (CoGroupByKey on host) → fetch
+politely by shard → parse → store pages once (WARC) and publish events and edges (Parquet)
+→ URL seen (DRUM) → record host and URL state. The round's files are committed by the
+crawl loop (pipelines/crawl.py) after the job finishes.
+
+EXAMPLES (one round through the crawl loop; see README for all runners)::
+
+    beamcrawl crawl --seeds seeds.txt --out out/ --rounds 1 --runner FnApiRunner
+    beamcrawl crawl --seeds seeds.txt --out gs://b/out --store bigtable://p/i \\
+        --runner DataflowRunner --project p --region us-central1 --temp_location gs://b/tmp
+"""
+
+from __future__ import annotations
+
+import apache_beam as beam
+
+from beamcrawl.core.config import CrawlConfig
+from beamcrawl.core.outputs import RoundOutputs
+from beamcrawl.transforms.assign_slots import AssignSlots
+from beamcrawl.transforms.fetch import FetchPages
+from beamcrawl.transforms.parquet_io import WriteLinkEdges, WritePageEvents
+from beamcrawl.transforms.parse import ParsePages
+from beamcrawl.transforms.record import RecordHostState, RecordUrlState
+from beamcrawl.transforms.select import ReadDueFrontier, ReadHostState
+from beamcrawl.transforms.url_seen import ExtractCandidates, FilterSeenUrls
+from beamcrawl.transforms.warc_io import WriteWarc
+
+
+def build(p: beam.Pipeline, cfg: CrawlConfig, outputs: RoundOutputs, now: float) -> None:
+    """Adds one round's transforms to ``p``."""
+    now_ms = int(now * 1000)
+    due = p | "Read due frontier" >> ReadDueFrontier(cfg.store, now_ms)
+    host_state = due | "Read host state" >> ReadHostState(cfg.store)
+    plans = {
+        "due": due,
+        "hosts": host_state.records,
+        "policies": host_state.policies,
+    } | "Assign slots" >> AssignSlots(cfg, now)
+
+    fetched = plans | "Fetch" >> FetchPages(cfg)
+    pages = fetched.results | "Parse" >> ParsePages(cfg.robots_token)
+
+    events = pages | "Store pages once" >> WriteWarc(outputs, cfg.warc_max_bytes, cfg.user_agent)
+    _ = events | "Publish page events" >> WritePageEvents(outputs)
+    _ = pages | "Publish link edges" >> WriteLinkEdges(outputs)
+
+    _ = (
+        pages
+        | "Discovered URLs" >> ExtractCandidates()
+        | "URL seen" >> FilterSeenUrls(cfg.store, cfg.seen_bucket_bits, now_ms)
+    )
+
+    _ = fetched.hosts | "Record host state" >> RecordHostState(cfg.store)
+    _ = pages | "Record URL state" >> RecordUrlState(cfg.store, outputs)

@@ -1,0 +1,261 @@
+"""Record types that flow through a round and live in the store.
+
+Stored records are encoded as one JSON cell per row (``r:json``) plus, where a transform
+scans or filters on a field, a few small cells of their own. JSON keeps rows readable with
+``cbt`` or ``sqlite3`` and lets fields be added without a migration; the hot data (keys) is
+binary and sorted.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import struct
+from dataclasses import dataclass, field
+from typing import Any
+
+JSON_CELL = "r:json"
+
+# Priorities of work coming in; discovered links get a priority from their depth.
+PRIORITY_SEED = 1.0
+
+
+def _encode(obj: Any) -> dict[str, bytes]:
+    return {JSON_CELL: json.dumps(dataclasses.asdict(obj), separators=(",", ":")).encode()}
+
+
+def _decode_json(cells: dict[str, bytes]) -> dict[str, Any]:
+    raw = cells.get(JSON_CELL)
+    if raw is None:
+        raise ValueError("row has no r:json cell")
+    return json.loads(raw)
+
+
+def frontier_key(due_ms: int, fp: int) -> bytes:
+    """Frontier rows sort by due time, then fingerprint, so 'what is due' is one range scan."""
+    return struct.pack(">QQ", due_ms, fp)
+
+
+def fp_key(fp: int) -> bytes:
+    """The seen set is keyed by the 8-byte big-endian fingerprint (uniform over the range)."""
+    return struct.pack(">Q", fp)
+
+
+def key_fp(key: bytes) -> int:
+    return struct.unpack(">Q", key[:8])[0]
+
+
+@dataclass
+class FrontierEntry:
+    """A queued URL: a frontier row."""
+
+    url: str
+    fp: int
+    host: str
+    due_ms: int
+    priority: float = 0.5
+    depth: int = 0
+    source: str = "link"  # seed | link | redirect | sitemap | submit
+    inlinks: int = 0
+    # Frontier keys of other rows for the same fingerprint (a rerun after a crash may queue
+    # a URL twice); they are deleted when this one is done.
+    also_keys: list[str] = field(default_factory=list)
+
+    @property
+    def key(self) -> bytes:
+        return frontier_key(self.due_ms, self.fp)
+
+    def to_cells(self) -> dict[str, bytes]:
+        cells = _encode(self)
+        return cells
+
+    @classmethod
+    def from_cells(cls, cells: dict[str, bytes]) -> "FrontierEntry":
+        return cls(**_decode_json(cells))
+
+
+@dataclass
+class UrlState:
+    """A row of the seen set: what is known about one URL.
+
+    One cell per field (``u:<field>``, JSON values) so that a fetch outcome is written as a
+    partial update, merged into the row without reading it first.
+    """
+
+    url: str
+    first_seen_ms: int | None = None
+    state: str = "queued"  # queued | fetched | error | robots_disallowed
+    source: str | None = None
+    depth: int | None = None
+    status: int | None = None
+    fetched_at_ms: int | None = None
+    checksum: str | None = None
+    error: str | None = None
+
+    def to_cells(self, only: tuple[str, ...] | None = None) -> dict[str, bytes]:
+        values = dataclasses.asdict(self)
+        names = only if only is not None else tuple(values)
+        return {f"u:{name}": json.dumps(values[name]).encode() for name in names}
+
+    @classmethod
+    def from_cells(cls, cells: dict[str, bytes]) -> "UrlState":
+        known = {f.name for f in dataclasses.fields(cls)}
+        values = {
+            col[2:]: json.loads(raw)
+            for col, raw in cells.items()
+            if col.startswith("u:") and col[2:] in known
+        }
+        return cls(**values)
+
+
+@dataclass
+class HostRecord:
+    """What the crawler remembers about a host between rounds (politeness lives here)."""
+
+    host: str
+    delay: float = 0.0  # current gap between requests, seconds (0 = not yet set)
+    last_fetch_end: float = 0.0  # epoch seconds when the last response on this host ended
+    not_before: float = 0.0  # epoch seconds; Retry-After and back-off push this forward
+    last_response_time: float = 0.0
+    robots: dict[str, Any] | None = None  # RobotsRules.to_dict()
+    robots_fetched_at: float = 0.0
+    robots_status: int | None = None
+    ip: str | None = None
+    consecutive_errors: int = 0
+    fetches: int = 0
+
+    def to_cells(self) -> dict[str, bytes]:
+        return _encode(self)
+
+    @classmethod
+    def from_cells(cls, host: str, cells: dict[str, bytes] | None) -> "HostRecord":
+        if not cells:
+            return cls(host=host)
+        return cls(**_decode_json(cells))
+
+
+@dataclass
+class HostPolicy:
+    """An operator's policy for a host (steering), applied at the next round."""
+
+    host: str
+    min_delay_ms: int | None = None
+    pause_until: float | None = None  # epoch seconds
+    blocked: bool = False
+
+    def to_cells(self) -> dict[str, bytes]:
+        return _encode(self)
+
+    @classmethod
+    def from_cells(cls, host: str, cells: dict[str, bytes] | None) -> "HostPolicy | None":
+        if not cells:
+            return None
+        return cls(**_decode_json(cells))
+
+
+@dataclass
+class HostPlan:
+    """AssignSlots' decision for one host this round: the fetcher's unit of work."""
+
+    host: str
+    shard: int
+    record: HostRecord
+    delay: float
+    fetch_robots: bool
+    entries: list[FrontierEntry]
+    # URLs the cached robots.txt already forbids: marked done without a fetch.
+    disallowed: list[FrontierEntry] = field(default_factory=list)
+
+
+@dataclass
+class FetchResult:
+    """One fetch (or a decision not to fetch) of one queued URL."""
+
+    entry: FrontierEntry
+    outcome: str  # fetched | error | robots_disallowed | deferred
+    url: str
+    final_url: str = ""
+    status: int = 0
+    fetched_at: float = 0.0  # epoch seconds when the request started
+    elapsed: float = 0.0
+    ip: str | None = None
+    http_version: str = "1.1"
+    reason: str = ""
+    request_headers: list[tuple[str, str]] = field(default_factory=list)
+    response_headers: list[tuple[str, str]] = field(default_factory=list)
+    raw_body: bytes = b""  # as transferred (content-encoded), for the WARC record
+    body: bytes = b""  # decoded payload, for parsing
+    truncated: str | None = None  # 'length' when the size cap cut the body
+    error: str | None = None
+
+    @property
+    def content_type(self) -> str:
+        for name, value in self.response_headers:
+            if name.lower() == "content-type":
+                return value
+        return ""
+
+    def header(self, wanted: str) -> str | None:
+        wanted = wanted.lower()
+        for name, value in self.response_headers:
+            if name.lower() == wanted:
+                return value
+        return None
+
+
+@dataclass
+class Link:
+    """An out-link found on a page, already normalised and fingerprinted."""
+
+    url: str
+    fp: int
+    anchor: str = ""
+    nofollow: bool = False
+    kind: str = "a"  # a | canonical | redirect | area | frame
+
+
+@dataclass
+class ParsedPage:
+    """A fetch plus what parsing found in it."""
+
+    fetch: FetchResult
+    links: list[Link] = field(default_factory=list)
+    canonical: str | None = None
+    meta_nofollow: bool = False
+    meta_noindex: bool = False
+    checksum: str | None = None  # 16 hex digits of the 64-bit mmh3 of the payload
+    simhash: str | None = None
+    title: str | None = None
+    parse_error: str | None = None
+
+    @property
+    def follow_links(self) -> list[Link]:
+        """Links the crawler may follow: not nofollow, page not meta-nofollow."""
+        if self.meta_nofollow:
+            return []
+        return [link for link in self.links if not link.nofollow]
+
+
+@dataclass
+class Candidate:
+    """A URL offered to the URL-seen check (discovered link, redirect target or seed)."""
+
+    fp: int
+    url: str
+    host: str
+    depth: int
+    priority: float
+    source: str = "link"
+    inlinks: int = 1
+
+    def merge(self, other: "Candidate") -> "Candidate":
+        """Combines two offers of one fingerprint (in-links add up, best priority wins)."""
+        return Candidate(
+            fp=self.fp,
+            url=self.url,
+            host=self.host,
+            depth=min(self.depth, other.depth),
+            priority=max(self.priority, other.priority),
+            source=self.source if self.priority >= other.priority else other.source,
+            inlinks=self.inlinks + other.inlinks,
+        )

@@ -1,0 +1,150 @@
+"""Fetch: host plans grouped into fetch shards, crawled politely by one asyncio loop each.
+
+Plans are keyed by the shard that owns their host and grouped, so every host has exactly one
+owner. A worker's bundle may hold many shards; all of them are crawled in one event loop (a
+:class:`~beamcrawl.core.fetcher.FetchRunner`), started by the first ``process`` call and
+drained in ``finish_bundle``, while results already available flow downstream as they come.
+
+Governed by: --round-window (how long the loop may run), --min-delay/--max-delay, the
+timeouts and body cap, --fetch-shards, --max-hosts-in-flight, --user-agent, --robots-token,
+--resolve and --allow-private-networks.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any, Iterable, Iterator
+
+import apache_beam as beam
+from apache_beam.metrics import Metrics
+from apache_beam.transforms.window import GlobalWindow
+from apache_beam.utils.timestamp import MIN_TIMESTAMP
+from apache_beam.utils.windowed_value import WindowedValue
+
+from beamcrawl.core.config import CrawlConfig
+from beamcrawl.core.fetcher import FetchRunner
+from beamcrawl.schemas.records import FetchResult, HostPlan
+
+__all__ = ["FetchPages"]
+
+log = logging.getLogger(__name__)
+PROGRESS_EVERY = 5.0
+
+
+class _MetricsCollector:
+    """The fetch stage's counters: received, success, error, status classes, latency."""
+
+    def __init__(self) -> None:
+        ns = "fetch"
+        self.hosts = Metrics.counter(ns, "hosts")
+        self.received = Metrics.counter(ns, "received")
+        self.success = Metrics.counter(ns, "success")
+        self.error = Metrics.counter(ns, "error")
+        self.deferred = Metrics.counter(ns, "deferred")
+        self.robots_disallowed = Metrics.counter(ns, "robots_disallowed")
+        self.robots_fetches = Metrics.counter(ns, "robots_fetches")
+        self.bytes = Metrics.counter(ns, "bytes")
+        self.latency_ms = Metrics.distribution(ns, "latency_ms")
+        self.status = {c: Metrics.counter(ns, f"status/{c}xx") for c in range(1, 6)}
+
+    def count(self, result: FetchResult) -> None:
+        self.received.inc()
+        if result.outcome == "fetched":
+            self.success.inc()
+            self.bytes.inc(len(result.raw_body))
+            self.latency_ms.update(int(result.elapsed * 1000))
+            klass = result.status // 100
+            if klass in self.status:
+                self.status[klass].inc()
+            if result.entry.source == "robots":
+                self.robots_fetches.inc()
+        elif result.outcome == "error":
+            self.error.inc()
+        elif result.outcome == "deferred":
+            self.deferred.inc()
+        elif result.outcome == "robots_disallowed":
+            self.robots_disallowed.inc()
+
+
+class _FetchShardsFn(beam.DoFn):
+    """Crawls every host plan of a bundle's shards in one event loop.
+
+    Outputs ``FetchResult`` on the main output and the updated ``HostRecord`` of every
+    host, tagged ``hosts``.
+    """
+
+    def __init__(self, cfg: CrawlConfig) -> None:
+        self.cfg = cfg
+        self.metrics: _MetricsCollector | None = None
+
+    def setup(self) -> None:
+        self.metrics = _MetricsCollector()
+
+    def start_bundle(self) -> None:
+        self.runner: FetchRunner | None = None
+        self.fetched = 0
+        self.next_progress = time.monotonic() + PROGRESS_EVERY
+
+    def process(self, element: tuple[int, Iterable[HostPlan]]) -> Iterator[Any]:
+        _shard, plans = element
+        if self.runner is None:
+            self.runner = FetchRunner(self.cfg)
+        for plan in plans:
+            assert self.metrics is not None
+            self.metrics.hosts.inc()
+            self.runner.submit(plan)
+        for kind, value in self.runner.drain(wait=False):
+            yield self._route(kind, value)
+
+    def finish_bundle(self) -> Iterator[Any]:
+        if self.runner is None:
+            return
+        try:
+            for kind, value in self.runner.drain(wait=True):
+                out = self._route(kind, value)
+                if isinstance(out, beam.pvalue.TaggedOutput):
+                    yield beam.pvalue.TaggedOutput(out.tag, _windowed(out.value))
+                else:
+                    yield _windowed(out)
+        finally:
+            self.runner.close()
+            self.runner = None
+
+    def _route(self, kind: str, value: Any) -> Any:
+        if kind == "host":
+            return beam.pvalue.TaggedOutput("hosts", (value.host, value))
+        assert self.metrics is not None
+        self.metrics.count(value)
+        if value.outcome == "fetched":
+            self.fetched += 1
+        now = time.monotonic()
+        if now >= self.next_progress:
+            self.next_progress = now + PROGRESS_EVERY
+            log.info("fetch: %d responses so far in this bundle", self.fetched)
+        return value
+
+
+def _windowed(value: Any) -> WindowedValue:
+    return WindowedValue(value, MIN_TIMESTAMP, [GlobalWindow()])
+
+
+class FetchPages(beam.PTransform):
+    """Fetches host plans politely.
+
+    Returns a tuple of PCollections: ``results`` (``FetchResult``, one per planned URL and
+    per robots.txt request) and ``hosts`` (``(host, HostRecord)`` after the round).
+    """
+
+    def __init__(self, cfg: CrawlConfig) -> None:
+        super().__init__()
+        self.cfg = cfg
+
+    def expand(self, plans: beam.PCollection) -> beam.pvalue.DoOutputsTuple:
+        return (
+            plans
+            | "Key by fetch shard" >> beam.Map(lambda plan: (plan.shard, plan))
+            | "Group by fetch shard" >> beam.GroupByKey()
+            | "Fetch politely"
+            >> beam.ParDo(_FetchShardsFn(self.cfg)).with_outputs("hosts", main="results")
+        )

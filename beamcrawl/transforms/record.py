@@ -1,0 +1,142 @@
+"""Record: fetch outcomes update host state and URL state for the next round.
+
+Host records (delay, last response end, robots cache, errors) are written as soon as the
+fetcher is done with a host, so politeness holds across rounds even if a later stage fails.
+URL state is merged cell by cell into the seen set. The frontier rows of URLs finished this
+round are not deleted here: their keys are staged and deleted when the round commits,
+after its WARC and Parquet files are in place, so a crash never loses a fetched page.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Iterable
+
+import apache_beam as beam
+from apache_beam.metrics import Metrics
+
+from beamcrawl.core.outputs import DONE, RoundOutputs, part_name
+from beamcrawl.schemas.records import HostRecord, ParsedPage, UrlState, fp_key
+from beamcrawl.stores.base import Mutation, open_store
+
+__all__ = ["RecordHostState", "RecordUrlState", "url_state_cells", "done_keys"]
+
+FINISHED = ("fetched", "error", "robots_disallowed")
+STATE_FIELDS = ("state", "status", "fetched_at_ms", "checksum", "error")
+
+
+def url_state_cells(page: ParsedPage) -> dict[str, bytes] | None:
+    """The seen-set cells a fetch outcome updates (None when nothing happened)."""
+    f = page.fetch
+    if f.outcome not in FINISHED or f.entry.source == "robots":
+        return None
+    state = UrlState(
+        url=f.entry.url,
+        state=f.outcome,
+        status=f.status if f.outcome == "fetched" else None,
+        fetched_at_ms=int(f.fetched_at * 1000) if f.fetched_at else None,
+        checksum=page.checksum,
+        error=f.error,
+    )
+    return state.to_cells(only=STATE_FIELDS)
+
+
+def done_keys(page: ParsedPage) -> list[str]:
+    """Frontier keys (hex) to delete when the round commits."""
+    f = page.fetch
+    if f.outcome not in FINISHED or f.entry.source == "robots":
+        return []
+    return [f.entry.key.hex(), *f.entry.also_keys]
+
+
+class _WriteRowsFn(beam.DoFn):
+    """Writes batches of ``(key, cells)`` to a store table."""
+
+    def __init__(self, store_uri: str, table: str) -> None:
+        self.store_uri = store_uri
+        self.table = table
+        self.rows = Metrics.counter("record", f"{table}_rows")
+
+    def setup(self) -> None:
+        self.store = open_store(self.store_uri)
+
+    def process(self, batch: list[tuple[bytes, dict[str, bytes]]]) -> None:
+        self.store.mutate(self.table, [Mutation.set(key, cells) for key, cells in batch])
+        self.rows.inc(len(batch))
+
+    def teardown(self) -> None:
+        self.store.close()
+
+
+class _StageDoneKeysFn(beam.DoFn):
+    """Appends finished frontier keys to this bundle's file in the round's staging."""
+
+    def __init__(self, outputs: RoundOutputs) -> None:
+        self.outputs = outputs
+
+    def start_bundle(self) -> None:
+        self.keys: list[str] = []
+
+    def process(self, keys: list[str]) -> None:
+        self.keys.extend(keys)
+
+    def finish_bundle(self) -> None:
+        if not self.keys:
+            return
+        folder = self.outputs.staged(DONE)
+        os.makedirs(folder, exist_ok=True)
+        path = os.path.join(folder, part_name(".txt"))
+        with open(path + ".tmp", "w", encoding="ascii") as fh:
+            fh.write("\n".join(self.keys) + "\n")
+        os.replace(path + ".tmp", path)
+        self.keys = []
+
+
+def _host_row(item: tuple[str, HostRecord]) -> tuple[bytes, dict[str, bytes]]:
+    host, record = item
+    return host.encode(), record.to_cells()
+
+
+class RecordHostState(beam.PTransform):
+    """``(host, HostRecord)`` → the hosts table, in batches."""
+
+    def __init__(self, store_uri: str) -> None:
+        super().__init__()
+        self.store_uri = store_uri
+
+    def expand(self, hosts: beam.PCollection) -> beam.PCollection:
+        return (
+            hosts
+            | "Host rows" >> beam.Map(_host_row)
+            | "Batch host rows" >> beam.BatchElements(min_batch_size=100, max_batch_size=2000)
+            | "Write host rows" >> beam.ParDo(_WriteRowsFn(self.store_uri, "hosts"))
+        )
+
+
+def _url_rows(page: ParsedPage) -> Iterable[tuple[bytes, dict[str, bytes]]]:
+    cells = url_state_cells(page)
+    if cells is not None:
+        yield fp_key(page.fetch.entry.fp), cells
+
+
+class RecordUrlState(beam.PTransform):
+    """``ParsedPage`` → URL state in the seen set, and finished frontier keys staged."""
+
+    def __init__(self, store_uri: str, outputs: RoundOutputs) -> None:
+        super().__init__()
+        self.store_uri = store_uri
+        self.outputs = outputs
+
+    def expand(self, pages: beam.PCollection) -> beam.PCollection:
+        (
+            pages
+            | "URL state rows" >> beam.FlatMap(_url_rows)
+            | "Batch URL rows" >> beam.BatchElements(min_batch_size=100, max_batch_size=2000)
+            | "Write URL rows" >> beam.ParDo(_WriteRowsFn(self.store_uri, "urls"))
+        )
+        return (
+            pages
+            | "Finished frontier keys" >> beam.Map(done_keys)
+            | "Drop unfinished" >> beam.Filter(bool)
+            | "Stage finished keys" >> beam.ParDo(_StageDoneKeysFn(self.outputs))
+        )

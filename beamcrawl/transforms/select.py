@@ -1,0 +1,103 @@
+"""Select: the URLs that are due, and the host records and policies of their hosts.
+
+The frontier is keyed by due time then fingerprint, so "everything due by now" is one range
+scan from the start of the table. Host records and operator policies are then read for the
+distinct hosts with due work, in batched key-set reads (never one read per host).
+"""
+
+from __future__ import annotations
+
+from typing import Iterable, Iterator
+
+import apache_beam as beam
+from apache_beam.metrics import Metrics
+
+from beamcrawl.schemas.records import FrontierEntry, HostPolicy, HostRecord, frontier_key
+from beamcrawl.stores.base import open_store
+
+__all__ = ["ReadDueFrontier", "ReadHostState"]
+
+
+class _ScanDueFn(beam.DoFn):
+    """Scans the frontier's key range [start, end) and yields its entries keyed by host."""
+
+    def __init__(self, store_uri: str) -> None:
+        self.store_uri = store_uri
+        self.received = Metrics.counter("select", "due_rows")
+        self.bad = Metrics.counter("select", "bad_rows")
+
+    def setup(self) -> None:
+        self.store = open_store(self.store_uri)
+
+    def process(self, key_range: tuple[bytes, bytes]) -> Iterator[tuple[str, FrontierEntry]]:
+        start, end = key_range
+        for _key, cells in self.store.read_range("frontier", start, end):
+            try:
+                entry = FrontierEntry.from_cells(cells)
+            except (ValueError, TypeError, KeyError):
+                self.bad.inc()
+                continue
+            self.received.inc()
+            yield entry.host, entry
+
+    def teardown(self) -> None:
+        self.store.close()
+
+
+class ReadDueFrontier(beam.PTransform):
+    """Reads every frontier row due at ``now_ms`` or earlier, as ``(host, FrontierEntry)``."""
+
+    def __init__(self, store_uri: str, now_ms: int) -> None:
+        super().__init__()
+        self.store_uri = store_uri
+        self.now_ms = now_ms
+
+    def expand(self, pbegin: beam.pvalue.PBegin) -> beam.PCollection:
+        due_range = (b"", frontier_key(self.now_ms + 1, 0))
+        return (
+            pbegin
+            | "Due key range" >> beam.Create([due_range])
+            | "Scan due frontier rows" >> beam.ParDo(_ScanDueFn(self.store_uri))
+        )
+
+
+class _ReadHostRowsFn(beam.DoFn):
+    """Reads host records and policies for a batch of host names in two key-set reads."""
+
+    def __init__(self, store_uri: str) -> None:
+        self.store_uri = store_uri
+
+    def setup(self) -> None:
+        self.store = open_store(self.store_uri)
+
+    def process(self, hosts: list[str]) -> Iterable:
+        keys = [h.encode() for h in hosts]
+        records = self.store.read_keys("hosts", keys)
+        policies = self.store.read_keys("policies", keys)
+        for host, key in zip(hosts, keys):
+            yield host, HostRecord.from_cells(host, records.get(key))
+            policy = HostPolicy.from_cells(host, policies.get(key))
+            if policy is not None:
+                yield beam.pvalue.TaggedOutput("policies", (host, policy))
+
+    def teardown(self) -> None:
+        self.store.close()
+
+
+class ReadHostState(beam.PTransform):
+    """For each distinct host with due work: ``(host, HostRecord)`` and, tagged
+    ``policies``, ``(host, HostPolicy)`` where an operator set one."""
+
+    def __init__(self, store_uri: str) -> None:
+        super().__init__()
+        self.store_uri = store_uri
+
+    def expand(self, due: beam.PCollection) -> beam.pvalue.DoOutputsTuple:
+        return (
+            due
+            | "Host names" >> beam.Keys()
+            | "Distinct hosts" >> beam.Distinct()
+            | "Batch host names" >> beam.BatchElements(min_batch_size=64, max_batch_size=2048)
+            | "Read host rows"
+            >> beam.ParDo(_ReadHostRowsFn(self.store_uri)).with_outputs("policies", main="records")
+        )

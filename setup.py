@@ -1,0 +1,35 @@
+"""beamcrawl: a polite, web-scale crawler written as a batch Apache Beam pipeline."""
+from setuptools import find_packages, setup
+
+BEAM_VERSION = "2.77.0"  # must match Dockerfile
+
+setup(
+    name="beamcrawl",
+    version="0.1.0",
+    description="A polite, web-scale crawler written as a batch Apache Beam pipeline",
+    long_description=open("README.md", encoding="utf-8").read(),
+    long_description_content_type="text/markdown",
+    python_requires=">=3.10",
+    packages=find_packages(include=["beamcrawl", "beamcrawl.*"]),
+    install_requires=[
+        f"apache-beam[gcp]=={BEAM_VERSION}",
+        "google-cloud-bigtable>=2.20,<3",
+        "pyarrow>=14,<27",
+        "aiohttp>=3.9,<4",
+        "warcio>=1.7.4,<2",
+        "simhash>=2.1,<3",
+        "mmh3>=4,<6",
+        "tldextract>=5,<6",
+        "protego>=0.3,<1",
+        "selectolax>=0.3.21,<2",
+        "numpy>=1.24",
+    ],
+    extras_require={
+        "test": [
+            "pytest>=8",
+            "hypothesis>=6",
+            "duckdb>=1.0",
+        ],
+    },
+    entry_points={"console_scripts": ["beamcrawl=beamcrawl.pipelines.cli:main"]},
+)

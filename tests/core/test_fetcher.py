@@ -1,0 +1,231 @@
+"""The asyncio fetcher against a real aiohttp server on loopback (no Beam).
+
+The server records when each request started and ended, so politeness is checked from
+the server's side, as a site owner would see it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gzip
+import threading
+import time
+from contextlib import contextmanager
+
+import pytest
+from aiohttp import web
+
+from beamcrawl.core.config import CrawlConfig
+from beamcrawl.core.fetcher import FetchRunner, decode_body
+from beamcrawl.core.robots import RobotsRules
+from beamcrawl.schemas.records import FrontierEntry, HostPlan, HostRecord
+
+
+class MockServer:
+    """A loopback aiohttp server with scripted routes, run on its own thread."""
+
+    def __init__(self) -> None:
+        self.log: list[dict] = []
+        self.robots: dict[str, tuple[int, str]] = {}
+        self.port = 0
+        self._ready = threading.Event()
+
+    async def handle(self, request: web.Request) -> web.StreamResponse:
+        start = time.time()
+        host = request.host.split(":")[0]
+        path = request.path_qs
+        status, body, headers = 200, b"<html><body>ok</body></html>", {"Content-Type": "text/html"}
+        if path == "/robots.txt":
+            status, text = self.robots.get(host, (404, ""))
+            body, headers = text.encode(), {"Content-Type": "text/plain"}
+        elif path.startswith("/slow"):
+            await asyncio.sleep(0.2)
+        elif path.startswith("/429"):
+            status, headers = 429, {"Retry-After": "1", "Content-Type": "text/plain"}
+        elif path.startswith("/big"):
+            body = b"x" * 50_000
+        elif path.startswith("/gz"):
+            body, headers = gzip.compress(b"<html>" + b"a" * 1000 + b"</html>"), {"Content-Type": "text/html", "Content-Encoding": "gzip"}
+        elif path.startswith("/redirect"):
+            status, headers = 301, {"Location": "/target"}
+        elif path.startswith("/hang"):
+            await asyncio.sleep(5)
+        resp = web.Response(status=status, body=body, headers=headers)
+        await resp.prepare(request)
+        await resp.write_eof()
+        self.log.append({"start": start, "end": time.time(), "host": host, "path": path, "ua": request.headers.get("User-Agent", "")})
+        return resp
+
+    def run(self) -> None:
+        loop = asyncio.new_event_loop()
+        self.loop = loop
+        app = web.Application()
+        app.router.add_route("*", "/{tail:.*}", self.handle)
+        runner = web.AppRunner(app, access_log=None)
+        loop.run_until_complete(runner.setup())
+        site = web.TCPSite(runner, "127.0.0.1", 0)
+        loop.run_until_complete(site.start())
+        self.port = site._server.sockets[0].getsockname()[1]
+        self.runner = runner
+        self._ready.set()
+        loop.run_forever()
+        loop.run_until_complete(runner.cleanup())
+        loop.close()
+
+
+@contextmanager
+def mock_server():
+    server = MockServer()
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    server._ready.wait(10)
+    try:
+        yield server
+    finally:
+        server.loop.call_soon_threadsafe(server.loop.stop)
+        thread.join(10)
+
+
+def cfg(**kw) -> CrawlConfig:
+    base = dict(
+        out="/tmp/o", store="sqlite:///tmp/o", min_delay=0.2, round_window=20, allow_private_networks=True,
+        resolve=(("*.test", "127.0.0.1"),), max_body_bytes=10_000, total_timeout=1.0,
+    )
+    base.update(kw)
+    return CrawlConfig(**base)
+
+
+def plan(server: MockServer, host: str, paths: list[str], robots_known: str | None = None, delay: float = 0.2) -> HostPlan:
+    slot = f"{host}:{server.port}"
+    record = HostRecord(host=slot)
+    if robots_known is not None:
+        record.robots = RobotsRules.parse(robots_known, "beamcrawl").to_dict()
+        record.robots_fetched_at = time.time()
+    entries = [FrontierEntry(url=f"http://{slot}{p}", fp=i + 1, host=slot, due_ms=0) for i, p in enumerate(paths)]
+    return HostPlan(host=slot, shard=0, record=record, delay=delay, fetch_robots=robots_known is None, entries=entries)
+
+
+def run(config: CrawlConfig, plans: list[HostPlan]) -> tuple[list, dict]:
+    runner = FetchRunner(config)
+    try:
+        for p in plans:
+            runner.submit(p)
+        out = list(runner.drain(wait=True))
+    finally:
+        runner.close()
+    results = [v for k, v in out if k == "result"]
+    hosts = {v.host: v for k, v in out if k == "host"}
+    return results, hosts
+
+
+def per_host(log: list[dict]) -> dict[str, list[dict]]:
+    by: dict[str, list[dict]] = {}
+    for r in sorted(log, key=lambda r: r["start"]):
+        by.setdefault(r["host"], []).append(r)
+    return by
+
+
+def test_robots_first_one_in_flight_and_gaps_from_the_server_side():
+    with mock_server() as server:
+        server.robots["a.test"] = (200, "User-agent: *\nDisallow: /private\n")
+        server.robots["b.test"] = (200, "User-agent: beamcrawl\nDisallow: /\n\nUser-agent: *\nAllow: /\n")
+        plans = [
+            plan(server, "a.test", ["/1", "/slow1", "/private/x", "/2", "/3"]),
+            plan(server, "b.test", ["/1", "/2"]),
+            plan(server, "c.test", ["/1", "/2", "/3"]),  # robots 404: allow all
+        ]
+        results, hosts = run(cfg(), plans)
+        log = per_host(server.log)
+    assert [r["path"] for r in log["a.test"]] == ["/robots.txt", "/1", "/slow1", "/2", "/3"]
+    assert [r["path"] for r in log["b.test"]] == ["/robots.txt"]
+    assert [r["path"] for r in log["c.test"]] == ["/robots.txt", "/1", "/2", "/3"]
+    for reqs in log.values():
+        for prev, nxt in zip(reqs, reqs[1:]):
+            assert nxt["start"] >= prev["end"], "two requests in flight on one host"
+            assert nxt["start"] - prev["start"] >= 0.2
+            assert nxt["start"] - prev["end"] >= 0.19  # counted from the end of the response
+    outcomes = {(r.entry.host.split(":")[0], r.url.rsplit("/", 1)[-1]): r.outcome for r in results if r.entry.source != "robots"}
+    assert outcomes[("a.test", "x")] == "robots_disallowed"
+    assert outcomes[("b.test", "1")] == "robots_disallowed"
+    assert all(r["ua"].startswith("Mozilla/5.0 (compatible; beamcrawl/") for r in server.log)
+    a = hosts[f"a.test:{server.port}"]
+    assert a.robots is not None and a.last_fetch_end > 0 and a.fetches == 5
+
+
+def test_slow_host_gets_a_longer_delay():
+    with mock_server() as server:
+        results, hosts = run(cfg(), [plan(server, "s.test", ["/slow1", "/slow2", "/slow3"], robots_known="")])
+        log = per_host(server.log)["s.test"]
+    # 10 x ~0.2 s response time = ~2 s between the end of one and the start of the next
+    assert log[2]["start"] - log[1]["end"] >= 1.5
+
+
+def test_429_retry_after_holds_the_host():
+    with mock_server() as server:
+        results, hosts = run(cfg(), [plan(server, "r.test", ["/429", "/1"], robots_known="")])
+        log = per_host(server.log)["r.test"]
+    assert log[1]["start"] - log[0]["end"] >= 0.99
+    # the next answer was fast: the delay recovers towards the floor
+    assert hosts[f"r.test:{server.port}"].delay == pytest.approx(0.2)
+
+
+def test_429_at_least_doubles_the_delay_it_carries_into_the_next_round():
+    with mock_server() as server:
+        _, hosts = run(cfg(), [plan(server, "q.test", ["/429"], robots_known="")])
+        record = hosts[f"q.test:{server.port}"]
+    assert record.delay >= 0.4
+    assert record.not_before >= record.last_fetch_end + 0.99
+
+
+def test_robots_5xx_fetches_nothing_else_and_defers():
+    with mock_server() as server:
+        server.robots["e.test"] = (503, "")
+        results, hosts = run(cfg(), [plan(server, "e.test", ["/1", "/2"])])
+        paths = [r["path"] for r in server.log]
+    assert paths == ["/robots.txt"]
+    assert sorted(r.outcome for r in results if r.entry.source != "robots") == ["deferred", "deferred"]
+    assert RobotsRules.from_dict(hosts[f"e.test:{server.port}"].robots).kind == "disallow_all"
+
+
+def test_body_cap_timeout_redirect_and_gzip():
+    with mock_server() as server:
+        results, _ = run(cfg(), [plan(server, "x.test", ["/big", "/hang", "/redirect", "/gz"], robots_known="", delay=0.05)])
+    by = {r.url.rsplit("/", 1)[-1]: r for r in results}
+    assert by["big"].truncated == "length" and len(by["big"].raw_body) == 10_000
+    assert by["hang"].outcome == "error" and "Timeout" in by["hang"].error
+    assert by["redirect"].status == 301 and by["redirect"].header("location") == "/target"
+    assert by["gz"].body.startswith(b"<html>") and by["gz"].raw_body[:2] == b"\x1f\x8b"
+
+
+def test_private_address_refused_without_the_flag():
+    with mock_server() as server:
+        results, _ = run(cfg(allow_private_networks=False), [plan(server, "p.test", ["/1"], robots_known="")])
+        assert server.log == []
+    assert results[0].outcome == "error" and "refused" in results[0].error
+
+
+def test_link_local_refused_even_with_the_flag():
+    config = cfg(resolve=(("meta.test", "169.254.169.254"),))
+    p = HostPlan(host="meta.test", shard=0, record=HostRecord("meta.test"), delay=0.1, fetch_robots=True,
+                 entries=[FrontierEntry(url="http://meta.test/latest/meta-data/", fp=1, host="meta.test", due_ms=0)])
+    results, _ = run(config, [p])
+    assert [r.outcome for r in results] == ["error"]
+    assert "refused" in results[0].error
+
+
+def test_round_window_defers_what_does_not_fit():
+    with mock_server() as server:
+        results, _ = run(cfg(round_window=0.5), [plan(server, "w.test", [f"/{i}" for i in range(10)], robots_known="", delay=0.2)])
+    outcomes = [r.outcome for r in results]
+    assert 1 <= outcomes.count("fetched") <= 3
+    assert outcomes.count("deferred") == 10 - outcomes.count("fetched")
+
+
+@pytest.mark.parametrize("enc", ["gzip", "deflate"])
+def test_decode_body_caps_decompression_bombs(enc):
+    import zlib
+
+    payload = b"\0" * 5_000_000
+    raw = gzip.compress(payload) if enc == "gzip" else zlib.compress(payload)
+    body, cut = decode_body(raw, enc, 100_000)
+    assert cut and len(body) == 100_000
