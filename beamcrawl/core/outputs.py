@@ -1,7 +1,7 @@
 """Where a round's files go, and how they are committed at the end of the round.
 
-A round writes everything under ``OUT/_staging/round=NNNNNN/<kind>/``; only when the
-pipeline has finished are the files moved to ``OUT/<kind>/round=NNNNNN/`` (a rename per
+A round writes everything under ``OUT/_staging/round=N/<kind>/``; only when the
+pipeline has finished are the files moved to ``OUT/<kind>/round=N/`` (a rename per
 file, atomic on one filesystem). A round that fails leaves its outputs absent, and its
 rerun starts from an empty staging folder. File names are unique per writer and bundle,
 so a rerun never overwrites what an earlier attempt committed.
@@ -30,7 +30,9 @@ class RoundOutputs:
 
     @property
     def label(self) -> str:
-        return f"round={self.round_no:06d}"
+        # Not zero-padded: query engines read hive partitions (DuckDB, Spark, BigQuery) and
+        # infer "round=000007" as the string '000007', shadowing the files' integer column.
+        return f"round={self.round_no}"
 
     @property
     def staging(self) -> str:

@@ -18,6 +18,9 @@ from beamcrawl.core.config import CrawlConfig
 RETRY_AFTER_CAP = 24 * 3600.0  # honour Retry-After up to a day; beyond that it is a pause
 BACKOFF_AFTER_ERRORS = 3
 BACKOFF_CAP = 3600.0
+# We see a response end when its last byte arrives; the server books it a moment later.
+# A few milliseconds of margin keep the gap the server measures at or above the delay.
+SAFETY_MARGIN = 0.01
 
 
 def parse_retry_after(value: str | None, now: float) -> float | None:
@@ -96,4 +99,4 @@ def after_response(
 
 def next_allowed(last_fetch_end: float, delay: float, not_before: float) -> float:
     """Earliest epoch second at which the host may get its next request."""
-    return max(last_fetch_end + delay, not_before)
+    return max(last_fetch_end + delay + SAFETY_MARGIN, not_before)

@@ -47,6 +47,16 @@ def _positive_int(text: str) -> int:
     return value
 
 
+def _stray_argument(beam_args: list[str]) -> str | None:
+    """A bare word that is no option's value (Beam would ignore it silently)."""
+    previous = ""
+    for arg in beam_args:
+        if not arg.startswith("-") and not (previous.startswith("--") and "=" not in previous):
+            return arg
+        previous = arg
+    return None
+
+
 def _with_local_runner(beam_args: list[str]) -> list[str]:
     if any(a == "--runner" or a.startswith("--runner=") for a in beam_args):
         return beam_args
@@ -58,9 +68,9 @@ def cmd_crawl(argv: Sequence[str]) -> int:
     args, beam_args = parser.parse_known_args(list(argv))
     if not args.out:
         parser.error("--out is required")
-    unknown = [a for a in beam_args if not a.startswith("--")]
-    if unknown:
-        parser.error(f"unexpected argument {unknown[0]!r}")
+    stray = _stray_argument(beam_args)
+    if stray is not None:
+        parser.error(f"unexpected argument {stray!r}")
 
     from beamcrawl.pipelines.crawl import CrawlError, crawl, read_seeds
 

@@ -41,7 +41,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     work = tempfile.mkdtemp(prefix="beamcrawl-demo-")
     t0 = time.time()
     with running_simweb(work, hosts=args.hosts, seed=7) as web:
-        seeds = [web.base_url(h) + "/" for h in web.hosts[:: 4]]
+        seeds = [web.base_url(h) for h in web.hosts[::4]]
         print(f"simweb: {len(web.hosts)} hosts on 127.0.0.1:{web.port}; {len(seeds)} seeds; crawling {args.rounds} rounds into {out}")
         cfg = CrawlConfig(
             out=out,

@@ -34,7 +34,7 @@ def crawl_run(tmp_path_factory):
     out = work / "out"
     with running_simweb(str(work), hosts=HOSTS, seed=5, pages_per_host=30) as web:
         seeds = work / "seeds.txt"
-        seeds.write_text("# every host's root\n" + "\n".join(web.base_url(h) + "/" for h in web.hosts) + "\n")
+        seeds.write_text("# every host's root\n" + "\n".join(web.base_url(h) for h in web.hosts) + "\n")
         cmd = [
             sys.executable, "-m", "beamcrawl.pipelines.cli", "crawl",
             "--seeds", str(seeds), "--out", str(out), "--rounds", "2",
