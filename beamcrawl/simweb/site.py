@@ -1,0 +1,673 @@
+"""The synthetic web: hosts, pages, links and what the server answers for each request.
+
+:class:`SimWeb` is a pure, synchronous model. The aiohttp server (``server.py``) asks it for a
+:class:`SimResponse` per request and the truth writer (``truth.py``) asks it for the same facts as
+JSON, so the served web and its ground truth cannot drift apart.
+
+Everything is a function of ``(seed, host index, path)`` and computed on demand: host records are
+built on first use and page bodies live in a bounded LRU cache, so a 5,000-host web with 100,000
+pages per host starts instantly and stays small.
+
+URL space of one host with ``K`` pages (page ``j`` is one of ``0 <= j < K``):
+
+==========================  ==================================================================
+``/``                       page 0, links to pages 1..12 so a crawl from the root reaches the site
+``/p/J.html``               ordinary pages (also exact and near duplicates of page ``J-1``)
+``/docs/SEC/J.html``        documentation pages (``SEC`` in guide, api, howto, ref)
+``/docs/SEC/draft-J.html``  drafts (disallowed by ``/docs/*/draft`` on wildcard hosts)
+``/docs/public/J.html``     allowed by ``Allow: /docs/public/`` on allow_override hosts
+``/private/J.html``         disallowed on most hosts
+``/files/J.pdf``            PDF stand-ins (disallowed by ``/*.pdf$`` on wildcard hosts)
+``/r/N``                    301 to page ``N``'s path (absolute Location for even ``N``)
+``/err/N.html``             500
+``/news.html``              changing page (changing hosts only): content counts its servings
+``/cal/YYYY/MM.html``       calendar trap (trap hosts only): links to the next and previous month
+``/sitemap.xml``            sitemap of the first pages (hosts whose robots.txt names it)
+anything else               404; any query string is ignored (``?print=1`` copies are exact dups)
+==========================  ==================================================================
+"""
+from __future__ import annotations
+
+import functools
+import random
+import re
+import zlib
+from dataclasses import dataclass, replace
+from typing import NamedTuple
+
+from beamcrawl.simweb.content import render_page, render_paragraphs, render_pdf
+from beamcrawl.simweb.names import host_names
+from beamcrawl.simweb.robots import ROBOTS_CYCLE, ROBOTS_REDIRECT_TARGET, RobotsSpec, robots_spec
+
+__all__ = ["HostInfo", "Link", "PageModel", "SimResponse", "SimWeb"]
+
+HTML = "text/html; charset=utf-8"
+# Pages take their kind from this cycle, rotated per host. Every non-"p" kind sits between two
+# "p" pages, so the chain links (page j links to j+1 and j+2) always step over one blocked page,
+# and every duplicate ("dup", "near") follows the ordinary page it copies.
+PAGE_CYCLE: tuple[str, ...] = (
+    "p", "docs", "p", "private", "p", "draft", "p", "dup", "p", "public", "p", "pdf", "p",
+    "near", "p", "docs", "p", "private", "p", "p",
+)
+SECTIONS: tuple[str, ...] = ("guide", "api", "howto", "ref")
+ROOT_LINKS = 12  # the root page links to pages 1..ROOT_LINKS
+EXTERNAL_TARGET_PAGES = 40  # cross-host links point at one of the target's first pages
+SITEMAP_PAGES = 50
+TRAP_ENTRY = "/cal/2024/01.html"
+# Fixed validators so conditional requests (If-None-Match / If-Modified-Since) can get a 304.
+LAST_MODIFIED = "Mon, 01 Jan 2024 00:00:00 GMT"
+
+_PAGE_RE = re.compile(
+    r"^/(?:p|private|docs/[a-z]+|files)/(?:draft-)?(0|[1-9][0-9]*)\.(?:html|pdf)$"
+)
+_REDIRECT_RE = re.compile(r"^/r/(0|[1-9][0-9]*)$")
+_ERROR_RE = re.compile(r"^/err/(0|[1-9][0-9]*)\.html$")
+_CAL_RE = re.compile(r"^/cal/([0-9]{4})/([0-9]{2})\.html$")
+
+
+class Link(NamedTuple):
+    """One ``<a>`` element of a page (a NamedTuple: pages are built on the hot path).
+
+    Attributes:
+        href: The attribute value as written in the HTML (relative, absolute, with fragment...).
+        url: The absolute target with a lower-case host, the port and no fragment: what a
+            correct parser gets from ``href`` and the page's base URL.
+        nofollow: Whether the anchor carries ``rel=nofollow``.
+        style: Markup variant (quotes, case) used by the renderer.
+    """
+
+    href: str
+    url: str
+    nofollow: bool = False
+    style: int = 0
+
+
+@dataclass(frozen=True)
+class PageModel:
+    """The structure of one page, everything but its text.
+
+    Attributes:
+        host_index: Index of the host in :attr:`SimWeb.names`.
+        index: Page number ``j``.
+        path: The page's path.
+        kind: Entry of :data:`PAGE_CYCLE`, or ``root``.
+        links: The page's anchors, in generation order.
+        base_href: Value of the ``<base href>`` element, if any.
+        canonical: ``<link rel="canonical">`` target, if any.
+        meta_robots: Content of ``<meta name="robots">``, if any.
+        header_nofollow: Whether the response carries ``X-Robots-Tag: nofollow``.
+        text_key: Seed of the text stream (shared by exact and near duplicates).
+        near: Whether the text is altered by one word (near duplicate).
+        duplicate_of: Path of the page this one copies byte for byte.
+        near_duplicate_of: Path of the page this one nearly copies.
+    """
+
+    host_index: int
+    index: int
+    path: str
+    kind: str
+    links: tuple[Link, ...]
+    base_href: str | None = None
+    canonical: str | None = None
+    meta_robots: str | None = None
+    header_nofollow: bool = False
+    text_key: str = ""
+    near: bool = False
+    duplicate_of: str | None = None
+    near_duplicate_of: str | None = None
+
+    @property
+    def nofollow_page(self) -> bool:
+        """Whether the page as a whole says nofollow (meta robots or X-Robots-Tag)."""
+        return self.header_nofollow or (
+            self.meta_robots is not None and "nofollow" in self.meta_robots
+        )
+
+    @property
+    def noindex(self) -> bool:
+        """Whether meta robots says noindex."""
+        return self.meta_robots is not None and "noindex" in self.meta_robots
+
+
+@dataclass(frozen=True)
+class HostInfo:
+    """Per-host facts, derived from the seed and the host's index.
+
+    Attributes:
+        index: Position in :attr:`SimWeb.names`.
+        name: Host name (lower case).
+        origin: ``http://name:port``.
+        robots: The host's robots.txt spec.
+        page_offset: Rotation of :data:`PAGE_CYCLE` for this host.
+        slow_ms: Added response latency in milliseconds (0 for most hosts).
+        trap: Whether the host has the ``/cal/`` calendar trap.
+        changing: Whether the host has the changing ``/news.html`` page.
+    """
+
+    index: int
+    name: str
+    origin: str
+    robots: RobotsSpec
+    page_offset: int
+    slow_ms: int
+    trap: bool
+    changing: bool
+
+
+@dataclass
+class SimResponse:
+    """What the server sends for one request.
+
+    Attributes:
+        status: HTTP status.
+        body: Response body (the server drops it for HEAD).
+        content_type: ``Content-Type`` header.
+        headers: Extra headers (``Location``, ``X-Robots-Tag``...).
+        etag: Strong validator, for pages that support conditional requests.
+        last_modified: ``Last-Modified`` value, with ``etag``.
+        delay: Seconds the server waits before answering (slow hosts).
+    """
+
+    status: int
+    body: bytes
+    content_type: str = HTML
+    headers: dict[str, str] | None = None
+    etag: str | None = None
+    last_modified: str | None = None
+    delay: float = 0.0
+
+
+def _split_target(target: str) -> tuple[str, str]:
+    path, sep, query = target.partition("?")
+    return path, (sep + query)
+
+
+def _relative(target: str, base_dir: str) -> str:
+    """Return ``target`` (a root-relative path, maybe with query) relative to ``base_dir``.
+
+    ``base_dir`` is a directory path ending in ``/``. Hand-rolled rather than
+    ``posixpath.relpath``, which is several times slower and drops trailing slashes.
+    """
+    path, query = _split_target(target)
+    base_parts = base_dir.strip("/").split("/") if base_dir != "/" else []
+    parts = path[1:].split("/")  # last part is the file name ("" for a directory)
+    dirs = parts[:-1]
+    common = 0
+    while common < min(len(base_parts), len(dirs)) and base_parts[common] == dirs[common]:
+        common += 1
+    rel = "../" * (len(base_parts) - common) + "/".join(dirs[common:] + parts[-1:])
+    if not rel:
+        rel = "./"  # the base directory itself
+    return rel + query
+
+
+def _below(rng: random.Random, n: int) -> int:
+    """Draw an int in ``0..n-1`` with one ``random()`` call (cheaper than ``randrange``)."""
+    return int(rng.random() * n)
+
+
+def _between(rng: random.Random, low: int, high: int) -> int:
+    """Draw an int in ``low..high`` with one ``random()`` call."""
+    return low + int(rng.random() * (high - low + 1))
+
+
+def _mixed_case(rng: random.Random, name: str) -> str:
+    out = "".join(c.upper() if c.isalpha() and rng.random() < 0.5 else c for c in name)
+    return out if out != name else name[:1].upper() + name[1:]
+
+
+class SimWeb:
+    """A deterministic synthetic web of ``hosts`` virtual hosts on one port.
+
+    Args:
+        hosts: Number of virtual hosts.
+        seed: Seed of everything (names, robots kinds, pages, links, text).
+        pages_per_host: Pages per host (``K``); may be large, pages are made on demand.
+        port: The port the server listens on; absolute links carry it.
+        latency_scale: Multiplies slow hosts' delays; 0 disables them.
+        cache_size: Rendered page bodies kept in the LRU cache.
+    """
+
+    def __init__(
+        self,
+        hosts: int,
+        seed: int = 1,
+        pages_per_host: int = 40,
+        port: int = 80,
+        latency_scale: float = 1.0,
+        cache_size: int = 4096,
+    ) -> None:
+        if hosts < 1:
+            raise ValueError("hosts must be >= 1")
+        if pages_per_host < 1:
+            raise ValueError("pages_per_host must be >= 1")
+        self.seed = seed
+        self.pages_per_host = pages_per_host
+        self.port = port
+        self.latency_scale = latency_scale
+        self.names: list[str] = host_names(hosts, seed)
+        self.index: dict[str, int] = {name: i for i, name in enumerate(self.names)}
+        self._origins = [f"http://{name}:{port}" for name in self.names]
+        roles = random.Random(f"simweb-roles|{seed}")
+        # One offset per role for the whole web (not per host): any run of consecutive hosts
+        # then covers every robots kind, and the role frequencies are exact.
+        self._robots_offset = roles.randrange(len(ROBOTS_CYCLE))
+        self._slow_offset = roles.randrange(25)
+        self._trap_offset = roles.randrange(30)
+        self._changing_offset = roles.randrange(12)
+        # Page-cycle rotation of every host, needed for each cross-host link target.
+        self._offsets = [
+            zlib.crc32(f"simweb-pages|{seed}|{i}".encode()) % len(PAGE_CYCLE) for i in range(hosts)
+        ]
+        self._hosts: dict[int, HostInfo] = {}
+        self._news_counter: dict[int, int] = {}
+        self.page_model = functools.lru_cache(maxsize=cache_size)(self._page_model)
+        self._page_body = functools.lru_cache(maxsize=cache_size)(self._render_body)
+
+    # ----------------------------------------------------------------------------------- hosts
+
+    @property
+    def hosts(self) -> int:
+        """Number of virtual hosts."""
+        return len(self.names)
+
+    def origin(self, index: int) -> str:
+        """Return ``http://name:port`` of host ``index``."""
+        return self._origins[index]
+
+    def host(self, index: int) -> HostInfo:
+        """Return the facts of host ``index`` (built on first use, then kept)."""
+        info = self._hosts.get(index)
+        if info is None:
+            info = self._make_host(index)
+            self._hosts[index] = info
+        return info
+
+    def _make_host(self, i: int) -> HostInfo:
+        name = self.names[i]
+        kind = ROBOTS_CYCLE[(i + self._robots_offset) % len(ROBOTS_CYCLE)]
+        rng = random.Random(f"simweb-host|{self.seed}|{i}")
+        slow = (i + self._slow_offset) % 25 == 4
+        return HostInfo(
+            index=i,
+            name=name,
+            origin=self.origin(i),
+            robots=robots_spec(kind, name, self.origin(i)),
+            page_offset=self._offsets[i],
+            slow_ms=_between(rng, 50, 300) if slow else 0,
+            trap=(i + self._trap_offset) % 30 == 13,
+            changing=(i + self._changing_offset) % 12 == 5,
+        )
+
+    # ----------------------------------------------------------------------------------- paths
+
+    def page_kind(self, host_index: int, j: int) -> str:
+        """Return the kind of page ``j`` of a host (``root`` for page 0)."""
+        if j == 0:
+            return "root"
+        kind = PAGE_CYCLE[(j + self._offsets[host_index]) % len(PAGE_CYCLE)]
+        if kind in ("dup", "near") and j == 1:
+            # Page 0 is "/", in another directory: a copy would resolve its links differently.
+            return "p"
+        return kind
+
+    def page_path(self, host_index: int, j: int) -> str:
+        """Return the path of page ``j`` of a host."""
+        kind = self.page_kind(host_index, j)
+        if kind == "root":
+            return "/"
+        if kind in ("p", "dup", "near"):
+            return f"/p/{j}.html"
+        section = SECTIONS[j % len(SECTIONS)]
+        if kind == "docs":
+            return f"/docs/{section}/{j}.html"
+        if kind == "draft":
+            return f"/docs/{section}/draft-{j}.html"
+        if kind == "public":
+            return f"/docs/public/{j}.html"
+        if kind == "private":
+            return f"/private/{j}.html"
+        if kind == "pdf":
+            return f"/files/{j}.pdf"
+        raise AssertionError(kind)
+
+    def page_index(self, host_index: int, path: str) -> int | None:
+        """Return ``j`` if ``path`` (no query) is page ``j`` of the host, else None."""
+        if path == "/":
+            return 0
+        m = _PAGE_RE.match(path)
+        if m is None:
+            return None
+        j = int(m.group(1))
+        if j >= self.pages_per_host or self.page_path(host_index, j) != path:
+            return None
+        return j
+
+    def url(self, host_index: int, target: str) -> str:
+        """Return the absolute URL of a root-relative target on a host."""
+        return self._origins[host_index] + target
+
+    # ----------------------------------------------------------------------------------- pages
+
+    def _page_model(self, hi: int, j: int) -> PageModel:
+        kind = self.page_kind(hi, j)
+        path = self.page_path(hi, j)
+        if kind in ("dup", "near"):
+            # A copy of page j-1 (an ordinary page in the same directory): same links, same
+            # base, same canonical (so it names its original), same text stream.
+            original = self.page_model(hi, j - 1)
+            return replace(
+                original,
+                index=j,
+                path=path,
+                kind=kind,
+                near=kind == "near",
+                duplicate_of=original.path if kind == "dup" else None,
+                near_duplicate_of=original.path if kind == "near" else None,
+            )
+        text_key = f"simweb-text|{self.seed}|{hi}|{j}"
+        if kind == "pdf":
+            return PageModel(hi, j, path, kind, (), text_key=text_key)
+        rng = random.Random(f"simweb-page|{self.seed}|{hi}|{j}")
+        origin = self.origin(hi)
+        base_href: str | None = None
+        if kind != "root" and rng.random() < 0.10:
+            base_href = rng.choice(("/", "/docs/", f"{origin}/p/"))
+        canonical = f"{origin}{path}" if rng.random() < 0.20 else None
+        meta_robots: str | None = None
+        header_nofollow = False
+        if kind != "root":
+            # Never on the root, so a crawl from "/" always gets into the site.
+            r = rng.random()
+            if r < 0.04:
+                meta_robots = "nofollow"
+            elif r < 0.06:
+                meta_robots = "noindex, nofollow"
+            elif r < 0.09:
+                meta_robots = "noindex"
+            header_nofollow = rng.random() < 0.02
+        base_dir = base_href if base_href is not None else path
+        if base_dir.startswith("http"):
+            base_dir = base_dir[len(origin):]
+        base_dir = base_dir[: base_dir.rfind("/") + 1]
+        links: list[Link] = []
+        seen: set[str] = set()
+        for target in self._internal_targets(rng, hi, j):
+            url = f"{origin}{target}"
+            if url not in seen:
+                seen.add(url)
+                links.append(self._internal_link(rng, hi, target, base_dir))
+        for _ in range(_between(rng, 1, 5)):
+            if self.hosts < 2:
+                break
+            other = _below(rng, self.hosts - 1)
+            other += other >= hi
+            target_pages = min(self.pages_per_host, EXTERNAL_TARGET_PAGES)
+            target = self.page_path(other, _below(rng, target_pages))
+            url = f"{self.origin(other)}{target}"
+            if url not in seen:
+                seen.add(url)
+                links.append(self._external_link(rng, other, target))
+        return PageModel(
+            hi,
+            j,
+            path,
+            kind,
+            tuple(links),
+            base_href=base_href,
+            canonical=canonical,
+            meta_robots=meta_robots,
+            header_nofollow=header_nofollow,
+            text_key=text_key,
+        )
+
+    def _internal_targets(self, rng: random.Random, hi: int, j: int) -> list[str]:
+        k = self.pages_per_host
+        info = self.host(hi)
+        targets: list[str] = []
+        if j == 0:
+            targets.extend(self.page_path(hi, n) for n in range(1, min(k, ROOT_LINKS + 1)))
+            if info.changing:
+                targets.append("/news.html")
+            if info.trap:
+                targets.append(TRAP_ENTRY)
+        else:
+            # The chain makes every page reachable from the root even for huge K.
+            targets.extend(self.page_path(hi, n) for n in (j + 1, j + 2) if n < k)
+        for _ in range(_between(rng, 5, 15) - min(len(targets), 5)):
+            r = rng.random()
+            if r < 0.07:
+                targets.append(f"/r/{_below(rng, k)}")
+            elif r < 0.12:
+                if rng.random() < 0.5:
+                    targets.append(f"/p/{k + _below(rng, 50)}.html")
+                else:
+                    targets.append(f"/missing/{_below(rng, 1000)}.html")
+            elif r < 0.15:
+                targets.append(f"/err/{_below(rng, 100)}.html")
+            elif r < 0.20:
+                targets.append(self.page_path(hi, _below(rng, k)) + "?print=1")
+            elif r < 0.22 and info.trap:
+                targets.append(TRAP_ENTRY)
+            else:
+                targets.append(self.page_path(hi, _below(rng, k)))
+        return targets
+
+    def _internal_link(self, rng: random.Random, hi: int, target: str, base_dir: str) -> Link:
+        name = self.names[hi]
+        r = rng.random()
+        if r < 0.35:
+            href = _relative(target, base_dir)
+        elif r < 0.40:
+            rel = _relative(target, base_dir)
+            href = rel if rel.startswith(".") else "./" + rel
+        elif r < 0.70:
+            href = target
+        elif r < 0.85:
+            href = f"http://{name}:{self.port}{target}"
+        elif r < 0.93:
+            href = f"http://{_mixed_case(rng, name)}:{self.port}{target}"
+        else:
+            href = f"//{name}:{self.port}{target}"
+        return self._finish_link(rng, href, f"http://{name}:{self.port}{target}")
+
+    def _external_link(self, rng: random.Random, other: int, target: str) -> Link:
+        name = self.names[other]
+        r = rng.random()
+        if r < 0.70:
+            host = name
+        elif r < 0.90:
+            host = _mixed_case(rng, name)
+        else:
+            return self._finish_link(rng, f"//{name}:{self.port}{target}", self.url(other, target))
+        return self._finish_link(rng, f"http://{host}:{self.port}{target}", self.url(other, target))
+
+    @staticmethod
+    def _finish_link(rng: random.Random, href: str, url: str) -> Link:
+        if rng.random() < 0.12:
+            href += f"#sec{_between(rng, 1, 7)}"
+        nofollow = rng.random() < 0.05
+        r = rng.random()
+        style = 0 if r < 0.80 else (1 if r < 0.92 else 2)
+        return Link(href=href, url=url, nofollow=nofollow, style=style)
+
+    def _render_body(self, hi: int, j: int) -> tuple[bytes, str]:
+        model = self.page_model(hi, j)
+        if model.kind == "pdf":
+            body = render_pdf(model.text_key)
+        else:
+            body = render_page(model, model.text_key)
+        return body, f'"{zlib.crc32(body):08x}-{len(body):x}"'
+
+    def page_body(self, host_index: int, j: int) -> bytes:
+        """Return the exact bytes served for page ``j`` of a host."""
+        return self._page_body(host_index, j)[0]
+
+    # ----------------------------------------------------------------------- special resources
+
+    def news_links(self, hi: int) -> list[str]:
+        """Return the absolute links of a changing host's ``/news.html``."""
+        return [self.url(hi, self.page_path(hi, n)) for n in range(min(self.pages_per_host, 6))]
+
+    def _news_body(self, hi: int, edition: int) -> bytes:
+        rng = random.Random(f"simweb-news|{self.seed}|{hi}|{edition}")
+        paras = "\n".join(
+            "<p>" + " ".join(words) + ".</p>" for words in render_paragraphs(rng, 3, 30, 60)
+        )
+        links = "\n".join(f'<li><a href="{u}">{u}</a></li>' for u in self.news_links(hi))
+        return (
+            "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\">"
+            f"<title>News edition {edition}</title></head>\n<body>\n"
+            f"<h1>Edition {edition}</h1>\n{paras}\n<ul>\n{links}\n</ul>\n</body></html>\n"
+        ).encode()
+
+    @staticmethod
+    def _cal_neighbours(year: int, month: int) -> list[tuple[int, int]]:
+        prev = (year, month - 1) if month > 1 else (year - 1, 12)
+        nxt = (year, month + 1) if month < 12 else (year + 1, 1)
+        return [ym for ym in (prev, nxt) if 1 <= ym[0] <= 9999]
+
+    def cal_links(self, hi: int, year: int, month: int) -> list[str]:
+        """Return the absolute links of a calendar trap page."""
+        return [
+            self.url(hi, f"/cal/{y:04d}/{m:02d}.html")
+            for y, m in self._cal_neighbours(year, month)
+        ]
+
+    def _cal_body(self, year: int, month: int) -> bytes:
+        # Relative links, as real calendars have: "../2024/02.html" keeps the trap infinite.
+        items = "\n".join(
+            f'<li><a href="../{y:04d}/{m:02d}.html">{y:04d}-{m:02d}</a></li>'
+            for y, m in self._cal_neighbours(year, month)
+        )
+        return (
+            f"<!DOCTYPE html>\n<html><head><title>Calendar {year:04d}-{month:02d}</title></head>\n"
+            f"<body>\n<h1>{year:04d}-{month:02d}</h1>\n<ul>\n{items}\n</ul>\n</body></html>\n"
+        ).encode()
+
+    def sitemap_links(self, hi: int) -> list[str]:
+        """Return the URLs listed in a host's ``/sitemap.xml``."""
+        count = min(self.pages_per_host, SITEMAP_PAGES)
+        return [self.url(hi, self.page_path(hi, n)) for n in range(count)]
+
+    def _sitemap_body(self, hi: int) -> bytes:
+        urls = "\n".join(f"  <url><loc>{u}</loc></url>" for u in self.sitemap_links(hi))
+        return (
+            '<?xml version="1.0" encoding="UTF-8"?>\n'
+            '<urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">\n'
+            f"{urls}\n</urlset>\n"
+        ).encode()
+
+    def redirect_target(self, hi: int, n: int) -> tuple[str, str]:
+        """Return ``(Location header, absolute target URL)`` of ``/r/n`` on a host."""
+        target = self.page_path(hi, n) if n < self.pages_per_host else f"/p/{n}.html"
+        # Both Location forms occur on the web; the crawler must resolve the relative one.
+        location = self.url(hi, target) if n % 2 == 0 else target
+        return location, self.url(hi, target)
+
+    # -------------------------------------------------------------------------------- dispatch
+
+    def classify(self, hi: int, target: str) -> tuple[str, tuple[int, ...]]:
+        """Say what a request target is on a host, without side effects.
+
+        Args:
+            hi: Host index.
+            target: Path with optional query string.
+
+        Returns:
+            ``(what, args)``: ``what`` is one of ``robots``, ``robots_real``, ``page``,
+            ``redirect``, ``error``, ``sitemap``, ``news``, ``cal``, ``not_found``; ``args`` holds
+            the page number, redirect number or (year, month).
+        """
+        path, _ = _split_target(target)
+        info = self.host(hi)
+        if path == "/robots.txt":
+            return "robots", ()
+        if path == ROBOTS_REDIRECT_TARGET and info.robots.kind == "redirect":
+            return "robots_real", ()
+        j = self.page_index(hi, path)
+        if j is not None:
+            return "page", (j,)
+        m = _REDIRECT_RE.match(path)
+        if m is not None:
+            return "redirect", (int(m.group(1)),)
+        m = _ERROR_RE.match(path)
+        if m is not None:
+            return "error", (int(m.group(1)),)
+        if path == "/sitemap.xml" and info.robots.sitemaps:
+            return "sitemap", ()
+        if path == "/news.html" and info.changing:
+            return "news", ()
+        m = _CAL_RE.match(path) if info.trap else None
+        if m is not None:
+            year, month = int(m.group(1)), int(m.group(2))
+            if 1 <= year <= 9999 and 1 <= month <= 12:
+                return "cal", (year, month)
+        return "not_found", ()
+
+    def respond(self, host: str, target: str) -> SimResponse:
+        """Answer one request.
+
+        Args:
+            host: Host name, lower case, without port.
+            target: Path with optional query string, as sent.
+
+        Returns:
+            The response; the server adds conditional-request handling and the delay.
+        """
+        hi = self.index.get(host)
+        if hi is None:
+            return self._unknown_host(host, target)
+        info = self.host(hi)
+        delay = info.slow_ms * self.latency_scale / 1000.0
+        what, args = self.classify(hi, target)
+        if what == "page":
+            (j,) = args
+            body, etag = self._page_body(hi, j)
+            model = self.page_model(hi, j)
+            headers = {"X-Robots-Tag": "nofollow"} if model.header_nofollow else None
+            ctype = "application/pdf" if model.kind == "pdf" else HTML
+            return SimResponse(200, body, ctype, headers, etag, LAST_MODIFIED, delay)
+        if what == "robots":
+            spec = info.robots
+            if spec.kind == "redirect":
+                assert spec.location is not None
+                moved = {"Location": spec.location}
+                return SimResponse(301, b"Moved Permanently\n", "text/plain", moved, delay=delay)
+            return SimResponse(spec.status, spec.body, "text/plain; charset=utf-8", delay=delay)
+        if what == "robots_real":
+            return SimResponse(200, info.robots.body, "text/plain; charset=utf-8", delay=delay)
+        if what == "redirect":
+            location, _ = self.redirect_target(hi, args[0])
+            body = f'<html><body><a href="{location}">moved</a></body></html>\n'.encode()
+            return SimResponse(301, body, HTML, {"Location": location}, delay=delay)
+        if what == "error":
+            body = b"<html><body>Internal Server Error</body></html>\n"
+            return SimResponse(500, body, delay=delay)
+        if what == "sitemap":
+            return SimResponse(200, self._sitemap_body(hi), "application/xml", delay=delay)
+        if what == "news":
+            # The only stateful resource: each serving is a new edition.
+            edition = self._news_counter.get(hi, 0) + 1
+            self._news_counter[hi] = edition
+            return SimResponse(200, self._news_body(hi, edition), HTML, delay=delay)
+        if what == "cal":
+            return SimResponse(200, self._cal_body(*args), HTML, delay=delay)
+        return SimResponse(404, b"<html><body>Not Found</body></html>\n", delay=delay)
+
+    def _unknown_host(self, host: str, target: str) -> SimResponse:
+        # Requests by IP or "localhost" get a directory of the web, handy for the demo and for
+        # seeding a crawl; any other unknown name is a 404 as on a real shared server.
+        path, _ = _split_target(target)
+        if host in ("127.0.0.1", "localhost", "::1") or host.replace(".", "").isdigit():
+            if path == "/seeds.txt":
+                body = "".join(f"{self.origin(i)}/\n" for i in range(self.hosts)).encode()
+                return SimResponse(200, body, "text/plain; charset=utf-8")
+            if path == "/":
+                items = "".join(
+                    f'<li><a href="{self.origin(i)}/">{self.names[i]}</a></li>\n'
+                    for i in range(self.hosts)
+                )
+                body = f"<html><body><h1>simweb</h1><ul>\n{items}</ul></body></html>\n".encode()
+                return SimResponse(200, body)
+        return SimResponse(404, b"<html><body>Unknown host</body></html>\n")

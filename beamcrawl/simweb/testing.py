@@ -1,0 +1,228 @@
+"""Run simweb as a subprocess for tests, the demo and benchmarks.
+
+Example::
+
+    with running_simweb(tmp_path, hosts=50) as sw:
+        crawl(seeds=[sw.base_url(h) for h in sw.hosts[:10]], resolve={h: "127.0.0.1" ...})
+        report = sw.audit(min_delay=1.0)
+        assert report.violations == 0, report.summary()
+"""
+from __future__ import annotations
+
+import json
+import os
+import queue
+import signal
+import subprocess
+import sys
+import threading
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import beamcrawl
+from beamcrawl.simweb.audit import AuditReport, audit
+from beamcrawl.simweb.names import host_names
+from beamcrawl.simweb.server import SYNC_PATH
+from beamcrawl.simweb.truth import load_truth
+
+__all__ = ["SimwebHandle", "read_request_log", "running_simweb"]
+
+_READY_PREFIX = "simweb listening on http://"
+
+
+def read_request_log(path: str | Path) -> list[dict[str, Any]]:
+    """Parse a simweb request log, skipping a partly written last line."""
+    out: list[dict[str, Any]] = []
+    p = Path(path)
+    if not p.exists():
+        return out
+    with p.open(encoding="utf-8") as f:
+        for line in f:
+            if line.endswith("\n"):
+                out.append(json.loads(line))
+    return out
+
+
+@dataclass
+class SimwebHandle:
+    """A running simweb subprocess.
+
+    Attributes:
+        port: The port it listens on.
+        address: The address it listens on (map every simweb host name to it).
+        hosts: Its host names, in index order.
+        log_path: Its request log.
+        truth_path: Its truth file, or None when not written.
+        seed: Its seed.
+        pages_per_host: Its pages per host.
+        process: The subprocess.
+    """
+
+    port: int
+    address: str
+    hosts: list[str]
+    log_path: Path
+    truth_path: Path | None
+    seed: int
+    pages_per_host: int
+    process: subprocess.Popen[str]
+    _truth: dict[str, dict[str, Any]] | None = field(default=None, repr=False)
+
+    def base_url(self, host: str) -> str:
+        """Return ``http://host:port/``, the root of a virtual host."""
+        return f"http://{host}:{self.port}/"
+
+    def url(self, host: str, path: str = "/") -> str:
+        """Return the absolute URL of ``path`` on a virtual host."""
+        return f"http://{host}:{self.port}{path}"
+
+    def truth(self) -> dict[str, dict[str, Any]]:
+        """Return the ground truth, ``{host: record}`` (loaded once)."""
+        if self._truth is None:
+            if self.truth_path is None:
+                raise RuntimeError("this simweb was started without a truth file")
+            self._truth = load_truth(self.truth_path)
+        return self._truth
+
+    def sync(self, timeout: float = 10.0) -> None:
+        """Wait until every response the server has sent is in the log.
+
+        A client can receive a response a few microseconds before the server has logged it;
+        this asks the server (``GET /_simweb/sync``) to answer once no request is in progress.
+        A no-op when the server has stopped (its log is then complete).
+        """
+        if self.process.poll() is not None:
+            return
+        host = "127.0.0.1" if self.address in ("0.0.0.0", "") else self.address
+        host = f"[{host}]" if ":" in host else host
+        with urllib.request.urlopen(f"http://{host}:{self.port}{SYNC_PATH}", timeout=timeout) as r:
+            r.read()
+
+    def requests(self, sync: bool = True) -> list[dict[str, Any]]:
+        """Return every request logged so far, in log order.
+
+        Args:
+            sync: First make sure every response already sent is logged (see :meth:`sync`).
+        """
+        if sync:
+            self.sync()
+        return read_request_log(self.log_path)
+
+    def audit(
+        self, agent_token: str = "beamcrawl", min_delay: float = 1.0, tolerance: float = 0.0
+    ) -> AuditReport:
+        """Audit the politeness of everything logged so far (see :func:`audit`)."""
+        return audit(self.requests(), self.truth(), agent_token, min_delay, tolerance)
+
+    def stop(self, timeout: float = 10.0) -> int | None:
+        """Stop the server with SIGTERM (SIGKILL after ``timeout``); return its exit status."""
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        if self.process.stdout is not None:
+            self.process.stdout.close()
+        return self.process.returncode
+
+
+def _flag(name: str, value: Any) -> list[str]:
+    return [f"--{name.replace('_', '-')}", str(value)]
+
+
+@contextmanager
+def running_simweb(
+    tmp_dir: str | Path,
+    hosts: int = 50,
+    seed: int = 1,
+    pages_per_host: int = 40,
+    *,
+    latency_scale: float = 1.0,
+    bind: str = "127.0.0.1",
+    truth: bool = True,
+    startup_timeout: float = 60.0,
+    **kw: Any,
+) -> Iterator[SimwebHandle]:
+    """Start simweb in a subprocess on a free port and stop it on exit.
+
+    Args:
+        tmp_dir: Directory for the log (``simweb-requests.jsonl``), the truth
+            (``simweb-truth.jsonl``) and the server's stderr (``simweb.stderr``).
+        hosts: Number of virtual hosts.
+        seed: Seed of the web.
+        pages_per_host: Pages per host.
+        latency_scale: Slow hosts' delay multiplier (0 disables the delays).
+        bind: Address to listen on.
+        truth: Whether to write the truth file (large webs take a few seconds).
+        startup_timeout: Seconds to wait for the ready line.
+        **kw: Further server flags, e.g. ``truth_max_pages=20`` becomes
+            ``--truth-max-pages 20``.
+
+    Yields:
+        The handle of the running server.
+
+    Raises:
+        RuntimeError: If the server exits or stays silent before it is ready.
+    """
+    tmp = Path(tmp_dir)
+    tmp.mkdir(parents=True, exist_ok=True)
+    log_path = tmp / "simweb-requests.jsonl"
+    truth_path = tmp / "simweb-truth.jsonl" if truth else None
+    stderr_path = tmp / "simweb.stderr"
+    cmd = [sys.executable, "-m", "beamcrawl.simweb", "--port", "0", "--bind", bind]
+    cmd += _flag("hosts", hosts) + _flag("seed", seed) + _flag("pages_per_host", pages_per_host)
+    cmd += _flag("latency_scale", latency_scale) + _flag("log", log_path)
+    if truth_path is not None:
+        cmd += _flag("truth", truth_path)
+    for name, value in kw.items():
+        cmd += _flag(name, value)
+    env = dict(os.environ)
+    # Make the package importable in the child however the parent found it.
+    root = str(Path(beamcrawl.__file__).resolve().parent.parent)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
+    with stderr_path.open("w") as stderr:
+        proc = subprocess.Popen(
+            cmd, stdout=subprocess.PIPE, stderr=stderr, stdin=subprocess.DEVNULL, env=env, text=True
+        )
+    handle: SimwebHandle | None = None
+    try:
+        # readline() blocks; a helper thread lets us bound the wait.
+        lines: queue.Queue[str] = queue.Queue()
+        assert proc.stdout is not None
+        reader = threading.Thread(target=lambda: lines.put(proc.stdout.readline()), daemon=True)  # type: ignore[union-attr]
+        reader.start()
+        try:
+            line = lines.get(timeout=startup_timeout)
+        except queue.Empty:
+            raise RuntimeError(f"simweb not ready after {startup_timeout}s") from None
+        if not line.startswith(_READY_PREFIX):
+            proc.wait(5)
+            raise RuntimeError(
+                f"simweb failed to start (exit {proc.returncode}): {line!r}\n"
+                + stderr_path.read_text(errors="replace")[-4000:]
+            )
+        hostport = line[len(_READY_PREFIX):].split()[0]
+        port = int(hostport.rsplit(":", 1)[1])
+        handle = SimwebHandle(
+            port=port,
+            address=bind,
+            hosts=host_names(hosts, seed),
+            log_path=log_path,
+            truth_path=truth_path,
+            seed=seed,
+            pages_per_host=pages_per_host,
+            process=proc,
+        )
+        yield handle
+    finally:
+        if handle is not None:
+            handle.stop()
+        elif proc.poll() is None:
+            proc.kill()
+            proc.wait()
