@@ -1,6 +1,6 @@
 """Throughput of the embedded store (not collected by pytest; run it by hand).
 
-    PYTHONPATH=. python tests/stores/bench_embedded.py [--rows 100000] [--keys 10000] [--dir DIR]
+    .venv/bin/python bench/store_embedded.py [--rows 100000] [--keys 10000] [--dir DIR]
 
 Measures: mutate of ``rows`` rows with 3 cells each, a keys-only read_range over them, a
 full read_range, and read_keys of ``keys`` random keys (half of them absent), plus the
