@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import shutil
+import tempfile
 import pickle
 import sqlite3
 import threading
@@ -155,16 +157,42 @@ def test_unwritable_location(tmp_path: Path) -> None:
     assert str(blocker / "state.sqlite") in _one_line(exc)
 
 
-@pytest.mark.skipif(os.geteuid() == 0, reason="root ignores file permissions")
-def test_read_only_directory(tmp_path: Path) -> None:
-    ro = tmp_path / "ro"
-    ro.mkdir()
-    ro.chmod(0o555)
+def _open_read_only_dir(parent: str) -> str:
+    """Tries to open a store in a read-only folder; returns the error text ('' if none)."""
+    ro = os.path.join(parent, "ro")
+    os.mkdir(ro, 0o555)
+    os.chmod(ro, 0o555)
     try:
-        with pytest.raises(StoreError, match=str(ro)):
-            _open(ro / "store.sqlite")
+        _open(Path(ro) / "store.sqlite").close()
+    except StoreError as exc:
+        return str(exc)
+    return ""
+
+
+def _as_nobody(parent: str, conn) -> None:  # runs in a child process
+    os.setgid(65534)
+    os.setuid(65534)  # root ignores file permissions, so drop to 'nobody' first
+    conn.send(_open_read_only_dir(parent))
+
+
+def test_read_only_directory(tmp_path: Path) -> None:
+    parent = tempfile.mkdtemp(prefix="bc-ro-")
+    os.chmod(parent, 0o777)
+    try:
+        if os.geteuid() == 0:
+            ctx = multiprocessing.get_context("fork")
+            here, there = ctx.Pipe()
+            proc = ctx.Process(target=_as_nobody, args=(parent, there))
+            proc.start()
+            message = here.recv()
+            proc.join(timeout=30)
+        else:
+            message = _open_read_only_dir(parent)
+        assert os.path.join(parent, "ro") in message
+        assert "\n" not in message
     finally:
-        ro.chmod(0o755)
+        os.chmod(os.path.join(parent, "ro"), 0o755)
+        shutil.rmtree(parent, ignore_errors=True)
 
 
 def test_unusable_uris() -> None:
