@@ -1,0 +1,150 @@
+"""Which Beam runner a round uses, and what each one needs before it can start.
+
+- Local: Beam's in-process ``FnApiRunner`` (the default; the plain DirectRunner first tries
+  to download the Prism binary, which may not be reachable).
+- Prism, Beam's portable Go runner: built once from its Go module with the machine's Go
+  toolchain into a cache folder, then passed as ``--prism_location``.
+- Flink: the Beam Flink job-server jar matching the installed Beam, fetched with Maven into
+  the cache folder and passed as ``--flink_job_server_jar``.
+- Dataflow, or Flink/Prism on other machines: workers share no disk with the launcher, so
+  the embedded (SQLite) store is refused with a message saying what to use instead.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Sequence
+
+CACHE = Path(os.environ.get("BEAMCRAWL_CACHE", Path.home() / ".cache" / "beamcrawl"))
+LOCAL_RUNNER = "FnApiRunner"
+LOCAL_MASTERS = ("[local]", "[auto]", "")
+
+
+class RunnerSetupError(Exception):
+    """A runner cannot be prepared; the message is one line saying why and what to do."""
+
+
+def option_value(args: Sequence[str], name: str) -> str | None:
+    """The value of ``--name`` in a Beam argument list (``--name=v`` or ``--name v``)."""
+    flag = f"--{name}"
+    value = None
+    for i, arg in enumerate(args):
+        if arg == flag and i + 1 < len(args):
+            value = args[i + 1]
+        elif arg.startswith(flag + "="):
+            value = arg.split("=", 1)[1]
+    return value
+
+
+def runner_name(args: Sequence[str]) -> str:
+    return option_value(args, "runner") or LOCAL_RUNNER
+
+
+def is_remote(args: Sequence[str]) -> bool:
+    """True when the round's workers may run on machines other than this one."""
+    runner = runner_name(args).lower().removesuffix("runner")
+    if runner in ("fnapi", "direct", "prism", "bundlebaseddirect", "switchingdirect"):
+        return False
+    if runner == "flink":
+        return (option_value(args, "flink_master") or "[auto]") not in LOCAL_MASTERS
+    if runner == "portable":
+        endpoint = option_value(args, "job_endpoint") or ""
+        return not (endpoint == "embed" or endpoint.startswith(("localhost:", "127.0.0.1:")))
+    return True  # Dataflow, Spark, and anything we don't know: assume a cluster
+
+
+def check_store_for_runner(store_uri: str, args: Sequence[str]) -> None:
+    """Refuses the embedded store when the round's workers may not share this machine's disk."""
+    if store_uri.startswith("bigtable://") or not is_remote(args):
+        return
+    raise RunnerSetupError(
+        f"the embedded store ({store_uri}) is a file on this machine, which {runner_name(args)} workers "
+        "cannot reach; use --store bigtable://PROJECT/INSTANCE (create it with `beamcrawl store init`)"
+    )
+
+
+def with_local_runner(args: Sequence[str]) -> list[str]:
+    """Beam arguments with the local runner added when none is given."""
+    if option_value(args, "runner") is not None:
+        return list(args)
+    return [f"--runner={LOCAL_RUNNER}", *args]
+
+
+# --- Prism ------------------------------------------------------------------------------
+
+PRISM_MODULE = "github.com/apache/beam/sdks/v2/go/cmd/prism"
+
+
+def prism_binary(build: bool = True) -> Path:
+    """The Prism runner binary for the installed Beam, built from its Go module if needed."""
+    import apache_beam
+
+    version = apache_beam.__version__
+    target = CACHE / "bin" / f"prism-v{version}"
+    if target.exists():
+        return target
+    if not build:
+        raise RunnerSetupError(f"Prism {version} is not built yet (expected {target})")
+    go = shutil.which("go")
+    if go is None:
+        raise RunnerSetupError("building the Prism runner needs the Go toolchain ('go' is not on PATH)")
+    staging = CACHE / "bin" / f".prism-build-{os.getpid()}"
+    staging.mkdir(parents=True, exist_ok=True)
+    env = dict(os.environ, GOBIN=str(staging))
+    proc = subprocess.run(
+        [go, "install", f"{PRISM_MODULE}@v{version}"], env=env, capture_output=True, text=True, timeout=1800
+    )
+    if proc.returncode != 0:
+        last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
+        raise RunnerSetupError(f"cannot build Prism {version} from {PRISM_MODULE}: {last}")
+    os.replace(staging / "prism", target)  # atomic: concurrent builds never see half a binary
+    shutil.rmtree(staging, ignore_errors=True)
+    return target
+
+
+# --- Flink ------------------------------------------------------------------------------
+
+
+def flink_job_server_jar(flink_version: str) -> Path:
+    """The Beam Flink job-server jar for the installed Beam, fetched with Maven into the cache."""
+    import apache_beam
+
+    version = apache_beam.__version__
+    artifact = f"beam-runners-flink-{flink_version}-job-server"
+    target = CACHE / "jars" / f"{artifact}-{version}.jar"
+    if target.exists():
+        return target
+    mvn = shutil.which("mvn")
+    if mvn is None:
+        raise RunnerSetupError("fetching the Flink job server needs Maven ('mvn' is not on PATH)")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    proc = subprocess.run(
+        [mvn, "-q", "-U", "dependency:copy", f"-Dartifact=org.apache.beam:{artifact}:{version}",
+         f"-DoutputDirectory={target.parent}"],
+        capture_output=True, text=True, timeout=1800,
+    )
+    if proc.returncode != 0 or not target.exists():
+        raise RunnerSetupError(
+            f"Maven could not fetch org.apache.beam:{artifact}:{version} (the Flink job server for this "
+            "Beam); pass --flink_job_server_jar=PATH to a copy of it"
+        )
+    return target
+
+
+def prepare(args: Sequence[str]) -> list[str]:
+    """Beam arguments completed with what the chosen runner needs (binary or jar paths)."""
+    args = with_local_runner(args)
+    runner = runner_name(args).lower()
+    if runner in ("prismrunner", "prism") and option_value(args, "prism_location") is None:
+        args = [*args, f"--prism_location={prism_binary()}"]
+    if runner in ("flinkrunner", "flink") and option_value(args, "flink_job_server_jar") is None:
+        from apache_beam.options.pipeline_options import FlinkRunnerOptions
+
+        flink_version = option_value(args, "flink_version") or FlinkRunnerOptions.PUBLISHED_FLINK_VERSIONS[-1]
+        args = [*args, f"--flink_job_server_jar={flink_job_server_jar(flink_version)}"]
+        if option_value(args, "environment_type") is None and (option_value(args, "flink_master") or "[auto]") in LOCAL_MASTERS:
+            args = [*args, "--environment_type=LOOPBACK"]
+    return list(args)
