@@ -23,13 +23,24 @@ setup(
         "protego>=0.3,<1",
         "selectolax>=0.3.21,<2",
         "numpy>=1.24",
+        "surt>=0.3.1,<1",  # SURT keys of the CDXJ index beside every WARC file
     ],
     extras_require={
         "test": [
             "pytest>=8",
             "hypothesis>=6",
             "duckdb>=1.0",
+            # notebooks/link_graph.ipynb, executed by tests/notebooks
+            "matplotlib>=3.7",
+            "nbclient>=0.10",
+            "nbformat>=5.9",
+            "ipykernel>=6.25",
+            # CDXJ checked against an independent indexer; Prometheus text checked by its parser
+            "cdxj-indexer>=1.4,<2",
+            "prometheus-client>=0.20",
         ],
+        # for analysts: notebooks/ and beamcrawl.analysis over a crawl's Parquet output
+        "notebooks": ["duckdb>=1.0", "matplotlib>=3.7", "ipykernel>=6.25"],
     },
     entry_points={"console_scripts": ["beamcrawl=beamcrawl.pipelines.cli:main"]},
 )

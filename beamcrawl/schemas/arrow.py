@@ -1,64 +1,176 @@
-"""Arrow schemas of the Parquet files analysts read (pages/ and links/).
+"""Arrow schemas of the Parquet files people read: pages/, links/ and the state exports.
 
-Types chosen to load cleanly in DuckDB, pyarrow, Spark and BigQuery: fingerprints as signed
-64-bit integers (BigQuery and Spark have no unsigned 64-bit type; the hex form is the
-``*_fp`` value reinterpreted as unsigned), timestamps in UTC with an explicit millisecond unit.
+Types are chosen to load cleanly in DuckDB, pyarrow, Spark and BigQuery:
+
+- fingerprints are signed 64-bit integers (BigQuery and Spark have no unsigned 64-bit
+  type). The value is the unsigned fingerprint that ``beamcrawl normalize`` prints in hex,
+  reinterpreted as two's complement: ``lpad(lower(hex(url_fp)), 16, '0')`` in DuckDB gives
+  the hex form back, :func:`fp_hex` does it in Python;
+- timestamps are UTC with an explicit millisecond unit (``timestamp[ms, tz=UTC]``), which
+  every one of those engines reads as an instant rather than a local wall-clock time;
+- everything else is a plain string, integer, float or boolean; no nested types, no
+  dictionaries, no unsigned integers;
+- the round is not a column of the files: it is the hive partition of their folder
+  (``pages/round=7/``), which every one of those engines reads as a ``round`` column.
+  BigQuery refuses hive partition keys that are also columns of the files, and pyarrow's
+  ``pq.read_table(folder)`` fails on the clash, so the folder is the only place it is.
+
+Every field carries its description in the field metadata (key ``description``), so a
+reader of any file sees what a column means (``pq.read_schema(f).field("x").metadata``);
+:func:`describe` renders a schema as the Markdown table in ``notebooks/SCHEMAS.md``.
 """
 
 from __future__ import annotations
 
 import pyarrow as pa
 
+__all__ = [
+    "HOSTS_SCHEMA",
+    "LINKS_SCHEMA",
+    "PAGES_HEADER_COLUMNS",
+    "PAGES_SCHEMA",
+    "SCHEMAS",
+    "TIMESTAMP",
+    "URLS_SCHEMA",
+    "describe",
+    "fp_hex",
+    "signed64",
+]
+
 TIMESTAMP = pa.timestamp("ms", tz="UTC")
+
+DESCRIPTION = b"description"
+
+
+def _f(name: str, type_: pa.DataType, doc: str, nullable: bool = True) -> pa.Field:
+    return pa.field(name, type_, nullable=nullable, metadata={DESCRIPTION: doc.encode()})
+
+
+# Response headers published as columns of pages/ (header name → column). Values are the
+# header as the server sent it; a header sent several times is joined with ", " (the HTTP
+# list form), absent headers are null.
+PAGES_HEADER_COLUMNS: dict[str, str] = {
+    "etag": "etag",
+    "last-modified": "last_modified",
+    "content-encoding": "content_encoding",
+    "content-language": "content_language",
+    "server": "server",
+    "location": "location",
+    "x-robots-tag": "x_robots_tag",
+    "retry-after": "retry_after",
+}
 
 PAGES_SCHEMA = pa.schema(
     [
-        pa.field("url", pa.string(), nullable=False),
-        pa.field("url_fp", pa.int64(), nullable=False),
-        pa.field("host", pa.string(), nullable=False),
-        pa.field("final_url", pa.string()),
-        pa.field("status", pa.int32()),
-        pa.field("outcome", pa.string(), nullable=False),
-        pa.field("fetched_at", TIMESTAMP),
-        pa.field("elapsed_ms", pa.float64()),
-        pa.field("content_type", pa.string()),
-        pa.field("content_length", pa.int64()),
-        pa.field("truncated", pa.string()),
-        pa.field("changed", pa.bool_()),
-        pa.field("checksum", pa.string()),
-        pa.field("simhash", pa.string()),
-        pa.field("duplicate_of", pa.string()),
-        pa.field("blob", pa.string()),
-        pa.field("out_links", pa.int32()),
-        pa.field("title", pa.string()),
-        pa.field("meta_noindex", pa.bool_()),
-        pa.field("meta_nofollow", pa.bool_()),
-        pa.field("ip", pa.string()),
-        pa.field("error", pa.string()),
-        pa.field("depth", pa.int32()),
-        pa.field("round", pa.int32(), nullable=False),
+        _f("url", pa.string(), "The URL requested (normalised).", nullable=False),
+        _f("url_fp", pa.int64(), "64-bit fingerprint of url, signed (see fp_hex).", nullable=False),
+        _f("host", pa.string(), "Host of url, with the port when it is not the default.", nullable=False),
+        _f("final_url", pa.string(), "The URL that answered (redirects are not followed, so it is url)."),
+        _f("status", pa.int32(), "HTTP status code; null when no response arrived."),
+        _f("outcome", pa.string(), "fetched | error (no response: DNS, refused, timeout, reset).", nullable=False),
+        _f("fetched_at", TIMESTAMP, "When the request started (UTC)."),
+        _f("elapsed_ms", pa.float64(), "Request start to last body byte, milliseconds."),
+        _f("waited_ms", pa.float64(), "How long the request waited for its host's turn (politeness), milliseconds."),
+        _f("content_type", pa.string(), "The Content-Type response header, as sent."),
+        _f("content_length", pa.int64(), "Payload bytes after undoing Content-Encoding (at most the body cap)."),
+        _f("truncated", pa.string(), "'length' when the body cap cut the payload (WARC-Truncated), else null."),
+        _f("changed", pa.bool_(), "Whether the content differs from the previous fetch of url."),
+        _f("checksum", pa.string(), "16 hex digits: 64-bit mmh3 of the payload (exact-duplicate key)."),
+        _f("simhash", pa.string(), "16 hex digits: 64-bit simhash of the text (near-duplicate key)."),
+        _f("duplicate_of", pa.string(), "URL of the page this one copies, when it is a copy."),
+        _f("blob", pa.string(), "Where the response record is: '<WARC file relative to OUT>@<offset>'."),
+        _f("out_links", pa.int32(), "Number of links found on the page (edges in links/)."),
+        _f("title", pa.string(), "The HTML <title>, whitespace collapsed."),
+        _f("meta_noindex", pa.bool_(), "noindex from meta robots or X-Robots-Tag (for us or everyone)."),
+        _f("meta_nofollow", pa.bool_(), "nofollow from meta robots or X-Robots-Tag (for us or everyone)."),
+        _f("ip", pa.string(), "Server address the response came from (WARC-IP-Address)."),
+        _f("error", pa.string(), "Why the fetch failed (outcome = error), or a note on archiving."),
+        _f("depth", pa.int32(), "Link distance from a seed."),
+        _f("source", pa.string(), "Why it was fetched: seed | link | redirect | robots (a robots.txt request) | ..."),
+        _f("etag", pa.string(), "ETag response header."),
+        _f("last_modified", pa.string(), "Last-Modified response header (HTTP date, as sent)."),
+        _f("content_encoding", pa.string(), "Content-Encoding response header (the WARC keeps the encoded body)."),
+        _f("content_language", pa.string(), "Content-Language response header."),
+        _f("server", pa.string(), "Server response header."),
+        _f("location", pa.string(), "Location response header (redirect target, as sent)."),
+        _f("x_robots_tag", pa.string(), "X-Robots-Tag response header(s)."),
+        _f("retry_after", pa.string(), "Retry-After response header (seconds or HTTP date, as sent)."),
     ]
 )
 
 LINKS_SCHEMA = pa.schema(
     [
-        pa.field("src", pa.string(), nullable=False),
-        pa.field("dst", pa.string(), nullable=False),
-        pa.field("src_fp", pa.int64(), nullable=False),
-        pa.field("dst_fp", pa.int64(), nullable=False),
-        pa.field("src_host", pa.string()),
-        pa.field("dst_host", pa.string()),
-        pa.field("src_domain", pa.string()),
-        pa.field("dst_domain", pa.string()),
-        pa.field("anchor", pa.string()),
-        pa.field("nofollow", pa.bool_()),
-        pa.field("kind", pa.string()),
-        pa.field("fetched_at", TIMESTAMP),
-        pa.field("round", pa.int32(), nullable=False),
+        _f("src", pa.string(), "URL of the page the link is on (normalised).", nullable=False),
+        _f("dst", pa.string(), "URL the link points to (absolute, normalised).", nullable=False),
+        _f("src_fp", pa.int64(), "Fingerprint of src, signed (see fp_hex).", nullable=False),
+        _f("dst_fp", pa.int64(), "Fingerprint of dst, signed (see fp_hex).", nullable=False),
+        _f("src_host", pa.string(), "Host of src (with a non-default port)."),
+        _f("dst_host", pa.string(), "Host of dst (with a non-default port)."),
+        _f("src_domain", pa.string(), "Registered domain of src_host (public suffix + 1)."),
+        _f("dst_domain", pa.string(), "Registered domain of dst_host (public suffix + 1)."),
+        _f("anchor", pa.string(), "Anchor text, whitespace collapsed, at most 256 characters; null if none."),
+        _f("nofollow", pa.bool_(), "rel=nofollow on the link, or nofollow for the whole page."),
+        _f("kind", pa.string(), "a | area | frame | canonical | redirect (a 3xx Location)."),
+        _f("fetched_at", TIMESTAMP, "When src was fetched (UTC)."),
     ]
 )
+
+URLS_SCHEMA = pa.schema(
+    [
+        _f("url", pa.string(), "The URL (normalised).", nullable=False),
+        _f("url_fp", pa.int64(), "Fingerprint of url, signed (see fp_hex); the seen set's key.", nullable=False),
+        _f("host", pa.string(), "Host of url (with a non-default port)."),
+        _f("state", pa.string(), "queued | fetched | error | robots_disallowed."),
+        _f("source", pa.string(), "How it was found: seed | link | redirect | sitemap | submit."),
+        _f("depth", pa.int32(), "Link distance from a seed when first seen."),
+        _f("first_seen", TIMESTAMP, "When it was first seen (UTC)."),
+        _f("status", pa.int32(), "HTTP status of the last fetch."),
+        _f("fetched_at", TIMESTAMP, "When it was last fetched (UTC)."),
+        _f("checksum", pa.string(), "Payload checksum of the last fetch (16 hex digits)."),
+        _f("error", pa.string(), "Why the last fetch failed."),
+    ]
+)
+
+HOSTS_SCHEMA = pa.schema(
+    [
+        _f("host", pa.string(), "Host name, with a non-default port.", nullable=False),
+        _f("delay", pa.float64(), "Current gap between requests to the host, seconds."),
+        _f("last_fetch_end", TIMESTAMP, "When the last response on the host ended (UTC)."),
+        _f("not_before", TIMESTAMP, "No request before this time (Retry-After, back-off)."),
+        _f("last_response_time", pa.float64(), "Duration of the last response, seconds."),
+        _f("robots_kind", pa.string(), "Cached robots.txt: parsed | allow_all | disallow_all; null if never fetched."),
+        _f("robots_status", pa.int32(), "HTTP status of the last robots.txt fetch."),
+        _f("robots_fetched_at", TIMESTAMP, "When robots.txt was last fetched (UTC)."),
+        _f("robots_failing_since", TIMESTAMP, "Start of the current run of unreachable robots.txt answers; null if none."),
+        _f("ip", pa.string(), "Last server address used."),
+        _f("dns_error", pa.string(), "Why the host's name did not resolve to an allowed address, if it did not."),
+        _f("consecutive_errors", pa.int32(), "Errors in a row (drives back-off)."),
+        _f("fetches", pa.int64(), "Requests made to the host, all rounds."),
+    ]
+)
+
+SCHEMAS: dict[str, pa.Schema] = {
+    "pages": PAGES_SCHEMA,
+    "links": LINKS_SCHEMA,
+    "urls": URLS_SCHEMA,
+    "hosts": HOSTS_SCHEMA,
+}
 
 
 def signed64(fp: int) -> int:
     """An unsigned 64-bit fingerprint as the signed value stored in Parquet."""
     return fp - (1 << 64) if fp >= (1 << 63) else fp
+
+
+def fp_hex(value: int) -> str:
+    """A stored (signed) fingerprint as the 16 hex digits ``beamcrawl normalize`` prints."""
+    return format(value & 0xFFFF_FFFF_FFFF_FFFF, "016x")
+
+
+def describe(schema: pa.Schema) -> str:
+    """A Markdown table of a schema's columns: name, type, nullability, description."""
+    lines = ["| column | type | null | description |", "|---|---|---|---|"]
+    for field in schema:
+        doc = (field.metadata or {}).get(DESCRIPTION, b"").decode()
+        lines.append(f"| `{field.name}` | `{field.type}` | {'yes' if field.nullable else 'no'} | {doc.replace('|', '/')} |")
+    return "\n".join(lines)

@@ -1,15 +1,19 @@
 """Publish: page events to ``pages/`` and link edges to ``links/``, as Parquet per round.
 
 Each writer collects its bundle's rows and writes one zstd-compressed Parquet part file
-with the explicit schema from :mod:`beamcrawl.schemas.arrow` (links sorted by source), in
-the round's staging folder; the round's commit moves the files into place.
+(another after every ``FLUSH_ROWS`` rows) with the explicit schema from
+:mod:`beamcrawl.schemas.arrow`, whose field descriptions travel in the file's metadata.
+Page events are sorted by URL, link edges by source then target, so a reader filtering on
+``src`` skips most row groups by their statistics. Files go to the round's staging folder;
+the round's commit moves them to ``pages/round=N/`` and ``links/round=N/`` (hive partitions).
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import os
-from typing import Any, Callable, Iterable
+import time
+from typing import Any, Iterable
 
 import apache_beam as beam
 import pyarrow as pa
@@ -21,13 +25,13 @@ from beamcrawl.core.urlnorm import host_of, registered_domain
 from beamcrawl.schemas.arrow import LINKS_SCHEMA, PAGES_SCHEMA, signed64
 from beamcrawl.schemas.records import ParsedPage
 
-__all__ = ["WritePageEvents", "WriteLinkEdges", "link_edges"]
+__all__ = ["WritePageEvents", "WriteLinkEdges", "link_edges", "write_part"]
 
 FLUSH_ROWS = 200_000
 
 
-def link_edges(page: ParsedPage, round_no: int) -> list[dict[str, Any]]:
-    """One links/ row per out-link of a page."""
+def link_edges(page: ParsedPage) -> list[dict[str, Any]]:
+    """One links/ row per out-link of a page (its round is the folder, ``links/round=N/``)."""
     f = page.fetch
     if not page.links:
         return []
@@ -52,7 +56,6 @@ def link_edges(page: ParsedPage, round_no: int) -> list[dict[str, Any]]:
                 "nofollow": link.nofollow or page.meta_nofollow,
                 "kind": link.kind,
                 "fetched_at": fetched_at,
-                "round": round_no,
             }
         )
     return rows
@@ -61,17 +64,25 @@ def link_edges(page: ParsedPage, round_no: int) -> list[dict[str, Any]]:
 class _ParquetPartsFn(beam.DoFn):
     """Buffers a bundle's rows and writes them as one Parquet part file."""
 
-    def __init__(self, folder: str, schema: pa.Schema, sort_by: str | None, counter: str) -> None:
+    def __init__(self, folder: str, schema: pa.Schema, sort_by: tuple[str, ...], name: str) -> None:
         self.folder = folder
         self.schema = schema
         self.sort_by = sort_by
-        self.rows_written = Metrics.counter("publish", counter)
+        self.name = name
+        ns = f"publish_{name}"
+        self.received = Metrics.counter(ns, "received")
+        self.success = Metrics.counter(ns, "success")
+        self.error = Metrics.counter(ns, "error")
+        self.files = Metrics.counter(ns, "files")
+        self.latency_us = Metrics.distribution(ns, "latency_us")
 
     def start_bundle(self) -> None:
         self.rows: list[dict[str, Any]] = []
 
     def process(self, rows: Iterable[dict[str, Any]]) -> None:
+        before = len(self.rows)
         self.rows.extend(rows)
+        self.received.inc(len(self.rows) - before)
         if len(self.rows) >= FLUSH_ROWS:
             self._flush()
 
@@ -81,46 +92,57 @@ class _ParquetPartsFn(beam.DoFn):
     def _flush(self) -> None:
         if not self.rows:
             return
-        rows = self.rows
-        if self.sort_by:
-            rows.sort(key=lambda r: r[self.sort_by])
-        table = pa.Table.from_pylist(rows, schema=self.schema)
-        os.makedirs(self.folder, exist_ok=True)
-        pq.write_table(table, os.path.join(self.folder, part_name(".parquet")), compression="zstd")
-        self.rows_written.inc(len(rows))
-        self.rows = []
+        rows, self.rows = self.rows, []
+        started = time.perf_counter()
+        try:
+            write_part(rows, self.schema, self.sort_by, os.path.join(self.folder, part_name(".parquet")))
+        except (pa.ArrowException, OSError):
+            # A bad row is a bug and a failed write is the disk's; either way the round must
+            # fail (and be rerun) rather than publish less than it fetched.
+            self.error.inc(len(rows))
+            raise
+        self.success.inc(len(rows))
+        self.files.inc()
+        self.latency_us.update(int((time.perf_counter() - started) * 1e6))
 
 
-class WritePageEvents(beam.PTransform):
+def write_part(rows: list[dict[str, Any]], schema: pa.Schema, sort_by: tuple[str, ...], path: str) -> None:
+    """Writes rows as one zstd Parquet file, sorted by the ``sort_by`` columns."""
+    if sort_by:
+        rows.sort(key=lambda r: tuple(r[c] for c in sort_by))
+    table = pa.Table.from_pylist(rows, schema=schema)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    pq.write_table(table, path, compression="zstd")
+
+
+class WritePageEvents(beam.PTransform[beam.PCollection[dict[str, Any]], beam.PCollection[None]]):
     """Page event dicts → ``pages/round=N/part-*.parquet``."""
 
     def __init__(self, outputs: RoundOutputs) -> None:
         super().__init__()
         self.outputs = outputs
 
-    def expand(self, events: beam.PCollection) -> beam.PCollection:
+    def expand(self, events: beam.PCollection[dict[str, Any]]) -> beam.PCollection[None]:
         return (
             events
             | "One row per event" >> beam.Map(lambda event: [event])
             | "Write pages Parquet"
-            >> beam.ParDo(_ParquetPartsFn(self.outputs.staged("pages"), PAGES_SCHEMA, "url", "page_rows"))
+            >> beam.ParDo(_ParquetPartsFn(self.outputs.staged("pages"), PAGES_SCHEMA, ("url",), "pages"))
         )
 
 
-class WriteLinkEdges(beam.PTransform):
+class WriteLinkEdges(beam.PTransform[beam.PCollection[ParsedPage], beam.PCollection[None]]):
     """``ParsedPage`` → ``links/round=N/part-*.parquet``, one row per edge, sorted by source."""
 
     def __init__(self, outputs: RoundOutputs) -> None:
         super().__init__()
         self.outputs = outputs
 
-    def expand(self, pages: beam.PCollection) -> beam.PCollection:
-        round_no = self.outputs.round_no
-        edges: Callable[[ParsedPage], list[dict[str, Any]]] = lambda page: link_edges(page, round_no)
+    def expand(self, pages: beam.PCollection[ParsedPage]) -> beam.PCollection[None]:
         return (
             pages
-            | "Edges of each page" >> beam.Map(edges)
+            | "Edges of each page" >> beam.Map(link_edges)
             | "Write links Parquet"
-            >> beam.ParDo(_ParquetPartsFn(self.outputs.staged("links"), LINKS_SCHEMA, "src", "link_rows"))
+            >> beam.ParDo(_ParquetPartsFn(self.outputs.staged("links"), LINKS_SCHEMA, ("src", "dst"), "links"))
         )
 

@@ -1,15 +1,28 @@
-"""Store pages once: WARC/1.1 request and response records, and each fetch's page event.
+"""Store pages once: WARC/1.1 files with a CDXJ index beside each, and each fetch's page event.
 
-A writer DoFn owns one gzipped WARC file per bundle (rotated by size), starts it with a
-``warcinfo`` record, writes each fetch as a request/response pair with payload digests
-(warcio computes them) and ``WARC-IP-Address``, and marks capped bodies with
-``WARC-Truncated``. The page event's ``blob`` is ``<file relative to OUT>@<offset>`` of the
-response record, pointing at its committed location. Bodies stop here: the page event
-carries no bytes.
+A writer DoFn owns one gzipped WARC file per bundle (rotated by size) and starts it with a
+``warcinfo`` record. Each fetch becomes a response record followed by its request record
+(``WARC-Concurrent-To`` links them), each its own gzip member, with block and payload
+digests (warcio computes them), ``WARC-IP-Address`` and, when the body cap cut the body,
+``WARC-Truncated: length``. A fetch is serialised in memory first and appended whole, so a
+record that cannot be built never leaves half a gzip member in the file.
 
-Transfer-Encoding is undone by the HTTP client, so the recorded header is renamed
-(``X-Crawler-Transfer-Encoding``) rather than left claiming chunks that are not there;
-Content-Encoding is kept, with the body exactly as the server compressed it.
+Encodings are recorded as they were on the wire, as far as the wire can be recorded:
+
+- Content-Encoding is kept, with the body exactly as the server compressed it (the HTTP
+  client does not decompress), so the payload digest is that of the bytes sent;
+- Transfer-Encoding is undone by the HTTP client, so its header is renamed
+  ``X-Crawler-Transfer-Encoding`` rather than left claiming chunks that are not there;
+- header bytes are written back as received (the client decodes them as latin-1), not
+  percent-encoded as warcio would do for non-ASCII values.
+
+Beside ``part-X.warc.gz`` the writer puts ``part-X.cdxj``: one line per response record
+(:mod:`beamcrawl.core.cdxj`), sorted by SURT key then timestamp, built from the offsets and
+lengths the writer knows, so no file is read back. The page event's ``blob`` is
+``<file relative to OUT>@<offset>`` of the response record, pointing at its committed
+location. Bodies stop here: the page event carries no bytes.
+
+Governed by: ``warc_max_bytes`` (rotation size), --user-agent (recorded in warcinfo).
 """
 
 from __future__ import annotations
@@ -17,50 +30,75 @@ from __future__ import annotations
 import datetime as dt
 import io
 import os
-from typing import Any, BinaryIO, Iterator
+import time
+from dataclasses import dataclass
+from typing import Any, BinaryIO, Callable, Iterator
 from urllib.parse import urlsplit
 
 import apache_beam as beam
 from apache_beam.metrics import Metrics
+from warcio.recordloader import ArcWarcRecord
 from warcio.statusandheaders import StatusAndHeaders
 from warcio.timeutils import datetime_to_iso_date
 from warcio.warcwriter import WARCWriter
 
 from beamcrawl import DEFAULT_USER_AGENT, __version__
+from beamcrawl.core import cdxj
 from beamcrawl.core.outputs import RoundOutputs, part_name
-from beamcrawl.schemas.arrow import signed64
+from beamcrawl.schemas.arrow import PAGES_HEADER_COLUMNS, signed64
 from beamcrawl.schemas.records import ParsedPage
 
-__all__ = ["WriteWarc", "page_event", "write_fetch_records"]
+__all__ = ["ArchivedFetch", "WriteWarc", "archive_fetch", "page_event", "warcinfo_bytes", "write_fetch_records"]
 
 HOP_BY_HOP_RENAMED = {"transfer-encoding": "X-Crawler-Transfer-Encoding"}
+WARC_VERSION = "1.1"
+
+WriterFactory = Callable[[BinaryIO], WARCWriter]
 
 
-class _CountingFile:
-    """A write-only file wrapper that knows its offset (blob references need it)."""
+def _new_writer(out: BinaryIO) -> WARCWriter:
+    return WARCWriter(out, gzip=True, warc_version=WARC_VERSION)
 
-    def __init__(self, fh: BinaryIO) -> None:
-        self.fh = fh
-        self.offset = 0
 
-    def write(self, data: bytes) -> int:
-        n = self.fh.write(data)
-        self.offset += len(data)
-        return n
+class _WireHeaders(StatusAndHeaders):
+    """HTTP headers serialised as the bytes that were received.
 
-    def flush(self) -> None:
-        self.fh.flush()
+    The HTTP client decodes header bytes as latin-1, so encoding them as latin-1 gives the
+    original bytes back; warcio's default would percent-encode any non-ASCII value.
+    """
 
-    def close(self) -> None:
-        self.fh.close()
+    def compute_headers_buffer(self, header_filter: Any = None) -> None:
+        try:
+            self.headers_buff = self.to_str(header_filter).encode("latin-1") + b"\r\n"
+        except UnicodeEncodeError:  # a value that did not come off the wire: warcio's way
+            super().compute_headers_buffer(header_filter)
+
+
+# WARC named fields in the order most tools write them (the standard allows any order, but
+# some readers and people look for WARC-Type first).
+_FIELD_ORDER = {
+    name.lower(): i
+    for i, name in enumerate(
+        ("WARC-Type", "WARC-Record-ID", "WARC-Date", "WARC-Target-URI", "WARC-IP-Address",
+         "WARC-Concurrent-To", "WARC-Truncated", "WARC-Warcinfo-ID")
+    )
+}
+
+
+def _conventional_order(record: ArcWarcRecord) -> None:
+    record.rec_headers.headers.sort(key=lambda h: _FIELD_ORDER.get(h[0].lower(), len(_FIELD_ORDER)))
 
 
 def _iso(epoch: float) -> str:
-    return datetime_to_iso_date(dt.datetime.fromtimestamp(epoch, dt.timezone.utc).replace(tzinfo=None), use_micros=True)
+    return str(datetime_to_iso_date(dt.datetime.fromtimestamp(epoch, dt.timezone.utc).replace(tzinfo=None), use_micros=True))
 
 
-def write_fetch_records(writer: WARCWriter, page: ParsedPage) -> None:
-    """Writes a fetch's request and response records (offset bookkeeping is the caller's)."""
+def write_fetch_records(writer: WARCWriter, page: ParsedPage) -> tuple[ArcWarcRecord, int]:
+    """Writes a fetch's response record, then its request record, to ``writer.out``.
+
+    Returns the response record (its digests now set) and the number of bytes it took.
+    ``writer.out`` must have ``tell()`` (callers write to a ``BytesIO``).
+    """
     f = page.fetch
     parts = urlsplit(f.url)
     target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
@@ -70,7 +108,7 @@ def write_fetch_records(writer: WARCWriter, page: ParsedPage) -> None:
         "request",
         payload=io.BytesIO(b""),
         length=0,
-        http_headers=StatusAndHeaders(f"GET {target} HTTP/1.1", req_headers, is_http_request=True),
+        http_headers=_WireHeaders(f"GET {target} HTTP/1.1", req_headers, is_http_request=True),  # what the client sends
         warc_headers_dict={"WARC-Date": _iso(f.fetched_at)},
     )
     headers = [(HOP_BY_HOP_RENAMED.get(k.lower(), k), v) for k, v in f.response_headers]
@@ -84,22 +122,80 @@ def write_fetch_records(writer: WARCWriter, page: ParsedPage) -> None:
         "response",
         payload=io.BytesIO(f.raw_body),
         length=len(f.raw_body),
-        http_headers=StatusAndHeaders(
-            f"{f.status} {f.reason}".strip(), headers, protocol=f"HTTP/{f.http_version}"
-        ),
+        http_headers=_WireHeaders(f"{f.status} {f.reason}".strip(), headers, protocol=f"HTTP/{f.http_version}"),
         warc_headers_dict=warc_headers,
     )
+    _conventional_order(response)
     # The response first: it is what the blob points at, and readers expect it first.
+    start = writer.out.tell()
     writer.write_record(response)
+    length = writer.out.tell() - start
     request.rec_headers.add_header("WARC-Concurrent-To", response.rec_headers.get_header("WARC-Record-ID"))
+    _conventional_order(request)
     writer.write_record(request)
+    return response, length
 
 
-def page_event(page: ParsedPage, round_no: int, blob: str | None) -> dict[str, Any]:
-    """The fetch event of DESIGN.md §1 step 6, as a pages/ Parquet row."""
+@dataclass(frozen=True)
+class ArchivedFetch:
+    """A fetch serialised as WARC records, ready to append to a file."""
+
+    data: bytes  # response then request record, each one gzip member
+    response: ArcWarcRecord
+    response_length: int  # bytes of the response record at the start of ``data``
+
+
+def archive_fetch(page: ParsedPage, make_writer: WriterFactory = _new_writer) -> ArchivedFetch:
+    """Serialises a fetch's records in memory (pure: no file is touched)."""
+    buf = io.BytesIO()
+    response, length = write_fetch_records(make_writer(buf), page)
+    return ArchivedFetch(buf.getvalue(), response, length)
+
+
+def warcinfo_bytes(
+    filename: str, user_agent: str, is_part_of: str, make_writer: WriterFactory = _new_writer
+) -> bytes:
+    """The ``warcinfo`` record that heads every file (IIPC's recommended fields)."""
+    buf = io.BytesIO()
+    writer = make_writer(buf)
+    info = writer.create_warcinfo_record(
+        filename,
+        {
+            "software": f"beamcrawl/{__version__} (warcio)",
+            "format": "WARC File Format 1.1",
+            "conformsTo": "https://iipc.github.io/warc-specifications/specifications/warc-format/warc-1.1/",
+            "http-header-user-agent": user_agent,
+            "robots": "obey",
+            "isPartOf": is_part_of,
+        },
+    )
+    writer.write_record(info)
+    return buf.getvalue()
+
+
+def _headers_joined(headers: list[tuple[str, str]]) -> dict[str, str]:
+    """The published response headers by column, repeated headers joined HTTP-style."""
+    found: dict[str, list[str]] = {}
+    for name, value in headers:
+        column = PAGES_HEADER_COLUMNS.get(name.lower())
+        if column is not None:
+            found.setdefault(column, []).append(value.strip())
+    return {column: ", ".join(values) for column, values in found.items()}
+
+
+def page_event(page: ParsedPage, blob: str | None, note: str | None = None) -> dict[str, Any]:
+    """The fetch event of DESIGN.md §1 step 6, as a pages/ Parquet row (its round is the
+    folder it is written to, ``pages/round=N/``).
+
+    Args:
+        page: The parsed fetch.
+        blob: ``file@offset`` of its response record, or None when nothing was archived.
+        note: Why a fetched page was not archived (goes to ``error``).
+    """
     f = page.fetch
     fetched = f.outcome == "fetched"
-    return {
+    headers = _headers_joined(f.response_headers) if fetched else {}
+    event: dict[str, Any] = {
         "url": f.url,
         "url_fp": signed64(f.entry.fp),
         "host": f.entry.host,
@@ -108,6 +204,7 @@ def page_event(page: ParsedPage, round_no: int, blob: str | None) -> dict[str, A
         "outcome": f.outcome,
         "fetched_at": dt.datetime.fromtimestamp(f.fetched_at, dt.timezone.utc) if f.fetched_at else None,
         "elapsed_ms": round(f.elapsed * 1000, 3) if fetched else None,
+        "waited_ms": round(f.waited * 1000, 3) if f.outcome in ("fetched", "error") else None,
         "content_type": f.content_type or None,
         "content_length": len(f.body) if fetched else None,
         "truncated": f.truncated,
@@ -121,78 +218,117 @@ def page_event(page: ParsedPage, round_no: int, blob: str | None) -> dict[str, A
         "meta_noindex": page.meta_noindex,
         "meta_nofollow": page.meta_nofollow,
         "ip": f.ip,
-        "error": f.error,
+        "error": f.error or note,
         "depth": f.entry.depth,
-        "round": round_no,
+        "source": f.entry.source,
     }
+    for column in PAGES_HEADER_COLUMNS.values():
+        event[column] = headers.get(column)
+    return event
+
+
+class _MetricsCollector:
+    """The store stage's metrics: received, success, error, latency, files and records."""
+
+    def __init__(self) -> None:
+        ns = "store"
+        self.received = Metrics.counter(ns, "received")
+        self.success = Metrics.counter(ns, "success")
+        self.error = Metrics.counter(ns, "error")
+        self.not_fetched = Metrics.counter(ns, "no_response")  # event only: nothing to archive
+        self.skipped = Metrics.counter(ns, "skipped")  # no request made: no event either
+        self.latency_us = Metrics.distribution(ns, "latency_us")
+        self.records = Metrics.counter(ns, "warc_records")
+        self.files = Metrics.counter(ns, "warc_files")
+        self.file_bytes = Metrics.distribution(ns, "warc_file_bytes")
+        self.cdxj_lines = Metrics.counter(ns, "cdxj_lines")
 
 
 class _WriteWarcFn(beam.DoFn):
-    """Appends fetched pages to this bundle's WARC file and yields their page events."""
+    """Appends fetched pages to this bundle's WARC file, indexes them, yields page events."""
 
     def __init__(self, outputs: RoundOutputs, max_bytes: int, user_agent: str = DEFAULT_USER_AGENT) -> None:
         self.outputs = outputs
         self.max_bytes = max_bytes
         self.user_agent = user_agent
-        self.records = Metrics.counter("store", "warc_records")
-        self.files = Metrics.counter("store", "warc_files")
-        self.bytes = Metrics.distribution("store", "warc_file_bytes")
+        self.metrics: _MetricsCollector | None = None
+
+    def setup(self) -> None:
+        self.metrics = _MetricsCollector()
 
     def start_bundle(self) -> None:
-        self.fh: _CountingFile | None = None
-        self.writer: WARCWriter | None = None
+        self.fh: BinaryIO | None = None
+        self.offset = 0
+        self.name = ""
         self.rel = ""
+        self.index: list[cdxj.CdxjEntry] = []
 
     def _open(self) -> None:
-        name = part_name(".warc.gz")
-        path = os.path.join(self.outputs.staged("warc"), name)
-        self.rel = f"{self.outputs.final_rel('warc')}/{name}"
-        self.fh = _CountingFile(open(path, "wb"))
-        self.writer = WARCWriter(self.fh, gzip=True, warc_version="1.1")
-        info = self.writer.create_warcinfo_record(
-            name,
-            {
-                "software": f"beamcrawl/{__version__} (warcio)",
-                "format": "WARC File Format 1.1",
-                "conformsTo": "https://iipc.github.io/warc-specifications/specifications/warc-format/warc-1.1/",
-                "http-header-user-agent": self.user_agent,
-                "isPartOf": f"beamcrawl {self.outputs.label}",
-            },
-        )
-        self.writer.write_record(info)
-        self.files.inc()
+        assert self.metrics is not None
+        self.name = part_name(".warc.gz")
+        self.rel = f"{self.outputs.final_rel('warc')}/{self.name}"
+        self.fh = open(os.path.join(self.outputs.staged("warc"), self.name), "wb")
+        head = warcinfo_bytes(self.name, self.user_agent, f"beamcrawl {self.outputs.label}")
+        self.fh.write(head)
+        self.offset = len(head)
+        self.index = []
+        self.metrics.files.inc()
+        self.metrics.records.inc()
 
     def _close(self) -> None:
-        if self.fh is not None:
-            self.bytes.update(self.fh.offset)
-            self.fh.close()
+        if self.fh is None:
+            return
+        assert self.metrics is not None
+        self.fh.close()
         self.fh = None
-        self.writer = None
+        self.metrics.file_bytes.update(self.offset)
+        stem = self.name[: -len(".warc.gz")]
+        lines = cdxj.write_cdxj(os.path.join(self.outputs.staged("cdxj"), f"{stem}.cdxj"), self.index)
+        self.metrics.cdxj_lines.inc(lines)
+        self.index = []
 
     def process(self, page: ParsedPage) -> Iterator[dict[str, Any]]:
+        assert self.metrics is not None
+        self.metrics.received.inc()
         if page.fetch.outcome in ("deferred", "robots_disallowed"):
+            self.metrics.skipped.inc()
             return iter(())  # no request was made: nothing to archive, no fetch event
         return iter((self._store(page),))
 
     def _store(self, page: ParsedPage) -> dict[str, Any]:
-        blob = None
-        if page.fetch.outcome == "fetched":
-            if self.fh is None or self.fh.offset >= self.max_bytes:
-                self._close()
-                self._open()
-            assert self.fh is not None and self.writer is not None
-            offset = self.fh.offset
-            write_fetch_records(self.writer, page)
-            self.records.inc(2)
-            blob = f"{self.rel}@{offset}"
-        return page_event(page, self.outputs.round_no, blob)
+        assert self.metrics is not None
+        if page.fetch.outcome != "fetched":
+            self.metrics.not_fetched.inc()
+            return page_event(page, None)
+        started = time.perf_counter()
+        try:
+            archived = archive_fetch(page)
+        except (ValueError, UnicodeError) as exc:  # a response warcio cannot represent
+            self.metrics.error.inc()
+            note = f"not archived: {type(exc).__name__}: {exc}"[:300]
+            return page_event(page, None, note)
+        if self.fh is None or self.offset >= self.max_bytes:
+            self._close()
+            self._open()
+        assert self.fh is not None
+        offset = self.offset
+        self.fh.write(archived.data)
+        self.offset += len(archived.data)
+        entry = cdxj.entry_for_record(archived.response, offset, archived.response_length, self.rel)
+        if entry is not None:
+            self.index.append(entry)
+        self.metrics.records.inc(2)
+        self.metrics.success.inc()
+        self.metrics.latency_us.update(int((time.perf_counter() - started) * 1e6))
+        return page_event(page, f"{self.rel}@{offset}")
 
     def finish_bundle(self) -> None:
         self._close()
 
 
-class WriteWarc(beam.PTransform):
-    """``ParsedPage`` → page event dicts, archiving each fetched page in a WARC file."""
+class WriteWarc(beam.PTransform[beam.PCollection[ParsedPage], beam.PCollection[dict[str, Any]]]):
+    """``ParsedPage`` → page event dicts, archiving each fetched page in a WARC file and
+    indexing it in the CDXJ file beside it."""
 
     def __init__(self, outputs: RoundOutputs, max_bytes: int, user_agent: str = DEFAULT_USER_AGENT) -> None:
         super().__init__()
@@ -200,6 +336,5 @@ class WriteWarc(beam.PTransform):
         self.max_bytes = max_bytes
         self.user_agent = user_agent
 
-    def expand(self, pages: beam.PCollection) -> beam.PCollection:
+    def expand(self, pages: beam.PCollection[ParsedPage]) -> beam.PCollection[dict[str, Any]]:
         return pages | "Append to WARC" >> beam.ParDo(_WriteWarcFn(self.outputs, self.max_bytes, self.user_agent))
-

@@ -1,0 +1,393 @@
+"""WARC files as archivists expect them, checked by reading them back with warcio, and
+their CDXJ indexes checked against an independent indexer (cdxj-indexer).
+
+Fetches are built by hand (no network), with pinned record ids and dates where bytes are
+compared, so every check is deterministic.
+"""
+
+from __future__ import annotations
+
+import base64
+import glob
+import gzip
+import hashlib
+import io
+import itertools
+import json
+import os
+import zlib
+
+import apache_beam as beam
+import pytest
+from apache_beam.testing.test_pipeline import TestPipeline
+from warcio.archiveiterator import ArchiveIterator
+from warcio.warcwriter import WARCWriter
+
+from beamcrawl.core import cdxj
+from beamcrawl.core.outputs import RoundOutputs
+from beamcrawl.core.urlnorm import fingerprint, host_of
+from beamcrawl.schemas.records import FetchResult, FrontierEntry, ParsedPage
+from beamcrawl.transforms import warc_io
+from beamcrawl.transforms.warc_io import WriteWarc, archive_fetch, page_event, warcinfo_bytes
+
+FETCHED_AT = 1_767_225_600.125  # 2026-01-01T00:00:00.125Z
+HTML = b"<html><head><title>A</title></head><body><a href='/b'>b</a></body></html>"
+
+
+def _fetch(
+    url: str,
+    status: int = 200,
+    headers: list[tuple[str, str]] | None = None,
+    raw: bytes = HTML,
+    body: bytes | None = None,
+    truncated: str | None = None,
+    ip: str | None = "127.0.0.1",
+    reason: str = "OK",
+    offset_s: float = 0.0,
+    source: str = "link",
+) -> ParsedPage:
+    norm = url
+    entry = FrontierEntry(url=norm, fp=fingerprint(norm), host=host_of(norm), due_ms=0, source=source)
+    result = FetchResult(
+        entry=entry,
+        outcome="fetched",
+        url=norm,
+        final_url=norm,
+        status=status,
+        fetched_at=FETCHED_AT + offset_s,
+        elapsed=0.05,
+        ip=ip,
+        reason=reason,
+        request_headers=[("User-Agent", "beamcrawl-test/1"), ("Accept", "*/*"), ("Accept-Encoding", "gzip, deflate")],
+        response_headers=headers if headers is not None else [("Content-Type", "text/html; charset=utf-8")],
+        raw_body=raw,
+        body=raw if body is None else body,
+        truncated=truncated,
+    )
+    return ParsedPage(fetch=result, checksum="00" * 8)
+
+
+def _sha1_b32(data: bytes) -> str:
+    return "sha1:" + base64.b32encode(hashlib.sha1(data).digest()).decode()
+
+
+class _FixedWriter(WARCWriter):
+    """Pins record ids and dates, so bytes are the same on every run."""
+
+    ids = itertools.count()
+
+    def __init__(self, out: io.BytesIO) -> None:
+        super().__init__(out, gzip=True, warc_version="1.1")
+
+    @classmethod
+    def _make_warc_id(cls) -> str:
+        return f"<urn:uuid:00000000-0000-0000-0000-{next(cls.ids):012d}>"
+
+    @classmethod
+    def _make_warc_date(cls, use_micros: bool = False) -> str:
+        return "2026-01-01T00:00:00.000000Z"
+
+
+def _records(data: bytes) -> list:
+    """(record, headers, http headers, payload, offset, length) of every record."""
+    out = []
+    it = ArchiveIterator(io.BytesIO(data), check_digests="raise")
+    for record in it:
+        payload = record.content_stream().read() if record.rec_type != "response" else record.raw_stream.read()
+        out.append((record.rec_type, record.rec_headers, record.http_headers, payload, it.get_record_offset(), it.get_record_length()))
+    return out
+
+
+# --- records of one fetch ------------------------------------------------------------------
+
+
+def test_response_then_request_linked_with_ip_and_digests():
+    page = _fetch("http://a.test/x?y=1")
+    archived = archive_fetch(page, _FixedWriter)
+    recs = _records(archived.data)
+    assert [r[0] for r in recs] == ["response", "request"]
+    resp, req = recs
+    assert resp[1].get_header("WARC-IP-Address") == "127.0.0.1"
+    assert resp[1].get_header("WARC-Target-URI") == "http://a.test/x?y=1"
+    assert resp[1].get_header("WARC-Date") == "2026-01-01T00:00:00.125000Z"
+    assert resp[1].get_header("WARC-Payload-Digest") == _sha1_b32(HTML)
+    assert resp[1].get_header("WARC-Truncated") is None
+    assert resp[1].get_header("Content-Type") == "application/http; msgtype=response"
+    assert req[1].get_header("WARC-Concurrent-To") == resp[1].get_header("WARC-Record-ID")
+    assert req[1].get_header("Content-Type") == "application/http; msgtype=request"
+    assert req[2].protocol == "GET" and req[2].statusline == "/x?y=1 HTTP/1.1"
+    assert req[2].get_header("Host") == "a.test"
+    assert req[2].get_header("User-Agent") == "beamcrawl-test/1"
+    assert resp[2].get_statuscode() == "200"
+    # each record is its own gzip member: the response is exactly the first response_length bytes
+    assert archived.response_length == resp[5]
+    assert resp[4] == 0 and req[4] == archived.response_length
+    assert len(gzip.decompress(archived.data[: archived.response_length])) > len(HTML)
+
+
+def test_pinned_writer_gives_the_same_bytes_every_time():
+    page = _fetch("http://a.test/")
+    _FixedWriter.ids = itertools.count()
+    one = archive_fetch(page, _FixedWriter).data
+    _FixedWriter.ids = itertools.count()
+    two = archive_fetch(page, _FixedWriter).data
+    assert gzip.decompress(one) == gzip.decompress(two)
+    text = gzip.decompress(one).decode("latin-1")
+    assert text.startswith("WARC/1.1\r\nWARC-Type: response\r\n")
+    assert "WARC-Record-ID: <urn:uuid:00000000-0000-0000-0000-000000000000>\r\n" in text
+    assert "\r\n\r\nHTTP/1.1 200 OK\r\nContent-Type: text/html; charset=utf-8\r\n\r\n" in text
+
+
+def test_capped_body_is_marked_truncated():
+    raw = b"x" * 1000
+    archived = archive_fetch(_fetch("http://a.test/big", raw=raw, truncated="length",
+                                    headers=[("Content-Type", "text/plain"), ("Content-Length", "5000")]))
+    resp = _records(archived.data)[0]
+    assert resp[1].get_header("WARC-Truncated") == "length"
+    # the server's Content-Length is kept as sent; the record holds what was read
+    assert resp[2].get_header("Content-Length") == "5000"
+    assert resp[3] == raw
+    assert resp[1].get_header("WARC-Payload-Digest") == _sha1_b32(raw)
+
+
+def test_transfer_and_content_encodings_recorded_honestly():
+    html = b"<html>" + b"hello " * 200 + b"</html>"
+    compressed = gzip.compress(html, mtime=0)
+    page = _fetch(
+        "http://a.test/gz",
+        raw=compressed,
+        body=html,
+        headers=[("Content-Type", "text/html"), ("Transfer-Encoding", "chunked"), ("Content-Encoding", "gzip")],
+    )
+    resp = _records(archive_fetch(page).data)[0]
+    http = resp[2]
+    # chunks were undone by the client: the header must not claim them
+    assert http.get_header("Transfer-Encoding") is None
+    assert http.get_header("X-Crawler-Transfer-Encoding") == "chunked"
+    # the body is as the server compressed it, and the digest is of those bytes
+    assert http.get_header("Content-Encoding") == "gzip"
+    assert resp[3] == compressed
+    assert resp[1].get_header("WARC-Payload-Digest") == _sha1_b32(compressed)
+    assert zlib.decompress(resp[3], 47) == html
+
+
+def test_header_bytes_are_written_as_received():
+    # the HTTP client decodes header bytes as latin-1; "caf\xe9" is the byte e9 on the wire
+    page = _fetch("http://a.test/h", headers=[("Content-Type", "text/html"), ("X-Name", "caf\xe9")])
+    archived = archive_fetch(page)
+    assert b"\r\nX-Name: caf\xe9\r\n\r\n" in gzip.decompress(archived.data[: archived.response_length])
+    assert _records(archived.data)[0][2].get_header("X-Name") == "caf\xe9"  # readers get it back
+
+
+def test_no_ip_no_header():
+    resp = _records(archive_fetch(_fetch("http://a.test/", ip=None)).data)[0]
+    assert resp[1].get_header("WARC-IP-Address") is None
+
+
+def test_warcinfo_names_the_file_and_the_crawler():
+    data = warcinfo_bytes("part-1.warc.gz", "beamcrawl-test/1 (+http://x)", "beamcrawl round=3", _FixedWriter)
+    (rec_type, headers, _http, payload, offset, _length), = _records(data)
+    assert rec_type == "warcinfo" and offset == 0
+    assert headers.protocol == "WARC/1.1"
+    assert headers.get_header("WARC-Filename") == "part-1.warc.gz"
+    assert headers.get_header("Content-Type") == "application/warc-fields"
+    fields = dict(line.split(": ", 1) for line in payload.decode().strip().split("\r\n"))
+    assert fields["http-header-user-agent"] == "beamcrawl-test/1 (+http://x)"
+    assert fields["format"] == "WARC File Format 1.1"
+    assert fields["robots"] == "obey"
+    assert fields["isPartOf"] == "beamcrawl round=3"
+    assert fields["software"].startswith("beamcrawl/")
+
+
+# --- page events ---------------------------------------------------------------------------
+
+
+def test_page_event_publishes_the_headers_that_matter():
+    page = _fetch(
+        "http://a.test/r",
+        status=301,
+        reason="Moved",
+        headers=[
+            ("Location", "/s"),
+            ("ETag", '"abc"'),
+            ("Last-Modified", "Wed, 21 Oct 2015 07:28:00 GMT"),
+            ("Server", "simweb"),
+            ("X-Robots-Tag", "noarchive"),
+            ("x-robots-tag", "otherbot: noindex"),
+            ("Retry-After", "120"),
+            ("Content-Language", "en"),
+        ],
+    )
+    page.fetch.waited = 0.25
+    event = page_event(page, "warc/round=4/p.warc.gz@0")
+    assert event["location"] == "/s" and event["etag"] == '"abc"'
+    assert event["last_modified"] == "Wed, 21 Oct 2015 07:28:00 GMT"
+    assert event["server"] == "simweb" and event["retry_after"] == "120" and event["content_language"] == "en"
+    assert event["x_robots_tag"] == "noarchive, otherbot: noindex"
+    assert event["content_encoding"] is None
+    assert event["waited_ms"] == 250.0 and event["source"] == "link" and event["blob"].endswith("@0")
+
+
+# --- the writer DoFn and the transform -------------------------------------------------------
+
+
+def _pages() -> list[ParsedPage]:
+    pages = [
+        _fetch("http://b.test/", offset_s=1),
+        _fetch("http://a.test/2", offset_s=2),
+        _fetch("http://a.test/1", offset_s=3),
+        _fetch("http://a.test/1", offset_s=0.5),  # same URL earlier: sorts before by timestamp
+        _fetch("http://www.c.test:8080/p?b=2&a=1", offset_s=4, headers=[]),  # no Content-Type
+        _fetch("http://a.test/old", status=301, reason="Moved", headers=[("Location", "/new")], raw=b"", offset_s=5),
+        _fetch("http://a.test/big", raw=b"y" * 300, truncated="length", offset_s=6,
+               headers=[("Content-Type", "application/pdf")]),
+        _fetch("http://a.test/robots.txt", headers=[("Content-Type", "text/plain")], raw=b"User-agent: *\n", source="robots"),
+    ]
+    failed = FetchResult(entry=pages[0].fetch.entry, outcome="error", url="http://b.test/e", fetched_at=FETCHED_AT, error="timeout")
+    deferred = FetchResult(entry=pages[0].fetch.entry, outcome="deferred", url="http://b.test/d")
+    return [*pages, ParsedPage(fetch=failed), ParsedPage(fetch=deferred)]
+
+
+def _write_round(tmp_path, pages, max_bytes=1 << 30) -> tuple[RoundOutputs, list[dict]]:
+    outputs = RoundOutputs(str(tmp_path / "out"), 3)
+    outputs.prepare()
+    with TestPipeline(runner="FnApiRunner") as p:
+        _ = (
+            p
+            | beam.Create(pages)
+            | WriteWarc(outputs, max_bytes, "beamcrawl-test/1")
+            | beam.Map(lambda e: json.dumps(e, default=str))
+            | beam.io.WriteToText(str(tmp_path / "events"), shard_name_template="")
+        )
+    events = [json.loads(line) for line in open(tmp_path / "events")]
+    outputs.commit_files()
+    return outputs, events
+
+
+def test_writer_archives_indexes_and_points_blobs(tmp_path):
+    outputs, events = _write_round(tmp_path, _pages())
+    out = outputs.out
+    warcs = sorted(glob.glob(f"{out}/warc/round=3/*.warc.gz"))
+    assert len(warcs) == 1
+    assert os.path.exists(warcs[0][: -len(".warc.gz")] + ".cdxj")
+    assert len(events) == 9  # the deferred one makes no event
+    by_url = {e["url"]: e for e in events if e["blob"]}
+    assert len(by_url) == 7
+    for event in events:
+        if event["outcome"] != "fetched":
+            assert event["blob"] is None
+            continue
+        rel, offset = event["blob"].rsplit("@", 1)
+        with open(os.path.join(out, rel), "rb") as fh:
+            fh.seek(int(offset))
+            record = next(iter(ArchiveIterator(fh)))
+            assert record.rec_type == "response"
+            assert record.rec_headers.get_header("WARC-Target-URI") == event["url"]
+    with open(warcs[0], "rb") as fh:
+        types = [r.rec_type for r in ArchiveIterator(fh, check_digests="raise")]
+    assert types[0] == "warcinfo" and types.count("warcinfo") == 1
+    assert types[1:] == ["response", "request"] * 8
+
+
+def test_rotation_starts_each_file_with_warcinfo_and_its_own_index(tmp_path):
+    outputs, events = _write_round(tmp_path, _pages(), max_bytes=1500)
+    warcs = sorted(glob.glob(f"{outputs.out}/warc/round=3/*.warc.gz"))
+    assert len(warcs) >= 3
+    indexed = 0
+    for path in warcs:
+        with open(path, "rb") as fh:
+            assert next(iter(ArchiveIterator(fh))).rec_type == "warcinfo"
+        with open(path[: -len(".warc.gz")] + ".cdxj") as fh:
+            lines = fh.read().splitlines()
+        rel = os.path.relpath(path, outputs.out)
+        assert all(json.loads(line.split(" ", 2)[2])["filename"] == rel for line in lines)
+        indexed += len(lines)
+    assert indexed == 8
+
+
+def test_cdxj_is_sorted_by_surt_then_timestamp(tmp_path):
+    outputs, _ = _write_round(tmp_path, _pages())
+    (path,) = glob.glob(f"{outputs.out}/warc/round=3/*.cdxj")
+    lines = open(path).read().splitlines()
+    keys = [(line.split(" ")[0], line.split(" ")[1]) for line in lines]
+    assert keys == sorted(keys)
+    assert keys[0][0].startswith("test,a)/1") and keys[0][1] < keys[1][1]
+    fields = {json.loads(line.split(" ", 2)[2])["url"]: json.loads(line.split(" ", 2)[2]) for line in lines}
+    assert fields["http://a.test/old"]["redirect"] == "http://a.test/new"
+    assert fields["http://a.test/big"]["truncated"] == "length"
+    assert "mime" not in fields["http://www.c.test:8080/p?b=2&a=1"]
+    assert [line.split(" ")[0] for line in lines if "c.test" in line] == ["test,c:8080)/p?a=1&b=2"]
+
+
+def _indexer_lines(paths: list[str], root: str) -> list[str]:
+    from cdxj_indexer.main import CDXJIndexer
+
+    out = io.StringIO()
+    indexer = CDXJIndexer(out, paths, dir_root=root, sort=True)
+    indexer.process_all()
+    return out.getvalue().splitlines()
+
+
+COMMON_FIELDS = ("url", "mime", "status", "length", "offset", "filename")
+
+
+def compare_with_cdxj_indexer(out: str) -> int:
+    """Compares every .cdxj beside a WARC under ``out`` with cdxj-indexer's index of the
+    WARC, field by field; returns the number of lines compared."""
+    compared = 0
+    for warc in sorted(glob.glob(f"{out}/warc/round=*/*.warc.gz")):
+        with open(warc[: -len(".warc.gz")] + ".cdxj", encoding="utf-8") as fh:
+            ours = fh.read().splitlines()
+        theirs = _indexer_lines([warc], out)
+        assert len(ours) == len(theirs), warc
+        for mine, other in zip(ours, theirs):
+            m_key, m_ts, m_json = mine.split(" ", 2)
+            t_key, t_ts, t_json = other.split(" ", 2)
+            assert (m_key, m_ts) == (t_key, t_ts)
+            m, t = json.loads(m_json), json.loads(t_json)
+            for name in COMMON_FIELDS:
+                assert m.get(name) == t.get(name), (name, mine, other)
+            # Common Crawl's digest form: cdxj-indexer keeps the "sha1:" prefix, we drop it
+            assert "sha1:" + m["digest"] == t["digest"]
+            assert set(t) <= set(m) | {"digest"}
+            compared += 1
+    return compared
+
+
+def test_cdxj_matches_cdxj_indexer_field_by_field(tmp_path):
+    outputs, _ = _write_round(tmp_path, _pages(), max_bytes=1500)
+    assert compare_with_cdxj_indexer(outputs.out) == 8
+
+
+def test_read_back_index_equals_the_writers(tmp_path):
+    outputs, _ = _write_round(tmp_path, _pages())
+    (warc,) = glob.glob(f"{outputs.out}/warc/round=3/*.warc.gz")
+    rel = os.path.relpath(warc, outputs.out)
+    with open(warc, "rb") as fh:
+        read_back = sorted(cdxj.index_warc(fh, rel))
+    with open(warc[: -len(".warc.gz")] + ".cdxj") as fh:
+        assert [e.line() for e in read_back] == fh.read().splitlines()
+
+
+def test_a_page_warcio_cannot_write_is_counted_and_published_without_blob(tmp_path, monkeypatch):
+    outputs = RoundOutputs(str(tmp_path / "out"), 1)
+    outputs.prepare()
+    fn = warc_io._WriteWarcFn(outputs, 1 << 30, "ua")
+    fn.setup()
+    fn.start_bundle()
+
+    def broken(page):
+        raise ValueError("bad header")
+
+    monkeypatch.setattr(warc_io, "archive_fetch", broken)
+    (event,) = list(fn.process(_fetch("http://a.test/")))
+    fn.finish_bundle()
+    assert event["blob"] is None and event["error"] == "not archived: ValueError: bad header"
+    assert glob.glob(f"{outputs.staged('warc')}/*") == []  # no file was opened for nothing
+
+
+@pytest.mark.parametrize("url", ["http://a.test/", "http://www.a.test:81/x?b=1&a=2"])
+def test_surt_key_is_the_lookup_key_of_replay_tools(url):
+    import surt
+
+    assert cdxj.surt_key(url) == surt.surt(url)
