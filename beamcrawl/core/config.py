@@ -7,8 +7,33 @@ PipelineOptions (pipelines/options.py) parse the command line; stages receive a
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Iterable
+from urllib.parse import urlsplit
 
 from beamcrawl import DEFAULT_USER_AGENT, PRODUCT_TOKEN
+
+
+def parse_blocklist(lines: Iterable[str], source: str = "blocklist") -> tuple[str, ...]:
+    """Host names or globs from a ``--blocklist`` file, lower-cased, in file order.
+
+    One per line; blank lines and ``#`` comments are skipped. A URL stands for its host
+    (``https://example.com/x`` blocks ``example.com``), a trailing dot is dropped.
+
+    Raises:
+        ValueError: A line that is no host name or glob (names the line).
+    """
+    out: list[str] = []
+    for number, line in enumerate(lines, 1):
+        text = line.partition("#")[0].strip().lower()
+        if not text:
+            continue
+        if "://" in text:
+            text = urlsplit(text).netloc.rpartition("@")[2]
+        text = text.rstrip(".")
+        if not text or any(c.isspace() or c in "/\\" for c in text):
+            raise ValueError(f"{source}:{number}: not a host name or glob: {line.strip()!r}")
+        out.append(text)
+    return tuple(dict.fromkeys(out))
 
 
 @dataclass(frozen=True)
@@ -25,6 +50,15 @@ class CrawlConfig:
     response_time_factor: float = 10.0
     robots_max_age: float = 24 * 3600.0
     round_window: float = 60.0
+    # Per server IP: the minimum gap from the end of one response on an IP to the next
+    # request to it, whichever host it is for. 0 = off (see README: a CDN or a test web puts
+    # many unrelated hosts on one address, and the per-host delay already applies).
+    ip_delay: float = 0.0
+    # How long a DNS answer (or a failure to get one) is kept in the host record. The system
+    # resolver (getaddrinfo) reports no TTL, so this stands in for it.
+    dns_ttl: float = 300.0
+    # Operator steering: host names or globs that get no fetches (their URLs stay queued).
+    blocklist: tuple[str, ...] = ()
     # Safety.
     allow_private_networks: bool = False
     resolve: tuple[tuple[str, str], ...] = ()
@@ -49,6 +83,10 @@ class CrawlConfig:
             problems.append(
                 f"--max-delay ({self.max_delay}) must be >= --min-delay ({self.min_delay})"
             )
+        if self.ip_delay < 0:
+            problems.append(f"--ip-delay must be >= 0, got {self.ip_delay}")
+        if self.dns_ttl < 0:
+            problems.append(f"--dns-ttl must be >= 0, got {self.dns_ttl}")
         if self.round_window <= 0:
             problems.append(f"--round-window must be > 0, got {self.round_window}")
         if self.fetch_shards < 1:

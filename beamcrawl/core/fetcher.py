@@ -3,8 +3,12 @@
 Each host gets one coroutine, so a host never has two requests in flight; before every
 request the coroutine waits until the host's next allowed time, counted on the real clock
 from the end of the previous response on that host (carried across rounds in the host
-record). robots.txt is fetched first when the cached copy is missing or stale, and every
-URL is checked against it before it is requested.
+record). With ``--ip-delay`` set, each server IP has a clock too: one request at a time per
+IP, each starting at least that long after the previous response on the IP ended, whichever
+host it was for (fetch shards are keyed by IP, so this loop owns every host on its IPs).
+robots.txt is fetched first when the cached copy is missing, stale or unreachable, and every
+URL is checked against the rules in force (the last good copy stands in for an unreachable
+file after 24 h, see core/robots.py) before it is requested.
 
 The loop runs in a thread of its own (:class:`FetchRunner`) so that a Beam DoFn can hand it
 host plans as they arrive and pass results downstream while other hosts are still being
@@ -14,24 +18,23 @@ crawled. Nothing here imports Beam.
 from __future__ import annotations
 
 import asyncio
-import ipaddress
+import contextlib
 import logging
 import queue
-import socket
 import threading
 import time
 import zlib
 from dataclasses import replace
-from typing import Any, Callable, Iterator
+from typing import Any, AsyncIterator, Callable, Iterator
 from urllib.parse import urljoin, urlsplit
 
 import aiohttp
-from aiohttp.abc import AbstractResolver
 
 from beamcrawl.core import politeness
 from beamcrawl.core.config import CrawlConfig
-from beamcrawl.core.netpolicy import ForbiddenAddress, ResolveRules, check_address
-from beamcrawl.core.robots import RobotsRules
+from beamcrawl.core.netpolicy import ResolveRules
+from beamcrawl.core.resolver import FetchRefused, PolicyResolver, hostname_of
+from beamcrawl.core.robots import RobotsRules, cached_rules
 from beamcrawl.schemas.records import FetchResult, FrontierEntry, HostPlan, HostRecord
 
 log = logging.getLogger(__name__)
@@ -44,75 +47,29 @@ except ImportError:  # pragma: no cover - depends on the environment
 ACCEPT_ENCODING = "gzip, deflate, br" if brotli else "gzip, deflate"
 ACCEPT = "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8"
 READ_CHUNK = 64 * 1024
+# Seconds between the resolve stage's answers and the fetch loop's start (job set-up) that a
+# stored answer may still be pinned through, on top of the round window.
+PIN_SLACK = 600.0
 
 
-class FetchRefused(Exception):
-    """The crawler must not connect to this host (address policy or DNS failure)."""
+__all__ = [
+    "FetchRefused",
+    "FetchRunner",
+    "HostCrawler",
+    "PolicyResolver",
+    "decode_body",
+    "store_robots_answer",
+]
 
 
-class PolicyResolver(AbstractResolver):
-    """DNS with the crawl's --resolve rules first and the address policy always applied."""
+class _IpClock:
+    """One server IP's turn: a FIFO lock (one request at a time) and its last response end."""
 
-    def __init__(self, rules: ResolveRules, allow_private: bool, ttl: float = 300.0) -> None:
-        self._rules = rules
-        self._allow_private = allow_private
-        self._ttl = ttl
-        self._cache: dict[str, tuple[float, list[str] | str]] = {}
-        self._system = aiohttp.ThreadedResolver()
+    __slots__ = ("last_end", "lock")
 
-    async def addresses(self, host: str) -> list[str]:
-        """Allowed addresses for ``host``; raises FetchRefused naming why there are none."""
-        now = time.monotonic()
-        cached = self._cache.get(host)
-        if cached and cached[0] > now:
-            if isinstance(cached[1], str):
-                raise FetchRefused(cached[1])
-            return cached[1]
-        try:
-            addrs = await self._lookup(host)
-            for addr in addrs:
-                check_address(addr, self._allow_private)
-        except ForbiddenAddress as exc:
-            self._cache[host] = (now + self._ttl, f"refused address: {exc}")
-            raise FetchRefused(f"refused address: {exc}") from exc
-        except OSError as exc:  # negative answers are cached too
-            self._cache[host] = (now + self._ttl, f"dns: {exc}")
-            raise FetchRefused(f"dns: {exc}") from exc
-        self._cache[host] = (now + self._ttl, addrs)
-        return addrs
-
-    async def _lookup(self, host: str) -> list[str]:
-        bare = host.strip("[]")
-        try:
-            ipaddress.ip_address(bare)
-            return [bare]
-        except ValueError:
-            pass
-        mapped = self._rules.lookup(bare)
-        if mapped:
-            return [mapped]
-        infos = await self._system.resolve(bare, 0, socket.AF_UNSPEC)
-        return list(dict.fromkeys(info["host"] for info in infos))
-
-    async def resolve(self, host: str, port: int = 0, family: int = socket.AF_INET) -> list[dict[str, Any]]:
-        try:
-            addrs = await self.addresses(host)
-        except FetchRefused as exc:
-            raise OSError(str(exc)) from exc
-        return [
-            {
-                "hostname": host,
-                "host": addr,
-                "port": port,
-                "family": socket.AF_INET6 if ":" in addr else socket.AF_INET,
-                "proto": 0,
-                "flags": socket.AI_NUMERICHOST,
-            }
-            for addr in addrs
-        ]
-
-    async def close(self) -> None:
-        await self._system.close()
+    def __init__(self) -> None:
+        self.lock = asyncio.Lock()
+        self.last_end = 0.0
 
 
 def decode_body(raw: bytes, encoding: str | None, cap: int) -> tuple[bytes, bool]:
@@ -155,8 +112,11 @@ class HostCrawler:
         self.cfg = cfg
         self.emit = emit
         self.deadline = deadline
-        self.resolver = PolicyResolver(ResolveRules(cfg.resolve), cfg.allow_private_networks)
+        self.resolver = PolicyResolver(
+            ResolveRules(cfg.resolve), cfg.allow_private_networks, ttl=cfg.dns_ttl
+        )
         self.session: aiohttp.ClientSession | None = None
+        self._ip_clocks: dict[str, _IpClock] = {}
         self._slots = asyncio.Semaphore(cfg.max_hosts_in_flight)
         self._timeout = aiohttp.ClientTimeout(
             total=cfg.total_timeout, sock_connect=cfg.connect_timeout
@@ -205,24 +165,37 @@ class HostCrawler:
         if not plan.entries and not plan.fetch_robots:
             return record
         scheme = urlsplit(plan.entries[0].url).scheme if plan.entries else "http"
-        host_only = urlsplit(f"//{plan.host}").hostname or plan.host
-        try:
-            addrs = await self.resolver.addresses(host_only)
-            record.ip = addrs[0]
-        except FetchRefused as exc:
+        host_only = hostname_of(plan.host)
+        # The resolve stage's answer is the address this host's fetch shard was chosen by, so
+        # requests must go there for the per-IP clock to hold: it is kept for the whole round
+        # even if its TTL lapses meanwhile (the stage refreshed anything expired at the start).
+        if record.resolution_fresh(time.time() - self.cfg.round_window - PIN_SLACK):
+            self.resolver.pin(
+                host_only, record.ip, record.dns_error, record.resolved_at,
+                max(record.dns_ttl, self.deadline - record.resolved_at),
+            )
+        answer = await self.resolver.resolution(host_only)
+        record.ip, record.dns_error = answer.ip, answer.error
+        record.resolved_at, record.dns_ttl = answer.resolved_at, answer.ttl
+        if answer.error is not None:
             for entry in plan.entries:
-                self.emit("result", _failed(entry, str(exc)))
+                self.emit("result", _failed(entry, answer.error))
             return record
+        self._book_ip(record.ip, record.last_fetch_end)  # the IP's clock, carried across rounds
 
         if plan.fetch_robots:
-            await self._wait_turn(record, delay)
-            if time.time() >= self.deadline:
+            # Never sleep past the window: a host held by Retry-After or back-off beyond it
+            # gives its URLs back to the frontier untouched.
+            rules = await self._fetch_robots(plan, record, scheme) if self._may_start(record, delay) else None
+            if rules is None:
                 for entry in plan.entries:
                     self.emit("result", _deferred(entry, "round window ended"))
                 return record
-            rules = await self._fetch_robots(plan, record, scheme)
         else:
-            rules = RobotsRules.from_dict(record.robots) if record.robots else None
+            rules = cached_rules(
+                record.robots, record.robots_good, good_at=record.robots_good_at,
+                failing_since=record.robots_failing_since, token=self.cfg.robots_token, now=time.time(),
+            )
         if rules is None:  # robots unknown and not fetched: never fetch blind
             for entry in plan.entries:
                 self.emit("result", _deferred(entry, "robots.txt unknown"))
@@ -238,23 +211,72 @@ class HostCrawler:
             if not rules.allowed(entry.url):
                 self.emit("result", _not_fetched(entry, "robots_disallowed"))
                 continue
-            wait_until = politeness.next_allowed(record.last_fetch_end, record.delay, record.not_before)
-            if wait_until >= self.deadline:
+            result = None
+            if self._may_start(record, record.delay):
+                result = await self._request(record, entry, entry.url, record.ip, record.delay)
+            if result is None:
                 for rest in plan.entries[i:]:
                     self.emit("result", _deferred(rest, "round window ended"))
                 break
-            await self._wait_turn(record, record.delay)
-            result = await self._get(entry, entry.url, record.ip)
             self._after(record, result, rules, plan.delay)
             self.emit("result", result)
         return record
 
-    async def _wait_turn(self, record: HostRecord, delay: float) -> None:
-        """Sleeps until the host may be asked again (real clock, from the last response end)."""
+    def _may_start(self, record: HostRecord, delay: float) -> bool:
+        """Whether the host's next turn comes before the round window ends."""
+        return politeness.next_allowed(record.last_fetch_end, delay, record.not_before) < self.deadline
+
+    async def _request(
+        self, record: HostRecord, entry: FrontierEntry, url: str, ip: str | None, delay: float
+    ) -> FetchResult | None:
+        """Waits for the host's turn, then the server IP's, then GETs ``url``.
+
+        Returns None, without a request, when the round window ended while waiting.
+        """
+        waited = await self._wait_turn(record, delay)
+        async with self._ip_turn(record.ip) as ip_waited:
+            if time.time() >= self.deadline:
+                return None
+            result = await self._get(entry, url, ip)
+        result.waited = waited + ip_waited
+        return result
+
+    def _book_ip(self, ip: str | None, end: float) -> None:
+        """Moves an IP's clock forward to a response end known from a host record."""
+        if ip is not None and self.cfg.ip_delay > 0 and end > 0:
+            clock = self._ip_clocks.setdefault(ip, _IpClock())
+            clock.last_end = max(clock.last_end, end)
+
+    @contextlib.asynccontextmanager
+    async def _ip_turn(self, ip: str | None) -> AsyncIterator[float]:
+        """Holds the server IP's turn around one request; yields the seconds waited for it.
+
+        One request at a time per IP, each starting at least ``--ip-delay`` after the previous
+        response on that IP ended, counted on the real clock like the host's gap. A no-op when
+        ``--ip-delay`` is 0 or the address is unknown.
+        """
+        gap = self.cfg.ip_delay
+        if gap <= 0 or ip is None:
+            yield 0.0
+            return
+        clock = self._ip_clocks.setdefault(ip, _IpClock())
+        began = time.monotonic()
+        async with clock.lock:  # FIFO: hosts sharing the IP take turns in arrival order
+            while (wait := clock.last_end + gap + politeness.SAFETY_MARGIN - time.time()) > 0:
+                await asyncio.sleep(wait)
+            try:
+                yield time.monotonic() - began
+            finally:
+                clock.last_end = max(clock.last_end, time.time())
+
+    async def _wait_turn(self, record: HostRecord, delay: float) -> float:
+        """Sleeps until the host may be asked again (real clock, from the last response end);
+        returns the seconds slept, for the politeness-wait metric."""
+        began = time.monotonic()
         while True:
             gap = politeness.next_allowed(record.last_fetch_end, delay, record.not_before) - time.time()
             if gap <= 0:
-                return
+                return time.monotonic() - began
             await asyncio.sleep(gap)
 
     def _after(
@@ -284,17 +306,18 @@ class HostCrawler:
         record.not_before = max(record.not_before, decision.not_before)
         record.consecutive_errors = decision.consecutive_errors
 
-    async def _fetch_robots(self, plan: HostPlan, record: HostRecord, scheme: str) -> RobotsRules:
-        """Fetches robots.txt (following up to max_redirects) and caches it in the record."""
+    async def _fetch_robots(self, plan: HostPlan, record: HostRecord, scheme: str) -> RobotsRules | None:
+        """Fetches robots.txt (following up to max_redirects), caches the answer in the record
+        and returns the rules in force; None when the round window ended before an answer."""
         token = self.cfg.robots_token
         url = f"{scheme}://{plan.host}/robots.txt"
         entry = FrontierEntry(url=url, fp=0, host=plan.host, due_ms=0, source="robots")
         status: int | None = None
         body: bytes | None = None
         for hop in range(self.cfg.max_redirects + 1):
-            if hop:
-                await self._wait_turn(record, plan.delay)
-            result = await self._get(entry, url, record.ip if hop == 0 else None)
+            result = await self._request(record, entry, url, record.ip if hop == 0 else None, plan.delay)
+            if result is None:
+                return None  # no answer this round: the cached state stays as it was
             self._after(record, result, None, plan.delay)
             self.emit("result", result)
             if result.outcome != "fetched":
@@ -311,11 +334,13 @@ class HostCrawler:
             status, body = 404, None  # too many redirects: RFC 9309 treats it as unavailable (4xx)
         if status is not None and 300 <= status < 400:
             status = 404
+        now = time.time()
         rules = RobotsRules.from_fetch(status, body, token)
-        record.robots = rules.to_dict()
-        record.robots_status = status
-        record.robots_fetched_at = time.time()
-        return rules
+        store_robots_answer(record, rules, status, now)
+        return cached_rules(
+            record.robots, record.robots_good, good_at=record.robots_good_at,
+            failing_since=record.robots_failing_since, token=token, now=now,
+        )
 
     async def _get(self, entry: FrontierEntry, url: str, ip: str | None) -> FetchResult:
         """One GET, no redirects followed, body capped; never raises for network trouble."""
@@ -378,6 +403,31 @@ class HostCrawler:
             chunks.append(chunk)
             size += len(chunk)
         return b"".join(chunks), False
+
+
+def store_robots_answer(record: HostRecord, rules: RobotsRules, status: int | None, now: float) -> None:
+    """Books a robots.txt answer in the host record, keeping the last good copy apart.
+
+    While answers are good, the latest one is the good copy (``robots_good`` stays empty, so
+    the file is not stored twice). The first unreachable answer after a good one moves that
+    good answer, with its fetch time, to ``robots_good`` and starts the failing run; further
+    unreachable answers keep both; a good answer ends the run.
+    """
+    previous = record.robots
+    if rules.disallow_all:
+        if previous is not None and previous.get("kind") != "disallow_all":
+            record.robots_good = previous
+            record.robots_good_at = record.robots_fetched_at
+            record.robots_failing_since = now
+        elif record.robots_failing_since <= 0:
+            record.robots_failing_since = now
+    else:
+        record.robots_good = None
+        record.robots_good_at = 0.0
+        record.robots_failing_since = 0.0
+    record.robots = rules.to_dict()
+    record.robots_status = status
+    record.robots_fetched_at = now
 
 
 def _not_fetched(entry: FrontierEntry, outcome: str) -> FetchResult:

@@ -14,7 +14,9 @@ import shutil
 import uuid
 from dataclasses import dataclass
 
-KINDS = ("warc", "pages", "links")
+KINDS = ("warc", "cdxj", "pages", "links")
+# Kinds committed into another kind's folder: a WARC file's CDXJ index sits beside it.
+FOLDER = {"cdxj": "warc"}
 DONE = "done"  # frontier keys finished this round, applied to the store at commit
 
 
@@ -43,10 +45,10 @@ class RoundOutputs:
 
     def final_rel(self, kind: str) -> str:
         """The committed folder of ``kind``, relative to OUT (used in blob references)."""
-        return f"{kind}/{self.label}"
+        return f"{FOLDER.get(kind, kind)}/{self.label}"
 
     def final(self, kind: str) -> str:
-        return os.path.join(self.out, kind, self.label)
+        return os.path.join(self.out, FOLDER.get(kind, kind), self.label)
 
     def report_path(self) -> str:
         return os.path.join(self.out, "reports", f"round-{self.round_no:06d}.json")

@@ -20,7 +20,7 @@ BACKOFF_AFTER_ERRORS = 3
 BACKOFF_CAP = 3600.0
 # We see a response end when its last byte arrives; the server books it a moment later.
 # A few milliseconds of margin keep the gap the server measures at or above the delay.
-SAFETY_MARGIN = 0.01
+SAFETY_MARGIN = 0.02
 
 
 def parse_retry_after(value: str | None, now: float) -> float | None:

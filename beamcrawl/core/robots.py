@@ -27,6 +27,17 @@ The fetch outcome decides before any parsing (RFC 9309 §2.3.1): a 2xx answer is
 error; 5xx or no answer ("unreachable") disallows everything; an unresolved 3xx (more than
 five redirects) counts as unavailable.
 
+429 is a deliberate deviation: RFC 9309 lists it with the other 4xx ("crawl freely"), but a
+site answering 429 for robots.txt is asking us to slow down, and reading that as "no rules"
+would turn its request for less traffic into more. Google reads it as a server error too.
+
+An unreachable robots.txt is retried on a doubling schedule (5 minutes after the first failure,
+then 10, 20, 40, and hourly from then on: :func:`retry_unreachable_at`); until then the host
+gets no requests at all. After 24 hours of nothing but unreachable answers, the last good copy
+(a 2xx file or a 4xx "no rules") is used instead, as long as that copy is at most 30 days old
+(RFC 9309 §2.4 lets a crawler keep using a cached copy while the file is unreachable; Google
+does the same). See :func:`rules_in_force`.
+
 Two protego deviations are left as they are (tests mark them as expected failures): a rule
 ending in ``$`` also acts as a prefix rule for a literal ``$`` at that point (``Allow: /a$``
 also allows ``/a$b``), and escaped reserved characters other than ``/`` compare equal to the
@@ -41,12 +52,30 @@ from typing import Any, Literal
 
 from protego import Protego
 
-__all__ = ["MAX_ROBOTS_BYTES", "RobotsKind", "RobotsRules", "product_token"]
+__all__ = [
+    "FALLBACK_AFTER",
+    "FALLBACK_MAX_AGE",
+    "MAX_ROBOTS_BYTES",
+    "RobotsKind",
+    "RobotsRules",
+    "cached_rules",
+    "product_token",
+    "retry_unreachable_at",
+    "rules_in_force",
+]
 
 RobotsKind = Literal["parsed", "allow_all", "disallow_all"]
 
 #: RFC 9309 §2.5: crawlers must parse at least 500 KiB; anything after that is ignored.
 MAX_ROBOTS_BYTES = 500 * 1024
+
+#: After this long with only unreachable answers, the last good copy may stand in.
+FALLBACK_AFTER = 24 * 3600.0
+#: ... but only while that copy is at most this old (counted from when it was fetched).
+FALLBACK_MAX_AGE = 30 * 24 * 3600.0
+#: Shortest and longest wait before asking an unreachable robots.txt again.
+RETRY_MIN = 300.0
+RETRY_MAX = 3600.0
 
 _TOKEN = re.compile(r"[A-Za-z0-9_\-]+")
 # Group selection is done here, so protego only ever sees three agent names: ours, "*", and
@@ -336,9 +365,16 @@ class RobotsRules:
         return out
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> RobotsRules:
-        """Inverse of :meth:`to_dict`."""
-        return cls(data["kind"], data["token"], data.get("text"), data.get("status"))
+    def from_dict(cls, data: dict[str, Any], token: str | None = None) -> RobotsRules:
+        """Inverse of :meth:`to_dict`.
+
+        Args:
+            data: What :meth:`to_dict` returned.
+            token: The product token to select groups for; by default the one the rules were
+                stored for. The file's text is kept, so a crawl under another token (one
+                deployment, two purposes) reads the same cached file for its own group.
+        """
+        return cls(data["kind"], token or data["token"], data.get("text"), data.get("status"))
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, RobotsRules):
@@ -355,3 +391,77 @@ class RobotsRules:
     def __repr__(self) -> str:
         size = f", {len(self.text)} chars" if self.text is not None else ""
         return f"RobotsRules({self.kind!r}, token={self.token!r}, status={self.status}{size})"
+
+
+def rules_in_force(
+    current: RobotsRules,
+    last_good: RobotsRules | None,
+    *,
+    last_good_at: float,
+    failing_since: float,
+    now: float,
+) -> RobotsRules:
+    """The rules to obey now: the latest answer, or the last good copy while it is unreachable.
+
+    An unreachable robots.txt (5xx, 429, no answer) means "disallow everything". Once it has
+    been unreachable for :data:`FALLBACK_AFTER` (24 h) without a break, the last good copy is
+    used instead, for as long as that copy is at most :data:`FALLBACK_MAX_AGE` (30 days) old;
+    after that it is "disallow everything" again until the file comes back.
+
+    Args:
+        current: The latest answer.
+        last_good: The last answer that was not "unreachable", if any.
+        last_good_at: Epoch seconds when ``last_good`` was fetched.
+        failing_since: Epoch seconds of the first unreachable answer of the current run
+            (0 when the latest answer was good).
+        now: Epoch seconds to judge at (explicit, so the rule is testable).
+    """
+    if current.kind != "disallow_all" or last_good is None or last_good.kind == "disallow_all":
+        return current
+    if failing_since <= 0 or now - failing_since < FALLBACK_AFTER:
+        return current  # not failing long enough: keep off the host while it recovers
+    if now - last_good_at > FALLBACK_MAX_AGE:
+        return current  # the copy is too old to speak for the site any more
+    return last_good
+
+
+def cached_rules(
+    robots: dict[str, Any] | None,
+    good: dict[str, Any] | None,
+    *,
+    good_at: float,
+    failing_since: float,
+    token: str,
+    now: float,
+) -> RobotsRules | None:
+    """:func:`rules_in_force` over a host record's stored robots fields (None = no answer yet).
+
+    Args:
+        robots: The stored latest answer (:meth:`RobotsRules.to_dict`).
+        good: The stored last good answer.
+        good_at: When ``good`` was fetched.
+        failing_since: Start of the current run of unreachable answers (0 = none).
+        token: The crawl's product token (groups are selected for it, whatever was stored).
+        now: Epoch seconds.
+    """
+    if robots is None:
+        return None
+    current = RobotsRules.from_dict(robots, token)
+    last_good = RobotsRules.from_dict(good, token) if good else None
+    return rules_in_force(current, last_good, last_good_at=good_at, failing_since=failing_since, now=now)
+
+
+def retry_unreachable_at(fetched_at: float, failing_since: float) -> float:
+    """When an unreachable robots.txt may be asked again.
+
+    The wait is as long as the file had been failing when it was last asked, within
+    [:data:`RETRY_MIN`, :data:`RETRY_MAX`]: 5 minutes after the first failure, then doubling to
+    hourly. A struggling server is not asked every round, and a file that comes back is
+    noticed within the hour.
+
+    Args:
+        fetched_at: Epoch seconds of the last (unreachable) answer.
+        failing_since: Epoch seconds of the first unreachable answer of the run.
+    """
+    failing_for = max(0.0, fetched_at - failing_since) if failing_since > 0 else 0.0
+    return fetched_at + min(max(failing_for, RETRY_MIN), RETRY_MAX)

@@ -40,16 +40,31 @@ def _resolve_rule(text: str) -> str:
     return text
 
 
+def _add(parser: Any, flag: str, **kwargs: Any) -> None:
+    """Adds an option under its dashed name and, hidden, under its underscore spelling."""
+    kwargs.setdefault("dest", flag.lstrip("-").replace("-", "_"))
+    parser.add_argument(flag, **kwargs)
+    alias = "--" + flag[2:].replace("-", "_")
+    if alias != flag:
+        hidden = {k: v for k, v in kwargs.items() if k not in ("help", "default")}
+        # SUPPRESS: the alias sets nothing unless given, so the dashed option's default stands.
+        parser.add_argument(alias, default=argparse.SUPPRESS, help=argparse.SUPPRESS, **hidden)
+
+
 def add_crawl_arguments(parser: Any) -> None:
-    """Adds the crawl's own options to an argparse parser (or Beam's _BeamArgumentParser)."""
-    parser.add_argument("--out", help="Output folder: warc/, pages/, links/, reports/ (DESIGN.md §2).")
-    parser.add_argument(
+    """Adds the crawl's own options to an argparse parser (or Beam's _BeamArgumentParser).
+
+    Each ``--dashed-name`` is also accepted, unlisted in help, as ``--dashed_name``: Dataflow
+    Flex Template parameters are passed as ``--name=value`` with underscores.
+    """
+    _add(parser, "--out", help="Output folder: warc/, pages/, links/, reports/ (DESIGN.md §2).")
+    _add(parser, 
         "--store",
         default=None,
         help="State store URI: sqlite:///PATH, a folder, or bigtable://PROJECT/INSTANCE[/PREFIX]. "
         "Default: the embedded store under --out.",
     )
-    parser.add_argument(
+    _add(parser, 
         "--min-delay",
         dest="min_delay",
         type=_number(float, "--min-delay", 0),
@@ -57,33 +72,57 @@ def add_crawl_arguments(parser: Any) -> None:
         help="Politeness floor: seconds between the end of one response and the next request "
         "to the same host (like Scrapy's DOWNLOAD_DELAY). Default 1.",
     )
-    parser.add_argument(
+    _add(parser, 
         "--max-delay",
         dest="max_delay",
         type=_number(float, "--max-delay", 0),
         default=120.0,
         help="Ceiling of the adaptive per-host delay and cap on robots.txt Crawl-delay. Default 120.",
     )
-    parser.add_argument(
+    _add(parser, 
+        "--ip-delay",
+        dest="ip_delay",
+        type=_number(float, "--ip-delay", 0),
+        default=0.0,
+        help="Per server IP: seconds between the end of one response on an IP and the next "
+        "request to it, whatever the host; one request at a time per IP when set. Default 0 "
+        "(off: the per-host delay still applies). Set it (e.g. 0.5) for webs with much shared "
+        "hosting; it throttles every host behind one CDN address together.",
+    )
+    _add(parser, 
+        "--dns-ttl",
+        dest="dns_ttl",
+        type=_number(float, "--dns-ttl", 0),
+        default=300.0,
+        help="Seconds a host's DNS answer (or failure) is kept in its host record. Default 300.",
+    )
+    _add(parser, 
+        "--blocklist",
+        default=None,
+        metavar="FILE",
+        help="Hosts that get no fetches: host names or globs (*.example.com), one per line. "
+        "Their URLs stay queued; the round report counts them (assign_slots/hosts_blocklisted).",
+    )
+    _add(parser, 
         "--round-window",
         dest="round_window",
         type=_number(float, "--round-window", 0.001),
         default=60.0,
         help="Seconds a round spends fetching; a host gets at most round_window / delay URLs. Default 60.",
     )
-    parser.add_argument(
+    _add(parser, 
         "--user-agent",
         dest="user_agent",
         default=DEFAULT_USER_AGENT,
         help="User-Agent header (product token, version and contact URL).",
     )
-    parser.add_argument(
+    _add(parser, 
         "--robots-token",
         dest="robots_token",
         default=PRODUCT_TOKEN,
         help=f"Product token matched against robots.txt User-agent lines (default {PRODUCT_TOKEN}).",
     )
-    parser.add_argument(
+    _add(parser, 
         "--resolve",
         action="append",
         default=[],
@@ -91,7 +130,7 @@ def add_crawl_arguments(parser: Any) -> None:
         metavar="HOSTGLOB=IP",
         help="Map host names matching a glob to an address, like curl's --resolve. Repeatable.",
     )
-    parser.add_argument(
+    _add(parser, 
         "--allow-private-networks",
         dest="allow_private_networks",
         action="store_true",
@@ -99,42 +138,42 @@ def add_crawl_arguments(parser: Any) -> None:
         help="Allow loopback and private addresses (tests, the demo, intranet crawls). "
         "Link-local addresses are refused always.",
     )
-    parser.add_argument(
+    _add(parser, 
         "--fetch-shards",
         dest="fetch_shards",
         type=_number(int, "--fetch-shards", 1),
         default=16,
         help="Fetch shards; each host (its clock) is owned by exactly one. Default 16.",
     )
-    parser.add_argument(
+    _add(parser, 
         "--max-hosts-in-flight",
         dest="max_hosts_in_flight",
         type=_number(int, "--max-hosts-in-flight", 1),
         default=1000,
         help="Hosts crawled at once by one fetch loop (like Scrapy's CONCURRENT_REQUESTS). Default 1000.",
     )
-    parser.add_argument(
+    _add(parser, 
         "--connect-timeout",
         dest="connect_timeout",
         type=_number(float, "--connect-timeout", 0.001),
         default=10.0,
         help="Seconds to establish a connection. Default 10.",
     )
-    parser.add_argument(
+    _add(parser, 
         "--total-timeout",
         dest="total_timeout",
         type=_number(float, "--total-timeout", 0.001),
         default=30.0,
         help="Seconds for a whole request and response (like Scrapy's DOWNLOAD_TIMEOUT). Default 30.",
     )
-    parser.add_argument(
+    _add(parser, 
         "--max-body-bytes",
         dest="max_body_bytes",
         type=_number(int, "--max-body-bytes", 1),
         default=2 * 1024 * 1024,
         help="Bodies are cut at this size and recorded as truncated (like DOWNLOAD_MAXSIZE). Default 2 MiB.",
     )
-    parser.add_argument(
+    _add(parser, 
         "--seen-bucket-bits",
         dest="seen_bucket_bits",
         type=_number(int, "--seen-bucket-bits", 0),
@@ -161,6 +200,7 @@ def config_from_args(args: Any) -> "CrawlConfig":
     if not args.out:
         raise ValueError("--out is required")
     out = args.out if "://" in args.out else os.path.abspath(args.out)
+    blocklist = _read_blocklist(args.blocklist) if getattr(args, "blocklist", None) else ()
     return CrawlConfig(
         out=out,
         store=args.store or f"sqlite:///{out}/store.sqlite",
@@ -168,6 +208,9 @@ def config_from_args(args: Any) -> "CrawlConfig":
         robots_token=args.robots_token,
         min_delay=args.min_delay,
         max_delay=args.max_delay,
+        ip_delay=getattr(args, "ip_delay", 0.0),
+        dns_ttl=getattr(args, "dns_ttl", 300.0),
+        blocklist=blocklist,
         round_window=args.round_window,
         allow_private_networks=args.allow_private_networks,
         resolve=tuple(parse_resolve_rule(r) for r in (args.resolve or [])),
@@ -178,3 +221,27 @@ def config_from_args(args: Any) -> "CrawlConfig":
         max_hosts_in_flight=args.max_hosts_in_flight,
         seen_bucket_bits=args.seen_bucket_bits,
     )
+
+
+def _read_blocklist(path: str) -> tuple[str, ...]:
+    """The ``--blocklist`` file's patterns (a local path, or any Beam filesystem URL such as
+    gs://, read once when the crawl starts). Raises ValueError naming the problem."""
+    from beamcrawl.core.config import parse_blocklist
+
+    if "://" in path:
+        from apache_beam.io.filesystems import FileSystems  # only for remote files
+
+        try:
+            with FileSystems.open(path) as fh:
+                text = fh.read().decode("utf-8")
+        except Exception as exc:  # Beam wraps every filesystem's errors differently
+            raise ValueError(f"cannot read blocklist file {path}: {exc}") from None
+        return parse_blocklist(text.splitlines(), path)
+    try:
+        with open(path, encoding="utf-8") as fh:
+            text = fh.read()
+    except FileNotFoundError:
+        raise ValueError(f"blocklist file not found: {path}") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ValueError(f"cannot read blocklist file {path}: {exc}") from None
+    return parse_blocklist(text.splitlines(), path)

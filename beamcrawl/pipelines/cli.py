@@ -2,7 +2,11 @@
 
     beamcrawl crawl --seeds FILE --out DIR [--rounds N] [--store URI] [--resolve HOSTGLOB=IP]...
                     [--allow-private-networks] [--min-delay S] [--max-delay S] [--round-window S]
-                    [--user-agent UA] [--robots-token TOKEN] [Beam options: --runner ...]
+                    [--user-agent UA] [--robots-token TOKEN] [--ip-delay S] [--dns-ttl S]
+                    [--blocklist FILE] [Beam options: --runner ...]
+    beamcrawl hosts set-policy HOST (--store URI | --crawl OUT_DIR) [--min-delay-ms N]
+                    [--pause-until T] [--block | --unblock]
+    beamcrawl hosts show HOST (--store URI | --crawl OUT_DIR)
     beamcrawl demo [--out DIR] [--hosts N] [--rounds N]
     beamcrawl simweb --port P --hosts N --log FILE --truth FILE
     beamcrawl normalize URL...
@@ -117,6 +121,12 @@ def cmd_simweb(argv: Sequence[str]) -> int:
     return simweb_main(list(argv))
 
 
+def cmd_hosts(argv: Sequence[str]) -> int:
+    from beamcrawl.pipelines.hosts import main as hosts_main
+
+    return hosts_main(list(argv))
+
+
 def cmd_demo(argv: Sequence[str]) -> int:
     from beamcrawl.pipelines.demo import main as demo_main
 
@@ -126,6 +136,7 @@ def cmd_demo(argv: Sequence[str]) -> int:
 COMMANDS = {
     "crawl": cmd_crawl,
     "demo": cmd_demo,
+    "hosts": cmd_hosts,
     "simweb": cmd_simweb,
     "normalize": cmd_normalize,
     "robots-check": cmd_robots_check,

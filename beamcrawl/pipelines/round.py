@@ -1,9 +1,10 @@
 """One crawl round as one Beam job (DESIGN.md §1).
 
-select due URLs and host state → assign slots per host (CoGroupByKey on host) → fetch
-politely by shard → parse → store pages once (WARC) and publish events and edges (Parquet)
-→ URL seen (DRUM) → record host and URL state. The round's files are committed by the
-crawl loop (pipelines/crawl.py) after the job finishes.
+select due URLs and host state → resolve hosts (addresses for per-IP politeness) → assign
+slots per host (CoGroupByKey on host) → fetch politely by shard (one owner per host and per
+IP) → parse → store pages once (WARC) and publish events and edges (Parquet) → URL seen
+(DRUM) → record host and URL state. The round's files are committed by the crawl loop
+(pipelines/crawl.py) after the job finishes.
 
 EXAMPLES (one round through the crawl loop; see README for all runners)::
 
@@ -23,6 +24,7 @@ from beamcrawl.transforms.fetch import FetchPages
 from beamcrawl.transforms.parquet_io import WriteLinkEdges, WritePageEvents
 from beamcrawl.transforms.parse import ParsePages
 from beamcrawl.transforms.record import RecordHostState, RecordUrlState
+from beamcrawl.transforms.resolve import ResolveHosts
 from beamcrawl.transforms.select import ReadDueFrontier, ReadHostState
 from beamcrawl.transforms.url_seen import ExtractCandidates, FilterSeenUrls
 from beamcrawl.transforms.warc_io import WriteWarc
@@ -33,9 +35,10 @@ def build(p: beam.Pipeline, cfg: CrawlConfig, outputs: RoundOutputs, now: float)
     now_ms = int(now * 1000)
     due = p | "Read due frontier" >> ReadDueFrontier(cfg.store, now_ms)
     host_state = due | "Read host state" >> ReadHostState(cfg.store)
+    resolved = host_state.records | "Resolve hosts" >> ResolveHosts(cfg, now)
     plans = {
         "due": due,
-        "hosts": host_state.records,
+        "hosts": resolved,
         "policies": host_state.policies,
     } | "Assign slots" >> AssignSlots(cfg, now)
 

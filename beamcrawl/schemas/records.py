@@ -31,6 +31,13 @@ def _decode_json(cells: dict[str, bytes]) -> dict[str, Any]:
     return json.loads(raw)
 
 
+def _known_fields(cls: type, values: dict[str, Any]) -> dict[str, Any]:
+    """Drops JSON fields the dataclass does not know, so a row written by a newer version
+    (a field added since) still loads."""
+    names = {f.name for f in dataclasses.fields(cls)}
+    return {k: v for k, v in values.items() if k in names}
+
+
 def frontier_key(due_ms: int, fp: int) -> bytes:
     """Frontier rows sort by due time, then fingerprint, so 'what is due' is one range scan."""
     return struct.pack(">QQ", due_ms, fp)
@@ -117,12 +124,28 @@ class HostRecord:
     last_fetch_end: float = 0.0  # epoch seconds when the last response on this host ended
     not_before: float = 0.0  # epoch seconds; Retry-After and back-off push this forward
     last_response_time: float = 0.0
-    robots: dict[str, Any] | None = None  # RobotsRules.to_dict()
+    # robots.txt: the answer to the latest fetch (RobotsRules.to_dict()) and when it came.
+    robots: dict[str, Any] | None = None
     robots_fetched_at: float = 0.0
     robots_status: int | None = None
+    # The last good answer (a 2xx file, or a 4xx "no rules") and when it was fetched, kept
+    # apart from the latest answer while that one is "unreachable", so that a robots.txt
+    # unreachable for over 24 h can fall back to it (RFC 9309 §2.4). None while the latest
+    # answer is good: it is then the good copy itself (not stored twice).
+    robots_good: dict[str, Any] | None = None
+    robots_good_at: float = 0.0
+    robots_failing_since: float = 0.0  # start of the current run of unreachable answers; 0 = none
+    # DNS, resolved before slot assignment (transforms/resolve.py); an error is cached too.
     ip: str | None = None
+    resolved_at: float = 0.0
+    dns_ttl: float = 0.0
+    dns_error: str | None = None
     consecutive_errors: int = 0
     fetches: int = 0
+
+    def resolution_fresh(self, now: float) -> bool:
+        """Whether the stored DNS answer (address or error) may still be used at ``now``."""
+        return self.resolved_at > 0 and now < self.resolved_at + self.dns_ttl
 
     def to_cells(self) -> dict[str, bytes]:
         return _encode(self)
@@ -131,7 +154,7 @@ class HostRecord:
     def from_cells(cls, host: str, cells: dict[str, bytes] | None) -> "HostRecord":
         if not cells:
             return cls(host=host)
-        return cls(**_decode_json(cells))
+        return cls(**_known_fields(cls, _decode_json(cells)))
 
 
 @dataclass
@@ -142,6 +165,7 @@ class HostPolicy:
     min_delay_ms: int | None = None
     pause_until: float | None = None  # epoch seconds
     blocked: bool = False
+    updated_at: float | None = None  # epoch seconds of the last change (for `hosts show`)
 
     def to_cells(self) -> dict[str, bytes]:
         return _encode(self)
@@ -150,7 +174,7 @@ class HostPolicy:
     def from_cells(cls, host: str, cells: dict[str, bytes] | None) -> "HostPolicy | None":
         if not cells:
             return None
-        return cls(**_decode_json(cells))
+        return cls(**_known_fields(cls, _decode_json(cells)))
 
 
 @dataclass
@@ -187,6 +211,7 @@ class FetchResult:
     body: bytes = b""  # decoded payload, for parsing
     truncated: str | None = None  # 'length' when the size cap cut the body
     error: str | None = None
+    waited: float = 0.0  # seconds the request waited for its host's turn (politeness)
 
     @property
     def content_type(self) -> str:

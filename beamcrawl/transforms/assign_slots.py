@@ -1,17 +1,26 @@
 """Assign slots: one place sees a host's due URLs, its record and its policy, and plans.
 
 After a ``CoGroupByKey`` on host, :func:`plan_host` decides which URLs the host gives this
-round: robots.txt first when the cached copy is missing or older than its maximum age, then
-URLs in priority order, at most ``round_window / delay`` of them, none that the cached
-robots.txt forbids; the rest stay queued. Blocked and paused hosts get no slots. Each plan
-carries the fetch shard that owns the host, so one fetcher holds the host's clock.
+round: robots.txt first when the cached answer is missing, older than its maximum age or
+"unreachable" and due for a retry (core/robots.py: 5 minutes, doubling to hourly; a host
+whose robots.txt is unreachable and not yet due gets no slots, unless its last good copy
+stands in after 24 h), then URLs in priority order, as
+many as fit between the host's next allowed time and the end of the round window at its
+delay, none that the robots rules in force forbid; the rest stay queued. A host whose
+Retry-After or back-off holds it past the window gets no slots at all. Blocked (policy or
+``--blocklist``) and paused hosts get no slots either; their URLs stay queued.
 
-Governed by: --min-delay, --max-delay, --round-window, --fetch-shards, and the operator's
-host policies.
+Each plan carries the fetch shard that owns the host: the hash of its server IP when the
+resolve stage found one, else of its name. So every host, and every server IP, has exactly
+one owner, which holds its clock.
+
+Governed by: --min-delay, --max-delay, --round-window, --fetch-shards, --blocklist, and the
+operator's host policies.
 """
 
 from __future__ import annotations
 
+import fnmatch
 import math
 from typing import Iterable, Iterator
 
@@ -21,15 +30,53 @@ from apache_beam.metrics import Metrics
 
 from beamcrawl.core import politeness
 from beamcrawl.core.config import CrawlConfig
-from beamcrawl.core.robots import RobotsRules
+from beamcrawl.core.resolver import hostname_of
+from beamcrawl.core.robots import cached_rules, retry_unreachable_at
 from beamcrawl.schemas.records import FrontierEntry, HostPlan, HostPolicy, HostRecord
 
-__all__ = ["AssignSlots", "plan_host", "shard_of"]
+__all__ = ["AssignSlots", "blocklisted", "fetch_shard", "hold_reason", "plan_host", "shard_of"]
 
 
 def shard_of(host: str, shards: int) -> int:
     """The fetch shard that owns ``host`` (stable across processes, unlike ``hash``)."""
     return mmh3.hash(host.encode(), seed=0, signed=False) % shards
+
+
+def fetch_shard(host: str, record: HostRecord | None, shards: int) -> int:
+    """The fetch shard of a host: by its server IP when known, so that all hosts on one IP
+    share one owner (and one per-IP clock); else by its name."""
+    if record is not None and record.ip and not record.dns_error:
+        return shard_of(f"ip:{record.ip}", shards)
+    return shard_of(host, shards)
+
+
+def blocklisted(host: str, patterns: Iterable[str]) -> bool:
+    """Whether ``--blocklist`` names the host (slot key ``host[:port]`` or bare name; globs)."""
+    names = {host.lower(), hostname_of(host).lower()}
+    return any(fnmatch.fnmatchcase(name, pattern) for pattern in patterns for name in names)
+
+
+def hold_reason(
+    host: str, record: HostRecord | None, policy: HostPolicy | None, cfg: CrawlConfig, now: float
+) -> str | None:
+    """Why the host gets no slots this round whatever is queued, or None.
+
+    ``"blocklisted"`` (--blocklist), ``"blocked"`` or ``"paused"`` (operator policy), or
+    ``"held"`` (Retry-After or back-off keeps it off past the round window). The delay used
+    for the "held" check is the host's stored one, as :func:`plan_host` uses.
+    """
+    if cfg.blocklist and blocklisted(host, cfg.blocklist):
+        return "blocklisted"
+    if policy is not None and policy.blocked:
+        return "blocked"
+    if policy is not None and (policy.pause_until or 0) > now:
+        return "paused"
+    if record is not None and (
+        politeness.next_allowed(record.last_fetch_end, record.delay, record.not_before)
+        >= now + cfg.round_window
+    ):
+        return "held"
+    return None
 
 
 def _dedupe(entries: Iterable[FrontierEntry]) -> list[FrontierEntry]:
@@ -65,20 +112,37 @@ def plan_host(
         now: the round's start, epoch seconds.
     """
     record = record or HostRecord(host=host)
-    if policy is not None and (policy.blocked or (policy.pause_until or 0) > now):
-        return None  # stays queued: steering defers, it never deletes
+    if hold_reason(host, record, policy, cfg, now) is not None:
+        return None  # stays queued: steering and back-off defer, they never delete
     queued = sorted(_dedupe(entries), key=lambda e: (-e.priority, e.due_ms, e.fp))
     if not queued:
         return None
 
     policy_min = (policy.min_delay_ms / 1000.0) if policy and policy.min_delay_ms else None
-    rules = RobotsRules.from_dict(record.robots) if record.robots else None
-    fetch_robots = rules is None or now - record.robots_fetched_at > cfg.robots_max_age
+    rules = cached_rules(
+        record.robots, record.robots_good, good_at=record.robots_good_at,
+        failing_since=record.robots_failing_since, token=cfg.robots_token, now=now,
+    )
+    unreachable = (record.robots or {}).get("kind") == "disallow_all"
+    fetch_robots = (
+        rules is None
+        or now - record.robots_fetched_at > cfg.robots_max_age
+        # Unreachable (5xx, 429, no answer): ask again once the retry schedule allows.
+        or (unreachable and now >= retry_unreachable_at(record.robots_fetched_at, record.robots_failing_since))
+    )
+    if not fetch_robots and rules is not None and rules.disallow_all:
+        return None  # unreachable and not due for a retry: nothing may be fetched
     crawl_delay = None if fetch_robots or rules is None else rules.crawl_delay()
     floor = politeness.base_delay(cfg, crawl_delay, 0.0, policy_min)
     delay = max(floor, record.delay)
 
-    slots = max(1, math.floor(cfg.round_window / delay))
+    # The host's clock, not the round's start, decides when its first request may go: a
+    # Retry-After or back-off that ends inside the window leaves fewer slots.
+    window_end = now + cfg.round_window
+    first = max(now, politeness.next_allowed(record.last_fetch_end, delay, record.not_before))
+    if first >= window_end:
+        return None
+    slots = max(1, math.floor((window_end - first) / delay))
     if fetch_robots:
         slots = max(0, slots - 1)
     if cfg.max_urls_per_host:
@@ -97,7 +161,7 @@ def plan_host(
         return None
     return HostPlan(
         host=host,
-        shard=shard_of(host, cfg.fetch_shards),
+        shard=fetch_shard(host, record, cfg.fetch_shards),
         record=record,
         delay=floor,
         fetch_robots=fetch_robots,
@@ -114,21 +178,27 @@ class _PlanFn(beam.DoFn):
         self.idle_hosts = Metrics.counter("assign_slots", "hosts_idle")
         self.slots = Metrics.counter("assign_slots", "urls_assigned")
         self.deferred = Metrics.counter("assign_slots", "urls_deferred")
+        # Hosts (and their due URLs) that got no slots on purpose, by reason; the round
+        # report carries them as assign_slots/hosts_<reason> and assign_slots/urls_<reason>.
+        reasons = ("blocklisted", "blocked", "paused", "held", "robots_unreachable")
+        self.held_hosts = {r: Metrics.counter("assign_slots", f"hosts_{r}") for r in reasons}
+        self.held_urls = {r: Metrics.counter("assign_slots", f"urls_{r}") for r in reasons}
 
     def process(self, element: tuple[str, dict[str, list]]) -> Iterator[HostPlan]:
         host, groups = element
         entries = list(groups["due"])
         records = list(groups["hosts"])
         policies = list(groups["policies"])
-        plan = plan_host(
-            host,
-            entries,
-            records[0] if records else None,
-            policies[0] if policies else None,
-            self.cfg,
-            self.now,
-        )
+        record = records[0] if records else None
+        policy = policies[0] if policies else None
+        plan = plan_host(host, entries, record, policy, self.cfg, self.now)
         if plan is None:
+            reason = hold_reason(host, record, policy, self.cfg, self.now) if entries else None
+            if reason is None and entries and record is not None and (record.robots or {}).get("kind") == "disallow_all":
+                reason = "robots_unreachable"  # and not yet due for a retry (nor a fallback)
+            if reason is not None:
+                self.held_hosts[reason].inc()
+                self.held_urls[reason].inc(len(entries))
             self.idle_hosts.inc()
             self.deferred.inc(len(entries))
             return

@@ -1,13 +1,15 @@
 """Fetch: host plans grouped into fetch shards, crawled politely by one asyncio loop each.
 
 Plans are keyed by the shard that owns their host and grouped, so every host has exactly one
-owner. A worker's bundle may hold many shards; all of them are crawled in one event loop (a
+owner; the shard is chosen by the host's server IP when the resolve stage found one, so every
+IP has exactly one owner too, and ``--ip-delay`` is enforced by one clock per IP. A worker's
+bundle may hold many shards; all of them are crawled in one event loop (a
 :class:`~beamcrawl.core.fetcher.FetchRunner`), started by the first ``process`` call and
 drained in ``finish_bundle``, while results already available flow downstream as they come.
 
 Governed by: --round-window (how long the loop may run), --min-delay/--max-delay, the
-timeouts and body cap, --fetch-shards, --max-hosts-in-flight, --user-agent, --robots-token,
---resolve and --allow-private-networks.
+timeouts and body cap, --fetch-shards, --max-hosts-in-flight, --ip-delay, --user-agent,
+--robots-token, --resolve, --allow-private-networks and --dns-ttl.
 """
 
 from __future__ import annotations
@@ -46,6 +48,7 @@ class _MetricsCollector:
         self.robots_fetches = Metrics.counter(ns, "robots_fetches")
         self.bytes = Metrics.counter(ns, "bytes")
         self.latency_ms = Metrics.distribution(ns, "latency_ms")
+        self.politeness_wait_ms = Metrics.distribution(ns, "politeness_wait_ms")
         self.status = {c: Metrics.counter(ns, f"status/{c}xx") for c in range(1, 6)}
 
     def count(self, result: FetchResult) -> None:
@@ -54,6 +57,7 @@ class _MetricsCollector:
             self.success.inc()
             self.bytes.inc(len(result.raw_body))
             self.latency_ms.update(int(result.elapsed * 1000))
+            self.politeness_wait_ms.update(int(result.waited * 1000))
             klass = result.status // 100
             if klass in self.status:
                 self.status[klass].inc()

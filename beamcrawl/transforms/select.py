@@ -2,7 +2,9 @@
 
 The frontier is keyed by due time then fingerprint, so "everything due by now" is one range
 scan from the start of the table. Host records and operator policies are then read for the
-distinct hosts with due work, in batched key-set reads (never one read per host).
+distinct hosts with due work, in batched key-set reads (never one read per host). A policy
+set for a bare host name (``example.com``) also applies to its slots on other ports
+(``example.com:8080``) unless that slot has a policy of its own.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from typing import Iterable, Iterator
 import apache_beam as beam
 from apache_beam.metrics import Metrics
 
+from beamcrawl.core.resolver import hostname_of
 from beamcrawl.schemas.records import FrontierEntry, HostPolicy, HostRecord, frontier_key
 from beamcrawl.stores.base import open_store
 
@@ -72,11 +75,14 @@ class _ReadHostRowsFn(beam.DoFn):
 
     def process(self, hosts: list[str]) -> Iterable:
         keys = [h.encode() for h in hosts]
+        bare = {h: hostname_of(h) for h in hosts}
         records = self.store.read_keys("hosts", keys)
-        policies = self.store.read_keys("policies", keys)
+        policy_keys = set(keys) | {b.encode() for h, b in bare.items() if b != h}
+        policies = self.store.read_keys("policies", sorted(policy_keys))
         for host, key in zip(hosts, keys):
             yield host, HostRecord.from_cells(host, records.get(key))
-            policy = HostPolicy.from_cells(host, policies.get(key))
+            cells = policies.get(key) or policies.get(bare[host].encode())
+            policy = HostPolicy.from_cells(host, cells)
             if policy is not None:
                 yield beam.pvalue.TaggedOutput("policies", (host, policy))
 

@@ -19,6 +19,7 @@ from beamcrawl.core.config import CrawlConfig
 from beamcrawl.core.fetcher import FetchRunner, decode_body
 from beamcrawl.core.robots import RobotsRules
 from beamcrawl.schemas.records import FrontierEntry, HostPlan, HostRecord
+from beamcrawl.transforms.assign_slots import hold_reason, plan_host
 
 
 class MockServer:
@@ -42,6 +43,8 @@ class MockServer:
             await asyncio.sleep(0.2)
         elif path.startswith("/429"):
             status, headers = 429, {"Retry-After": "1", "Content-Type": "text/plain"}
+        elif path.startswith("/503ra"):
+            status, headers = 503, {"Retry-After": "2", "Content-Type": "text/plain"}
         elif path.startswith("/big"):
             body = b"x" * 50_000
         elif path.startswith("/gz"):
@@ -229,3 +232,135 @@ def test_decode_body_caps_decompression_bombs(enc):
     raw = gzip.compress(payload) if enc == "gzip" else zlib.compress(payload)
     body, cut = decode_body(raw, enc, 100_000)
     assert cut and len(body) == 100_000
+
+
+# --- per-IP politeness -------------------------------------------------------------------
+
+
+def _server_gaps(log: list[dict]) -> list[float]:
+    """Gaps between the end of one request and the start of the next, all hosts together."""
+    reqs = sorted(log, key=lambda r: r["start"])
+    return [nxt["start"] - prev["end"] for prev, nxt in zip(reqs, reqs[1:])]
+
+
+def test_two_hosts_on_one_ip_take_turns_with_the_ip_gap():
+    with mock_server() as server:
+        plans = [plan(server, h, ["/1", "/2", "/3"], robots_known="") for h in ("a.test", "b.test")]
+        run(cfg(ip_delay=0.3), plans)
+        log = list(server.log)
+    assert len(log) == 6 and {r["host"] for r in log} == {"a.test", "b.test"}
+    gaps = _server_gaps(log)
+    # Never two requests in flight on the IP, and each starts >= 0.3 s after the last ended,
+    # whichever host either was for (less 10 ms: the server books "end" a moment after the
+    # client has the response, as in the per-host test above).
+    assert min(gaps) >= 0.29, gaps
+    hosts_in_order = [r["host"] for r in sorted(log, key=lambda r: r["start"])]
+    assert hosts_in_order.count("a.test") == 3 and "a.test" in hosts_in_order[:2]  # both progress
+
+
+def test_without_an_ip_gap_hosts_on_one_ip_overlap():
+    # The control for the test above: the per-host clock alone lets them overlap.
+    with mock_server() as server:
+        plans = [plan(server, h, ["/slow1"], robots_known="") for h in ("a.test", "b.test")]
+        run(cfg(ip_delay=0.0), plans)
+        log = list(server.log)
+    assert min(_server_gaps(log)) < 0
+
+
+def test_the_ip_clock_starts_from_the_hosts_last_response_in_an_earlier_round():
+    with mock_server() as server:
+        # a.test was answered just now (last round) and its own delay keeps it off this round;
+        # b.test shares its IP, so b's first request waits for the IP's gap from a's answer.
+        earlier = plan(server, "a.test", ["/x"], robots_known="")
+        earlier.record.last_fetch_end, earlier.record.delay = time.time(), 60.0
+        later = plan(server, "b.test", ["/1"], robots_known="")
+        started = time.time()
+        run(cfg(ip_delay=0.8, round_window=5), [earlier, later])
+        log = list(server.log)
+    assert [r["host"] for r in log] == ["b.test"]
+    assert log[0]["start"] - started >= 0.75
+
+
+def test_the_address_stored_by_the_resolve_stage_is_the_one_used():
+    with mock_server() as server:
+        config = cfg(resolve=())  # the fetcher could not resolve *.test by itself
+        pinned = plan(server, "pin.test", ["/1"], robots_known="")
+        now = time.time()
+        pinned.record.ip, pinned.record.resolved_at, pinned.record.dns_ttl = "127.0.0.1", now, 300.0
+        failed = plan(server, "gone.test", ["/1"], robots_known="")
+        failed.record.dns_error, failed.record.resolved_at, failed.record.dns_ttl = "dns: NXDOMAIN (cached)", now, 300.0
+        results, hosts = run(config, [pinned, failed])
+        log = list(server.log)
+    assert [r["host"] for r in log] == ["pin.test"]
+    by_host = {r.entry.host.split(":")[0]: r for r in results}
+    assert by_host["pin.test"].outcome == "fetched"
+    assert by_host["gone.test"].outcome == "error" and by_host["gone.test"].error == "dns: NXDOMAIN (cached)"
+
+
+# --- politeness across rounds ---------------------------------------------------------------
+
+
+def test_retry_after_is_honoured_by_the_next_rounds_first_request():
+    config = cfg(round_window=5.0)
+    with mock_server() as server:
+        _, hosts = run(config, [plan(server, "ra.test", ["/503ra"], robots_known="")])
+        record = hosts[f"ra.test:{server.port}"]
+        # The record is what the store keeps between rounds: round-trip it.
+        record = HostRecord.from_cells(record.host, record.to_cells())
+        assert record.not_before >= record.last_fetch_end + 1.99 and record.delay >= 0.4
+
+        # Round 2 starts at once: AssignSlots plans with the host's clock, not the round's.
+        now = time.time()
+        entries = [FrontierEntry(url=f"http://{record.host}/{i}", fp=10 + i, host=record.host, due_ms=0) for i in range(20)]
+        nxt = plan_host(record.host, entries, record, None, config, now)
+        assert nxt is not None and not nxt.fetch_robots
+        # Fewer slots: only the part of the window after the hold counts (12 without it).
+        assert len(nxt.entries) == int((now + config.round_window - record.not_before) // record.delay) < 12
+        run(config, [nxt])
+        log = per_host(server.log)["ra.test"]
+    first_429, second = log[0], log[1]
+    assert second["start"] - first_429["end"] >= 1.99  # Retry-After: 2, counted on the server
+    for prev, nxt_req in zip(log[1:], log[2:]):
+        assert nxt_req["start"] - prev["end"] >= 0.2
+
+
+def test_a_host_held_past_the_window_gets_no_slots_and_no_wait():
+    config = cfg(round_window=1.0)
+    with mock_server() as server:
+        p = plan(server, "held.test", ["/1", "/2"])  # robots unknown: would fetch robots first
+        p.record.not_before = time.time() + 3600  # Retry-After: 1 h from the last round
+        assert plan_host(p.host, p.entries, p.record, None, config, time.time()) is None
+        assert hold_reason(p.host, p.record, None, config, time.time()) == "held"
+        began = time.monotonic()
+        results, _ = run(config, [p])  # even if a plan slipped through, nothing is sent
+        took = time.monotonic() - began
+        assert server.log == []
+    assert took < 1.0
+    assert [r.outcome for r in results] == ["deferred", "deferred"]
+
+
+# --- robots.txt fallback -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("failing_hours, expected_paths", [(1, ["/robots.txt"]), (25, ["/robots.txt", "/1"])])
+def test_unreachable_robots_uses_the_last_good_copy_only_after_24h(failing_hours, expected_paths):
+    now = time.time()
+    with mock_server() as server:
+        server.robots["fb.test"] = (503, "")
+        p = plan(server, "fb.test", ["/1", "/private/x"])
+        good = RobotsRules.parse("User-agent: *\nDisallow: /private/\n", "beamcrawl")
+        p.record.robots = RobotsRules.from_fetch(503, b"", "beamcrawl").to_dict()
+        p.record.robots_fetched_at = now - 3600
+        p.record.robots_good, p.record.robots_good_at = good.to_dict(), now - 2 * 86400
+        p.record.robots_failing_since = now - failing_hours * 3600
+        results, hosts = run(cfg(), [p])
+        paths = [r["path"] for r in server.log]
+    assert paths == expected_paths
+    outcomes = {r.url.split(str(server.port), 1)[1]: r.outcome for r in results if r.entry.source != "robots"}
+    if failing_hours < 24:
+        assert outcomes == {"/1": "deferred", "/private/x": "deferred"}
+    else:
+        assert outcomes == {"/1": "fetched", "/private/x": "robots_disallowed"}
+    record = hosts[f"fb.test:{server.port}"]
+    assert record.robots["kind"] == "disallow_all" and record.robots_good == good.to_dict()
+    assert record.robots_failing_since == pytest.approx(now - failing_hours * 3600)

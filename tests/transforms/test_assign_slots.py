@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import apache_beam as beam
+from apache_beam.metrics.metric import MetricsFilter
 from apache_beam.testing.test_pipeline import TestPipeline
 from apache_beam.testing.util import assert_that, equal_to
 
 from beamcrawl.core.config import CrawlConfig
 from beamcrawl.core.robots import RobotsRules
 from beamcrawl.schemas.records import FrontierEntry, HostPolicy, HostRecord
-from beamcrawl.transforms.assign_slots import AssignSlots, plan_host, shard_of
+from beamcrawl.transforms.assign_slots import AssignSlots, fetch_shard, hold_reason, plan_host, shard_of
 
 NOW = 1_800_000_000.0
 CFG = CrawlConfig(out="/tmp/x", store="sqlite:///tmp/x", min_delay=1.0, round_window=10.0, fetch_shards=8)
@@ -109,3 +112,129 @@ def test_shard_is_stable_and_in_range():
     assert shard_of("example.com", 16) == shard_of("example.com", 16)
     assert {shard_of(f"h{i}.com", 4) for i in range(200)} == {0, 1, 2, 3}
 
+
+
+# --- the host's clock across rounds -------------------------------------------------------
+
+
+def test_a_host_held_past_the_window_gets_no_slots():
+    record = fresh_record(not_before=NOW + CFG.round_window + 1)
+    assert plan_host("a.com", [entry("/x")], record, None, CFG, NOW) is None
+    assert hold_reason("a.com", record, None, CFG, NOW) == "held"
+
+
+def test_a_hold_ending_inside_the_window_leaves_only_the_rest_of_it():
+    entries = [entry(f"/p/{i}") for i in range(20)]
+    plan = plan_host("a.com", entries, fresh_record(not_before=NOW + 6.0), None, CFG, NOW)
+    assert plan is not None and len(plan.entries) == 4  # 10 s window, first slot at +6 s, 1 s apart
+    assert hold_reason("a.com", fresh_record(not_before=NOW + 6.0), None, CFG, NOW) is None
+
+
+def test_the_last_response_and_delay_from_the_previous_round_count():
+    # Answered 1 s ago with a 5 s delay: first slot at +4 s, one more fits in a 10 s window.
+    record = fresh_record(delay=5.0, last_fetch_end=NOW - 1.0)
+    plan = plan_host("a.com", [entry(f"/p/{i}") for i in range(20)], record, None, CFG, NOW)
+    assert plan is not None and len(plan.entries) == 1
+    late = fresh_record(delay=15.0, last_fetch_end=NOW - 1.0)
+    assert plan_host("a.com", [entry("/x")], late, None, CFG, NOW) is None
+
+
+# --- fetch shards: one owner per host and per server IP ------------------------------------
+
+
+def test_hosts_on_one_ip_share_a_shard_and_unresolved_hosts_shard_by_name():
+    shards = set()
+    for i in range(30):
+        record = fresh_record(host=f"h{i}.com", ip="192.0.2.7")
+        plan = plan_host(f"h{i}.com", [entry("/x", host=f"h{i}.com")], record, None, CFG, NOW)
+        assert plan is not None
+        shards.add(plan.shard)
+    assert shards == {fetch_shard("any", HostRecord("any", ip="192.0.2.7"), 8)}
+    unresolved = HostRecord("h1.com", ip=None, dns_error="dns: nx")
+    assert fetch_shard("h1.com", unresolved, 8) == shard_of("h1.com", 8)
+    assert fetch_shard("h1.com", None, 8) == shard_of("h1.com", 8)
+
+
+# --- steering: blocklist and policies ---------------------------------------------------------
+
+
+def test_blocklist_names_and_globs_match_host_and_port_slots():
+    cfg = dataclasses.replace(CFG, blocklist=("*.bad.org", "evil.com"))
+    for host in ("www.bad.org", "a.b.bad.org:8080", "evil.com", "evil.com:8443"):
+        assert plan_host(host, [entry("/x", host=host)], None, None, cfg, NOW) is None, host
+        assert hold_reason(host, None, None, cfg, NOW) == "blocklisted"
+    for host in ("bad.org", "notevil.com", "evil.com.au"):
+        assert plan_host(host, [entry("/x", host=host)], None, None, cfg, NOW) is not None, host
+
+
+def test_an_expired_pause_no_longer_holds():
+    policy = HostPolicy("a.com", pause_until=NOW - 1)
+    assert plan_host("a.com", [entry("/x")], fresh_record(), policy, CFG, NOW) is not None
+    assert hold_reason("a.com", fresh_record(), HostPolicy("a.com", pause_until=NOW + 1), CFG, NOW) == "paused"
+
+
+# --- robots.txt: unreachable, fallback, token ---------------------------------------------------
+
+
+def unreachable_record(fetched_ago: float, failing_for: float, good: str | None = None, good_age: float = 0.0) -> HostRecord:
+    record = HostRecord(
+        host="a.com",
+        robots=RobotsRules.from_fetch(503, b"", "beamcrawl").to_dict(),
+        robots_fetched_at=NOW - fetched_ago,
+        robots_failing_since=NOW - failing_for,
+    )
+    if good is not None:
+        record.robots_good = RobotsRules.parse(good, "beamcrawl").to_dict()
+        record.robots_good_at = NOW - good_age
+    return record
+
+
+def test_unreachable_robots_holds_the_host_until_its_retry_is_due():
+    entries = [entry(f"/p/{i}") for i in range(5)]
+    assert plan_host("a.com", entries, unreachable_record(60, 60), None, CFG, NOW) is None
+    plan = plan_host("a.com", entries, unreachable_record(301, 301), None, CFG, NOW)
+    assert plan is not None and plan.fetch_robots
+
+
+def test_after_24h_unreachable_the_last_good_copy_filters_without_a_robots_fetch():
+    record = unreachable_record(60, 25 * 3600, good="User-agent: *\nDisallow: /private/\n", good_age=26 * 3600)
+    plan = plan_host("a.com", [entry("/ok"), entry("/private/no")], record, None, CFG, NOW)
+    assert plan is not None and not plan.fetch_robots
+    assert [e.url for e in plan.entries] == ["http://a.com/ok"]
+    assert [e.url for e in plan.disallowed] == ["http://a.com/private/no"]
+
+
+def test_cached_robots_are_read_for_the_crawls_token():
+    text = "User-agent: beamcrawl\nAllow: /\n\nUser-agent: otherbot\nDisallow: /\n"
+    record = fresh_record(robots=text)  # stored by a beamcrawl-token crawl
+    other = dataclasses.replace(CFG, robots_token="otherbot")
+    plan = plan_host("a.com", [entry("/a"), entry("/b")], record, None, other, NOW)
+    assert plan is not None and plan.entries == [] and len(plan.disallowed) == 2
+    plan = plan_host("a.com", [entry("/a"), entry("/b")], record, None, CFG, NOW)
+    assert plan is not None and len(plan.entries) == 2
+
+
+def test_held_hosts_are_counted_by_reason():
+    cfg = dataclasses.replace(CFG, blocklist=("b.org",))
+    due = [("a.com", entry("/1", host="a.com")), ("b.org", entry("/1", host="b.org")),
+           ("b.org", entry("/2", host="b.org")), ("c.net", entry("/1", host="c.net")),
+           ("d.io", entry("/1", host="d.io")), ("e.fi", entry("/1", host="e.fi"))]
+    p = TestPipeline(runner="FnApiRunner")
+    hosts = p | "hosts" >> beam.Create([
+        ("a.com", fresh_record("a.com")), ("b.org", HostRecord("b.org")), ("c.net", HostRecord("c.net")),
+        ("d.io", HostRecord("d.io", not_before=NOW + 3600)),
+        ("e.fi", dataclasses.replace(unreachable_record(60, 60), host="e.fi")),
+    ])
+    policies = p | "policies" >> beam.Create([("c.net", HostPolicy("c.net", pause_until=NOW + 60))])
+    plans = {"due": p | "due" >> beam.Create(due), "hosts": hosts, "policies": policies} | AssignSlots(cfg, NOW)
+    assert_that(plans | beam.Map(lambda pl: pl.host), equal_to(["a.com"]))
+    result = p.run()
+    result.wait_until_finish()
+    counters = {
+        c.key.metric.name: c.committed
+        for c in result.metrics().query(MetricsFilter().with_namespace("assign_slots"))["counters"]
+    }
+    assert counters["hosts_blocklisted"] == 1 and counters["urls_blocklisted"] == 2
+    assert counters["hosts_paused"] == 1 and counters["hosts_held"] == 1
+    assert counters["hosts_robots_unreachable"] == 1
+    assert counters.get("hosts_blocked", 0) == 0

@@ -1,0 +1,90 @@
+"""Offline checks of the Dataflow Flex Template: its parameters are the pipeline's options,
+each typed, described and validated, and the image pins the same Beam as setup.py."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from beamcrawl.pipelines.args import add_crawl_arguments
+
+ROOT = Path(__file__).resolve().parents[2]
+METADATA = ROOT / "templates" / "crawl_round" / "metadata.json"
+# Options that only make sense on one machine or in tests, never in a scheduled cloud round.
+LOCAL_ONLY = {"resolve", "allow_private_networks"}
+# Template parameters that are not crawl options but inputs of the launch.
+LAUNCH_ONLY = {"seeds"}
+
+
+def crawl_option_dests() -> set[str]:
+    parser = argparse.ArgumentParser()
+    add_crawl_arguments(parser)
+    return {a.dest for a in parser._actions if a.dest != "help"}
+
+
+@pytest.fixture(scope="module")
+def metadata() -> dict:
+    return json.loads(METADATA.read_text())
+
+
+def test_every_pipeline_option_is_a_template_parameter_and_back(metadata):
+    names = {p["name"] for p in metadata["parameters"]}
+    assert names - LAUNCH_ONLY == crawl_option_dests() - LOCAL_ONLY
+
+
+def test_every_parameter_is_labelled_described_and_validated(metadata):
+    assert metadata["name"] and metadata["description"]
+    for p in metadata["parameters"]:
+        assert p["label"] and len(p["helpText"]) > 20, p["name"]
+        assert p.get("paramType"), p["name"]
+        assert p.get("regexes"), p["name"]
+        for rx in p["regexes"]:
+            re.compile(rx)
+    required = {p["name"] for p in metadata["parameters"] if not p.get("isOptional")}
+    assert required == {"out", "store"}
+
+
+@pytest.mark.parametrize(
+    "name, good, bad",
+    [
+        ("out", ["gs://b/crawl"], ["/local/path", "s3://b/x"]),
+        ("store", ["bigtable://my-proj/my-inst", "bigtable://my-proj/my-inst/crawl1"], ["sqlite:///x", "bigtable://p"]),
+        ("min_delay", ["1", "0.5"], ["-1", "fast"]),
+        ("fetch_shards", ["16"], ["0", "x"]),
+        ("robots_token", ["beamcrawl"], ["beam crawl", "a/1.0"]),
+    ],
+)
+def test_regexes_accept_and_refuse(metadata, name, good, bad):
+    (param,) = [p for p in metadata["parameters"] if p["name"] == name]
+    for value in good:
+        assert any(re.fullmatch(rx, value) for rx in param["regexes"]), value
+    for value in bad:
+        assert not any(re.fullmatch(rx, value) for rx in param["regexes"]), value
+
+
+def test_template_parameters_parse_as_pipeline_flags(metadata):
+    """The launcher passes each parameter as --name=value: the pipeline must accept them."""
+    from apache_beam.options.pipeline_options import PipelineOptions
+
+    from beamcrawl.pipelines.options import CrawlOptions, crawl_config
+
+    flags = ["--out=gs://b/crawl", "--store=bigtable://my-proj/my-inst", "--min_delay=2", "--round_window=30",
+             "--fetch_shards=8", "--robots_token=examplebot"]
+    cfg = crawl_config(PipelineOptions(flags=flags).view_as(CrawlOptions))
+    assert (cfg.out, cfg.store, cfg.min_delay, cfg.round_window, cfg.fetch_shards, cfg.robots_token) == (
+        "gs://b/crawl", "bigtable://my-proj/my-inst", 2.0, 30.0, 8, "examplebot")
+
+
+def test_dockerfile_and_setup_pin_the_same_beam():
+    setup = (ROOT / "setup.py").read_text()
+    (pinned,) = re.findall(r'BEAM_VERSION = "([0-9.]+)"', setup)
+    docker = (ROOT / "Dockerfile").read_text()
+    images = re.findall(r"apache/beam_python3\.\d+_sdk:([0-9.]+)", docker)
+    assert images and set(images) == {pinned}
+    import apache_beam
+
+    assert apache_beam.__version__ == pinned
