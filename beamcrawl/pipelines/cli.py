@@ -7,6 +7,8 @@
     beamcrawl hosts set-policy HOST (--store URI | --crawl OUT_DIR) [--min-delay-ms N]
                     [--pause-until T] [--block | --unblock]
     beamcrawl hosts show HOST (--store URI | --crawl OUT_DIR)
+    beamcrawl export urls|hosts --out DIR (--store URI | --crawl OUT_DIR)
+    beamcrawl store init --store bigtable://PROJECT/INSTANCE[/TABLE_PREFIX]
     beamcrawl demo [--out DIR] [--hosts N] [--rounds N]
     beamcrawl simweb --port P --hosts N --log FILE --truth FILE
     beamcrawl normalize URL...
@@ -23,8 +25,6 @@ import sys
 from typing import Sequence
 
 from beamcrawl.pipelines.args import OneLineArgumentParser, add_crawl_arguments, config_from_args
-
-LOCAL_RUNNER = "FnApiRunner"  # the plain DirectRunner first tries to download Prism
 
 
 def _crawl_parser() -> OneLineArgumentParser:
@@ -62,9 +62,9 @@ def _stray_argument(beam_args: list[str]) -> str | None:
 
 
 def _with_local_runner(beam_args: list[str]) -> list[str]:
-    if any(a == "--runner" or a.startswith("--runner=") for a in beam_args):
-        return beam_args
-    return [f"--runner={LOCAL_RUNNER}", *beam_args]
+    from beamcrawl.pipelines.runners import with_local_runner
+
+    return with_local_runner(beam_args)
 
 
 def cmd_crawl(argv: Sequence[str]) -> int:
@@ -87,8 +87,16 @@ def cmd_crawl(argv: Sequence[str]) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     for noisy in ("apache_beam", "aiohttp"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
+    from beamcrawl.pipelines.runners import RunnerSetupError, check_store_for_runner, prepare
+
     try:
-        crawl(cfg, args.rounds, seeds, _with_local_runner(beam_args))
+        check_store_for_runner(cfg.store, beam_args)
+        runner_args = prepare(beam_args)
+    except RunnerSetupError as exc:
+        print(f"beamcrawl crawl: error: {exc}", file=sys.stderr)
+        return 2
+    try:
+        crawl(cfg, args.rounds, seeds, runner_args)
     except CrawlError as exc:
         print(f"beamcrawl crawl: error: {exc}", file=sys.stderr)
         return 1
@@ -127,6 +135,18 @@ def cmd_hosts(argv: Sequence[str]) -> int:
     return hosts_main(list(argv))
 
 
+def cmd_export(argv: Sequence[str]) -> int:
+    from beamcrawl.pipelines.export import main as export_main
+
+    return export_main(list(argv))
+
+
+def cmd_store(argv: Sequence[str]) -> int:
+    from beamcrawl.pipelines.store_admin import main as store_main
+
+    return store_main(list(argv))
+
+
 def cmd_demo(argv: Sequence[str]) -> int:
     from beamcrawl.pipelines.demo import main as demo_main
 
@@ -137,6 +157,8 @@ COMMANDS = {
     "crawl": cmd_crawl,
     "demo": cmd_demo,
     "hosts": cmd_hosts,
+    "export": cmd_export,
+    "store": cmd_store,
     "simweb": cmd_simweb,
     "normalize": cmd_normalize,
     "robots-check": cmd_robots_check,
