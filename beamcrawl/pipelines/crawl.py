@@ -21,7 +21,9 @@ from typing import Any, Iterable, TextIO
 import apache_beam as beam
 from apache_beam.options.pipeline_options import PipelineOptions
 
+from beamcrawl.core import prometheus
 from beamcrawl.core.config import CrawlConfig
+from beamcrawl.core.faults import crash_point
 from beamcrawl.core.outputs import RoundOutputs
 from beamcrawl.core.urlnorm import InvalidURL, fingerprint, host_of, normalize
 from beamcrawl.pipelines import round as round_pipeline
@@ -108,20 +110,23 @@ class RoundLease:
         current = self.store.read_keys("meta", [LEASE_KEY]).get(LEASE_KEY, {}).get("m:lease")
         if current is not None:
             held = json.loads(current)
-            if held.get("expires", 0) > time.time() and not _owner_gone(held.get("owner", "")):
+            if held.get("expires", 0) > time.time() and not _owner_gone(held.get("owner", ""), held.get("acquired")):
                 raise CrawlError(
                     f"another round of this crawl is running (lease held by {held.get('owner')} "
                     f"until {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime(held['expires']))})"
                 )
-        mine = json.dumps({"owner": self.owner, "expires": time.time() + self.ttl}).encode()
+        now = time.time()
+        mine = json.dumps({"owner": self.owner, "acquired": now, "expires": now + self.ttl}).encode()
         if not self.store.check_and_set("meta", LEASE_KEY, "m:lease", current, mine):
             raise CrawlError("another round of this crawl took the lease just now")
         self.value = mine
+        _HELD_HERE.add(self.owner)
 
     def release(self) -> None:
         if self.value is not None:
             self.store.check_and_set("meta", LEASE_KEY, "m:lease", self.value, None)
             self.value = None
+            _HELD_HERE.discard(self.owner)
 
     def __enter__(self) -> "RoundLease":
         self.acquire()
@@ -131,20 +136,48 @@ class RoundLease:
         self.release()
 
 
-def _owner_gone(owner: str) -> bool:
+# Owners of the leases this process holds now: its own pid in a lease is a live owner
+# only if listed here (else an earlier process had the same pid: a container rerun).
+_HELD_HERE: set[str] = set()
+
+
+def _owner_gone(owner: str, acquired: float | None = None) -> bool:
     """True when the lease's owner was a process on this machine that no longer runs
-    (a crawl killed mid-round), so a rerun need not wait for the lease to expire."""
+    (a crawl killed mid-round), so a rerun need not wait for the lease to expire.
+
+    A pid can be reused: by this very process (a crawl rerun in a fresh container often
+    gets the pid its killed predecessor had), or by any process started after the lease
+    was taken (``acquired``, where the lease records it); neither is the owner.
+    """
     host, _, rest = owner.partition(":")
     pid_text = rest.partition(":")[0]
     if host != socket.gethostname() or not pid_text.isdigit():
         return False
+    pid = int(pid_text)
+    if pid == os.getpid():
+        return owner not in _HELD_HERE
     try:
-        os.kill(int(pid_text), 0)
+        os.kill(pid, 0)
     except ProcessLookupError:
         return True
     except PermissionError:
-        return False
-    return False
+        pass  # alive, another user's
+    started = _process_started(pid)
+    # The tolerance covers the start time's tick resolution and clock adjustments.
+    return started is not None and acquired is not None and started > acquired + 2.0
+
+
+def _process_started(pid: int) -> float | None:
+    """When process ``pid`` started (epoch seconds), from /proc; None where unknown."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as fh:
+            fields = fh.read().rsplit(")", 1)[1].split()
+        with open("/proc/stat", encoding="ascii") as fh:
+            boot = next(float(line.split()[1]) for line in fh if line.startswith("btime "))
+        # Field 22 of stat (20th after the ")"-terminated command name): start, in ticks.
+        return boot + int(fields[19]) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError, StopIteration):
+        return None
 
 
 def next_round(store: Store) -> int:
@@ -153,8 +186,15 @@ def next_round(store: Store) -> int:
 
 
 def _commit(store: Store, outputs: RoundOutputs) -> dict[str, list[str]]:
-    """Moves the round's files into place, then deletes the frontier rows it finished."""
+    """Moves the round's files into place, then deletes the frontier rows it finished.
+
+    In this order, a crash anywhere loses nothing: before the files move, the rerun
+    redoes the round (its frontier rows are still there); after, the rows still there
+    are fetched again (repeats, not losses); the round counter advances last.
+    """
+    crash_point("commit.before")
     moved = outputs.commit_files()
+    crash_point("commit.after_files")
     finished = 0
     for path in outputs.done_files():
         with open(path, encoding="ascii") as fh:
@@ -162,6 +202,7 @@ def _commit(store: Store, outputs: RoundOutputs) -> dict[str, list[str]]:
         for i in range(0, len(keys), 5000):
             store.mutate("frontier", [Mutation.delete_row(k) for k in keys[i : i + 5000]])
         finished += len(keys)
+    crash_point("commit.after_frontier_deletes")
     store.mutate("meta", [Mutation.set(ROUND_KEY, {"m:next": str(outputs.round_no + 1).encode()})])
     outputs.discard_staging()
     log.info("round %d committed: %d frontier rows finished", outputs.round_no, finished)
@@ -229,6 +270,7 @@ def run_round(cfg: CrawlConfig, pipeline_args: list[str], store: Store, round_no
     with open(tmp, "w", encoding="utf-8") as fh:
         json.dump(report, fh, indent=2, sort_keys=True, default=str)
     os.replace(tmp, outputs.report_path())
+    prometheus.write_beside(report, outputs.report_path())  # reports/round-N.prom for dashboards
     return report
 
 

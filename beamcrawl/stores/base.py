@@ -23,6 +23,15 @@ from typing import Iterable, Iterator, Mapping, TypeVar
 
 TABLES = ("urls", "frontier", "hosts", "policies", "meta")
 
+# Column families in use (the part of a cell name before the colon): ``r`` a record as
+# JSON (frontier, hosts, policies), ``u`` URL state in the seen set, ``m`` crawl-wide meta.
+# Backends with declared families (Bigtable) create these up front; a new family used by
+# the crawler belongs here, so `beamcrawl store init` creates it.
+FAMILIES = ("r", "u", "m")
+
+# estimate_rows counts up to this many keys exactly before extrapolating.
+ESTIMATE_EXACT_ROWS = 20_000
+
 Cells = Mapping[str, bytes]
 Row = tuple[bytes, dict[str, bytes]]
 
@@ -59,6 +68,10 @@ class Store(abc.ABC):
     """A Bigtable-shaped store. Implementations must be safe to open in several processes."""
 
     uri: str
+    # What reading one key by key set (read_keys) costs, in keys read by a keys-only range
+    # scan. Batch joins use it to choose between scanning a key range and reading just
+    # the keys they need (transforms/url_seen.py).
+    keyset_cost_ratio: float = 4.0
 
     @abc.abstractmethod
     def read_range(
@@ -95,6 +108,29 @@ class Store(abc.ABC):
         Returns whether the write happened. Used for the round lease.
         """
 
+    def estimate_rows(self, table: str) -> int:
+        """A cheap estimate of how many rows ``table`` holds (for sizing batch joins).
+
+        The default counts keys with one keys-only scan of at most
+        :data:`ESTIMATE_EXACT_ROWS` rows, so it is exact for small tables. Past that it
+        extrapolates from how far into the 64-bit key space the last counted key lies,
+        which is accurate for keys that are uniform over that space (the seen set's
+        fingerprints) and only a rough guess for other tables. Backends with a cheaper
+        source (Bigtable's SampleRowKeys) override it.
+
+        Raises:
+            ValueError: Unknown table.
+        """
+        check_table(table)
+        counted = 0
+        last = b""
+        for last, _ in self.read_range(table, keys_only=True, limit=ESTIMATE_EXACT_ROWS):
+            counted += 1
+        if counted < ESTIMATE_EXACT_ROWS:
+            return counted
+        position = int.from_bytes(last[:8].ljust(8, b"\x00"), "big") + 1
+        return max(counted, round(counted * (1 << 64) / position))
+
     def close(self) -> None:
         """Releases connections."""
 
@@ -120,3 +156,72 @@ def open_store(uri: str) -> Store:
     from beamcrawl.stores.embedded import EmbeddedStore
 
     return EmbeddedStore.from_uri(uri)
+
+
+# --- argument checks shared by backends ------------------------------------------------
+
+
+def check_table(table: object) -> str:
+    """Returns ``table`` if it is one of :data:`TABLES`.
+
+    Raises:
+        ValueError: Unknown table (the message names it and the known ones).
+    """
+    if table not in TABLES:
+        raise ValueError(f"unknown table {table!r}; tables are {', '.join(TABLES)}")
+    return table  # type: ignore[return-value]
+
+
+def check_key(key: object) -> bytes:
+    """Returns ``key`` as bytes.
+
+    Raises:
+        TypeError: Not bytes-like (a str key would sort apart from every bytes key).
+        ValueError: Empty (as in Bigtable).
+    """
+    if type(key) is not bytes:
+        if not isinstance(key, (bytes, bytearray, memoryview)):
+            raise TypeError(f"row keys are bytes, got {type(key).__name__}")
+        key = bytes(key)
+    if not key:
+        raise ValueError("row keys must not be empty")
+    return key
+
+
+def check_bound(bound: object) -> bytes:
+    """Returns a range bound as bytes.
+
+    Raises:
+        TypeError: Not bytes-like.
+    """
+    if not isinstance(bound, (bytes, bytearray, memoryview)):
+        raise TypeError(f"range bounds are bytes, got {type(bound).__name__}")
+    return bytes(bound)
+
+
+def check_column(column: object) -> str:
+    """Returns ``column`` if it is a ``"family:qualifier"`` str with a non-empty family.
+
+    Raises:
+        TypeError: Not a str.
+        ValueError: No colon, or an empty family.
+    """
+    if type(column) is not str:
+        raise TypeError(f"column names are str, got {type(column).__name__}")
+    family, sep, _ = column.partition(":")
+    if not sep or not family:
+        raise ValueError(f"column {column!r} is not 'family:qualifier'")
+    return column
+
+
+def check_value(value: object) -> bytes:
+    """Returns a cell value as bytes.
+
+    Raises:
+        TypeError: Not bytes-like.
+    """
+    if type(value) is not bytes:
+        if not isinstance(value, (bytes, bytearray, memoryview)):
+            raise TypeError(f"cell values are bytes, got {type(value).__name__}")
+        value = bytes(value)
+    return value

@@ -68,6 +68,9 @@ class EmbeddedStore(Store):
     write_batch: int = 10_000
     read_chunk: int = 4_096
     keys_chunk: int = 2_000
+    # Measured (100k-row table, warm cache): a keys-only scan 1.6 us/key, read_keys
+    # 1.8 us/key for 10k keys and 6.3 us/key for 100 keys.
+    keyset_cost_ratio: float = 2.0
 
     def __init__(self, path: str | os.PathLike[str], *, create: bool = True) -> None:
         """Opens (and with ``create``, creates) the store at the database file ``path``.

@@ -9,12 +9,23 @@ range (a keys-only range scan). No per-URL lookups anywhere. Only never-seen URL
 frontier, and they are queued (frontier row written) before they are marked seen, so a
 crash between the two writes loses nothing.
 
-Governed by: --seen-bucket-bits (2^bits buckets).
+At scale. The bucket count follows the data: at pipeline construction the seen set's size
+is estimated from the store (``Store.estimate_rows``, cheap) and the bits are chosen so a
+bucket's range holds at most :data:`TARGET_KEYS_PER_BUCKET` stored keys (and, given a
+candidate estimate, at most :data:`TARGET_CANDIDATES_PER_BUCKET` candidates). Each bucket
+then takes the cheaper of two paths, by a cost estimate (``choose_path``): it scans the
+keys of its range between its first and last candidate, or, where that span holds many
+stored keys and the bucket has few candidates, it reads just the candidates' keys in one
+batched key-set request. Both paths feed the same one-pass merge; the counters
+``url_seen/path_scan`` and ``url_seen/path_keyset`` count the buckets that took each.
+
+Governed by: --seen-bucket-bits (at least 2^bits buckets; more when the seen set is large).
 """
 
 from __future__ import annotations
 
-from typing import Iterable, Iterator, Sequence
+import math
+from typing import Iterable, Iterator, Literal, Sequence
 
 import apache_beam as beam
 from apache_beam.metrics import Metrics
@@ -22,6 +33,7 @@ from apache_beam.transforms.window import GlobalWindow
 from apache_beam.utils.timestamp import MIN_TIMESTAMP
 from apache_beam.utils.windowed_value import WindowedValue
 
+from beamcrawl.core.faults import crash_point
 from beamcrawl.core.urlnorm import host_of
 from beamcrawl.schemas.records import Candidate, FrontierEntry, ParsedPage, UrlState, fp_key
 from beamcrawl.stores.base import Mutation, Store, open_store
@@ -31,12 +43,20 @@ __all__ = [
     "FilterSeenUrls",
     "bucket_of",
     "bucket_range",
+    "choose_bucket_bits",
+    "choose_path",
     "combine_candidates",
     "merge_unseen",
     "queue_new_urls",
 ]
 
 WRITE_BATCH = 2000
+MAX_BUCKET_BITS = 16
+# A bucket's range scan should stay short (seconds) and its work even across workers.
+TARGET_KEYS_PER_BUCKET = 1 << 20
+# A bucket's candidates are held (and sorted) in one worker's memory.
+TARGET_CANDIDATES_PER_BUCKET = 1 << 16
+JoinPath = Literal["auto", "scan", "keyset"]
 
 
 def link_priority(depth: int) -> float:
@@ -58,6 +78,36 @@ def bucket_range(bucket: int, bits: int) -> tuple[bytes, bytes | None]:
     return fp_key(start), (fp_key(end) if end < (1 << 64) else None)
 
 
+def choose_bucket_bits(
+    seen_rows: int,
+    candidates: int | None = None,
+    *,
+    min_bits: int = 0,
+    max_bits: int = MAX_BUCKET_BITS,
+) -> int:
+    """Bucket bits for a seen set of ``seen_rows`` keys and about ``candidates`` offers.
+
+    The fewest bits (at least ``min_bits``) such that a bucket's range holds at most
+    :data:`TARGET_KEYS_PER_BUCKET` stored keys and at most
+    :data:`TARGET_CANDIDATES_PER_BUCKET` candidates, capped at ``max_bits``.
+    """
+    need = max(seen_rows / TARGET_KEYS_PER_BUCKET, (candidates or 0) / TARGET_CANDIDATES_PER_BUCKET, 1.0)
+    bits = max(min_bits, math.ceil(math.log2(need)))
+    return max(0, min(bits, max_bits))
+
+
+def choose_path(candidates: int, stored_keys: float, keyset_cost_ratio: float) -> str:
+    """``"keyset"`` when reading the candidates' keys costs less than scanning the range.
+
+    Args:
+        candidates: Distinct fingerprints offered in the bucket.
+        stored_keys: Keys expected in the bucket's range of the seen set.
+        keyset_cost_ratio: Cost of one key read by key set, in scanned keys.
+    """
+    # Either path is one request per bucket, so only the per-key costs differ.
+    return "keyset" if candidates * keyset_cost_ratio < stored_keys else "scan"
+
+
 def combine_candidates(groups: Iterable[Iterable[Candidate]]) -> dict[int, Candidate]:
     """Combines offers per fingerprint: in-links add up, the best priority wins."""
     combined: dict[int, Candidate] = {}
@@ -72,7 +122,9 @@ def merge_unseen(sorted_candidates: Sequence[Candidate], stored_keys: Iterable[b
     """Yields the candidates whose fingerprint is not among ``stored_keys``.
 
     Both inputs are sorted by fingerprint (keys are 8-byte big-endian, so byte order is
-    numeric order); one sequential pass over each, like a merge join.
+    numeric order); one sequential pass over each, like a merge join. The keys are read
+    to their end (a scan's stream then closes by itself, rather than whenever the
+    abandoned iterator is collected).
     """
     keys = iter(stored_keys)
     current = next(keys, None)
@@ -83,10 +135,18 @@ def merge_unseen(sorted_candidates: Sequence[Candidate], stored_keys: Iterable[b
         if current == target:
             continue
         yield cand
+    for _ in keys:
+        pass
 
 
 def queue_new_urls(store: Store, new: Sequence[Candidate], now_ms: int) -> list[FrontierEntry]:
-    """Queues never-seen URLs, then marks them seen (in that order: crash-safe)."""
+    """Queues never-seen URLs, then marks them seen (in that order: crash-safe).
+
+    A crash between the two writes leaves URLs queued but not seen: a rerun finds them
+    unseen and queues them again (a duplicate frontier row, fetched once: assign_slots
+    folds rows of one fingerprint). The other order could leave a URL seen but never
+    queued, lost for good.
+    """
     entries = [
         FrontierEntry(
             url=c.url,
@@ -103,6 +163,7 @@ def queue_new_urls(store: Store, new: Sequence[Candidate], now_ms: int) -> list[
     for i in range(0, len(entries), WRITE_BATCH):
         batch = entries[i : i + WRITE_BATCH]
         store.mutate("frontier", [Mutation.set(e.key, e.to_cells()) for e in batch])
+        crash_point("url_seen.after_frontier_write")
         store.mutate(
             "urls",
             [
@@ -171,16 +232,25 @@ class _BucketFn(beam.DoFn):
 
 
 class _MergeBucketFn(beam.DoFn):
-    """Sort-merges one bucket's candidates against the seen set's keys of its range."""
+    """Merges one bucket's sorted candidates against the seen set, by scan or by key set."""
 
-    def __init__(self, store_uri: str, bits: int, now_ms: int) -> None:
+    def __init__(
+        self, store_uri: str, bits: int, now_ms: int, seen_rows: int, keyset_cost_ratio: float, path: JoinPath
+    ) -> None:
         self.store_uri = store_uri
         self.bits = bits
         self.now_ms = now_ms
+        self.seen_rows = seen_rows
+        self.keyset_cost_ratio = keyset_cost_ratio
+        self.path = path
         self.buckets = Metrics.counter("url_seen", "buckets")
         self.distinct = Metrics.counter("url_seen", "distinct")
         self.new = Metrics.counter("url_seen", "new")
         self.scanned = Metrics.counter("url_seen", "keys_scanned")
+        self.looked_up = Metrics.counter("url_seen", "keys_looked_up")
+        self.path_scan = Metrics.counter("url_seen", "path_scan")
+        self.path_keyset = Metrics.counter("url_seen", "path_keyset")
+        self.bucket_bits = Metrics.distribution("url_seen", "bucket_bits")
 
     def setup(self) -> None:
         self.store = open_store(self.store_uri)
@@ -189,36 +259,112 @@ class _MergeBucketFn(beam.DoFn):
         bucket, groups = element
         combined = combine_candidates(groups)
         ordered = sorted(combined.values(), key=lambda c: c.fp)
-        start, end = bucket_range(bucket, self.bits)
-
-        def keys() -> Iterator[bytes]:
-            for key, _ in self.store.read_range("urls", start, end, keys_only=True):
-                self.scanned.inc()
-                yield key
-
-        new = list(merge_unseen(ordered, keys()))
+        # Only the keys from the first candidate's to the last's can match: the scan
+        # covers that span of the bucket's range, and the cost estimate counts its keys.
+        lo, hi = ordered[0].fp, ordered[-1].fp
+        span = (hi - lo + 1) / (1 << (64 - self.bits))
+        path = self.path
+        if path == "auto":
+            stored = self.seen_rows / (1 << self.bits) * span
+            path = choose_path(len(ordered), stored, self.keyset_cost_ratio)
+        if path == "keyset":
+            keys: Iterable[bytes] = self._keyset(ordered)
+            self.path_keyset.inc()
+        else:
+            keys = self._scan(lo, hi)
+            self.path_scan.inc()
+        new = list(merge_unseen(ordered, keys))
         self.buckets.inc()
+        self.bucket_bits.update(self.bits)
         self.distinct.inc(len(ordered))
         self.new.inc(len(new))
         yield from queue_new_urls(self.store, new, self.now_ms)
+
+    def _scan(self, lo: int, hi: int) -> Iterator[bytes]:
+        """The sorted stored keys from ``lo`` to ``hi`` (inclusive): one keys-only range
+        scan, streamed, read to its end so the scan's stream closes."""
+        end = fp_key(hi + 1) if hi + 1 < (1 << 64) else None
+        n = 0
+        for key, _ in self.store.read_range("urls", fp_key(lo), end, keys_only=True):
+            n += 1
+            yield key
+        self.scanned.inc(n)
+
+    def _keyset(self, ordered: Sequence[Candidate]) -> list[bytes]:
+        """The sorted stored keys among the candidates' (one batched key-set read)."""
+        keys = [fp_key(c.fp) for c in ordered]
+        self.looked_up.inc(len(keys))
+        return sorted(self.store.read_keys("urls", keys, keys_only=True))
 
     def teardown(self) -> None:
         self.store.close()
 
 
 class FilterSeenUrls(beam.PTransform):
-    """Lists of candidates → ``FrontierEntry`` for every URL never seen before (now queued)."""
+    """Lists of candidates → ``FrontierEntry`` for every URL never seen before (now queued).
 
-    def __init__(self, store_uri: str, bits: int, now_ms: int) -> None:
+    Args:
+        store_uri: The crawl's store.
+        bits: At least ``2**bits`` fingerprint buckets; more when the seen set is large
+            (see :func:`choose_bucket_bits`).
+        now_ms: Due time of the new frontier rows.
+        max_bits: At most ``2**max_bits`` buckets (pass ``bits`` to fix the count).
+        path: ``"auto"`` picks scan or key set per bucket by cost; ``"scan"`` or
+            ``"keyset"`` forces one.
+        seen_rows: The seen set's size; default the store's estimate, read once here,
+            at pipeline construction.
+        candidates: Expected distinct offers this round, if known (sizes buckets too).
+        keyset_cost_ratio: Cost of a key-set read per key, in scanned keys; default the
+            store's ``keyset_cost_ratio``.
+    """
+
+    def __init__(
+        self,
+        store_uri: str,
+        bits: int,
+        now_ms: int,
+        *,
+        max_bits: int = MAX_BUCKET_BITS,
+        path: JoinPath = "auto",
+        seen_rows: int | None = None,
+        candidates: int | None = None,
+        keyset_cost_ratio: float | None = None,
+    ) -> None:
         super().__init__()
+        if path not in ("auto", "scan", "keyset"):
+            raise ValueError(f"path must be auto, scan or keyset, got {path!r}")
         self.store_uri = store_uri
-        self.bits = bits
+        self.min_bits = bits
+        self.max_bits = max(bits, max_bits)
         self.now_ms = now_ms
+        self.path = path
+        self.seen_rows = seen_rows
+        self.candidates = candidates
+        self.keyset_cost_ratio = keyset_cost_ratio
+        self.bits = bits  # the chosen count, set by expand()
+
+    def _size(self) -> None:
+        """Reads what sizing needs from the store, once, when the pipeline is built."""
+        if self.seen_rows is not None and self.keyset_cost_ratio is not None:
+            return
+        with open_store(self.store_uri) as store:
+            if self.seen_rows is None:
+                self.seen_rows = store.estimate_rows("urls")
+            if self.keyset_cost_ratio is None:
+                self.keyset_cost_ratio = float(store.keyset_cost_ratio)
 
     def expand(self, candidate_lists: beam.PCollection) -> beam.PCollection:
+        self._size()
+        assert self.seen_rows is not None and self.keyset_cost_ratio is not None
+        self.bits = choose_bucket_bits(
+            self.seen_rows, self.candidates, min_bits=self.min_bits, max_bits=self.max_bits
+        )
+        merge = _MergeBucketFn(
+            self.store_uri, self.bits, self.now_ms, self.seen_rows, self.keyset_cost_ratio, self.path
+        )
         return (
             candidate_lists
             | "Combine per fingerprint, bucket by top bits" >> beam.ParDo(_BucketFn(self.bits))
             | "Group by fingerprint bucket" >> beam.GroupByKey()
-            | "Sort-merge with seen set" >> beam.ParDo(_MergeBucketFn(self.store_uri, self.bits, self.now_ms))
+            | "Sort-merge with seen set" >> beam.ParDo(merge)
         )

@@ -1,5 +1,8 @@
 """End to end: crawl simweb for two rounds through the real CLI, then audit and read back.
 
+The whole module runs once per store backend: the embedded store, and Cloud Bigtable on
+the emulator (initialised first with ``beamcrawl store init``).
+
 The audit is from the server's side (simweb's request log): zero robots.txt violations,
 never two requests in flight on a host, every gap between request starts at least the
 host's delay, robots.txt before anything else on each host. Outputs are read back by real
@@ -9,6 +12,7 @@ readers: warcio for every WARC file, pyarrow and DuckDB for every Parquet file.
 from __future__ import annotations
 
 import collections
+import contextlib
 import glob
 import json
 import os
@@ -21,23 +25,38 @@ import pytest
 from warcio.archiveiterator import ArchiveIterator
 
 from beamcrawl.core.urlnorm import normalize
+from beamcrawl.stores.base import open_store
+from beamcrawl.stores.emulator import scratch_store
 from beamcrawl.simweb.audit import audit
+from beamcrawl.pipelines import store_admin
 from beamcrawl.simweb.testing import running_simweb
 
 MIN_DELAY = 0.3
 HOSTS = 40
 
 
-@pytest.fixture(scope="module")
-def crawl_run(tmp_path_factory):
-    work = tmp_path_factory.mktemp("e2e")
+@pytest.fixture(scope="module", params=["embedded", "bigtable"])
+def crawl_run(request, tmp_path_factory):
+    work = tmp_path_factory.mktemp(f"e2e-{request.param}")
     out = work / "out"
+    with contextlib.ExitStack() as stack:
+        if request.param == "bigtable":
+            request.getfixturevalue("bigtable_emulator")
+            store = stack.enter_context(scratch_store(init=False))
+            assert store_admin.main(["init", "--store", store]) == 0
+        else:
+            store = f"sqlite:///{out}/store.sqlite"
+        run = _crawl(work, out, store)
+    return run
+
+
+def _crawl(work, out, store):
     with running_simweb(str(work), hosts=HOSTS, seed=5, pages_per_host=30) as web:
         seeds = work / "seeds.txt"
         seeds.write_text("# every host's root\n" + "\n".join(web.base_url(h) for h in web.hosts) + "\n")
         cmd = [
             sys.executable, "-m", "beamcrawl.pipelines.cli", "crawl",
-            "--seeds", str(seeds), "--out", str(out), "--rounds", "2",
+            "--seeds", str(seeds), "--out", str(out), "--store", store, "--rounds", "2",
             "--resolve", "*=127.0.0.1", "--allow-private-networks",
             "--min-delay", str(MIN_DELAY), "--round-window", "5",
             "--runner", "FnApiRunner",
@@ -46,7 +65,12 @@ def crawl_run(tmp_path_factory):
         requests = web.requests()
         truth = web.truth()
     assert proc.returncode == 0, proc.stderr[-3000:]
-    return {"out": out, "requests": requests, "truth": truth, "stdout": proc.stdout, "port": web.port}
+    with open_store(store) as s:
+        state = {table: list(s.read_range(table)) for table in ("urls", "frontier", "hosts")}
+    return {
+        "out": out, "requests": requests, "truth": truth, "stdout": proc.stdout, "port": web.port,
+        "state": state,
+    }  # fmt: skip
 
 
 def test_prints_a_summary_per_round(crawl_run):
@@ -146,12 +170,8 @@ def test_every_fetched_html_page_has_its_out_links_in_links(crawl_run):
 
 
 def test_frontier_holds_what_is_left_and_rerun_continues(crawl_run):
-    from beamcrawl.stores.base import open_store
-
-    with open_store(f"sqlite:///{crawl_run['out']}/store.sqlite") as store:
-        frontier = sum(1 for _ in store.read_range("frontier", keys_only=True))
-        seen = sum(1 for _ in store.read_range("urls", keys_only=True))
-        hosts = list(store.read_range("hosts"))
+    state = crawl_run["state"]  # read before the store (and the emulator's tables) went away
+    frontier, seen, hosts = len(state["frontier"]), len(state["urls"]), state["hosts"]
     assert seen > frontier > 0
     assert len(hosts) >= HOSTS * 0.9
     assert not os.path.exists(crawl_run["out"] / "_staging")

@@ -379,3 +379,20 @@ def test_threads_share_a_store(tmp_path: Path) -> None:
     assert len(won) == 1
     assert len(list(s.read_range("urls", keys_only=True))) == 8 * 300
     s.close()
+
+
+# --- size estimate ----------------------------------------------------------------------
+
+
+def test_estimate_rows_extrapolates_past_its_count(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import random
+    import struct
+
+    from beamcrawl.stores import base
+
+    rng = random.Random(9)
+    with _open(tmp_path / "s.sqlite") as s:
+        s.mutate("urls", [Mutation.set(struct.pack(">Q", rng.getrandbits(64)), {"u:a": b"1"}) for _ in range(20_000)])
+        monkeypatch.setattr(base, "ESTIMATE_EXACT_ROWS", 1_000)
+        # Uniform 64-bit keys (the seen set's): 1,000 counted, the rest extrapolated.
+        assert 17_000 <= s.estimate_rows("urls") <= 23_000

@@ -223,6 +223,16 @@ def test_check_and_set(store: Store) -> None:
     assert cas("meta", b"lease", "m:owner", b"", b"w5") is False  # empty is not absent
 
 
+def test_check_and_set_empty_value_and_absent_cell(store: Store) -> None:
+    store.mutate("meta", [Mutation.set(b"k", {"m:v": b""})])
+    assert store.check_and_set("meta", b"k", "m:v", None, b"x") is False  # present, if empty
+    assert store.check_and_set("meta", b"k", "m:v", b"", b"x") is True
+    assert store.check_and_set("meta", b"k", "m:w", None, None) is True  # absent stays absent
+    assert store.read_keys("meta", [b"k"]) == {b"k": {"m:v": b"x"}}
+    assert store.check_and_set("meta", b"k", "m:v", b"x", None) is True
+    assert store.read_keys("meta", [b"k"]) == {}  # its last cell gone, the row is gone
+
+
 def test_check_and_set_leaves_other_rows_alone(store: Store) -> None:
     store.mutate("meta", [Mutation.set(b"round", {"m:n": b"1"})])
     assert store.check_and_set("meta", b"lease", "m:owner", None, b"w1")
@@ -230,6 +240,20 @@ def test_check_and_set_leaves_other_rows_alone(store: Store) -> None:
         (b"lease", {"m:owner": b"w1"}),
         (b"round", {"m:n": b"1"}),
     ]
+
+
+# --- size estimates ---------------------------------------------------------------------
+
+
+def test_estimate_rows_counts_small_tables(store: Store) -> None:
+    assert store.estimate_rows("urls") == 0
+    rng = random.Random(8)
+    _put(store, [struct.pack(">Q", rng.getrandbits(64)) for _ in range(700)])
+    store.mutate("frontier", [Mutation.set(struct.pack(">QQ", 10**12 + i, i), {"r:json": b"{}"}) for i in range(30)])
+    assert store.estimate_rows("urls") == 700
+    assert store.estimate_rows("frontier") == 30
+    with pytest.raises(ValueError, match="nope"):
+        store.estimate_rows("nope")
 
 
 # --- errors -----------------------------------------------------------------------------

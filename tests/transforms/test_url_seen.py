@@ -1,21 +1,33 @@
-"""The DRUM merge: the plain sort-merge, then the transform against a real embedded store."""
+"""The DRUM merge: the plain sort-merge, then the transform against real stores.
+
+The transform tests run on the embedded store and on Bigtable (the emulator); the scan and
+key-set paths are each checked, by their results and by the url_seen counters.
+"""
 
 from __future__ import annotations
 
 import random
 
 import apache_beam as beam
+import pytest
+from apache_beam.metrics.metric import MetricsFilter
 from apache_beam.testing.test_pipeline import TestPipeline
 from apache_beam.testing.util import assert_that, equal_to
 
 from beamcrawl.schemas.records import Candidate, FrontierEntry, UrlState, fp_key
 from beamcrawl.stores.base import Mutation, open_store
+from beamcrawl.stores.embedded import EmbeddedStore
 from beamcrawl.transforms.url_seen import (
+    TARGET_CANDIDATES_PER_BUCKET,
+    TARGET_KEYS_PER_BUCKET,
     FilterSeenUrls,
     bucket_of,
     bucket_range,
+    choose_bucket_bits,
+    choose_path,
     combine_candidates,
     merge_unseen,
+    queue_new_urls,
 )
 
 
@@ -95,3 +107,129 @@ class TestFilterSeenUrls:
             with TestPipeline(runner="FnApiRunner") as p:
                 new = p | beam.Create(pages) | FilterSeenUrls(uri, bits=2, now_ms=1)
                 assert_that(new | beam.combiners.Count.Globally(), equal_to([expected]))
+
+
+# --- at scale: bucket sizing, the scan and key-set paths, on both backends --------------
+
+
+@pytest.fixture(params=["embedded", "bigtable"])
+def store_uri(request: pytest.FixtureRequest, tmp_path) -> str:
+    if request.param == "bigtable":
+        return request.getfixturevalue("bigtable_uri")
+    return f"sqlite:///{tmp_path}/store.sqlite"
+
+
+def _seed_seen(uri: str, fps: list[int]) -> None:
+    with open_store(uri) as store:
+        store.mutate("urls", [Mutation.set(fp_key(f), UrlState(url=f"http://x/{f}").to_cells()) for f in fps])
+
+
+def _run_filter(uri: str, pages: list[list[Candidate]], expected: list[int], **kw) -> dict[str, int]:
+    """Runs FilterSeenUrls, asserts the new fingerprints, returns the url_seen counters."""
+    p = TestPipeline(runner="FnApiRunner")
+    new = p | beam.Create(pages) | FilterSeenUrls(uri, now_ms=7, **kw)
+    assert_that(new | beam.Map(lambda e: e.fp), equal_to(expected))
+    result = p.run()
+    result.wait_until_finish()
+    counters = result.metrics().query(MetricsFilter().with_namespace("url_seen"))["counters"]
+    return {c.key.metric.name: c.committed for c in counters}
+
+
+def test_choose_bucket_bits_follows_the_data():
+    assert choose_bucket_bits(0) == 0
+    assert choose_bucket_bits(0, min_bits=4) == 4
+    assert choose_bucket_bits(TARGET_KEYS_PER_BUCKET) == 0
+    assert choose_bucket_bits(TARGET_KEYS_PER_BUCKET + 1) == 1
+    assert choose_bucket_bits(1000 * TARGET_KEYS_PER_BUCKET) == 10
+    assert choose_bucket_bits(10, candidates=5 * TARGET_CANDIDATES_PER_BUCKET) == 3
+    assert choose_bucket_bits(1 << 60) == 16  # capped
+    assert choose_bucket_bits(1 << 60, max_bits=6) == 6
+
+
+def test_choose_path_by_cost():
+    assert choose_path(10, stored_keys=5000, keyset_cost_ratio=4) == "keyset"
+    assert choose_path(2000, stored_keys=5000, keyset_cost_ratio=4) == "scan"
+    assert choose_path(100, stored_keys=5000, keyset_cost_ratio=32) == "keyset"
+    assert choose_path(200, stored_keys=5000, keyset_cost_ratio=32) == "scan"
+
+
+def test_bucket_count_is_sized_from_the_store(tmp_path):
+    uri = f"sqlite:///{tmp_path}/store.sqlite"
+    _seed_seen(uri, list(range(1, 1001)))
+    small = FilterSeenUrls(uri, bits=2, now_ms=1)
+    big = FilterSeenUrls(uri, bits=2, now_ms=1, seen_rows=50 * TARGET_KEYS_PER_BUCKET)
+    with TestPipeline(runner="FnApiRunner") as p:
+        pages = p | beam.Create([[cand(5)]])
+        _ = pages | "small" >> small
+        _ = pages | "big" >> big
+    assert small.seen_rows == 1000 and small.bits == 2  # the floor
+    assert big.bits == 6  # 50 target-sized ranges need 64 buckets
+
+
+def test_keyset_path_for_few_candidates_against_many_stored_keys(store_uri):
+    rng = random.Random(21)
+    stored = [rng.getrandbits(64) for _ in range(20_000)]
+    _seed_seen(store_uri, stored)
+    fresh = [rng.getrandbits(64) for _ in range(30)]
+    pages = [[cand(f) for f in stored[:10] + fresh]]
+    counters = _run_filter(store_uri, pages, sorted(fresh), bits=2, max_bits=2)
+    # 4 buckets of ~5,000 stored keys and ~10 candidates each: reading 10 keys beats
+    # scanning 5,000 on either backend.
+    assert counters["path_keyset"] == counters["buckets"] == 4
+    assert counters.get("path_scan", 0) == 0 and counters.get("keys_scanned", 0) == 0
+    assert counters["keys_looked_up"] == 40
+    assert counters["new"] == 30
+
+
+def test_scan_path_when_candidates_outnumber_stored_keys(store_uri):
+    rng = random.Random(22)
+    stored = [rng.getrandbits(64) for _ in range(200)]
+    _seed_seen(store_uri, stored)
+    fresh = [rng.getrandbits(64) for _ in range(400)]
+    pages = [[cand(f) for f in fresh[:200] + stored[:100]], [cand(f) for f in fresh[200:]]]
+    counters = _run_filter(store_uri, pages, sorted(fresh), bits=2, max_bits=2)
+    assert counters["path_scan"] == counters["buckets"] == 4
+    assert counters.get("path_keyset", 0) == 0
+    # Each bucket scans only the span between its first and last candidate, once.
+    spans = {}
+    for f in fresh + stored[:100]:
+        lo, hi = spans.get(bucket_of(f, 2), (f, f))
+        spans[bucket_of(f, 2)] = (min(lo, f), max(hi, f))
+    in_spans = [s for s in stored if spans[bucket_of(s, 2)][0] <= s <= spans[bucket_of(s, 2)][1]]
+    assert counters["keys_scanned"] == len(in_spans) > 150
+    assert counters["new"] == 400
+
+
+@pytest.mark.parametrize("path", ["scan", "keyset"])
+def test_forced_paths_agree(tmp_path, path):
+    uri = f"sqlite:///{tmp_path}/store.sqlite"
+    rng = random.Random(23)
+    stored = [rng.getrandbits(64) for _ in range(3000)]
+    _seed_seen(uri, stored)
+    offered = rng.sample(stored, 500) + [rng.getrandbits(64) for _ in range(500)]
+    expected = sorted(set(offered) - set(stored))
+    counters = _run_filter(uri, [[cand(f) for f in offered]], expected, bits=3, max_bits=3, path=path)
+    assert counters[f"path_{path}"] == counters["buckets"]
+    with open_store(uri) as store:
+        queued = {FrontierEntry.from_cells(c).fp for _, c in store.read_range("frontier")}
+    assert queued == set(expected)
+
+
+class _WriteLog(EmbeddedStore):
+    """A real embedded store that also records which table each write went to."""
+
+    tables: list[str]
+
+    def mutate(self, table, mutations):
+        self.tables.append(table)
+        super().mutate(table, mutations)
+
+
+def test_new_urls_are_queued_before_they_are_marked_seen(tmp_path):
+    store = _WriteLog(tmp_path / "s.sqlite")
+    store.tables = []
+    entries = queue_new_urls(store, [cand(f) for f in range(1, 4500)], now_ms=3)
+    assert len(entries) == 4499
+    # Each batch: frontier first, then urls; never a URL marked seen before it is queued.
+    assert store.tables == ["frontier", "urls"] * 3
+    store.close()

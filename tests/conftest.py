@@ -1,0 +1,31 @@
+"""Fixtures shared by test folders: the Cloud Bigtable emulator, one per test session."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from beamcrawl.stores.emulator import EmulatorUnavailable, RunningEmulator, running_emulator, scratch_store
+
+
+@pytest.fixture(scope="session")
+def bigtable_emulator() -> Iterator[RunningEmulator]:
+    """A running emulator; ``BIGTABLE_EMULATOR_HOST`` points at it while the session runs
+    (so crawls started as subprocesses use it too).
+
+    Found or built by ``beamcrawl.stores.emulator`` (the Cloud SDK's ``cbtemulator``, else
+    a copy built with Go and cached); tests that need it skip when there is none.
+    """
+    try:
+        with running_emulator() as emulator:
+            yield emulator
+    except EmulatorUnavailable as exc:
+        pytest.skip(f"no Bigtable emulator: {exc}")
+
+
+@pytest.fixture
+def bigtable_uri(bigtable_emulator: RunningEmulator) -> Iterator[str]:
+    """A fresh, initialised store on the emulator (its own table prefix), for one test."""
+    with scratch_store() as uri:
+        yield uri

@@ -1,0 +1,221 @@
+"""Nothing lost: kill a crawl at chosen points, rerun it, and check that nothing was lost.
+
+Each scenario runs the real CLI as a subprocess against simweb and kills it with SIGKILL
+(no clean-up of any kind) either from inside, at a named crash point
+(``BEAMCRAWL_CRASH_AT``, see ``beamcrawl/core/faults.py``), or from outside, mid-fetch,
+once the server has answered a few requests. The killed crawl leaves its round lease
+held by a dead process; the rerun must take it over at once and finish the round. Then,
+from the committed outputs and the store (DESIGN.md §3, "Nothing lost"):
+
+- every URL that a committed page links to (followably) is in the seen set, and either
+  has a frontier row or has been fetched (a committed fetch event) or refused by robots;
+- every URL in the seen set is queued, fetched (committed) or refused by robots;
+- every page the server served is committed or still queued (to be fetched again).
+
+The lease itself is checked directly too: a dead local owner's lease is taken over at
+once, a live owner's is respected, and a reused pid is not mistaken for the owner.
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pyarrow.parquet as pq
+import pytest
+
+from beamcrawl.core.urlnorm import fingerprint, normalize
+from beamcrawl.pipelines.crawl import CrawlError, RoundLease
+from beamcrawl.schemas.records import FrontierEntry, key_fp
+from beamcrawl.simweb.testing import SimwebHandle, running_simweb
+from beamcrawl.stores.base import Mutation, open_store
+
+HOSTS = 6
+PAGES = 12
+MASK = (1 << 64) - 1  # Parquet keeps fingerprints as signed int64
+
+# (crash point or "mid-fetch", store backend). The seeds are queued by the same function
+# as discovered URLs, so its first hit is the seeds and the second the URL-seen stage.
+SCENARIOS = [
+    ("url_seen.after_frontier_write@1", "embedded"),
+    ("url_seen.after_frontier_write@2", "embedded"),
+    ("mid-fetch", "embedded"),
+    ("commit.before", "embedded"),
+    ("commit.after_files", "embedded"),
+    ("commit.after_frontier_deletes", "embedded"),
+    ("url_seen.after_frontier_write@2", "bigtable"),
+    ("commit.after_files", "bigtable"),
+]
+
+
+@pytest.fixture(scope="module")
+def web(tmp_path_factory: pytest.TempPathFactory):
+    with running_simweb(str(tmp_path_factory.mktemp("crashweb")), hosts=HOSTS, seed=9, pages_per_host=PAGES) as w:
+        yield w
+
+
+def _command(web: SimwebHandle, work: Path, store: str) -> list[str]:
+    seeds = work / "seeds.txt"
+    seeds.write_text("\n".join(web.base_url(h) for h in web.hosts) + "\n")
+    return [
+        sys.executable, "-m", "beamcrawl.pipelines.cli", "crawl",
+        "--seeds", str(seeds), "--out", str(work / "out"), "--store", store, "--rounds", "1",
+        "--resolve", "*=127.0.0.1", "--allow-private-networks",
+        "--min-delay", "0.05", "--round-window", "2", "--runner", "FnApiRunner",
+    ]  # fmt: skip
+
+
+def _ours(web: SimwebHandle, since: int) -> list[dict[str, Any]]:
+    return [r for r in web.requests(sync=False)[since:] if "beamcrawl" in r.get("ua", "")]
+
+
+def _crash(web: SimwebHandle, cmd: list[str], point: str, since: int) -> subprocess.CompletedProcess[str] | None:
+    """Runs the crawl until it is killed at ``point``; returns None for an outside kill."""
+    if point != "mid-fetch":
+        env = dict(os.environ, BEAMCRAWL_CRASH_AT=point)
+        proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
+        assert proc.returncode == -signal.SIGKILL, (
+            f"crash point {point} not reached (exit {proc.returncode}): {proc.stderr[-2000:]}"
+        )
+        return proc
+    child = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 120
+    while len(_ours(web, since)) < HOSTS + 3 and child.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.02)  # robots.txt for every host, then a few pages
+    assert child.poll() is None, "the crawl ended before it could be killed mid-fetch"
+    child.send_signal(signal.SIGKILL)
+    child.wait(timeout=30)
+    return None
+
+
+def _rows(out: Path, kind: str) -> list[dict[str, Any]]:
+    rows: list[dict[str, Any]] = []
+    for path in sorted(glob.glob(str(out / kind / "round=*" / "*.parquet"))):
+        rows.extend(pq.read_table(path).to_pylist())
+    return rows
+
+
+def check_nothing_lost(out: Path, store_uri: str, served: list[dict[str, Any]], port: int) -> dict[str, int]:
+    """Asserts the invariants in the module docstring; returns counts for messages."""
+    pages = _rows(out, "pages")
+    links = _rows(out, "links")
+    committed = {row["url_fp"] & MASK for row in pages}
+    with open_store(store_uri) as store:
+        # The seen row's state cells only: a URL queued by a crashed attempt but never
+        # marked seen gets just its fetch outcome's cells (no u:url) when it is fetched.
+        seen = {key_fp(k): c for k, c in store.read_range("urls")}
+        queued = {FrontierEntry.from_cells(c).fp for _, c in store.read_range("frontier")}
+
+    def done(fp: int) -> bool:
+        return fp in queued or fp in committed or seen[fp].get("u:state") == b'"robots_disallowed"'
+
+    followable = {e["dst_fp"] & MASK: e["dst"] for e in links if not e["nofollow"] and e["kind"] != "canonical"}
+    unseen = sorted(url for fp, url in followable.items() if fp not in seen)
+    assert not unseen, f"linked from committed pages but never seen: {unseen[:5]}"
+    lost_links = sorted(url for fp, url in followable.items() if not done(fp))
+    assert not lost_links, f"linked, seen, but neither queued nor fetched: {lost_links[:5]}"
+    lost_seen = sorted(cells.get("u:url", b"%x" % fp) for fp, cells in seen.items() if not done(fp))
+    assert not lost_seen, f"seen but neither queued nor fetched: {lost_seen[:5]}"
+    fetched = {
+        fingerprint(normalize(f"http://{r['host']}:{port}{r['path']}"))
+        for r in served
+        if not r["path"].startswith("/robots.txt")
+    }
+    lost_pages = sorted(fp for fp in fetched if fp not in committed and fp not in queued)
+    assert not lost_pages, f"{len(lost_pages)} page(s) served but neither committed nor queued"
+    return {"pages": len(pages), "links": len(followable), "seen": len(seen), "queued": len(queued)}
+
+
+@pytest.mark.parametrize(("point", "backend"), SCENARIOS, ids=[f"{p}-{b}" for p, b in SCENARIOS])
+def test_killed_round_reruns_and_loses_nothing(
+    web: SimwebHandle, tmp_path: Path, request: pytest.FixtureRequest, point: str, backend: str
+) -> None:
+    store = request.getfixturevalue("bigtable_uri") if backend == "bigtable" else f"sqlite:///{tmp_path}/out/store.sqlite"
+    cmd = _command(web, tmp_path, store)
+    since = len(web.requests())
+
+    _crash(web, cmd, point, since)
+    with open_store(store) as s:
+        lease = s.read_keys("meta", [b"lease"]).get(b"lease", {})
+    assert lease.get("m:lease"), "the killed crawl should leave its lease behind"
+
+    rerun = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert rerun.returncode == 0, rerun.stderr[-3000:]
+    assert "round 1:" in rerun.stdout  # the interrupted round again, with its lease taken over
+    with open_store(store) as s:
+        assert not s.read_keys("meta", [b"lease"]).get(b"lease", {}).get("m:lease"), "lease not released"
+
+    web.sync()
+    counts = check_nothing_lost(tmp_path / "out", store, _ours(web, since), web.port)
+    assert counts["pages"] > 0 and counts["seen"] > counts["pages"] // 2, counts
+
+
+# --- the round lease after a crash -------------------------------------------------------
+
+
+@pytest.fixture(params=["embedded", "bigtable"])
+def lease_store(request: pytest.FixtureRequest, tmp_path: Path):
+    uri = request.getfixturevalue("bigtable_uri") if request.param == "bigtable" else str(tmp_path / "s")
+    with open_store(uri) as store:
+        yield store
+
+
+def _hold(store: Any, owner: str, acquired: float, ttl: float = 3600.0) -> None:
+    value = json.dumps({"owner": owner, "acquired": acquired, "expires": acquired + ttl}).encode()
+    store.mutate("meta", [Mutation.set(b"lease", {"m:lease": value})])
+
+
+def _exited_pid() -> int:
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    child.wait()
+    return child.pid
+
+
+def test_lease_of_a_dead_local_process_is_taken_over(lease_store: Any) -> None:
+    _hold(lease_store, f"{socket.gethostname()}:{_exited_pid()}:dead", time.time())
+    with RoundLease(lease_store) as lease:
+        held = lease_store.read_keys("meta", [b"lease"])[b"lease"]["m:lease"]
+        assert json.loads(held)["owner"] == lease.owner
+    assert lease_store.read_keys("meta", [b"lease"]) == {}
+
+
+def test_lease_of_a_live_process_is_respected(lease_store: Any) -> None:
+    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        time.sleep(0.2)
+        _hold(lease_store, f"{socket.gethostname()}:{sleeper.pid}:alive", time.time())
+        with pytest.raises(CrawlError, match="another round of this crawl is running"):
+            RoundLease(lease_store).acquire()
+        # The same pid, but a process that started after the lease was taken: pid reuse.
+        _hold(lease_store, f"{socket.gethostname()}:{sleeper.pid}:older", time.time() - 600)
+        with RoundLease(lease_store):
+            pass
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+
+
+def test_lease_with_this_process_pid(lease_store: Any) -> None:
+    # An earlier process with this pid (a rerun in a fresh container) is gone...
+    _hold(lease_store, f"{socket.gethostname()}:{os.getpid()}:earlier", time.time())
+    with RoundLease(lease_store):
+        # ...but a lease this process holds now is not.
+        with pytest.raises(CrawlError, match="another round"):
+            RoundLease(lease_store).acquire()
+
+
+def test_lease_of_another_machine_waits_for_expiry(lease_store: Any) -> None:
+    _hold(lease_store, "some-other-host:1234:x", time.time())
+    with pytest.raises(CrawlError, match="some-other-host"):
+        RoundLease(lease_store).acquire()
+    _hold(lease_store, "some-other-host:1234:x", time.time() - 7200, ttl=3600)  # expired
+    with RoundLease(lease_store):
+        pass
