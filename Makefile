@@ -6,7 +6,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: install demo test bench clean
+.PHONY: install emulator prism demo test bench clean
 
 install: $(STAMP)
 
@@ -16,10 +16,20 @@ $(STAMP): setup.py
 	$(PY) -m pip install --quiet -e '.[test]'
 	touch $(STAMP)
 
+# The Bigtable emulator: the Cloud SDK's cbtemulator where present, else built once from its
+# Go module with the machine's Go toolchain (cached in ~/.cache/beamcrawl/bin).
+emulator: install
+	$(PY) -m beamcrawl.stores.emulator path
+
+# Prism, Beam's portable runner, built once from its Go module (cached likewise): the
+# suite runs a round on it, out of process, as a cluster would.
+prism: install
+	$(PY) -c "from beamcrawl.pipelines.runners import prism_binary; print(prism_binary())"
+
 demo: install
 	$(VENV)/bin/beamcrawl demo
 
-test: install
+test: install emulator prism
 	$(PY) -m pytest -q tests
 
 bench: install

@@ -15,13 +15,19 @@ def bigtable_emulator() -> Iterator[RunningEmulator]:
     (so crawls started as subprocesses use it too).
 
     Found or built by ``beamcrawl.stores.emulator`` (the Cloud SDK's ``cbtemulator``, else
-    a copy built with Go and cached); tests that need it skip when there is none.
+    a copy built with Go and cached). Without one the tests that need it fail: a skipped
+    backend would let the suite pass without testing it. ``BEAMCRAWL_EMULATOR=off`` is the
+    one way to leave them out, on purpose.
     """
+    import os
+
     try:
         with running_emulator() as emulator:
             yield emulator
     except EmulatorUnavailable as exc:
-        pytest.skip(f"no Bigtable emulator: {exc}")
+        if os.environ.get("BEAMCRAWL_EMULATOR", "").strip().lower() in ("off", "none", "0"):
+            pytest.skip(f"Bigtable emulator turned off: {exc}")
+        pytest.fail(f"no Bigtable emulator: {exc}")
 
 
 @pytest.fixture

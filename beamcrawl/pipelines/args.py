@@ -178,7 +178,8 @@ def add_crawl_arguments(parser: Any) -> None:
         dest="seen_bucket_bits",
         type=_number(int, "--seen-bucket-bits", 0),
         default=4,
-        help="The URL-seen join uses 2^bits fingerprint buckets (key ranges). Default 4.",
+        help="The URL-seen join uses at least 2^bits fingerprint buckets (key ranges of the seen "
+        "set); more as the seen set grows. Default 4.",
     )
 
 

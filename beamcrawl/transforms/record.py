@@ -22,7 +22,8 @@ from beamcrawl.stores.base import Mutation, open_store
 __all__ = ["RecordHostState", "RecordUrlState", "url_state_cells", "done_keys"]
 
 FINISHED = ("fetched", "error", "robots_disallowed")
-STATE_FIELDS = ("state", "status", "fetched_at_ms", "checksum", "error")
+# url too: a URL queued by a run that died before marking it seen gets its row from here.
+STATE_FIELDS = ("url", "state", "status", "fetched_at_ms", "checksum", "error")
 
 
 def url_state_cells(page: ParsedPage) -> dict[str, bytes] | None:

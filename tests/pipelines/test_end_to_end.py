@@ -35,22 +35,26 @@ MIN_DELAY = 0.3
 HOSTS = 40
 
 
-@pytest.fixture(scope="module", params=["embedded", "bigtable"])
+@pytest.fixture(scope="module", params=["embedded", "bigtable", "prism-bigtable"])
 def crawl_run(request, tmp_path_factory):
+    """One two-round crawl per set-up: the embedded store on the in-process runner, the
+    Bigtable emulator on the in-process runner, and the emulator on Prism, Beam's portable
+    runner, whose SDK workers share nothing with the launcher but the store and the files."""
     work = tmp_path_factory.mktemp(f"e2e-{request.param}")
     out = work / "out"
+    runner = ["--runner", "PrismRunner"] if request.param.startswith("prism") else ["--runner", "FnApiRunner"]
     with contextlib.ExitStack() as stack:
-        if request.param == "bigtable":
+        if request.param.endswith("bigtable"):
             request.getfixturevalue("bigtable_emulator")
             store = stack.enter_context(scratch_store(init=False))
             assert store_admin.main(["init", "--store", store]) == 0
         else:
             store = f"sqlite:///{out}/store.sqlite"
-        run = _crawl(work, out, store)
+        run = _crawl(work, out, store, runner)
     return run
 
 
-def _crawl(work, out, store):
+def _crawl(work, out, store, runner):
     with running_simweb(str(work), hosts=HOSTS, seed=5, pages_per_host=30) as web:
         seeds = work / "seeds.txt"
         seeds.write_text("# every host's root\n" + "\n".join(web.base_url(h) for h in web.hosts) + "\n")
@@ -59,7 +63,7 @@ def _crawl(work, out, store):
             "--seeds", str(seeds), "--out", str(out), "--store", store, "--rounds", "2",
             "--resolve", "*=127.0.0.1", "--allow-private-networks",
             "--min-delay", str(MIN_DELAY), "--round-window", "5",
-            "--runner", "FnApiRunner",
+            *runner,
         ]
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
         requests = web.requests()
