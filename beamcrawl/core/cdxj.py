@@ -28,7 +28,6 @@ without an index. Nothing here imports Beam.
 from __future__ import annotations
 
 import json
-import os
 import re
 from dataclasses import dataclass, field
 from typing import Any, BinaryIO, Iterable
@@ -141,11 +140,8 @@ def index_warc(fh: BinaryIO, filename: str) -> list[CdxjEntry]:
 def write_cdxj(path: str, entries: Iterable[CdxjEntry]) -> int:
     """Writes entries sorted by SURT key then timestamp to ``path`` (via a temporary name);
     returns the number of lines."""
+    from beamcrawl.core import files
+
     lines = [entry.line() for entry in sorted(entries)]
-    tmp = f"{path}.tmp"
-    with open(tmp, "w", encoding="utf-8", newline="\n") as fh:
-        for line in lines:
-            fh.write(line)
-            fh.write("\n")
-    os.replace(tmp, path)
+    files.write_bytes(path, "".join(f"{line}\n" for line in lines).encode("utf-8"))
     return len(lines)

@@ -10,9 +10,10 @@ so a rerun never overwrites what an earlier attempt committed.
 from __future__ import annotations
 
 import os
-import shutil
 import uuid
 from dataclasses import dataclass
+
+from beamcrawl.core import files
 
 KINDS = ("warc", "cdxj", "pages", "links")
 # Kinds committed into another kind's folder: a WARC file's CDXJ index sits beside it.
@@ -38,52 +39,47 @@ class RoundOutputs:
 
     @property
     def staging(self) -> str:
-        return os.path.join(self.out, "_staging", self.label)
+        return files.join(self.out, "_staging", self.label)
 
     def staged(self, kind: str) -> str:
-        return os.path.join(self.staging, kind)
+        return files.join(self.staging, kind)
 
     def final_rel(self, kind: str) -> str:
         """The committed folder of ``kind``, relative to OUT (used in blob references)."""
         return f"{FOLDER.get(kind, kind)}/{self.label}"
 
     def final(self, kind: str) -> str:
-        return os.path.join(self.out, FOLDER.get(kind, kind), self.label)
+        return files.join(self.out, FOLDER.get(kind, kind), self.label)
 
     def report_path(self) -> str:
-        return os.path.join(self.out, "reports", f"round-{self.round_no:06d}.json")
+        return files.join(self.out, "reports", f"round-{self.round_no:06d}.json")
 
     def prepare(self) -> None:
-        """Empties staging (leftovers of a failed attempt are discarded, then redone)."""
-        shutil.rmtree(self.staging, ignore_errors=True)
-        for kind in (*KINDS, DONE):
-            os.makedirs(self.staged(kind), exist_ok=True)
+        """Empties staging (leftovers of a failed attempt are discarded, then redone).
+
+        Writers create their folders as they write (object stores have no folders)."""
+        files.remove_tree(self.staging)
 
     def done_files(self) -> list[str]:
-        folder = self.staged(DONE)
-        if not os.path.isdir(folder):
-            return []
-        return sorted(os.path.join(folder, name) for name in os.listdir(folder) if not name.startswith("."))
+        return files.list_files(self.staged(DONE))
 
     def commit_files(self) -> dict[str, list[str]]:
         """Moves every finished staged file to its final folder; returns them by kind."""
         moved: dict[str, list[str]] = {}
         for kind in KINDS:
-            src = self.staged(kind)
-            if not os.path.isdir(src):
-                continue
-            names = sorted(n for n in os.listdir(src) if not n.startswith("."))
-            if not names:
+            staged = files.list_files(self.staged(kind))
+            if not staged:
                 continue
             dst = self.final(kind)
-            os.makedirs(dst, exist_ok=True)
-            for name in names:
-                os.replace(os.path.join(src, name), os.path.join(dst, name))
-            moved[kind] = [os.path.join(dst, n) for n in names]
+            moved[kind] = []
+            for src in staged:
+                target = files.join(dst, src.rstrip("/").rsplit("/", 1)[-1])
+                files.move(src, target)
+                moved[kind].append(target)
         return moved
 
     def discard_staging(self) -> None:
-        shutil.rmtree(self.staging, ignore_errors=True)
-        parent = os.path.dirname(self.staging)
-        if os.path.isdir(parent) and not os.listdir(parent):
+        files.remove_tree(self.staging)
+        parent = files.dirname(self.staging)
+        if not files.is_remote(parent) and os.path.isdir(parent) and not os.listdir(parent):
             os.rmdir(parent)

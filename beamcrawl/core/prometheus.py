@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import calendar
 import math
-import os
 import re
 import time
 from dataclasses import dataclass, field
@@ -196,8 +195,7 @@ def write_beside(report: dict[str, Any], json_path: str) -> str:
     atomically (readers never see half a file); returns the path."""
     stem = json_path[: -len(".json")] if json_path.endswith(".json") else json_path
     path = f"{stem}.prom"
-    tmp = f"{path}.tmp"
-    with open(tmp, "w", encoding="utf-8", newline="\n") as fh:
-        fh.write(render(report))
-    os.replace(tmp, path)
+    from beamcrawl.core import files
+
+    files.write_bytes(path, render(report).encode("utf-8"))
     return path

@@ -21,7 +21,7 @@ from typing import Any, Iterable, TextIO
 import apache_beam as beam
 from apache_beam.options.pipeline_options import PipelineOptions
 
-from beamcrawl.core import prometheus
+from beamcrawl.core import files, prometheus
 from beamcrawl.core.config import CrawlConfig
 from beamcrawl.core.faults import crash_point
 from beamcrawl.core.outputs import RoundOutputs
@@ -55,8 +55,8 @@ def read_seeds(path: str) -> list[str]:
     Raises CrawlError naming the file and line of the first bad seed.
     """
     try:
-        with open(path, encoding="utf-8") as fh:
-            lines = fh.read().splitlines()
+        with files.open_read(path) as fh:
+            lines = fh.read().decode("utf-8").splitlines()
     except FileNotFoundError:
         raise CrawlError(f"seeds file not found: {path}") from None
     except (OSError, UnicodeDecodeError) as exc:
@@ -197,8 +197,8 @@ def _commit(store: Store, outputs: RoundOutputs) -> dict[str, list[str]]:
     crash_point("commit.after_files")
     finished = 0
     for path in outputs.done_files():
-        with open(path, encoding="ascii") as fh:
-            keys = [bytes.fromhex(line) for line in fh.read().split()]
+        with files.open_read(path) as fh:
+            keys = [bytes.fromhex(line) for line in fh.read().decode("ascii").split()]
         for i in range(0, len(keys), 5000):
             store.mutate("frontier", [Mutation.delete_row(k) for k in keys[i : i + 5000]])
         finished += len(keys)
@@ -262,14 +262,10 @@ def run_round(cfg: CrawlConfig, pipeline_args: list[str], store: Store, round_no
         "new_urls": metrics.get("url_seen/new", 0),
         "frontier_size": frontier_left,
         "pages_per_second": round(pages / max(fetch_done - started, 1e-9), 2),
-        "files": {kind: [os.path.relpath(p_, cfg.out) for p_ in paths] for kind, paths in moved.items()},
+        "files": {kind: [p_[len(cfg.out) :].lstrip("/") for p_ in paths] for kind, paths in moved.items()},
         "metrics": metrics,
     }
-    os.makedirs(os.path.dirname(outputs.report_path()), exist_ok=True)
-    tmp = outputs.report_path() + ".tmp"
-    with open(tmp, "w", encoding="utf-8") as fh:
-        json.dump(report, fh, indent=2, sort_keys=True, default=str)
-    os.replace(tmp, outputs.report_path())
+    files.write_bytes(outputs.report_path(), json.dumps(report, indent=2, sort_keys=True, default=str).encode())
     prometheus.write_beside(report, outputs.report_path())  # reports/round-N.prom for dashboards
     return report
 
@@ -286,19 +282,15 @@ def summary(report: dict[str, Any]) -> str:
         f"{report['bytes'] / 1e6:.2f} MB",
         f"  links found {report['links_found']}, new URLs {report['new_urls']}, frontier now {report['frontier_size']}",
     ]
-    for kind, files in sorted(report["files"].items()):
-        lines.append(f"  {kind}: {len(files)} file(s)")
+    for kind, paths in sorted(report["files"].items()):
+        lines.append(f"  {kind}: {len(paths)} file(s)")
     return "\n".join(lines)
 
 
 def crawl(cfg: CrawlConfig, rounds: int, seeds: list[str], pipeline_args: list[str], out: TextIO = sys.stdout) -> list[dict[str, Any]]:
     """Seeds the frontier and runs ``rounds`` rounds; returns their reports."""
     try:
-        os.makedirs(cfg.out, exist_ok=True)
-        probe = os.path.join(cfg.out, f".write-test-{os.getpid()}")
-        with open(probe, "w"):
-            pass
-        os.remove(probe)
+        files.ensure_writable(cfg.out)
     except OSError as exc:
         raise CrawlError(f"output folder {cfg.out} is not writable: {exc.strerror or exc}") from None
     try:

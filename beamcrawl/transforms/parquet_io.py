@@ -11,7 +11,6 @@ the round's commit moves them to ``pages/round=N/`` and ``links/round=N/`` (hive
 from __future__ import annotations
 
 import datetime as dt
-import os
 import time
 from typing import Any, Iterable
 
@@ -20,6 +19,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from apache_beam.metrics import Metrics
 
+from beamcrawl.core import files
 from beamcrawl.core.outputs import RoundOutputs, part_name
 from beamcrawl.core.urlnorm import host_of, registered_domain
 from beamcrawl.schemas.arrow import LINKS_SCHEMA, PAGES_SCHEMA, signed64
@@ -95,7 +95,7 @@ class _ParquetPartsFn(beam.DoFn):
         rows, self.rows = self.rows, []
         started = time.perf_counter()
         try:
-            write_part(rows, self.schema, self.sort_by, os.path.join(self.folder, part_name(".parquet")))
+            write_part(rows, self.schema, self.sort_by, files.join(self.folder, part_name(".parquet")))
         except (pa.ArrowException, OSError):
             # A bad row is a bug and a failed write is the disk's; either way the round must
             # fail (and be rerun) rather than publish less than it fetched.
@@ -111,8 +111,9 @@ def write_part(rows: list[dict[str, Any]], schema: pa.Schema, sort_by: tuple[str
     if sort_by:
         rows.sort(key=lambda r: tuple(r[c] for c in sort_by))
     table = pa.Table.from_pylist(rows, schema=schema)
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    pq.write_table(table, path, compression="zstd")
+    sink = pa.BufferOutputStream()  # a part is bounded (FLUSH_ROWS); any filesystem takes bytes
+    pq.write_table(table, sink, compression="zstd")
+    files.write_bytes(path, sink.getvalue().to_pybytes())
 
 
 class WritePageEvents(beam.PTransform[beam.PCollection[dict[str, Any]], beam.PCollection[None]]):

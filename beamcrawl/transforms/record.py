@@ -9,12 +9,12 @@ after its WARC and Parquet files are in place, so a crash never loses a fetched 
 
 from __future__ import annotations
 
-import os
 from typing import Iterable
 
 import apache_beam as beam
 from apache_beam.metrics import Metrics
 
+from beamcrawl.core import files
 from beamcrawl.core.outputs import DONE, RoundOutputs, part_name
 from beamcrawl.schemas.records import HostRecord, ParsedPage, UrlState, fp_key
 from beamcrawl.stores.base import Mutation, open_store
@@ -84,12 +84,8 @@ class _StageDoneKeysFn(beam.DoFn):
     def finish_bundle(self) -> None:
         if not self.keys:
             return
-        folder = self.outputs.staged(DONE)
-        os.makedirs(folder, exist_ok=True)
-        path = os.path.join(folder, part_name(".txt"))
-        with open(path + ".tmp", "w", encoding="ascii") as fh:
-            fh.write("\n".join(self.keys) + "\n")
-        os.replace(path + ".tmp", path)
+        path = files.join(self.outputs.staged(DONE), part_name(".txt"))
+        files.write_bytes(path, ("\n".join(self.keys) + "\n").encode("ascii"))
         self.keys = []
 
 

@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import datetime as dt
 import io
-import os
 import time
 from dataclasses import dataclass
 from typing import Any, BinaryIO, Callable, Iterator
@@ -43,7 +42,7 @@ from warcio.timeutils import datetime_to_iso_date
 from warcio.warcwriter import WARCWriter
 
 from beamcrawl import DEFAULT_USER_AGENT, __version__
-from beamcrawl.core import cdxj
+from beamcrawl.core import cdxj, files
 from beamcrawl.core.outputs import RoundOutputs, part_name
 from beamcrawl.schemas.arrow import PAGES_HEADER_COLUMNS, signed64
 from beamcrawl.schemas.records import ParsedPage
@@ -267,7 +266,7 @@ class _WriteWarcFn(beam.DoFn):
         assert self.metrics is not None
         self.name = part_name(".warc.gz")
         self.rel = f"{self.outputs.final_rel('warc')}/{self.name}"
-        self.fh = open(os.path.join(self.outputs.staged("warc"), self.name), "wb")
+        self.fh = files.open_write(files.join(self.outputs.staged("warc"), self.name))
         head = warcinfo_bytes(self.name, self.user_agent, f"beamcrawl {self.outputs.label}")
         self.fh.write(head)
         self.offset = len(head)
@@ -283,7 +282,7 @@ class _WriteWarcFn(beam.DoFn):
         self.fh = None
         self.metrics.file_bytes.update(self.offset)
         stem = self.name[: -len(".warc.gz")]
-        lines = cdxj.write_cdxj(os.path.join(self.outputs.staged("cdxj"), f"{stem}.cdxj"), self.index)
+        lines = cdxj.write_cdxj(files.join(self.outputs.staged("cdxj"), f"{stem}.cdxj"), self.index)
         self.metrics.cdxj_lines.inc(lines)
         self.index = []
 

@@ -1,0 +1,105 @@
+"""Files on local disk or on any Beam filesystem (``gs://`` …), with one small API.
+
+Local paths use the OS directly (fast, atomic renames); paths with a scheme go through
+Beam's ``FileSystems``, imported only then, so that a round whose output folder is in
+Cloud Storage needs no local disk between its stages.
+"""
+
+from __future__ import annotations
+
+import os
+import posixpath
+import shutil
+from typing import IO
+
+
+def is_remote(path: str) -> bool:
+    return "://" in path
+
+
+def join(base: str, *parts: str) -> str:
+    if is_remote(base):
+        return posixpath.join(base, *parts)
+    return os.path.join(base, *parts)
+
+
+def dirname(path: str) -> str:
+    return posixpath.dirname(path) if is_remote(path) else os.path.dirname(path)
+
+
+def _fs():  # type: ignore[no-untyped-def]
+    from apache_beam.io.filesystems import FileSystems
+
+    return FileSystems
+
+
+def open_write(path: str) -> IO[bytes]:
+    """A binary file for writing; local parent folders are created."""
+    if is_remote(path):
+        return _fs().create(path)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    return open(path, "wb")
+
+
+def open_read(path: str) -> IO[bytes]:
+    if is_remote(path):
+        return _fs().open(path)
+    return open(path, "rb")
+
+
+def write_bytes(path: str, data: bytes) -> None:
+    """Writes a whole file; locally under a temporary name first, so it appears whole."""
+    if is_remote(path):
+        with _fs().create(path) as fh:  # object stores publish an object only when closed
+            fh.write(data)
+        return
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    tmp = f"{path}.tmp-{os.getpid()}"
+    with open(tmp, "wb") as fh:
+        fh.write(data)
+    os.replace(tmp, path)
+
+
+def list_files(folder: str) -> list[str]:
+    """Full paths of the files directly in ``folder`` (hidden names skipped), sorted."""
+    if is_remote(folder):
+        pattern = folder.rstrip("/") + "/*"
+        matches = _fs().match([pattern])[0].metadata_list
+        paths = [m.path for m in matches]
+        return sorted(p for p in paths if not posixpath.basename(p).startswith("."))
+    if not os.path.isdir(folder):
+        return []
+    return sorted(
+        os.path.join(folder, n) for n in os.listdir(folder)
+        if not n.startswith(".") and os.path.isfile(os.path.join(folder, n))
+    )
+
+
+def move(src: str, dst: str) -> None:
+    """Moves a file (a rename locally; copy then delete on object stores)."""
+    if is_remote(src) or is_remote(dst):
+        _fs().rename([src], [dst])
+        return
+    os.makedirs(os.path.dirname(dst), exist_ok=True)
+    os.replace(src, dst)
+
+
+def remove_tree(folder: str) -> None:
+    """Deletes a folder and everything in it; a missing folder is fine."""
+    if is_remote(folder):
+        fs = _fs()
+        matches = fs.match([folder.rstrip("/") + "/**"])[0].metadata_list
+        if matches:
+            fs.delete([m.path for m in matches])
+        return
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+def ensure_writable(folder: str) -> None:
+    """Raises OSError when ``folder`` cannot take files (checked before a round starts)."""
+    probe = join(folder, f".write-test-{os.getpid()}")
+    write_bytes(probe, b"")
+    if is_remote(probe):
+        _fs().delete([probe])
+    else:
+        os.remove(probe)
