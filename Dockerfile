@@ -12,7 +12,7 @@ COPY beamcrawl ./beamcrawl
 RUN pip install --no-cache-dir -e . && pip check
 
 # The round's entry point for a Flex Template launch (templates/ has the spec).
-ENV FLEX_TEMPLATE_PYTHON_PY_FILE=/app/beamcrawl/pipelines/cli.py
+ENV FLEX_TEMPLATE_PYTHON_PY_FILE=/app/beamcrawl/pipelines/template.py
 
 # Workers start through Beam's boot binary.
 ENTRYPOINT ["/opt/apache/beam/boot"]

@@ -42,6 +42,10 @@ class CrawlError(Exception):
     """A crawl cannot start or continue; the message is one line naming the problem."""
 
 
+class LeaseHeld(CrawlError):
+    """Another round of this crawl is running (a scheduled launch should just stop)."""
+
+
 @dataclass
 class SeedReport:
     accepted: int = 0
@@ -111,14 +115,14 @@ class RoundLease:
         if current is not None:
             held = json.loads(current)
             if held.get("expires", 0) > time.time() and not _owner_gone(held.get("owner", ""), held.get("acquired")):
-                raise CrawlError(
+                raise LeaseHeld(
                     f"another round of this crawl is running (lease held by {held.get('owner')} "
                     f"until {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime(held['expires']))})"
                 )
         now = time.time()
         mine = json.dumps({"owner": self.owner, "acquired": now, "expires": now + self.ttl}).encode()
         if not self.store.check_and_set("meta", LEASE_KEY, "m:lease", current, mine):
-            raise CrawlError("another round of this crawl took the lease just now")
+            raise LeaseHeld("another round of this crawl took the lease just now")
         self.value = mine
         _HELD_HERE.add(self.owner)
 
@@ -178,6 +182,13 @@ def _process_started(pid: int) -> float | None:
         return boot + int(fields[19]) / os.sysconf("SC_CLK_TCK")
     except (OSError, ValueError, IndexError, StopIteration):
         return None
+
+
+def lease_ttl(round_window: float) -> float:
+    """How long a round's lease lasts: its fetch window plus ample room for job start-up
+    and tear-down on a cluster. A crashed launcher on another machine blocks the crawl at
+    most this long; a dead local process releases it at once (see _owner_gone)."""
+    return 3 * round_window + 3600.0
 
 
 def next_round(store: Store) -> int:
@@ -298,7 +309,7 @@ def crawl(cfg: CrawlConfig, rounds: int, seeds: list[str], pipeline_args: list[s
     except StoreError as exc:
         raise CrawlError(str(exc)) from None
     reports = []
-    with store, RoundLease(store):
+    with store, RoundLease(store, ttl=lease_ttl(cfg.round_window)):
         if seeds:
             seeded = submit_urls(store, seeds, int(time.time() * 1000))
             print(f"seeds: {seeded.accepted} queued, {seeded.duplicates} already known", file=out)

@@ -88,3 +88,34 @@ def test_dockerfile_and_setup_pin_the_same_beam():
     import apache_beam
 
     assert apache_beam.__version__ == pinned
+
+
+def test_a_launch_while_a_round_runs_exits_cleanly_and_touches_nothing(tmp_path):
+    """The scheduled job's contract: the previous round still holds the lease → exit 0."""
+    import json
+    import time
+
+    from beamcrawl.pipelines import template
+    from beamcrawl.stores.base import Mutation, open_store
+
+    out = tmp_path / "crawl"
+    store_uri = f"sqlite:///{out}/store.sqlite"
+    held = {"owner": "other-machine:1:abc", "acquired": time.time(), "expires": time.time() + 600}
+    with open_store(store_uri) as store:
+        store.mutate("meta", [Mutation.set(b"lease", {"m:lease": json.dumps(held).encode()})])
+    seeds = tmp_path / "seeds.txt"
+    seeds.write_text("http://example.com/\n")
+    assert template.run(["--out", str(out), "--seeds", str(seeds), "--runner", "FnApiRunner"]) == 0
+    with open_store(store_uri) as store:
+        assert list(store.read_range("frontier")) == []  # nothing queued, no round run
+        assert json.loads(store.read_keys("meta", [b"lease"])[b"lease"]["m:lease"]) == held
+    assert not (out / "reports").exists()
+
+
+def test_template_entry_refuses_the_embedded_store_on_dataflow(tmp_path, capsys):
+    from beamcrawl.pipelines import template
+
+    code = template.run(["--out", "gs://b/crawl", "--runner", "DataflowRunner"])
+    assert code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "bigtable://" in err[0]

@@ -1,0 +1,61 @@
+"""One crawl round as a scheduled job: the Dataflow Flex Template's entry point.
+
+The launcher passes the template's parameters (templates/crawl_round/metadata.json) and
+Dataflow's own options (runner, project, region, temp_location, sdk_container_image, …) as
+flags. The round is idempotent and resumable: a launch that finds the previous round still
+running exits cleanly (the round lease), and a round rerun after a failure redoes only what
+was not committed.
+
+EXAMPLES::
+
+    # what the launcher runs, in effect
+    python -m beamcrawl.pipelines.template --out gs://b/crawl --store bigtable://p/i \\
+        --seeds gs://b/seeds.txt --runner DataflowRunner --project p --region us-central1 \\
+        --temp_location gs://b/tmp
+    # the same round locally (embedded store, in-process runner)
+    python -m beamcrawl.pipelines.template --out /tmp/crawl --runner FnApiRunner
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from typing import Sequence
+
+from beamcrawl.pipelines.args import OneLineArgumentParser, config_from_args, add_crawl_arguments
+
+log = logging.getLogger("beamcrawl.template")
+
+
+def run(argv: Sequence[str] | None = None) -> int:
+    """Runs one round; returns the process exit status (0 also when another round runs)."""
+    parser = OneLineArgumentParser(prog="beamcrawl-round", description=__doc__.splitlines()[0])
+    parser.add_argument("--seeds", help="Optional file of seed URLs (gs:// or local) queued before the round.")
+    add_crawl_arguments(parser)
+    args, beam_args = parser.parse_known_args(list(sys.argv[1:] if argv is None else argv))
+
+    from beamcrawl.pipelines.crawl import CrawlError, LeaseHeld, crawl, read_seeds
+    from beamcrawl.pipelines.runners import RunnerSetupError, check_store_for_runner, prepare
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        cfg = config_from_args(args)
+        check_store_for_runner(cfg.store, beam_args)
+        runner_args = prepare(beam_args)
+        seeds = read_seeds(args.seeds) if args.seeds else []
+    except (ValueError, CrawlError, RunnerSetupError) as exc:
+        print(f"beamcrawl-round: error: {exc}", file=sys.stderr)
+        return 2
+    try:
+        crawl(cfg, 1, seeds, runner_args)
+    except LeaseHeld as exc:
+        log.info("not starting: %s", exc)  # the previous round still runs: nothing to do
+        return 0
+    except CrawlError as exc:
+        print(f"beamcrawl-round: error: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(run())
