@@ -7,6 +7,7 @@
     beamcrawl hosts set-policy HOST (--store URI | --crawl OUT_DIR) [--min-delay-ms N]
                     [--pause-until T] [--block | --unblock]
     beamcrawl hosts show HOST (--store URI | --crawl OUT_DIR)
+    beamcrawl submit URL... [--file F] --priority high|normal|low --reason TEXT (--store URI | --crawl OUT_DIR)
     beamcrawl export urls|hosts --out DIR (--store URI | --crawl OUT_DIR)
     beamcrawl store init --store bigtable://PROJECT/INSTANCE[/TABLE_PREFIX]
     beamcrawl demo [--out DIR] [--hosts N] [--rounds N]
@@ -135,6 +136,12 @@ def cmd_hosts(argv: Sequence[str]) -> int:
     return hosts_main(list(argv))
 
 
+def cmd_submit(argv: Sequence[str]) -> int:
+    from beamcrawl.pipelines.submit import main as submit_main
+
+    return submit_main(list(argv))
+
+
 def cmd_export(argv: Sequence[str]) -> int:
     from beamcrawl.pipelines.export import main as export_main
 
@@ -158,6 +165,7 @@ COMMANDS = {
     "demo": cmd_demo,
     "hosts": cmd_hosts,
     "export": cmd_export,
+    "submit": cmd_submit,
     "store": cmd_store,
     "simweb": cmd_simweb,
     "normalize": cmd_normalize,

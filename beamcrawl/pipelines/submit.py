@@ -1,0 +1,217 @@
+"""``beamcrawl submit``: work in, with a priority and a reason.
+
+    beamcrawl submit URL... [--file F] --priority high|normal|low --reason TEXT
+                     (--store URI | --crawl OUT_DIR)
+
+Adds seeds, sitemaps, feeds and urgent recrawls to a crawl's frontier and prints one line of
+JSON, the same answer the control API gives (``POST /v1/crawl-requests``)::
+
+    {"accepted": 2, "duplicates": 0, "rejected": [{"url": "ftp://x/", "reason": "unsupported scheme 'ftp'"}]}
+
+``accepted`` URLs were queued (due now, at the priority's level on the crawl's one priority
+scale, core/freshness.SUBMIT_PRIORITY); ``duplicates`` were given twice or are already known
+to the crawl; ``rejected`` ones cannot be crawled (the reason says why). ``--file`` reads URLs
+one per line (``#`` comments and blank lines skipped; ``-`` is standard input). The work is
+picked up by the next round; no lease is needed, since queueing writes the frontier row
+before the seen-set row and a round running meanwhile at worst queues a URL twice (fetched
+once: slot assignment folds rows of one fingerprint).
+
+Exit status: 0 when the request was handled (even if some URLs were rejected), 2 for a bad
+command line (unknown priority, no URLs, unreadable file, bad reason), 1 when the store
+cannot be opened or written. Errors are one line on standard error.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from dataclasses import dataclass
+from typing import Any, Mapping, Sequence, TextIO
+
+from beamcrawl.core.freshness import SUBMIT_PRIORITY, submit_priority
+from beamcrawl.pipelines.args import OneLineArgumentParser
+
+__all__ = ["MAX_REASON_CHARS", "SubmitError", "SubmitRequest", "main", "read_url_file", "submit"]
+
+MAX_REASON_CHARS = 200
+# The source recorded on the frontier rows (FrontierEntry.source) of submitted URLs.
+SOURCE = "submit"
+
+
+class SubmitError(Exception):
+    """A one-line problem; ``status`` is the exit status (2 bad input, 1 store)."""
+
+    def __init__(self, message: str, status: int = 2) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+@dataclass(frozen=True)
+class SubmitRequest:
+    """A request to queue work, as the CLI and the control API receive it.
+
+    Attributes:
+        urls: The URLs, as given (normalised when queued).
+        priority: ``high``, ``normal`` or ``low``.
+        reason: Why (``sitemap_lastmod``, ``operator recrawl``...), at most 200 characters.
+    """
+
+    urls: tuple[str, ...]
+    priority: str
+    reason: str
+
+    def __post_init__(self) -> None:
+        if self.priority not in SUBMIT_PRIORITY:
+            raise SubmitError(f"priority must be one of {', '.join(SUBMIT_PRIORITY)}, got {self.priority!r}")
+        check_reason(self.reason)
+
+    @classmethod
+    def from_json(cls, body: Mapping[str, Any]) -> "SubmitRequest":
+        """The control API's body: ``{"urls": [...], "priority": "high", "reason": "..."}``.
+
+        Raises:
+            SubmitError: A field is missing or of the wrong type (status 2).
+        """
+        urls = body.get("urls")
+        if not isinstance(urls, list) or not all(isinstance(u, str) for u in urls):
+            raise SubmitError("urls must be a list of strings")
+        priority, reason = body.get("priority", "normal"), body.get("reason")
+        if not isinstance(priority, str) or not isinstance(reason, str):
+            raise SubmitError("priority and reason must be strings")
+        return cls(tuple(urls), priority, reason)
+
+
+def check_reason(reason: str) -> str:
+    """Returns the reason if it is one printable line of at most 200 characters.
+
+    Raises:
+        SubmitError: Empty, too long, or with control characters (status 2).
+    """
+    text = reason.strip()
+    if not text:
+        raise SubmitError("--reason must not be empty")
+    if len(text) > MAX_REASON_CHARS:
+        raise SubmitError(f"--reason is longer than {MAX_REASON_CHARS} characters")
+    if any(ord(c) < 32 or ord(c) == 127 for c in text):
+        raise SubmitError("--reason must be one line without control characters")
+    return text
+
+
+def read_url_file(path: str, stdin: TextIO | None = None) -> list[str]:
+    """URLs from a file, one per line; ``#`` comments and blank lines skipped.
+
+    A line that is not a URL is kept (it is rejected, with its reason, in the answer):
+    one bad line must not cost the rest of a batch.
+
+    Raises:
+        SubmitError: The file cannot be read (status 2).
+    """
+    try:
+        if path == "-":
+            text = (stdin or sys.stdin).read()
+        else:
+            with open(path, encoding="utf-8") as fh:
+                text = fh.read()
+    except FileNotFoundError:
+        raise SubmitError(f"file not found: {path}") from None
+    except IsADirectoryError:
+        raise SubmitError(f"not a file: {path}") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise SubmitError(f"cannot read {path}: {exc}") from None
+    out = []
+    for line in text.splitlines():
+        item = line.strip()
+        if item and not item.startswith("#"):
+            out.append(item)
+    return out
+
+
+def submit(store: Any, request: SubmitRequest, now_ms: int) -> dict[str, Any]:
+    """Queues a request's URLs; returns ``{"accepted", "duplicates", "rejected"}``.
+
+    The one operation behind ``beamcrawl submit`` and the control API: a batched key-set read
+    of the seen set, then frontier-then-seen writes (``pipelines.crawl.submit_urls``).
+    """
+    # Imported here: crawl.py imports Apache Beam, which argument errors need not wait for.
+    from beamcrawl.pipelines.crawl import submit_urls
+
+    report = submit_urls(store, request.urls, now_ms, priority=submit_priority(request.priority), source=SOURCE)
+    return {"accepted": report.accepted, "duplicates": report.duplicates, "rejected": list(report.rejected)}
+
+
+def _parser() -> OneLineArgumentParser:
+    parser = OneLineArgumentParser(
+        prog="beamcrawl submit",
+        description="Queue seeds, sitemaps, feeds and urgent recrawls with a priority and a reason.",
+    )
+    parser.add_argument("urls", nargs="*", metavar="URL", help="URLs to queue.")
+    parser.add_argument("--file", action="append", default=[], metavar="F", help="File of URLs, one per line ('-': stdin). Repeatable.")
+    parser.add_argument("--priority", required=True, help="high | normal | low.")
+    parser.add_argument("--reason", required=True, help="Why, in a few words (kept with the work).")
+    where = parser.add_mutually_exclusive_group(required=True)
+    where.add_argument("--store", help="The crawl's store: sqlite:///PATH, a folder, or bigtable://PROJECT/INSTANCE[/PREFIX].")
+    where.add_argument("--crawl", metavar="OUT_DIR", help="The crawl's output folder (its embedded store).")
+    return parser
+
+
+def store_uri(store: str | None, crawl: str | None) -> str:
+    """The store named by ``--store`` or ``--crawl``, which must exist already: a typo must
+    not start an empty crawl state that no crawl reads.
+
+    Raises:
+        SubmitError: No embedded store there (status 1).
+    """
+    if store and store.startswith("bigtable://"):
+        return store
+    if crawl:
+        path = os.path.join(os.path.abspath(crawl), "store.sqlite")
+    else:
+        assert store is not None
+        raw = store[len("sqlite://") :] if store.startswith("sqlite://") else store
+        path = os.path.abspath(os.path.expanduser(raw))
+        if os.path.isdir(path):
+            path = os.path.join(path, "store.sqlite")
+    if not os.path.isfile(path):
+        raise SubmitError(f"no crawl store at {path} (give the crawl's --out as --crawl, or its --store)", status=1)
+    return f"sqlite://{path}"  # path is absolute: sqlite:///abs/path
+
+
+def run(argv: Sequence[str], out: TextIO, stdin: TextIO | None = None, now: float | None = None) -> int:
+    """``beamcrawl submit`` with its streams given (for tests); raises SubmitError."""
+    args = _parser().parse_args(list(argv))
+    urls = list(args.urls)
+    for path in args.file:
+        urls.extend(read_url_file(path, stdin))
+    if not urls:
+        raise SubmitError("no URLs given (as arguments or with --file)")
+    request = SubmitRequest(tuple(urls), args.priority, args.reason)
+    uri = store_uri(args.store, args.crawl)
+
+    from beamcrawl.stores.base import StoreError, open_store
+
+    now_ms = int((time.time() if now is None else now) * 1000)
+    try:
+        with open_store(uri) as store:
+            answer = submit(store, request, now_ms)
+    except StoreError as exc:
+        raise SubmitError(str(exc), status=1) from None
+    except Exception as exc:  # a backend's own errors (sqlite, grpc) differ; all are store trouble here
+        raise SubmitError(f"store {uri}: {type(exc).__name__}: {exc}".splitlines()[0], status=1) from None
+    out.write(json.dumps(answer) + "\n")
+    out.flush()
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of ``beamcrawl submit`` (and ``python -m beamcrawl.pipelines.submit``)."""
+    try:
+        return run(sys.argv[1:] if argv is None else argv, sys.stdout, sys.stdin)
+    except SubmitError as exc:
+        print(f"beamcrawl submit: error: {exc}", file=sys.stderr)
+        return exc.status
+
+
+if __name__ == "__main__":
+    sys.exit(main())
