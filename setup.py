@@ -24,6 +24,10 @@ setup(
         "selectolax>=0.3.21,<2",
         "numpy>=1.24",
         "surt>=0.3.1,<1",  # SURT keys of the CDXJ index beside every WARC file
+        # Content-Encoding: br, decoded with an output limit (1.2 added it: no brotli bombs)
+        "brotli>=1.2",
+        # charsets of pages that declare none and are not UTF-8 (core/sniff.py)
+        "charset-normalizer>=3,<4",
     ],
     extras_require={
         "test": [

@@ -11,6 +11,10 @@ from typing import Iterable
 from urllib.parse import urlsplit
 
 from beamcrawl import DEFAULT_USER_AGENT, PRODUCT_TOKEN
+from beamcrawl.core.budgets import BudgetRules
+from beamcrawl.core.urlshape import ShapeRules
+
+MiB = 1024 * 1024
 
 
 def parse_blocklist(lines: Iterable[str], source: str = "blocklist") -> tuple[str, ...]:
@@ -67,6 +71,38 @@ class CrawlConfig:
     total_timeout: float = 30.0
     max_body_bytes: int = 2 * 1024 * 1024
     max_redirects: int = 5
+    # Slow-drip servers (core/transfer.py): after ``transfer_grace`` seconds a body must have
+    # averaged ``min_transfer_rate`` bytes/s (0 = off), and never be silent for
+    # ``stall_timeout`` seconds (0 = off); else it is cut and recorded as WARC-Truncated: time.
+    min_transfer_rate: float = 1024.0
+    transfer_grace: float = 5.0
+    stall_timeout: float = 10.0
+    # Content-Encoding is undone into at most this many bytes (gzip, deflate, brotli bombs).
+    max_decoded_bytes: int = 4 * MiB
+    # Response header lines beyond this refuse the response (aiohttp also caps each line).
+    max_response_headers: int = 128
+    # URL shape (core/urlshape.py): links failing a rule are never offered to the seen check.
+    max_url_length: int = 2048
+    max_url_depth: int = 16
+    max_segment_repeats: int = 3
+    fetch_documents: bool = False  # PDFs and office files are skipped by extension unless set
+    # Budgets tied to reputation (core/budgets.py, IRLbot's STAR and BEAST). A registered
+    # domain may be fetched base + per_linker × (other domains linking to it) times per
+    # period, seeded domains counting seed_domain_credit linkers more; URLs over it are
+    # deferred by defer_base, doubling up to defer_max, never deleted.
+    domain_budgets: bool = True
+    domain_budget_base: int = 100
+    domain_budget_per_linker: int = 10
+    domain_budget_cap: int = 100_000
+    seed_domain_credit: int = 100
+    budget_period: float = 86400.0
+    defer_base: float = 86400.0
+    defer_max: float = 30 * 86400.0
+    # Containment: never-fetched URLs per host per round, and new host names per registered
+    # domain per round and in all (wildcard DNS). 0 = no cap.
+    max_new_urls_per_host: int = 1000
+    max_new_hosts_per_domain: int = 20
+    max_hosts_per_domain: int = 1000
     # Parallelism.
     fetch_shards: int = 16
     max_hosts_in_flight: int = 1000
@@ -95,5 +131,75 @@ class CrawlConfig:
             problems.append(f"--seen-bucket-bits must be in 0..16, got {self.seen_bucket_bits}")
         if not self.robots_token or any(c.isspace() or c == "/" for c in self.robots_token):
             problems.append(f"--robots-token must be a product token, got {self.robots_token!r}")
+        problems.extend(self._limit_problems())
         if problems:
             raise ValueError("; ".join(problems))
+
+    def _limit_problems(self) -> list[str]:
+        """What is wrong with the fetch limits, shape rules and budgets (one phrase each)."""
+        problems = []
+        at_least = {
+            "--min-transfer-rate": (self.min_transfer_rate, 0),
+            "--transfer-grace": (self.transfer_grace, 0),
+            "--stall-timeout": (self.stall_timeout, 0),
+            "--max-decoded-bytes": (self.max_decoded_bytes, 1),
+            "--max-response-headers": (self.max_response_headers, 1),
+            "--max-url-length": (self.max_url_length, 0),
+            "--max-url-depth": (self.max_url_depth, 0),
+            "--max-segment-repeats": (self.max_segment_repeats, 0),
+            "--domain-budget-base": (self.domain_budget_base, 0),
+            "--domain-budget-per-linker": (self.domain_budget_per_linker, 0),
+            "--seed-domain-credit": (self.seed_domain_credit, 0),
+            "--max-new-urls-per-host": (self.max_new_urls_per_host, 0),
+            "--max-new-hosts-per-domain": (self.max_new_hosts_per_domain, 0),
+            "--max-hosts-per-domain": (self.max_hosts_per_domain, 0),
+        }
+        for flag, (value, minimum) in at_least.items():
+            if not value >= minimum:  # "not >=" also catches NaN
+                problems.append(f"{flag} must be >= {minimum}, got {value}")
+        if self.max_segment_repeats == 1:
+            problems.append("--max-segment-repeats must be 0 (off) or >= 2, got 1")
+        if self.domain_budget_cap < self.domain_budget_base:
+            problems.append(
+                f"--domain-budget-cap ({self.domain_budget_cap}) must be >= "
+                f"--domain-budget-base ({self.domain_budget_base})"
+            )
+        if not self.budget_period > 0:
+            problems.append(f"--budget-period must be > 0, got {self.budget_period}")
+        if not 0 < self.defer_base <= self.defer_max:
+            problems.append(
+                f"need 0 < --defer-base ({self.defer_base}) <= --defer-max ({self.defer_max})"
+            )
+        return problems
+
+    def shape_rules(self) -> ShapeRules:
+        """The URL-shape rules these settings ask for (core/urlshape.py)."""
+        return ShapeRules(
+            max_length=self.max_url_length,
+            max_depth=self.max_url_depth,
+            max_segment_repeats=self.max_segment_repeats,
+            skip_documents=not self.fetch_documents,
+        )
+
+    def budget_rules(self) -> BudgetRules:
+        """The budget and containment settings (core/budgets.py). With ``domain_budgets`` off
+        the page budget is unbounded; the host caps still apply."""
+        base, cap = self.domain_budget_base, self.domain_budget_cap
+        if not self.domain_budgets:
+            base = cap = UNLIMITED
+        return BudgetRules(
+            base=base,
+            per_domain=self.domain_budget_per_linker,
+            cap=cap,
+            seed_credit=self.seed_domain_credit,
+            period=self.budget_period,
+            defer_base=self.defer_base,
+            defer_max=self.defer_max,
+            new_pages_per_host=self.max_new_urls_per_host,
+            new_hosts_per_round=self.max_new_hosts_per_domain,
+            max_hosts=self.max_hosts_per_domain,
+        )
+
+
+# A page budget no domain reaches (budgets off): 2^62 pages.
+UNLIMITED = 1 << 62

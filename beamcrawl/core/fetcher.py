@@ -10,6 +10,12 @@ robots.txt is fetched first when the cached copy is missing, stale or unreachabl
 URL is checked against the rules in force (the last good copy stands in for an unreachable
 file after 24 h, see core/robots.py) before it is requested.
 
+Every response is bounded (DESIGN.md §3, "Bounded work per input"): aiohttp's connect and
+total timeouts, at most ``--max-response-headers`` header lines of at most 16 KiB each, and a
+body read by :func:`transfer.read_body` up to ``--max-body-bytes`` at no less than
+``--min-transfer-rate`` (a slow-drip server is cut, recorded as ``WARC-Truncated: time``),
+its Content-Encoding undone as it arrives into at most ``--max-decoded-bytes`` (bombs).
+
 The loop runs in a thread of its own (:class:`FetchRunner`) so that a Beam DoFn can hand it
 host plans as they arrive and pass results downstream while other hosts are still being
 crawled. Nothing here imports Beam.
@@ -19,11 +25,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import inspect
 import logging
 import queue
 import threading
 import time
-import zlib
 from dataclasses import replace
 from typing import Any, AsyncIterator, Callable, Iterator
 from urllib.parse import urljoin, urlsplit
@@ -35,18 +41,24 @@ from beamcrawl.core.config import CrawlConfig
 from beamcrawl.core.netpolicy import ResolveRules
 from beamcrawl.core.resolver import FetchRefused, PolicyResolver, hostname_of
 from beamcrawl.core.robots import RobotsRules, cached_rules
+from beamcrawl.core.transfer import (
+    ACCEPT_ENCODING,
+    CappedDecoder,
+    UnsupportedEncoding,
+    decode_content,
+    read_body,
+    warc_truncated,
+)
 from beamcrawl.schemas.records import FetchResult, FrontierEntry, HostPlan, HostRecord
 
 log = logging.getLogger(__name__)
 
-try:  # brotli is optional: only advertise what we can decode
-    import brotli  # type: ignore[import-not-found]
-except ImportError:  # pragma: no cover - depends on the environment
-    brotli = None
-
-ACCEPT_ENCODING = "gzip, deflate, br" if brotli else "gzip, deflate"
 ACCEPT = "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8"
-READ_CHUNK = 64 * 1024
+# Longest response status or header line, and longest header value (aiohttp's own defaults
+# are 8 KiB; real sites send cookies and CSP headers past that).
+MAX_HEADER_LINE = 16 * 1024
+# aiohttp >= 3.10 stops parsing past max_headers lines; older ones are checked after parsing.
+_PARSER_COUNTS_HEADERS = "max_headers" in inspect.signature(aiohttp.ClientSession._request).parameters
 # Seconds between the resolve stage's answers and the fetch loop's start (job set-up) that a
 # stored answer may still be pinned through, on top of the round window.
 PIN_SLACK = 600.0
@@ -62,6 +74,10 @@ __all__ = [
 ]
 
 
+class ResponseRefused(aiohttp.ClientError):
+    """A response outside the limits (too many header lines): recorded as a fetch error."""
+
+
 class _IpClock:
     """One server IP's turn: a FIFO lock (one request at a time) and its last response end."""
 
@@ -75,29 +91,11 @@ class _IpClock:
 def decode_body(raw: bytes, encoding: str | None, cap: int) -> tuple[bytes, bool]:
     """Undoes Content-Encoding with a cap on the decoded size (no decompression bombs).
 
-    Returns the payload and whether the cap cut it. Unknown encodings pass through.
+    Returns the payload and whether the cap cut it. Unknown encodings and corrupt streams
+    pass through as sent. (A wrapper of :func:`transfer.decode_content`.)
     """
-    enc = (encoding or "").strip().lower()
-    if enc in ("", "identity"):
-        return raw, False
-    try:
-        if enc in ("gzip", "x-gzip", "deflate"):
-            wbits = 47 if enc != "deflate" else 15  # 47: gzip or zlib header, auto-detected
-            try:
-                d = zlib.decompressobj(wbits)
-                out = d.decompress(raw, cap + 1)
-            except zlib.error:
-                if enc != "deflate":
-                    raise
-                d = zlib.decompressobj(-15)  # raw deflate, as some servers send
-                out = d.decompress(raw, cap + 1)
-            return out[:cap], len(out) > cap
-        if enc == "br" and brotli is not None:
-            out = brotli.decompress(raw)
-            return out[:cap], len(out) > cap
-    except (zlib.error, Exception) as exc:  # a corrupt stream: keep what the server sent
-        log.debug("cannot decode %s body: %s", enc, exc)
-    return raw, False
+    decoded = decode_content(raw, encoding, cap)
+    return decoded.body, decoded.truncated
 
 
 class HostCrawler:
@@ -352,19 +350,23 @@ class HostCrawler:
         ]
         started = time.time()
         t0 = time.monotonic()
+        limits: dict[str, int] = {"max_line_size": MAX_HEADER_LINE, "max_field_size": MAX_HEADER_LINE}
+        if _PARSER_COUNTS_HEADERS:
+            limits["max_headers"] = self.cfg.max_response_headers
         try:
             async with self.session.get(
                 url,
                 headers=request_headers,
                 allow_redirects=False,
                 timeout=self._timeout,
-                max_line_size=16 * 1024,
-                max_field_size=16 * 1024,
+                **limits,
             ) as resp:
-                raw, truncated = await self._read_capped(resp)
-                headers = [(k.decode("latin-1"), v.decode("latin-1")) for k, v in resp.raw_headers]
+                if len(resp.raw_headers) > self.cfg.max_response_headers:
+                    resp.close()
+                    raise ResponseRefused(f"more than {self.cfg.max_response_headers} response header lines")
                 peer = resp.connection.transport.get_extra_info("peername") if resp.connection and resp.connection.transport else None
-                body, bomb = decode_body(raw, resp.headers.get("Content-Encoding"), self.cfg.max_body_bytes)
+                raw, body, cut = await self._read_body(resp)
+                headers = [(k.decode("latin-1"), v.decode("latin-1")) for k, v in resp.raw_headers]
                 elapsed = time.monotonic() - t0
                 return FetchResult(
                     entry=entry,
@@ -381,7 +383,7 @@ class HostCrawler:
                     response_headers=headers,
                     raw_body=raw,
                     body=body,
-                    truncated="length" if (truncated or bomb) else None,
+                    truncated=warc_truncated(cut),
                 )
         except (aiohttp.ClientError, asyncio.TimeoutError, OSError, ValueError) as exc:
             elapsed = time.monotonic() - t0
@@ -391,18 +393,48 @@ class HostCrawler:
                 ip=ip, request_headers=request_headers, error=reason[:500],
             )
 
-    async def _read_capped(self, resp: aiohttp.ClientResponse) -> tuple[bytes, bool]:
-        cap = self.cfg.max_body_bytes
-        chunks: list[bytes] = []
-        size = 0
-        async for chunk in resp.content.iter_chunked(READ_CHUNK):
-            if size + len(chunk) > cap:
-                chunks.append(chunk[: cap - size])
-                resp.close()  # drop the connection rather than read the rest
-                return b"".join(chunks), True
-            chunks.append(chunk)
-            size += len(chunk)
-        return b"".join(chunks), False
+    async def _read_body(self, resp: aiohttp.ClientResponse) -> tuple[bytes, bytes, str | None]:
+        """Reads the body within the transfer limits and undoes its Content-Encoding.
+
+        Returns ``(raw, payload, cut)``: the bytes as transferred (for the WARC record), the
+        decoded payload (for parsing), and why the *transfer* was cut (``"length"``,
+        ``"slow"``) or None. A payload cut by ``max_decoded_bytes`` alone is no cut of the
+        record: the raw bytes go on being read (the decoder then idles) up to the body cap, so
+        ``WARC-Truncated`` says ``length`` only when the recorded bytes are incomplete.
+        """
+        cfg = self.cfg
+        try:
+            decoder: CappedDecoder | None = CappedDecoder(resp.headers.get("Content-Encoding"), cfg.max_decoded_bytes)
+        except UnsupportedEncoding:
+            decoder = None  # kept as sent (a sniffer then sees compressed bytes, not HTML)
+        if decoder is not None and decoder.stages == 0:
+            decoder = None  # identity: the payload is the raw body
+        parts: list[bytes] = []
+
+        def on_chunk(chunk: bytes) -> bool:
+            assert decoder is not None
+            parts.append(decoder.feed(chunk))
+            return True
+
+        raw, cut = await read_body(
+            resp.content,
+            cfg.max_body_bytes,
+            cfg.min_transfer_rate,
+            cfg.transfer_grace,
+            stall=cfg.stall_timeout,
+            on_chunk=on_chunk if decoder is not None else None,
+        )
+        if cut is not None:
+            resp.close()  # drop the connection rather than drain it
+        if decoder is None:
+            return raw, raw, cut
+        parts.append(decoder.finish())
+        if decoder.error is not None:
+            log.debug("cannot decode %s body of %s: %s", resp.headers.get("Content-Encoding"), resp.url, decoder.error)
+            return raw, raw, cut
+        if decoder.truncated:
+            log.debug("payload of %s cut at %d decoded bytes", resp.url, cfg.max_decoded_bytes)
+        return raw, b"".join(parts), cut
 
 
 def store_robots_answer(record: HostRecord, rules: RobotsRules, status: int | None, now: float) -> None:

@@ -13,13 +13,13 @@ from dataclasses import dataclass, field
 import mmh3
 from selectolax.lexbor import LexborHTMLParser
 
+from beamcrawl.core.sniff import decode_html
 from beamcrawl.core.urlnorm import InvalidURL, fingerprint, normalize
 
 HTML_TYPES = ("text/html", "application/xhtml+xml")
 MAX_PARSE_BYTES = 4 * 1024 * 1024
 MAX_ANCHOR_CHARS = 256
 _WS = re.compile(r"\s+")
-_CHARSET = re.compile(rb"""<meta[^>]+charset=["']?([a-zA-Z0-9_\-]+)""", re.I)
 
 
 @dataclass
@@ -66,14 +66,6 @@ def robots_directives(values: list[str], token: str) -> tuple[bool, bool]:
     return noindex, nofollow
 
 
-def _charset(content_type: str, body: bytes) -> str:
-    m = re.search(r"charset=([\w\-]+)", content_type, re.I)
-    if m:
-        return m.group(1)
-    m = _CHARSET.search(body[:4096])
-    return m.group(1).decode("ascii") if m else "utf-8"
-
-
 def parse_html(body: bytes, url: str, content_type: str = "", token: str = "beamcrawl") -> PageLinks:
     """Parses an HTML page into its links and directives.
 
@@ -83,11 +75,9 @@ def parse_html(body: bytes, url: str, content_type: str = "", token: str = "beam
         content_type: the response's Content-Type (for the charset).
         token: our robots product token, for bot-scoped meta robots.
     """
-    encoding = _charset(content_type, body)
-    try:
-        text = body[:MAX_PARSE_BYTES].decode(encoding, errors="replace")
-    except LookupError:
-        text = body[:MAX_PARSE_BYTES].decode("utf-8", errors="replace")
+    # The WHATWG order (BOM, header, meta, UTF-8, detector, windows-1252) and labels: a page
+    # declaring a non-text codec (idna, base64, utf-7) must not lose its links or hide markup.
+    text, _ = decode_html(body[:MAX_PARSE_BYTES], content_type)
     tree = LexborHTMLParser(text)
     out = PageLinks()
 

@@ -30,6 +30,25 @@ def _number(kind: type, name: str, minimum: float | None = None) -> Callable[[st
     return parse
 
 
+_TRUE = ("1", "true", "yes", "on")
+_FALSE = ("0", "false", "no", "off")
+
+
+def _boolean(name: str) -> Callable[[str], bool]:
+    """A switch that also takes a value: ``--name`` alone is true, ``--name=false`` is not
+    (Flex Template parameters always arrive as ``--name=value``)."""
+
+    def parse(text: str) -> bool:
+        word = text.strip().lower()
+        if word in _TRUE:
+            return True
+        if word in _FALSE:
+            return False
+        raise argparse.ArgumentTypeError(f"{name} must be true or false, got {text!r}")
+
+    return parse
+
+
 def _resolve_rule(text: str) -> str:
     from beamcrawl.core.netpolicy import parse_resolve_rule
 
@@ -173,6 +192,7 @@ def add_crawl_arguments(parser: Any) -> None:
         default=2 * 1024 * 1024,
         help="Bodies are cut at this size and recorded as truncated (like DOWNLOAD_MAXSIZE). Default 2 MiB.",
     )
+    _add_limit_arguments(parser)
     _add(parser, 
         "--seen-bucket-bits",
         dest="seen_bucket_bits",
@@ -181,6 +201,173 @@ def add_crawl_arguments(parser: Any) -> None:
         help="The URL-seen join uses at least 2^bits fingerprint buckets (key ranges of the seen "
         "set); more as the seen set grows. Default 4.",
     )
+
+
+def _add_limit_arguments(parser: Any) -> None:
+    """Bounded work per input (DESIGN.md §3): transfer limits, URL shape, budgets."""
+    _add(parser,
+        "--min-transfer-rate",
+        type=_number(float, "--min-transfer-rate", 0),
+        default=1024.0,
+        help="Slow-drip servers: after --transfer-grace seconds a body must average at least "
+        "this many bytes/s, else it is cut and recorded as WARC-Truncated: time. 0 = off. Default 1024.",
+    )
+    _add(parser,
+        "--transfer-grace",
+        type=_number(float, "--transfer-grace", 0),
+        default=5.0,
+        help="Seconds of a body's transfer before --min-transfer-rate is judged. Default 5.",
+    )
+    _add(parser,
+        "--stall-timeout",
+        type=_number(float, "--stall-timeout", 0),
+        default=10.0,
+        help="Seconds a body may go without a single byte before it is cut (WARC-Truncated: "
+        "time). 0 = off. Default 10.",
+    )
+    _add(parser,
+        "--max-decoded-bytes",
+        type=_number(int, "--max-decoded-bytes", 1),
+        default=4 * 1024 * 1024,
+        help="Content-Encoding (gzip, deflate, br) is undone into at most this many bytes, so a "
+        "compression bomb costs at most this much memory (what is parsed is cut there; the "
+        "record keeps the bytes as sent, up to --max-body-bytes). Default 4 MiB.",
+    )
+    _add(parser,
+        "--max-response-headers",
+        type=_number(int, "--max-response-headers", 1),
+        default=128,
+        help="A response with more header lines is refused (an error, not a page). Each line "
+        "is also capped at 16 KiB. Default 128.",
+    )
+    _add(parser,
+        "--max-url-length",
+        type=_number(int, "--max-url-length", 0),
+        default=2048,
+        help="Discovered URLs longer than this (characters) are not followed. 0 = no limit "
+        "(normalisation still refuses URLs over 2048). Default 2048.",
+    )
+    _add(parser,
+        "--max-url-depth",
+        type=_number(int, "--max-url-depth", 0),
+        default=16,
+        help="Discovered URLs with more path segments are not followed. 0 = no limit. Default 16.",
+    )
+    _add(parser,
+        "--max-segment-repeats",
+        type=_number(int, "--max-segment-repeats", 0),
+        default=3,
+        help="Discovered URLs whose path repeats one segment this often (/a/b/a/b/a/) are not "
+        "followed. 0 = off. Default 3.",
+    )
+    _add(parser,
+        "--fetch-documents",
+        type=_boolean("--fetch-documents"),
+        nargs="?",
+        const=True,
+        default=False,
+        help="Also follow links to PDFs and office documents (skipped by extension by default; "
+        "images, video, audio, archives and executables always are).",
+    )
+    _add(parser,
+        "--domain-budgets",
+        type=_boolean("--domain-budgets"),
+        nargs="?",
+        const=True,
+        default=True,
+        help="Per registered domain page budgets tied to how many other domains link to it "
+        "(IRLbot's STAR); over-budget URLs are deferred, never deleted. --domain-budgets=false "
+        "turns them off. Default on.",
+    )
+    _add(parser,
+        "--domain-budget-base",
+        type=_number(int, "--domain-budget-base", 0),
+        default=100,
+        help="Pages per budget period for a domain nobody links to. Default 100.",
+    )
+    _add(parser,
+        "--domain-budget-per-linker",
+        type=_number(int, "--domain-budget-per-linker", 0),
+        default=10,
+        help="Extra pages per period for each other registered domain linking to it. Default 10.",
+    )
+    _add(parser,
+        "--domain-budget-cap",
+        type=_number(int, "--domain-budget-cap", 0),
+        default=100_000,
+        help="Most pages per period for any one domain. Default 100000.",
+    )
+    _add(parser,
+        "--seed-domain-credit",
+        type=_number(int, "--seed-domain-credit", 0),
+        default=100,
+        help="Linking domains credited to a domain that holds a seed URL. Default 100.",
+    )
+    _add(parser,
+        "--budget-period",
+        type=_number(float, "--budget-period", 1),
+        default=86400.0,
+        help="Seconds of a budget period (budgets refill at each multiple of it). Default 86400.",
+    )
+    _add(parser,
+        "--defer-base",
+        type=_number(float, "--defer-base", 1),
+        default=86400.0,
+        help="An over-budget URL is set aside until the next multiple of this many seconds "
+        "(when a day-long budget refills); each further deferral doubles the wait. Default 86400.",
+    )
+    _add(parser,
+        "--defer-max",
+        type=_number(float, "--defer-max", 1),
+        default=30 * 86400.0,
+        help="Longest deferral, seconds (a domain that gains reputation gets its URLs back "
+        "within this long). Default 2592000 (30 days).",
+    )
+    _add(parser,
+        "--max-new-urls-per-host",
+        type=_number(int, "--max-new-urls-per-host", 0),
+        default=1000,
+        help="Most never-fetched URLs one host gets per round (revisits are not capped). 0 = "
+        "no cap. Default 1000.",
+    )
+    _add(parser,
+        "--max-new-hosts-per-domain",
+        type=_number(int, "--max-new-hosts-per-domain", 0),
+        default=20,
+        help="Most new host names one registered domain admits per round (wildcard DNS); the "
+        "others' URLs are deferred. 0 = no cap. Default 20.",
+    )
+    _add(parser,
+        "--max-hosts-per-domain",
+        type=_number(int, "--max-hosts-per-domain", 0),
+        default=1000,
+        help="Most host names one registered domain admits in all. 0 = no cap. Default 1000.",
+    )
+
+
+# CrawlConfig fields set from the options of _add_limit_arguments, by the same name.
+LIMIT_FIELDS = (
+    "min_transfer_rate",
+    "transfer_grace",
+    "stall_timeout",
+    "max_decoded_bytes",
+    "max_response_headers",
+    "max_url_length",
+    "max_url_depth",
+    "max_segment_repeats",
+    "fetch_documents",
+    "domain_budgets",
+    "domain_budget_base",
+    "domain_budget_per_linker",
+    "domain_budget_cap",
+    "seed_domain_credit",
+    "budget_period",
+    "defer_base",
+    "defer_max",
+    "max_new_urls_per_host",
+    "max_new_hosts_per_domain",
+    "max_hosts_per_domain",
+)
 
 
 class OneLineArgumentParser(argparse.ArgumentParser):
@@ -202,6 +389,8 @@ def config_from_args(args: Any) -> "CrawlConfig":
         raise ValueError("--out is required")
     out = args.out if "://" in args.out else os.path.abspath(args.out)
     blocklist = _read_blocklist(args.blocklist) if getattr(args, "blocklist", None) else ()
+    # getattr: a namespace built elsewhere (tests, older callers) may lack the newer options.
+    limits = {name: getattr(args, name) for name in LIMIT_FIELDS if getattr(args, name, None) is not None}
     return CrawlConfig(
         out=out,
         store=args.store or f"sqlite:///{out}/store.sqlite",
@@ -221,6 +410,7 @@ def config_from_args(args: Any) -> "CrawlConfig":
         fetch_shards=args.fetch_shards,
         max_hosts_in_flight=args.max_hosts_in_flight,
         seen_bucket_bits=args.seen_bucket_bits,
+        **limits,
     )
 
 

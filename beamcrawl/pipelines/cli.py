@@ -80,8 +80,8 @@ def cmd_crawl(argv: Sequence[str]) -> int:
     from beamcrawl.pipelines.crawl import CrawlError, crawl, read_seeds
 
     try:
-        seeds = read_seeds(args.seeds) if args.seeds else []
         cfg = config_from_args(args)
+        seeds = read_seeds(args.seeds, cfg.shape_rules()) if args.seeds else []
     except (CrawlError, ValueError) as exc:
         print(f"beamcrawl crawl: error: {exc}", file=sys.stderr)
         return 2

@@ -8,6 +8,7 @@ and a report is written. A round that fails commits nothing; rerunning the crawl
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -26,9 +27,11 @@ from beamcrawl.core.config import CrawlConfig
 from beamcrawl.core.faults import crash_point
 from beamcrawl.core.outputs import RoundOutputs
 from beamcrawl.core.urlnorm import InvalidURL, fingerprint, host_of, normalize
+from beamcrawl.core.urlshape import ShapeRules
 from beamcrawl.pipelines import round as round_pipeline
 from beamcrawl.schemas.records import PRIORITY_SEED, Candidate, fp_key
 from beamcrawl.stores.base import Mutation, Store, StoreError, open_store
+from beamcrawl.transforms.budgets import credit_seed_domains
 from beamcrawl.transforms.url_seen import queue_new_urls
 
 log = logging.getLogger(__name__)
@@ -53,11 +56,18 @@ class SeedReport:
     rejected: list[dict[str, str]] = field(default_factory=list)
 
 
-def read_seeds(path: str) -> list[str]:
+def read_seeds(path: str, shape: ShapeRules | None = None) -> list[str]:
     """Seed URLs from a file: one per line, '#' comments and blank lines skipped.
 
-    Raises CrawlError naming the file and line of the first bad seed.
+    Args:
+        path: The file (local or any Beam filesystem).
+        shape: The crawl's URL-shape rules (default: the default rules). A seed failing one
+            would never be crawled, so it is refused like a malformed one.
+
+    Raises:
+        CrawlError: Naming the file and line of the first bad seed.
     """
+    rules = shape or ShapeRules()
     try:
         with files.open_read(path) as fh:
             lines = fh.read().decode("utf-8").splitlines()
@@ -71,9 +81,15 @@ def read_seeds(path: str) -> list[str]:
         if not text or text.startswith("#"):
             continue
         try:
-            normalize(text)
+            norm = normalize(text)
         except InvalidURL as exc:
             raise CrawlError(f"{path}:{number}: bad seed {text!r}: {exc}") from None
+        reason = rules.check(norm)
+        if reason is not None:
+            raise CrawlError(
+                f"{path}:{number}: bad seed {text!r}: refused by the URL-shape rules "
+                f"({reason.replace('_', ' ')})"
+            )
         seeds.append(text)
     return seeds
 
@@ -96,6 +112,9 @@ def submit_urls(store: Store, urls: Iterable[str], now_ms: int, priority: float 
     known = store.read_keys("urls", [fp_key(fp) for fp in offered], keys_only=True)
     new = [c for fp, c in sorted(offered.items()) if fp_key(fp) not in known]
     report.duplicates += len(offered) - len(new)
+    if source == "seed":
+        # The operator vouches for a seed's site: its domain's budget counts extra linkers.
+        credit_seed_domains(store, {c.host for c in offered.values()})
     queue_new_urls(store, new, now_ms)
     report.accepted = len(new)
     return report
@@ -271,6 +290,16 @@ def run_round(cfg: CrawlConfig, pipeline_args: list[str], store: Store, round_no
         "bytes": metrics.get("fetch/bytes", 0),
         "links_found": metrics.get("parse/links", 0),
         "new_urls": metrics.get("url_seen/new", 0),
+        # Containment (DESIGN.md §3): links refused by their shape, URLs set aside by budgets.
+        "links_refused_by_shape": sum(v for k, v in metrics.items() if k.startswith("url_seen/shape_")),
+        "deferred_by_budgets": metrics.get("budgets/urls_deferred", 0),
+        # Content seen: pages checked, new content kept, copies found (their links not
+        # followed), and the copies archived as WARC revisit records.
+        "content_checked": metrics.get("content_seen/pages_checked", 0),
+        "new_content": metrics.get("content_seen/new_originals", 0),
+        "exact_copies": metrics.get("content_seen/exact_copies", 0),
+        "near_copies": metrics.get("content_seen/near_copies_marked", 0),
+        "warc_revisits": metrics.get("store/revisits", 0),
         "frontier_size": frontier_left,
         "pages_per_second": round(pages / max(fetch_done - started, 1e-9), 2),
         "files": {kind: [p_[len(cfg.out) :].lstrip("/") for p_ in paths] for kind, paths in moved.items()},
@@ -291,15 +320,24 @@ def summary(report: dict[str, Any]) -> str:
         f"robots-disallowed {report['robots_disallowed']}, deferred {report['deferred']}, errors {report['fetch_errors']}",
         f"  status {' '.join(f'{k}={v}' for k, v in sorted(status.items())) or '-'}; "
         f"{report['bytes'] / 1e6:.2f} MB",
-        f"  links found {report['links_found']}, new URLs {report['new_urls']}, frontier now {report['frontier_size']}",
+        f"  links found {report['links_found']}, refused by shape {report['links_refused_by_shape']}, "
+        f"new URLs {report['new_urls']}, deferred by budgets {report['deferred_by_budgets']}, "
+        f"frontier now {report['frontier_size']}",
     ]
     for kind, paths in sorted(report["files"].items()):
         lines.append(f"  {kind}: {len(paths)} file(s)")
     return "\n".join(lines)
 
 
+def _remove_if_empty(folder: str) -> None:
+    """Removes a local folder this run created, if nothing was written into it."""
+    with contextlib.suppress(OSError):
+        os.rmdir(folder)
+
+
 def crawl(cfg: CrawlConfig, rounds: int, seeds: list[str], pipeline_args: list[str], out: TextIO = sys.stdout) -> list[dict[str, Any]]:
     """Seeds the frontier and runs ``rounds`` rounds; returns their reports."""
+    created = not files.is_remote(cfg.out) and not os.path.exists(cfg.out)
     try:
         files.ensure_writable(cfg.out)
     except OSError as exc:
@@ -307,6 +345,8 @@ def crawl(cfg: CrawlConfig, rounds: int, seeds: list[str], pipeline_args: list[s
     try:
         store = open_store(cfg.store)
     except StoreError as exc:
+        if created:
+            _remove_if_empty(cfg.out)  # a crawl that never started leaves nothing behind
         raise CrawlError(str(exc)) from None
     reports = []
     with store, RoundLease(store, ttl=lease_ttl(cfg.round_window)):

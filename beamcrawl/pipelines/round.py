@@ -1,10 +1,11 @@
 """One crawl round as one Beam job (DESIGN.md §1).
 
-select due URLs and host state → resolve hosts (addresses for per-IP politeness) → assign
-slots per host (CoGroupByKey on host) → fetch politely by shard (one owner per host and per
-IP) → parse → store pages once (WARC) and publish events and edges (Parquet) → URL seen
-(DRUM) → record host and URL state. The round's files are committed by the crawl loop
-(pipelines/crawl.py) after the job finishes.
+select due URLs → apply domain budgets (over-budget URLs deferred, not deleted) → host
+state → resolve hosts (addresses for per-IP politeness) → assign slots per host
+(CoGroupByKey on host) → fetch politely by shard (one owner per host and per IP) → parse →
+store pages once (WARC) and publish events and edges (Parquet) → URL seen (DRUM, links of a
+bad shape refused) → record host and URL state, domain usage and linking domains. The
+round's files are committed by the crawl loop (pipelines/crawl.py) after the job finishes.
 
 EXAMPLES (one round through the crawl loop; see README for all runners)::
 
@@ -20,6 +21,8 @@ import apache_beam as beam
 from beamcrawl.core.config import CrawlConfig
 from beamcrawl.core.outputs import RoundOutputs
 from beamcrawl.transforms.assign_slots import AssignSlots
+from beamcrawl.transforms.budgets import ApplyBudgets, CountDomainUsage, CountLinkingDomains
+from beamcrawl.transforms.content_seen import FindDuplicateContent
 from beamcrawl.transforms.fetch import FetchPages
 from beamcrawl.transforms.parquet_io import WriteLinkEdges, WritePageEvents
 from beamcrawl.transforms.parse import ParsePages
@@ -33,7 +36,13 @@ from beamcrawl.transforms.warc_io import WriteWarc
 def build(p: beam.Pipeline, cfg: CrawlConfig, outputs: RoundOutputs, now: float) -> None:
     """Adds one round's transforms to ``p``."""
     now_ms = int(now * 1000)
-    due = p | "Read due frontier" >> ReadDueFrontier(cfg.store, now_ms)
+    rules = cfg.budget_rules()
+    budgets_on = cfg.domain_budgets or cfg.max_new_hosts_per_domain > 0 or cfg.max_hosts_per_domain > 0
+    due = (
+        p
+        | "Read due frontier" >> ReadDueFrontier(cfg.store, now_ms)
+        | "Apply domain budgets" >> ApplyBudgets(cfg.store, rules, now, outputs, enabled=budgets_on)
+    )
     host_state = due | "Read host state" >> ReadHostState(cfg.store)
     resolved = host_state.records | "Resolve hosts" >> ResolveHosts(cfg, now)
     plans = {
@@ -43,7 +52,11 @@ def build(p: beam.Pipeline, cfg: CrawlConfig, outputs: RoundOutputs, now: float)
     } | "Assign slots" >> AssignSlots(cfg, now)
 
     fetched = plans | "Fetch" >> FetchPages(cfg)
-    pages = fetched.results | "Parse" >> ParsePages(cfg.robots_token)
+    pages = (
+        fetched.results
+        | "Parse" >> ParsePages(cfg.robots_token)
+        | "Content seen" >> FindDuplicateContent(cfg.store, outputs.round_no, bits=cfg.seen_bucket_bits)
+    )
 
     events = pages | "Store pages once" >> WriteWarc(outputs, cfg.warc_max_bytes, cfg.user_agent)
     _ = events | "Publish page events" >> WritePageEvents(outputs)
@@ -51,9 +64,12 @@ def build(p: beam.Pipeline, cfg: CrawlConfig, outputs: RoundOutputs, now: float)
 
     _ = (
         pages
-        | "Discovered URLs" >> ExtractCandidates()
+        | "Discovered URLs" >> ExtractCandidates(cfg.shape_rules())
         | "URL seen" >> FilterSeenUrls(cfg.store, cfg.seen_bucket_bits, now_ms)
     )
 
     _ = fetched.hosts | "Record host state" >> RecordHostState(cfg.store)
     _ = pages | "Record URL state" >> RecordUrlState(cfg.store, outputs)
+    if cfg.domain_budgets:
+        _ = fetched.results | "Record domain usage" >> CountDomainUsage(cfg.store, outputs.round_no, now, rules.period)
+        _ = pages | "Record linking domains" >> CountLinkingDomains(cfg.store)

@@ -67,6 +67,9 @@ class FrontierEntry:
     # Frontier keys of other rows for the same fingerprint (a rerun after a crash may queue
     # a URL twice); they are deleted when this one is done.
     also_keys: list[str] = field(default_factory=list)
+    # Times the URL was set aside over its domain's budget or host caps (BEAST): each
+    # deferral doubles the next one's interval (transforms/budgets.py).
+    deferrals: int = 0
 
     @property
     def key(self) -> bytes:
@@ -78,7 +81,7 @@ class FrontierEntry:
 
     @classmethod
     def from_cells(cls, cells: dict[str, bytes]) -> "FrontierEntry":
-        return cls(**_decode_json(cells))
+        return cls(**_known_fields(cls, _decode_json(cells)))
 
 
 @dataclass
@@ -252,6 +255,16 @@ class ParsedPage:
     simhash: str | None = None
     title: str | None = None
     parse_error: str | None = None
+    # What a 2xx body is, by label and first bytes (core/sniff.py): html | xhtml | xml | text
+    # | binary:<kind>; None when parse did not look (not 2xx, robots.txt, a parse failure).
+    body_kind: str | None = None
+    # Content seen (transforms/content_seen.py): set when this page copies a page the crawl
+    # already keeps, which is then the only one stored.
+    duplicate_of: str | None = None  # URL of the original
+    duplicate_kind: str | None = None  # "exact" (same payload) | "near" (simhash within 3 bits)
+    duplicate_distance: int | None = None  # bits between the simhashes (0 for an exact copy)
+    original_fetched_at: float | None = None  # epoch s of the original's fetch (WARC-Refers-To-Date)
+    original_digest: str | None = None  # the original's WARC payload digest, "sha1:<base32>"
 
     @property
     def follow_links(self) -> list[Link]:

@@ -13,6 +13,12 @@ Tables (DESIGN.md §2):
     hosts     host records (delay, last fetch, robots cache), keyed by host name
     policies  operator policies per host, keyed by host name
     meta      crawl-wide rows: the round counter and the round lease
+    domains   per registered domain budget state (linking domains, pages used, known host
+              names, seed credit), keyed by the domain name
+    content   the content-seen set: where the page with a payload is kept, keyed by the
+              8-byte big-endian payload checksum (transforms/content_seen.py)
+    simhash   kept pages' simhashes in 20 permuted tables, keyed by a table byte and the
+              leading bits of the permuted fingerprint (core/textfp.py)
 """
 
 from __future__ import annotations
@@ -21,13 +27,15 @@ import abc
 from dataclasses import dataclass
 from typing import Iterable, Iterator, Mapping, TypeVar
 
-TABLES = ("urls", "frontier", "hosts", "policies", "meta")
+TABLES = ("urls", "frontier", "hosts", "policies", "meta", "domains", "content", "simhash")
 
 # Column families in use (the part of a cell name before the colon): ``r`` a record as
-# JSON (frontier, hosts, policies), ``u`` URL state in the seen set, ``m`` crawl-wide meta.
+# JSON (frontier, hosts, policies), ``u`` URL state in the seen set, ``m`` crawl-wide meta,
+# ``d`` a domain's budget state, ``c`` a content-seen row, ``s`` the originals in a
+# simhash table row.
 # Backends with declared families (Bigtable) create these up front; a new family used by
 # the crawler belongs here, so `beamcrawl store init` creates it.
-FAMILIES = ("r", "u", "m")
+FAMILIES = ("r", "u", "m", "d", "c", "s")
 
 # estimate_rows counts up to this many keys exactly before extrapolating.
 ESTIMATE_EXACT_ROWS = 20_000

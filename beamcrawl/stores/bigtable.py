@@ -217,6 +217,8 @@ class BigtableStore(Store):
     mutate_timeout: float = 600.0
     mutate_attempts: int = 10
     attempt_timeout: float = 60.0
+    # Seconds the open-time check of each table may take (an unreachable store fails then).
+    probe_timeout: float = 10.0
     # A key-set read seeks per key while a scan streams: Cloud Bigtable's published
     # per-node figures (~17k point reads/s against ~220 MB/s of scan, i.e. ~1M small rows/s)
     # put a scattered read near 50 scanned rows. Conservative, as the emulator cannot
@@ -639,13 +641,28 @@ class BigtableStore(Store):
         self._extra_families[table] |= extra
 
     def missing_tables(self) -> list[str]:
-        """Table ids of this store that do not exist (one small read per table)."""
+        """Table ids of this store that do not exist (one small read per table).
+
+        Each read may take :attr:`probe_timeout` seconds in all: an unreachable Bigtable (or
+        emulator) is reported then, rather than retried for the client's default ten minutes.
+        """
         missing = []
         for table in TABLES:
             try:
-                self._table(table).read_rows(ReadRowsQuery(limit=1, row_filter=_KEYS_ONLY))
+                self._table(table).read_rows(
+                    ReadRowsQuery(limit=1, row_filter=_KEYS_ONLY),
+                    operation_timeout=self.probe_timeout,
+                    attempt_timeout=self.probe_timeout,
+                )
             except api_exceptions.NotFound:
                 missing.append(self.table_id(table))
+            except api_exceptions.DeadlineExceeded as exc:
+                emulator = os.environ.get(EMULATOR_HOST_ENV)
+                where = f" (the emulator at {emulator})" if emulator else ""
+                raise StoreError(
+                    f"store {self.uri}: no answer from Bigtable{where} within "
+                    f"{self.probe_timeout:g}s; is it reachable?"
+                ) from exc
             except api_exceptions.GoogleAPIError as exc:
                 raise StoreError(f"store {self.uri}: {_first_line(exc)}") from exc
         return missing

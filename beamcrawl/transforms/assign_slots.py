@@ -6,7 +6,8 @@ round: robots.txt first when the cached answer is missing, older than its maximu
 whose robots.txt is unreachable and not yet due gets no slots, unless its last good copy
 stands in after 24 h), then URLs in priority order, as
 many as fit between the host's next allowed time and the end of the round window at its
-delay, none that the robots rules in force forbid; the rest stay queued. A host whose
+delay, none that the robots rules in force forbid, and at most ``--max-new-urls-per-host``
+never-fetched ones (revisits are not capped); the rest stay queued. A host whose
 Retry-After or back-off holds it past the window gets no slots at all. Blocked (policy or
 ``--blocklist``) and paused hosts get no slots either; their URLs stay queued.
 
@@ -14,8 +15,8 @@ Each plan carries the fetch shard that owns the host: the hash of its server IP 
 resolve stage found one, else of its name. So every host, and every server IP, has exactly
 one owner, which holds its clock.
 
-Governed by: --min-delay, --max-delay, --round-window, --fetch-shards, --blocklist, and the
-operator's host policies.
+Governed by: --min-delay, --max-delay, --round-window, --fetch-shards, --blocklist,
+--max-new-urls-per-host, and the operator's host policies.
 """
 
 from __future__ import annotations
@@ -29,12 +30,25 @@ import mmh3
 from apache_beam.metrics import Metrics
 
 from beamcrawl.core import politeness
+from beamcrawl.core.budgets import cap_new_pages
 from beamcrawl.core.config import CrawlConfig
 from beamcrawl.core.resolver import hostname_of
 from beamcrawl.core.robots import cached_rules, retry_unreachable_at
 from beamcrawl.schemas.records import FrontierEntry, HostPlan, HostPolicy, HostRecord
 
-__all__ = ["AssignSlots", "blocklisted", "fetch_shard", "hold_reason", "plan_host", "shard_of"]
+__all__ = [
+    "AssignSlots",
+    "blocklisted",
+    "dedupe_entries",
+    "fetch_shard",
+    "hold_reason",
+    "is_new_url",
+    "plan_host",
+    "shard_of",
+]
+
+# Frontier sources of URLs fetched before (the revisit scheduler's); any other is new.
+REVISIT_SOURCES = frozenset({"revisit"})
 
 
 def shard_of(host: str, shards: int) -> int:
@@ -79,7 +93,12 @@ def hold_reason(
     return None
 
 
-def _dedupe(entries: Iterable[FrontierEntry]) -> list[FrontierEntry]:
+def is_new_url(entry: FrontierEntry) -> bool:
+    """Whether a queued URL was never fetched (a discovery, not a revisit)."""
+    return entry.source not in REVISIT_SOURCES
+
+
+def dedupe_entries(entries: Iterable[FrontierEntry]) -> list[FrontierEntry]:
     """One entry per fingerprint; the others' frontier keys ride along to be deleted."""
     by_fp: dict[int, FrontierEntry] = {}
     for entry in entries:
@@ -114,9 +133,12 @@ def plan_host(
     record = record or HostRecord(host=host)
     if hold_reason(host, record, policy, cfg, now) is not None:
         return None  # stays queued: steering and back-off defer, they never delete
-    queued = sorted(_dedupe(entries), key=lambda e: (-e.priority, e.due_ms, e.fp))
+    queued = sorted(dedupe_entries(entries), key=lambda e: (-e.priority, e.due_ms, e.fp))
     if not queued:
         return None
+    # A host's sudden flood of fresh links must not crowd out its revisits or take the whole
+    # window: the new ones over the cap stay queued for later rounds.
+    queued, _later = cap_new_pages(queued, is_new_url, cfg.max_new_urls_per_host)
 
     policy_min = (policy.min_delay_ms / 1000.0) if policy and policy.min_delay_ms else None
     rules = cached_rules(

@@ -19,13 +19,19 @@ stored keys and the bucket has few candidates, it reads just the candidates' key
 batched key-set request. Both paths feed the same one-pass merge; the counters
 ``url_seen/path_scan`` and ``url_seen/path_keyset`` count the buckets that took each.
 
-Governed by: --seen-bucket-bits (at least 2^bits buckets; more when the seen set is large).
+In front of the join, each link's shape is checked (core/urlshape.py): a URL too long, too
+deep, with a path segment repeated, of another scheme or naming a binary file is not
+offered at all (counted as ``url_seen/shape_<reason>``), so traps that look like traps never
+reach the seen set or the frontier.
+
+Governed by: --seen-bucket-bits (at least 2^bits buckets; more when the seen set is large),
+--max-url-length, --max-url-depth, --max-segment-repeats, --fetch-documents.
 """
 
 from __future__ import annotations
 
 import math
-from typing import Iterable, Iterator, Literal, Sequence
+from typing import Iterable, Iterator, Literal, MutableMapping, Sequence
 
 import apache_beam as beam
 from apache_beam.metrics import Metrics
@@ -35,6 +41,7 @@ from apache_beam.utils.windowed_value import WindowedValue
 
 from beamcrawl.core.faults import crash_point
 from beamcrawl.core.urlnorm import host_of
+from beamcrawl.core.urlshape import REASONS, ShapeRules
 from beamcrawl.schemas.records import Candidate, FrontierEntry, ParsedPage, UrlState, fp_key
 from beamcrawl.stores.base import Mutation, Store, open_store
 
@@ -177,14 +184,34 @@ def queue_new_urls(store: Store, new: Sequence[Candidate], now_ms: int) -> list[
     return entries
 
 
-def page_candidates(page: ParsedPage) -> list[Candidate]:
-    """The URLs a parsed page offers to the frontier (links it may follow, redirects)."""
+def page_candidates(
+    page: ParsedPage,
+    shape: ShapeRules | None = None,
+    rejected: MutableMapping[str, int] | None = None,
+) -> list[Candidate]:
+    """The URLs a parsed page offers to the frontier (links it may follow, redirects).
+
+    Args:
+        page: A parsed page.
+        shape: URL-shape rules; a link failing one is not offered (None: no shape check).
+        rejected: Where to count the links refused, by reason (:data:`urlshape.REASONS`).
+    """
+    if page.duplicate_of:
+        # A copy's links are its original's (or a mirror's echo of them): following them
+        # would crawl the copied site twice. What is reachable otherwise is still found.
+        return []
     depth = page.fetch.entry.depth + 1
     priority = link_priority(depth)
     out = []
     for link in page.follow_links:
         if link.kind == "canonical":
             continue  # a hint about this page, not a new page to crawl
+        if shape is not None:
+            reason = shape.check(link.url)
+            if reason is not None:
+                if rejected is not None:
+                    rejected[reason] = rejected.get(reason, 0) + 1
+                continue
         try:
             host = host_of(link.url)
         except ValueError:
@@ -194,15 +221,36 @@ def page_candidates(page: ParsedPage) -> list[Candidate]:
     return out
 
 
+class _CandidatesFn(beam.DoFn):
+    """A page's followable links of an acceptable shape, as one list (none if empty)."""
+
+    def __init__(self, shape: ShapeRules | None) -> None:
+        self.shape = shape
+        self.refused = {r: Metrics.counter("url_seen", f"shape_{r}") for r in REASONS}
+
+    def process(self, page: ParsedPage) -> Iterator[list[Candidate]]:
+        rejected: dict[str, int] = {}
+        found = page_candidates(page, self.shape, rejected)
+        for reason, n in rejected.items():
+            self.refused[reason].inc(n)
+        if found:
+            yield found
+
+
 class ExtractCandidates(beam.PTransform):
-    """``ParsedPage`` → one list of ``Candidate`` per page (links travel together)."""
+    """``ParsedPage`` → one list of ``Candidate`` per page (links travel together).
+
+    Args:
+        shape: URL-shape rules links must pass (``CrawlConfig.shape_rules()``); None
+            offers every followable link.
+    """
+
+    def __init__(self, shape: ShapeRules | None = None) -> None:
+        super().__init__()
+        self.shape = shape
 
     def expand(self, pages: beam.PCollection) -> beam.PCollection:
-        return (
-            pages
-            | "Followable links" >> beam.Map(page_candidates)
-            | "Drop pages without links" >> beam.Filter(bool)
-        )
+        return pages | "Followable links of a sane shape" >> beam.ParDo(_CandidatesFn(self.shape))
 
 
 class _BucketFn(beam.DoFn):

@@ -12,6 +12,7 @@ import threading
 import time
 from contextlib import contextmanager
 
+import brotli
 import pytest
 from aiohttp import web
 
@@ -20,6 +21,10 @@ from beamcrawl.core.fetcher import FetchRunner, decode_body
 from beamcrawl.core.robots import RobotsRules
 from beamcrawl.schemas.records import FrontierEntry, HostPlan, HostRecord
 from beamcrawl.transforms.assign_slots import hold_reason, plan_host
+
+
+BOMB_PAYLOAD = bytes(8 * 1024 * 1024)
+BOMBS = {"gzip": gzip.compress(BOMB_PAYLOAD), "br": brotli.compress(BOMB_PAYLOAD, quality=5)}
 
 
 class MockServer:
@@ -53,6 +58,24 @@ class MockServer:
             status, headers = 301, {"Location": "/target"}
         elif path.startswith("/hang"):
             await asyncio.sleep(5)
+        elif path.startswith("/headers"):  # /headers/N: N extra header lines
+            headers.update({f"X-Filler-{i}": "x" for i in range(int(path.rsplit("/", 1)[1]))})
+        elif path.startswith("/bomb-"):  # /bomb-gzip, /bomb-br: 8 MiB of zeros, compressed
+            coding = path.split("-", 1)[1]
+            body, headers = BOMBS[coding], {"Content-Type": "text/html", "Content-Encoding": coding}
+        elif path.startswith("/drip"):  # one byte every 50 ms for at most 4 s, then the end
+            resp = web.StreamResponse(headers={"Content-Type": "text/html"})
+            resp.enable_chunked_encoding()
+            await resp.prepare(request)
+            try:
+                for _ in range(80):
+                    await resp.write(b"d")
+                    await asyncio.sleep(0.05)
+                await resp.write_eof()
+            except (ConnectionResetError, asyncio.CancelledError):
+                pass  # the client hung up, as it should
+            self.log.append({"start": start, "end": time.time(), "host": host, "path": path, "ua": ""})
+            return resp
         resp = web.Response(status=status, body=body, headers=headers)
         await resp.prepare(request)
         await resp.write_eof()
@@ -232,6 +255,37 @@ def test_decode_body_caps_decompression_bombs(enc):
     raw = gzip.compress(payload) if enc == "gzip" else zlib.compress(payload)
     body, cut = decode_body(raw, enc, 100_000)
     assert cut and len(body) == 100_000
+
+
+def test_brotli_bombs_are_capped_too():
+    body, cut = decode_body(BOMBS["br"], "br", 100_000)
+    assert cut and body == bytes(100_000)
+
+
+def test_hostile_responses_are_bounded():
+    """Too many header lines, a slow-drip body, gzip and brotli bombs: each costs bounded
+    time and memory, and WARC-Truncated says what was cut (and only then)."""
+    config = cfg(
+        total_timeout=10.0, min_transfer_rate=100.0, transfer_grace=0.5, stall_timeout=2.0,
+        max_decoded_bytes=1_000_000, max_response_headers=50, max_body_bytes=100_000,
+    )
+    paths = ["/headers/40", "/headers/60", "/bomb-gzip", "/bomb-br", "/drip"]  # drip last: it slows the host
+    with mock_server() as server:
+        results, _ = run(config, [plan(server, "h.test", paths, robots_known="", delay=0.05)])
+    by = {r.url.split("/", 3)[3]: r for r in results}
+    assert by["headers/40"].outcome == "fetched" and by["headers/40"].status == 200
+    assert by["headers/60"].outcome == "error" and "header" in by["headers/60"].error
+    drip = by["drip"]
+    # ~20 bytes/s against a minimum of 100: cut when the grace ends, not after the 4 s drip.
+    assert drip.outcome == "fetched" and drip.truncated == "time"
+    assert 5 <= len(drip.raw_body) <= 20 and drip.elapsed < 1.5
+    for coding in ("gzip", "br"):
+        bomb = by[f"bomb-{coding}"]
+        assert bomb.outcome == "fetched" and bomb.body == bytes(1_000_000)
+        # The compressed body arrived whole: the record is complete, only the payload was cut.
+        assert bomb.raw_body == BOMBS[coding] and bomb.truncated is None
+    # (The whole run is longer: a slow answer lengthens the host's delay, politely.)
+    assert max(r.elapsed for r in results) < 1.5, {k: r.elapsed for k, r in by.items()}
 
 
 # --- per-IP politeness -------------------------------------------------------------------

@@ -423,12 +423,6 @@ def test_sniff_refuses_hostile_charset_labels() -> None:
             assert "/x" in text
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="core/htmlparse._charset hands any label to bytes.decode: <meta charset=idna> (or "
-    "punycode, undefined) raises UnicodeError and the page loses all its links. Fixed by "
-    "decoding with core/sniff.decode_html (issue #7 integration plan); then drop this mark.",
-)
 def test_parse_html_survives_hostile_charset_labels() -> None:
     for label in HOSTILE_LABELS:
         body = b"<meta charset=" + label.encode() + b">" + _BODY_AFTER_META

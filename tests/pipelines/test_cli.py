@@ -80,6 +80,13 @@ def _timed(args) -> float:
         (["crawl", "--out", "{out}", "--min-delay", "5", "--max-delay", "1", "--seeds", "{good}"], "--max-delay"),
         (["crawl", "--out", "/proc/beamcrawl-out", "--seeds", "{good}"], "not writable"),
         (["crawl", "--out", "{out}", "--seeds", "{good}", "stray"], "unexpected argument 'stray'"),
+        (["crawl", "--out", "{out}", "--seeds", "{shape}"], "shape.txt:3: bad seed 'http://ok.com/a/a/a/x'"),
+        (["crawl", "--out", "{out}", "--seeds", "{good}", "--max-segment-repeats", "1"], "--max-segment-repeats must be 0"),
+        (["crawl", "--out", "{out}", "--seeds", "{good}", "--fetch-documents=maybe"], "--fetch-documents must be true or false"),
+        (["crawl", "--out", "{out}", "--seeds", "{good}", "--domain_budget_cap=5"], "--domain-budget-cap (5) must be >="),
+        (["crawl", "--out", "{out}", "--seeds", "{good}", "--defer-base", "600", "--defer-max", "60"], "--defer-base"),
+        (["crawl", "--out", "{out}", "--seeds", "{good}", "--min-transfer-rate", "-5"], "--min-transfer-rate must be >= 0"),
+        (["crawl", "--out", "{out}", "--seeds", "{good}", "--max-decoded-bytes", "lots"], "--max-decoded-bytes must be a number"),
         (["robots-check", "--robots", "{tmp}/missing", "--agent", "a", "http://a/"], "missing"),
         (["nosuchcommand"], "unknown command"),
     ],
@@ -89,12 +96,15 @@ def test_bad_input_gets_one_line_error_and_nonzero_exit(tmp_path, args, needle):
     bad.write_text("http://ok.com/\nnot a url at all\n")
     good = tmp_path / "good.txt"
     good.write_text("http://ok.com/\n")
-    fill = {"tmp": str(tmp_path), "out": str(tmp_path / "out"), "bad": str(bad), "good": str(good)}
+    shape = tmp_path / "shape.txt"
+    shape.write_text("http://ok.com/\n# a trap, not a seed\nhttp://ok.com/a/a/a/x\n")
+    fill = {"tmp": str(tmp_path), "out": str(tmp_path / "out"), "bad": str(bad), "good": str(good), "shape": str(shape)}
     proc = run(*[a.format(**fill) for a in args])
     assert proc.returncode != 0
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1, proc.stderr
     assert needle in lines[0]
+    assert not (tmp_path / "out").exists() or "/proc" in " ".join(args)  # nothing half-written
 
 
 def test_corrupt_store_is_a_one_line_error_and_left_untouched(tmp_path):
@@ -106,3 +116,30 @@ def test_corrupt_store_is_a_one_line_error_and_left_untouched(tmp_path):
     assert proc.returncode != 0
     assert len(proc.stderr.strip().splitlines()) == 1 and "store" in proc.stderr
     assert store.read_bytes() == b"this is not a database" * 100
+
+
+def test_unreachable_bigtable_store_fails_fast_with_one_line(tmp_path):
+    """A Bigtable store nobody answers for (an emulator address with nothing listening):
+    one line naming the store, a non-zero exit within seconds, and no output folder."""
+    import os
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]  # closed again before the crawl starts: nothing listens
+    seeds = tmp_path / "s.txt"
+    seeds.write_text("http://ok.com/\n")
+    env = dict(os.environ, BIGTABLE_EMULATOR_HOST=f"127.0.0.1:{port}")
+    out = tmp_path / "out"
+    started = time.monotonic()
+    proc = subprocess.run(
+        [*CLI, "crawl", "--out", str(out), "--store", "bigtable://p/i", "--seeds", str(seeds)],
+        capture_output=True, text=True, timeout=90, env=env,
+    )
+    took = time.monotonic() - started
+    assert proc.returncode != 0
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1, proc.stderr
+    assert "bigtable://p/i" in lines[0] and f"127.0.0.1:{port}" in lines[0]
+    assert took < 30, f"took {took:.0f}s to give up"
+    assert not out.exists()

@@ -12,6 +12,15 @@ from the committed outputs and the store (DESIGN.md §3, "Nothing lost"):
 - every URL in the seen set is queued, fetched (committed) or refused by robots;
 - every page the server served is committed or still queued (to be fetched again).
 
+Links the crawl refuses by their shape (core/urlshape.py: PDFs, repeated segments ...) and
+links of pages recorded as copies are never offered to the seen set, so they are not
+expected there.
+
+A multi-round crawl is also killed at seeded random moments, three times, then run to the
+end: on top of the above, every response record in the committed WARC files has its fetch
+event, and a URL stored twice was fetched by a killed attempt (a repeat the invariant allows,
+never a loss).
+
 The lease itself is checked directly too: a dead local owner's lease is taken over at
 once, a live owner's is respected, and a reused pid is not mistaken for the owner.
 """
@@ -21,6 +30,7 @@ from __future__ import annotations
 import glob
 import json
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -31,8 +41,10 @@ from typing import Any
 
 import pyarrow.parquet as pq
 import pytest
+from warcio.archiveiterator import ArchiveIterator
 
 from beamcrawl.core.urlnorm import fingerprint, normalize
+from beamcrawl.core.urlshape import check as shape_check
 from beamcrawl.pipelines.crawl import CrawlError, RoundLease
 from beamcrawl.schemas.records import FrontierEntry, key_fp
 from beamcrawl.simweb.testing import SimwebHandle, running_simweb
@@ -62,14 +74,16 @@ def web(tmp_path_factory: pytest.TempPathFactory):
         yield w
 
 
-def _command(web: SimwebHandle, work: Path, store: str) -> list[str]:
+def _command(
+    web: SimwebHandle, work: Path, store: str, rounds: int = 1, min_delay: float = 0.05, window: float = 2.0
+) -> list[str]:
     seeds = work / "seeds.txt"
     seeds.write_text("\n".join(web.base_url(h) for h in web.hosts) + "\n")
     return [
         sys.executable, "-m", "beamcrawl.pipelines.cli", "crawl",
-        "--seeds", str(seeds), "--out", str(work / "out"), "--store", store, "--rounds", "1",
+        "--seeds", str(seeds), "--out", str(work / "out"), "--store", store, "--rounds", str(rounds),
         "--resolve", "*=127.0.0.1", "--allow-private-networks",
-        "--min-delay", "0.05", "--round-window", "2", "--runner", "FnApiRunner",
+        "--min-delay", str(min_delay), "--round-window", str(window), "--runner", "FnApiRunner",
     ]  # fmt: skip
 
 
@@ -117,7 +131,12 @@ def check_nothing_lost(out: Path, store_uri: str, served: list[dict[str, Any]], 
     def done(fp: int) -> bool:
         return fp in queued or fp in committed or seen[fp].get("u:state") == b'"robots_disallowed"'
 
-    followable = {e["dst_fp"] & MASK: e["dst"] for e in links if not e["nofollow"] and e["kind"] != "canonical"}
+    copies = {row["url"] for row in pages if row.get("duplicate_of")}  # their links are not followed
+    followable = {
+        e["dst_fp"] & MASK: e["dst"]
+        for e in links
+        if not e["nofollow"] and e["kind"] != "canonical" and e["src"] not in copies and shape_check(e["dst"]) is None
+    }
     unseen = sorted(url for fp, url in followable.items() if fp not in seen)
     assert not unseen, f"linked from committed pages but never seen: {unseen[:5]}"
     lost_links = sorted(url for fp, url in followable.items() if not done(fp))
@@ -127,10 +146,13 @@ def check_nothing_lost(out: Path, store_uri: str, served: list[dict[str, Any]], 
     fetched = {
         fingerprint(normalize(f"http://{r['host']}:{port}{r['path']}"))
         for r in served
-        if not r["path"].startswith("/robots.txt")
+        if not r["path"].startswith("/robots")  # robots.txt and where it redirects to
     }
     lost_pages = sorted(fp for fp in fetched if fp not in committed and fp not in queued)
-    assert not lost_pages, f"{len(lost_pages)} page(s) served but neither committed nor queued"
+    by_fp = {fingerprint(normalize(f"http://{r['host']}:{port}{r['path']}")): r["path"] for r in served}
+    assert not lost_pages, f"{len(lost_pages)} page(s) served but neither committed nor queued: " + ", ".join(
+        by_fp[fp] for fp in lost_pages[:5]
+    )
     return {"pages": len(pages), "links": len(followable), "seen": len(seen), "queued": len(queued)}
 
 
@@ -156,6 +178,64 @@ def test_killed_round_reruns_and_loses_nothing(
     web.sync()
     counts = check_nothing_lost(tmp_path / "out", store, _ours(web, since), web.port)
     assert counts["pages"] > 0 and counts["seen"] > counts["pages"] // 2, counts
+
+
+def _stored_responses(out: Path) -> list[tuple[str, str]]:
+    """``(target URI, "warc/round=N/part…@offset")`` of every committed response record."""
+    found = []
+    for path in sorted(glob.glob(str(out / "warc" / "round=*" / "*.warc.gz"))):
+        rel = str(Path(path).relative_to(out))
+        with open(path, "rb") as fh:
+            records = ArchiveIterator(fh)
+            for record in records:
+                if record.rec_type == "response":
+                    found.append((record.rec_headers.get_header("WARC-Target-URI"), f"{rel}@{records.get_record_offset()}"))
+    return found
+
+
+def test_random_kills_across_rounds_lose_nothing(tmp_path: Path) -> None:
+    """Three SIGKILLs at seeded random moments of a multi-round crawl, then a run to the end."""
+    rng = random.Random(20240607)
+    with running_simweb(str(tmp_path / "web"), hosts=8, seed=4, pages_per_host=60, latency_scale=0) as web:
+        store = f"sqlite:///{tmp_path}/out/store.sqlite"
+        # 0.25 s delay, 1.5 s window: ~5 pages a host a round, so every round has work.
+        cmd = _command(web, tmp_path, store, rounds=3, min_delay=0.25, window=1.5)
+        killed_requests: list[dict[str, Any]] = []
+        kills = 0
+        for _ in range(3):
+            before = len(web.requests())
+            child = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            try:
+                child.wait(timeout=rng.uniform(3.0, 10.0))  # start-up alone takes ~3 s
+            except subprocess.TimeoutExpired:
+                child.send_signal(signal.SIGKILL)
+                child.wait(timeout=30)
+                kills += 1
+            killed_requests.extend(_ours(web, before))
+        to_the_end = _command(web, tmp_path, store, rounds=2, min_delay=0.25, window=1.5)
+        final = subprocess.run(to_the_end, capture_output=True, text=True, timeout=300)
+        assert final.returncode == 0, final.stderr[-3000:]
+        web.sync()
+        served = _ours(web, 0)
+        port = web.port
+
+    assert kills >= 2, "the random moments fell after the runs had ended: nothing was tested"
+    out = tmp_path / "out"
+    counts = check_nothing_lost(out, store, served, port)
+    assert counts["pages"] > 0, counts
+
+    # Stored once, or recorded: every response record has its fetch event pointing at it ...
+    responses = _stored_responses(out)
+    events = {row["blob"]: row["url"] for row in _rows(out, "pages") if row.get("blob")}
+    unrecorded = [(uri, blob) for uri, blob in responses if events.get(blob) != uri]
+    assert not unrecorded, f"response records without their fetch event: {unrecorded[:3]}"
+    # ... and a URL stored twice was fetched by an attempt that was killed (a repeat).
+    by_url: dict[str, int] = {}
+    for uri, _blob in responses:
+        by_url[uri] = by_url.get(uri, 0) + 1
+    by_killed = {f"http://{r['host']}:{port}{r['path']}" for r in killed_requests}
+    twice = [u for u, n in by_url.items() if n > 1 and "robots" not in u]
+    assert all(u in by_killed for u in twice), [u for u in twice if u not in by_killed][:3]
 
 
 # --- the round lease after a crash -------------------------------------------------------

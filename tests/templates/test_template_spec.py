@@ -56,6 +56,9 @@ def test_every_parameter_is_labelled_described_and_validated(metadata):
         ("min_delay", ["1", "0.5"], ["-1", "fast"]),
         ("fetch_shards", ["16"], ["0", "x"]),
         ("robots_token", ["beamcrawl"], ["beam crawl", "a/1.0"]),
+        ("domain_budgets", ["true", "false", "off"], ["maybe", ""]),
+        ("max_segment_repeats", ["0", "2", "3"], ["1", "-1"]),
+        ("budget_period", ["86400", "3600.5"], ["0", "0.5", "-5"]),
     ],
 )
 def test_regexes_accept_and_refuse(metadata, name, good, bad):
@@ -73,10 +76,13 @@ def test_template_parameters_parse_as_pipeline_flags(metadata):
     from beamcrawl.pipelines.options import CrawlOptions, crawl_config
 
     flags = ["--out=gs://b/crawl", "--store=bigtable://my-proj/my-inst", "--min_delay=2", "--round_window=30",
-             "--fetch_shards=8", "--robots_token=examplebot"]
+             "--fetch_shards=8", "--robots_token=examplebot", "--domain_budgets=false", "--fetch_documents=true",
+             "--max_new_hosts_per_domain=5", "--min_transfer_rate=512"]
     cfg = crawl_config(PipelineOptions(flags=flags).view_as(CrawlOptions))
     assert (cfg.out, cfg.store, cfg.min_delay, cfg.round_window, cfg.fetch_shards, cfg.robots_token) == (
         "gs://b/crawl", "bigtable://my-proj/my-inst", 2.0, 30.0, 8, "examplebot")
+    assert (cfg.domain_budgets, cfg.fetch_documents, cfg.max_new_hosts_per_domain, cfg.min_transfer_rate) == (
+        False, True, 5, 512.0)
 
 
 def test_dockerfile_and_setup_pin_the_same_beam():

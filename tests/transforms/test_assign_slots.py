@@ -238,3 +238,15 @@ def test_held_hosts_are_counted_by_reason():
     assert counters["hosts_paused"] == 1 and counters["hosts_held"] == 1
     assert counters["hosts_robots_unreachable"] == 1
     assert counters.get("hosts_blocked", 0) == 0
+
+
+def test_new_urls_per_host_are_capped_and_revisits_are_not():
+    cfg = dataclasses.replace(CFG, round_window=100.0, max_new_urls_per_host=3)
+    fresh = [entry(f"/new/{i}", priority=0.9 - i / 100) for i in range(10)]
+    revisits = [dataclasses.replace(entry(f"/old/{i}", priority=0.1), source="revisit") for i in range(4)]
+    plan = plan_host("a.com", fresh + revisits, fresh_record(), None, cfg, NOW)
+    assert plan is not None
+    assert [e.url for e in plan.entries][:3] == [e.url for e in fresh[:3]]
+    assert sorted(e.url for e in plan.entries[3:]) == sorted(e.url for e in revisits)
+    uncapped = plan_host("a.com", fresh + revisits, fresh_record(), None, dataclasses.replace(cfg, max_new_urls_per_host=0), NOW)
+    assert uncapped is not None and len(uncapped.entries) == 14

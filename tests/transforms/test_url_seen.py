@@ -233,3 +233,57 @@ def test_new_urls_are_queued_before_they_are_marked_seen(tmp_path):
     # Each batch: frontier first, then urls; never a URL marked seen before it is queued.
     assert store.tables == ["frontier", "urls"] * 3
     store.close()
+
+
+# --- URL shape in front of the join -------------------------------------------------------------
+
+
+def _page(*links: tuple[str, str], nofollow: bool = False) -> "ParsedPage":
+    from beamcrawl.core.urlnorm import fingerprint, normalize
+    from beamcrawl.schemas.records import FetchResult, Link, ParsedPage
+
+    src = FrontierEntry(url="http://a.com/", fp=1, host="a.com", due_ms=0, depth=2)
+    page = ParsedPage(fetch=FetchResult(entry=src, outcome="fetched", url=src.url, status=200))
+    for url, kind in links:
+        norm = normalize(url)
+        page.links.append(Link(url=norm, fp=fingerprint(norm), kind=kind, nofollow=nofollow))
+    return page
+
+
+def test_page_candidates_skip_bad_shapes_and_count_them():
+    from beamcrawl.core.urlshape import ShapeRules
+
+    from beamcrawl.transforms.url_seen import page_candidates
+
+    page = _page(
+        ("http://a.com/ok.html", "a"),
+        ("http://a.com/x/x/x/loop.html", "a"),
+        ("http://a.com/photo.JPG", "a"),
+        ("http://a.com/report.pdf", "redirect"),
+        ("http://a.com/" + "y" * 200, "a"),
+        ("http://a.com/canonical", "canonical"),
+    )
+    rejected: dict[str, int] = {}
+    found = page_candidates(page, ShapeRules(max_length=100), rejected)
+    assert [c.url for c in found] == ["http://a.com/ok.html"] and found[0].depth == 3
+    assert rejected == {"repeated_segment": 1, "binary_extension": 2, "too_long": 1}
+    allowed_docs = page_candidates(page, ShapeRules(skip_documents=False))
+    assert [c.url for c in allowed_docs] == ["http://a.com/ok.html", "http://a.com/report.pdf", "http://a.com/" + "y" * 200]
+    assert len(page_candidates(page)) == 5  # no rules: every followable link
+
+
+def test_extract_candidates_counts_refusals_by_reason():
+    from beamcrawl.core.urlshape import ShapeRules
+    from beamcrawl.transforms.url_seen import ExtractCandidates
+
+    pages = [_page(("http://a.com/ok", "a"), ("http://a.com/v.mp4", "a")), _page(("http://a.com/a/a/a", "a"))]
+    p = TestPipeline(runner="FnApiRunner")
+    out = p | beam.Create(pages) | ExtractCandidates(ShapeRules())
+    assert_that(out | beam.Map(lambda cs: [c.url for c in cs]), equal_to([["http://a.com/ok"]]))
+    result = p.run()
+    result.wait_until_finish()
+    counters = {
+        c.key.metric.name: c.committed
+        for c in result.metrics().query(MetricsFilter().with_namespace("url_seen"))["counters"]
+    }
+    assert counters["shape_binary_extension"] == 1 and counters["shape_repeated_segment"] == 1

@@ -1,0 +1,200 @@
+"""The budget stages: pure decisions first, then the transforms against a real store.
+
+What matters (DESIGN.md §3): a domain gets at most its budget per period, new host names are
+capped, and nothing is ever deleted: a deferred URL is a new frontier row written before its
+old row is staged for deletion at commit, due again at a growing interval.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import apache_beam as beam
+from apache_beam.metrics.metric import MetricsFilter
+from apache_beam.testing.test_pipeline import TestPipeline
+from apache_beam.testing.util import assert_that, equal_to
+
+from beamcrawl.core.budgets import DAY, BudgetRules, LinkingDomains
+from beamcrawl.core.outputs import RoundOutputs
+from beamcrawl.core.urlnorm import fingerprint
+from beamcrawl.schemas.records import FetchResult, FrontierEntry, Link, ParsedPage
+from beamcrawl.stores.base import Mutation, open_store
+from beamcrawl.transforms.budgets import (
+    HOSTS,
+    LINKERS,
+    SEEDED,
+    USAGE,
+    ApplyBudgets,
+    CountDomainUsage,
+    CountLinkingDomains,
+    DomainState,
+    book_usage,
+    budget_domain,
+    credit_seed_domains,
+    defer_due,
+    domain_of,
+    linked_domains,
+    read_domains,
+)
+
+NOW = 1_800_000_000.0 + 3600.0  # an hour into a budget period
+RULES = BudgetRules(base=5, per_domain=2, cap=50, seed_credit=10, new_hosts_per_round=2, max_hosts=3)
+
+
+def entry(url: str, priority: float = 0.5, deferrals: int = 0, due_ms: int = 1000) -> FrontierEntry:
+    host = url.split("/")[2]
+    return FrontierEntry(url=url, fp=fingerprint(url), host=host, due_ms=due_ms, priority=priority, deferrals=deferrals)
+
+
+def test_domain_of_a_slot_key():
+    assert domain_of("blog.example.co.uk:8080") == "example.co.uk"
+    assert domain_of("127.0.0.1:80") == "127.0.0.1"
+
+
+def test_over_budget_urls_are_deferred_best_first_never_dropped():
+    entries = [entry(f"http://a.example.com/{i}", priority=1 - i / 100) for i in range(12)]
+    state = DomainState("example.com", used=2, period=NOW - 3600)
+    decision = budget_domain(state, reversed(entries), RULES, NOW)
+    assert decision.budget == 5 and decision.used == 2
+    assert decision.allowed == entries[:3]  # room for 5 - 2, the best ones
+    assert [e for e, _ in decision.deferred] == entries[3:] and decision.over_budget == 9
+    # Due when the budget refills (the next interval), spread over a quarter of it.
+    anchor = NOW // RULES.defer_base * RULES.defer_base
+    for e, due in decision.deferred:
+        assert NOW < anchor + RULES.defer_base <= due <= anchor + RULES.defer_base * 1.25
+
+
+def test_reputation_and_seed_credit_raise_the_budget():
+    linkers = LinkingDomains()
+    for d in ("x.org", "y.net", "z.io"):
+        linkers.add(d)
+    state = DomainState("example.com", linkers=linkers, seeded=True)
+    entries = [entry(f"http://example.com/{i}") for i in range(100)]
+    decision = budget_domain(state, entries, RULES, NOW)
+    assert decision.budget == 5 + 2 * (3 + 10) and len(decision.allowed) == 31
+
+
+def test_usage_from_an_earlier_period_does_not_count():
+    state = DomainState("example.com", used=500, period=NOW - 2 * DAY)
+    decision = budget_domain(state, [entry("http://example.com/a")], RULES, NOW)
+    assert decision.used == 0 and len(decision.allowed) == 1
+
+
+def test_deferral_grows_and_a_rerun_writes_the_same_row():
+    e0 = entry("http://example.com/x")
+    first = defer_due(RULES, NOW, e0)
+    assert defer_due(RULES, NOW + 600, e0) == first  # a rerun ten minutes later: same due time
+    again = defer_due(RULES, NOW, dataclasses.replace(e0, deferrals=3))
+    assert again - NOW >= 7 * RULES.defer_base  # 2^3 intervals from the interval's start
+    assert first > NOW
+
+
+def test_new_host_names_are_capped_per_round_and_in_all():
+    known = {"www.spam.example"}
+    entries = [entry(f"http://h{i}.spam.example/", priority=1 - i / 100) for i in range(6)]
+    entries.append(entry("http://www.spam.example/", priority=0.1))
+    state = DomainState("spam.example", hosts=known)
+    decision = budget_domain(state, entries, dataclasses.replace(RULES, base=50), NOW)
+    assert decision.new_hosts == ["h0.spam.example", "h1.spam.example"]  # 2 per round
+    assert sorted(e.host for e in decision.allowed) == ["h0.spam.example", "h1.spam.example", "www.spam.example"]
+    assert sorted(e.host for e, _ in decision.deferred) == [f"h{i}.spam.example" for i in range(2, 6)]
+    assert decision.over_budget == 0
+    full = DomainState("spam.example", hosts={"a.spam.example", "b.spam.example", "c.spam.example"})
+    assert budget_domain(full, entries, RULES, NOW).new_hosts == []  # max_hosts reached
+
+
+def test_book_usage_is_idempotent_per_round():
+    state = DomainState("example.com")
+    cell = book_usage(state, 7, round_no=3, now=NOW, period=DAY)
+    assert cell["used"] == 7
+    state = DomainState("example.com", period=cell["period"], used=cell["used"], round=3, before=cell["before"])
+    assert book_usage(state, 9, round_no=3, now=NOW, period=DAY)["used"] == 9  # rerun of round 3
+    assert book_usage(state, 4, round_no=4, now=NOW, period=DAY)["used"] == 11
+    assert book_usage(state, 4, round_no=4, now=NOW + DAY, period=DAY)["used"] == 4  # a new period
+
+
+def test_linked_domains_counts_followed_links_to_other_domains():
+    src = FrontierEntry(url="http://www.a.com/", fp=1, host="www.a.com", due_ms=0)
+    page = ParsedPage(fetch=FetchResult(entry=src, outcome="fetched", url=src.url, status=200))
+    for url, kind, nofollow in [
+        ("http://blog.a.com/x", "a", False),  # same domain
+        ("http://b.org/", "a", False),
+        ("http://c.net/", "a", True),  # nofollow: no endorsement
+        ("http://d.io/", "canonical", False),
+        ("http://e.de/", "redirect", False),
+    ]:
+        page.links.append(Link(url=url, fp=fingerprint(url), kind=kind, nofollow=nofollow))
+    assert linked_domains(page) == ("a.com", {"b.org", "e.de"})
+    page.duplicate_of = "http://elsewhere.com/"
+    assert linked_domains(page) == ("a.com", set())
+
+
+def test_corrupt_cells_read_as_empty():
+    state = DomainState.from_cells("x.com", {LINKERS: b"junk", USAGE: b"{", HOSTS: b"[", SEEDED: b"1"})
+    assert state.linkers.count() == 0 and state.used == 0 and state.hosts == set() and state.seeded
+
+
+# --- the transforms on a real store ---------------------------------------------------------------
+
+
+def _counters(result, namespace: str) -> dict[str, int]:
+    return {
+        c.key.metric.name: c.committed
+        for c in result.metrics().query(MetricsFilter().with_namespace(namespace))["counters"]
+    }
+
+
+def test_apply_budgets_defers_in_the_store_and_stages_old_keys(tmp_path):
+    store_uri = f"sqlite:///{tmp_path}/store.sqlite"
+    outputs = RoundOutputs(str(tmp_path / "out"), 1)
+    rules = dataclasses.replace(RULES, new_hosts_per_round=0, max_hosts=0)
+    trap = [entry(f"http://cal.trap.com/cal/{i}.html", priority=1 - i / 100) for i in range(8)]
+    normal = [entry(f"http://ok.org/{i}", priority=0.5) for i in range(3)]
+    with open_store(store_uri) as store:
+        store.mutate("frontier", [Mutation.set(e.key, e.to_cells()) for e in trap + normal])
+        credit_seed_domains(store, ["seeded.net"])
+        usage = json.dumps({"period": NOW - 3600, "used": 3, "round": 0, "before": 0}).encode()
+        store.mutate("domains", [Mutation.set(b"trap.com", {USAGE: usage})])
+
+    p = TestPipeline(runner="FnApiRunner")
+    due = p | beam.Create([(e.host, e) for e in trap + normal])
+    allowed = due | ApplyBudgets(store_uri, rules, NOW, outputs)
+    assert_that(allowed | beam.Map(lambda he: he[1].url), equal_to([e.url for e in trap[:2] + normal]))
+    result = p.run()
+    result.wait_until_finish()
+    counters = _counters(result, "budgets")
+    assert counters["urls_over_budget"] == 6 and counters["domains_over_budget"] == 1
+
+    with open_store(store_uri) as store:
+        rows = [FrontierEntry.from_cells(c) for _, c in store.read_range("frontier")]
+    old = {e.key for e in trap + normal}
+    later = [e for e in rows if e.key not in old]
+    assert sorted(e.url for e in later) == sorted(e.url for e in trap[2:])
+    assert all(e.deferrals == 1 and e.due_ms > NOW * 1000 for e in later)
+    assert {e.key for e in rows} >= old  # nothing deleted before the commit
+    staged = set()
+    for path in outputs.done_files():
+        staged |= {bytes.fromhex(k) for k in open(path).read().split()}
+    assert staged == {e.key for e in trap[2:]}
+
+
+def test_usage_and_linking_domains_are_recorded_once_per_round(tmp_path):
+    store_uri = f"sqlite:///{tmp_path}/store.sqlite"
+    pages = []
+    for i, host in enumerate(["a.com", "www.a.com", "b.org", "c.net"]):
+        src = FrontierEntry(url=f"http://{host}/", fp=i + 1, host=host, due_ms=0)
+        page = ParsedPage(fetch=FetchResult(entry=src, outcome="fetched", url=src.url, status=200))
+        page.links.append(Link(url="http://target.io/x", fp=fingerprint("http://target.io/x")))
+        pages.append(page)
+    robots = FetchResult(entry=FrontierEntry(url="http://a.com/robots.txt", fp=0, host="a.com", due_ms=0, source="robots"),
+                         outcome="fetched", url="http://a.com/robots.txt", status=200)
+    for _attempt in range(2):  # the round, then its rerun after a crash
+        p = TestPipeline(runner="FnApiRunner")
+        _ = p | "pages" >> beam.Create(pages) | CountLinkingDomains(store_uri)
+        _ = p | "results" >> beam.Create([pg.fetch for pg in pages] + [robots]) | CountDomainUsage(store_uri, 7, NOW, DAY)
+        p.run().wait_until_finish()
+    with open_store(store_uri) as store:
+        states = read_domains(store, ["target.io", "a.com", "b.org"])
+    assert states["target.io"].linkers.count() == 3  # a.com (twice), b.org, c.net
+    assert states["a.com"].used == 2 and states["b.org"].used == 1  # robots.txt not counted
