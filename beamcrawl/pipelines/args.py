@@ -59,11 +59,12 @@ def _resolve_rule(text: str) -> str:
     return text
 
 
-def _add(parser: Any, flag: str, **kwargs: Any) -> None:
-    """Adds an option under its dashed name and, hidden, under its underscore spelling."""
+def _add(parser: Any, flag: str, alias: str | None = None, **kwargs: Any) -> None:
+    """Adds an option under its dashed name and, hidden, under its underscore spelling
+    (or ``alias`` where the plain spelling is taken by one of Beam's own options)."""
     kwargs.setdefault("dest", flag.lstrip("-").replace("-", "_"))
     parser.add_argument(flag, **kwargs)
-    alias = "--" + flag[2:].replace("-", "_")
+    alias = alias or "--" + flag[2:].replace("-", "_")
     if alias != flag:
         hidden = {k: v for k, v in kwargs.items() if k not in ("help", "default")}
         # SUPPRESS: the alias sets nothing unless given, so the dashed option's default stands.
@@ -131,7 +132,10 @@ def add_crawl_arguments(parser: Any) -> None:
     )
     _add(parser, 
         "--user-agent",
-        dest="user_agent",
+        # Beam's SetupOptions owns --user_agent (the agent it reports to Google APIs): a
+        # distinct dest and underscore spelling keep the two from colliding in one parser.
+        alias="--crawler_user_agent",
+        dest="crawler_user_agent",
         default=DEFAULT_USER_AGENT,
         help="User-Agent header (product token, version and contact URL).",
     )
@@ -394,7 +398,7 @@ def config_from_args(args: Any) -> "CrawlConfig":
     return CrawlConfig(
         out=out,
         store=args.store or f"sqlite:///{out}/store.sqlite",
-        user_agent=args.user_agent,
+        user_agent=args.crawler_user_agent,
         robots_token=args.robots_token,
         min_delay=args.min_delay,
         max_delay=args.max_delay,

@@ -125,3 +125,15 @@ def test_template_entry_refuses_the_embedded_store_on_dataflow(tmp_path, capsys)
     assert code == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "bigtable://" in err[0]
+
+
+def test_crawl_options_live_beside_every_beam_option():
+    """Registering CrawlOptions must not clash with Beam's own options (it once did, on
+    --user_agent), or every later PipelineOptions in the process fails to parse."""
+    from apache_beam.options.pipeline_options import PipelineOptions
+
+    from beamcrawl.pipelines.options import CrawlOptions
+
+    everything = PipelineOptions(flags=["--user_agent=beam-reporting/1", "--user-agent=crawler/1"]).get_all_options()
+    assert everything["user_agent"] == "beam-reporting/1"  # Beam's, for Google APIs
+    assert PipelineOptions(flags=["--user-agent=crawler/1"]).view_as(CrawlOptions).crawler_user_agent == "crawler/1"
