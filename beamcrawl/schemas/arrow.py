@@ -77,8 +77,20 @@ PAGES_SCHEMA = pa.schema(
         _f("changed", pa.bool_(), "Whether the content differs from the previous fetch of url."),
         _f("checksum", pa.string(), "16 hex digits: 64-bit mmh3 of the payload (exact-duplicate key)."),
         _f("simhash", pa.string(), "16 hex digits: 64-bit simhash of the text (near-duplicate key)."),
-        _f("duplicate_of", pa.string(), "URL of the page this one copies, when it is a copy."),
-        _f("blob", pa.string(), "Where the response record is: '<WARC file relative to OUT>@<offset>'."),
+        _f("duplicate_of", pa.string(), "URL of the page this one copies (the one stored), when it is a copy."),
+        _f(
+            "duplicate_kind",
+            pa.string(),
+            "exact (the same payload: archived as a WARC revisit record when the bytes sent match too) | "
+            "near (simhash of the text within 3 bits: not archived); null when not a copy.",
+        ),
+        _f("duplicate_distance", pa.int32(), "Differing bits between this page's simhash and its original's (0 for an exact copy)."),
+        _f(
+            "blob",
+            pa.string(),
+            "Where the page's record is: '<WARC file relative to OUT>@<offset>' of its response record, "
+            "or of its revisit record for an exact copy; null when nothing was archived (a near copy).",
+        ),
         _f("out_links", pa.int32(), "Number of links found on the page (edges in links/)."),
         _f("title", pa.string(), "The HTML <title>, whitespace collapsed."),
         _f("meta_noindex", pa.bool_(), "noindex from meta robots or X-Robots-Tag (for us or everyone)."),

@@ -40,7 +40,7 @@ from typing import Any
 
 from aiohttp import web
 
-from beamcrawl.simweb.site import SimResponse, SimWeb
+from beamcrawl.simweb.site import COPY_HOSTS_FROM, SimResponse, SimWeb
 from beamcrawl.simweb.truth import DEFAULT_TRUTH_PAGES, write_truth
 
 __all__ = [
@@ -223,6 +223,8 @@ class SimwebServer:
         truth_path: Where to write the truth on start, or None.
         truth_max_pages: Pages per host described in the truth file.
         cache_size: Page bodies kept in memory.
+        copy_hosts_from: First host index that may be a mirror, near-copy or template host
+            (-1 for none).
     """
 
     def __init__(
@@ -237,6 +239,7 @@ class SimwebServer:
         truth_path: str | Path | None = None,
         truth_max_pages: int | None = DEFAULT_TRUTH_PAGES,
         cache_size: int = 4096,
+        copy_hosts_from: int = COPY_HOSTS_FROM,
     ) -> None:
         self.hosts = hosts
         self.seed = seed
@@ -248,6 +251,7 @@ class SimwebServer:
         self.truth_path = truth_path
         self.truth_max_pages = truth_max_pages
         self.cache_size = cache_size
+        self.copy_hosts_from = copy_hosts_from
         self.port = 0
         self.web: SimWeb | None = None
         self._runner: web.ServerRunner | None = None
@@ -274,6 +278,7 @@ class SimwebServer:
             port=self.port,
             latency_scale=self.latency_scale,
             cache_size=self.cache_size,
+            copy_hosts_from=self.copy_hosts_from if self.copy_hosts_from >= 0 else None,
         )
         if self.truth_path is not None:
             write_truth(self.web, self.truth_path, self.truth_max_pages)
@@ -332,6 +337,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--cache-size", type=int, default=4096, help="rendered pages kept in memory (default 4096)"
     )
+    p.add_argument(
+        "--copy-hosts-from",
+        type=int,
+        default=COPY_HOSTS_FROM,
+        help="first host index that may be a mirror, near-copy or template host; -1 for none "
+        f"(default {COPY_HOSTS_FROM})",
+    )
     return p
 
 
@@ -359,6 +371,7 @@ async def _serve(args: argparse.Namespace) -> int:
         truth_path=args.truth,
         truth_max_pages=args.truth_max_pages,
         cache_size=args.cache_size,
+        copy_hosts_from=args.copy_hosts_from,
     )
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()

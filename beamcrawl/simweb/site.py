@@ -25,6 +25,23 @@ URL space of one host with ``K`` pages (page ``j`` is one of ``0 <= j < K``):
 ``/sitemap.xml``            sitemap of the first pages (hosts whose robots.txt names it)
 anything else               404; any query string is ignored (``?print=1`` copies are exact dups)
 ==========================  ==================================================================
+
+Copies and look-alikes across hosts. From host index ``copy_hosts_from`` on (40 by default, so
+every web of up to 40 hosts is exactly what it was before these kinds existed), hosts take a
+role by their position in a cycle of :data:`COPY_CYCLE`:
+
+* **mirror** hosts serve their original host's pages byte for byte, under the same paths
+  (relative links then lead around the mirror, absolute ones back to the original);
+* **near-copy** hosts serve their original's pages with their own timestamp, reader counter
+  and ad slot (the original's news template shows other values; a plain page gets them added);
+* **template** hosts write every page in one news template (heavy chrome, a dateline, a
+  newsletter box, a disclaimer) around a different article: look-alikes, not copies.
+
+A copy's original is the nearest earlier ordinary (or template) host with the same page layout,
+so the copy serves the original's URL space under its own name, and no other host's pages, nor
+any link into the copy, change: every ordinary host is what it was without copy hosts. A copy
+keeps its own robots.txt and latency and serves its original's trap and changing page; a host
+with no earlier host of its layout stays ordinary.
 """
 from __future__ import annotations
 
@@ -34,12 +51,13 @@ import re
 import zlib
 from dataclasses import dataclass, replace
 from typing import NamedTuple
+from urllib.parse import urljoin, urlsplit, urlunsplit
 
 from beamcrawl.simweb.content import render_page, render_paragraphs, render_pdf
 from beamcrawl.simweb.names import host_names
 from beamcrawl.simweb.robots import ROBOTS_CYCLE, ROBOTS_REDIRECT_TARGET, RobotsSpec, robots_spec
 
-__all__ = ["HostInfo", "Link", "PageModel", "SimResponse", "SimWeb"]
+__all__ = ["COPY_CYCLE", "COPY_HOSTS_FROM", "HostInfo", "Link", "PageModel", "SimResponse", "SimWeb"]
 
 HTML = "text/html; charset=utf-8"
 # Pages take their kind from this cycle, rotated per host. Every non-"p" kind sits between two
@@ -54,6 +72,19 @@ ROOT_LINKS = 12  # the root page links to pages 1..ROOT_LINKS
 EXTERNAL_TARGET_PAGES = 40  # cross-host links point at one of the target's first pages
 SITEMAP_PAGES = 50
 TRAP_ENTRY = "/cal/2024/01.html"
+# Host roles for copies and look-alikes, by ``(index - copy_hosts_from) % COPY_CYCLE``: the
+# role and, for a copy, whether its original should preferably be a template host.
+COPY_CYCLE = 10
+COPY_HOSTS_FROM = 40
+HOST_ROLES: dict[int, tuple[str, bool]] = {
+    1: ("mirror", False),
+    3: ("near", False),  # of an ordinary host: ad slot, counter and footer timestamp added
+    5: ("template", False),
+    6: ("near", True),  # of a template host: another timestamp, counter and ad
+    8: ("template", False),
+    9: ("mirror", True),
+}
+TEMPLATE = "news"
 # Fixed validators so conditional requests (If-None-Match / If-Modified-Since) can get a 304.
 LAST_MODIFIED = "Mon, 01 Jan 2024 00:00:00 GMT"
 
@@ -98,8 +129,13 @@ class PageModel:
         header_nofollow: Whether the response carries ``X-Robots-Tag: nofollow``.
         text_key: Seed of the text stream (shared by exact and near duplicates).
         near: Whether the text is altered by one word (near duplicate).
-        duplicate_of: Path of the page this one copies byte for byte.
-        near_duplicate_of: Path of the page this one nearly copies.
+        duplicate_of: Path (same host) or absolute URL (another host) of the page this one
+            copies byte for byte.
+        near_duplicate_of: Path or absolute URL of the page this one nearly copies.
+        template: Name of the shared template the page is written in (look-alikes), if any.
+        variant: Seed of the bits a near-copy host changes (timestamp, counter, ad slot);
+            ``""`` for an ordinary page.
+        lookalike_of: Path of another page in the same template with a different article.
     """
 
     host_index: int
@@ -115,6 +151,9 @@ class PageModel:
     near: bool = False
     duplicate_of: str | None = None
     near_duplicate_of: str | None = None
+    template: str | None = None
+    variant: str = ""
+    lookalike_of: str | None = None
 
     @property
     def nofollow_page(self) -> bool:
@@ -142,6 +181,8 @@ class HostInfo:
         slow_ms: Added response latency in milliseconds (0 for most hosts).
         trap: Whether the host has the ``/cal/`` calendar trap.
         changing: Whether the host has the changing ``/news.html`` page.
+        role: ``None`` for an ordinary host, else ``mirror``, ``near`` or ``template``.
+        copy_of: Index of the host a mirror or near-copy host copies.
     """
 
     index: int
@@ -152,6 +193,8 @@ class HostInfo:
     slow_ms: int
     trap: bool
     changing: bool
+    role: str | None = None
+    copy_of: int | None = None
 
 
 @dataclass
@@ -211,6 +254,13 @@ def _between(rng: random.Random, low: int, high: int) -> int:
     return low + int(rng.random() * (high - low + 1))
 
 
+def _resolve(base: str, href: str) -> str:
+    """``href`` resolved against ``base`` as a correct parser does: fragment dropped, host
+    lower-cased, port kept."""
+    parts = urlsplit(urljoin(base, href))
+    return urlunsplit((parts.scheme, parts.netloc.lower(), parts.path, parts.query, ""))
+
+
 def _mixed_case(rng: random.Random, name: str) -> str:
     out = "".join(c.upper() if c.isalpha() and rng.random() < 0.5 else c for c in name)
     return out if out != name else name[:1].upper() + name[1:]
@@ -226,6 +276,8 @@ class SimWeb:
         port: The port the server listens on; absolute links carry it.
         latency_scale: Multiplies slow hosts' delays; 0 disables them.
         cache_size: Rendered page bodies kept in the LRU cache.
+        copy_hosts_from: First host index that may be a mirror, near-copy or template host
+            (see the module docstring); None for none at all.
     """
 
     def __init__(
@@ -236,6 +288,7 @@ class SimWeb:
         port: int = 80,
         latency_scale: float = 1.0,
         cache_size: int = 4096,
+        copy_hosts_from: int | None = COPY_HOSTS_FROM,
     ) -> None:
         if hosts < 1:
             raise ValueError("hosts must be >= 1")
@@ -245,6 +298,7 @@ class SimWeb:
         self.pages_per_host = pages_per_host
         self.port = port
         self.latency_scale = latency_scale
+        self.copy_hosts_from = copy_hosts_from
         self.names: list[str] = host_names(hosts, seed)
         self.index: dict[str, int] = {name: i for i, name in enumerate(self.names)}
         self._origins = [f"http://{name}:{port}" for name in self.names]
@@ -259,6 +313,7 @@ class SimWeb:
         self._offsets = [
             zlib.crc32(f"simweb-pages|{seed}|{i}".encode()) % len(PAGE_CYCLE) for i in range(hosts)
         ]
+        self._roles = self._assign_roles(hosts)
         self._hosts: dict[int, HostInfo] = {}
         self._news_counter: dict[int, int] = {}
         self.page_model = functools.lru_cache(maxsize=cache_size)(self._page_model)
@@ -283,11 +338,46 @@ class SimWeb:
             self._hosts[index] = info
         return info
 
+    def _assign_roles(self, hosts: int) -> list[tuple[str, int | None] | None]:
+        """Per host, ``(role, original's index or None)``, or None for an ordinary host.
+
+        A copy must serve its original's URL space (the same paths, or its relative links
+        break), so its original is the nearest earlier host with the same page layout
+        (:attr:`_offsets`) — of the kind the cycle asks for if there is one, else of the
+        other kind, else the host stays ordinary. Choosing the original this way, rather
+        than giving the copy its original's layout, leaves every other host's pages, and
+        the links into the copy, exactly as they were without copy hosts.
+        """
+        roles: list[tuple[str, int | None] | None] = []
+        # Per page layout, the latest ordinary and the latest template host with it.
+        latest: dict[tuple[int, bool], int] = {}
+        start = self.copy_hosts_from
+        for i in range(hosts):
+            role: tuple[str, int | None] | None = None
+            wanted = HOST_ROLES.get((i - start) % COPY_CYCLE) if start is not None and i >= start else None
+            if wanted is not None:
+                name, from_template = wanted
+                if name == "template":
+                    role = (name, None)
+                else:
+                    offset = self._offsets[i]
+                    original = latest.get((offset, from_template), latest.get((offset, not from_template)))
+                    if original is not None:
+                        role = (name, original)
+            roles.append(role)
+            if role is None or role[0] == "template":
+                latest[(self._offsets[i], role is not None)] = i
+        return roles
+
     def _make_host(self, i: int) -> HostInfo:
         name = self.names[i]
         kind = ROBOTS_CYCLE[(i + self._robots_offset) % len(ROBOTS_CYCLE)]
         rng = random.Random(f"simweb-host|{self.seed}|{i}")
         slow = (i + self._slow_offset) % 25 == 4
+        role = self._roles[i]
+        copy_of = role[1] if role is not None else None
+        # A copy serves its original's site, trap and changing page included.
+        site = i if copy_of is None else copy_of
         return HostInfo(
             index=i,
             name=name,
@@ -295,9 +385,21 @@ class SimWeb:
             robots=robots_spec(kind, name, self.origin(i)),
             page_offset=self._offsets[i],
             slow_ms=_between(rng, 50, 300) if slow else 0,
-            trap=(i + self._trap_offset) % 30 == 13,
-            changing=(i + self._changing_offset) % 12 == 5,
+            trap=(site + self._trap_offset) % 30 == 13,
+            changing=(site + self._changing_offset) % 12 == 5,
+            role=role[0] if role is not None else None,
+            copy_of=copy_of,
         )
+
+    def template_of(self, hi: int) -> str | None:
+        """The template host ``hi``'s pages are written in (its original's, for a copy)."""
+        role = self._roles[hi]
+        if role is None:
+            return None
+        if role[0] == "template":
+            return TEMPLATE
+        assert role[1] is not None
+        return self.template_of(role[1])
 
     # ----------------------------------------------------------------------------------- paths
 
@@ -350,6 +452,9 @@ class SimWeb:
     # ----------------------------------------------------------------------------------- pages
 
     def _page_model(self, hi: int, j: int) -> PageModel:
+        role = self._roles[hi]
+        if role is not None and role[1] is not None:
+            return self._copy_model(hi, role[0], role[1], j)
         kind = self.page_kind(hi, j)
         path = self.page_path(hi, j)
         if kind in ("dup", "near"):
@@ -368,6 +473,7 @@ class SimWeb:
         text_key = f"simweb-text|{self.seed}|{hi}|{j}"
         if kind == "pdf":
             return PageModel(hi, j, path, kind, (), text_key=text_key)
+        template = self.template_of(hi)
         rng = random.Random(f"simweb-page|{self.seed}|{hi}|{j}")
         origin = self.origin(hi)
         base_href: str | None = None
@@ -419,6 +525,38 @@ class SimWeb:
             meta_robots=meta_robots,
             header_nofollow=header_nofollow,
             text_key=text_key,
+            template=template,
+            variant=f"simweb-variant|{self.seed}|{hi}|{j}" if template else "",
+            lookalike_of=self._lookalike(hi, j) if template else None,
+        )
+
+    def _lookalike(self, hi: int, j: int) -> str:
+        """Another page of host ``hi`` in the same template (the root, or page 1 for the root)."""
+        return self.page_path(hi, 1 if j == 0 and self.pages_per_host > 1 else 0)
+
+    def _copy_model(self, hi: int, role: str, original: int, j: int) -> PageModel:
+        """Page ``j`` of a mirror or near-copy host: its original's page, links resolved here.
+
+        The page keeps its original's markup (hrefs, base, canonical), so relative links now
+        lead around this host and absolute ones to wherever they pointed. ``duplicate_of`` /
+        ``near_duplicate_of`` name the original's page that first had these bytes (absolute).
+        """
+        src = self.page_model(original, j)
+        origin = self.origin(original)
+        first = src.duplicate_of or src.path  # where the original's bytes first appeared
+        root_url = first if first.startswith("http") else origin + first
+        page_url = self.origin(hi) + src.path
+        base = urljoin(page_url, src.base_href) if src.base_href is not None else page_url
+        links = tuple(link._replace(url=_resolve(base, link.href)) for link in src.links)
+        exact = role == "mirror" or src.kind == "pdf"  # a near copy cannot vary a PDF
+        return replace(
+            src,
+            host_index=hi,
+            links=links,
+            duplicate_of=root_url if exact else None,
+            near_duplicate_of=None if exact else root_url,
+            variant=src.variant if exact else f"simweb-variant|{self.seed}|{hi}|{j}",
+            lookalike_of=src.lookalike_of,
         )
 
     def _internal_targets(self, rng: random.Random, hi: int, j: int) -> list[str]:
@@ -492,11 +630,16 @@ class SimWeb:
         return Link(href=href, url=url, nofollow=nofollow, style=style)
 
     def _render_body(self, hi: int, j: int) -> tuple[bytes, str]:
+        role = self._roles[hi]
+        if role is not None and role[0] == "mirror" and role[1] is not None:
+            return self._page_body(role[1], j)  # byte for byte
         model = self.page_model(hi, j)
         if model.kind == "pdf":
             body = render_pdf(model.text_key)
         else:
-            body = render_page(model, model.text_key)
+            # A copy shows its original's name in the chrome (it is the original's page).
+            site = self.names[role[1]] if role is not None and role[1] is not None else self.names[hi]
+            body = render_page(model, model.text_key, site)
         return body, f'"{zlib.crc32(body):08x}-{len(body):x}"'
 
     def page_body(self, host_index: int, j: int) -> bytes:

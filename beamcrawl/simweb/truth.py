@@ -8,6 +8,7 @@ One record per host::
       "origin": "http://blog.site0003.co.uk:PORT",
       "registered_domain": "site0003.co.uk",
       "slow_ms": 0, "trap": false, "changing": false,
+      "role": null, "copy_of": null,          # "mirror" | "near" | "template"; a copy's original host
       "robots": {
         "kind": "private", "status": 200, "text": "User-agent: *\\n...",
         "crawl_delay_for_beamcrawl": null, "sitemaps": [],
@@ -19,7 +20,8 @@ One record per host::
           "links": ["http://site0042.com:PORT/p/3.html", ...],   # sorted, unique, absolute
           "nofollow_links": [...],                              # subset with rel=nofollow
           "nofollow_page": false, "noindex": false,
-          "canonical": null, "duplicate_of": null, "near_duplicate_of": null
+          "canonical": null, "duplicate_of": null, "near_duplicate_of": null,
+          "template": null, "lookalike_of": null
         },
         "/r/5": {"status": 301, "allowed": true, "location": "/p/5.html",
                  "target": "http://host:PORT/p/5.html"},
@@ -37,6 +39,14 @@ its ``<base href>``, fragment removed, host lower-cased, port kept. ``allowed`` 
 ``beamcrawl`` token may fetch the path (robots 5xx: nothing; 4xx: everything). ``?print=1``
 entries are exact duplicates of their page (``duplicate_of``), changing and trap pages are flagged
 ``changing`` / ``trap``.
+
+Copies. ``duplicate_of`` names the page whose bytes this one repeats and ``near_duplicate_of`` the
+page this one nearly repeats (same text but for a word, or a timestamp, counter and ad slot): a
+path on the same host, or an absolute URL on another host (mirror and near-copy hosts). Either
+may itself be a copy; following the pointers ends at the first page of a group, and pages that
+end at the same page are copies of each other (``urljoin(origin + "/", value)`` reads both
+forms). ``template`` names the shared template of a look-alike page and ``lookalike_of`` another
+page in it: same chrome and boilerplate, a different article, so *not* a copy.
 """
 from __future__ import annotations
 
@@ -47,7 +57,7 @@ from typing import Any
 
 from beamcrawl.simweb.audit import HostPolicy, host_policy
 from beamcrawl.simweb.names import registered_domain
-from beamcrawl.simweb.site import HTML, SimWeb
+from beamcrawl.simweb.site import COPY_HOSTS_FROM, HTML, SimWeb
 
 __all__ = [
     "DEFAULT_TRUTH_PAGES",
@@ -94,6 +104,8 @@ def describe(web: SimWeb, hi: int, target: str, policy: HostPolicy) -> dict[str,
             canonical=model.canonical,
             duplicate_of=duplicate_of,
             near_duplicate_of=model.near_duplicate_of,
+            template=model.template,
+            lookalike_of=model.lookalike_of,
         )
     elif what == "redirect":
         location, url = web.redirect_target(hi, args[0])
@@ -157,6 +169,8 @@ def host_truth(
         "slow_ms": info.slow_ms,
         "trap": info.trap,
         "changing": info.changing,
+        "role": info.role,
+        "copy_of": web.origin(info.copy_of) if info.copy_of is not None else None,
         "robots": robots,
         "pages": pages,
     }
@@ -183,6 +197,7 @@ def build_truth(
     pages_per_host: int = 40,
     port: int = 80,
     max_pages: int | None = DEFAULT_TRUTH_PAGES,
+    copy_hosts_from: int | None = COPY_HOSTS_FROM,
 ) -> dict[str, dict[str, Any]]:
     """Return the truth of the simweb with these parameters, without a server or a file.
 
@@ -192,11 +207,14 @@ def build_truth(
         pages_per_host: Pages per host.
         port: The port links carry (the truth of a running server needs its port).
         max_pages: Pages described per host.
+        copy_hosts_from: First host that may be a mirror, near-copy or template host.
 
     Returns:
         ``{host: record}``, equal to what ``--truth`` writes for the same parameters.
     """
-    web = SimWeb(hosts, seed=seed, pages_per_host=pages_per_host, port=port)
+    web = SimWeb(
+        hosts, seed=seed, pages_per_host=pages_per_host, port=port, copy_hosts_from=copy_hosts_from
+    )
     return web_truth(web, max_pages)
 
 

@@ -1,25 +1,46 @@
 """Parse: links (absolute, ``<base>``, ``rel=canonical``, nofollow), meta robots and
-``X-Robots-Tag``, title and a content checksum, for every fetched page.
+``X-Robots-Tag``, title, a content checksum and a simhash of the visible text, for every
+fetched page.
 
 A redirect's ``Location`` becomes a link of kind ``redirect``, so its target goes through
-the URL-seen check, robots and politeness like any other URL. Non-HTML bodies are
-checksummed but not parsed.
+the URL-seen check, robots and politeness like any other URL. What a 2xx body is comes from
+its Content-Type *and* its first bytes (:func:`beamcrawl.core.sniff.sniff`): only HTML and
+XHTML are parsed, so a PNG labelled ``text/html`` yields no garbage links. Other bodies are
+checksummed (the exact-copy key) but not parsed, and counted as
+``parse/skipped_<kind>`` (``skipped_xml``, ``skipped_text``, ``skipped_binary_pdf``, ...).
+
+The simhash (:mod:`beamcrawl.core.textfp`) is computed here, where the page is already in
+hand, for the content-seen stage that follows; a page with too little text gets none.
 """
 
 from __future__ import annotations
 
-from typing import Iterator
+from typing import Any, Iterator
 
 import apache_beam as beam
 from apache_beam.metrics import Metrics
 
-from beamcrawl.core.htmlparse import checksum, is_html, parse_html, robots_directives
+from beamcrawl.core import sniff, textfp
+from beamcrawl.core.htmlparse import checksum, parse_html, robots_directives
 from beamcrawl.core.urlnorm import InvalidURL, fingerprint, normalize
 from beamcrawl.schemas.records import FetchResult, Link, ParsedPage
 
-__all__ = ["ParsePages", "parse_fetch"]
+__all__ = ["PARSED_KINDS", "ParsePages", "body_kind", "parse_fetch", "skipped_counter_name"]
 
 REDIRECTS = (301, 302, 303, 307, 308)
+PARSED_KINDS = ("html", "xhtml")  # the body kinds parsed for links and text
+
+
+def body_kind(result: FetchResult) -> str:
+    """What a body is, by label and first bytes: ``html``, ``xhtml``, ``xml``, ``text`` or
+    ``binary:<kind>`` (see :func:`beamcrawl.core.sniff.sniff`)."""
+    return sniff.sniff(result.content_type, result.body[: sniff.SNIFF_BYTES])
+
+
+def skipped_counter_name(kind: str) -> str:
+    """The ``parse`` counter of 2xx bodies of ``kind`` left unparsed (``binary:pdf`` →
+    ``skipped_binary_pdf``: metric names keep to letters, digits and ``_``)."""
+    return "skipped_" + kind.replace(":", "_")
 
 
 def parse_fetch(result: FetchResult, token: str) -> ParsedPage:
@@ -41,7 +62,10 @@ def parse_fetch(result: FetchResult, token: str) -> ParsedPage:
             except InvalidURL:
                 page.parse_error = "bad redirect location"
         return page
-    if not (200 <= result.status < 300) or not is_html(result.content_type):
+    if not (200 <= result.status < 300):
+        return page
+    page.body_kind = body_kind(result)
+    if page.body_kind not in PARSED_KINDS:
         return page
     found = parse_html(result.body, result.url, result.content_type, token)
     page.links = [
@@ -52,6 +76,7 @@ def parse_fetch(result: FetchResult, token: str) -> ParsedPage:
     page.title = found.title
     page.meta_noindex |= found.meta_noindex
     page.meta_nofollow |= found.meta_nofollow
+    page.simhash = textfp.simhash_hex(textfp.html_simhash(result.body, result.content_type))
     return page
 
 
@@ -62,6 +87,7 @@ class _ParseFn(beam.DoFn):
         self.html = Metrics.counter("parse", "html_pages")
         self.links = Metrics.counter("parse", "links")
         self.error = Metrics.counter("parse", "error")
+        self.skipped: dict[str, Any] = {}  # parse/skipped_<kind>, made as kinds turn up
 
     def process(self, result: FetchResult) -> Iterator[ParsedPage]:
         self.received.inc()
@@ -73,6 +99,12 @@ class _ParseFn(beam.DoFn):
         if page.links:
             self.html.inc()
             self.links.inc(len(page.links))
+        kind = page.body_kind
+        if kind is not None and kind not in PARSED_KINDS:
+            counter = self.skipped.get(kind)
+            if counter is None:
+                counter = self.skipped[kind] = Metrics.counter("parse", skipped_counter_name(kind))
+            counter.inc()
         yield page
 
 

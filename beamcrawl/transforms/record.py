@@ -2,13 +2,16 @@
 
 Host records (delay, last response end, robots cache, errors) are written as soon as the
 fetcher is done with a host, so politeness holds across rounds even if a later stage fails.
-URL state is merged cell by cell into the seen set. The frontier rows of URLs finished this
+URL state is merged cell by cell into the seen set, with ``u:duplicate_of``: the original's
+URL when the page was found to copy another (exact or near), null otherwise, so the revisit
+scheduler can lower a copy's recrawl priority. The frontier rows of URLs finished this
 round are not deleted here: their keys are staged and deleted when the round commits,
 after its WARC and Parquet files are in place, so a crash never loses a fetched page.
 """
 
 from __future__ import annotations
 
+import json
 from typing import Iterable
 
 import apache_beam as beam
@@ -19,11 +22,16 @@ from beamcrawl.core.outputs import DONE, RoundOutputs, part_name
 from beamcrawl.schemas.records import HostRecord, ParsedPage, UrlState, fp_key
 from beamcrawl.stores.base import Mutation, open_store
 
-__all__ = ["RecordHostState", "RecordUrlState", "url_state_cells", "done_keys"]
+__all__ = ["DUPLICATE_CELL", "RecordHostState", "RecordUrlState", "url_state_cells", "done_keys"]
 
 FINISHED = ("fetched", "error", "robots_disallowed")
 # url too: a URL queued by a run that died before marking it seen gets its row from here.
 STATE_FIELDS = ("url", "state", "status", "fetched_at_ms", "checksum", "error")
+# The original a fetched page copies (JSON, as the u:<field> cells are), null when it copies
+# none. Written on every response, so a page that stops being a copy loses the mark. Its
+# own cell beside UrlState's (whose from_cells skips cells it does not know), so rows stay
+# readable by every version; a UrlState field of that name would read it as is.
+DUPLICATE_CELL = "u:duplicate_of"
 
 
 def url_state_cells(page: ParsedPage) -> dict[str, bytes] | None:
@@ -39,7 +47,11 @@ def url_state_cells(page: ParsedPage) -> dict[str, bytes] | None:
         checksum=page.checksum,
         error=f.error,
     )
-    return state.to_cells(only=STATE_FIELDS)
+    cells = state.to_cells(only=STATE_FIELDS)
+    if f.outcome == "fetched":
+        # Only a response says whether the page is a copy; an error leaves the mark as it was.
+        cells[DUPLICATE_CELL] = json.dumps(page.duplicate_of).encode()
+    return cells
 
 
 def done_keys(page: ParsedPage) -> list[str]:

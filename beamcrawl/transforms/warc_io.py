@@ -7,6 +7,17 @@ digests (warcio computes them), ``WARC-IP-Address`` and, when the body cap cut t
 ``WARC-Truncated: length``. A fetch is serialised in memory first and appended whole, so a
 record that cannot be built never leaves half a gzip member in the file.
 
+Copies, as the content-seen stage marked them (``transforms/content_seen.py``), are not
+stored again (:func:`capture_kind`):
+
+- an exact copy whose payload is byte for byte its original's becomes a ``revisit`` record
+  (profile identical-payload-digest, ``WARC-Refers-To-Target-URI`` and ``-Date`` naming the
+  original; :mod:`beamcrawl.core.warc_revisit`) with its request record, instead of a
+  second response. An exact copy sent with other wire bytes (another Content-Encoding) is
+  not an identical payload and gets an ordinary response record;
+- a near copy gets no record at all: its content is its original's for every purpose the
+  archive serves, and the page event says whose (``duplicate_of``).
+
 Encodings are recorded as they were on the wire, as far as the wire can be recorded:
 
 - Content-Encoding is kept, with the body exactly as the server compressed it (the HTTP
@@ -16,11 +27,11 @@ Encodings are recorded as they were on the wire, as far as the wire can be recor
 - header bytes are written back as received (the client decodes them as latin-1), not
   percent-encoded as warcio would do for non-ASCII values.
 
-Beside ``part-X.warc.gz`` the writer puts ``part-X.cdxj``: one line per response record
-(:mod:`beamcrawl.core.cdxj`), sorted by SURT key then timestamp, built from the offsets and
-lengths the writer knows, so no file is read back. The page event's ``blob`` is
-``<file relative to OUT>@<offset>`` of the response record, pointing at its committed
-location. Bodies stop here: the page event carries no bytes.
+Beside ``part-X.warc.gz`` the writer puts ``part-X.cdxj``: one line per response or revisit
+record (:mod:`beamcrawl.core.cdxj`), sorted by SURT key then timestamp, built from the
+offsets and lengths the writer knows, so no file is read back. The page event's ``blob`` is
+``<file relative to OUT>@<offset>`` of the response (or revisit) record, pointing at its
+committed location; None for a near copy. Bodies stop here: the page event carries no bytes.
 
 Governed by: ``warc_max_bytes`` (rotation size), --user-agent (recorded in warcinfo).
 """
@@ -44,10 +55,20 @@ from warcio.warcwriter import WARCWriter
 from beamcrawl import DEFAULT_USER_AGENT, __version__
 from beamcrawl.core import cdxj, files
 from beamcrawl.core.outputs import RoundOutputs, part_name
+from beamcrawl.core.warc_revisit import is_identical_payload, revisit_record
 from beamcrawl.schemas.arrow import PAGES_HEADER_COLUMNS, signed64
 from beamcrawl.schemas.records import ParsedPage
 
-__all__ = ["ArchivedFetch", "WriteWarc", "archive_fetch", "page_event", "warcinfo_bytes", "write_fetch_records"]
+__all__ = [
+    "ArchivedFetch",
+    "WriteWarc",
+    "archive_fetch",
+    "capture_kind",
+    "page_event",
+    "warcinfo_bytes",
+    "write_fetch_records",
+    "write_revisit_records",
+]
 
 HOP_BY_HOP_RENAMED = {"transfer-encoding": "X-Crawler-Transfer-Encoding"}
 WARC_VERSION = "1.1"
@@ -92,6 +113,54 @@ def _iso(epoch: float) -> str:
     return str(datetime_to_iso_date(dt.datetime.fromtimestamp(epoch, dt.timezone.utc).replace(tzinfo=None), use_micros=True))
 
 
+def capture_kind(page: ParsedPage) -> str | None:
+    """How a fetched page is archived: ``"response"``, ``"revisit"`` or None (not at all).
+
+    New content gets a response record. An exact copy whose payload digest is its
+    original's gets a revisit record: the identical-payload-digest profile promises exactly
+    that, so a copy with other wire bytes (another Content-Encoding of the same payload) or
+    without its original's digest and date gets a response instead. A near copy is not
+    archived: its original stands for it.
+    """
+    if page.duplicate_of is None:
+        return "response"
+    if page.duplicate_kind == "near":
+        return None
+    if page.original_fetched_at is not None and is_identical_payload(page, page.original_digest):
+        return "revisit"
+    return "response"
+
+
+def _request_record(writer: WARCWriter, page: ParsedPage) -> ArcWarcRecord:
+    """The request record of a fetch: what the client sent."""
+    f = page.fetch
+    parts = urlsplit(f.url)
+    target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+    req_headers = [("Host", parts.netloc)] + list(f.request_headers)
+    return writer.create_warc_record(
+        f.url,
+        "request",
+        payload=io.BytesIO(b""),
+        length=0,
+        http_headers=_WireHeaders(f"GET {target} HTTP/1.1", req_headers, is_http_request=True),
+        warc_headers_dict={"WARC-Date": _iso(f.fetched_at)},
+    )
+
+
+def _write_with_request(writer: WARCWriter, capture: ArcWarcRecord, request: ArcWarcRecord) -> int:
+    """Writes ``capture``, then ``request`` linked to it; returns the bytes ``capture`` took.
+
+    The capture first: it is what the blob points at, and readers expect it first.
+    """
+    start = writer.out.tell()
+    writer.write_record(capture)
+    length = writer.out.tell() - start
+    request.rec_headers.add_header("WARC-Concurrent-To", capture.rec_headers.get_header("WARC-Record-ID"))
+    _conventional_order(request)
+    writer.write_record(request)
+    return length
+
+
 def write_fetch_records(writer: WARCWriter, page: ParsedPage) -> tuple[ArcWarcRecord, int]:
     """Writes a fetch's response record, then its request record, to ``writer.out``.
 
@@ -99,17 +168,7 @@ def write_fetch_records(writer: WARCWriter, page: ParsedPage) -> tuple[ArcWarcRe
     ``writer.out`` must have ``tell()`` (callers write to a ``BytesIO``).
     """
     f = page.fetch
-    parts = urlsplit(f.url)
-    target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
-    req_headers = [("Host", parts.netloc)] + list(f.request_headers)
-    request = writer.create_warc_record(
-        f.url,
-        "request",
-        payload=io.BytesIO(b""),
-        length=0,
-        http_headers=_WireHeaders(f"GET {target} HTTP/1.1", req_headers, is_http_request=True),  # what the client sends
-        warc_headers_dict={"WARC-Date": _iso(f.fetched_at)},
-    )
+    request = _request_record(writer, page)
     headers = [(HOP_BY_HOP_RENAMED.get(k.lower(), k), v) for k, v in f.response_headers]
     warc_headers = {"WARC-Date": _iso(f.fetched_at)}
     if f.ip:
@@ -125,30 +184,62 @@ def write_fetch_records(writer: WARCWriter, page: ParsedPage) -> tuple[ArcWarcRe
         warc_headers_dict=warc_headers,
     )
     _conventional_order(response)
-    # The response first: it is what the blob points at, and readers expect it first.
-    start = writer.out.tell()
-    writer.write_record(response)
-    length = writer.out.tell() - start
-    request.rec_headers.add_header("WARC-Concurrent-To", response.rec_headers.get_header("WARC-Record-ID"))
-    _conventional_order(request)
-    writer.write_record(request)
-    return response, length
+    return response, _write_with_request(writer, response, request)
+
+
+def write_revisit_records(writer: WARCWriter, page: ParsedPage) -> tuple[ArcWarcRecord, int]:
+    """Writes an exact copy's revisit record, then its request record, to ``writer.out``.
+
+    The revisit holds the copy's own status line and response headers (as received) and
+    refers to the original by URL, date and payload digest; the payload stays with the
+    original's response record.
+
+    Returns:
+        The revisit record and the number of bytes it took.
+
+    Raises:
+        ValueError: The page is not an exact copy with its original's digest and date.
+    """
+    if page.duplicate_of is None or page.original_digest is None or page.original_fetched_at is None:
+        raise ValueError("a revisit needs the original's URL, digest and fetch time")
+    request = _request_record(writer, page)
+    revisit = revisit_record(
+        writer,
+        page,
+        page.duplicate_of,
+        page.original_fetched_at,
+        page.original_digest,
+        headers_class=_WireHeaders,
+    )
+    return revisit, _write_with_request(writer, revisit, request)
 
 
 @dataclass(frozen=True)
 class ArchivedFetch:
     """A fetch serialised as WARC records, ready to append to a file."""
 
-    data: bytes  # response then request record, each one gzip member
-    response: ArcWarcRecord
-    response_length: int  # bytes of the response record at the start of ``data``
+    data: bytes  # the capture (response or revisit) then the request record, each one gzip member
+    response: ArcWarcRecord  # the capture record: what the blob and the CDXJ line point at
+    response_length: int  # bytes of the capture record at the start of ``data``
 
 
-def archive_fetch(page: ParsedPage, make_writer: WriterFactory = _new_writer) -> ArchivedFetch:
-    """Serialises a fetch's records in memory (pure: no file is touched)."""
+def archive_fetch(
+    page: ParsedPage, make_writer: WriterFactory = _new_writer, *, revisit: bool | None = None
+) -> ArchivedFetch:
+    """Serialises a fetch's records in memory (pure: no file is touched).
+
+    Args:
+        page: The fetch (the caller leaves near copies out).
+        make_writer: Makes the WARC writer over the in-memory buffer.
+        revisit: Whether to write a revisit record rather than a response; None decides by
+            :func:`capture_kind` (which hashes the payload: callers that know pass it).
+    """
+    if revisit is None:
+        revisit = capture_kind(page) == "revisit"
     buf = io.BytesIO()
-    response, length = write_fetch_records(make_writer(buf), page)
-    return ArchivedFetch(buf.getvalue(), response, length)
+    write = write_revisit_records if revisit else write_fetch_records
+    record, length = write(make_writer(buf), page)
+    return ArchivedFetch(buf.getvalue(), record, length)
 
 
 def warcinfo_bytes(
@@ -188,7 +279,8 @@ def page_event(page: ParsedPage, blob: str | None, note: str | None = None) -> d
 
     Args:
         page: The parsed fetch.
-        blob: ``file@offset`` of its response record, or None when nothing was archived.
+        blob: ``file@offset`` of its response (or revisit) record, or None when nothing was
+            archived.
         note: Why a fetched page was not archived (goes to ``error``).
     """
     f = page.fetch
@@ -210,7 +302,9 @@ def page_event(page: ParsedPage, blob: str | None, note: str | None = None) -> d
         "changed": True if fetched else None,  # revisits (a later issue) compare checksums
         "checksum": page.checksum,
         "simhash": page.simhash,
-        "duplicate_of": None,
+        "duplicate_of": page.duplicate_of,
+        "duplicate_kind": page.duplicate_kind,
+        "duplicate_distance": page.duplicate_distance,
         "blob": blob,
         "out_links": len(page.links),
         "title": page.title,
@@ -241,6 +335,8 @@ class _MetricsCollector:
         self.files = Metrics.counter(ns, "warc_files")
         self.file_bytes = Metrics.distribution(ns, "warc_file_bytes")
         self.cdxj_lines = Metrics.counter(ns, "cdxj_lines")
+        self.revisits = Metrics.counter(ns, "revisits")  # exact copies archived as revisit records
+        self.near_copies = Metrics.counter(ns, "near_copies")  # event only: the original stands for it
 
 
 class _WriteWarcFn(beam.DoFn):
@@ -299,9 +395,13 @@ class _WriteWarcFn(beam.DoFn):
         if page.fetch.outcome != "fetched":
             self.metrics.not_fetched.inc()
             return page_event(page, None)
+        kind = capture_kind(page)
+        if kind is None:
+            self.metrics.near_copies.inc()
+            return page_event(page, None)
         started = time.perf_counter()
         try:
-            archived = archive_fetch(page)
+            archived = archive_fetch(page, revisit=kind == "revisit")
         except (ValueError, UnicodeError) as exc:  # a response warcio cannot represent
             self.metrics.error.inc()
             note = f"not archived: {type(exc).__name__}: {exc}"[:300]
@@ -318,6 +418,8 @@ class _WriteWarcFn(beam.DoFn):
             self.index.append(entry)
         self.metrics.records.inc(2)
         self.metrics.success.inc()
+        if kind == "revisit":
+            self.metrics.revisits.inc()
         self.metrics.latency_us.update(int((time.perf_counter() - started) * 1e6))
         return page_event(page, f"{self.rel}@{offset}")
 

@@ -117,27 +117,35 @@ def test_every_request_has_one_fetch_event_and_every_warc_reads(crawl_run):
     ours = [r for r in crawl_run["requests"] if "beamcrawl" in r.get("ua", "")]
     assert len(fetched) == len(ours)
 
-    responses = {}
+    # One capture per fetch, except near copies (not stored again): a response record, or
+    # a revisit record for an exact copy (its payload is in its original's response).
+    captures = {}
     for path in glob.glob(str(out / "warc" / "round=*" / "*.warc.gz")):
         with open(path, "rb") as fh:
             for record in ArchiveIterator(fh):
-                if record.rec_type == "response":
+                if record.rec_type in ("response", "revisit"):
                     body = record.content_stream().read()
-                    responses[record.rec_headers.get_header("WARC-Target-URI")] = (
-                        record.http_headers.get_statuscode(), len(body),
+                    captures[record.rec_headers.get_header("WARC-Target-URI")] = (
+                        record.rec_type, record.http_headers.get_statuscode(), len(body),
                     )
-    assert len(responses) == len(fetched)
+    stored = [row for row in fetched if row["duplicate_kind"] != "near"]
+    assert len(captures) == len(stored)
+    assert any(row["duplicate_kind"] == "exact" for row in fetched)  # ?print=1 copies
     for row in fetched:
-        status, _size = responses[row["url"]]
+        if row["duplicate_kind"] == "near":
+            assert row["url"] not in captures and row["blob"] is None
+            continue
+        rec_type, status, _size = captures[row["url"]]
+        assert rec_type == ("revisit" if row["duplicate_kind"] == "exact" else "response"), row["url"]
         assert int(status) == row["status"]
 
-    # blob = file@offset of the response record, in the committed location
-    for row in fetched[:50]:
+    # blob = file@offset of the page's capture record, in the committed location
+    for row in stored[:50] + [row for row in stored if row["duplicate_kind"] == "exact"][:10]:
         rel, offset = row["blob"].rsplit("@", 1)
         with open(out / rel, "rb") as fh:
             fh.seek(int(offset))
             record = next(iter(ArchiveIterator(fh)))
-            assert record.rec_type == "response"
+            assert record.rec_type == ("revisit" if row["duplicate_kind"] == "exact" else "response")
             assert record.rec_headers.get_header("WARC-Target-URI") == row["url"]
 
 

@@ -376,7 +376,7 @@ def test_a_page_warcio_cannot_write_is_counted_and_published_without_blob(tmp_pa
     fn.setup()
     fn.start_bundle()
 
-    def broken(page):
+    def broken(page, **_kw):
         raise ValueError("bad header")
 
     monkeypatch.setattr(warc_io, "archive_fetch", broken)
@@ -391,3 +391,84 @@ def test_surt_key_is_the_lookup_key_of_replay_tools(url):
     import surt
 
     assert cdxj.surt_key(url) == surt.surt(url)
+
+
+# --- copies: revisit records, and nothing for a near copy ------------------------------------
+
+
+def _copy_of(original: ParsedPage, url: str, kind: str = "exact", raw: bytes | None = None, offset_s: float = 10.0) -> ParsedPage:
+    """A fetch of ``url`` marked a copy of ``original`` (as content_seen marks it)."""
+    page = _fetch(url, raw=original.fetch.raw_body if raw is None else raw, offset_s=offset_s,
+                  headers=[("Content-Type", "text/html; charset=utf-8"), ("Server", "mirror")])
+    page.duplicate_of = original.fetch.url
+    page.duplicate_kind = kind
+    page.duplicate_distance = 0 if kind == "exact" else 2
+    if kind == "exact":
+        page.original_fetched_at = original.fetch.fetched_at
+        page.original_digest = _sha1_b32(original.fetch.raw_body)
+    return page
+
+
+def test_capture_kind_stores_new_content_and_exact_copies_of_identical_payloads_only():
+    original = _fetch("http://a.test/")
+    assert warc_io.capture_kind(original) == "response"
+    assert warc_io.capture_kind(_copy_of(original, "http://b.test/")) == "revisit"
+    assert warc_io.capture_kind(_copy_of(original, "http://b.test/", kind="near", raw=HTML + b" ")) is None
+    # The same payload sent gzipped: another payload on the wire, so no identical-digest revisit.
+    assert warc_io.capture_kind(_copy_of(original, "http://b.test/", raw=zlib.compress(HTML))) == "response"
+    without_date = _copy_of(original, "http://b.test/")
+    without_date.original_fetched_at = None
+    assert warc_io.capture_kind(without_date) == "response"
+
+
+def test_an_exact_copy_is_a_revisit_then_its_request():
+    original = _fetch("http://a.test/")
+    copy = _copy_of(original, "http://b.test/x?print=1")
+    archived = archive_fetch(copy, _FixedWriter)
+    recs = _records(archived.data)
+    assert [r[0] for r in recs] == ["revisit", "request"]
+    revisit, request = recs
+    h = revisit[1]
+    assert h.get_header("WARC-Target-URI") == "http://b.test/x?print=1"
+    assert h.get_header("WARC-Refers-To-Target-URI") == "http://a.test/"
+    assert h.get_header("WARC-Refers-To-Date") == "2026-01-01T00:00:00.125000Z"
+    assert h.get_header("WARC-Date") == "2026-01-01T00:00:10.125000Z"
+    assert h.get_header("WARC-Payload-Digest") == _sha1_b32(HTML)
+    assert h.get_header("WARC-Profile") == "http://netpreserve.org/warc/1.1/revisit/identical-payload-digest"
+    assert h.get_header("WARC-IP-Address") == "127.0.0.1"
+    assert revisit[2].get_header("Server") == "mirror" and revisit[3] == b""  # headers only
+    assert request[1].get_header("WARC-Concurrent-To") == h.get_header("WARC-Record-ID")
+    assert archived.response_length == revisit[5]
+
+
+def test_copies_in_a_round_are_stored_once_and_pass_warcio_check(tmp_path):
+    import subprocess
+    import sys
+
+    original = _fetch("http://a.test/", offset_s=1)
+    exact = _copy_of(original, "http://b.test/", offset_s=2)
+    near = _copy_of(original, "http://c.test/", kind="near", raw=HTML.replace(b"A", b"B"), offset_s=3)
+    outputs, events = _write_round(tmp_path, [original, exact, near])
+    by_url = {e["url"]: e for e in events}
+    assert by_url["http://c.test/"]["blob"] is None and by_url["http://c.test/"]["error"] is None
+    assert (by_url["http://c.test/"]["duplicate_of"], by_url["http://c.test/"]["duplicate_kind"],
+            by_url["http://c.test/"]["duplicate_distance"]) == ("http://a.test/", "near", 2)
+    assert (by_url["http://b.test/"]["duplicate_of"], by_url["http://b.test/"]["duplicate_kind"]) == ("http://a.test/", "exact")
+    assert by_url["http://a.test/"]["duplicate_of"] is None
+    (warc,) = glob.glob(f"{outputs.out}/warc/round=3/*.warc.gz")
+    with open(warc, "rb") as fh:
+        records = [(r.rec_type, r.rec_headers.get_header("WARC-Target-URI")) for r in ArchiveIterator(fh)]
+    captures = sorted((t, u) for t, u in records if t in ("response", "revisit"))
+    assert captures == [("response", "http://a.test/"), ("revisit", "http://b.test/")]
+    rel, offset = by_url["http://b.test/"]["blob"].rsplit("@", 1)
+    with open(os.path.join(outputs.out, rel), "rb") as fh:
+        fh.seek(int(offset))
+        assert next(iter(ArchiveIterator(fh))).rec_type == "revisit"
+    warcio = os.path.join(os.path.dirname(sys.executable), "warcio")
+    check = subprocess.run([warcio, "check", "-v", warc], capture_output=True, text=True)
+    assert check.returncode == 0, check.stdout + check.stderr
+    assert "digest present but not checked (revisit)" in check.stdout
+    (index,) = glob.glob(f"{outputs.out}/warc/round=3/*.cdxj")
+    lines = [json.loads(line.split(" ", 2)[2]) for line in open(index).read().splitlines()]
+    assert sorted((f["url"], f.get("mime")) for f in lines) == [("http://a.test/", "text/html"), ("http://b.test/", "warc/revisit")]
+    assert compare_with_cdxj_indexer(outputs.out) == 2

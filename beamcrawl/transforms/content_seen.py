@@ -1,0 +1,860 @@
+"""Content seen? Exact copies by checksum, near copies by simhash, each found by a batched
+sort-merge join against what the crawl already keeps (DESIGN.md §1 step 5).
+
+Every fetched page with a 2xx payload is checked; HTML pages also by their text:
+
+1. **Exact copies.** The payload's 64-bit checksum (mmh3) is looked up in the content-seen
+   set, the ``content`` table keyed by the 8-byte checksum, the way URL seen works
+   (``url_seen.py``): one element per checksum bucket per bundle, a ``GroupByKey`` on the
+   bucket, then one sorted merge of the bucket's checksums against the stored keys of its
+   range (a key-set read or a range scan, whichever costs less). A stored checksum names the
+   page that holds those bytes: every other page with them is its copy. A checksum seen for
+   the first time may be shared by several pages of this round; exactly one of them, the
+   first by :func:`order_key`, goes on as the candidate original, and the others are its
+   copies.
+2. **Near copies.** Each new candidate's simhash (``core/textfp.py``) is looked up in the 20
+   permuted tables of the ``simhash`` table: for table ``t`` its row key is the table byte and
+   the leading 31–33 bits of the permuted fingerprint, so any stored fingerprint within 3 bits
+   shares that row in at least one table. Candidates are bucketed by (table, top bits of the
+   permuted fingerprint), grouped, sorted, and merged against the stored rows of their keys in
+   one pass; every fingerprint in a shared row is checked for a Hamming distance of at most
+   3, and so is every pair of this round's candidates that share a row.
+3. **One original, deterministically.** A page is a near copy when it is within 3 bits of an
+   original kept in an earlier round, or of an original of this round that comes first by
+   :func:`order_key` (a URL without a query first, then the shorter, then the smaller). This
+   round's pairs are few (only real near copies share a row and pass the check), so they are
+   resolved in one place, in that order: the result depends only on the round's pages, not on
+   fetch timing or bundle boundaries, and a rerun of a round decides the same.
+4. **Record.** After the decision, each new checksum is written to ``content`` (naming the
+   original, or for a near copy the page it is near) and each new original's simhash to the
+   20 rows of ``simhash``. Rows carry the round that wrote them; rows of this round or a later
+   one are ignored, so a rerun of a crashed round decides afresh rather than from its own
+   half-written decisions.
+
+A copy comes out with ``duplicate_of`` (the original's URL), ``duplicate_kind`` (``exact`` or
+``near``) and ``duplicate_distance``; an exact copy of a page kept in an earlier round also
+with ``original_fetched_at`` and ``original_digest`` for its WARC revisit record. A page that
+finds its own URL in the content-seen set is the same page unchanged, not a copy. Pages that
+are not fetched 2xx payloads pass through unchanged; non-HTML payloads (PDFs...) get the
+exact check only.
+
+Stored rows (DESIGN.md §2):
+
+=========  ========================================  ==========================================
+table      key                                       cells
+=========  ========================================  ==========================================
+content    8-byte big-endian checksum                ``c:json``: url, kind, fetched_at, digest,
+                                                     distance, round
+simhash    table byte + 5-byte left-aligned prefix   ``s:<fp hex><url fp hex>``: JSON url, round
+=========  ========================================  ==========================================
+
+At scale. Pages themselves are never shuffled: the joins carry small probes (URL, checksum,
+simhash, date, digest), and the decisions reach the pages as a side input holding the copies
+only (about 150 bytes each). The one step that sees the whole round at once is the in-round
+resolution, and it holds only this round's candidates that are near each other and near no
+stored original; a row shared by more than :data:`MAX_PAIRWISE` candidates (a trap serving
+one text over and over) is checked against its first originals, not pair by pair.
+
+Governed by: the bucket bits (at least 2^bits buckets, more when the content-seen set is
+large), ``path`` (scan / keyset / auto), and the round number.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Iterator, Literal, Mapping, Sequence
+
+import apache_beam as beam
+import numpy as np
+from apache_beam.metrics import Metrics
+from apache_beam.transforms.window import GlobalWindow
+from apache_beam.utils.timestamp import MIN_TIMESTAMP
+from apache_beam.utils.windowed_value import WindowedValue
+
+from beamcrawl.core import textfp
+from beamcrawl.core.htmlparse import checksum as payload_checksum
+from beamcrawl.core.urlnorm import fingerprint
+from beamcrawl.core.warc_revisit import payload_digest
+from beamcrawl.schemas.records import ParsedPage, fp_key, key_fp
+from beamcrawl.stores.base import Mutation, Store, open_store
+from beamcrawl.transforms.parse import PARSED_KINDS, body_kind
+from beamcrawl.transforms.url_seen import MAX_BUCKET_BITS, bucket_of, choose_bucket_bits, choose_path
+
+__all__ = [
+    "CONTENT_TABLE",
+    "SIMHASH_TABLE",
+    "ContentRecord",
+    "Copy",
+    "Evidence",
+    "FindDuplicateContent",
+    "NewContent",
+    "Probe",
+    "apply_copy",
+    "decide_checksums",
+    "eligible",
+    "merge_prefix_rows",
+    "order_key",
+    "probe_page",
+    "resolve_round",
+    "settle",
+    "simhash_cells",
+]
+
+CONTENT_TABLE = "content"
+SIMHASH_TABLE = "simhash"
+CONTENT_CELL = "c:json"
+SIMHASH_FAMILY = "s"
+WRITE_BATCH = 2000
+# A row shared by more of this round's candidates than this (a trap serving one text over
+# and over) is checked against its first originals only, not pair by pair.
+MAX_PAIRWISE = 64
+JoinPath = Literal["auto", "scan", "keyset"]
+
+
+# --- records -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Probe:
+    """What the content check needs of one page (the page itself stays where it is).
+
+    Attributes:
+        url: The fetched URL (the page's identity in this round).
+        url_fp: Its 64-bit fingerprint (names its simhash cells).
+        checksum: 64-bit mmh3 of the decoded payload.
+        simhash: 64-bit simhash of the visible text; None for non-HTML or too little text.
+        fetched_at: Epoch seconds of the fetch.
+        digest: WARC payload digest of the body as transferred.
+    """
+
+    url: str
+    url_fp: int
+    checksum: int
+    simhash: int | None
+    fetched_at: float
+    digest: str
+
+
+@dataclass(frozen=True)
+class ContentRecord:
+    """A row of the content-seen set: where the page with these bytes is kept.
+
+    ``kind`` is ``exact`` when ``url`` holds these very bytes, ``near`` when the bytes were
+    found to be a near copy of ``url`` (nothing with them is stored: a later copy of them is
+    a near copy of ``url`` too).
+    """
+
+    url: str
+    kind: str = "exact"
+    fetched_at: float | None = None
+    digest: str | None = None
+    distance: int = 0
+    round: int | None = None
+
+    def to_cells(self) -> dict[str, bytes]:
+        return {CONTENT_CELL: json.dumps(dataclasses.asdict(self), separators=(",", ":")).encode()}
+
+    @classmethod
+    def from_cells(cls, cells: Mapping[str, bytes]) -> "ContentRecord":
+        values = json.loads(cells[CONTENT_CELL])
+        names = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in values.items() if k in names})
+
+
+@dataclass(frozen=True)
+class Copy:
+    """The decision that a page copies another (applied with :func:`apply_copy`)."""
+
+    url: str
+    original: str
+    kind: str  # exact | near
+    distance: int = 0
+    original_fetched_at: float | None = None
+    original_digest: str | None = None
+
+
+@dataclass(frozen=True)
+class NewContent:
+    """A checksum the crawl has not kept yet: this round's candidate original for it, and the
+    other pages of this round with the same bytes."""
+
+    checksum: int
+    first: Probe
+    others: tuple[Probe, ...] = ()
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """What the simhash join found for one candidate original.
+
+    Attributes:
+        url: The candidate.
+        stored: ``(distance, url)`` of the closest original kept in an earlier round, if any.
+        neighbours: ``(url, distance)`` of this round's candidates within the distance.
+    """
+
+    url: str
+    stored: tuple[int, str] | None = None
+    neighbours: frozenset[tuple[str, int]] = field(default_factory=frozenset)
+
+    def merge(self, other: "Evidence") -> "Evidence":
+        stored = self.stored
+        if other.stored is not None and (stored is None or _match_key(other.stored) < _match_key(stored)):
+            stored = other.stored
+        return Evidence(self.url, stored, self.neighbours | other.neighbours)
+
+
+def _match_key(match: tuple[int, str]) -> tuple[int, tuple[int, int, str]]:
+    distance, url = match
+    return distance, order_key(url)
+
+
+# --- pure functions ----------------------------------------------------------------------
+
+
+def order_key(url: str) -> tuple[int, int, str]:
+    """Which of two copies is the original: a URL without a query first (``/a`` before
+    ``/a?print=1``), then the shorter, then the smaller. A function of the URL alone, so the
+    choice is the same whatever order or timing the pages came in."""
+    return ("?" in url, len(url), url)
+
+
+def eligible(page: ParsedPage) -> bool:
+    """Whether a page takes part: a fetched 2xx response with a payload (not robots.txt)."""
+    f = page.fetch
+    return f.outcome == "fetched" and 200 <= f.status < 300 and bool(f.body) and f.entry.source != "robots"
+
+
+def probe_page(page: ParsedPage) -> Probe | None:
+    """The page's :class:`Probe`, or None if it does not take part.
+
+    Uses the checksum and simhash the parse stage put on the page. A page that parse looked
+    at (``body_kind`` set) and left without a simhash has none: not HTML, or too little
+    text. Only a page that never went through parse (tests, tools) gets them computed here;
+    one whose parse failed gets no simhash, as the hostile body would fail again.
+    """
+    if not eligible(page):
+        return None
+    f = page.fetch
+    check = int(page.checksum or payload_checksum(f.body), 16)
+    simhash: int | None = None
+    if page.simhash is not None:
+        simhash = int(page.simhash, 16)
+    elif page.body_kind is None and page.parse_error is None and body_kind(f) in PARSED_KINDS:
+        simhash = textfp.html_simhash(f.body, f.content_type)
+    url_fp = f.entry.fp if f.entry.url == f.url and f.entry.fp else fingerprint(f.url)
+    return Probe(f.url, url_fp, check, simhash, f.fetched_at, payload_digest(f.raw_body))
+
+
+def _usable(round_written: int | None, round_no: int | None) -> bool:
+    """Rows this round (a crashed earlier attempt) or a later one wrote do not count."""
+    return round_no is None or round_written is None or round_written < round_no
+
+
+def decide_checksums(
+    groups: Sequence[tuple[int, Sequence[Probe]]],
+    stored: Iterable[tuple[int, ContentRecord]],
+    round_no: int | None = None,
+) -> tuple[list[Copy], list[NewContent]]:
+    """Merges a bucket's checksums against the stored ones, in one pass.
+
+    Args:
+        groups: ``(checksum, this round's pages with it)``, sorted by checksum.
+        stored: ``(checksum, record)`` of stored rows, sorted by checksum (a range scan or a
+            key-set read); rows written by round ``round_no`` or later are ignored.
+        round_no: This round.
+
+    Returns:
+        The copies of stored content, and the checksums that are new (one
+        :class:`NewContent` each).
+    """
+    copies: list[Copy] = []
+    new: list[NewContent] = []
+    rows = iter(stored)
+    current = next(rows, None)
+    for check, probes in groups:
+        while current is not None and current[0] < check:
+            current = next(rows, None)
+        record = current[1] if current is not None and current[0] == check else None
+        if record is not None and not _usable(record.round, round_no):
+            record = None
+        by_url: dict[str, Probe] = {}
+        for probe in sorted(probes, key=lambda p: order_key(p.url)):
+            by_url.setdefault(probe.url, probe)  # one URL fetched twice is one page
+        ordered = list(by_url.values())
+        if record is None:
+            new.append(NewContent(check, ordered[0], tuple(ordered[1:])))
+            continue
+        for probe in ordered:
+            if probe.url == record.url:
+                continue  # the page that holds these bytes, unchanged: not a copy
+            exact = record.kind == "exact"
+            copies.append(
+                Copy(
+                    probe.url,
+                    record.url,
+                    record.kind,
+                    record.distance,
+                    record.fetched_at if exact else None,
+                    record.digest if exact else None,
+                )
+            )
+    for _ in rows:  # read the scan to its end, so its stream closes
+        pass
+    return copies, new
+
+
+@dataclass(frozen=True)
+class _Item:
+    """One candidate in one permuted table."""
+
+    key: bytes
+    permuted: int
+    fp: int
+    url: str
+
+
+def _parse_simhash_cells(cells: Mapping[str, bytes], round_no: int | None) -> list[tuple[int, str]]:
+    """``(fingerprint, url)`` of the originals stored in one row that count this round."""
+    out = []
+    for column, raw in cells.items():
+        qualifier = column.partition(":")[2]
+        value = json.loads(raw)
+        if _usable(value.get("round"), round_no):
+            out.append((int(qualifier[:16], 16), value["url"]))
+    return out
+
+
+def merge_prefix_rows(
+    items: Sequence[_Item],
+    stored_rows: Iterable[tuple[bytes, Mapping[str, bytes]]],
+    round_no: int | None = None,
+    max_distance: int = textfp.MAX_DISTANCE,
+) -> tuple[dict[str, Evidence], int, int]:
+    """Merges one bucket's candidates, sorted by key, against the stored rows of their keys.
+
+    Args:
+        items: The candidates in one permuted table, sorted by row key.
+        stored_rows: Stored ``(key, cells)`` in key order (may include keys no candidate has).
+        round_no: This round (newer rows are ignored).
+        max_distance: Most differing bits of a near copy.
+
+    Returns:
+        ``(evidence by url, stored fingerprints compared, round pairs compared)``; only
+        candidates with a stored match or a neighbour appear.
+    """
+    found: dict[str, Evidence] = {}
+    rows = iter(stored_rows)
+    current = next(rows, None)
+    compared = pairs = 0
+    i = 0
+    while i < len(items):
+        key = items[i].key
+        j = i
+        while j < len(items) and items[j].key == key:
+            j += 1
+        group = items[i:j]
+        i = j
+        while current is not None and current[0] < key:
+            current = next(rows, None)
+        if current is not None and current[0] == key:
+            originals = _parse_simhash_cells(current[1], round_no)
+            for item in group:
+                best: tuple[int, str] | None = None
+                for fp, url in originals:
+                    compared += 1
+                    if url == item.url:
+                        continue  # its own earlier fingerprint: the same page, changed a little
+                    d = textfp.hamming(item.fp, fp)
+                    if d <= max_distance and (best is None or _match_key((d, url)) < _match_key(best)):
+                        best = (d, url)
+                if best is not None:
+                    _add(found, Evidence(item.url, stored=best))
+        if len(group) > 1:
+            pairs += _round_pairs(group, found, max_distance)
+    for _ in rows:
+        pass
+    return found, compared, pairs
+
+
+def _add(found: dict[str, Evidence], evidence: Evidence) -> None:
+    kept = found.get(evidence.url)
+    found[evidence.url] = evidence if kept is None else kept.merge(evidence)
+
+
+def _round_pairs(group: Sequence[_Item], found: dict[str, Evidence], max_distance: int) -> int:
+    """Adds this round's near pairs within one row; returns how many pairs were checked."""
+    ordered = sorted(group, key=lambda it: order_key(it.url))
+    checked = 0
+    if len(ordered) <= MAX_PAIRWISE:
+        for a in range(len(ordered)):
+            for b in range(a + 1, len(ordered)):
+                checked += 1
+                _pair(ordered[a], ordered[b], found, max_distance)
+        return checked
+    # Degenerate row: compare each candidate with the row's first originals only.
+    against: list[_Item] = []
+    for item in ordered:
+        matched = False
+        for first in against:
+            checked += 1
+            matched |= _pair(first, item, found, max_distance)
+        if not matched and len(against) < MAX_PAIRWISE:
+            against.append(item)
+    return checked
+
+
+def _pair(a: _Item, b: _Item, found: dict[str, Evidence], max_distance: int) -> bool:
+    if a.url == b.url:
+        return False
+    d = textfp.hamming(a.fp, b.fp)
+    if d > max_distance:
+        return False
+    _add(found, Evidence(a.url, neighbours=frozenset({(b.url, d)})))
+    _add(found, Evidence(b.url, neighbours=frozenset({(a.url, d)})))
+    return True
+
+
+def resolve_round(candidates: Iterable[Evidence]) -> list[tuple[str, tuple[str, int]]]:
+    """Decides which of this round's mutually near candidates are copies.
+
+    In :func:`order_key` order, a candidate is a near copy of the closest earlier candidate
+    that is itself an original; with none, it is an original. Candidates with a stored match
+    are copies already and must not be passed in (they cannot be anyone's original).
+
+    Returns:
+        ``(url, (original url, distance))`` for each candidate found to be a copy.
+    """
+    by_url = {e.url: e for e in candidates}
+    originals: set[str] = set()
+    out: list[tuple[str, tuple[str, int]]] = []
+    for url in sorted(by_url, key=order_key):
+        mine = order_key(url)
+        earlier = [(d, order_key(n), n) for n, d in by_url[url].neighbours if n in originals and order_key(n) < mine]
+        if earlier:
+            d, _, original = min(earlier)
+            out.append((url, (original, d)))
+        else:
+            originals.add(url)
+    return out
+
+
+def simhash_cells(probe: Probe, round_no: int | None, layout: textfp.TableLayout = textfp.LAYOUT) -> list[Mutation]:
+    """The mutations that record an original's simhash in every permuted table."""
+    assert probe.simhash is not None
+    column = f"{SIMHASH_FAMILY}:{probe.simhash:016x}{probe.url_fp:016x}"
+    value = json.dumps({"url": probe.url, "round": round_no}, separators=(",", ":")).encode()
+    return [
+        Mutation.set(layout.table_key(t, layout.permute(probe.simhash, t)), {column: value})
+        for t in range(len(layout.orders))
+    ]
+
+
+def settle(
+    new: NewContent,
+    near: tuple[str, int] | None,
+    round_no: int | None,
+    layout: textfp.TableLayout = textfp.LAYOUT,
+) -> tuple[list[Copy], list[Mutation], list[Mutation]]:
+    """The final decision for a new checksum, and the rows that record it.
+
+    Args:
+        new: The checksum, its candidate original and this round's other pages with it.
+        near: ``(original url, distance)`` when the candidate is a near copy, else None.
+        round_no: This round (stamped on the rows).
+        layout: The simhash tables' layout.
+
+    Returns:
+        ``(copies, content mutations, simhash mutations)``.
+    """
+    first = new.first
+    if near is not None:
+        original, distance = near
+        copies = [Copy(p.url, original, "near", distance) for p in (first, *new.others)]
+        record = ContentRecord(original, "near", distance=distance, round=round_no)
+        return copies, [Mutation.set(fp_key(new.checksum), record.to_cells())], []
+    copies = [Copy(p.url, first.url, "exact", 0, first.fetched_at, first.digest) for p in new.others]
+    record = ContentRecord(first.url, "exact", first.fetched_at, first.digest, 0, round_no)
+    hashes = simhash_cells(first, round_no, layout) if first.simhash is not None else []
+    return copies, [Mutation.set(fp_key(new.checksum), record.to_cells())], hashes
+
+
+def apply_copy(page: ParsedPage, copy: Copy | None) -> ParsedPage:
+    """The page marked as a copy (a new object; the input is not changed)."""
+    if copy is None:
+        return page
+    return dataclasses.replace(
+        page,
+        duplicate_of=copy.original,
+        duplicate_kind=copy.kind,
+        duplicate_distance=copy.distance,
+        original_fetched_at=copy.original_fetched_at,
+        original_digest=copy.original_digest,
+    )
+
+
+# --- DoFns -------------------------------------------------------------------------------
+
+
+def _windowed(value: Any) -> WindowedValue:
+    return WindowedValue(value, MIN_TIMESTAMP, [GlobalWindow()])
+
+
+class _BucketChecksumsFn(beam.DoFn):
+    """Collects a bundle's probes per checksum; emits one list per checksum bucket."""
+
+    def __init__(self, bits: int) -> None:
+        self.bits = bits
+        self.pages = Metrics.counter("content_seen", "pages_checked")
+
+    def start_bundle(self) -> None:
+        self.groups: dict[int, list[Probe]] = {}
+
+    def process(self, probe: Probe) -> None:
+        self.pages.inc()
+        self.groups.setdefault(probe.checksum, []).append(probe)
+
+    def finish_bundle(self) -> Iterator[WindowedValue]:
+        buckets: dict[int, list[tuple[int, list[Probe]]]] = {}
+        for check, probes in self.groups.items():
+            buckets.setdefault(bucket_of(check, self.bits), []).append((check, probes))
+        self.groups = {}
+        for bucket, groups in buckets.items():
+            yield _windowed((bucket, groups))
+
+
+class _StoreJoinFn(beam.DoFn):
+    """A DoFn that reads one of the content tables by key set or range scan.
+
+    Counters are named after the table: ``<table>_path_scan``, ``<table>_path_keyset``,
+    ``<table>_rows_scanned``, ``<table>_keys_looked_up``.
+    """
+
+    TABLE = ""
+
+    def __init__(self, store_uri: str, round_no: int | None, rows: int, ratio: float, path: JoinPath) -> None:
+        self.store_uri = store_uri
+        self.round_no = round_no
+        self.rows = rows
+        self.ratio = ratio
+        self.path = path
+        t = self.TABLE
+        self.scanned = Metrics.counter("content_seen", f"{t}_rows_scanned")
+        self.looked_up = Metrics.counter("content_seen", f"{t}_keys_looked_up")
+        self.path_scan = Metrics.counter("content_seen", f"{t}_path_scan")
+        self.path_keyset = Metrics.counter("content_seen", f"{t}_path_keyset")
+
+    def setup(self) -> None:
+        self.store: Store = open_store(self.store_uri)
+
+    def teardown(self) -> None:
+        self.store.close()
+
+    def _read(self, keys: Sequence[bytes], span: float) -> Iterable[tuple[bytes, Mapping[str, bytes]]]:
+        """Stored rows among (or around) sorted ``keys``, in key order.
+
+        ``span`` is the fraction of the table the keys cover: a scan reads about
+        ``rows * span`` rows, a key-set read ``len(keys)`` keys.
+        """
+        path = self.path
+        if path == "auto":
+            path = choose_path(len(keys), self.rows * span, self.ratio)
+        if path == "keyset":
+            self.path_keyset.inc()
+            self.looked_up.inc(len(keys))
+            found = self.store.read_keys(self.TABLE, keys)
+            return sorted(found.items())
+        self.path_scan.inc()
+        return self._scan(keys[0], keys[-1] + b"\x00")  # keys have one length: just past the last
+
+    def _scan(self, start: bytes, end: bytes) -> Iterator[tuple[bytes, Mapping[str, bytes]]]:
+        n = 0
+        for key, cells in self.store.read_range(self.TABLE, start, end):
+            n += 1
+            yield key, cells
+        self.scanned.inc(n)
+
+
+class _MergeChecksumsFn(_StoreJoinFn):
+    """Merges one checksum bucket against the content-seen set: copies out, new content tagged."""
+
+    TABLE = CONTENT_TABLE
+    NEW = "new"
+
+    def __init__(self, *args: Any, bits: int, **kw: Any) -> None:
+        super().__init__(*args, **kw)
+        self.bits = bits
+        self.exact = Metrics.counter("content_seen", "exact_copies_of_stored")
+        self.new_content = Metrics.counter("content_seen", "new_checksums")
+
+    def process(self, element: tuple[int, Iterable[list[tuple[int, list[Probe]]]]]) -> Iterator[Any]:
+        _, lists = element
+        merged: dict[int, list[Probe]] = {}
+        for groups in lists:
+            for check, probes in groups:
+                merged.setdefault(check, []).extend(probes)
+        ordered = sorted(merged.items())
+        keys = [fp_key(check) for check, _ in ordered]
+        span = (ordered[-1][0] - ordered[0][0] + 1) / float(1 << 64)
+        stored = (
+            (key_fp(key), ContentRecord.from_cells(cells))
+            for key, cells in self._read(keys, span)
+        )
+        copies, new = decide_checksums(ordered, stored, self.round_no)
+        self.exact.inc(len(copies))
+        self.new_content.inc(len(new))
+        for copy in copies:
+            yield (copy.url, copy)
+        for item in new:
+            yield beam.pvalue.TaggedOutput(self.NEW, item)
+
+
+class _BucketPrefixesFn(beam.DoFn):
+    """Puts a bundle's new candidates into every permuted table; one list per (table, bucket)."""
+
+    def __init__(self, bits: int, layout: textfp.TableLayout) -> None:
+        self.bits = bits
+        self.layout = layout
+
+    def start_bundle(self) -> None:
+        self.probes: list[Probe] = []
+
+    def process(self, new: NewContent) -> None:
+        if new.first.simhash is not None:
+            self.probes.append(new.first)
+
+    def finish_bundle(self) -> Iterator[WindowedValue]:
+        if not self.probes:
+            return
+        fps = np.array([p.simhash for p in self.probes], dtype=np.uint64)
+        for table in range(len(self.layout.orders)):
+            permuted = self.layout.permute_many(fps, table)
+            buckets: dict[int, list[_Item]] = {}
+            for probe, value in zip(self.probes, permuted.tolist()):
+                item = _Item(self.layout.table_key(table, value), value, probe.simhash, probe.url)  # type: ignore[arg-type]
+                buckets.setdefault(bucket_of(value, self.bits), []).append(item)
+            for bucket, items in buckets.items():
+                yield _windowed(((table, bucket), items))
+        self.probes = []
+
+
+class _MergePrefixesFn(_StoreJoinFn):
+    """Merges one (table, bucket) of candidates against the stored simhash rows."""
+
+    TABLE = SIMHASH_TABLE
+
+    def __init__(self, *args: Any, max_distance: int, **kw: Any) -> None:
+        super().__init__(*args, **kw)
+        self.max_distance = max_distance
+        self.compared = Metrics.counter("content_seen", "stored_fingerprints_compared")
+        self.pairs = Metrics.counter("content_seen", "round_pairs_compared")
+
+    def process(self, element: tuple[tuple[int, int], Iterable[list[_Item]]]) -> Iterator[tuple[str, Evidence]]:
+        _, lists = element
+        items = sorted((it for items in lists for it in items), key=lambda it: it.key)
+        keys = sorted({it.key for it in items})
+        span = (items[-1].permuted - items[0].permuted + 1) / float(1 << 64)
+        rows = self._read(keys, span)
+        found, compared, pairs = merge_prefix_rows(items, rows, self.round_no, self.max_distance)
+        self.compared.inc(compared)
+        self.pairs.inc(pairs)
+        yield from found.items()
+
+
+class _SettleFn(beam.DoFn):
+    """Decides each new checksum's pages and records the new content, in batches."""
+
+    def __init__(self, store_uri: str, round_no: int | None, layout: textfp.TableLayout, record: bool) -> None:
+        self.store_uri = store_uri
+        self.round_no = round_no
+        self.layout = layout
+        self.record = record
+        self.originals = Metrics.counter("content_seen", "new_originals")
+        self.near = Metrics.counter("content_seen", "near_copies")
+        self.exact = Metrics.counter("content_seen", "exact_copies_in_round")
+        self.rows = Metrics.counter("content_seen", "rows_written")
+
+    def setup(self) -> None:
+        self.store: Store | None = open_store(self.store_uri) if self.record else None
+
+    def start_bundle(self) -> None:
+        self.content: list[Mutation] = []
+        self.hashes: list[Mutation] = []
+
+    def process(self, element: tuple[str, dict[str, list[Any]]]) -> Iterator[tuple[str, Copy]]:
+        _, joined = element
+        near = min(joined["near"], key=_match_key_rev) if joined["near"] else None
+        for new in joined["new"]:
+            copies, content, hashes = settle(new, near, self.round_no, self.layout)
+            if near is None:
+                self.originals.inc()
+                self.exact.inc(len(copies))
+            else:
+                self.near.inc(len(copies))
+            self.content.extend(content)
+            self.hashes.extend(hashes)
+            for copy in copies:
+                yield (copy.url, copy)
+        if len(self.content) + len(self.hashes) >= WRITE_BATCH:
+            self._flush()
+
+    def _flush(self) -> None:
+        if self.store is not None:
+            self.store.mutate(SIMHASH_TABLE, self.hashes)
+            self.store.mutate(CONTENT_TABLE, self.content)
+            self.rows.inc(len(self.content) + len(self.hashes))
+        self.content, self.hashes = [], []
+
+    def finish_bundle(self) -> None:
+        self._flush()
+
+    def teardown(self) -> None:
+        if self.store is not None:
+            self.store.close()
+
+
+def _match_key_rev(decision: tuple[str, int]) -> tuple[int, tuple[int, int, str]]:
+    original, distance = decision
+    return distance, order_key(original)
+
+
+class _MarkCopiesFn(beam.DoFn):
+    """Marks each copy with its original; every other page passes unchanged."""
+
+    def __init__(self) -> None:
+        self.exact = Metrics.counter("content_seen", "exact_copies")
+        self.near = Metrics.counter("content_seen", "near_copies_marked")
+
+    def process(self, page: ParsedPage, copies: Mapping[str, Copy]) -> Iterator[ParsedPage]:
+        copy = copies.get(page.fetch.url) if eligible(page) else None
+        if copy is not None:
+            (self.exact if copy.kind == "exact" else self.near).inc()
+        yield apply_copy(page, copy)
+
+
+class _ResolveNearCopies(beam.PTransform):
+    """Evidence per candidate → ``(url, (original, distance))`` for every near copy."""
+
+    def expand(self, evidence: beam.PCollection) -> beam.PCollection:
+        of_stored = (
+            evidence
+            | "Near a stored original" >> beam.Filter(lambda kv: kv[1].stored is not None)
+            | "Copy of the closest" >> beam.Map(lambda kv: (kv[0], (kv[1].stored[1], kv[1].stored[0])))
+        )
+        in_round = (
+            evidence
+            | "Near this round's only" >> beam.Filter(lambda kv: kv[1].stored is None and bool(kv[1].neighbours))
+            | "All in one place" >> beam.Map(lambda kv: (0, kv[1]))
+            | "Gather the round's near pairs" >> beam.GroupByKey()
+            | "First original wins, in URL order" >> beam.FlatMap(lambda kv: resolve_round(kv[1]))
+        )
+        return (of_stored, in_round) | "Near copies" >> beam.Flatten()
+
+
+# --- the transform -----------------------------------------------------------------------
+
+
+class FindDuplicateContent(beam.PTransform):
+    """``ParsedPage`` → ``ParsedPage``, copies marked with ``duplicate_of`` (see the module
+    docstring); new originals are recorded in the store.
+
+    Args:
+        store_uri: The crawl's store (with the ``content`` and ``simhash`` tables).
+        round_no: This round; rows it (or a later round) wrote are ignored, and new rows carry
+            it. None trusts every row (tests, one-off runs).
+        bits: At least ``2**bits`` checksum buckets and ``2**bits`` buckets per permuted table;
+            more when the content-seen set is large.
+        max_bits: At most ``2**max_bits`` buckets.
+        path: ``"auto"`` picks a key-set read or a range scan per bucket by cost; ``"scan"``
+            or ``"keyset"`` forces one.
+        stored_rows: Size of the content-seen set; default the store's estimate, read once
+            when the pipeline is built.
+        keyset_cost_ratio: Cost of a key-set read per key, in scanned keys; default the
+            store's.
+        max_distance: Most differing simhash bits of a near copy (the layout must find them).
+        layout: The permuted tables' layout (part of the stored keys).
+        record: Whether to write the new originals (False: decide only, e.g. a dry run).
+    """
+
+    def __init__(
+        self,
+        store_uri: str,
+        round_no: int | None = None,
+        *,
+        bits: int = 0,
+        max_bits: int = MAX_BUCKET_BITS,
+        path: JoinPath = "auto",
+        stored_rows: int | None = None,
+        keyset_cost_ratio: float | None = None,
+        max_distance: int = textfp.MAX_DISTANCE,
+        layout: textfp.TableLayout = textfp.LAYOUT,
+        record: bool = True,
+    ) -> None:
+        super().__init__()
+        if path not in ("auto", "scan", "keyset"):
+            raise ValueError(f"path must be auto, scan or keyset, got {path!r}")
+        if max_distance > layout.max_distance:
+            raise ValueError(f"the layout finds at most {layout.max_distance} differing bits")
+        self.store_uri = store_uri
+        self.round_no = round_no
+        self.min_bits = bits
+        self.max_bits = max(bits, max_bits)
+        self.path: JoinPath = path
+        self.stored_rows = stored_rows
+        self.keyset_cost_ratio = keyset_cost_ratio
+        self.max_distance = max_distance
+        self.layout = layout
+        self.record = record
+        self.bits = bits  # the chosen count, set by expand()
+
+    def _size(self) -> tuple[int, float]:
+        """Reads what sizing needs from the store, once, when the pipeline is built."""
+        if self.stored_rows is None or self.keyset_cost_ratio is None:
+            with open_store(self.store_uri) as store:
+                if self.stored_rows is None:
+                    self.stored_rows = store.estimate_rows(CONTENT_TABLE)
+                if self.keyset_cost_ratio is None:
+                    self.keyset_cost_ratio = float(store.keyset_cost_ratio)
+        return self.stored_rows, self.keyset_cost_ratio  # type: ignore[return-value]
+
+    def expand(self, pages: beam.PCollection) -> beam.PCollection:
+        rows, ratio = self._size()
+        self.bits = choose_bucket_bits(rows, min_bits=self.min_bits, max_bits=self.max_bits)
+        join = dict(store_uri=self.store_uri, round_no=self.round_no, rows=rows, ratio=ratio, path=self.path)
+
+        checked = (
+            pages
+            | "Checksum and simhash" >> beam.Map(probe_page)
+            | "Fetched 2xx payloads" >> beam.Filter(lambda probe: probe is not None)
+            | "Bucket by checksum" >> beam.ParDo(_BucketChecksumsFn(self.bits))
+            | "Group by checksum bucket" >> beam.GroupByKey()
+            | "Sort-merge with content-seen set"
+            >> beam.ParDo(_MergeChecksumsFn(bits=self.bits, **join)).with_outputs(_MergeChecksumsFn.NEW, main="copies")
+        )
+        new = checked[_MergeChecksumsFn.NEW]
+        near = (
+            new
+            | "Bucket by table and permuted prefix" >> beam.ParDo(_BucketPrefixesFn(self.bits, self.layout))
+            | "Group by table bucket" >> beam.GroupByKey()
+            | "Sort-merge with simhash tables" >> beam.ParDo(_MergePrefixesFn(max_distance=self.max_distance, **join))
+            | "Combine evidence per page" >> beam.CombinePerKey(_merge_all)
+            | "Resolve near copies" >> _ResolveNearCopies()
+        )
+        settled = (
+            {"new": new | "Key by candidate" >> beam.Map(lambda n: (n.first.url, n)), "near": near}
+            | "Join candidates and decisions" >> beam.CoGroupByKey()
+            | "Decide and record new content"
+            >> beam.ParDo(_SettleFn(self.store_uri, self.round_no, self.layout, self.record))
+        )
+        copies = (checked["copies"], settled) | "All copies" >> beam.Flatten()
+        return pages | "Mark copies" >> beam.ParDo(_MarkCopiesFn(), beam.pvalue.AsDict(copies))
+
+
+def _merge_all(evidence: Iterable[Evidence]) -> Evidence:
+    merged: Evidence | None = None
+    for e in evidence:
+        merged = e if merged is None else merged.merge(e)
+    assert merged is not None
+    return merged

@@ -1,0 +1,75 @@
+"""Parse: what a body is decides whether it is parsed; HTML pages get links and a simhash."""
+
+from __future__ import annotations
+
+import apache_beam as beam
+from apache_beam.metrics.metric import MetricsFilter
+from apache_beam.testing.test_pipeline import TestPipeline
+
+from beamcrawl.core import textfp
+from beamcrawl.core.htmlparse import checksum
+from beamcrawl.core.urlnorm import fingerprint
+from beamcrawl.schemas.records import FetchResult, FrontierEntry
+from beamcrawl.transforms.parse import ParsePages, body_kind, parse_fetch, skipped_counter_name
+
+TEXT = " ".join(f"word{i} topic{i % 7} detail{i % 11}" for i in range(60))
+PAGE = f"<html><head><title>T</title></head><body><p>{TEXT}</p><a href='/next'>next</a></body></html>".encode()
+PNG = b"\x89PNG\r\n\x1a\n" + b"\x00" * 40 + b"<a href='/x'>x</a>"
+
+
+def _result(body: bytes, ctype: str | None = "text/html; charset=utf-8", status: int = 200, source: str = "link") -> FetchResult:
+    url = "http://a.test/page"
+    entry = FrontierEntry(url=url, fp=fingerprint(url), host="a.test", due_ms=0, source=source)
+    headers = [("Content-Type", ctype)] if ctype is not None else []
+    return FetchResult(entry=entry, outcome="fetched", url=url, final_url=url, status=status,
+                       response_headers=headers, body=body, raw_body=body)
+
+
+def test_html_gets_links_and_the_simhash_of_its_text():
+    page = parse_fetch(_result(PAGE), "beamcrawl")
+    assert page.body_kind == "html"
+    assert [link.url for link in page.links] == ["http://a.test/next"]
+    assert page.checksum == checksum(PAGE)
+    assert page.simhash == textfp.simhash_hex(textfp.html_simhash(PAGE))
+    assert page.simhash is not None and len(page.simhash) == 16
+
+
+def test_too_little_text_has_no_simhash():
+    page = parse_fetch(_result(b"<html><body><p>Loading</p><a href='/a'>a</a></body></html>"), "beamcrawl")
+    assert page.links and page.simhash is None
+
+
+def test_the_bytes_decide_when_the_label_lies_or_is_missing():
+    png = parse_fetch(_result(PNG), "beamcrawl")  # a PNG labelled text/html
+    assert png.body_kind == "binary:image" and png.links == [] and png.simhash is None
+    assert png.checksum == checksum(PNG)  # still checksummed: the exact-copy key
+    unlabelled = parse_fetch(_result(PAGE, ctype=None), "beamcrawl")
+    assert unlabelled.body_kind == "html" and unlabelled.links
+    xhtml = parse_fetch(_result(PAGE, ctype="application/xhtml+xml"), "beamcrawl")
+    assert xhtml.body_kind == "xhtml" and xhtml.links
+    text = parse_fetch(_result(PAGE, ctype="text/plain"), "beamcrawl")  # never upgraded to HTML
+    assert text.body_kind == "text" and text.links == []
+
+
+def test_only_2xx_bodies_are_looked_at():
+    for status, source in ((404, "link"), (200, "robots")):
+        page = parse_fetch(_result(PAGE, status=status, source=source), "beamcrawl")
+        assert page.body_kind is None and page.links == [] and page.simhash is None
+
+
+def test_skipped_bodies_are_counted_by_kind():
+    assert body_kind(_result(b"%PDF-1.7", "application/pdf")) == "binary:pdf"
+    assert skipped_counter_name("binary:pdf") == "skipped_binary_pdf"
+    results = [_result(PAGE), _result(PNG), _result(b"%PDF-1.7 x", "application/pdf"),
+               _result(b"%PDF-1.7 y", "application/pdf"), _result(b"<urlset/>", "application/xml")]
+    p = TestPipeline(runner="FnApiRunner")
+    _ = p | beam.Create(results) | ParsePages("beamcrawl")
+    result = p.run()
+    result.wait_until_finish()
+    counters = {
+        c.key.metric.name: c.committed
+        for c in result.metrics().query(MetricsFilter().with_namespace("parse"))["counters"]
+    }
+    assert counters["skipped_binary_pdf"] == 2
+    assert counters["skipped_binary_image"] == 1 and counters["skipped_xml"] == 1
+    assert "skipped_html" not in counters and counters["received"] == 5
