@@ -60,6 +60,17 @@ class RoundOutputs:
         Writers create their folders as they write (object stores have no folders)."""
         files.remove_tree(self.staging)
 
+    def _marker(self) -> str:
+        return files.join(self.staging, "COMMITTING")
+
+    def mark_committing(self) -> None:
+        """Records that the commit began (it is then finished, never redone)."""
+        files.write_bytes(self._marker(), b"")
+
+    def committing(self) -> bool:
+        """Whether a commit of this round began and did not finish."""
+        return self._marker() in files.list_files(self.staging)
+
     def done_files(self) -> list[str]:
         return files.list_files(self.staged(DONE))
 

@@ -218,11 +218,13 @@ def next_round(store: Store) -> int:
 def _commit(store: Store, outputs: RoundOutputs) -> dict[str, list[str]]:
     """Moves the round's files into place, then deletes the frontier rows it finished.
 
-    In this order, a crash anywhere loses nothing: before the files move, the rerun
-    redoes the round (its frontier rows are still there); after, the rows still there
-    are fetched again (repeats, not losses); the round counter advances last.
+    A marker written first makes the commit resumable: a crash before it, and the rerun
+    redoes the round (its frontier rows are still there); a crash after it, and the rerun
+    finishes this commit instead (moving what is left, deleting the finished rows) rather
+    than fetching and storing the same pages again. The round counter advances last.
     """
     crash_point("commit.before")
+    outputs.mark_committing()
     moved = outputs.commit_files()
     crash_point("commit.after_files")
     finished = 0
@@ -355,6 +357,12 @@ def crawl(cfg: CrawlConfig, rounds: int, seeds: list[str], pipeline_args: list[s
             print(f"seeds: {seeded.accepted} queued, {seeded.duplicates} already known", file=out)
         for _ in range(rounds):
             round_no = next_round(store)
+            unfinished = RoundOutputs(cfg.out, round_no)
+            if unfinished.committing():
+                # The last run died while committing this round: finish it, don't redo it.
+                _commit(store, unfinished)
+                print(f"round {round_no}: finished the commit a killed run had started", file=out, flush=True)
+                continue
             print(f"round {round_no}: running (window {cfg.round_window:g}s) ...", file=out, flush=True)
             report = run_round(cfg, pipeline_args, store, round_no)
             print(summary(report), file=out, flush=True)

@@ -27,6 +27,8 @@ once, a live owner's is respected, and a reused pid is not mistaken for the owne
 
 from __future__ import annotations
 
+from collections import Counter
+
 import glob
 import json
 import os
@@ -178,6 +180,11 @@ def test_killed_round_reruns_and_loses_nothing(
     web.sync()
     counts = check_nothing_lost(tmp_path / "out", store, _ours(web, since), web.port)
     assert counts["pages"] > 0 and counts["seen"] > counts["pages"] // 2, counts
+    # Stored once: a kill before the commit marker discards the staged files; a kill after
+    # it is finished by the rerun, which does not fetch and store the same pages again.
+    stored = Counter(uri for uri, _ in _stored_responses(tmp_path / "out"))
+    twice = sorted(uri for uri, n in stored.items() if n > 1)
+    assert not twice, f"stored twice after a kill at {point}: {twice[:5]}"
 
 
 def _stored_responses(out: Path) -> list[tuple[str, str]]:
