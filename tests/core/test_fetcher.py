@@ -31,12 +31,29 @@ class MockServer:
     """A loopback aiohttp server with scripted routes, run on its own thread."""
 
     def __init__(self) -> None:
-        self.log: list[dict] = []
+        self._log: list[dict] = []
+        self._inflight = 0
         self.robots: dict[str, tuple[int, str]] = {}
         self.port = 0
         self._ready = threading.Event()
 
+    @property
+    def log(self) -> list[dict]:
+        """The requests served so far. A client can have a whole response a moment before
+        the handler books it, so wait (briefly) until no handler is still running."""
+        deadline = time.monotonic() + 5
+        while self._inflight and time.monotonic() < deadline:
+            time.sleep(0.005)
+        return self._log
+
     async def handle(self, request: web.Request) -> web.StreamResponse:
+        self._inflight += 1
+        try:
+            return await self._handle(request)
+        finally:
+            self._inflight -= 1
+
+    async def _handle(self, request: web.Request) -> web.StreamResponse:
         start = time.time()
         host = request.host.split(":")[0]
         path = request.path_qs
@@ -74,12 +91,12 @@ class MockServer:
                 await resp.write_eof()
             except (ConnectionResetError, asyncio.CancelledError):
                 pass  # the client hung up, as it should
-            self.log.append({"start": start, "end": time.time(), "host": host, "path": path, "ua": ""})
+            self._log.append({"start": start, "end": time.time(), "host": host, "path": path, "ua": ""})
             return resp
         resp = web.Response(status=status, body=body, headers=headers)
         await resp.prepare(request)
         await resp.write_eof()
-        self.log.append({"start": start, "end": time.time(), "host": host, "path": path, "ua": request.headers.get("User-Agent", "")})
+        self._log.append({"start": start, "end": time.time(), "host": host, "path": path, "ua": request.headers.get("User-Agent", "")})
         return resp
 
     def run(self) -> None:
