@@ -6,7 +6,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: install emulator prism demo test bench clean
+.PHONY: install emulator prism demo test bench bench-compare clean
 
 install: $(STAMP)
 
@@ -34,6 +34,11 @@ test: install emulator prism
 
 bench: install
 	$(PY) bench/demo_throughput.py
+
+# beamcrawl side by side with Scrapy (own venv, never a dependency) and a floor crawler on
+# a 3,000-host simweb; ~11 minutes, loopback only. Not part of `make test`.
+bench-compare: install
+	$(PY) bench/compare.py
 
 clean:
 	rm -rf demo-out build *.egg-info .pytest_cache

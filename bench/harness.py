@@ -1,0 +1,480 @@
+"""Pieces the benchmarks share: simweb on a fixed port, measured subprocesses, audits.
+
+- :func:`simweb_on_port` starts simweb on a given port (so a crawl state that holds absolute
+  URLs stays valid when the server is restarted with a fresh request log);
+- :func:`run_measured` runs a crawler as a subprocess in its own session and measures its
+  whole process wall time, the CPU seconds of it and every descendant, the peak of the sum of
+  their resident set sizes, the simweb server's CPU over the same interval and what the rest of
+  the machine used meanwhile (other work on a 2-core machine changes the figures);
+- :func:`audit_split` runs simweb's politeness audit on a request log and splits each kind of
+  violation by the robots.txt kind of the host it happened on.
+
+Linux only (reads ``/proc``). Imports beamcrawl's simweb and audit, nothing else of it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from beamcrawl.simweb.audit import AuditReport, audit
+from beamcrawl.simweb.names import host_names
+from beamcrawl.simweb.testing import SimwebHandle, read_request_log
+
+__all__ = [
+    "AuditSplit",
+    "RunMeasure",
+    "audit_split",
+    "free_port",
+    "machine_busy_seconds",
+    "process_cpu_seconds",
+    "requests_between",
+    "run_measured",
+    "simweb_on_port",
+]
+
+_TICK = os.sysconf("SC_CLK_TCK")
+_PAGE = os.sysconf("SC_PAGE_SIZE")
+_READY = "simweb listening on http://"
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that was free a moment ago."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+# ------------------------------------------------------------------------------------- /proc
+
+
+def _stat_fields(pid: int) -> list[str] | None:
+    """Fields of ``/proc/PID/stat`` after the command name (state is index 0), or None."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as fh:
+            raw = fh.read()
+    except OSError:
+        return None
+    return raw[raw.rfind(")") + 2 :].split()
+
+
+def process_cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of one live process (0 when it is gone)."""
+    f = _stat_fields(pid)
+    return (int(f[11]) + int(f[12])) / _TICK if f else 0.0
+
+
+def machine_busy_seconds() -> float:
+    """CPU seconds the whole machine has been busy (all cores), from ``/proc/stat``."""
+    with open("/proc/stat", encoding="ascii") as fh:
+        values = [int(x) for x in fh.readline().split()[1:]]
+    idle = values[3] + (values[4] if len(values) > 4 else 0)
+    return (sum(values[:8]) - idle) / _TICK
+
+
+def _all_processes() -> Iterator[tuple[int, list[str]]]:
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            fields = _stat_fields(int(name))
+            if fields is not None:
+                yield int(name), fields
+
+
+def _rss_bytes(pid: int) -> int:
+    try:
+        with open(f"/proc/{pid}/statm", encoding="ascii") as fh:
+            return int(fh.read().split()[1]) * _PAGE
+    except (OSError, IndexError, ValueError):
+        return 0
+
+
+def _cmdline(pid: int, limit: int = 160) -> str:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as fh:
+            return fh.read().replace(b"\0", b" ").decode(errors="replace").strip()[:limit]
+    except OSError:
+        return ""
+
+
+class _TreeSampler(threading.Thread):
+    """Samples a process tree: the peak of its summed RSS and each process's last CPU time."""
+
+    def __init__(self, root: int, interval: float = 0.2) -> None:
+        super().__init__(name="tree-sampler", daemon=True)
+        self.root = root
+        self.interval = interval
+        self.peak_rss = 0
+        self.cpu_by_pid: dict[int, float] = {}
+        self.cmd_by_pid: dict[int, str] = {}
+        self.pids: set[int] = set()
+        self._stop_event = threading.Event()
+
+    def sample(self) -> None:
+        """Take one sample now."""
+        children: dict[int, list[int]] = {}
+        stats: dict[int, list[str]] = {}
+        for pid, fields in _all_processes():
+            stats[pid] = fields
+            children.setdefault(int(fields[1]), []).append(pid)
+        tree, todo = [], [self.root]
+        while todo:
+            pid = todo.pop()
+            if pid in stats:
+                tree.append(pid)
+                todo.extend(children.get(pid, ()))
+        total = 0
+        for pid in tree:
+            f = stats[pid]
+            if f[0] == "Z":
+                continue
+            total += _rss_bytes(pid)
+            self.cpu_by_pid[pid] = (int(f[11]) + int(f[12])) / _TICK
+            if pid not in self.pids:
+                self.cmd_by_pid[pid] = _cmdline(pid)
+            self.pids.add(pid)
+        self.peak_rss = max(self.peak_rss, total)
+
+    def run(self) -> None:
+        while not self._stop_event.wait(self.interval):
+            self.sample()
+
+    def stop(self) -> None:
+        """Stop sampling."""
+        self._stop_event.set()
+        self.join(5)
+
+
+# --------------------------------------------------------------------------- measured runs
+
+
+@dataclass
+class RunMeasure:
+    """One crawler process, measured from the outside.
+
+    Attributes:
+        label: Name of the run.
+        command: The command line.
+        wall: Seconds from start to exit of the top process.
+        cpu: User + system CPU seconds of the process and all its descendants.
+        peak_rss: Peak of the summed resident set sizes of the process tree, in bytes.
+        processes: Distinct processes seen in the tree.
+        returncode: Exit status (negative: killed by that signal).
+        timed_out: Whether the harness had to stop it.
+        started: Epoch seconds at start.
+        ended: Epoch seconds at exit.
+        server_cpu: CPU seconds the simweb server used over the same interval.
+        machine_busy: CPU seconds the whole machine was busy over the interval.
+        harness_cpu: CPU seconds this harness used over the interval (sampling, waiting).
+        stdout: File holding the process's standard output.
+        stderr: File holding its standard error.
+        per_process: ``[cpu seconds, command]`` of each process seen, busiest first (sampled,
+            so a process's last 0.2 s may be missing).
+    """
+
+    label: str
+    command: list[str]
+    wall: float = 0.0
+    cpu: float = 0.0
+    peak_rss: int = 0
+    processes: int = 0
+    returncode: int | None = None
+    timed_out: bool = False
+    started: float = 0.0
+    ended: float = 0.0
+    server_cpu: float = 0.0
+    machine_busy: float = 0.0
+    harness_cpu: float = 0.0
+    stdout: str = ""
+    stderr: str = ""
+    per_process: list[tuple[float, str]] = field(default_factory=list)
+
+    @property
+    def other_cpu(self) -> float:
+        """CPU seconds used meanwhile by processes that are neither crawler, server nor harness."""
+        return max(0.0, self.machine_busy - self.cpu - self.server_cpu - self.harness_cpu)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready fields, plus ``other_cpu``."""
+        out = asdict(self)
+        out["other_cpu"] = self.other_cpu
+        return out
+
+
+def _own_cpu() -> float:
+    t = os.times()
+    return t.user + t.system
+
+
+def _kill_session(sid: int, sig: int) -> int:
+    """Send ``sig`` to every live process of session ``sid`` (all started by us); return count."""
+    n = 0
+    for pid, fields in _all_processes():
+        if int(fields[3]) == sid and fields[0] != "Z":
+            try:
+                os.kill(pid, sig)
+                n += 1
+            except ProcessLookupError:
+                pass
+    return n
+
+
+def run_measured(
+    label: str,
+    command: Sequence[str],
+    *,
+    log_dir: str | Path,
+    timeout: float,
+    server_pid: int | None = None,
+    env: Mapping[str, str] | None = None,
+    cwd: str | Path | None = None,
+) -> RunMeasure:
+    """Run ``command`` to completion (or ``timeout``) in a new session and measure it.
+
+    The process and its descendants are sampled every 0.2 s from ``/proc``; CPU is the larger of
+    the kernel's account for the process and the descendants it waited for, and the sum of the
+    last samples of every process seen (descendants nobody waited for). When the top process
+    exits, anything left in its session is stopped.
+
+    Args:
+        label: Name of the run (also the stem of its stdout/stderr files).
+        command: The command line.
+        log_dir: Where ``LABEL.stdout`` and ``LABEL.stderr`` go.
+        timeout: Seconds before the session gets SIGTERM (SIGKILL 10 s later).
+        server_pid: The simweb server's pid, to account its CPU over the run.
+        env: Environment of the process (default: this one's).
+        cwd: Working directory.
+
+    Returns:
+        The measurements.
+    """
+    log_dir = Path(log_dir)
+    log_dir.mkdir(parents=True, exist_ok=True)
+    m = RunMeasure(label=label, command=list(command))
+    m.stdout = str(log_dir / f"{label}.stdout")
+    m.stderr = str(log_dir / f"{label}.stderr")
+    server0 = process_cpu_seconds(server_pid) if server_pid else 0.0
+    busy0 = machine_busy_seconds()
+    own0 = _own_cpu()
+    with open(m.stdout, "wb") as out, open(m.stderr, "wb") as err:
+        m.started = time.time()
+        t0 = time.monotonic()
+        proc = subprocess.Popen(
+            list(command),
+            stdout=out,
+            stderr=err,
+            stdin=subprocess.DEVNULL,
+            env=dict(env) if env is not None else None,
+            cwd=cwd,
+            start_new_session=True,
+        )
+    sampler = _TreeSampler(proc.pid)
+    sampler.sample()
+    sampler.start()
+
+    def on_timeout() -> None:
+        m.timed_out = True
+        _kill_session(proc.pid, signal.SIGTERM)
+        time.sleep(10)
+        _kill_session(proc.pid, signal.SIGKILL)
+
+    timer = threading.Timer(timeout, on_timeout)
+    timer.daemon = True
+    timer.start()
+    try:
+        _, status, usage = os.wait4(proc.pid, 0)
+    finally:
+        timer.cancel()
+    m.wall = time.monotonic() - t0
+    m.ended = time.time()
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    m.returncode = proc.returncode
+    sampler.stop()
+    m.server_cpu = (process_cpu_seconds(server_pid) - server0) if server_pid else 0.0
+    m.machine_busy = machine_busy_seconds() - busy0
+    m.harness_cpu = _own_cpu() - own0
+    # Leftovers of the session (a worker nobody stopped) are ours to stop.
+    if _kill_session(proc.pid, signal.SIGTERM):
+        time.sleep(2)
+        _kill_session(proc.pid, signal.SIGKILL)
+    kernel_cpu = usage.ru_utime + usage.ru_stime
+    sampled_cpu = sum(sampler.cpu_by_pid.values())
+    m.cpu = max(kernel_cpu, sampled_cpu)
+    m.peak_rss = max(sampler.peak_rss, usage.ru_maxrss * 1024)
+    m.processes = len(sampler.pids)
+    m.per_process = sorted(
+        ((round(cpu, 2), sampler.cmd_by_pid.get(pid, "")) for pid, cpu in sampler.cpu_by_pid.items()),
+        reverse=True,
+    )
+    return m
+
+
+# --------------------------------------------------------------------------------- simweb
+
+
+@contextmanager
+def simweb_on_port(
+    work: str | Path,
+    port: int,
+    *,
+    hosts: int,
+    seed: int,
+    pages_per_host: int,
+    log_name: str,
+    startup_timeout: float = 60.0,
+) -> Iterator[SimwebHandle]:
+    """Run simweb on ``port`` (latency off, robots-only truth) until the block exits.
+
+    Args:
+        work: Folder for the log (``LOG_NAME``), the truth and the server's stderr.
+        port: The port to listen on (a restarted server keeps its URLs).
+        hosts: Virtual hosts.
+        seed: Seed of the web.
+        pages_per_host: Pages per host (large: the web never runs out).
+        log_name: File name of this server's request log (emptied first).
+        startup_timeout: Seconds to wait for the ready line.
+
+    Yields:
+        A handle with ``requests()``, ``truth()``, ``audit()`` and ``stop()``.
+    """
+    work = Path(work)
+    work.mkdir(parents=True, exist_ok=True)
+    log_path = work / log_name
+    log_path.unlink(missing_ok=True)  # simweb appends: a reused name must start empty
+    truth_path = work / "simweb-truth.jsonl"
+    cmd = [
+        sys.executable, "-m", "beamcrawl.simweb", "--port", str(port), "--bind", "127.0.0.1",
+        "--hosts", str(hosts), "--seed", str(seed), "--pages-per-host", str(pages_per_host),
+        "--latency-scale", "0", "--log", str(log_path), "--truth", str(truth_path),
+        "--truth-max-pages", "0",
+    ]
+    stderr_path = work / f"{log_name}.stderr"
+    with stderr_path.open("w") as stderr:
+        # cwd=work: with ``-m`` the current folder comes first on sys.path, and the caller's
+        # folder may hold another copy of beamcrawl than PYTHONPATH names (compare --snapshot).
+        proc = subprocess.Popen(
+            cmd, stdout=subprocess.PIPE, stderr=stderr, stdin=subprocess.DEVNULL, text=True,
+            cwd=work,
+        )
+    handle: SimwebHandle | None = None
+    try:
+        assert proc.stdout is not None
+        deadline = time.monotonic() + startup_timeout
+        line = ""
+        box: list[str] = []
+        reader = threading.Thread(target=lambda: box.append(proc.stdout.readline()), daemon=True)  # type: ignore[union-attr]
+        reader.start()
+        reader.join(max(0.0, deadline - time.monotonic()))
+        line = box[0] if box else ""
+        if not line.startswith(_READY):
+            raise RuntimeError(
+                f"simweb did not start on port {port}: {line!r}\n"
+                + stderr_path.read_text(errors="replace")[-2000:]
+            )
+        handle = SimwebHandle(
+            port=port,
+            address="127.0.0.1",
+            hosts=host_names(hosts, seed),
+            log_path=log_path,
+            truth_path=truth_path,
+            seed=seed,
+            pages_per_host=pages_per_host,
+            process=proc,
+        )
+        yield handle
+    finally:
+        if handle is not None:
+            handle.stop()
+        elif proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+# ---------------------------------------------------------------------------------- audits
+
+
+def requests_between(requests: Iterable[Mapping[str, Any]], start: float, end: float) -> list[Mapping[str, Any]]:
+    """The log records whose request started within ``[start, end]``."""
+    return [r for r in requests if start <= float(r["start"]) <= end]
+
+
+@dataclass
+class AuditSplit:
+    """An audit, and the same audit per robots.txt kind of the audited hosts.
+
+    Attributes:
+        report: The audit of every request.
+        by_kind: Per robots kind: ``{"hosts", "requests", "robots_violations", "overlaps",
+            "short_gaps", "robots_not_first"}``, only for kinds with a violation.
+    """
+
+    report: AuditReport
+    by_kind: dict[str, dict[str, int]] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready: the report's counts and examples, and the split."""
+        out = self.report.to_dict()
+        out.pop("requests_per_host", None)
+        out["by_kind"] = self.by_kind
+        return out
+
+
+def audit_split(
+    requests: Sequence[Mapping[str, Any]],
+    truth: Mapping[str, Mapping[str, Any]],
+    token: str,
+    min_delay: float,
+) -> AuditSplit:
+    """Audit ``requests`` and split the violations by the robots kind of their hosts.
+
+    Args:
+        requests: simweb request log records.
+        truth: simweb truth, ``{host: record}``.
+        token: The product token the audit selects requests and robots groups by.
+        min_delay: The crawl's delay floor.
+
+    Returns:
+        The whole audit and its split.
+    """
+    report = audit(requests, truth, token, min_delay)
+    split = AuditSplit(report)
+    if not report.violations:
+        return split
+    kind_of = {h.lower(): str(rec.get("robots", {}).get("kind", "?")) for h, rec in truth.items()}
+    groups: dict[str, list[Mapping[str, Any]]] = {}
+    for r in requests:
+        host = str(r.get("host", "")).lower().rsplit(":", 1)[0]
+        groups.setdefault(kind_of.get(host, "?"), []).append(r)
+    for kind, reqs in sorted(groups.items()):
+        sub = audit(reqs, truth, token, min_delay, max_examples=0)
+        if sub.violations:
+            split.by_kind[kind] = {
+                "hosts": sub.distinct_hosts,
+                "requests": sub.total_requests,
+                "robots_violations": sub.robots_violations,
+                "overlaps": sub.overlaps,
+                "short_gaps": sub.short_gaps,
+                "robots_not_first": sub.robots_not_first,
+            }
+    return split
+
+
+def load_log(path: str | Path) -> list[dict[str, Any]]:
+    """Read a simweb request log (skipping a partly written last line)."""
+    return read_request_log(path)
+
+
+def dump_json(path: str | Path, data: Any) -> None:
+    """Write ``data`` as indented JSON."""
+    with open(path, "w", encoding="utf-8") as fh:
+        json.dump(data, fh, indent=2, sort_keys=True, default=str)

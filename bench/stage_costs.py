@@ -1,0 +1,169 @@
+"""CPU cost per page of each stage of a round, outside Beam, on simweb's pages.
+
+Builds fetch results straight from simweb's model (no server, no network), then times
+beamcrawl's own pure stage functions over them, one stage at a time, with the process CPU
+clock: parse (``parse_fetch``), WARC (``archive_fetch``, and the same records at lower gzip
+levels), page events, link-edge rows, URL candidates, the seen-set and frontier writes of the
+URLs they discover (``queue_new_urls`` into a fresh embedded store), and Beam's pickling of a
+fetch result. The sum says what a page costs beyond fetching it; compare with the round's
+CPU per page in the comparison table.
+
+    python bench/stage_costs.py [--pages 3000] [--hosts 300]
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import pickle
+import sys
+import tempfile
+import time
+import zlib
+from collections.abc import Callable
+from typing import Any
+
+from warcio.warcwriter import WARCWriter
+
+from beamcrawl import DEFAULT_USER_AGENT
+from beamcrawl.schemas.records import Candidate, FetchResult, FrontierEntry
+from beamcrawl.simweb.site import SimWeb
+from beamcrawl.stores.base import open_store
+from beamcrawl.transforms import warc_io
+from beamcrawl.transforms.parquet_io import link_edges
+from beamcrawl.transforms.parse import parse_fetch
+from beamcrawl.transforms.url_seen import page_candidates, queue_new_urls
+from beamcrawl.transforms.warc_io import archive_fetch, page_event
+
+__all__ = ["main", "sample_results"]
+
+PORT = 8000
+
+
+def sample_results(hosts: int, pages: int, seed: int = 3) -> list[FetchResult]:
+    """``pages`` fetch results of simweb pages, spread over ``hosts`` hosts (200s only)."""
+    web = SimWeb(hosts, seed=seed, pages_per_host=1_000_000, port=PORT, latency_scale=0)
+    out: list[FetchResult] = []
+    j = 1
+    while len(out) < pages:
+        for hi in range(hosts):
+            path = web.page_path(hi, j)
+            if not path.endswith(".html"):
+                continue
+            host = f"{web.names[hi]}:{PORT}"
+            url = f"http://{host}{path}"
+            sim = web.respond(web.names[hi], path)
+            headers = [("Content-Type", sim.content_type), ("Content-Length", str(len(sim.body))),
+                       ("Server", "simweb")]
+            entry = FrontierEntry(url=url, fp=zlib.crc32(url.encode()) << 20, host=host, due_ms=0, depth=2)
+            out.append(FetchResult(
+                entry=entry, outcome="fetched", url=url, final_url=url, status=sim.status,
+                fetched_at=time.time(), elapsed=0.002, ip="127.0.0.1", reason="OK",
+                request_headers=[("User-Agent", DEFAULT_USER_AGENT)], response_headers=headers,
+                raw_body=sim.body, body=sim.body,
+            ))
+            if len(out) >= pages:
+                break
+        j += 1
+    return out
+
+
+def _timed(items: list[Any], fn: Callable[[Any], Any], repeat: int = 3) -> tuple[float, list[Any]]:
+    """Best of ``repeat`` CPU times of ``fn`` over every item (others' load adds noise)."""
+    best = float("inf")
+    out: list[Any] = []
+    for _ in range(repeat):
+        t0 = time.process_time()
+        out = [fn(x) for x in items]
+        best = min(best, time.process_time() - t0)
+    return best, out
+
+
+def _writer_at(level: int) -> Callable[[io.BytesIO], WARCWriter]:
+    """A warcio writer whose per-record gzip uses ``level`` (warcio itself uses 9)."""
+
+    class _Gzip:
+        def __init__(self, out: Any) -> None:
+            self.compressor = zlib.compressobj(level, zlib.DEFLATED, zlib.MAX_WBITS + 16)
+            self.out = out
+
+        def write(self, buff: bytes) -> None:
+            self.out.write(self.compressor.compress(buff))
+
+        def flush(self) -> None:
+            self.out.write(self.compressor.flush())
+            self.out.flush()
+
+    def make(buf: io.BytesIO) -> WARCWriter:
+        writer = warc_io._new_writer(buf)
+        writer.gzip = False  # this wrapper compresses instead of warcio's level-9 one
+
+        def write_record(record: Any, params: Any = None) -> None:
+            writer._write_warc_record(_Gzip(writer.out), record)
+
+        writer.write_record = write_record  # type: ignore[method-assign]
+        return writer
+
+    return make
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Time each stage and print a Markdown table of µs per page."""
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--pages", type=int, default=3000)
+    p.add_argument("--hosts", type=int, default=300)
+    args = p.parse_args(argv)
+    results = sample_results(args.hosts, args.pages)
+    n = len(results)
+    rows: list[tuple[str, float, str]] = []
+
+    t, pages = _timed(results, lambda r: parse_fetch(r, "beamcrawl"))
+    links = sum(len(pg.links) for pg in pages)
+    rows.append(("parse_fetch (selectolax, normalise + fingerprint every link)", t, f"{links / n:.1f} links/page"))
+    t, archived = _timed(pages, archive_fetch)
+    size9 = sum(len(a.data) for a in archived)
+    rows.append(("archive_fetch: WARC response+request, warcio gzip level 9", t, f"{size9 / n:,.0f} B/page"))
+    for level in (6, 1):
+        make = _writer_at(level)
+        t, arch = _timed(pages, lambda pg: archive_fetch(pg, make))
+        size = sum(len(a.data) for a in arch)
+        rows.append((f"  same records, gzip level {level}", t, f"{size / n:,.0f} B/page ({100 * size / size9:.0f}% of level 9)"))
+    t, _ = _timed(pages, lambda pg: page_event(pg, "warc/x@0"))
+    rows.append(("page_event (pages/ row)", t, ""))
+    t, edges = _timed(pages, link_edges)
+    rows.append(("link_edges (links/ rows)", t, f"{sum(len(e) for e in edges) / n:.1f} rows/page"))
+    t, cands = _timed(pages, page_candidates)
+    rows.append(("page_candidates", t, f"{sum(len(c) for c in cands) / n:.1f} candidates/page"))
+    t, _ = _timed(results, lambda r: pickle.dumps(r, protocol=pickle.HIGHEST_PROTOCOL))
+    rows.append(("pickle one FetchResult (Beam's fallback coder, one way)", t, ""))
+
+    new: dict[int, Candidate] = {}
+    for cs in cands:
+        for c in cs:
+            new.setdefault(c.fp, c)
+    with tempfile.TemporaryDirectory() as tmp:
+        store = open_store(f"sqlite:///{tmp}/store.sqlite")
+        ordered = sorted(new.values(), key=lambda c: c.fp)
+        t0 = time.process_time()
+        w0 = time.perf_counter()
+        queue_new_urls(store, ordered, int(time.time() * 1000))
+        t = time.process_time() - t0
+        wall = time.perf_counter() - w0
+        store.close()
+    per_new = 1e6 * t / max(1, len(ordered))
+    rows.append(("queue_new_urls: frontier + seen-set rows of the new URLs", t,
+                 f"{len(ordered) / n:.1f} new URLs/page, {per_new:.0f} µs CPU each ({wall:.2f} s wall)"))
+
+    print(f"{n} pages of {args.hosts} simweb hosts; CPU µs per page (process time)\n")
+    print("| stage | µs / page | note |\n|---|---:|---|")
+    total = 0.0
+    for name, t, note in rows:
+        if not name.startswith("  ") and not name.startswith("pickle"):
+            total += t
+        print(f"| {name} | {1e6 * t / n:,.0f} | {note} |")
+    print(f"| **sum of the stages (level 9, no pickling)** | **{1e6 * total / n:,.0f}** | |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
