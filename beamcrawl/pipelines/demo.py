@@ -64,7 +64,8 @@ def main(argv: Sequence[str] | None = None) -> int:
           f"over the rounds' pipeline time ({fetch_seconds:.1f}s), up to {hosts} hosts in rotation; {elapsed:.1f}s in all")
     print(f"politeness audit (server side): {report.summary()}")
     print(f"outputs: {out}/warc  {out}/pages  {out}/links  {out}/reports  (store: {out}/store.sqlite)")
-    print(f"try: duckdb -c \"select status, count(*) from '{out}/pages/*/*.parquet' group by 1\"")
+    print(f"try: .venv/bin/python -c \"import duckdb; print(duckdb.sql(\\\"select status, count(*) from "
+          f"'{out}/pages/*/*.parquet' group by 1\\\"))\"")
     shutil.rmtree(work, ignore_errors=True)
     return 0 if report.violations == 0 else 1
 
