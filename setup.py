@@ -28,6 +28,8 @@ setup(
         "brotli>=1.2",
         # charsets of pages that declare none and are not UTF-8 (core/sniff.py)
         "charset-normalizer>=3,<4",
+        # sitemaps and feeds: no external entities, no entity-expansion bombs (core/sitemaps.py)
+        "defusedxml>=0.7.1,<1",
     ],
     extras_require={
         "test": [
