@@ -222,9 +222,12 @@ def order_key(url: str) -> tuple[int, int, str]:
 
 
 def eligible(page: ParsedPage) -> bool:
-    """Whether a page takes part: a fetched 2xx response with a payload (not robots.txt)."""
+    """Whether a page takes part: a fetched response with a payload, whatever its status
+    (identical 404 pages and redirect stubs are stored once too), but not robots.txt.
+
+    Only 2xx pages take part in the near-copy check (see :func:`probe_page`)."""
     f = page.fetch
-    return f.outcome == "fetched" and 200 <= f.status < 300 and bool(f.body) and f.entry.source != "robots"
+    return f.outcome == "fetched" and bool(f.body) and f.entry.source != "robots"
 
 
 def probe_page(page: ParsedPage) -> Probe | None:
@@ -240,7 +243,9 @@ def probe_page(page: ParsedPage) -> Probe | None:
     f = page.fetch
     check = int(page.checksum or payload_checksum(f.body), 16)
     simhash: int | None = None
-    if page.simhash is not None:
+    if not 200 <= f.status < 300:
+        pass  # error pages and redirect stubs: exact copies only, never "near" a page
+    elif page.simhash is not None:
         simhash = int(page.simhash, 16)
     elif page.body_kind is None and page.parse_error is None and body_kind(f) in PARSED_KINDS:
         simhash = textfp.html_simhash(f.body, f.content_type)

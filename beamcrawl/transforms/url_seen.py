@@ -196,9 +196,10 @@ def page_candidates(
         shape: URL-shape rules; a link failing one is not offered (None: no shape check).
         rejected: Where to count the links refused, by reason (:data:`urlshape.REASONS`).
     """
-    if page.duplicate_of:
+    if page.duplicate_of and 200 <= page.fetch.status < 300:
         # A copy's links are its original's (or a mirror's echo of them): following them
         # would crawl the copied site twice. What is reachable otherwise is still found.
+        # A redirect whose stub body is a copy still leads to its own Location.
         return []
     depth = page.fetch.entry.depth + 1
     priority = link_priority(depth)

@@ -126,10 +126,11 @@ def test_order_key_prefers_no_query_then_short_then_small():
     assert sorted(urls, key=order_key) == ["http://a.com/a", "http://b.com/a", "http://bb.com/a", "http://b.com/a?print=1"]
 
 
-def test_eligible_pages_are_fetched_2xx_payloads():
+def test_eligible_pages_are_fetched_payloads_of_any_status():
     assert eligible(page("http://a.com/", b"x"))
     assert eligible(page("http://a.com/f.pdf", b"%PDF", ctype="application/pdf"))
-    assert not eligible(page("http://a.com/", b"x", status=404))
+    assert eligible(page("http://a.com/", b"x", status=404))  # identical error pages are stored once
+    assert probe_page(page("http://a.com/e", html(article(1)), status=404)).simhash is None  # exact only
     assert not eligible(page("http://a.com/", b"", status=200))
     assert not eligible(page("http://a.com/robots.txt", b"User-agent: *", source="robots"))
     assert not eligible(page("http://a.com/", b"x", outcome="error"))
@@ -296,11 +297,12 @@ def test_copies_in_one_round(store_uri):
     assert got["http://near-copy.net/a"][:2] == ("http://site.com/a", "near")
     assert got["http://near-copy.net/a"][2] <= 3
     assert got["http://site.com/b"][0] is None
-    assert got["http://site.com/gone"][0] is None  # not a 2xx: passes unchanged
+    # an error page carrying a stored page's bytes is an exact copy (stored once), never a near one
+    assert got["http://site.com/gone"][:2] == ("http://site.com/a", "exact")
     assert got["http://mirror.org/f.pdf"][:2] == ("http://site.com/f.pdf", "exact")
     assert got["http://site.com/robots.txt"][0] is None and got["http://other.com/robots.txt"][0] is None
     assert counters["new_originals"] == 3  # a, b, the PDF
-    assert counters["exact_copies"] == 3 and counters["near_copies_marked"] == 1
+    assert counters["exact_copies"] == 4 and counters["near_copies_marked"] == 1  # mirror.org/a, ?print=1, gone (404), mirror.org/f.pdf
 
     with open_store(store_uri) as store:
         content = {k: ContentRecord.from_cells(c) for k, c in store.read_range(CONTENT_TABLE)}
