@@ -19,7 +19,6 @@ import os
 import signal
 import socket
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -29,8 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from beamcrawl.simweb.audit import AuditReport, audit
-from beamcrawl.simweb.names import host_names
-from beamcrawl.simweb.testing import SimwebHandle, read_request_log
+from beamcrawl.simweb.testing import SimwebHandle, read_request_log, running_simweb
 
 __all__ = [
     "AuditSplit",
@@ -46,7 +44,6 @@ __all__ = [
 
 _TICK = os.sysconf("SC_CLK_TCK")
 _PAGE = os.sysconf("SC_PAGE_SIZE")
-_READY = "simweb listening on http://"
 
 
 def free_port() -> int:
@@ -336,7 +333,7 @@ def simweb_on_port(
     """Run simweb on ``port`` (latency off, robots-only truth) until the block exits.
 
     Args:
-        work: Folder for the log (``LOG_NAME``), the truth and the server's stderr.
+        work: Folder for the log (``log_name``), the truth and the server's stderr.
         port: The port to listen on (a restarted server keeps its URLs).
         hosts: Virtual hosts.
         seed: Seed of the web.
@@ -347,57 +344,11 @@ def simweb_on_port(
     Yields:
         A handle with ``requests()``, ``truth()``, ``audit()`` and ``stop()``.
     """
-    work = Path(work)
-    work.mkdir(parents=True, exist_ok=True)
-    log_path = work / log_name
-    log_path.unlink(missing_ok=True)  # simweb appends: a reused name must start empty
-    truth_path = work / "simweb-truth.jsonl"
-    cmd = [
-        sys.executable, "-m", "beamcrawl.simweb", "--port", str(port), "--bind", "127.0.0.1",
-        "--hosts", str(hosts), "--seed", str(seed), "--pages-per-host", str(pages_per_host),
-        "--latency-scale", "0", "--log", str(log_path), "--truth", str(truth_path),
-        "--truth-max-pages", "0",
-    ]
-    stderr_path = work / f"{log_name}.stderr"
-    with stderr_path.open("w") as stderr:
-        # cwd=work: with ``-m`` the current folder comes first on sys.path, and the caller's
-        # folder may hold another copy of beamcrawl than PYTHONPATH names (compare --snapshot).
-        proc = subprocess.Popen(
-            cmd, stdout=subprocess.PIPE, stderr=stderr, stdin=subprocess.DEVNULL, text=True,
-            cwd=work,
-        )
-    handle: SimwebHandle | None = None
-    try:
-        assert proc.stdout is not None
-        deadline = time.monotonic() + startup_timeout
-        line = ""
-        box: list[str] = []
-        reader = threading.Thread(target=lambda: box.append(proc.stdout.readline()), daemon=True)  # type: ignore[union-attr]
-        reader.start()
-        reader.join(max(0.0, deadline - time.monotonic()))
-        line = box[0] if box else ""
-        if not line.startswith(_READY):
-            raise RuntimeError(
-                f"simweb did not start on port {port}: {line!r}\n"
-                + stderr_path.read_text(errors="replace")[-2000:]
-            )
-        handle = SimwebHandle(
-            port=port,
-            address="127.0.0.1",
-            hosts=host_names(hosts, seed),
-            log_path=log_path,
-            truth_path=truth_path,
-            seed=seed,
-            pages_per_host=pages_per_host,
-            process=proc,
-        )
+    with running_simweb(
+        work, hosts, seed, pages_per_host, port=port, log_name=log_name, latency_scale=0,
+        startup_timeout=startup_timeout, truth_max_pages=0,
+    ) as handle:
         yield handle
-    finally:
-        if handle is not None:
-            handle.stop()
-        elif proc.poll() is None:
-            proc.kill()
-            proc.wait()
 
 
 # ---------------------------------------------------------------------------------- audits

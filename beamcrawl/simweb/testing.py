@@ -147,9 +147,11 @@ def running_simweb(
     bind: str = "127.0.0.1",
     truth: bool = True,
     startup_timeout: float = 60.0,
+    port: int = 0,
+    log_name: str = "simweb-requests.jsonl",
     **kw: Any,
 ) -> Iterator[SimwebHandle]:
-    """Start simweb in a subprocess on a free port and stop it on exit.
+    """Start simweb in a subprocess (on a free port unless given) and stop it on exit.
 
     Args:
         tmp_dir: Directory for the log (``simweb-requests.jsonl``), the truth
@@ -161,6 +163,10 @@ def running_simweb(
         bind: Address to listen on.
         truth: Whether to write the truth file (large webs take a few seconds).
         startup_timeout: Seconds to wait for the ready line.
+        port: The port to listen on (0: a free one). A fixed port lets a restarted server
+            keep the URLs a crawl's state already holds.
+        log_name: File name of the request log in ``tmp_dir``; emptied first, since simweb
+            appends (the server's stderr goes to ``<log_name>.stderr``).
         **kw: Further server flags, e.g. ``truth_max_pages=20`` becomes
             ``--truth-max-pages 20``.
 
@@ -172,10 +178,11 @@ def running_simweb(
     """
     tmp = Path(tmp_dir)
     tmp.mkdir(parents=True, exist_ok=True)
-    log_path = tmp / "simweb-requests.jsonl"
+    log_path = tmp / log_name
+    log_path.unlink(missing_ok=True)
     truth_path = tmp / "simweb-truth.jsonl" if truth else None
-    stderr_path = tmp / "simweb.stderr"
-    cmd = [sys.executable, "-m", "beamcrawl.simweb", "--port", "0", "--bind", bind]
+    stderr_path = tmp / f"{log_name}.stderr"
+    cmd = [sys.executable, "-m", "beamcrawl.simweb", "--port", str(port), "--bind", bind]
     cmd += _flag("hosts", hosts) + _flag("seed", seed) + _flag("pages_per_host", pages_per_host)
     cmd += _flag("latency_scale", latency_scale) + _flag("log", log_path)
     if truth_path is not None:
@@ -187,8 +194,10 @@ def running_simweb(
     root = str(Path(beamcrawl.__file__).resolve().parent.parent)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
     with stderr_path.open("w") as stderr:
+        # cwd=tmp: with ``-m`` the current folder comes first on sys.path, and the caller's
+        # folder may hold another copy of beamcrawl than the one this process imported.
         proc = subprocess.Popen(
-            cmd, stdout=subprocess.PIPE, stderr=stderr, stdin=subprocess.DEVNULL, env=env, text=True
+            cmd, stdout=subprocess.PIPE, stderr=stderr, stdin=subprocess.DEVNULL, env=env, text=True, cwd=tmp
         )
     handle: SimwebHandle | None = None
     try:
