@@ -7,7 +7,9 @@ crawl's politeness from that log.
 
 Modules: ``names`` (host names), ``robots`` (robots.txt specs), ``site`` (the model),
 ``content`` (page bodies), ``truth`` (ground truth), ``server`` (HTTP server and CLI),
-``testing`` (``running_simweb`` for tests) and ``audit``.
+``testing`` (``running_simweb`` for tests) and ``audit``; for the opt-in change model
+(``change_scale > 0``), ``changes`` (change classes and times), ``feeds`` (sitemap and feed
+rendering) and ``freshness`` (freshness measured from the request log).
 """
 from __future__ import annotations
 

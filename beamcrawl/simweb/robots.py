@@ -29,9 +29,9 @@ The kinds, and what a correct crawler must do on each:
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
-__all__ = ["ROBOTS_CYCLE", "ROBOTS_REDIRECT_TARGET", "RobotsSpec", "robots_spec"]
+__all__ = ["ROBOTS_CYCLE", "ROBOTS_REDIRECT_TARGET", "ROBOTS_TEXT_KINDS", "RobotsSpec", "robots_spec"]
 
 # Hosts take their kind from this cycle (rotated by a seed-derived offset), so any 20 consecutive
 # hosts cover every kind: a 50-host test web has each variant at least twice.
@@ -89,17 +89,42 @@ def _lines(*lines: str, newline: str = "\n") -> str:
     return newline.join(lines) + newline
 
 
-def robots_spec(kind: str, host: str, origin: str) -> RobotsSpec:
+ROBOTS_TEXT_KINDS: frozenset[str] = frozenset(
+    k for k in ROBOTS_CYCLE if k not in ("none", "forbidden", "unavailable")
+)
+"""Kinds whose robots.txt has a text (so it can carry ``Sitemap:`` lines)."""
+
+
+def robots_spec(
+    kind: str, host: str, origin: str, sitemaps: tuple[str, ...] | None = None
+) -> RobotsSpec:
     """Build the robots.txt spec of one host.
 
     Args:
         kind: The robots kind (see the module docstring).
         host: The host name, used in comments.
         origin: ``http://host:port`` of the host, for absolute Sitemap and redirect URLs.
+        sitemaps: None for the classic file (only ``private_sitemap`` names ``/sitemap.xml``).
+            Otherwise (the change model) the absolute URLs the file names in ``Sitemap:``
+            lines, at its top before any group, instead; ignored by kinds without a text.
 
     Returns:
         The spec, including the exact body to serve.
     """
+    spec = _classic_spec(kind, host, origin)
+    if sitemaps is None or kind not in ROBOTS_TEXT_KINDS:
+        return spec
+    newline = "\r\n" if "\r\n" in spec.text else "\n"
+    lines = spec.text.split(newline)
+    if kind == "private_sitemap":
+        lines = [line for line in lines if not line.startswith("Sitemap:")]
+    at = 1 if lines and lines[0].startswith("#") else 0
+    lines[at:at] = [f"Sitemap: {url}" for url in sitemaps]
+    text = newline.join(lines)
+    return replace(spec, text=text, sitemaps=tuple(sitemaps), body=text.encode())
+
+
+def _classic_spec(kind: str, host: str, origin: str) -> RobotsSpec:
     if kind == "none":
         return RobotsSpec(kind, 404, "", body=b"Not Found\n")
     if kind == "forbidden":

@@ -12,17 +12,31 @@ logged as one JSON line::
 
 ``start`` is taken when the handler starts and ``end`` after the response has been fully
 written (so a slow host's delay lies between them); ``bytes`` is the body length sent (0 for HEAD
-and 304). Each line is written with one unbuffered ``os.write`` on an ``O_APPEND`` descriptor
-right after the response's last byte has been handed to the socket. A client may see the response
-a few microseconds before its line is in the file; ``GET /_simweb/sync`` (see
-:func:`make_handler`, used by ``SimwebHandle.requests()``) closes that window.
+and 304). With the change model on (``--change-scale``), responses of changing pages (200 and
+304 alike) add ``"version": V``, the page version served (or, for a 304, the version the client
+was told it holds), chosen at ``start``; and the log's first line, written when the server
+starts, is a header that no reader should take for a request::
+
+    {"simweb_log_header": 1, "epoch": 1700000000.0, "change_scale": 0.2, "seed": 1,
+     "hosts": 50, "pages_per_host": 40, "port": 8123, "started": 1700000000.01}
+
+(``testing.read_request_log`` skips it; ``read_log_header`` returns it.) Conditional requests of
+changing pages follow RFC 9110 §13.2.2 (see ``changes.not_modified``); other pages keep the fixed
+validators, where only an exact echo of ``Last-Modified`` or a listed ETag gets a 304.
+
+Each line is written with one unbuffered ``os.write`` on an ``O_APPEND`` descriptor right after
+the response's last byte has been handed to the socket. A client may see the response a few
+microseconds before its line is in the file; ``GET /_simweb/sync`` (see :func:`make_handler`,
+used by ``SimwebHandle.requests()``) closes that window.
 
 Usage::
 
     python -m beamcrawl.simweb --port 0 --hosts 200 --log req.jsonl --truth truth.jsonl
 
-prints ``simweb listening on http://127.0.0.1:PORT hosts=200`` once it serves (after the truth
-file is written) and stops cleanly on SIGTERM or SIGINT.
+prints ``simweb listening on http://127.0.0.1:PORT hosts=200`` (plus `` epoch=E`` with the
+change model) once it serves (after the truth file is written) and stops cleanly on SIGTERM or
+SIGINT. ``--change-scale S`` turns the change model on; ``--epoch E`` fixes its epoch (default:
+the server's start time).
 """
 from __future__ import annotations
 
@@ -40,10 +54,12 @@ from typing import Any
 
 from aiohttp import web
 
+from beamcrawl.simweb.changes import not_modified
 from beamcrawl.simweb.site import COPY_HOSTS_FROM, SimResponse, SimWeb
 from beamcrawl.simweb.truth import DEFAULT_TRUTH_PAGES, write_truth
 
 __all__ = [
+    "LOG_HEADER_KEY",
     "SYNC_PATH",
     "RequestLog",
     "SimwebServer",
@@ -51,7 +67,26 @@ __all__ = [
     "main",
     "make_app",
     "make_handler",
+    "read_log_header",
 ]
+
+LOG_HEADER_KEY = "simweb_log_header"
+
+
+def read_log_header(path: str | Path) -> dict[str, Any] | None:
+    """Return the header line of a request log written with the change model on (the last one,
+    if a restarted server appended another), or None."""
+    header = None
+    p = Path(path)
+    if not p.exists():
+        return None
+    with p.open(encoding="utf-8") as f:
+        for line in f:
+            if LOG_HEADER_KEY in line and line.endswith("\n"):
+                rec = json.loads(line)
+                if rec.get(LOG_HEADER_KEY):
+                    header = rec
+    return header
 
 _SERVER_HEADER = "simweb"
 
@@ -99,6 +134,14 @@ def _host_of(header: str) -> str:
 def _not_modified(request: web.BaseRequest, sim: SimResponse) -> bool:
     if sim.etag is None:
         return False
+    if sim.version is not None and sim.modified is not None:
+        return not_modified(
+            request.headers.get("If-None-Match"),
+            request.headers.get("If-Modified-Since"),
+            sim.etag,
+            sim.modified,
+            sim.previous_modified,
+        )
     inm = request.headers.get("If-None-Match")
     if inm is not None:
         return inm.strip() == "*" or sim.etag in inm
@@ -154,7 +197,7 @@ def make_handler(sim_web: SimWeb, log: RequestLog) -> Handler:
     ) -> web.StreamResponse:
         method = request.method
         if method in ("GET", "HEAD"):
-            sim = sim_web.respond(host, target)
+            sim = sim_web.respond(host, target, start)
         else:
             sim = SimResponse(405, b"Method Not Allowed\n", "text/plain", {"Allow": "GET, HEAD"})
         if sim.delay > 0:
@@ -189,6 +232,8 @@ def make_handler(sim_web: SimWeb, log: RequestLog) -> Handler:
             "bytes": 0 if method == "HEAD" else len(body),
             "method": method,
         }
+        if sim.version is not None:
+            record["version"] = sim.version
         if error is not None:
             record["error"] = error
         log.write(record)
@@ -225,6 +270,8 @@ class SimwebServer:
         cache_size: Page bodies kept in memory.
         copy_hosts_from: First host index that may be a mirror, near-copy or template host
             (-1 for none).
+        change_scale: Seconds per unit of the change model's intervals; 0 turns it off.
+        epoch: The change model's epoch; None: the time :meth:`start` is called.
     """
 
     def __init__(
@@ -240,8 +287,12 @@ class SimwebServer:
         truth_max_pages: int | None = DEFAULT_TRUTH_PAGES,
         cache_size: int = 4096,
         copy_hosts_from: int = COPY_HOSTS_FROM,
+        change_scale: float = 0.0,
+        epoch: float | None = None,
     ) -> None:
         self.hosts = hosts
+        self.change_scale = change_scale
+        self.epoch = epoch
         self.seed = seed
         self.pages_per_host = pages_per_host
         self.requested_port = port
@@ -271,6 +322,9 @@ class SimwebServer:
         sock.bind((self.bind, self.requested_port))
         # The port is known before anything is generated: absolute links carry it.
         self.port = sock.getsockname()[1]
+        started = time.time()
+        if self.change_scale > 0 and self.epoch is None:
+            self.epoch = started
         self.web = SimWeb(
             self.hosts,
             seed=self.seed,
@@ -279,10 +333,25 @@ class SimwebServer:
             latency_scale=self.latency_scale,
             cache_size=self.cache_size,
             copy_hosts_from=self.copy_hosts_from if self.copy_hosts_from >= 0 else None,
+            change_scale=self.change_scale,
+            epoch=self.epoch,
         )
         if self.truth_path is not None:
             write_truth(self.web, self.truth_path, self.truth_max_pages)
         self._log = RequestLog(self.log_path)
+        if self.web.changes is not None:
+            self._log.write(
+                {
+                    LOG_HEADER_KEY: 1,
+                    "epoch": self.web.epoch,
+                    "change_scale": self.change_scale,
+                    "seed": self.seed,
+                    "hosts": self.hosts,
+                    "pages_per_host": self.pages_per_host,
+                    "port": self.port,
+                    "started": started,
+                }
+            )
         handler = make_handler(self.web, self._log)
         # No access log: the JSON request log replaces it, and formatting a second line per
         # request would cost a third of the throughput. No Application either (see make_app).
@@ -344,6 +413,20 @@ def build_parser() -> argparse.ArgumentParser:
         help="first host index that may be a mirror, near-copy or template host; -1 for none "
         f"(default {COPY_HOSTS_FROM})",
     )
+    p.add_argument(
+        "--change-scale",
+        type=float,
+        default=0.0,
+        help="turn on the change model: pages change at known rates, mean intervals in units of "
+        "this many seconds (fast 1x, medium 8x, slow 64x, static never); sitemap indexes, "
+        "sitemap-only pages and feeds appear; 0 (default) keeps it off",
+    )
+    p.add_argument(
+        "--epoch",
+        type=float,
+        default=None,
+        help="epoch seconds from which the change model counts changes (default: start time)",
+    )
     return p
 
 
@@ -372,6 +455,8 @@ async def _serve(args: argparse.Namespace) -> int:
         truth_max_pages=args.truth_max_pages,
         cache_size=args.cache_size,
         copy_hosts_from=args.copy_hosts_from,
+        change_scale=args.change_scale,
+        epoch=args.epoch,
     )
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -379,7 +464,8 @@ async def _serve(args: argparse.Namespace) -> int:
         loop.add_signal_handler(sig, stop.set)
     await server.start()
     try:
-        print(f"simweb listening on {server.url} hosts={args.hosts}", flush=True)
+        extra = f" epoch={server.epoch!r}" if args.change_scale > 0 else ""
+        print(f"simweb listening on {server.url} hosts={args.hosts}{extra}", flush=True)
         await stop.wait()
     finally:
         await server.stop()
@@ -398,6 +484,9 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.hosts < 1 or args.pages_per_host < 1:
         print("simweb: --hosts and --pages-per-host must be >= 1", file=sys.stderr)
+        return 2
+    if not args.change_scale >= 0:
+        print("simweb: --change-scale must be >= 0", file=sys.stderr)
         return 2
     _raise_fd_limit()
     return asyncio.run(_serve(args))

@@ -22,9 +22,42 @@ URL space of one host with ``K`` pages (page ``j`` is one of ``0 <= j < K``):
 ``/err/N.html``             500
 ``/news.html``              changing page (changing hosts only): content counts its servings
 ``/cal/YYYY/MM.html``       calendar trap (trap hosts only): links to the next and previous month
-``/sitemap.xml``            sitemap of the first pages (hosts whose robots.txt names it)
+``/sitemap.xml``            sitemap of the first pages (hosts whose robots.txt names it; not
+                            with the change model)
 anything else               404; any query string is ignored (``?print=1`` copies are exact dups)
 ==========================  ==================================================================
+
+The change model (opt-in: ``change_scale > 0``; off, the web is byte for byte what it was
+without it). Ordinary HTML pages change at known rates (``changes.py`` has the classes, the
+seeded Poisson process and the epoch) and are served at the version current at the request's
+time: version ``v >= 1`` adds an "Updated" paragraph (its text drawn from the page's change key
+and ``v``) before the footer, links unchanged; ``ETag`` is derived from the bytes and ``v``,
+``Last-Modified`` is the last change (rounded down to the second). Copies change with their
+original: a page's *change key* is ``(site, source)``, the original host for mirror and
+near-copy hosts and the page a ``dup``/``near`` page copies, so a mirror serves its original's
+bytes at every moment and an exact duplicate stays one. PDFs do not change. The model adds:
+
+==============================  ==============================================================
+``/sitemap_index.xml``          sitemap index (sitemap hosts, below) of the next two
+``/sitemaps/pages-1.xml.gz``    gzipped sitemap: first half of the listed pages, even ``/s/``
+``/sitemaps/pages-2.xml``       plain sitemap: second half of the listed pages, odd ``/s/``
+``/s/K.html``                   sitemap-only pages (sitemap hosts, 5-10 each): linked from no
+                                page, listed only in the host's sitemaps; changing pages
+``/feed.rss``, ``/feed.atom``   feeds (feed sites, below): the 20 most recently changed listed
+                                pages, newest first, dated by their last change
+==============================  ==============================================================
+
+*Sitemap hosts*: every ``private_sitemap`` host and every other host with a robots.txt text
+(not 404/403/503) whose index has the web's sitemap parity (about half of those: 45% of hosts);
+their robots.txt names ``/sitemap_index.xml`` (instead of ``/sitemap.xml``). The sitemaps list
+the host's change-model pages among its first :data:`SITEMAP_LIST_PAGES` pages (root, ``/p/``,
+``/docs/``, ``/private/``... every page but PDFs, whether robots.txt allows it or not) and its
+sitemap-only pages, each with ``<lastmod>`` = its last change at serving time. On *lying*
+sitemap hosts, those with ``(index // 2 + offset) % 4 == 0`` (about one in four), every
+``lastmod`` is the serving time instead. *Feed sites*: a site (a host, or a copy's original)
+with ``(site + offset) % 6`` of 0 serves ``/feed.rss``, of 1 ``/feed.atom``, of 2 both (half of
+all sites); the feeds are announced by ``<link rel="alternate">`` in the root page's head and,
+where robots.txt has a text, by ``Sitemap:`` lines. Offsets come from the seed.
 
 Copies and look-alikes across hosts. From host index ``copy_hosts_from`` on (40 by default, so
 every web of up to 40 hosts is exactly what it was before these kinds existed), hosts take a
@@ -48,14 +81,23 @@ from __future__ import annotations
 import functools
 import random
 import re
+import time
 import zlib
 from dataclasses import dataclass, replace
 from typing import NamedTuple
 from urllib.parse import urljoin, urlsplit, urlunsplit
 
-from beamcrawl.simweb.content import render_page, render_paragraphs, render_pdf
+from beamcrawl.simweb import feeds
+from beamcrawl.simweb.changes import ChangeModel, PageKey, http_date
+from beamcrawl.simweb.content import render_page, render_paragraphs, render_pdf, words
 from beamcrawl.simweb.names import host_names
-from beamcrawl.simweb.robots import ROBOTS_CYCLE, ROBOTS_REDIRECT_TARGET, RobotsSpec, robots_spec
+from beamcrawl.simweb.robots import (
+    ROBOTS_CYCLE,
+    ROBOTS_REDIRECT_TARGET,
+    ROBOTS_TEXT_KINDS,
+    RobotsSpec,
+    robots_spec,
+)
 
 __all__ = ["COPY_CYCLE", "COPY_HOSTS_FROM", "HostInfo", "Link", "PageModel", "SimResponse", "SimWeb"]
 
@@ -88,12 +130,27 @@ TEMPLATE = "news"
 # Fixed validators so conditional requests (If-None-Match / If-Modified-Since) can get a 304.
 LAST_MODIFIED = "Mon, 01 Jan 2024 00:00:00 GMT"
 
+# The change model's published resources (see the module docstring).
+SITEMAP_INDEX = "/sitemap_index.xml"
+SITEMAP_FILES: tuple[str, ...] = ("/sitemaps/pages-1.xml.gz", "/sitemaps/pages-2.xml")
+FEED_PATHS: dict[str, str] = {"rss": "/feed.rss", "atom": "/feed.atom"}
+FEED_TYPES: dict[str, str] = {"rss": "application/rss+xml", "atom": "application/atom+xml"}
+SITEMAP_LIST_PAGES = 1000  # sitemaps list the change-model pages among a host's first 1000
+FEED_ITEMS = 20  # a feed lists this many most recently changed pages
+SITEMAP_ONLY_PAGES = (5, 10)  # sitemap-only pages per sitemap host, inclusive range
+LASTMOD_LIE_CYCLE = 4  # one sitemap host in this many states lastmod = serving time
+FEED_CYCLE = 6  # sites by (site + offset) % FEED_CYCLE: 0 rss, 1 atom, 2 both, else none
+_FEED_KINDS: dict[int, tuple[str, ...]] = {0: ("rss",), 1: ("atom",), 2: ("rss", "atom")}
+GZIP_TYPE = "application/gzip"
+XML_TYPE = "application/xml"
+
 _PAGE_RE = re.compile(
     r"^/(?:p|private|docs/[a-z]+|files)/(?:draft-)?(0|[1-9][0-9]*)\.(?:html|pdf)$"
 )
 _REDIRECT_RE = re.compile(r"^/r/(0|[1-9][0-9]*)$")
 _ERROR_RE = re.compile(r"^/err/(0|[1-9][0-9]*)\.html$")
 _CAL_RE = re.compile(r"^/cal/([0-9]{4})/([0-9]{2})\.html$")
+_SONLY_RE = re.compile(r"^/s/(0|[1-9][0-9]*)\.html$")
 
 
 class Link(NamedTuple):
@@ -183,6 +240,11 @@ class HostInfo:
         changing: Whether the host has the changing ``/news.html`` page.
         role: ``None`` for an ordinary host, else ``mirror``, ``near`` or ``template``.
         copy_of: Index of the host a mirror or near-copy host copies.
+        sitemap_index: Whether the host publishes ``/sitemap_index.xml`` (change model only).
+        lastmod_honest: Whether its sitemaps' ``lastmod`` is the true last change (else the
+            serving time); True where there are no sitemaps.
+        sitemap_only: Number of sitemap-only pages ``/s/K.html``.
+        feeds: The feeds it serves, of ``rss`` and ``atom`` (change model only).
     """
 
     index: int
@@ -195,6 +257,10 @@ class HostInfo:
     changing: bool
     role: str | None = None
     copy_of: int | None = None
+    sitemap_index: bool = False
+    lastmod_honest: bool = True
+    sitemap_only: int = 0
+    feeds: tuple[str, ...] = ()
 
 
 @dataclass
@@ -209,6 +275,10 @@ class SimResponse:
         etag: Strong validator, for pages that support conditional requests.
         last_modified: ``Last-Modified`` value, with ``etag``.
         delay: Seconds the server waits before answering (slow hosts).
+        version: The version served, for pages in the change model (None otherwise); such
+            responses are answered per RFC 9110 (see :func:`changes.not_modified`).
+        modified: Exact time the served version appeared (change model).
+        previous_modified: Exact time the version before it appeared; None at version 0.
     """
 
     status: int
@@ -218,6 +288,9 @@ class SimResponse:
     etag: str | None = None
     last_modified: str | None = None
     delay: float = 0.0
+    version: int | None = None
+    modified: float | None = None
+    previous_modified: float | None = None
 
 
 def _split_target(target: str) -> tuple[str, str]:
@@ -278,6 +351,10 @@ class SimWeb:
         cache_size: Rendered page bodies kept in the LRU cache.
         copy_hosts_from: First host index that may be a mirror, near-copy or template host
             (see the module docstring); None for none at all.
+        change_scale: Seconds per unit of the change classes' mean intervals; 0 (default)
+            turns the change model off (see the module docstring and ``changes.py``).
+        epoch: When changes start being counted (epoch seconds); None means now. Only used
+            with the change model.
     """
 
     def __init__(
@@ -289,7 +366,11 @@ class SimWeb:
         latency_scale: float = 1.0,
         cache_size: int = 4096,
         copy_hosts_from: int | None = COPY_HOSTS_FROM,
+        change_scale: float = 0.0,
+        epoch: float | None = None,
     ) -> None:
+        if not change_scale >= 0:
+            raise ValueError("change_scale must be >= 0")
         if hosts < 1:
             raise ValueError("hosts must be >= 1")
         if pages_per_host < 1:
@@ -318,6 +399,19 @@ class SimWeb:
         self._news_counter: dict[int, int] = {}
         self.page_model = functools.lru_cache(maxsize=cache_size)(self._page_model)
         self._page_body = functools.lru_cache(maxsize=cache_size)(self._render_body)
+        # The change model: off unless change_scale > 0. Its offsets come from their own
+        # stream, so everything above is what it is without it.
+        self.change_scale = float(change_scale)
+        self.changes: ChangeModel | None = None
+        self.epoch: float | None = None
+        if change_scale > 0:
+            self.epoch = time.time() if epoch is None else float(epoch)
+            self.changes = ChangeModel(seed, change_scale, self.epoch)
+        publish = random.Random(f"simweb-publish|{seed}")
+        self._sitemap_offset = publish.randrange(2)
+        self._lie_offset = publish.randrange(LASTMOD_LIE_CYCLE)
+        self._feed_offset = publish.randrange(FEED_CYCLE)
+        self._versioned = functools.lru_cache(maxsize=cache_size)(self._render_versioned)
 
     # ----------------------------------------------------------------------------------- hosts
 
@@ -378,18 +472,48 @@ class SimWeb:
         copy_of = role[1] if role is not None else None
         # A copy serves its original's site, trap and changing page included.
         site = i if copy_of is None else copy_of
+        origin = self.origin(i)
+        robots = robots_spec(kind, name, origin)
+        sitemap_index, honest, sitemap_only, host_feeds = False, True, 0, ()
+        if self.changes is not None:
+            # Sitemaps are the host's own (they follow its robots.txt); feeds and the feed
+            # links in the root page are its site's, so a mirror's root stays its original's.
+            sitemap_index = kind in ROBOTS_TEXT_KINDS and (
+                kind == "private_sitemap" or (i + self._sitemap_offset) % 2 == 0
+            )
+            if sitemap_index:
+                honest = (i // 2 + self._lie_offset) % LASTMOD_LIE_CYCLE != 0
+                low, high = SITEMAP_ONLY_PAGES
+                sitemap_only = low + zlib.crc32(f"simweb-sitemap-only|{self.seed}|{i}".encode()) % (
+                    high - low + 1
+                )
+            host_feeds = self.site_feeds(site)
+            named = ([origin + SITEMAP_INDEX] if sitemap_index else []) + [
+                origin + FEED_PATHS[f] for f in host_feeds
+            ]
+            robots = robots_spec(kind, name, origin, tuple(named))
         return HostInfo(
             index=i,
             name=name,
-            origin=self.origin(i),
-            robots=robots_spec(kind, name, self.origin(i)),
+            origin=origin,
+            robots=robots,
             page_offset=self._offsets[i],
             slow_ms=_between(rng, 50, 300) if slow else 0,
             trap=(site + self._trap_offset) % 30 == 13,
             changing=(site + self._changing_offset) % 12 == 5,
             role=role[0] if role is not None else None,
             copy_of=copy_of,
+            sitemap_index=sitemap_index,
+            lastmod_honest=honest,
+            sitemap_only=sitemap_only,
+            feeds=host_feeds,
         )
+
+    def site_feeds(self, site: int) -> tuple[str, ...]:
+        """The feeds a site serves with the change model on (``rss``, ``atom``), else ()."""
+        if self.changes is None:
+            return ()
+        return _FEED_KINDS.get((site + self._feed_offset) % FEED_CYCLE, ())
 
     def template_of(self, hi: int) -> str | None:
         """The template host ``hi``'s pages are written in (its original's, for a copy)."""
@@ -646,6 +770,219 @@ class SimWeb:
         """Return the exact bytes served for page ``j`` of a host."""
         return self._page_body(host_index, j)[0]
 
+    # ---------------------------------------------------------------------------- change model
+
+    def _site(self, hi: int) -> int:
+        role = self._roles[hi]
+        return role[1] if role is not None and role[1] is not None else hi
+
+    def change_key(self, host_index: int, page: int | str) -> tuple[int, PageKey] | None:
+        """The change key ``(site, source)`` of a page, or None when it does not change.
+
+        Args:
+            host_index: Host index.
+            page: Page number ``j``, a request target (``/p/3.html``, ``/s/2.html``,
+                ``/?print=1``...), or ``"sK"`` for sitemap-only page ``K``.
+
+        Returns:
+            None with the change model off, and for PDFs and anything that is not a page.
+            Copies share their original's key: a mirror's or near-copy's page that of its
+            original host, a ``dup`` / ``near`` page that of the page it copies; a
+            sitemap-only page ``/s/K.html`` has ``(host, "sK")``.
+        """
+        if self.changes is None:
+            return None
+        ref = self._page_ref(host_index, page)
+        if ref is None:
+            return None
+        if isinstance(ref, str):
+            return host_index, ref
+        j = ref
+        if not 0 <= j < self.pages_per_host:
+            return None
+        site = self._site(host_index)
+        kind = self.page_kind(site, j)
+        if kind == "pdf":
+            return None
+        return site, (j - 1 if kind in ("dup", "near") else j)
+
+    def _page_ref(self, hi: int, page: int | str) -> int | str | None:
+        """``j`` for a numbered page, ``"sK"`` for a sitemap-only page, None for anything else."""
+        if isinstance(page, int):
+            return page
+        if not page.startswith("/"):
+            m = re.fullmatch(r"s(0|[1-9][0-9]*)", page)
+            if m is None or int(m.group(1)) >= self.host(hi).sitemap_only:
+                return None
+            return page
+        what, args = self.classify(hi, page)
+        if what == "sitemap_only":
+            return f"s{args[0]}"
+        return args[0] if what == "page" else None
+
+    def _key(self, host_index: int, page: int | str) -> tuple[int, PageKey]:
+        key = self.change_key(host_index, page)
+        if key is None:
+            raise ValueError(
+                f"page {page!r} of host {host_index} is not in the change model"
+                + (" (the change model is off)" if self.changes is None else "")
+            )
+        return key
+
+    def change_class(self, host_index: int, page: int | str) -> str | None:
+        """The change class of a page (``static``, ``slow``, ``medium``, ``fast``), or None
+        when it is not in the change model."""
+        key = self.change_key(host_index, page)
+        return None if key is None or self.changes is None else self.changes.change_class(*key)
+
+    def mean_interval(self, host_index: int, page: int | str) -> float | None:
+        """Mean seconds between the page's changes; None for static pages (and pages outside
+        the change model)."""
+        key = self.change_key(host_index, page)
+        return None if key is None or self.changes is None else self.changes.mean_interval(*key)
+
+    def version_at(self, host_index: int, page: int | str, t: float) -> int:
+        """The page's version at time ``t``: its changes in ``(epoch, t]``.
+
+        Raises:
+            ValueError: If the page is not in the change model.
+        """
+        key = self._key(host_index, page)
+        return self.changes.version_at(*key, t)  # type: ignore[union-attr]
+
+    def change_times(self, host_index: int, page: int | str, until: float) -> list[float]:
+        """The times of the page's changes in ``(epoch, until]``, ascending."""
+        key = self._key(host_index, page)
+        return self.changes.change_times(*key, until)  # type: ignore[union-attr]
+
+    def last_change(self, host_index: int, page: int | str, t: float) -> float:
+        """When the version current at ``t`` appeared; for version 0 the model's
+        ``version0_time`` (the epoch rounded down to the second minus 30 days)."""
+        key = self._key(host_index, page)
+        return self.changes.last_change(*key, t)  # type: ignore[union-attr]
+
+    def versioned_body(self, host_index: int, page: int | str, version: int) -> bytes:
+        """The bytes of a change-model page at ``version`` (``page`` as for :meth:`change_key`)."""
+        self._key(host_index, page)
+        ref = self._page_ref(host_index, page)
+        assert ref is not None
+        return self._versioned(host_index, ref, version)[0]
+
+    def _render_versioned(self, hi: int, page: int | str, version: int) -> tuple[bytes, str]:
+        """``(body, ETag)`` of page ``page`` (``j``, or ``"sK"``) of host ``hi`` at ``version``."""
+        key = self._key(hi, page)
+        if isinstance(page, str):
+            base = self._sitemap_only_body(hi, int(page[1:]))
+        else:
+            base = self._page_body(hi, page)[0]
+            if page == 0:
+                base = self._with_feed_links(base, self.site_feeds(self._site(hi)))
+        if version > 0:
+            rng = random.Random(f"simweb-update|{self.seed}|{key[0]}|{key[1]}|{version}")
+            text = " ".join(words(rng, _between(rng, 25, 50)))
+            para = f'<p class="update">Updated (revision {version}): {text[:1].upper()}{text[1:]}.</p>\n'
+            at = base.rfind(b"<footer")
+            if at < 0:
+                at = base.rfind(b"</body>")
+            base = base[:at] + para.encode() + base[at:]
+        return base, f'"{zlib.crc32(base):08x}-{len(base):x}-v{version}"'
+
+    @staticmethod
+    def _with_feed_links(body: bytes, site_feeds: tuple[str, ...]) -> bytes:
+        if not site_feeds:
+            return body
+        links = "".join(
+            f'<link rel="alternate" type="{FEED_TYPES[f]}" title="{f.upper()}" href="{FEED_PATHS[f]}">\n'
+            for f in site_feeds
+        ).encode()
+        marker = b'<meta charset="utf-8">\n'
+        at = body.find(marker)
+        at = at + len(marker) if at >= 0 else body.find(b"</head>")
+        return body[:at] + links + body[at:]
+
+    def sitemap_only_model(self, hi: int, k: int) -> PageModel:
+        """The structure of sitemap-only page ``/s/K.html``: links to the root and one page."""
+        origin = self.origin(hi)
+        targets = ["/"]
+        if self.pages_per_host > 1:
+            targets.append(self.page_path(hi, 1 + k % (self.pages_per_host - 1)))
+        links = tuple(Link(href=t, url=origin + t) for t in targets)
+        return PageModel(
+            hi, k, f"/s/{k}.html", "sitemap_only", links, text_key=f"simweb-s-text|{self.seed}|{hi}|{k}"
+        )
+
+    def _sitemap_only_body(self, hi: int, k: int) -> bytes:
+        return render_page(self.sitemap_only_model(hi, k), f"simweb-s-text|{self.seed}|{hi}|{k}", self.names[hi])
+
+    def _page_response(
+        self, hi: int, page: int | str, now: float, delay: float, headers: dict[str, str] | None
+    ) -> SimResponse:
+        changes = self.changes
+        assert changes is not None
+        key = self._key(hi, page)
+        version = changes.version_at(*key, now)
+        body, etag = self._versioned(hi, page, version)
+        modified = changes.change_time(*key, version)
+        previous = changes.change_time(*key, version - 1) if version > 0 else None
+        return SimResponse(
+            200, body, HTML, headers, etag, http_date(modified), delay, version, modified, previous
+        )
+
+    # ---------------------------------------------------------------------- sitemaps and feeds
+
+    def listed_pages(self, hi: int) -> list[str]:
+        """Paths of the change-model pages the host's sitemaps (and feeds) list, in page order:
+        every page but PDFs among its first :data:`SITEMAP_LIST_PAGES`."""
+        count = min(self.pages_per_host, SITEMAP_LIST_PAGES)
+        return [self.page_path(hi, j) for j in range(count) if self.page_kind(hi, j) != "pdf"]
+
+    def sitemap_only_paths(self, hi: int) -> list[str]:
+        """Paths of the host's sitemap-only pages (none unless it is a sitemap host)."""
+        return [f"/s/{k}.html" for k in range(self.host(hi).sitemap_only)]
+
+    def sitemap_entries(self, hi: int) -> dict[str, list[str]]:
+        """``{child sitemap path: [listed page paths]}`` of a sitemap host (empty otherwise)."""
+        if self.changes is None or not self.host(hi).sitemap_index:
+            return {}
+        listed, only = self.listed_pages(hi), self.sitemap_only_paths(hi)
+        half = (len(listed) + 1) // 2
+        return {
+            SITEMAP_FILES[0]: listed[:half] + only[0::2],
+            SITEMAP_FILES[1]: listed[half:] + only[1::2],
+        }
+
+    def _lastmod(self, hi: int, path: str, now: float) -> float:
+        if not self.host(hi).lastmod_honest:
+            return now
+        return self.last_change(hi, path, now)
+
+    def _sitemap_file_body(self, hi: int, n: int, now: float) -> bytes:
+        paths = self.sitemap_entries(hi)[SITEMAP_FILES[n]]
+        doc = feeds.urlset([(self.url(hi, p), self._lastmod(hi, p, now)) for p in paths])
+        return feeds.gzipped(doc) if SITEMAP_FILES[n].endswith(".gz") else doc
+
+    def _sitemap_index_body(self, hi: int, now: float) -> bytes:
+        children = []
+        for child, paths in self.sitemap_entries(hi).items():
+            stamp = max((self._lastmod(hi, p, now) for p in paths), default=now)
+            children.append((self.url(hi, child), stamp))
+        return feeds.sitemap_index(children)
+
+    def feed_items(self, hi: int, now: float) -> list[tuple[str, float]]:
+        """``(absolute URL, last change)`` of the (up to) :data:`FEED_ITEMS` listed pages that
+        changed most recently at ``now``, newest first (ties in page order)."""
+        dated = [(self.last_change(hi, p, now), n, p) for n, p in enumerate(self.listed_pages(hi))]
+        dated.sort(key=lambda x: (-x[0], x[1]))
+        return [(self.url(hi, p), t) for t, _, p in dated[:FEED_ITEMS]]
+
+    def _feed_body(self, hi: int, kind: str, now: float) -> bytes:
+        items = [(url, "Page " + url[len(self.origin(hi)):], t) for url, t in self.feed_items(hi, now)]
+        title = self.names[self._site(hi)]
+        root = self.url(hi, "/")
+        if kind == "rss":
+            return feeds.rss(title, root, items, now)
+        return feeds.atom(title, root, self.url(hi, FEED_PATHS["atom"]), items, now)
+
     # ----------------------------------------------------------------------- special resources
 
     def news_links(self, hi: int) -> list[str]:
@@ -719,8 +1056,11 @@ class SimWeb:
 
         Returns:
             ``(what, args)``: ``what`` is one of ``robots``, ``robots_real``, ``page``,
-            ``redirect``, ``error``, ``sitemap``, ``news``, ``cal``, ``not_found``; ``args`` holds
-            the page number, redirect number or (year, month).
+            ``redirect``, ``error``, ``sitemap``, ``news``, ``cal``, ``not_found``, and with the
+            change model ``sitemap_index``, ``sitemap_file``, ``sitemap_only``, ``feed``;
+            ``args`` holds the page number, redirect number, (year, month), the child
+            sitemap's position in :data:`SITEMAP_FILES`, ``K`` of ``/s/K.html`` or the feed
+            kind.
         """
         path, _ = _split_target(target)
         info = self.host(hi)
@@ -737,7 +1077,19 @@ class SimWeb:
         m = _ERROR_RE.match(path)
         if m is not None:
             return "error", (int(m.group(1)),)
-        if path == "/sitemap.xml" and info.robots.sitemaps:
+        if self.changes is not None:
+            if info.sitemap_index:
+                if path == SITEMAP_INDEX:
+                    return "sitemap_index", ()
+                if path in SITEMAP_FILES:
+                    return "sitemap_file", (SITEMAP_FILES.index(path),)
+                m = _SONLY_RE.match(path)
+                if m is not None and int(m.group(1)) < info.sitemap_only:
+                    return "sitemap_only", (int(m.group(1)),)
+            for feed in info.feeds:
+                if path == FEED_PATHS[feed]:
+                    return "feed", (feed,)
+        elif path == "/sitemap.xml" and info.robots.sitemaps:
             return "sitemap", ()
         if path == "/news.html" and info.changing:
             return "news", ()
@@ -748,12 +1100,14 @@ class SimWeb:
                 return "cal", (year, month)
         return "not_found", ()
 
-    def respond(self, host: str, target: str) -> SimResponse:
+    def respond(self, host: str, target: str, now: float | None = None) -> SimResponse:
         """Answer one request.
 
         Args:
             host: Host name, lower case, without port.
             target: Path with optional query string, as sent.
+            now: The request's time (epoch seconds), which picks the versions served by the
+                change model; None means the clock's now. Unused with the model off.
 
         Returns:
             The response; the server adds conditional-request handling and the delay.
@@ -769,6 +1123,8 @@ class SimWeb:
             body, etag = self._page_body(hi, j)
             model = self.page_model(hi, j)
             headers = {"X-Robots-Tag": "nofollow"} if model.header_nofollow else None
+            if self.changes is not None and model.kind != "pdf":
+                return self._page_response(hi, j, time.time() if now is None else now, delay, headers)
             ctype = "application/pdf" if model.kind == "pdf" else HTML
             return SimResponse(200, body, ctype, headers, etag, LAST_MODIFIED, delay)
         if what == "robots":
@@ -796,6 +1152,16 @@ class SimWeb:
             return SimResponse(200, self._news_body(hi, edition), HTML, delay=delay)
         if what == "cal":
             return SimResponse(200, self._cal_body(*args), HTML, delay=delay)
+        if what in ("sitemap_index", "sitemap_file", "sitemap_only", "feed"):
+            t = time.time() if now is None else now
+            if what == "sitemap_only":
+                return self._page_response(hi, f"s{args[0]}", t, delay, None)
+            if what == "sitemap_index":
+                return SimResponse(200, self._sitemap_index_body(hi, t), XML_TYPE, delay=delay)
+            if what == "sitemap_file":
+                ctype = GZIP_TYPE if SITEMAP_FILES[args[0]].endswith(".gz") else XML_TYPE
+                return SimResponse(200, self._sitemap_file_body(hi, args[0], t), ctype, delay=delay)
+            return SimResponse(200, self._feed_body(hi, args[0], t), FEED_TYPES[args[0]], delay=delay)
         return SimResponse(404, b"<html><body>Not Found</body></html>\n", delay=delay)
 
     def _unknown_host(self, host: str, target: str) -> SimResponse:

@@ -25,8 +25,9 @@ from typing import Any
 
 import beamcrawl
 from beamcrawl.simweb.audit import AuditReport, audit
+from beamcrawl.simweb.freshness import FreshnessReport, measure
 from beamcrawl.simweb.names import host_names
-from beamcrawl.simweb.server import SYNC_PATH
+from beamcrawl.simweb.server import LOG_HEADER_KEY, SYNC_PATH
 from beamcrawl.simweb.truth import load_truth
 
 __all__ = ["SimwebHandle", "read_request_log", "running_simweb"]
@@ -35,7 +36,8 @@ _READY_PREFIX = "simweb listening on http://"
 
 
 def read_request_log(path: str | Path) -> list[dict[str, Any]]:
-    """Parse a simweb request log, skipping a partly written last line."""
+    """Parse a simweb request log, skipping a partly written last line and the change model's
+    header line (see ``server.py``; :func:`~beamcrawl.simweb.server.read_log_header` reads it)."""
     out: list[dict[str, Any]] = []
     p = Path(path)
     if not p.exists():
@@ -43,7 +45,9 @@ def read_request_log(path: str | Path) -> list[dict[str, Any]]:
     with p.open(encoding="utf-8") as f:
         for line in f:
             if line.endswith("\n"):
-                out.append(json.loads(line))
+                rec = json.loads(line)
+                if not rec.get(LOG_HEADER_KEY):
+                    out.append(rec)
     return out
 
 
@@ -60,6 +64,8 @@ class SimwebHandle:
         seed: Its seed.
         pages_per_host: Its pages per host.
         process: The subprocess.
+        change_scale: Its change scale (0: the change model is off).
+        epoch: The change model's epoch (from the server's ready line), or None when off.
     """
 
     port: int
@@ -70,6 +76,8 @@ class SimwebHandle:
     seed: int
     pages_per_host: int
     process: subprocess.Popen[str]
+    change_scale: float = 0.0
+    epoch: float | None = None
     _truth: dict[str, dict[str, Any]] | None = field(default=None, repr=False)
 
     def base_url(self, host: str) -> str:
@@ -118,6 +126,13 @@ class SimwebHandle:
         """Audit the politeness of everything logged so far (see :func:`audit`)."""
         return audit(self.requests(), self.truth(), agent_token, min_delay, tolerance)
 
+    def freshness(
+        self, token: str, start: float, end: float, pages: set[str] | None = None
+    ) -> FreshnessReport:
+        """Measure a crawler's freshness over ``[start, end]`` from everything logged so far
+        (see :func:`beamcrawl.simweb.freshness.measure`); needs the change model and the truth."""
+        return measure(self.requests(), self.truth(), token, start, end, pages)
+
     def stop(self, timeout: float = 10.0) -> int | None:
         """Stop the server with SIGTERM (SIGKILL after ``timeout``); return its exit status."""
         if self.process.poll() is None:
@@ -149,6 +164,8 @@ def running_simweb(
     startup_timeout: float = 60.0,
     port: int = 0,
     log_name: str = "simweb-requests.jsonl",
+    change_scale: float = 0.0,
+    epoch: float | None = None,
     **kw: Any,
 ) -> Iterator[SimwebHandle]:
     """Start simweb in a subprocess (on a free port unless given) and stop it on exit.
@@ -167,6 +184,9 @@ def running_simweb(
             keep the URLs a crawl's state already holds.
         log_name: File name of the request log in ``tmp_dir``; emptied first, since simweb
             appends (the server's stderr goes to ``<log_name>.stderr``).
+        change_scale: > 0 turns the change model on (``--change-scale``); 0 leaves it off.
+        epoch: The change model's epoch (``--epoch``); None: the server's start time, which
+            the handle's ``epoch`` then holds.
         **kw: Further server flags, e.g. ``truth_max_pages=20`` becomes
             ``--truth-max-pages 20``.
 
@@ -187,6 +207,10 @@ def running_simweb(
     cmd += _flag("latency_scale", latency_scale) + _flag("log", log_path)
     if truth_path is not None:
         cmd += _flag("truth", truth_path)
+    if change_scale > 0:
+        cmd += _flag("change_scale", repr(float(change_scale)))
+        if epoch is not None:
+            cmd += _flag("epoch", repr(float(epoch)))
     for name, value in kw.items():
         cmd += _flag(name, value)
     env = dict(os.environ)
@@ -216,8 +240,10 @@ def running_simweb(
                 f"simweb failed to start (exit {proc.returncode}): {line!r}\n"
                 + stderr_path.read_text(errors="replace")[-4000:]
             )
-        hostport = line[len(_READY_PREFIX):].split()[0]
+        fields = line[len(_READY_PREFIX):].split()
+        hostport = fields[0]
         port = int(hostport.rsplit(":", 1)[1])
+        served_epoch = next((float(f[6:]) for f in fields if f.startswith("epoch=")), None)
         handle = SimwebHandle(
             port=port,
             address=bind,
@@ -227,6 +253,8 @@ def running_simweb(
             seed=seed,
             pages_per_host=pages_per_host,
             process=proc,
+            change_scale=float(change_scale),
+            epoch=served_epoch,
         )
         yield handle
     finally:

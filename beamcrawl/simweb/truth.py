@@ -47,6 +47,37 @@ may itself be a copy; following the pointers ends at the first page of a group, 
 end at the same page are copies of each other (``urljoin(origin + "/", value)`` reads both
 forms). ``template`` names the shared template of a look-alike page and ``lookalike_of`` another
 page in it: same chrome and boilerplate, a different article, so *not* a copy.
+
+The change model (``SimWeb(change_scale=S)``, ``--change-scale S``). Only then, each host record
+also holds::
+
+      "change_model": {"seed": 1, "change_scale": 0.2, "epoch": 1700000000.0,
+                       "version0_time": 1697408000.0, "mix": {...}, "multipliers": {...}},
+      "sitemap_index": "http://host:PORT/sitemap_index.xml",   # or null: not a sitemap host
+      "sitemap_files": ["http://host:PORT/sitemaps/pages-1.xml.gz", ".../pages-2.xml"],
+      "lastmod_honest": true,                  # false: every lastmod is the serving time
+      "sitemap_only": ["/s/0.html", ...],      # pages listed only in the sitemaps
+      "feeds": ["http://host:PORT/feed.rss"],  # feeds served (rss and/or atom)
+
+every page in the change model (HTML pages, ``?print=1`` copies included, and the sitemap-only
+pages, which are always described) adds::
+
+      "change_class": "fast", "mean_interval": 0.2,   # seconds; null for static
+      "change_key": [3, 17],                          # (site, source), see site.py
+      "sitemap_only": false
+
+(a PDF has ``"change_class": null``), and the published resources have entries::
+
+      "/sitemap_index.xml": {"status": 200, "content_type": "application/xml",
+                             "sitemap": "index", "sitemaps": [absolute child URLs]},
+      "/sitemaps/pages-1.xml.gz": {"status": 200, "content_type": "application/gzip",
+                                   "sitemap": "urlset", "gzip": true, "links": [URLs listed]},
+      "/feed.rss": {"status": 200, "content_type": "application/rss+xml", "feed": "rss",
+                    "max_items": 20, "links": [URLs it may list]}
+
+Versions, change times and last changes follow from ``change_model`` and a page's
+``change_key`` alone: ``ChangeModel(seed, change_scale, epoch).version_at(*change_key, t)``.
+Sitemap ``lastmod`` and feed dates are the last change at serving time (``lastmod_honest``).
 """
 from __future__ import annotations
 
@@ -57,7 +88,18 @@ from typing import Any
 
 from beamcrawl.simweb.audit import HostPolicy, host_policy
 from beamcrawl.simweb.names import registered_domain
-from beamcrawl.simweb.site import COPY_HOSTS_FROM, HTML, SimWeb
+from beamcrawl.simweb.site import (
+    COPY_HOSTS_FROM,
+    FEED_ITEMS,
+    FEED_PATHS,
+    FEED_TYPES,
+    GZIP_TYPE,
+    HTML,
+    SITEMAP_FILES,
+    SITEMAP_INDEX,
+    XML_TYPE,
+    SimWeb,
+)
 
 __all__ = [
     "DEFAULT_TRUTH_PAGES",
@@ -107,6 +149,40 @@ def describe(web: SimWeb, hi: int, target: str, policy: HostPolicy) -> dict[str,
             template=model.template,
             lookalike_of=model.lookalike_of,
         )
+        if web.changes is not None:
+            _add_change(web, hi, target, entry, sitemap_only=False)
+    elif what == "sitemap_only":
+        model = web.sitemap_only_model(hi, args[0])
+        entry.update(
+            status=200,
+            kind=model.kind,
+            content_type=HTML,
+            links=sorted({link.url for link in model.links}),
+            nofollow_links=[],
+            nofollow_page=False,
+            noindex=False,
+            canonical=None,
+            duplicate_of=None,
+            near_duplicate_of=None,
+            template=None,
+            lookalike_of=None,
+        )
+        _add_change(web, hi, target, entry, sitemap_only=True)
+    elif what == "sitemap_index":
+        children = [web.url(hi, child) for child in web.sitemap_entries(hi)]
+        entry.update(status=200, content_type=XML_TYPE, sitemap="index", sitemaps=children)
+    elif what == "sitemap_file":
+        child = SITEMAP_FILES[args[0]]
+        gz = child.endswith(".gz")
+        links = [web.url(hi, p) for p in web.sitemap_entries(hi)[child]]
+        entry.update(
+            status=200, content_type=GZIP_TYPE if gz else XML_TYPE, sitemap="urlset", gzip=gz, links=links
+        )
+    elif what == "feed":
+        links = sorted(web.url(hi, p) for p in web.listed_pages(hi))
+        entry.update(
+            status=200, content_type=FEED_TYPES[args[0]], feed=args[0], max_items=FEED_ITEMS, links=links
+        )
     elif what == "redirect":
         location, url = web.redirect_target(hi, args[0])
         entry.update(status=301, location=location, target=url)
@@ -121,6 +197,16 @@ def describe(web: SimWeb, hi: int, target: str, policy: HostPolicy) -> dict[str,
     elif what in ("robots", "robots_real"):
         entry["status"] = web.host(hi).robots.status if what == "robots" else 200
     return entry
+
+
+def _add_change(web: SimWeb, hi: int, target: str, entry: dict[str, Any], sitemap_only: bool) -> None:
+    key = web.change_key(hi, target)
+    entry.update(
+        change_class=web.change_class(hi, target),
+        mean_interval=web.mean_interval(hi, target),
+        change_key=list(key) if key is not None else None,
+        sitemap_only=sitemap_only,
+    )
 
 
 def host_truth(
@@ -152,8 +238,12 @@ def host_truth(
                 target = url[len(info.origin):]
                 if target not in pages:
                     extra.append(target)
-    if info.robots.sitemaps:
+    if info.robots.sitemaps and web.changes is None:
         extra.append("/sitemap.xml")
+    if web.changes is not None:
+        if info.sitemap_index:
+            extra.extend([SITEMAP_INDEX, *SITEMAP_FILES, *web.sitemap_only_paths(hi)])
+        extra.extend(FEED_PATHS[f] for f in info.feeds)
     for target in extra:
         if target in pages:
             continue
@@ -161,7 +251,7 @@ def host_truth(
         if what == "page" and args[0] >= count:
             continue  # beyond the described range, like every page there
         pages[target] = describe(web, hi, target, policy)
-    return {
+    record: dict[str, Any] = {
         "host": info.name,
         "index": hi,
         "origin": info.origin,
@@ -174,6 +264,14 @@ def host_truth(
         "robots": robots,
         "pages": pages,
     }
+    if web.changes is not None:
+        record["change_model"] = web.changes.describe()
+        record["sitemap_index"] = info.origin + SITEMAP_INDEX if info.sitemap_index else None
+        record["sitemap_files"] = [info.origin + p for p in SITEMAP_FILES] if info.sitemap_index else []
+        record["lastmod_honest"] = info.lastmod_honest
+        record["sitemap_only"] = web.sitemap_only_paths(hi)
+        record["feeds"] = [info.origin + FEED_PATHS[f] for f in info.feeds]
+    return record
 
 
 def iter_truth(
@@ -198,6 +296,8 @@ def build_truth(
     port: int = 80,
     max_pages: int | None = DEFAULT_TRUTH_PAGES,
     copy_hosts_from: int | None = COPY_HOSTS_FROM,
+    change_scale: float = 0.0,
+    epoch: float | None = None,
 ) -> dict[str, dict[str, Any]]:
     """Return the truth of the simweb with these parameters, without a server or a file.
 
@@ -208,12 +308,20 @@ def build_truth(
         port: The port links carry (the truth of a running server needs its port).
         max_pages: Pages described per host.
         copy_hosts_from: First host that may be a mirror, near-copy or template host.
+        change_scale: The change model's scale (0: off).
+        epoch: The change model's epoch (pass the server's to match its truth).
 
     Returns:
         ``{host: record}``, equal to what ``--truth`` writes for the same parameters.
     """
     web = SimWeb(
-        hosts, seed=seed, pages_per_host=pages_per_host, port=port, copy_hosts_from=copy_hosts_from
+        hosts,
+        seed=seed,
+        pages_per_host=pages_per_host,
+        port=port,
+        copy_hosts_from=copy_hosts_from,
+        change_scale=change_scale,
+        epoch=epoch,
     )
     return web_truth(web, max_pages)
 
