@@ -12,6 +12,7 @@ from urllib.parse import urlsplit
 
 from beamcrawl import DEFAULT_USER_AGENT, PRODUCT_TOKEN
 from beamcrawl.core.budgets import BudgetRules
+from beamcrawl.core.freshness import ChangeModel, SchedulePolicy
 from beamcrawl.core.urlshape import ShapeRules
 
 MiB = 1024 * 1024
@@ -109,6 +110,20 @@ class CrawlConfig:
     seen_bucket_bits: int = 4
     warc_max_bytes: int = 1024 * 1024 * 1024
     max_urls_per_host: int = 0  # 0 = only the round window limits a host's slots
+    # Freshness (core/freshness.py). A fetched URL is due again once it has probably changed
+    # (its change rate λ, estimated from its visits), never sooner than min_revisit_interval
+    # nor later than max_revisit_interval; among due URLs, slot assignment ranks revisits by
+    # the freshness a fetch buys (revisit_horizon sets that scale against new URLs). A URL
+    # gone (404/410) this many times in a row is dropped. "uniform" is the textbook baseline:
+    # every page due again after min_revisit_interval, revisited oldest first.
+    revisit_policy: str = "adaptive"  # adaptive | uniform
+    min_revisit_interval: float = 3600.0
+    max_revisit_interval: float = 60 * 86400.0
+    revisit_horizon: float = 86400.0
+    prior_change_interval: float = 7 * 86400.0
+    max_gone_misses: int = 3
+    # Sitemaps and feeds are read up to this many bytes (sitemaps.org's 50 MB limit).
+    max_sitemap_bytes: int = 50 * MiB
     extra: dict[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -164,6 +179,21 @@ class CrawlConfig:
                 f"--domain-budget-cap ({self.domain_budget_cap}) must be >= "
                 f"--domain-budget-base ({self.domain_budget_base})"
             )
+        if self.revisit_policy not in ("adaptive", "uniform"):
+            problems.append(f"--revisit-policy must be adaptive or uniform, got {self.revisit_policy!r}")
+        if not 0 < self.min_revisit_interval <= self.max_revisit_interval:
+            problems.append(
+                f"need 0 < --min-revisit-interval ({self.min_revisit_interval}) <= "
+                f"--max-revisit-interval ({self.max_revisit_interval})"
+            )
+        if not self.revisit_horizon > 0:
+            problems.append(f"--revisit-horizon must be > 0, got {self.revisit_horizon}")
+        if not self.prior_change_interval > 0:
+            problems.append(f"--prior-change-interval must be > 0, got {self.prior_change_interval}")
+        if self.max_gone_misses < 1:
+            problems.append(f"--max-gone-misses must be >= 1, got {self.max_gone_misses}")
+        if self.max_sitemap_bytes < 1:
+            problems.append(f"--max-sitemap-bytes must be >= 1, got {self.max_sitemap_bytes}")
         if not self.budget_period > 0:
             problems.append(f"--budget-period must be > 0, got {self.budget_period}")
         if not 0 < self.defer_base <= self.defer_max:
@@ -179,6 +209,27 @@ class CrawlConfig:
             max_depth=self.max_url_depth,
             max_segment_repeats=self.max_segment_repeats,
             skip_documents=not self.fetch_documents,
+        )
+
+    def schedule_policy(self) -> SchedulePolicy:
+        """The revisit schedule these settings ask for (core/freshness.py). The estimator's
+        prior median is one change per ``prior_change_interval``, and its ceiling one per
+        ``min_revisit_interval`` (or per minute, if that is longer): a faster page cannot be
+        followed anyway."""
+        model = ChangeModel(
+            prior_rate=1.0 / self.prior_change_interval,
+            min_rate=min(ChangeModel.min_rate, 1.0 / self.max_revisit_interval),
+            max_rate=max(ChangeModel.max_rate, 1.0 / self.min_revisit_interval),
+        )
+        return SchedulePolicy(
+            min_interval=self.min_revisit_interval,
+            max_interval=self.max_revisit_interval,
+            gone_interval=min(SchedulePolicy.gone_interval, self.max_revisit_interval),
+            retry_base=min(SchedulePolicy.retry_base, self.min_revisit_interval),
+            retry_cap=min(SchedulePolicy.retry_cap, self.max_revisit_interval),
+            max_misses=self.max_gone_misses,
+            horizon=self.revisit_horizon,
+            model=model,
         )
 
     def budget_rules(self) -> BudgetRules:

@@ -9,7 +9,8 @@ Points in use (tests/pipelines/test_crash_safety.py kills a crawl at each):
 
     url_seen.after_frontier_write   new URLs queued, not yet marked seen
     commit.before                   round job finished, nothing committed
-    commit.after_files              files moved into place, finished frontier rows not deleted
+    commit.after_files              files moved into place, next visits not queued
+    commit.after_requeue            next visits queued, finished frontier rows not deleted
     commit.after_frontier_deletes   frontier rows deleted, round counter not advanced
 """
 

@@ -37,6 +37,7 @@ from urllib.parse import urljoin, urlsplit
 import aiohttp
 
 from beamcrawl.core import politeness
+from beamcrawl.core.conditional import conditional_headers
 from beamcrawl.core.config import CrawlConfig
 from beamcrawl.core.netpolicy import ResolveRules
 from beamcrawl.core.resolver import FetchRefused, PolicyResolver, hostname_of
@@ -348,6 +349,9 @@ class HostCrawler:
             ("Accept", ACCEPT),
             ("Accept-Encoding", ACCEPT_ENCODING),
         ]
+        if entry.revisit:
+            # A page fetched before: ask only for a changed copy (a 304 transfers no body).
+            request_headers += conditional_headers(entry.revisit.get("etag"), entry.revisit.get("last_modified"))
         started = time.time()
         t0 = time.monotonic()
         limits: dict[str, int] = {"max_line_size": MAX_HEADER_LINE, "max_field_size": MAX_HEADER_LINE}
@@ -365,7 +369,7 @@ class HostCrawler:
                     resp.close()
                     raise ResponseRefused(f"more than {self.cfg.max_response_headers} response header lines")
                 peer = resp.connection.transport.get_extra_info("peername") if resp.connection and resp.connection.transport else None
-                raw, body, cut = await self._read_body(resp)
+                raw, body, cut = await self._read_body(resp, sitemap=entry.kind != "page")
                 headers = [(k.decode("latin-1"), v.decode("latin-1")) for k, v in resp.raw_headers]
                 elapsed = time.monotonic() - t0
                 return FetchResult(
@@ -393,7 +397,7 @@ class HostCrawler:
                 ip=ip, request_headers=request_headers, error=reason[:500],
             )
 
-    async def _read_body(self, resp: aiohttp.ClientResponse) -> tuple[bytes, bytes, str | None]:
+    async def _read_body(self, resp: aiohttp.ClientResponse, sitemap: bool = False) -> tuple[bytes, bytes, str | None]:
         """Reads the body within the transfer limits and undoes its Content-Encoding.
 
         Returns ``(raw, payload, cut)``: the bytes as transferred (for the WARC record), the
@@ -401,10 +405,15 @@ class HostCrawler:
         ``"slow"``) or None. A payload cut by ``max_decoded_bytes`` alone is no cut of the
         record: the raw bytes go on being read (the decoder then idles) up to the body cap, so
         ``WARC-Truncated`` says ``length`` only when the recorded bytes are incomplete.
+
+        A sitemap or feed (``sitemap``) may be larger than a page: up to
+        ``max_sitemap_bytes``, transferred and decoded.
         """
         cfg = self.cfg
+        body_cap = max(cfg.max_body_bytes, cfg.max_sitemap_bytes) if sitemap else cfg.max_body_bytes
+        decoded_cap = max(cfg.max_decoded_bytes, cfg.max_sitemap_bytes) if sitemap else cfg.max_decoded_bytes
         try:
-            decoder: CappedDecoder | None = CappedDecoder(resp.headers.get("Content-Encoding"), cfg.max_decoded_bytes)
+            decoder: CappedDecoder | None = CappedDecoder(resp.headers.get("Content-Encoding"), decoded_cap)
         except UnsupportedEncoding:
             decoder = None  # kept as sent (a sniffer then sees compressed bytes, not HTML)
         if decoder is not None and decoder.stages == 0:
@@ -418,7 +427,7 @@ class HostCrawler:
 
         raw, cut = await read_body(
             resp.content,
-            cfg.max_body_bytes,
+            body_cap,
             cfg.min_transfer_rate,
             cfg.transfer_grace,
             stall=cfg.stall_timeout,
@@ -433,7 +442,7 @@ class HostCrawler:
             log.debug("cannot decode %s body of %s: %s", resp.headers.get("Content-Encoding"), resp.url, decoder.error)
             return raw, raw, cut
         if decoder.truncated:
-            log.debug("payload of %s cut at %d decoded bytes", resp.url, cfg.max_decoded_bytes)
+            log.debug("payload of %s cut at %d decoded bytes", resp.url, decoded_cap)
         return raw, b"".join(parts), cut
 
 

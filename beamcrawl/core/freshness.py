@@ -399,6 +399,9 @@ class RevisitState:
         errors: 5xx/429/no-response answers in a row.
         moved_to: Target of a permanent redirect (301/308), or None.
         next_due: When the URL is next due (None: dropped).
+        lastmod_agree: Visits a sitemap's or feed's lastmod claim was checked by and agreed
+            with (changed when it said changed, unchanged when it said not).
+        lastmod_disagree: Visits it was checked by and wrong.
     """
 
     importance: float = 0.5
@@ -420,6 +423,8 @@ class RevisitState:
     errors: int = 0
     moved_to: str | None = None
     next_due: float | None = None
+    lastmod_agree: float = 0.0
+    lastmod_disagree: float = 0.0
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-able dict (for a frontier row or the URL's cells)."""

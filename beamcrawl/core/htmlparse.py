@@ -17,6 +17,7 @@ from beamcrawl.core.sniff import decode_html
 from beamcrawl.core.urlnorm import InvalidURL, fingerprint, normalize
 
 HTML_TYPES = ("text/html", "application/xhtml+xml")
+FEED_TYPES = ("application/rss+xml", "application/atom+xml")
 MAX_PARSE_BYTES = 4 * 1024 * 1024
 MAX_ANCHOR_CHARS = 256
 _WS = re.compile(r"\s+")
@@ -109,9 +110,12 @@ def parse_html(body: bytes, url: str, content_type: str = "", token: str = "beam
         attrs = node.attributes
         if tag == "link":
             rels = (attrs.get("rel") or "").lower().split()
-            if "canonical" not in rels:
+            if "canonical" in rels:
+                kind = "canonical"
+            elif "alternate" in rels and (attrs.get("type") or "").strip().lower() in FEED_TYPES:
+                kind = "feed"  # the site's RSS or Atom feed: read for URLs, like a sitemap
+            else:
                 continue
-            kind = "canonical"
         elif tag in ("iframe", "frame"):
             kind = "frame"
         else:

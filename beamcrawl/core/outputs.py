@@ -19,6 +19,7 @@ KINDS = ("warc", "cdxj", "pages", "links")
 # Kinds committed into another kind's folder: a WARC file's CDXJ index sits beside it.
 FOLDER = {"cdxj": "warc"}
 DONE = "done"  # frontier keys finished this round, applied to the store at commit
+REQUEUE = "requeue"  # the next visits' frontier rows, written at commit before DONE applies
 
 
 def part_name(suffix: str) -> str:
@@ -73,6 +74,9 @@ class RoundOutputs:
 
     def done_files(self) -> list[str]:
         return files.list_files(self.staged(DONE))
+
+    def requeue_files(self) -> list[str]:
+        return files.list_files(self.staged(REQUEUE))
 
     def commit_files(self) -> dict[str, list[str]]:
         """Moves every finished staged file to its final folder; returns them by kind."""

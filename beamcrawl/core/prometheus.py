@@ -48,6 +48,11 @@ _HELP = {
     "bytes": "Response bytes received (as transferred).",
     "links_found": "Links found on the round's pages.",
     "new_urls": "Never-seen URLs queued this round.",
+    "not_modified": "Revisits answered 304 Not Modified (no body transferred).",
+    "changed": "Revisits that found the content changed.",
+    "unchanged": "Revisits that found the content unchanged (304 or the same checksum).",
+    "dropped": "URLs dropped after repeated 404/410 answers.",
+    "sitemaps_read": "Sitemaps and feeds read this round.",
     "frontier_size": "Frontier rows left after the round.",
     "pages_per_second": "Responses per second of pipeline time.",
 }

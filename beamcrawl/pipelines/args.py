@@ -347,7 +347,54 @@ def _add_limit_arguments(parser: Any) -> None:
         default=1000,
         help="Most host names one registered domain admits in all. 0 = no cap. Default 1000.",
     )
-
+    _add(parser,
+        "--revisit-policy",
+        choices=("adaptive", "uniform"),
+        default="adaptive",
+        help="How fetched pages are revisited: adaptive (due once probably changed, ranked by "
+        "the freshness a fetch buys) or uniform (every page again after "
+        "--min-revisit-interval, oldest first; a baseline). Default adaptive.",
+    )
+    _add(parser,
+        "--min-revisit-interval",
+        type=_number(float, "--min-revisit-interval", 0.001),
+        default=3600.0,
+        help="Shortest time, seconds, before a fetched page is fetched again. Default 3600.",
+    )
+    _add(parser,
+        "--max-revisit-interval",
+        type=_number(float, "--max-revisit-interval", 0.001),
+        default=5184000.0,
+        help="Longest time, seconds, a fetched page waits for its next visit, even if it never "
+        "changed. Default 5184000 (60 days).",
+    )
+    _add(parser,
+        "--revisit-horizon",
+        type=_number(float, "--revisit-horizon", 0.001),
+        default=86400.0,
+        help="Seconds of freshness worth one new page of the same importance: how revisits and "
+        "new URLs share a round (smaller favours revisits). Default 86400.",
+    )
+    _add(parser,
+        "--prior-change-interval",
+        type=_number(float, "--prior-change-interval", 0.001),
+        default=604800.0,
+        help="How often a page is assumed to change before its visits tell (the change-rate "
+        "prior's median), seconds. Default 604800 (a week).",
+    )
+    _add(parser,
+        "--max-gone-misses",
+        type=_number(int, "--max-gone-misses", 1),
+        default=3,
+        help="404/410 answers in a row (a 410 counts twice) after which a URL is dropped. Default 3.",
+    )
+    _add(parser,
+        "--max-sitemap-bytes",
+        type=_number(int, "--max-sitemap-bytes", 1),
+        default=50 * 1024 * 1024,
+        help="Largest sitemap or feed read, bytes (decompressed; sitemaps.org's limit is 50 MB). "
+        "Default 52428800.",
+    )
 
 # CrawlConfig fields set from the options of _add_limit_arguments, by the same name.
 LIMIT_FIELDS = (
@@ -371,6 +418,13 @@ LIMIT_FIELDS = (
     "max_new_urls_per_host",
     "max_new_hosts_per_domain",
     "max_hosts_per_domain",
+    "revisit_policy",
+    "min_revisit_interval",
+    "max_revisit_interval",
+    "revisit_horizon",
+    "prior_change_interval",
+    "max_gone_misses",
+    "max_sitemap_bytes",
 )
 
 

@@ -18,6 +18,7 @@ import time
 import uuid
 from dataclasses import dataclass, field
 from typing import Any, Iterable, TextIO
+from urllib.parse import urlsplit
 
 import apache_beam as beam
 from apache_beam.options.pipeline_options import PipelineOptions
@@ -29,9 +30,10 @@ from beamcrawl.core.outputs import RoundOutputs
 from beamcrawl.core.urlnorm import InvalidURL, fingerprint, host_of, normalize
 from beamcrawl.core.urlshape import ShapeRules
 from beamcrawl.pipelines import round as round_pipeline
-from beamcrawl.schemas.records import PRIORITY_SEED, Candidate, fp_key
+from beamcrawl.schemas.records import PRIORITY_SEED, Candidate, FrontierEntry, fp_key, frontier_key
 from beamcrawl.stores.base import Mutation, Store, StoreError, open_store
 from beamcrawl.transforms.budgets import credit_seed_domains
+from beamcrawl.transforms.record import read_requeue_line
 from beamcrawl.transforms.url_seen import queue_new_urls
 
 log = logging.getLogger(__name__)
@@ -94,8 +96,37 @@ def read_seeds(path: str, shape: ShapeRules | None = None) -> list[str]:
     return seeds
 
 
-def submit_urls(store: Store, urls: Iterable[str], now_ms: int, priority: float = PRIORITY_SEED, source: str = "seed") -> SeedReport:
-    """Queues URLs never seen before (one batched key-set read, then frontier-then-seen writes)."""
+# Paths that name a sitemap or feed rather than a page (``submit --kind auto``).
+_DOCUMENT_SUFFIXES = (".xml", ".xml.gz", ".rss", ".atom", ".rdf", "/feed", "/rss", "/atom")
+
+
+def document_kind(url: str) -> str:
+    """``sitemap`` when a URL's path looks like a sitemap or feed, else ``page``. A guess
+    that costs nothing when wrong: an HTML answer to a sitemap fetch is parsed as a page."""
+    path = urlsplit(url).path.lower().rstrip("/") or "/"
+    return "sitemap" if path.endswith(_DOCUMENT_SUFFIXES) or "sitemap" in path.rsplit("/", 1)[-1] else "page"
+
+
+def submit_urls(
+    store: Store,
+    urls: Iterable[str],
+    now_ms: int,
+    priority: float = PRIORITY_SEED,
+    source: str = "seed",
+    *,
+    reason: str = "",
+    kind: str = "page",
+    requeue_known: bool = False,
+) -> SeedReport:
+    """Queues URLs never seen before (one batched key-set read, then frontier-then-seen
+    writes); with ``requeue_known``, URLs the crawl knows are queued again too, now, with
+    their stored revisit state (so the fetch is conditional): an urgent recrawl.
+
+    Args:
+        kind: ``page``, ``sitemap`` (a sitemap or feed, read for URLs) or ``auto``
+            (:func:`document_kind` by path).
+        reason: Why, kept on the frontier row and the seen-set row.
+    """
     report = SeedReport()
     offered: dict[int, Candidate] = {}
     for url in urls:
@@ -108,16 +139,47 @@ def submit_urls(store: Store, urls: Iterable[str], now_ms: int, priority: float 
         if fp in offered:
             report.duplicates += 1
             continue
-        offered[fp] = Candidate(fp=fp, url=norm, host=host_of(norm), depth=0, priority=priority, source=source, inlinks=0)
-    known = store.read_keys("urls", [fp_key(fp) for fp in offered], keys_only=True)
+        what = document_kind(norm) if kind == "auto" else kind
+        offered[fp] = Candidate(fp=fp, url=norm, host=host_of(norm), depth=0, priority=priority, source=source, inlinks=0, kind=what)
+    known = store.read_keys("urls", [fp_key(fp) for fp in offered], keys_only=not requeue_known)
     new = [c for fp, c in sorted(offered.items()) if fp_key(fp) not in known]
     report.duplicates += len(offered) - len(new)
     if source == "seed":
         # The operator vouches for a seed's site: its domain's budget counts extra linkers.
         credit_seed_domains(store, {c.host for c in offered.values()})
-    queue_new_urls(store, new, now_ms)
+    queue_new_urls(store, new, now_ms, reason=reason)
     report.accepted = len(new)
+    if requeue_known and known:
+        again = [_requeued(offered[fp], known[fp_key(fp)], now_ms, reason) for fp in sorted(offered) if fp_key(fp) in known]
+        for i in range(0, len(again), 5000):
+            store.mutate("frontier", [Mutation.set(e.key, e.to_cells()) for e in again[i : i + 5000]])
+        store.mutate("urls", [Mutation.set(fp_key(e.fp), {"u:reason": json.dumps(reason or None).encode()}) for e in again])
+        report.accepted += len(again)
+        report.duplicates -= len(again)
     return report
+
+
+def _requeued(cand: Candidate, cells: dict[str, bytes], now_ms: int, reason: str) -> FrontierEntry:
+    """A known URL queued again by hand, with what the seen set knows of it."""
+
+    def cell(name: str) -> Any:
+        raw = cells.get(f"u:{name}")
+        try:
+            return json.loads(raw) if raw else None
+        except ValueError:
+            return None
+
+    revisit = cell("revisit")
+    revisit = revisit if isinstance(revisit, dict) else None
+    depth = cell("depth")
+    # Its scheduled visit is replaced, not doubled: that row goes when this one is done.
+    due = (revisit or {}).get("next_due")
+    scheduled = [frontier_key(int(due * 1000), cand.fp).hex()] if isinstance(due, (int, float)) and due * 1000 > now_ms else []
+    return FrontierEntry(
+        url=cand.url, fp=cand.fp, host=cand.host, due_ms=now_ms, priority=cand.priority,
+        depth=depth if isinstance(depth, int) else 0, source=cand.source, kind=cand.kind, reason=reason,
+        revisit=revisit, also_keys=scheduled,
+    )  # fmt: skip
 
 
 class RoundLease:
@@ -227,6 +289,16 @@ def _commit(store: Store, outputs: RoundOutputs) -> dict[str, list[str]]:
     outputs.mark_committing()
     moved = outputs.commit_files()
     crash_point("commit.after_files")
+    # The next visits first: a crash between the two leaves a URL queued twice (folded at
+    # slot assignment), never not at all.
+    requeued = 0
+    for path in outputs.requeue_files():
+        with files.open_read(path) as fh:
+            rows = [read_requeue_line(line) for line in fh.read().decode("utf-8").splitlines() if line]
+        for i in range(0, len(rows), 5000):
+            store.mutate("frontier", [Mutation.set(k, cells) for k, cells in rows[i : i + 5000]])
+        requeued += len(rows)
+    crash_point("commit.after_requeue")
     finished = 0
     for path in outputs.done_files():
         with files.open_read(path) as fh:
@@ -237,7 +309,7 @@ def _commit(store: Store, outputs: RoundOutputs) -> dict[str, list[str]]:
     crash_point("commit.after_frontier_deletes")
     store.mutate("meta", [Mutation.set(ROUND_KEY, {"m:next": str(outputs.round_no + 1).encode()})])
     outputs.discard_staging()
-    log.info("round %d committed: %d frontier rows finished", outputs.round_no, finished)
+    log.info("round %d committed: %d frontier rows finished, %d revisits queued", outputs.round_no, finished, requeued)
     return moved
 
 
@@ -302,6 +374,12 @@ def run_round(cfg: CrawlConfig, pipeline_args: list[str], store: Store, round_no
         "exact_copies": metrics.get("content_seen/exact_copies", 0),
         "near_copies": metrics.get("content_seen/near_copies_marked", 0),
         "warc_revisits": metrics.get("store/revisits", 0),
+        # Freshness: what revisits found (a 304 transferred no body), and what was dropped.
+        "not_modified": metrics.get("store/not_modified", 0),
+        "changed": metrics.get("freshness/changed", 0),
+        "unchanged": metrics.get("freshness/unchanged", 0),
+        "dropped": metrics.get("freshness/dropped", 0),
+        "sitemaps_read": metrics.get("parse/sitemaps", 0),
         "frontier_size": frontier_left,
         "pages_per_second": round(pages / max(fetch_done - started, 1e-9), 2),
         "files": {kind: [p_[len(cfg.out) :].lstrip("/") for p_ in paths] for kind, paths in moved.items()},
@@ -325,6 +403,9 @@ def summary(report: dict[str, Any]) -> str:
         f"  links found {report['links_found']}, refused by shape {report['links_refused_by_shape']}, "
         f"new URLs {report['new_urls']}, deferred by budgets {report['deferred_by_budgets']}, "
         f"frontier now {report['frontier_size']}",
+        f"  revisits: changed {report.get('changed', 0)}, unchanged {report.get('unchanged', 0)} "
+        f"({report.get('not_modified', 0)} by 304), dropped {report.get('dropped', 0)}; "
+        f"sitemaps and feeds read {report.get('sitemaps_read', 0)}",
     ]
     for kind, paths in sorted(report["files"].items()):
         lines.append(f"  {kind}: {len(paths)} file(s)")

@@ -3,7 +3,8 @@
 select due URLs → apply domain budgets (over-budget URLs deferred, not deleted) → host
 state → resolve hosts (addresses for per-IP politeness) → assign slots per host
 (CoGroupByKey on host) → fetch politely by shard (one owner per host and per IP) → parse →
-store pages once (WARC) and publish events and edges (Parquet) → URL seen (DRUM, links of a
+decide each page's next visit (change rate, status code) → store pages once (WARC; a 304
+as a revisit record) and publish events and edges (Parquet) → URL seen (DRUM, links of a
 bad shape refused) → record host and URL state, domain usage and linking domains. The
 round's files are committed by the crawl loop (pipelines/crawl.py) after the job finishes.
 
@@ -24,6 +25,7 @@ from beamcrawl.transforms.assign_slots import AssignSlots
 from beamcrawl.transforms.budgets import ApplyBudgets, CountDomainUsage, CountLinkingDomains
 from beamcrawl.transforms.content_seen import FindDuplicateContent
 from beamcrawl.transforms.fetch import FetchPages
+from beamcrawl.transforms.freshness import ScheduleRevisits
 from beamcrawl.transforms.parquet_io import WriteLinkEdges, WritePageEvents
 from beamcrawl.transforms.parse import ParsePages
 from beamcrawl.transforms.record import RecordHostState, RecordUrlState
@@ -54,8 +56,9 @@ def build(p: beam.Pipeline, cfg: CrawlConfig, outputs: RoundOutputs, now: float)
     fetched = plans | "Fetch" >> FetchPages(cfg)
     pages = (
         fetched.results
-        | "Parse" >> ParsePages(cfg.robots_token)
+        | "Parse" >> ParsePages(cfg.robots_token, cfg.max_sitemap_bytes)
         | "Content seen" >> FindDuplicateContent(cfg.store, outputs.round_no, bits=cfg.seen_bucket_bits)
+        | "Schedule revisits" >> ScheduleRevisits(cfg.schedule_policy(), cfg.revisit_policy)
     )
 
     events = pages | "Store pages once" >> WriteWarc(outputs, cfg.warc_max_bytes, cfg.user_agent)
@@ -64,8 +67,9 @@ def build(p: beam.Pipeline, cfg: CrawlConfig, outputs: RoundOutputs, now: float)
 
     _ = (
         pages
-        | "Discovered URLs" >> ExtractCandidates(cfg.shape_rules())
-        | "URL seen" >> FilterSeenUrls(cfg.store, cfg.seen_bucket_bits, now_ms)
+        | "Discovered URLs" >> ExtractCandidates(cfg.shape_rules(), cfg.max_redirects)
+        | "URL seen"
+        >> FilterSeenUrls(cfg.store, cfg.seen_bucket_bits, now_ms, lastmod_hints=cfg.revisit_policy == "adaptive")
     )
 
     _ = fetched.hosts | "Record host state" >> RecordHostState(cfg.store)

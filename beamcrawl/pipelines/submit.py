@@ -9,8 +9,10 @@ JSON, the same answer the control API gives (``POST /v1/crawl-requests``)::
     {"accepted": 2, "duplicates": 0, "rejected": [{"url": "ftp://x/", "reason": "unsupported scheme 'ftp'"}]}
 
 ``accepted`` URLs were queued (due now, at the priority's level on the crawl's one priority
-scale, core/freshness.SUBMIT_PRIORITY); ``duplicates`` were given twice or are already known
-to the crawl; ``rejected`` ones cannot be crawled (the reason says why). ``--file`` reads URLs
+scale, core/freshness.SUBMIT_PRIORITY); with ``--priority high`` that includes URLs the crawl
+already knows, queued again now with their validators (an urgent recrawl, fetched
+conditionally). ``duplicates`` were given twice or, below high, are already known to the
+crawl; ``rejected`` ones cannot be crawled (the reason says why). ``--file`` reads URLs
 one per line (``#`` comments and blank lines skipped; ``-`` is standard input). The work is
 picked up by the next round; no lease is needed, since queueing writes the frontier row
 before the seen-set row and a round running meanwhile at worst queues a URL twice (fetched
@@ -36,6 +38,7 @@ from beamcrawl.pipelines.args import OneLineArgumentParser
 __all__ = ["MAX_REASON_CHARS", "SubmitError", "SubmitRequest", "main", "read_url_file", "submit"]
 
 MAX_REASON_CHARS = 200
+KINDS = ("auto", "page", "sitemap")
 # The source recorded on the frontier rows (FrontierEntry.source) of submitted URLs.
 SOURCE = "submit"
 
@@ -56,15 +59,20 @@ class SubmitRequest:
         urls: The URLs, as given (normalised when queued).
         priority: ``high``, ``normal`` or ``low``.
         reason: Why (``sitemap_lastmod``, ``operator recrawl``...), at most 200 characters.
+        kind: ``page``, ``sitemap`` (a sitemap or feed, read for the URLs it lists) or
+            ``auto`` (by the URL's path: ``.xml``, ``.xml.gz``, ``.rss``, ``/feed``...).
     """
 
     urls: tuple[str, ...]
     priority: str
     reason: str
+    kind: str = "auto"
 
     def __post_init__(self) -> None:
         if self.priority not in SUBMIT_PRIORITY:
             raise SubmitError(f"priority must be one of {', '.join(SUBMIT_PRIORITY)}, got {self.priority!r}")
+        if self.kind not in KINDS:
+            raise SubmitError(f"kind must be one of {', '.join(KINDS)}, got {self.kind!r}")
         check_reason(self.reason)
 
     @classmethod
@@ -77,10 +85,10 @@ class SubmitRequest:
         urls = body.get("urls")
         if not isinstance(urls, list) or not all(isinstance(u, str) for u in urls):
             raise SubmitError("urls must be a list of strings")
-        priority, reason = body.get("priority", "normal"), body.get("reason")
-        if not isinstance(priority, str) or not isinstance(reason, str):
-            raise SubmitError("priority and reason must be strings")
-        return cls(tuple(urls), priority, reason)
+        priority, reason, kind = body.get("priority", "normal"), body.get("reason"), body.get("kind", "auto")
+        if not isinstance(priority, str) or not isinstance(reason, str) or not isinstance(kind, str):
+            raise SubmitError("priority, reason and kind must be strings")
+        return cls(tuple(urls), priority, reason, kind)
 
 
 def check_reason(reason: str) -> str:
@@ -137,7 +145,10 @@ def submit(store: Any, request: SubmitRequest, now_ms: int) -> dict[str, Any]:
     # Imported here: crawl.py imports Apache Beam, which argument errors need not wait for.
     from beamcrawl.pipelines.crawl import submit_urls
 
-    report = submit_urls(store, request.urls, now_ms, priority=submit_priority(request.priority), source=SOURCE)
+    report = submit_urls(
+        store, request.urls, now_ms, priority=submit_priority(request.priority), source=SOURCE,
+        reason=request.reason, kind=request.kind, requeue_known=request.priority == "high",
+    )  # fmt: skip
     return {"accepted": report.accepted, "duplicates": report.duplicates, "rejected": list(report.rejected)}
 
 
@@ -150,6 +161,9 @@ def _parser() -> OneLineArgumentParser:
     parser.add_argument("--file", action="append", default=[], metavar="F", help="File of URLs, one per line ('-': stdin). Repeatable.")
     parser.add_argument("--priority", required=True, help="high | normal | low.")
     parser.add_argument("--reason", required=True, help="Why, in a few words (kept with the work).")
+    parser.add_argument(
+        "--kind", default="auto", help="page | sitemap (a sitemap or feed, read for URLs) | auto (by path). Default auto."
+    )
     where = parser.add_mutually_exclusive_group(required=True)
     where.add_argument("--store", help="The crawl's store: sqlite:///PATH, a folder, or bigtable://PROJECT/INSTANCE[/PREFIX].")
     where.add_argument("--crawl", metavar="OUT_DIR", help="The crawl's output folder (its embedded store).")
@@ -186,7 +200,7 @@ def run(argv: Sequence[str], out: TextIO, stdin: TextIO | None = None, now: floa
         urls.extend(read_url_file(path, stdin))
     if not urls:
         raise SubmitError("no URLs given (as arguments or with --file)")
-    request = SubmitRequest(tuple(urls), args.priority, args.reason)
+    request = SubmitRequest(tuple(urls), args.priority, args.reason, args.kind)
     uri = store_uri(args.store, args.crawl)
 
     from beamcrawl.stores.base import StoreError, open_store

@@ -18,6 +18,9 @@ JSON_CELL = "r:json"
 
 # Priorities of work coming in; discovered links get a priority from their depth.
 PRIORITY_SEED = 1.0
+# Distinct linking hosts remembered per URL offer (importance saturates long before; the
+# hashes keep a combine's state small however popular a URL is).
+MAX_INLINK_HOSTS = 64
 
 
 def _encode(obj: Any) -> dict[str, bytes]:
@@ -62,7 +65,7 @@ class FrontierEntry:
     due_ms: int
     priority: float = 0.5
     depth: int = 0
-    source: str = "link"  # seed | link | redirect | sitemap | submit
+    source: str = "link"  # seed | link | redirect | sitemap | feed | submit | revisit
     inlinks: int = 0
     # Frontier keys of other rows for the same fingerprint (a rerun after a crash may queue
     # a URL twice); they are deleted when this one is done.
@@ -70,6 +73,23 @@ class FrontierEntry:
     # Times the URL was set aside over its domain's budget or host caps (BEAST): each
     # deferral doubles the next one's interval (transforms/budgets.py).
     deferrals: int = 0
+    # What the URL is fetched as: an ordinary page, or a sitemap or feed to read for URLs.
+    kind: str = "page"  # page | sitemap | feed
+    # Redirects followed to reach this URL (each hop is a URL of its own; at most
+    # --max-redirects, core/freshness.redirect_allowed).
+    hops: int = 0
+    # Why the URL was queued: the operator's reason (``beamcrawl submit``), or what the
+    # scheduler saw (``revisit: changed``, ``retry: 503``...).
+    reason: str = ""
+    # A sitemap's or feed's lastmod claim for the URL (epoch seconds), if any.
+    lastmod: float | None = None
+    # The origin of the robots.txt whose Sitemap: line named this sitemap (a sitemap named
+    # there may list that origin's URLs, sitemaps.org cross-submits).
+    robots_origin: str | None = None
+    # A URL fetched before: its revisit state (core/freshness.RevisitState.to_dict()) as of
+    # that fetch, carried in the row so the next fetch sends its validators and slot
+    # assignment ranks it, with no per-URL lookup. None for a URL never fetched.
+    revisit: dict[str, Any] | None = None
 
     @property
     def key(self) -> bytes:
@@ -101,6 +121,12 @@ class UrlState:
     fetched_at_ms: int | None = None
     checksum: str | None = None
     error: str | None = None
+    # The revisit state after the last fetch (core/freshness.RevisitState.to_dict()):
+    # validators, visits, changes, change rate, next due. For inspection and for work
+    # submitted again by hand (its validators go with it); the frontier row carries the copy
+    # the next fetch uses.
+    revisit: dict[str, Any] | None = None
+    reason: str | None = None  # why it was last queued by hand (``beamcrawl submit --reason``)
 
     def to_cells(self, only: tuple[str, ...] | None = None) -> dict[str, bytes]:
         values = dataclasses.asdict(self)
@@ -239,7 +265,10 @@ class Link:
     fp: int
     anchor: str = ""
     nofollow: bool = False
-    kind: str = "a"  # a | canonical | redirect | area | frame
+    # a | canonical | redirect | area | frame | feed (an HTML page's RSS/Atom link) |
+    # sitemap (robots.txt Sitemap: line, sitemap index entry) | listed (a sitemap's or feed's URL)
+    kind: str = "a"
+    lastmod: float | None = None  # a sitemap's or feed's date for a listed URL
 
 
 @dataclass
@@ -265,6 +294,10 @@ class ParsedPage:
     duplicate_distance: int | None = None  # bits between the simhashes (0 for an exact copy)
     original_fetched_at: float | None = None  # epoch s of the original's fetch (WARC-Refers-To-Date)
     original_digest: str | None = None  # the original's WARC payload digest, "sha1:<base32>"
+    # Freshness (transforms/freshness.py): the URL's revisit state after this fetch and the
+    # decision it led to (core/freshness.Schedule as a dict: action, due, priority, observed).
+    revisit: dict[str, Any] | None = None
+    schedule: dict[str, Any] | None = None
 
     @property
     def follow_links(self) -> list[Link]:
@@ -285,15 +318,33 @@ class Candidate:
     priority: float
     source: str = "link"
     inlinks: int = 1
+    # 32-bit hashes of the other hosts linking to the URL (its own host's links are no
+    # vote), unioned when offers combine, at most MAX_INLINK_HOSTS: importance's in-links.
+    inlink_hosts: tuple[int, ...] = ()
+    kind: str = "page"  # page | sitemap | feed (what to fetch it as)
+    hops: int = 0  # redirects followed to reach it
+    lastmod: float | None = None  # a sitemap's or feed's claim
+    robots_origin: str | None = None  # for a sitemap named by robots.txt
 
     def merge(self, other: "Candidate") -> "Candidate":
-        """Combines two offers of one fingerprint (in-links add up, best priority wins)."""
+        """Combines two offers of one fingerprint (in-links add up, linking hosts unite,
+        the best priority wins and brings its source and kind)."""
+        best = self if self.priority >= other.priority else other
+        hosts = self.inlink_hosts
+        if other.inlink_hosts and hosts != other.inlink_hosts:
+            hosts = tuple(sorted(set(hosts) | set(other.inlink_hosts))[:MAX_INLINK_HOSTS])
+        lastmods = [m for m in (self.lastmod, other.lastmod) if m is not None]
         return Candidate(
             fp=self.fp,
             url=self.url,
             host=self.host,
             depth=min(self.depth, other.depth),
-            priority=max(self.priority, other.priority),
-            source=self.source if self.priority >= other.priority else other.source,
+            priority=best.priority,
+            source=best.source,
             inlinks=self.inlinks + other.inlinks,
+            inlink_hosts=hosts,
+            kind=best.kind,
+            hops=min(self.hops, other.hops),
+            lastmod=max(lastmods) if lastmods else None,
+            robots_origin=self.robots_origin or other.robots_origin,
         )

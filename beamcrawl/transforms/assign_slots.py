@@ -6,7 +6,8 @@ round: robots.txt first when the cached answer is missing, older than its maximu
 whose robots.txt is unreachable and not yet due gets no slots, unless its last good copy
 stands in after 24 h), then URLs in priority order, as
 many as fit between the host's next allowed time and the end of the round window at its
-delay, none that the robots rules in force forbid, and at most ``--max-new-urls-per-host``
+delay (new URLs and revisits ranked on one scale, see :func:`ranking`), none that the robots
+rules in force forbid, and at most ``--max-new-urls-per-host``
 never-fetched ones (revisits are not capped); the rest stay queued. A host whose
 Retry-After or back-off holds it past the window gets no slots at all. Blocked (policy or
 ``--blocklist``) and paused hosts get no slots either; their URLs stay queued.
@@ -29,7 +30,7 @@ import apache_beam as beam
 import mmh3
 from apache_beam.metrics import Metrics
 
-from beamcrawl.core import politeness
+from beamcrawl.core import freshness, politeness
 from beamcrawl.core.budgets import cap_new_pages
 from beamcrawl.core.config import CrawlConfig
 from beamcrawl.core.resolver import hostname_of
@@ -44,6 +45,7 @@ __all__ = [
     "hold_reason",
     "is_new_url",
     "plan_host",
+    "ranking",
     "shard_of",
 ]
 
@@ -108,8 +110,38 @@ def dedupe_entries(entries: Iterable[FrontierEntry]) -> list[FrontierEntry]:
             continue
         first, other = (kept, entry) if (kept.due_ms, kept.priority) <= (entry.due_ms, entry.priority) else (entry, kept)
         first.also_keys = sorted(set(first.also_keys) | {other.key.hex()} | set(other.also_keys))
+        # A URL submitted again by hand keeps what its scheduled revisit knows (validators),
+        # and the revisit takes the higher priority of the two.
+        if first.revisit is None and other.revisit:
+            first.revisit = other.revisit
+        first.priority = max(first.priority, other.priority)
         by_fp[entry.fp] = first
     return list(by_fp.values())
+
+
+def ranking(entries: list[FrontierEntry], cfg: CrawlConfig, now: float) -> dict[int, float]:
+    """Each entry's priority at ``now``, on the crawl's one scale: a new URL's is its
+    queue priority (its importance); a scheduled revisit's, under the adaptive policy, the
+    freshness a fetch now buys (``freshness.priority_now``, so the longer a page has waited
+    the more it is worth; a sitemap's, the chance it has news). Work submitted by hand keeps
+    its level."""
+    policy = None
+    ranks: dict[int, float] = {}
+    for entry in entries:
+        rank = entry.priority
+        if entry.source == "revisit" and entry.revisit and cfg.revisit_policy == "adaptive":
+            policy = policy or cfg.schedule_policy()
+            state = freshness.RevisitState.from_dict(entry.revisit)
+            if entry.kind == "sitemap" and state.checked_at is not None:
+                # A sitemap or feed is worth reading when it has news, however often it
+                # changes: its worth is the chance it changed, not the freshness of a copy.
+                rank = freshness.change_priority(state.importance, state.lam, now - state.checked_at)
+            else:
+                rank = freshness.priority_now(state, now, policy)
+            if entry.lastmod is not None:
+                rank = max(rank, entry.priority)  # moved forward by a sitemap's dated claim
+        ranks[entry.fp] = rank
+    return ranks
 
 
 def plan_host(
@@ -133,7 +165,9 @@ def plan_host(
     record = record or HostRecord(host=host)
     if hold_reason(host, record, policy, cfg, now) is not None:
         return None  # stays queued: steering and back-off defer, they never delete
-    queued = sorted(dedupe_entries(entries), key=lambda e: (-e.priority, e.due_ms, e.fp))
+    queued = dedupe_entries(entries)
+    ranks = ranking(queued, cfg, now)
+    queued.sort(key=lambda e: (-ranks[e.fp], e.due_ms, e.fp))
     if not queued:
         return None
     # A host's sudden flood of fresh links must not crowd out its revisits or take the whole

@@ -11,6 +11,14 @@ checksummed (the exact-copy key) but not parsed, and counted as
 
 The simhash (:mod:`beamcrawl.core.textfp`) is computed here, where the page is already in
 hand, for the content-seen stage that follows; a page with too little text gets none.
+
+Discovery beyond links: a robots.txt's ``Sitemap:`` lines and an HTML page's RSS/Atom
+``<link rel=alternate>`` become links of kind ``sitemap`` / ``feed`` (queued to be read, not
+shown), and a URL fetched as a sitemap or feed (``FrontierEntry.kind``) is read with
+:func:`beamcrawl.core.sitemaps.parse` (gzip, XML without entities, the 50,000 URL / 50 MB
+limits): its URLs become links of kind ``listed`` with their lastmod, an index's child
+sitemaps links of kind ``sitemap`` (from a sitemap named by robots.txt or submitted, not
+from one found in an index: indexes do not nest).
 """
 
 from __future__ import annotations
@@ -20,12 +28,13 @@ from typing import Any, Iterator
 import apache_beam as beam
 from apache_beam.metrics import Metrics
 
-from beamcrawl.core import sniff, textfp
+from beamcrawl.core import sitemaps, sniff, textfp
 from beamcrawl.core.htmlparse import checksum, parse_html, robots_directives
+from beamcrawl.core.robots import RobotsRules
 from beamcrawl.core.urlnorm import InvalidURL, fingerprint, normalize
 from beamcrawl.schemas.records import FetchResult, Link, ParsedPage
 
-__all__ = ["PARSED_KINDS", "ParsePages", "body_kind", "parse_fetch", "skipped_counter_name"]
+__all__ = ["PARSED_KINDS", "ParsePages", "body_kind", "parse_fetch", "robots_sitemap_links", "sitemap_links", "skipped_counter_name"]
 
 REDIRECTS = (301, 302, 303, 307, 308)
 PARSED_KINDS = ("html", "xhtml")  # the body kinds parsed for links and text
@@ -43,7 +52,40 @@ def skipped_counter_name(kind: str) -> str:
     return "skipped_" + kind.replace(":", "_")
 
 
-def parse_fetch(result: FetchResult, token: str) -> ParsedPage:
+def _link(url: str, base: str, kind: str, lastmod: float | None = None) -> Link | None:
+    try:
+        target = normalize(url.strip(), base)
+    except InvalidURL:
+        return None
+    return Link(url=target, fp=fingerprint(target), kind=kind, lastmod=lastmod)
+
+
+def robots_sitemap_links(result: FetchResult, token: str) -> list[Link]:
+    """The ``Sitemap:`` lines of a fetched 2xx robots.txt, as links of kind ``sitemap``."""
+    if not 200 <= result.status < 300:
+        return []
+    rules = RobotsRules.parse(result.body, token, result.status)
+    found = (_link(url, result.url, "sitemap") for url in rules.sitemaps())
+    return [link for link in found if link is not None]
+
+
+def sitemap_links(result: FetchResult, max_bytes: int = sitemaps.MAX_BYTES) -> tuple[list[Link], str | None, str]:
+    """A fetched sitemap's or feed's URLs (``listed``) and child sitemaps (``sitemap``).
+
+    Returns ``(links, problem, document kind)``; a malformed or oversized document gives
+    what was read before the problem.
+    """
+    entry = result.entry
+    origins = (entry.robots_origin,) if entry.robots_origin else ()
+    doc = sitemaps.parse(result.body, result.final_url or result.url, robots_origins=origins, max_bytes=max_bytes)
+    links = [Link(url=e.url, fp=fingerprint(e.url), kind="listed", lastmod=e.lastmod) for e in doc.urls]
+    if entry.depth == 0:  # named by robots.txt or submitted: an index's children are read too
+        links += [Link(url=e.url, fp=fingerprint(e.url), kind="sitemap", lastmod=e.lastmod) for e in doc.sitemaps]
+    problem = doc.error or (f"truncated at the {doc.truncated} limit" if doc.truncated else None)
+    return links, problem, doc.kind
+
+
+def parse_fetch(result: FetchResult, token: str, max_sitemap_bytes: int = sitemaps.MAX_BYTES) -> ParsedPage:
     """What one fetch says: pure, so it is tested without a runner."""
     page = ParsedPage(fetch=result)
     if result.outcome != "fetched":
@@ -52,6 +94,7 @@ def parse_fetch(result: FetchResult, token: str) -> ParsedPage:
     x_robots = [v for k, v in result.response_headers if k.lower() == "x-robots-tag"]
     page.meta_noindex, page.meta_nofollow = robots_directives(x_robots, token)
     if result.entry.source == "robots":
+        page.links = robots_sitemap_links(result, token)
         return page
     if result.status in REDIRECTS:
         location = result.header("location")
@@ -65,6 +108,12 @@ def parse_fetch(result: FetchResult, token: str) -> ParsedPage:
     if not (200 <= result.status < 300):
         return page
     page.body_kind = body_kind(result)
+    if result.entry.kind != "page":
+        # Fetched to be read for URLs; a site that answers with an HTML page instead is
+        # parsed as one below.
+        if page.body_kind not in PARSED_KINDS:
+            page.links, page.parse_error, _kind = sitemap_links(result, max_sitemap_bytes)
+            return page
     if page.body_kind not in PARSED_KINDS:
         return page
     found = parse_html(result.body, result.url, result.content_type, token)
@@ -81,26 +130,32 @@ def parse_fetch(result: FetchResult, token: str) -> ParsedPage:
 
 
 class _ParseFn(beam.DoFn):
-    def __init__(self, token: str) -> None:
+    def __init__(self, token: str, max_sitemap_bytes: int) -> None:
         self.token = token
+        self.max_sitemap_bytes = max_sitemap_bytes
         self.received = Metrics.counter("parse", "received")
         self.html = Metrics.counter("parse", "html_pages")
         self.links = Metrics.counter("parse", "links")
         self.error = Metrics.counter("parse", "error")
+        self.sitemaps = Metrics.counter("parse", "sitemaps")  # sitemaps and feeds read
+        self.listed = Metrics.counter("parse", "sitemap_links")  # URLs and child sitemaps they gave
         self.skipped: dict[str, Any] = {}  # parse/skipped_<kind>, made as kinds turn up
 
     def process(self, result: FetchResult) -> Iterator[ParsedPage]:
         self.received.inc()
         try:
-            page = parse_fetch(result, self.token)
+            page = parse_fetch(result, self.token, self.max_sitemap_bytes)
         except Exception as exc:  # one hostile page must not fail the round
             self.error.inc()
             page = ParsedPage(fetch=result, parse_error=f"{type(exc).__name__}: {exc}"[:300])
-        if page.links:
+        if page.links and page.body_kind in PARSED_KINDS:
             self.html.inc()
             self.links.inc(len(page.links))
         kind = page.body_kind
-        if kind is not None and kind not in PARSED_KINDS:
+        if result.entry.kind != "page" and kind is not None and kind not in PARSED_KINDS:
+            self.sitemaps.inc()
+            self.listed.inc(len(page.links))
+        elif kind is not None and kind not in PARSED_KINDS:
             counter = self.skipped.get(kind)
             if counter is None:
                 counter = self.skipped[kind] = Metrics.counter("parse", skipped_counter_name(kind))
@@ -111,9 +166,10 @@ class _ParseFn(beam.DoFn):
 class ParsePages(beam.PTransform):
     """``FetchResult`` → ``ParsedPage``, one for one."""
 
-    def __init__(self, token: str) -> None:
+    def __init__(self, token: str, max_sitemap_bytes: int = sitemaps.MAX_BYTES) -> None:
         super().__init__()
         self.token = token
+        self.max_sitemap_bytes = max_sitemap_bytes
 
     def expand(self, results: beam.PCollection) -> beam.PCollection:
-        return results | "Parse HTML" >> beam.ParDo(_ParseFn(self.token))
+        return results | "Parse HTML, sitemaps and feeds" >> beam.ParDo(_ParseFn(self.token, self.max_sitemap_bytes))

@@ -7,6 +7,9 @@ URL when the page was found to copy another (exact or near), null otherwise, so 
 scheduler can lower a copy's recrawl priority. The frontier rows of URLs finished this
 round are not deleted here: their keys are staged and deleted when the round commits,
 after its WARC and Parquet files are in place, so a crash never loses a fetched page.
+Likewise each URL's next visit (transforms/freshness.py) is staged as a frontier row and
+written at the commit, before the finished rows are deleted: a round that fails leaves no
+half-scheduled revisits, and a commit that resumes writes the same rows again (same keys).
 """
 
 from __future__ import annotations
@@ -18,15 +21,27 @@ import apache_beam as beam
 from apache_beam.metrics import Metrics
 
 from beamcrawl.core import files
-from beamcrawl.core.outputs import DONE, RoundOutputs, part_name
-from beamcrawl.schemas.records import HostRecord, ParsedPage, UrlState, fp_key
+from beamcrawl.core.outputs import DONE, REQUEUE, RoundOutputs, part_name
+from beamcrawl.schemas.records import FrontierEntry, HostRecord, ParsedPage, UrlState, fp_key
+from beamcrawl.transforms.freshness import next_entry
 from beamcrawl.stores.base import Mutation, open_store
 
-__all__ = ["DUPLICATE_CELL", "RecordHostState", "RecordUrlState", "url_state_cells", "done_keys"]
+__all__ = [
+    "DUPLICATE_CELL",
+    "RecordHostState",
+    "RecordUrlState",
+    "done_keys",
+    "requeue_line",
+    "read_requeue_line",
+    "url_state_cells",
+]
 
 FINISHED = ("fetched", "error", "robots_disallowed")
 # url too: a URL queued by a run that died before marking it seen gets its row from here.
 STATE_FIELDS = ("url", "state", "status", "fetched_at_ms", "checksum", "error")
+# Written only when freshness scheduled the fetch (a result that never went through it
+# leaves the cell as it was).
+REVISIT_FIELDS = ("revisit",)
 # The original a fetched page copies (JSON, as the u:<field> cells are), null when it copies
 # none. Written on every response, so a page that stops being a copy loses the mark. Its
 # own cell beside UrlState's (whose from_cells skips cells it does not know), so rows stay
@@ -47,7 +62,13 @@ def url_state_cells(page: ParsedPage) -> dict[str, bytes] | None:
         checksum=page.checksum,
         error=f.error,
     )
+    if f.status == 304 and page.revisit is not None:
+        # Not modified: the content we hold stands; its checksum is the stored one.
+        state.checksum = page.revisit.get("checksum")
     cells = state.to_cells(only=STATE_FIELDS)
+    if page.revisit is not None:
+        state.revisit = page.revisit
+        cells.update(state.to_cells(only=REVISIT_FIELDS))
     if f.outcome == "fetched":
         # Only a response says whether the page is a copy; an error leaves the mark as it was.
         cells[DUPLICATE_CELL] = json.dumps(page.duplicate_of).encode()
@@ -60,6 +81,22 @@ def done_keys(page: ParsedPage) -> list[str]:
     if f.outcome not in FINISHED or f.entry.source == "robots":
         return []
     return [f.entry.key.hex(), *f.entry.also_keys]
+
+
+def requeue_line(page: ParsedPage) -> str | None:
+    """The URL's next frontier row as one staged line (``<key hex> <row JSON>``), or None."""
+    entry = next_entry(page)
+    if entry is None:
+        return None
+    return entry.key.hex() + " " + entry.to_cells()["r:json"].decode()
+
+
+def read_requeue_line(line: str) -> tuple[bytes, dict[str, bytes]]:
+    """Inverse of :func:`requeue_line`: the row's key and cells (checked to load)."""
+    key_hex, _, row = line.partition(" ")
+    cells = {"r:json": row.encode()}
+    FrontierEntry.from_cells(cells)
+    return bytes.fromhex(key_hex), cells
 
 
 class _WriteRowsFn(beam.DoFn):
@@ -81,24 +118,28 @@ class _WriteRowsFn(beam.DoFn):
         self.store.close()
 
 
-class _StageDoneKeysFn(beam.DoFn):
-    """Appends finished frontier keys to this bundle's file in the round's staging."""
+class _StageLinesFn(beam.DoFn):
+    """Appends lines (finished keys, next rows) to this bundle's file in the round's staging."""
 
-    def __init__(self, outputs: RoundOutputs) -> None:
+    def __init__(self, outputs: RoundOutputs, kind: str) -> None:
         self.outputs = outputs
+        self.kind = kind
 
     def start_bundle(self) -> None:
-        self.keys: list[str] = []
+        self.lines: list[str] = []
 
-    def process(self, keys: list[str]) -> None:
-        self.keys.extend(keys)
+    def process(self, lines: list[str] | str) -> None:
+        if isinstance(lines, str):
+            self.lines.append(lines)
+        else:
+            self.lines.extend(lines)
 
     def finish_bundle(self) -> None:
-        if not self.keys:
+        if not self.lines:
             return
-        path = files.join(self.outputs.staged(DONE), part_name(".txt"))
-        files.write_bytes(path, ("\n".join(self.keys) + "\n").encode("ascii"))
-        self.keys = []
+        path = files.join(self.outputs.staged(self.kind), part_name(".txt"))
+        files.write_bytes(path, ("\n".join(self.lines) + "\n").encode("utf-8"))
+        self.lines = []
 
 
 def _host_row(item: tuple[str, HostRecord]) -> tuple[bytes, dict[str, bytes]]:
@@ -129,7 +170,8 @@ def _url_rows(page: ParsedPage) -> Iterable[tuple[bytes, dict[str, bytes]]]:
 
 
 class RecordUrlState(beam.PTransform):
-    """``ParsedPage`` → URL state in the seen set, and finished frontier keys staged."""
+    """``ParsedPage`` → URL state in the seen set; finished frontier keys and the next
+    visits' rows staged for the commit."""
 
     def __init__(self, store_uri: str, outputs: RoundOutputs) -> None:
         super().__init__()
@@ -143,9 +185,15 @@ class RecordUrlState(beam.PTransform):
             | "Batch URL rows" >> beam.BatchElements(min_batch_size=100, max_batch_size=2000)
             | "Write URL rows" >> beam.ParDo(_WriteRowsFn(self.store_uri, "urls"))
         )
+        (
+            pages
+            | "Next visit rows" >> beam.Map(requeue_line)
+            | "Drop unscheduled" >> beam.Filter(bool)
+            | "Stage next visits" >> beam.ParDo(_StageLinesFn(self.outputs, REQUEUE))
+        )
         return (
             pages
             | "Finished frontier keys" >> beam.Map(done_keys)
             | "Drop unfinished" >> beam.Filter(bool)
-            | "Stage finished keys" >> beam.ParDo(_StageDoneKeysFn(self.outputs))
+            | "Stage finished keys" >> beam.ParDo(_StageLinesFn(self.outputs, DONE))
         )

@@ -30,19 +30,24 @@ Governed by: --seen-bucket-bits (at least 2^bits buckets; more when the seen set
 
 from __future__ import annotations
 
+import json
 import math
+from urllib.parse import urlsplit
 from typing import Iterable, Iterator, Literal, MutableMapping, Sequence
 
 import apache_beam as beam
+import mmh3
 from apache_beam.metrics import Metrics
 from apache_beam.transforms.window import GlobalWindow
 from apache_beam.utils.timestamp import MIN_TIMESTAMP
 from apache_beam.utils.windowed_value import WindowedValue
 
 from beamcrawl.core.faults import crash_point
+from beamcrawl.core.freshness import RevisitState, change_probability, importance, redirect_allowed
+from beamcrawl.core.sitemaps import LastmodTrust, lastmod_change_probability, lastmod_claim
 from beamcrawl.core.urlnorm import host_of
 from beamcrawl.core.urlshape import REASONS, ShapeRules
-from beamcrawl.schemas.records import Candidate, FrontierEntry, ParsedPage, UrlState, fp_key
+from beamcrawl.schemas.records import Candidate, FrontierEntry, ParsedPage, UrlState, fp_key, frontier_key
 from beamcrawl.stores.base import Mutation, Store, open_store
 
 __all__ = [
@@ -146,7 +151,7 @@ def merge_unseen(sorted_candidates: Sequence[Candidate], stored_keys: Iterable[b
         pass
 
 
-def queue_new_urls(store: Store, new: Sequence[Candidate], now_ms: int) -> list[FrontierEntry]:
+def queue_new_urls(store: Store, new: Sequence[Candidate], now_ms: int, reason: str = "") -> list[FrontierEntry]:
     """Queues never-seen URLs, then marks them seen (in that order: crash-safe).
 
     A crash between the two writes leaves URLs queued but not seen: a rerun finds them
@@ -160,10 +165,17 @@ def queue_new_urls(store: Store, new: Sequence[Candidate], now_ms: int) -> list[
             fp=c.fp,
             host=c.host,
             due_ms=now_ms,
-            priority=c.priority,
+            # On the one scale of slot assignment: a URL's importance (its way in, depth
+            # and the other hosts linking to it), or the level it was submitted at.
+            priority=max(c.priority, importance(len(c.inlink_hosts), c.source, c.depth)),
             depth=c.depth,
             source=c.source,
             inlinks=c.inlinks,
+            kind=c.kind,
+            hops=c.hops,
+            lastmod=c.lastmod,
+            robots_origin=c.robots_origin,
+            reason=reason,
         )
         for c in new
     ]
@@ -176,7 +188,7 @@ def queue_new_urls(store: Store, new: Sequence[Candidate], now_ms: int) -> list[
             [
                 Mutation.set(
                     fp_key(e.fp),
-                    UrlState(url=e.url, first_seen_ms=now_ms, source=e.source, depth=e.depth).to_cells(),
+                    UrlState(url=e.url, first_seen_ms=now_ms, source=e.source, depth=e.depth, reason=e.reason or None).to_cells(),
                 )
                 for e in batch
             ],
@@ -184,29 +196,84 @@ def queue_new_urls(store: Store, new: Sequence[Candidate], now_ms: int) -> list[
     return entries
 
 
+def host_vote(host: str) -> int:
+    """A linking host as a 32-bit hash (``Candidate.inlink_hosts``)."""
+    return mmh3.hash(host.encode(), seed=0x1A5, signed=False)
+
+
+def _origin(url: str) -> str:
+    parts = urlsplit(url)
+    return f"{parts.scheme}://{parts.netloc}"
+
+
+def lastmod_hint(cand: Candidate, cells: dict[str, bytes] | None, now_ms: int) -> FrontierEntry | None:
+    """A revisit row for a known URL whose sitemap (or feed) says it changed since our last
+    visit, or None.
+
+    The claim is weighed by how often this URL's lastmod agreed with what visits saw
+    (``sitemaps.LastmodTrust``, a Beta(1, 1) prior: 0.5 before any check): the row's
+    priority is the URL's importance times the chance it changed given the claim. The row
+    is due now and names the URL's scheduled row (``also_keys``), deleted once this one is
+    fetched, so the hint moves the visit forward rather than adding one.
+    """
+    raw = (cells or {}).get("u:revisit")
+    if cand.lastmod is None or not raw:
+        return None
+    try:
+        state = RevisitState.from_dict(json.loads(raw))
+    except (ValueError, TypeError):
+        return None
+    now = now_ms / 1000.0
+    if state.next_due is None or state.checked_at is None or state.next_due <= now:
+        return None  # dropped, never seen, or due anyway
+    if lastmod_claim(cand.lastmod, 0.0, state.checked_at, now) is not True:
+        return None
+    trust = LastmodTrust(state.lastmod_agree, state.lastmod_disagree).score
+    p_model = change_probability(state.lam, now - state.checked_at)
+    scheduled = frontier_key(int(state.next_due * 1000), cand.fp).hex()
+    return FrontierEntry(
+        url=cand.url, fp=cand.fp, host=cand.host, due_ms=now_ms,
+        priority=state.importance * lastmod_change_probability(p_model, True, trust),
+        source="revisit", reason="sitemap lastmod", lastmod=cand.lastmod, revisit=state.to_dict(),
+        also_keys=[scheduled],
+    )  # fmt: skip
+
+
 def page_candidates(
     page: ParsedPage,
     shape: ShapeRules | None = None,
     rejected: MutableMapping[str, int] | None = None,
+    max_redirects: int = 5,
 ) -> list[Candidate]:
-    """The URLs a parsed page offers to the frontier (links it may follow, redirects).
+    """The URLs a parsed page offers to the frontier (links it may follow, redirects, and
+    the sitemaps, feeds and listed URLs of robots.txt, sitemaps and feeds).
 
     Args:
         page: A parsed page.
         shape: URL-shape rules; a link failing one is not offered (None: no shape check).
-        rejected: Where to count the links refused, by reason (:data:`urlshape.REASONS`).
+        rejected: Where to count the links refused, by reason (:data:`urlshape.REASONS`,
+            and ``redirect_hops`` for a chain over ``max_redirects``).
+        max_redirects: Redirect hops a chain may take; the next target is not queued.
     """
     if page.duplicate_of and 200 <= page.fetch.status < 300:
         # A copy's links are its original's (or a mirror's echo of them): following them
         # would crawl the copied site twice. What is reachable otherwise is still found.
         # A redirect whose stub body is a copy still leads to its own Location.
         return []
-    depth = page.fetch.entry.depth + 1
+    entry = page.fetch.entry
+    depth = entry.depth + 1
     priority = link_priority(depth)
+    own_host = entry.host
+    vote: tuple[int, ...] | None = None
     out = []
     for link in page.follow_links:
-        if link.kind == "canonical":
+        kind = link.kind
+        if kind == "canonical":
             continue  # a hint about this page, not a new page to crawl
+        if kind == "redirect" and not redirect_allowed(entry.hops + 1, max_redirects):
+            if rejected is not None:
+                rejected["redirect_hops"] = rejected.get("redirect_hops", 0) + 1
+            continue
         if shape is not None:
             reason = shape.check(link.url)
             if reason is not None:
@@ -217,21 +284,50 @@ def page_candidates(
             host = host_of(link.url)
         except ValueError:
             continue
-        source = "redirect" if link.kind == "redirect" else "link"
-        out.append(Candidate(fp=link.fp, url=link.url, host=host, depth=depth, priority=priority, source=source))
+        if kind in ("sitemap", "feed"):
+            # A document to read for URLs. One named by robots.txt is an entry point
+            # (depth 0) that may list its origin's URLs wherever it is kept.
+            from_robots = entry.source == "robots"
+            out.append(Candidate(
+                fp=link.fp, url=link.url, host=host, depth=0 if from_robots else depth, priority=priority,
+                source="sitemap" if kind == "sitemap" else "feed", kind="sitemap", lastmod=link.lastmod,
+                robots_origin=_origin(page.fetch.url) if from_robots else entry.robots_origin,
+            ))  # fmt: skip
+            continue
+        if kind == "listed":
+            # A URL a sitemap or feed lists: the site vouches for it, as an entry point.
+            source = "feed" if entry.source == "feed" else "sitemap"
+            out.append(Candidate(
+                fp=link.fp, url=link.url, host=host, depth=0, priority=importance(0, source, 0),
+                source=source, lastmod=link.lastmod,
+            ))  # fmt: skip
+            continue
+        hosts: tuple[int, ...] = ()
+        if host != own_host and kind != "redirect":
+            if vote is None:
+                vote = (host_vote(own_host),)
+            hosts = vote
+        if kind == "redirect":
+            out.append(Candidate(
+                fp=link.fp, url=link.url, host=host, depth=entry.depth, priority=max(priority, min(1.0, entry.priority)),
+                source="redirect", hops=entry.hops + 1,
+            ))  # fmt: skip
+            continue
+        out.append(Candidate(fp=link.fp, url=link.url, host=host, depth=depth, priority=priority, source="link", inlink_hosts=hosts))
     return out
 
 
 class _CandidatesFn(beam.DoFn):
     """A page's followable links of an acceptable shape, as one list (none if empty)."""
 
-    def __init__(self, shape: ShapeRules | None) -> None:
+    def __init__(self, shape: ShapeRules | None, max_redirects: int) -> None:
         self.shape = shape
-        self.refused = {r: Metrics.counter("url_seen", f"shape_{r}") for r in REASONS}
+        self.max_redirects = max_redirects
+        self.refused = {r: Metrics.counter("url_seen", f"shape_{r}") for r in (*REASONS, "redirect_hops")}
 
     def process(self, page: ParsedPage) -> Iterator[list[Candidate]]:
         rejected: dict[str, int] = {}
-        found = page_candidates(page, self.shape, rejected)
+        found = page_candidates(page, self.shape, rejected, self.max_redirects)
         for reason, n in rejected.items():
             self.refused[reason].inc(n)
         if found:
@@ -246,12 +342,13 @@ class ExtractCandidates(beam.PTransform):
             offers every followable link.
     """
 
-    def __init__(self, shape: ShapeRules | None = None) -> None:
+    def __init__(self, shape: ShapeRules | None = None, max_redirects: int = 5) -> None:
         super().__init__()
         self.shape = shape
+        self.max_redirects = max_redirects
 
     def expand(self, pages: beam.PCollection) -> beam.PCollection:
-        return pages | "Followable links of a sane shape" >> beam.ParDo(_CandidatesFn(self.shape))
+        return pages | "Followable links of a sane shape" >> beam.ParDo(_CandidatesFn(self.shape, self.max_redirects))
 
 
 class _BucketFn(beam.DoFn):
@@ -284,9 +381,18 @@ class _MergeBucketFn(beam.DoFn):
     """Merges one bucket's sorted candidates against the seen set, by scan or by key set."""
 
     def __init__(
-        self, store_uri: str, bits: int, now_ms: int, seen_rows: int, keyset_cost_ratio: float, path: JoinPath
+        self,
+        store_uri: str,
+        bits: int,
+        now_ms: int,
+        seen_rows: int,
+        keyset_cost_ratio: float,
+        path: JoinPath,
+        lastmod_hints: bool = True,
     ) -> None:
         self.store_uri = store_uri
+        self.lastmod_hints = lastmod_hints
+        self.hints = Metrics.counter("url_seen", "lastmod_hints")
         self.bits = bits
         self.now_ms = now_ms
         self.seen_rows = seen_rows
@@ -328,6 +434,20 @@ class _MergeBucketFn(beam.DoFn):
         self.distinct.inc(len(ordered))
         self.new.inc(len(new))
         yield from queue_new_urls(self.store, new, self.now_ms)
+        if self.lastmod_hints:
+            self._queue_hints(ordered, {c.fp for c in new})
+
+    def _queue_hints(self, ordered: Sequence[Candidate], new: set[int]) -> None:
+        """Known URLs a sitemap dates after our last visit: one key-set read of their state,
+        then a revisit row each where the claim is worth acting on."""
+        dated = [c for c in ordered if c.lastmod is not None and c.fp not in new]
+        if not dated:
+            return
+        rows = self.store.read_keys("urls", [fp_key(c.fp) for c in dated])
+        hints = [h for c in dated if (h := lastmod_hint(c, rows.get(fp_key(c.fp)), self.now_ms)) is not None]
+        if hints:
+            self.store.mutate("frontier", [Mutation.set(h.key, h.to_cells()) for h in hints])
+            self.hints.inc(len(hints))
 
     def _scan(self, lo: int, hi: int) -> Iterator[bytes]:
         """The sorted stored keys from ``lo`` to ``hi`` (inclusive): one keys-only range
@@ -365,6 +485,8 @@ class FilterSeenUrls(beam.PTransform):
         candidates: Expected distinct offers this round, if known (sizes buckets too).
         keyset_cost_ratio: Cost of a key-set read per key, in scanned keys; default the
             store's ``keyset_cost_ratio``.
+        lastmod_hints: Queue a revisit of a known URL whose sitemap dates it after our last
+            visit (:func:`lastmod_hint`).
     """
 
     def __init__(
@@ -378,8 +500,10 @@ class FilterSeenUrls(beam.PTransform):
         seen_rows: int | None = None,
         candidates: int | None = None,
         keyset_cost_ratio: float | None = None,
+        lastmod_hints: bool = True,
     ) -> None:
         super().__init__()
+        self.lastmod_hints = lastmod_hints
         if path not in ("auto", "scan", "keyset"):
             raise ValueError(f"path must be auto, scan or keyset, got {path!r}")
         self.store_uri = store_uri
@@ -409,7 +533,7 @@ class FilterSeenUrls(beam.PTransform):
             self.seen_rows, self.candidates, min_bits=self.min_bits, max_bits=self.max_bits
         )
         merge = _MergeBucketFn(
-            self.store_uri, self.bits, self.now_ms, self.seen_rows, self.keyset_cost_ratio, self.path
+            self.store_uri, self.bits, self.now_ms, self.seen_rows, self.keyset_cost_ratio, self.path, self.lastmod_hints
         )
         return (
             candidate_lists

@@ -16,7 +16,10 @@ stored again (:func:`capture_kind`):
   second response. An exact copy sent with other wire bytes (another Content-Encoding) is
   not an identical payload and gets an ordinary response record;
 - a near copy gets no record at all: its content is its original's for every purpose the
-  archive serves, and the page event says whose (``duplicate_of``).
+  archive serves, and the page event says whose (``duplicate_of``);
+- a 304 to a conditional request (a revisit that found the page unchanged) becomes a
+  ``revisit`` record of profile server-not-modified, its block the 304's headers, referring
+  to the URL's stored copy by URI and date (WARC 1.1 §6.7.2).
 
 Encodings are recorded as they were on the wire, as far as the wire can be recorded:
 
@@ -55,6 +58,7 @@ from warcio.warcwriter import WARCWriter
 from beamcrawl import DEFAULT_USER_AGENT, __version__
 from beamcrawl.core import cdxj, files
 from beamcrawl.core.outputs import RoundOutputs, part_name
+from beamcrawl.core.conditional import is_conditional, revisit_warc_headers
 from beamcrawl.core.warc_revisit import is_identical_payload, revisit_record
 from beamcrawl.schemas.arrow import PAGES_HEADER_COLUMNS, signed64
 from beamcrawl.schemas.records import ParsedPage
@@ -114,14 +118,20 @@ def _iso(epoch: float) -> str:
 
 
 def capture_kind(page: ParsedPage) -> str | None:
-    """How a fetched page is archived: ``"response"``, ``"revisit"`` or None (not at all).
+    """How a fetched page is archived: ``"response"``, ``"revisit"``, ``"not_modified"`` or
+    None (not at all).
 
+    A 304 answering a conditional request is ``"not_modified"``: the server said the stored
+    copy stands (a 304 to an unconditional request is a fault, archived as it came).
     New content gets a response record. An exact copy whose payload digest is its
     original's gets a revisit record: the identical-payload-digest profile promises exactly
     that, so a copy with other wire bytes (another Content-Encoding of the same payload) or
     without its original's digest and date gets a response instead. A near copy is not
     archived: its original stands for it.
     """
+    f = page.fetch
+    if f.status == 304 and is_conditional(f.request_headers):
+        return "not_modified"
     if page.duplicate_of is None:
         return "response"
     if page.duplicate_kind == "near":
@@ -214,6 +224,38 @@ def write_revisit_records(writer: WARCWriter, page: ParsedPage) -> tuple[ArcWarc
     return revisit, _write_with_request(writer, revisit, request)
 
 
+def write_not_modified_records(writer: WARCWriter, page: ParsedPage) -> tuple[ArcWarcRecord, int]:
+    """Writes a 304's revisit record (profile server-not-modified), then its request record.
+
+    The record's block is the 304's status line and headers, with no payload; it refers to
+    the URL's stored copy: ``WARC-Refers-To-Target-URI`` the URL itself and
+    ``WARC-Refers-To-Date`` the fetch time of the copy held (from the URL's revisit state,
+    when known).
+    """
+    f = page.fetch
+    request = _request_record(writer, page)
+    headers = [(HOP_BY_HOP_RENAMED.get(k.lower(), k), v) for k, v in f.response_headers]
+    stored_at = (page.revisit or {}).get("stored_at") or ((f.entry.revisit or {}).get("stored_at"))
+    warc_headers = {"WARC-Date": _iso(f.fetched_at)}
+    if f.ip:
+        warc_headers["WARC-IP-Address"] = f.ip
+    refers = revisit_warc_headers(f.url, _iso(stored_at) if stored_at else "")
+    if not stored_at:
+        del refers["WARC-Refers-To-Date"]
+    warc_headers.update(refers)
+    revisit = writer.create_warc_record(
+        f.url,
+        "revisit",
+        payload=io.BytesIO(b""),
+        length=0,
+        http_headers=_WireHeaders(f"{f.status} {f.reason}".strip(), headers, protocol=f"HTTP/{f.http_version}"),
+        warc_headers_dict=warc_headers,
+    )
+    revisit.rec_headers.remove_header("WARC-Payload-Digest")  # no payload: nothing to digest
+    _conventional_order(revisit)
+    return revisit, _write_with_request(writer, revisit, request)
+
+
 @dataclass(frozen=True)
 class ArchivedFetch:
     """A fetch serialised as WARC records, ready to append to a file."""
@@ -224,7 +266,7 @@ class ArchivedFetch:
 
 
 def archive_fetch(
-    page: ParsedPage, make_writer: WriterFactory = _new_writer, *, revisit: bool | None = None
+    page: ParsedPage, make_writer: WriterFactory = _new_writer, *, revisit: bool | None = None, kind: str | None = None
 ) -> ArchivedFetch:
     """Serialises a fetch's records in memory (pure: no file is touched).
 
@@ -233,11 +275,12 @@ def archive_fetch(
         make_writer: Makes the WARC writer over the in-memory buffer.
         revisit: Whether to write a revisit record rather than a response; None decides by
             :func:`capture_kind` (which hashes the payload: callers that know pass it).
+        kind: :func:`capture_kind`'s answer, if the caller has it (overrides ``revisit``).
     """
-    if revisit is None:
-        revisit = capture_kind(page) == "revisit"
+    if kind is None:
+        kind = capture_kind(page) if revisit is None else ("revisit" if revisit else "response")
     buf = io.BytesIO()
-    write = write_revisit_records if revisit else write_fetch_records
+    write = {"revisit": write_revisit_records, "not_modified": write_not_modified_records}.get(kind, write_fetch_records)
     record, length = write(make_writer(buf), page)
     return ArchivedFetch(buf.getvalue(), record, length)
 
@@ -273,6 +316,18 @@ def _headers_joined(headers: list[tuple[str, str]]) -> dict[str, str]:
     return {column: ", ".join(values) for column, values in found.items()}
 
 
+def _changed(page: ParsedPage) -> bool | None:
+    """Whether the fetch found new content: True for a first visit or a change, False for
+    an unchanged page (a 304, or the same checksum), None when it says nothing (errors,
+    redirects, gone pages, or no schedule)."""
+    observed = (page.schedule or {}).get("observed")
+    if observed in ("first", "changed"):
+        return True
+    if observed == "unchanged":
+        return False
+    return None if page.schedule is not None else True
+
+
 def page_event(page: ParsedPage, blob: str | None, note: str | None = None) -> dict[str, Any]:
     """The fetch event of DESIGN.md §1 step 6, as a pages/ Parquet row (its round is the
     folder it is written to, ``pages/round=N/``).
@@ -299,7 +354,7 @@ def page_event(page: ParsedPage, blob: str | None, note: str | None = None) -> d
         "content_type": f.content_type or None,
         "content_length": len(f.body) if fetched else None,
         "truncated": f.truncated,
-        "changed": True if fetched else None,  # revisits (a later issue) compare checksums
+        "changed": _changed(page) if fetched else None,
         "checksum": page.checksum,
         "simhash": page.simhash,
         "duplicate_of": page.duplicate_of,
@@ -336,6 +391,7 @@ class _MetricsCollector:
         self.file_bytes = Metrics.distribution(ns, "warc_file_bytes")
         self.cdxj_lines = Metrics.counter(ns, "cdxj_lines")
         self.revisits = Metrics.counter(ns, "revisits")  # exact copies archived as revisit records
+        self.not_modified = Metrics.counter(ns, "not_modified")  # 304s archived as revisit records
         self.near_copies = Metrics.counter(ns, "near_copies")  # event only: the original stands for it
 
 
@@ -401,7 +457,7 @@ class _WriteWarcFn(beam.DoFn):
             return page_event(page, None)
         started = time.perf_counter()
         try:
-            archived = archive_fetch(page, revisit=kind == "revisit")
+            archived = archive_fetch(page, kind=kind)
         except (ValueError, UnicodeError) as exc:  # a response warcio cannot represent
             self.metrics.error.inc()
             note = f"not archived: {type(exc).__name__}: {exc}"[:300]
@@ -420,6 +476,8 @@ class _WriteWarcFn(beam.DoFn):
         self.metrics.success.inc()
         if kind == "revisit":
             self.metrics.revisits.inc()
+        elif kind == "not_modified":
+            self.metrics.not_modified.inc()
         self.metrics.latency_us.update(int((time.perf_counter() - started) * 1e6))
         return page_event(page, f"{self.rel}@{offset}")
 

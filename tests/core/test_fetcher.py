@@ -73,6 +73,13 @@ class MockServer:
             body, headers = gzip.compress(b"<html>" + b"a" * 1000 + b"</html>"), {"Content-Type": "text/html", "Content-Encoding": "gzip"}
         elif path.startswith("/redirect"):
             status, headers = 301, {"Location": "/target"}
+        elif path.startswith("/etag"):  # answers a conditional request for "v1" with a 304
+            headers["ETag"] = '"v1"'
+            headers["Last-Modified"] = "Mon, 01 Jan 2024 00:00:00 GMT"
+            if request.headers.get("If-None-Match") == '"v1"':
+                status, body = 304, b""
+        elif path.startswith("/sitemap"):
+            body = b"x" * 30_000
         elif path.startswith("/hang"):
             await asyncio.sleep(5)
         elif path.startswith("/headers"):  # /headers/N: N extra header lines
@@ -96,7 +103,10 @@ class MockServer:
         resp = web.Response(status=status, body=body, headers=headers)
         await resp.prepare(request)
         await resp.write_eof()
-        self._log.append({"start": start, "end": time.time(), "host": host, "path": path, "ua": request.headers.get("User-Agent", "")})
+        self._log.append({
+            "start": start, "end": time.time(), "host": host, "path": path, "ua": request.headers.get("User-Agent", ""),
+            "inm": request.headers.get("If-None-Match"), "ims": request.headers.get("If-Modified-Since"),
+        })  # fmt: skip
         return resp
 
     def run(self) -> None:
@@ -435,3 +445,27 @@ def test_unreachable_robots_uses_the_last_good_copy_only_after_24h(failing_hours
     record = hosts[f"fb.test:{server.port}"]
     assert record.robots["kind"] == "disallow_all" and record.robots_good == good.to_dict()
     assert record.robots_failing_since == pytest.approx(now - failing_hours * 3600)
+
+
+def test_a_revisit_asks_conditionally_and_a_304_carries_no_body():
+    with mock_server() as server:
+        p = plan(server, "a.test", ["/etag/1", "/etag/2"], robots_known="")
+        p.entries[0].revisit = {"etag": '"v1"', "last_modified": "Mon, 01 Jan 2024 00:00:00 GMT", "visits": 1}
+        results, _ = run(cfg(), [p])
+        log = {r["path"]: r for r in server.log}
+    by_path = {r.url.rsplit(":", 1)[1].split("/", 1)[1]: r for r in results}
+    revisit, first = by_path["etag/1"], by_path["etag/2"]
+    assert log["/etag/1"]["inm"] == '"v1"' and log["/etag/1"]["ims"] == "Mon, 01 Jan 2024 00:00:00 GMT"
+    assert (revisit.status, revisit.body) == (304, b"")
+    assert ("If-None-Match", '"v1"') in revisit.request_headers  # recorded for the WARC request record
+    assert log["/etag/2"]["inm"] is None and first.status == 200 and first.body  # never fetched: unconditional
+
+
+def test_a_sitemap_may_be_larger_than_a_page():
+    with mock_server() as server:
+        p = plan(server, "a.test", ["/sitemap.xml", "/big"], robots_known="")
+        p.entries[0].kind = "sitemap"
+        results, _ = run(cfg(max_body_bytes=10_000, max_sitemap_bytes=40_000), [p])
+    by_path = {r.url.rsplit("/", 1)[1]: r for r in results}
+    assert len(by_path["sitemap.xml"].body) == 30_000 and by_path["sitemap.xml"].truncated is None
+    assert len(by_path["big"].body) == 10_000 and by_path["big"].truncated == "length"

@@ -64,6 +64,7 @@ SCENARIOS = [
     ("mid-fetch", "embedded"),
     ("commit.before", "embedded"),
     ("commit.after_files", "embedded"),
+    ("commit.after_requeue", "embedded"),
     ("commit.after_frontier_deletes", "embedded"),
     ("url_seen.after_frontier_write@2", "bigtable"),
     ("commit.after_files", "bigtable"),
@@ -128,7 +129,20 @@ def check_nothing_lost(out: Path, store_uri: str, served: list[dict[str, Any]], 
         # The seen row's state cells only: a URL queued by a crashed attempt but never
         # marked seen gets just its fetch outcome's cells (no u:url) when it is fetched.
         seen = {key_fp(k): c for k, c in store.read_range("urls")}
-        queued = {FrontierEntry.from_cells(c).fp for _, c in store.read_range("frontier")}
+        entries = [FrontierEntry.from_cells(c) for _, c in store.read_range("frontier")]
+    queued = {e.fp for e in entries}
+    # Every page a committed round fetched is queued for its next visit (a 2xx is never
+    # dropped), with the state its conditional request needs.
+    revisits = {e.fp: e for e in entries if e.source == "revisit"}
+    ok_pages = {
+        row["url_fp"] & MASK: row["url"]
+        for row in pages
+        if row["outcome"] == "fetched" and row["source"] != "robots" and 200 <= (row["status"] or 0) < 300
+    }
+    unscheduled = sorted(url for fp, url in ok_pages.items() if fp not in revisits)
+    assert not unscheduled, f"fetched but no next visit queued: {unscheduled[:5]}"
+    stateless = sorted(url for fp, url in ok_pages.items() if not (revisits[fp].revisit or {}).get("visits"))
+    assert not stateless, f"next visit queued without the page's state: {stateless[:5]}"
 
     def done(fp: int) -> bool:
         return fp in queued or fp in committed or seen[fp].get("u:state") == b'"robots_disallowed"'

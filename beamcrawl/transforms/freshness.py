@@ -1,0 +1,176 @@
+"""Freshness: what each fetch says about its page's changes, and when to fetch it again.
+
+After content seen, every fetch outcome of a page (not robots.txt) updates the URL's revisit
+state (core/freshness.py: validators, visits, changes seen, the change-rate estimate λ) and
+decides the next visit: ``after_fetch`` reads the status code (200 changed or not by
+checksum, 304 unchanged with no body, 404/410 re-checked less and less then dropped,
+301/308 moved, 5xx/429/no answer retried with back-off) and sets a due time and a priority.
+The page carries both on (``ParsedPage.revisit``, ``ParsedPage.schedule``): the record stage
+stages the URL's next frontier row, written when the round commits, and the WARC stage
+writes a 304 as a ``revisit`` record.
+
+Two policies: ``adaptive`` (the default: due once probably changed, ranked by the freshness
+a fetch buys) and ``uniform`` (every page due again after the shortest interval, all at one
+priority, so the oldest go first: the textbook baseline the adaptive one is measured
+against). Pure functions under one thin ``Map``.
+
+Governed by: --revisit-policy, --min-revisit-interval, --max-revisit-interval,
+--revisit-horizon, --prior-change-interval, --max-gone-misses.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import apache_beam as beam
+from apache_beam.metrics import Metrics
+
+from beamcrawl.core import freshness, sitemaps
+from beamcrawl.core.conditional import is_conditional, parse_http_date, validators_from_headers
+from beamcrawl.core.freshness import FetchOutcome, RevisitState, SchedulePolicy
+from beamcrawl.schemas.records import FrontierEntry, ParsedPage
+
+__all__ = ["UNIFORM_PRIORITY", "ScheduleRevisits", "fetch_outcome", "next_entry", "retry_after", "schedule_page"]
+
+# The uniform baseline's one priority for every revisit (a link one hop deep has the same).
+UNIFORM_PRIORITY = 0.5
+# A page found to copy another is worth less: its content is kept under the original's URL.
+COPY_IMPORTANCE = 0.5
+SCHEDULED = ("fetched", "error")
+
+
+def retry_after(value: str | None, now: float) -> float | None:
+    """Seconds a ``Retry-After`` value asks to wait (delay-seconds or an HTTP-date)."""
+    if not value:
+        return None
+    text = value.strip()
+    if text.isdigit():
+        return float(text)
+    when = parse_http_date(text)
+    return None if when is None else max(0.0, when - now)
+
+
+def fetch_outcome(page: ParsedPage) -> FetchOutcome:
+    """What one fetch told us, in the schedule's terms."""
+    f = page.fetch
+    if f.outcome != "fetched":
+        return FetchOutcome(status=None, conditional=is_conditional(f.request_headers))
+    validators = validators_from_headers(f.response_headers, f.fetched_at)
+    location = next((link.url for link in page.links if link.kind == "redirect"), None)
+    ok = 200 <= f.status < 300
+    return FetchOutcome(
+        status=f.status,
+        checksum=page.checksum if ok else None,
+        simhash=page.simhash if ok else None,
+        etag=validators.etag,
+        last_modified=validators.last_modified,
+        location=location,
+        retry_after=retry_after(f.header("retry-after"), f.fetched_at) if f.status in (429, 503) else None,
+        conditional=is_conditional(f.request_headers),
+    )
+
+
+def _state_before(page: ParsedPage, policy: SchedulePolicy) -> RevisitState:
+    entry = page.fetch.entry
+    if entry.revisit:
+        return RevisitState.from_dict(entry.revisit)
+    state = freshness.revisit_state_for(0, entry.source, entry.depth, model=policy.model)
+    # The queue priority already holds the URL's worth (its way in, depth, linking hosts);
+    # a submitted URL's level may exceed 1, importance may not.
+    state.importance = min(1.0, max(freshness.MIN_IMPORTANCE, entry.priority))
+    return state
+
+
+def schedule_page(page: ParsedPage, policy: SchedulePolicy, uniform: bool = False) -> ParsedPage:
+    """Sets ``page.revisit`` and ``page.schedule`` for a page or error outcome; leaves
+    robots.txt, robots-disallowed and deferred results as they are."""
+    f = page.fetch
+    if f.outcome not in SCHEDULED or f.entry.source == "robots":
+        return page
+    now = f.fetched_at or 0.0
+    before = _state_before(page, policy)
+    if page.duplicate_of is not None and not f.entry.revisit:
+        before.importance = max(freshness.MIN_IMPORTANCE, before.importance * COPY_IMPORTANCE)
+    state, schedule = freshness.after_fetch(before, fetch_outcome(page), now, policy)
+    if f.entry.lastmod is not None and f.entry.revisit:
+        # The visit checks the sitemap's claim: how far its lastmod is trusted next time.
+        changed = {"changed": True, "unchanged": False}.get(schedule.observed)
+        trust = sitemaps.observe_lastmod(
+            sitemaps.LastmodTrust(before.lastmod_agree, before.lastmod_disagree),
+            lastmod=f.entry.lastmod, span=0.0, since=before.checked_at, changed=changed, now=now,
+        )  # fmt: skip
+        state.lastmod_agree, state.lastmod_disagree = trust.agree, trust.disagree
+    if uniform and schedule.due is not None:
+        due = now + policy.min_interval
+        state.next_due = due
+        schedule = dataclasses.replace(schedule, due=due, priority=UNIFORM_PRIORITY)
+    page.revisit = state.to_dict()
+    page.schedule = {
+        "action": schedule.action,
+        "due": schedule.due,
+        "priority": schedule.priority,
+        "observed": schedule.observed,
+        "reason": schedule.reason,
+    }
+    return page
+
+
+def next_entry(page: ParsedPage) -> FrontierEntry | None:
+    """The URL's next frontier row after this fetch (None: not scheduled, or dropped)."""
+    schedule = page.schedule
+    if not schedule or schedule.get("due") is None or page.revisit is None:
+        return None
+    entry = page.fetch.entry
+    due = float(schedule["due"])
+    if not math.isfinite(due):
+        return None
+    return FrontierEntry(
+        url=entry.url,
+        fp=entry.fp,
+        host=entry.host,
+        due_ms=int(due * 1000),
+        priority=float(schedule["priority"]),
+        depth=entry.depth,
+        source="revisit",
+        kind=entry.kind,
+        hops=entry.hops,
+        reason=f"{schedule['action']}: {schedule['observed']}",
+        robots_origin=entry.robots_origin,
+        revisit=page.revisit,
+    )
+
+
+class _ScheduleFn(beam.DoFn):
+    def __init__(self, policy: SchedulePolicy, uniform: bool) -> None:
+        self.policy = policy
+        self.uniform = uniform
+        self.observed = {
+            name: Metrics.counter("freshness", name)
+            for name in ("first", "changed", "unchanged", "gone", "moved", "redirect", "error")
+        }
+        self.dropped = Metrics.counter("freshness", "dropped")
+
+    def process(self, page: ParsedPage):
+        page = schedule_page(page, self.policy, self.uniform)
+        if page.schedule is not None:
+            counter = self.observed.get(page.schedule["observed"])
+            if counter is not None:
+                counter.inc()
+            if page.schedule["due"] is None:
+                self.dropped.inc()
+        yield page
+
+
+class ScheduleRevisits(beam.PTransform):
+    """``ParsedPage`` → the same page with its revisit state and next visit decided."""
+
+    def __init__(self, policy: SchedulePolicy, revisit_policy: str = "adaptive") -> None:
+        super().__init__()
+        if revisit_policy not in ("adaptive", "uniform"):
+            raise ValueError(f"revisit_policy must be adaptive or uniform, got {revisit_policy!r}")
+        self.policy = policy
+        self.uniform = revisit_policy == "uniform"
+
+    def expand(self, pages: beam.PCollection) -> beam.PCollection:
+        return pages | "Update change estimate, decide next visit" >> beam.ParDo(_ScheduleFn(self.policy, self.uniform))
