@@ -31,9 +31,12 @@ mirror serves its original's bytes at every moment. Everything below is a pure f
   time plus a gap (``t_1 = epoch + g_1``, ``t_k = t_(k-1) + g_k``), so they are strictly after
   the epoch;
 * the version at time ``t``: the number of changes in ``(epoch, t]`` (0 before the first);
-* the last change at ``t``: the time of the latest change ``<= t``; for version 0 it is
-  :attr:`ChangeModel.version0_time`, the epoch rounded down to the second minus 30 days
-  (:data:`VERSION0_AGE`), so every page looks "last modified" a month before the web started.
+* the last change at ``t``: the time of the latest change ``<= t``; for version 0 of a static
+  page it is :attr:`ChangeModel.version0_time`, the epoch rounded down to the second minus 30
+  days (:data:`VERSION0_AGE`); for version 0 of a changing page, the epoch (to the second)
+  minus an exponential age of the page's own mean interval (its own stream, at least 1 s):
+  the web was changing before it started, so a page's Last-Modified never says "unchanged for
+  a month" of a page that changes every minute.
 
 Change times are generated lazily and cached per page (extended when a later time is asked for),
 so ``version_at`` is a dictionary look-up and a bisection. The cache holds every change up to the
@@ -61,6 +64,7 @@ __all__ = [
     "ChangeModel",
     "PageKey",
     "etag_matches",
+    "parse_mix",
     "http_date",
     "not_modified",
     "parse_http_date",
@@ -86,9 +90,38 @@ CHANGE_MULTIPLIERS: dict[str, float | None] = {
 CHANGE_CLASSES: tuple[str, ...] = tuple(name for name, _ in CHANGE_MIX)
 VERSION0_AGE = 30 * 86400  # version 0 was last modified this long before the epoch
 
-_CUMULATIVE: tuple[tuple[float, str], ...] = tuple(
-    (sum(share for _, share in CHANGE_MIX[: i + 1]), name) for i, (name, _) in enumerate(CHANGE_MIX)
-)
+def _cumulative(mix: tuple[tuple[str, float], ...]) -> tuple[tuple[float, str], ...]:
+    return tuple((sum(share for _, share in mix[: i + 1]), name) for i, (name, _) in enumerate(mix))
+
+
+def parse_mix(text: str) -> tuple[tuple[str, float], ...]:
+    """A class mix from ``"static=0.5,slow=0.05,medium=0.2,fast=0.25"`` (``--change-mix``):
+    every class of :data:`CHANGE_CLASSES` once, shares >= 0 summing to 1 (within 1e-6), in
+    the order of :data:`CHANGE_MIX` (which fixes how the seeded draw maps to a class).
+
+    Raises:
+        ValueError: An unknown or missing class, a bad number, or shares not summing to 1.
+    """
+    shares: dict[str, float] = {}
+    for part in text.split(","):
+        name, sep, value = part.strip().partition("=")
+        if not sep or name not in CHANGE_CLASSES or name in shares:
+            raise ValueError(f"change mix: expected class=share for each of {', '.join(CHANGE_CLASSES)}, got {part.strip()!r}")
+        try:
+            shares[name] = float(value)
+        except ValueError:
+            raise ValueError(f"change mix: {name} share is not a number: {value!r}") from None
+        if not 0 <= shares[name] <= 1:
+            raise ValueError(f"change mix: {name} share must be in [0, 1], got {value}")
+    missing = [c for c in CHANGE_CLASSES if c not in shares]
+    if missing:
+        raise ValueError(f"change mix: no share for {', '.join(missing)}")
+    if abs(sum(shares.values()) - 1.0) > 1e-6:
+        raise ValueError(f"change mix: shares must sum to 1, got {sum(shares.values())}")
+    return tuple((c, shares[c]) for c in CHANGE_CLASSES)
+
+
+_CUMULATIVE: tuple[tuple[float, str], ...] = _cumulative(CHANGE_MIX)
 
 
 class _Stream:
@@ -123,9 +156,10 @@ class ChangeModel:
         seed: The web's seed.
         change_scale: Seconds per unit of :data:`CHANGE_MULTIPLIERS`; must be > 0.
         epoch: When changes start being counted, epoch seconds.
+        mix: The classes' shares (:func:`parse_mix`); default :data:`CHANGE_MIX`.
     """
 
-    def __init__(self, seed: int, change_scale: float, epoch: float) -> None:
+    def __init__(self, seed: int, change_scale: float, epoch: float, mix: tuple[tuple[str, float], ...] | None = None) -> None:
         if not change_scale > 0 or not math.isfinite(change_scale):
             raise ValueError("change_scale must be a positive number of seconds")
         if not math.isfinite(epoch):
@@ -134,7 +168,10 @@ class ChangeModel:
         self.change_scale = float(change_scale)
         self.epoch = float(epoch)
         self.version0_time = float(math.floor(self.epoch) - VERSION0_AGE)
+        self.mix = tuple(mix) if mix is not None else CHANGE_MIX
+        self._cumulative = _cumulative(self.mix)
         self._classes: dict[tuple[int, PageKey], str] = {}
+        self._origins: dict[tuple[int, PageKey], float] = {}
         self._streams: dict[tuple[int, PageKey], _Stream] = {}
 
     def describe(self) -> dict[str, object]:
@@ -144,7 +181,7 @@ class ChangeModel:
             "change_scale": self.change_scale,
             "epoch": self.epoch,
             "version0_time": self.version0_time,
-            "mix": {name: share for name, share in CHANGE_MIX},
+            "mix": {name: share for name, share in self.mix},
             "multipliers": dict(CHANGE_MULTIPLIERS),
         }
 
@@ -154,7 +191,7 @@ class ChangeModel:
         cls = self._classes.get(key)
         if cls is None:
             r = random.Random(f"simweb-change-class|{self.seed}|{host}|{page}").random()
-            cls = next((name for bound, name in _CUMULATIVE if r < bound), CHANGE_MIX[-1][0])
+            cls = next((name for bound, name in self._cumulative if r < bound), self.mix[-1][0])
             self._classes[key] = cls
         return cls
 
@@ -182,10 +219,26 @@ class ChangeModel:
         """Number of changes of the page in ``(epoch, t]`` (0 for ``t`` before the epoch)."""
         return bisect.bisect_right(self._stream(host, page).extend(t), t)
 
-    def change_time(self, host: int, page: PageKey, version: int) -> float:
-        """When the page became ``version``: the version-th change, or :attr:`version0_time`."""
-        if version <= 0:
+    def version0_changed(self, host: int, page: PageKey) -> float:
+        """When a page's version 0 was last modified: a static page, :attr:`version0_time`;
+        a changing one, as its own process would have it (the age of a Poisson process's
+        latest change at any moment is exponential with the same mean: the web was changing
+        before the epoch), drawn from a stream of its own and at least a second back."""
+        mean = self.mean_interval(host, page)
+        if mean is None:
             return self.version0_time
+        key = (host, page)
+        when = self._origins.get(key)
+        if when is None:
+            age = random.Random(f"simweb-age0|{self.seed}|{host}|{page}").expovariate(1.0 / mean)
+            when = self._origins[key] = float(math.floor(self.epoch) - max(1, math.ceil(age)))
+        return when
+
+    def change_time(self, host: int, page: PageKey, version: int) -> float:
+        """When the page became ``version``: the version-th change, or for version 0
+        :meth:`version0_changed`."""
+        if version <= 0:
+            return self.version0_changed(host, page)
         stream = self._stream(host, page)
         if stream.mean is None:
             raise ValueError("a static page has only version 0")
@@ -195,7 +248,7 @@ class ChangeModel:
         return times[version - 1]
 
     def last_change(self, host: int, page: PageKey, t: float) -> float:
-        """Time of the latest change ``<= t``; :attr:`version0_time` while at version 0."""
+        """Time of the latest change ``<= t`` (:meth:`version0_changed` while at version 0)."""
         return self.change_time(host, page, self.version_at(host, page, t))
 
 

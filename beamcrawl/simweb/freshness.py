@@ -150,7 +150,11 @@ class _Pages:
         cm = next((rec.get("change_model") for rec in self.truth.values() if rec.get("change_model")), None)
         if cm is None:
             raise ValueError("the truth has no change model (written with change_scale 0?)")
-        self.model = ChangeModel(int(cm["seed"]), float(cm["change_scale"]), float(cm["epoch"]))
+        mix = cm.get("mix")
+        self.model = ChangeModel(
+            int(cm["seed"]), float(cm["change_scale"]), float(cm["epoch"]),
+            tuple((c, float(mix[c])) for c in CHANGE_CLASSES) if isinstance(mix, dict) else None,
+        )  # fmt: skip
         self.origins = {str(h).lower(): str(rec["origin"]) for h, rec in self.truth.items()}
         for rec in self.truth.values():
             for target, entry in rec["pages"].items():

@@ -54,7 +54,7 @@ from typing import Any
 
 from aiohttp import web
 
-from beamcrawl.simweb.changes import not_modified
+from beamcrawl.simweb.changes import not_modified, parse_mix
 from beamcrawl.simweb.site import COPY_HOSTS_FROM, SimResponse, SimWeb
 from beamcrawl.simweb.truth import DEFAULT_TRUTH_PAGES, write_truth
 
@@ -289,9 +289,11 @@ class SimwebServer:
         copy_hosts_from: int = COPY_HOSTS_FROM,
         change_scale: float = 0.0,
         epoch: float | None = None,
+        change_mix: str | None = None,
     ) -> None:
         self.hosts = hosts
         self.change_scale = change_scale
+        self.change_mix = change_mix
         self.epoch = epoch
         self.seed = seed
         self.pages_per_host = pages_per_host
@@ -335,6 +337,7 @@ class SimwebServer:
             copy_hosts_from=self.copy_hosts_from if self.copy_hosts_from >= 0 else None,
             change_scale=self.change_scale,
             epoch=self.epoch,
+            change_mix=self.change_mix,
         )
         if self.truth_path is not None:
             write_truth(self.web, self.truth_path, self.truth_max_pages)
@@ -422,6 +425,12 @@ def build_parser() -> argparse.ArgumentParser:
         "sitemap-only pages and feeds appear; 0 (default) keeps it off",
     )
     p.add_argument(
+        "--change-mix",
+        default=None,
+        help="the change classes' shares, e.g. static=0.5,slow=0.05,medium=0.2,fast=0.25 "
+        "(default static=0.4,slow=0.25,medium=0.2,fast=0.15)",
+    )
+    p.add_argument(
         "--epoch",
         type=float,
         default=None,
@@ -457,6 +466,7 @@ async def _serve(args: argparse.Namespace) -> int:
         copy_hosts_from=args.copy_hosts_from,
         change_scale=args.change_scale,
         epoch=args.epoch,
+        change_mix=args.change_mix,
     )
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -488,6 +498,12 @@ def main(argv: list[str] | None = None) -> int:
     if not args.change_scale >= 0:
         print("simweb: --change-scale must be >= 0", file=sys.stderr)
         return 2
+    if args.change_mix is not None:
+        try:
+            parse_mix(args.change_mix)
+        except ValueError as exc:
+            print(f"simweb: --change-mix: {exc}", file=sys.stderr)
+            return 2
     _raise_fd_limit()
     return asyncio.run(_serve(args))
 

@@ -88,7 +88,7 @@ from typing import NamedTuple
 from urllib.parse import urljoin, urlsplit, urlunsplit
 
 from beamcrawl.simweb import feeds
-from beamcrawl.simweb.changes import ChangeModel, PageKey, http_date
+from beamcrawl.simweb.changes import ChangeModel, PageKey, http_date, parse_mix
 from beamcrawl.simweb.content import render_page, render_paragraphs, render_pdf, words
 from beamcrawl.simweb.names import host_names
 from beamcrawl.simweb.robots import (
@@ -355,6 +355,8 @@ class SimWeb:
             turns the change model off (see the module docstring and ``changes.py``).
         epoch: When changes start being counted (epoch seconds); None means now. Only used
             with the change model.
+        change_mix: The change classes' shares, ``"static=0.4,slow=0.25,medium=0.2,fast=0.15"``
+            (``changes.parse_mix``); None: ``changes.CHANGE_MIX``.
     """
 
     def __init__(
@@ -368,6 +370,7 @@ class SimWeb:
         copy_hosts_from: int | None = COPY_HOSTS_FROM,
         change_scale: float = 0.0,
         epoch: float | None = None,
+        change_mix: str | None = None,
     ) -> None:
         if not change_scale >= 0:
             raise ValueError("change_scale must be >= 0")
@@ -406,7 +409,7 @@ class SimWeb:
         self.epoch: float | None = None
         if change_scale > 0:
             self.epoch = time.time() if epoch is None else float(epoch)
-            self.changes = ChangeModel(seed, change_scale, self.epoch)
+            self.changes = ChangeModel(seed, change_scale, self.epoch, parse_mix(change_mix) if change_mix else None)
         publish = random.Random(f"simweb-publish|{seed}")
         self._sitemap_offset = publish.randrange(2)
         self._lie_offset = publish.randrange(LASTMOD_LIE_CYCLE)

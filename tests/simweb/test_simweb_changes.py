@@ -140,7 +140,12 @@ def test_static_pages_never_change_and_version_rules() -> None:
         assert m.version_at(*key, t) == v
         assert m.version_at(*key, math.nextafter(t, -math.inf)) == v - 1
         assert m.last_change(*key, t) == t == m.change_time(*key, v)
-    assert m.last_change(*key, 500.0) == m.version0_time
+    # Version 0 of a changing page was modified as its own process would have it: before the
+    # epoch, by about its mean interval (not a month, as a static page's).
+    before = m.last_change(*key, 500.0)
+    assert before == m.change_time(*key, 0) == m.version0_changed(*key) and 499.0 - 10 < before <= 499.0
+    ages = [500.0 - m.version0_changed(h, j) for h in range(10) for j in range(200) if m.change_class(h, j) == "medium"]
+    assert 0.5 < sum(ages) / len(ages) < 2.0  # medium: mean 8 x 0.01 s, rounded up to whole seconds
 
 
 def test_invalid_parameters() -> None:
@@ -227,7 +232,8 @@ def test_body_and_etag_change_with_the_version_links_do_not(web: SimWeb) -> None
                 lms.append(r.modified)
             assert [web.respond(name, path, now=t).version for t in (EPOCH, times[0], times[1])] == [0, 1, 2]
             assert len(set(bodies)) == 4 and len(set(etags)) == 4
-            assert lms == [web.changes.version0_time, times[0], times[1], times[2]]  # type: ignore[union-attr]
+            assert lms[1:] == [times[0], times[1], times[2]]
+            assert web.changes.version0_time < lms[0] < EPOCH  # type: ignore[union-attr]  # its own age, not a month
             assert b'class="update"' not in bodies[0] and b"Updated (revision 2)" in bodies[2]
             assert len({tuple(_anchors(b).hrefs) for b in bodies}) == 1
             assert web.versioned_body(hi, path, 2) == bodies[2]
@@ -441,3 +447,17 @@ def test_truth_describes_everything_served_and_unknown_paths_stay_404(web: SimWe
             assert web.respond(info.name, path, now=now).status == 404
     # build_truth with the same parameters is the same truth.
     assert build_truth(60, seed=3, pages_per_host=40, port=PORT, change_scale=SCALE, epoch=EPOCH) == truth
+
+
+def test_a_change_mix_sets_the_class_shares_and_travels_with_the_truth():
+    from beamcrawl.simweb.changes import ChangeModel, parse_mix
+
+    mix = parse_mix("static=0.5,slow=0.05,medium=0.2,fast=0.25")
+    model = ChangeModel(3, 1.0, 1_700_000_000.0, mix)
+    drawn = [model.change_class(h, j) for h in range(40) for j in range(100)]
+    shares = {c: drawn.count(c) / len(drawn) for c in ("static", "slow", "medium", "fast")}
+    assert abs(shares["static"] - 0.5) < 0.03 and abs(shares["slow"] - 0.05) < 0.02 and abs(shares["fast"] - 0.25) < 0.03
+    assert model.describe()["mix"] == dict(mix)
+    for bad in ("static=1", "static=0.5,slow=0.5,medium=0,fast=0.1", "static=x,slow=0,medium=0,fast=1", "odd=1"):
+        with pytest.raises(ValueError):
+            parse_mix(bad)
