@@ -42,6 +42,14 @@ The evidence is the last :attr:`ChangeModel.history` intervals, the newest weigh
 older one by a further factor :attr:`ChangeModel.forget`, so the estimate follows pages whose
 habits change (a blog that goes quiet, a product page that starts updating prices).
 
+A response's ``Last-Modified`` is evidence too (Cho & Garcia-Molina's estimator with
+last-modified dates): a first visit learns that the content has not changed since then (up
+to the longest revisit interval back), and a visit that finds a change dated after the last
+one is a dated change, ``ln λ − λ·age`` in the likelihood (the age of the latest change is
+what a visit samples of a Poisson process: an unbiased view of pages that change many times
+between visits, which "changed in the interval" is not). A site whose pages
+carry no Last-Modified, or a future one, gives no such evidence.
+
 Status codes steer the schedule (:func:`after_fetch`): 200 (changed or not, by checksum),
 304 (unchanged, keep the copy), 404/410 and other 4xx (re-check less and less often, drop
 after repeated misses), 301/308 (the record moves: source marked, target queued with the
@@ -56,6 +64,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field, fields, replace
 from typing import Any, Literal, Mapping, Sequence
+
+from beamcrawl.core.conditional import parse_http_date
 
 __all__ = [
     "DAY",
@@ -85,6 +95,8 @@ __all__ = [
 
 MINUTE = 60.0
 HOUR = 3600.0
+# A history entry's kind for a change Last-Modified dates (see estimate_rate).
+DATED = 2
 DAY = 86400.0
 
 # --- importance -------------------------------------------------------------------------
@@ -296,7 +308,9 @@ def estimate_rate(
 
     Args:
         history: ``(interval seconds, changed)`` per visit, oldest first: the time since the
-            previous visit that saw the content, and whether this visit found it changed.
+            previous visit that saw the content, and whether this visit found it changed
+            (0 or False: unchanged, 1 or True: changed, :data:`DATED` (2): a change dated by
+            Last-Modified that many seconds ago, and none since, which adds ``ln λ − λ·a``).
             Only the last ``model.history`` are used; non-positive intervals are skipped.
         model: Prior and forgetting settings.
         prior_rate: A per-URL prior median (e.g. from a sitemap's changefreq), instead of
@@ -312,10 +326,14 @@ def estimate_rate(
     recent = list(history)[-model.history :]
     changed: list[tuple[float, float]] = []  # (weight, interval)
     unchanged_exposure = 0.0
+    dated = 0.0  # weight of changes dated by Last-Modified (each adds ln λ)
     weight = 1.0
-    for interval, was_changed in reversed(recent):
+    for interval, kind in reversed(recent):
         if interval > 0:
-            if was_changed:
+            if kind == DATED:
+                dated += weight
+                unchanged_exposure += weight * float(interval)
+            elif kind:
                 changed.append((weight, float(interval)))
             else:
                 unchanged_exposure += weight * float(interval)
@@ -326,7 +344,7 @@ def estimate_rate(
     def slope(u: float) -> tuple[float, float]:
         """L'(u) and L''(u)."""
         rate = math.exp(u)
-        g = -unchanged_exposure * rate - (u - mu) * inv_var
+        g = dated - unchanged_exposure * rate - (u - mu) * inv_var
         dg = -unchanged_exposure * rate - inv_var
         for w, interval in changed:
             s = interval * rate
@@ -389,8 +407,8 @@ class RevisitState:
         simhash: Simhash of the content we hold.
         visits: Responses that told us the content's state (200 or 304).
         changes: Visits that found the content changed.
-        history: ``[interval seconds, changed 0/1]`` per visit after the first, oldest first,
-            at most ``ChangeModel.history``: the estimator's evidence.
+        history: ``[interval seconds, 0 unchanged / 1 changed / 2 dated change]`` per visit,
+            oldest first, at most ``ChangeModel.history``: the estimator's evidence.
         outcomes: One letter per fetch, newest last (:data:`OUTCOME_CODES`), at most 16.
         checked_at: When a visit last saw the content (200 or 304).
         changed_at: When a visit last found the content new or changed.
@@ -568,6 +586,12 @@ def _content_changed(state: RevisitState, outcome: FetchOutcome, near_bits: int)
     return None
 
 
+def _modified_at(outcome: FetchOutcome, now: float) -> float | None:
+    """The response's Last-Modified as epoch seconds, if it is a date in the past."""
+    when = parse_http_date(outcome.last_modified)
+    return when if when is not None and when <= now else None
+
+
 def _push(state: RevisitState, code: str) -> str:
     return (state.outcomes + code)[-MAX_OUTCOMES:]
 
@@ -672,11 +696,21 @@ def _seen_content(
 ) -> tuple[RevisitState, Schedule]:
     """The 200/304 branch: update validators, evidence and λ, schedule the revisit."""
     first = s.visits == 0 and not not_modified
+    modified = _modified_at(outcome, now) if not not_modified else None
     if s.checked_at is not None and changed is not None:
         interval = now - s.checked_at
-        if interval > 0:
+        if changed and modified is not None and s.checked_at < modified:
+            # Last-Modified dates the change: one at that moment and none since. Its age is
+            # what the visit saw of the change process (a sample of it, unlike "changed
+            # somewhere in the interval", which cannot tell one change from ten).
+            s.history.append([round(max(now - modified, 1e-3), 3), DATED])
+        elif interval > 0:
             s.history.append([round(interval, 3), 1 if changed else 0])
-            s.history = s.history[-policy.model.history :]
+    elif first and modified is not None:
+        # A first visit learns the content's age: unchanged since Last-Modified (as far back
+        # as the longest revisit interval; older evidence would outweigh every later visit).
+        s.history.append([round(min(now - modified, policy.max_interval), 3), 0])
+    s.history = [h for h in s.history if h[0] > 0][-policy.model.history :]
     s.visits += 1
     s.status = outcome.status
     s.misses = s.errors = 0
@@ -704,7 +738,7 @@ def _seen_content(
         s.changes += 1
     s.outcomes = _push(s, code)
     s.checked_at = now
-    s.lam = estimate_rate([(h[0], bool(h[1])) for h in s.history], policy.model, s.prior_rate)
+    s.lam = estimate_rate([(h[0], int(h[1])) for h in s.history], policy.model, s.prior_rate)
     due, priority = _revisit(s, now, policy)
     s.next_due = due
     return s, Schedule("revisit", due, priority, observed, keep_copy=True, reason=observed)
@@ -734,8 +768,11 @@ def revisit_state_for(
 def priority_now(state: RevisitState, now: float, policy: SchedulePolicy = DEFAULT_POLICY) -> float:
     """A queued URL's priority at ``now`` (slot assignment's ordering, recomputed at the
     round's clock): its importance if never seen (all of its content is new), else
-    :func:`revisit_priority` since its last check."""
+    :func:`revisit_priority` since its last check; halved per failure in a row."""
+    # Each failure in a row (5xx, no answer, 404/410) halves what the next try is worth: a
+    # URL that keeps failing must not crowd out revisits that return content.
+    failing = 0.5 ** (state.errors + state.misses)
     if state.checked_at is None:
-        return state.importance
-    return revisit_priority(state.importance, state.lam, now - state.checked_at, policy.horizon)
+        return state.importance * failing
+    return failing * revisit_priority(state.importance, state.lam, now - state.checked_at, policy.horizon)
 

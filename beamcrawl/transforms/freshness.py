@@ -10,9 +10,11 @@ stages the URL's next frontier row, written when the round commits, and the WARC
 writes a 304 as a ``revisit`` record.
 
 Two policies: ``adaptive`` (the default: due once probably changed, ranked by the freshness
-a fetch buys) and ``uniform`` (every page due again after the shortest interval, all at one
-priority, so the oldest go first: the textbook baseline the adaptive one is measured
-against). Pure functions under one thin ``Map``.
+a fetch buys) and ``uniform`` (every page whose content was seen is due again after the
+shortest interval, all at one priority, so the oldest go first: the textbook baseline the
+adaptive one is measured against; errors, gone and moved URLs follow the same status-code
+rules under both). A sitemap or feed is read again at most once per ``--revisit-horizon``.
+Pure functions under one thin ``Map``.
 
 Governed by: --revisit-policy, --min-revisit-interval, --max-revisit-interval,
 --revisit-horizon, --prior-change-interval, --max-gone-misses.
@@ -38,6 +40,7 @@ UNIFORM_PRIORITY = 0.5
 # A page found to copy another is worth less: its content is kept under the original's URL.
 COPY_IMPORTANCE = 0.5
 SCHEDULED = ("fetched", "error")
+CONTENT_SEEN = ("first", "changed", "unchanged")
 
 
 def retry_after(value: str | None, now: float) -> float | None:
@@ -101,10 +104,19 @@ def schedule_page(page: ParsedPage, policy: SchedulePolicy, uniform: bool = Fals
             lastmod=f.entry.lastmod, span=0.0, since=before.checked_at, changed=changed, now=now,
         )  # fmt: skip
         state.lastmod_agree, state.lastmod_disagree = trust.agree, trust.disagree
-    if uniform and schedule.due is not None:
+    if uniform and schedule.due is not None and schedule.observed in CONTENT_SEEN:
+        # The baseline differs only where a revisit policy has a choice: a page whose
+        # content was seen. Errors, gone and moved URLs follow the status-code rules.
         due = now + policy.min_interval
         state.next_due = due
         schedule = dataclasses.replace(schedule, due=due, priority=UNIFORM_PRIORITY)
+    elif f.entry.kind == "sitemap" and schedule.due is not None and schedule.observed in CONTENT_SEEN:
+        # A sitemap or feed changes whenever any page it lists does; read it again once per
+        # horizon at most (its lastmods then move the pages that changed forward), not every
+        # time it has changed.
+        due = max(schedule.due, now + policy.horizon)
+        state.next_due = due
+        schedule = dataclasses.replace(schedule, due=due)
     page.revisit = state.to_dict()
     page.schedule = {
         "action": schedule.action,
