@@ -24,6 +24,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=3, help="Rounds to crawl (default 3).")
     parser.add_argument("--round-window", type=float, default=15.0, help="Seconds of fetching per round.")
     parser.add_argument("--min-delay", type=float, default=0.5, help="Politeness floor per host, seconds.")
+    parser.add_argument(
+        "--change-scale", type=float, default=10.0,
+        help="simweb's pages change at rates in units of this many seconds (0: never); sitemaps and feeds appear.",
+    )  # fmt: skip
+    parser.add_argument(
+        "--min-revisit-interval", type=float, default=20.0,
+        help="Seconds before a fetched page may be fetched again (short, so a demo sees revisits).",
+    )  # fmt: skip
     args, beam_args = parser.parse_known_args(list(argv or []))
 
     from beamcrawl.core.config import CrawlConfig
@@ -40,7 +48,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     os.makedirs(out)
     work = tempfile.mkdtemp(prefix="beamcrawl-demo-")
     t0 = time.time()
-    with running_simweb(work, hosts=args.hosts, seed=7) as web:
+    with running_simweb(work, hosts=args.hosts, seed=7, change_scale=args.change_scale) as web:
         seeds = [web.base_url(h) for h in web.hosts[::4]]
         print(f"simweb: {len(web.hosts)} hosts on 127.0.0.1:{web.port}; {len(seeds)} seeds; crawling {args.rounds} rounds into {out}")
         cfg = CrawlConfig(
@@ -50,6 +58,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             round_window=args.round_window,
             allow_private_networks=True,
             resolve=(("*", "127.0.0.1"),),
+            # The demo web lives for a minute: revisit on its time scale (a crawl of the
+            # real web keeps the defaults, an hour to 60 days).
+            min_revisit_interval=args.min_revisit_interval,
+            max_revisit_interval=max(args.min_revisit_interval, 600.0),
+            prior_change_interval=max(args.min_revisit_interval, 8 * args.change_scale or 60.0),
+            revisit_horizon=max(args.min_revisit_interval, 60.0),
         )
         reports = crawl(cfg, args.rounds, seeds, _with_local_runner(beam_args))
         requests = web.requests()
@@ -63,6 +77,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"demo: {pages} responses in {len(reports)} rounds, {pages / max(fetch_seconds, 1e-9):.1f} pages/s "
           f"over the rounds' pipeline time ({fetch_seconds:.1f}s), up to {hosts} hosts in rotation; {elapsed:.1f}s in all")
     print(f"politeness audit (server side): {report.summary()}")
+    revisits = {k: sum(r.get(k, 0) for r in reports) for k in ("changed", "unchanged", "not_modified", "sitemaps_read")}
+    print(f"revisits: {revisits['changed']} found changed, {revisits['unchanged']} unchanged "
+          f"({revisits['not_modified']} answered 304, no body); {revisits['sitemaps_read']} sitemaps and feeds read")
     print(f"outputs: {out}/warc  {out}/pages  {out}/links  {out}/reports  (store: {out}/store.sqlite)")
     print(f"try: .venv/bin/python -c \"import duckdb; print(duckdb.sql(\\\"select status, count(*) from "
           f"'{out}/pages/*/*.parquet' group by 1\\\"))\"")
