@@ -276,6 +276,8 @@ def page_candidates(
             continue
         if shape is not None:
             reason = shape.check(link.url)
+            if reason == "binary_extension" and kind in ("sitemap", "feed"):
+                reason = None  # a sitemap may be gzipped (sitemap.xml.gz): read, not archived
             if reason is not None:
                 if rejected is not None:
                     rejected[reason] = rejected.get(reason, 0) + 1

@@ -185,8 +185,11 @@ def test_robots_sitemap_lines_become_depth_zero_sitemaps_of_that_origin():
     assert [(link.url, link.kind) for link in page.links] == [
         ("http://a.test/sitemap_index.xml", "sitemap"), ("http://cdn.test/a.xml.gz", "sitemap"),
     ]  # fmt: skip
-    cands = page_candidates(page)
+    from beamcrawl.core.urlshape import ShapeRules
+
+    cands = page_candidates(page, ShapeRules())  # a gzipped sitemap is no "binary file" to skip
     assert {(c.kind, c.source, c.depth, c.robots_origin) for c in cands} == {("sitemap", "sitemap", 0, "http://a.test")}
+    assert len(cands) == 2
 
 
 def test_an_index_a_gzipped_sitemap_and_a_feed_give_their_urls_with_lastmod():
