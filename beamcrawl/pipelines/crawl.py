@@ -30,7 +30,7 @@ from beamcrawl.core.outputs import RoundOutputs
 from beamcrawl.core.urlnorm import InvalidURL, fingerprint, host_of, normalize
 from beamcrawl.core.urlshape import ShapeRules
 from beamcrawl.pipelines import round as round_pipeline
-from beamcrawl.schemas.records import PRIORITY_SEED, Candidate, FrontierEntry, fp_key, frontier_key
+from beamcrawl.schemas.records import PRIORITY_SEED, Candidate, FrontierEntry, UrlState, fp_key, frontier_key
 from beamcrawl.stores.base import Mutation, Store, StoreError, open_store
 from beamcrawl.transforms.budgets import credit_seed_domains
 from beamcrawl.transforms.record import read_requeue_line
@@ -162,16 +162,12 @@ def submit_urls(
 def _requeued(cand: Candidate, cells: dict[str, bytes], now_ms: int, reason: str) -> FrontierEntry:
     """A known URL queued again by hand, with what the seen set knows of it."""
 
-    def cell(name: str) -> Any:
-        raw = cells.get(f"u:{name}")
-        try:
-            return json.loads(raw) if raw else None
-        except ValueError:
-            return None
-
-    revisit = cell("revisit")
-    revisit = revisit if isinstance(revisit, dict) else None
-    depth = cell("depth")
+    try:
+        known = UrlState.from_cells(cells)
+    except (ValueError, TypeError):  # a row written by something else: queue it afresh
+        known = UrlState(url=cand.url)
+    revisit = known.revisit if isinstance(known.revisit, dict) else None
+    depth = known.depth
     # Its scheduled visit is replaced, not doubled: that row goes when this one is done.
     due = (revisit or {}).get("next_due")
     scheduled = [frontier_key(int(due * 1000), cand.fp).hex()] if isinstance(due, (int, float)) and due * 1000 > now_ms else []

@@ -146,3 +146,33 @@ def test_control_api_body():
         SubmitRequest.from_json({"urls": [], "priority": "asap", "reason": "x"})
     with pytest.raises(SubmitError, match="one line"):
         SubmitRequest.from_json({"urls": [], "priority": "low", "reason": "a\nb"})
+
+
+def test_reason_and_kind_are_kept_and_high_requeues_a_known_url_with_its_validators(crawl_dir: Path):
+    from beamcrawl.schemas.records import fp_key, frontier_key
+    from beamcrawl.stores.base import Mutation
+
+    first = run_submit("https://a.example/sitemap.xml.gz", "https://a.example/page", "--priority", "normal",
+                       "--reason", "new site", "--crawl", str(crawl_dir))  # fmt: skip
+    assert first.returncode == 0, first.stderr
+    rows = {r.url: r for r in frontier(crawl_dir)}
+    assert rows["https://a.example/sitemap.xml.gz"].kind == "sitemap" and rows["https://a.example/page"].kind == "page"
+    assert {r.reason for r in rows.values()} == {"new site"}
+    assert {s.reason for s in seen(crawl_dir)} == {"new site"}
+
+    # The page is fetched and scheduled: its state holds validators and its next visit.
+    page = rows["https://a.example/page"]
+    scheduled = frontier_key(9_000_000_000_000, page.fp)
+    state = {"etag": '"v7"', "visits": 3, "next_due": 9_000_000_000.0}
+    with open_store(f"sqlite://{crawl_dir}/store.sqlite") as store:
+        store.mutate("frontier", [Mutation.delete_row(page.key)])
+        store.mutate("urls", [Mutation.set(fp_key(page.fp), {"u:revisit": json.dumps(state).encode(), "u:state": b'"fetched"'})])
+
+    low = run_submit("https://a.example/page", "--priority", "low", "--reason", "meh", "--crawl", str(crawl_dir))
+    assert json.loads(low.stdout)["duplicates"] == 1  # known, and not urgent: left to its schedule
+    urgent = run_submit("https://a.example/page", "--priority", "high", "--reason", "press release", "--crawl", str(crawl_dir))
+    assert json.loads(urgent.stdout) == {"accepted": 1, "duplicates": 0, "rejected": []}
+    (again,) = [r for r in frontier(crawl_dir) if r.url == "https://a.example/page"]
+    assert again.priority == SUBMIT_PRIORITY["high"] and again.reason == "press release"
+    assert again.revisit == state  # fetched conditionally, with what the crawl knows
+    assert again.also_keys == [scheduled.hex()]  # and its scheduled visit goes when this one is done
