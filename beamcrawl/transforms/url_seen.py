@@ -39,6 +39,7 @@ from apache_beam.transforms.window import GlobalWindow
 from apache_beam.utils.timestamp import MIN_TIMESTAMP
 from apache_beam.utils.windowed_value import WindowedValue
 
+from beamcrawl.core import gctune
 from beamcrawl.core.faults import crash_point
 from beamcrawl.core.urlnorm import host_of
 from beamcrawl.core.urlshape import REASONS, ShapeRules
@@ -167,19 +168,15 @@ def queue_new_urls(store: Store, new: Sequence[Candidate], now_ms: int) -> list[
         )
         for c in new
     ]
+    discovered = UrlState.discovered_cells
     for i in range(0, len(entries), WRITE_BATCH):
         batch = entries[i : i + WRITE_BATCH]
         store.mutate("frontier", [Mutation.set(e.key, e.to_cells()) for e in batch])
         crash_point("url_seen.after_frontier_write")
+        # One small cell per URL (UrlState.discovered_cells), not one per UrlState field.
         store.mutate(
             "urls",
-            [
-                Mutation.set(
-                    fp_key(e.fp),
-                    UrlState(url=e.url, first_seen_ms=now_ms, source=e.source, depth=e.depth).to_cells(),
-                )
-                for e in batch
-            ],
+            [Mutation.set(fp_key(e.fp), discovered(e.url, now_ms, e.source, e.depth)) for e in batch],
         )
     return entries
 
@@ -302,6 +299,7 @@ class _MergeBucketFn(beam.DoFn):
         self.bucket_bits = Metrics.distribution("url_seen", "bucket_bits")
 
     def setup(self) -> None:
+        gctune.tune()
         self.store = open_store(self.store_uri)
 
     def process(self, element: tuple[int, Iterable[list[Candidate]]]) -> Iterator[FrontierEntry]:
