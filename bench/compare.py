@@ -217,7 +217,9 @@ def run_beamcrawl(args: argparse.Namespace, work: Path, port: int, seeds: Path, 
         "--crawl-delay-cap", "2",
     ]
     warm_out = work / "beamcrawl-warm"
-    timeout = args.window + 240
+    # Generous: a round runs well past its window (every page fetched is then parsed, stored
+    # and its links merged), and a round stopped before its end measures nothing valid.
+    timeout = args.window + 900
     with simweb_on_port(work, port, hosts=args.hosts, seed=args.seed,
                         pages_per_host=args.pages_per_host, log_name="beamcrawl-warm.jsonl") as web:
         wait_quiet(args.wait_quiet)
@@ -271,7 +273,8 @@ def run_beamcrawl(args: argparse.Namespace, work: Path, port: int, seeds: Path, 
         row.extra["round"] = reports[0] if reports else None
         row.extra["frontier_before"] = frontier
         if m.returncode != 0:
-            row.note = f"exit status {m.returncode}; see {m.stderr}"
+            stopped = "stopped by the harness, unfinished; " if m.timed_out else ""
+            row.note = f"{stopped}exit status {m.returncode}; see {m.stderr}"
         rows.append(row)
         print(f"bench: {label}: {row.pages} pages in {m.wall:.1f}s", flush=True)
     return rows
@@ -363,8 +366,9 @@ def table(rows: list[Row]) -> str:
         if m is None:
             lines.append(f"| {row.name} | - | - | - | - | - | {row.note} | - | - | - |")
             continue
+        name = f"{row.name} (**stopped unfinished**)" if m.timed_out else row.name
         lines.append(
-            f"| {row.name} | {row.pages:,} | {m.wall:.1f} | **{row.pages_per_second:,.0f}** "
+            f"| {name} | {row.pages:,} | {m.wall:.1f} | **{row.pages_per_second:,.0f}** "
             f"| {row.cpu_per_1000:.2f} | {m.peak_rss / 2**20:,.0f} ({m.processes}) "
             f"| {_violations(row)} | {row.startup:.0f} / {row.fetching:.0f} / {row.tail:.0f} "
             f"| {row.fetch_rate:,.0f} | {m.server_cpu:.0f} / {m.other_cpu:.0f} |"

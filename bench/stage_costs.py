@@ -5,10 +5,14 @@ beamcrawl's own pure stage functions over them, one stage at a time, with the pr
 clock: parse (``parse_fetch``), WARC (``archive_fetch``, and the same records at lower gzip
 levels), page events, link-edge rows, URL candidates, the seen-set and frontier writes of the
 URLs they discover (``queue_new_urls`` into a fresh embedded store), and Beam's pickling of a
-fetch result. The sum says what a page costs beyond fetching it; compare with the round's
+fetch result, and the content-seen rows of new originals (their content row and 20
+simhash-table rows). The sum says what a page costs beyond fetching it; compare with the round's
 CPU per page in the comparison table.
 
-    python bench/stage_costs.py [--pages 3000] [--hosts 300]
+    python bench/stage_costs.py [--pages 3000] [--hosts 300] [--default-gc]
+
+The round's workers raise the garbage collector's thresholds (``core/gctune.py``); so does
+this script, unless ``--default-gc``.
 """
 
 from __future__ import annotations
@@ -26,11 +30,13 @@ from typing import Any
 from warcio.warcwriter import WARCWriter
 
 from beamcrawl import DEFAULT_USER_AGENT
+from beamcrawl.core import gctune
 from beamcrawl.schemas.records import Candidate, FetchResult, FrontierEntry
 from beamcrawl.simweb.site import SimWeb
 from beamcrawl.stores.base import open_store
 from beamcrawl.transforms import warc_io
 from beamcrawl.transforms.parquet_io import link_edges
+from beamcrawl.transforms.content_seen import CONTENT_TABLE, SIMHASH_TABLE, NewContent, probe_page, settle
 from beamcrawl.transforms.parse import parse_fetch
 from beamcrawl.transforms.url_seen import page_candidates, queue_new_urls
 from beamcrawl.transforms.warc_io import archive_fetch, page_event
@@ -112,7 +118,11 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--pages", type=int, default=3000)
     p.add_argument("--hosts", type=int, default=300)
+    p.add_argument("--default-gc", action="store_true",
+                   help="keep CPython's default GC thresholds (the round's workers raise them: core/gctune.py)")
     args = p.parse_args(argv)
+    if not args.default_gc:
+        gctune.tune()
     results = sample_results(args.hosts, args.pages)
     n = len(results)
     rows: list[tuple[str, float, str]] = []
@@ -153,6 +163,29 @@ def main(argv: list[str] | None = None) -> int:
     per_new = 1e6 * t / max(1, len(ordered))
     rows.append(("queue_new_urls: frontier + seen-set rows of the new URLs", t,
                  f"{len(ordered) / n:.1f} new URLs/page, {per_new:.0f} µs CPU each ({wall:.2f} s wall)"))
+
+    # Content seen: each page taken as a new original (the common case), its content row and
+    # its simhash's row in each of the 20 permuted tables written, as _SettleFn writes them.
+    probes = [p for p in (probe_page(pg) for pg in pages) if p is not None]
+    with tempfile.TemporaryDirectory() as tmp:
+        store = open_store(f"sqlite:///{tmp}/store.sqlite")
+        t0 = time.process_time()
+        content: list[Any] = []
+        hashes: list[Any] = []
+        for probe in probes:
+            _, c, h = settle(NewContent(probe.checksum, probe), None, 1)
+            content.extend(c)
+            hashes.extend(h)
+            if len(content) + len(hashes) >= 2000:
+                store.mutate(SIMHASH_TABLE, hashes)
+                store.mutate(CONTENT_TABLE, content)
+                content, hashes = [], []
+        store.mutate(SIMHASH_TABLE, hashes)
+        store.mutate(CONTENT_TABLE, content)
+        t = time.process_time() - t0
+        store.close()
+    rows.append(("content seen: content + 20 simhash-table rows per new original", t,
+                 f"{len(probes) / n:.2f} originals/page"))
 
     print(f"{n} pages of {args.hosts} simweb hosts; CPU µs per page (process time)\n")
     print("| stage | µs / page | note |\n|---|---:|---|")

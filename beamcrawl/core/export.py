@@ -24,7 +24,7 @@ import pyarrow.parquet as pq
 
 from beamcrawl.core.urlnorm import host_of
 from beamcrawl.schemas.arrow import HOSTS_SCHEMA, URLS_SCHEMA, signed64
-from beamcrawl.schemas.records import JSON_CELL, HostRecord, UrlState, key_fp
+from beamcrawl.schemas.records import JSON_CELL, QUEUED_CELL, HostRecord, UrlState, key_fp
 from beamcrawl.stores.base import Row, Store
 
 __all__ = ["EXPORTS", "ExportResult", "export_table", "host_row", "scan_chunks", "url_row"]
@@ -43,7 +43,7 @@ def _ts_s(seconds: float | None) -> dt.datetime | None:
 
 def url_row(key: bytes, cells: dict[str, bytes]) -> dict[str, Any] | None:
     """A ``urls`` export row from a seen-set row (None if the row has no URL)."""
-    state = UrlState.from_cells(cells) if "u:url" in cells else None
+    state = UrlState.from_cells(cells) if "u:url" in cells or QUEUED_CELL in cells else None
     if state is None or not state.url:
         return None
     try:

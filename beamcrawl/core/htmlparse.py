@@ -76,10 +76,21 @@ def parse_html(body: bytes, url: str, content_type: str = "", token: str = "beam
         content_type: the response's Content-Type (for the charset).
         token: our robots product token, for bot-scoped meta robots.
     """
-    # The WHATWG order (BOM, header, meta, UTF-8, detector, windows-1252) and labels: a page
-    # declaring a non-text codec (idna, base64, utf-7) must not lose its links or hide markup.
+    return page_links(parse_document(body, content_type), url, token)
+
+
+def parse_document(body: bytes, content_type: str = "") -> LexborHTMLParser:
+    """The Lexbor tree of an HTML payload (at most MAX_PARSE_BYTES of it), decoded by the
+    WHATWG order (BOM, header, meta, UTF-8, detector, windows-1252) and labels: a page
+    declaring a non-text codec (idna, base64, utf-7) must not lose its links or hide markup.
+    """
     text, _ = decode_html(body[:MAX_PARSE_BYTES], content_type)
-    tree = LexborHTMLParser(text)
+    return LexborHTMLParser(text)
+
+
+def page_links(tree: LexborHTMLParser, url: str, token: str = "beamcrawl") -> PageLinks:
+    """:func:`parse_html` of a document already parsed (:func:`parse_document`); reads the
+    tree without changing it."""
     out = PageLinks()
 
     base = url

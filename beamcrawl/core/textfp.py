@@ -64,7 +64,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from functools import cached_property
 from itertools import combinations
-from typing import Mapping, Sequence
+from typing import Iterable, Mapping, Sequence
 
 import mmh3
 import numpy as np
@@ -97,6 +97,8 @@ __all__ = [
     "table_range",
     "text_simhash",
     "tokens",
+    "tree_simhash",
+    "tree_text",
     "unpermute",
     "visible_text",
 ]
@@ -136,7 +138,9 @@ _NOISE_WORDS = frozenset(
     """.split()
 )
 _CLASS_SPLIT = re.compile(r"[\s_\-]+")
-_WORD = re.compile(r"\w+")
+# Runs of two or more word characters: the \w+ tokens but the one-character ones, found by
+# the regex engine instead of a length test per token.
+_WORD2 = re.compile(r"\w{2,}")
 
 #: English function words left out of features (they say nothing about what a page is).
 STOP_WORDS: frozenset[str] = frozenset(
@@ -194,7 +198,15 @@ def visible_text(html: bytes | str, content_type: str = "") -> str:
         there is none.
     """
     text = _decode(html, content_type) if isinstance(html, bytes) else html[:MAX_TEXT_BYTES]
-    tree = LexborHTMLParser(text)
+    return tree_text(LexborHTMLParser(text))
+
+
+def tree_text(tree: LexborHTMLParser) -> str:
+    """:func:`visible_text` of a document already parsed (the tree the link parser built,
+    :func:`beamcrawl.core.htmlparse.parse_document`, so a page is parsed once).
+
+    Detaches the page chrome from ``tree``: read links and anything else from it first.
+    """
     body = tree.body
     if body is None:
         return ""
@@ -223,9 +235,8 @@ def tokens(text: str) -> list[str]:
     Numbers go because the commonest difference between two servings of one page is one:
     a timestamp, a date, a visitor counter, a price that moved.
     """
-    return [
-        t for t in _WORD.findall(text.lower()) if len(t) > 1 and t not in STOP_WORDS and not t.isdigit()
-    ]
+    stop = STOP_WORDS
+    return [t for t in _WORD2.findall(text.lower()) if t not in stop and not t.isdigit()]
 
 
 def shingles(words: Sequence[str], width: int = SHINGLE_WORDS) -> Counter[str]:
@@ -239,7 +250,7 @@ def shingles(words: Sequence[str], width: int = SHINGLE_WORDS) -> Counter[str]:
     if n < width:
         return Counter((" ".join(words),))
     if width == 2:  # the common case, without slicing a list per position
-        return Counter(f"{a} {b}" for a, b in zip(words, words[1:]))
+        return Counter(map(" ".join, zip(words, words[1:])))
     return Counter(" ".join(words[i : i + width]) for i in range(n - width + 1))
 
 
@@ -254,6 +265,9 @@ def features(text: str, width: int = SHINGLE_WORDS, word_weight: int = WORD_WEIG
     """
     words = tokens(text)
     weighted = shingles(words, width) if width > 1 else Counter()
+    if word_weight == 1:
+        weighted.update(words)  # Counter's C loop; the same sums
+        return weighted
     for word, count in Counter(words).items():
         weighted[word] += count * word_weight
     return weighted
@@ -292,6 +306,29 @@ def simhash_reference(weighted: Mapping[str, int]) -> int:
     return int(Simhash(pieces, f=_BITS, hashfunc=feature_hash).value)
 
 
+def _hashes_from_digests(features: Iterable[str], n: int) -> np.ndarray:
+    # One 16-byte x64 digest per feature (seed 0), joined and read as little-endian words:
+    # the even words are hash64's first halves, without two Python ints per feature.
+    return np.frombuffer(b"".join(map(mmh3.hash_bytes, features)), dtype="<u8", count=2 * n)[::2]
+
+
+def _hashes_one_by_one(features: Iterable[str], n: int) -> np.ndarray:
+    return np.fromiter(
+        (mmh3.hash64(f, seed=0, x64arch=True, signed=False)[0] for f in features), dtype=np.uint64, count=n
+    )
+
+
+def _digests_agree() -> bool:
+    """Whether this mmh3 build's digests carry hash64's words little-endian (checked once:
+    else the one-by-one path, same bits, slower)."""
+    sample = ["simhash", "near copies", "\u00e9t\u00e9 \u4e2d\u6587"]
+    return bool((_hashes_from_digests(sample, 3) == _hashes_one_by_one(sample, 3)).all())
+
+
+# mmh3 hashes a str as its UTF-8 bytes, as feature_hash does for the package.
+_feature_hashes = _hashes_from_digests if _digests_agree() else _hashes_one_by_one
+
+
 def simhash_features(weighted: Mapping[str, int]) -> int:
     """The 64-bit simhash of weighted features, bit-identical to :func:`simhash_reference`.
 
@@ -313,10 +350,7 @@ def simhash_features(weighted: Mapping[str, int]) -> int:
     n = len(weighted)
     if n == 0:
         return 0
-    # mmh3 hashes a str as its UTF-8 bytes, as feature_hash does for the package.
-    hashes = np.fromiter(
-        (mmh3.hash64(f, seed=0, x64arch=True, signed=False)[0] for f in weighted), dtype=np.uint64, count=n
-    )
+    hashes = _feature_hashes(weighted, n)
     weights = np.fromiter(weighted.values(), dtype=np.int64, count=n)
     bits = np.unpackbits(hashes.astype(">u8").view(np.uint8).reshape(n, 8), axis=1)
     # Per bit, the weight of the features that have it set.
@@ -342,6 +376,12 @@ def text_simhash(
 def html_simhash(body: bytes, content_type: str = "") -> int | None:
     """The simhash of an HTML page's visible text (None: too little text to judge)."""
     return text_simhash(visible_text(body, content_type))
+
+
+def tree_simhash(tree: LexborHTMLParser) -> int | None:
+    """:func:`html_simhash` of a document already parsed; detaches its chrome (see
+    :func:`tree_text`), so take links from the tree first."""
+    return text_simhash(tree_text(tree))
 
 
 def hamming(a: int, b: int) -> int:
@@ -446,6 +486,35 @@ class TableLayout:
         """The key range ``[start, end)`` holding table ``table``."""
         return bytes((table,)), bytes((table + 1,))
 
+    @cached_property
+    def _key_plans(self) -> tuple[tuple[int, tuple[tuple[int, int, int], ...]], ...]:
+        """Per table: its number and, per leading block, (right shift, mask, left shift) that
+        move the block from the fingerprint straight to its place in the left-aligned key
+        prefix (the other blocks do not reach the key)."""
+        plans = []
+        for table, order in enumerate(self.orders):
+            lead = order[: self.leading]
+            dst = 8 * self.key_bytes - self.prefix_widths[table]
+            moves = []
+            for b in reversed(lead):  # the last leading block ends at the prefix's low end
+                shift, width = self._blocks[b]
+                moves.append((shift, (1 << width) - 1, dst))
+                dst += width
+            plans.append((table, tuple(moves)))
+        return tuple(plans)
+
+    def keys_of(self, fp: int) -> list[bytes]:
+        """The row key of ``fp`` in every table, in table order: ``table_key(t, permute(fp,
+        t))`` for each ``t``, computed from the leading blocks only."""
+        n = self.key_bytes
+        out = []
+        for table, moves in self._key_plans:
+            aligned = 0
+            for shift, mask, dst in moves:
+                aligned |= ((fp >> shift) & mask) << dst
+            out.append(bytes((table,)) + aligned.to_bytes(n, "big"))
+        return out
+
 
 #: The layout of the stored simhash tables (20 tables, 31–33-bit prefixes, k = 3).
 LAYOUT = TableLayout()
@@ -486,7 +555,7 @@ def table_range(table: int, layout: TableLayout = LAYOUT) -> tuple[bytes, bytes]
 
 def table_keys(fp: int, layout: TableLayout = LAYOUT) -> list[bytes]:
     """The row key of ``fp`` in every table, in table order."""
-    return [layout.table_key(t, layout.permute(fp, t)) for t in range(len(layout.orders))]
+    return layout.keys_of(fp)
 
 
 def shares_a_table(a: int, b: int, layout: TableLayout = LAYOUT) -> bool:

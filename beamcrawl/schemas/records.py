@@ -15,6 +15,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 JSON_CELL = "r:json"
+# A seen-set row written at discovery packs these UrlState fields in one cell (a JSON array).
+QUEUED_CELL = "u:q"
+QUEUED_FIELDS = ("url", "first_seen_ms", "source", "depth")
+# One encoder for compact JSON (json.dumps with arguments builds a new encoder per call).
+_COMPACT = json.JSONEncoder(separators=(",", ":"), default=lambda v: _json_default(v))
 
 # Priorities of work coming in; discovered links get a priority from their depth.
 PRIORITY_SEED = 1.0
@@ -23,8 +28,16 @@ PRIORITY_SEED = 1.0
 MAX_INLINK_HOSTS = 64
 
 
+def _json_default(value: Any) -> Any:
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return value.__dict__
+    raise TypeError(f"{type(value).__name__} is not JSON serialisable")
+
+
 def _encode(obj: Any) -> dict[str, bytes]:
-    return {JSON_CELL: json.dumps(dataclasses.asdict(obj), separators=(",", ":")).encode()}
+    # The instance's own dict, not dataclasses.asdict (which deep-copies every value first):
+    # the same JSON, a nested record (if any) encoded through the default hook.
+    return {JSON_CELL: _COMPACT.encode(obj.__dict__).encode()}
 
 
 def _decode_json(cells: dict[str, bytes]) -> dict[str, Any]:
@@ -109,7 +122,9 @@ class UrlState:
     """A row of the seen set: what is known about one URL.
 
     One cell per field (``u:<field>``, JSON values) so that a fetch outcome is written as a
-    partial update, merged into the row without reading it first.
+    partial update, merged into the row without reading it first. A URL just discovered is
+    written leaner (:meth:`discovered_cells`): one ``u:q`` cell packing what is known at
+    discovery (:data:`QUEUED_FIELDS`); a field's own cell, when there is one, wins over it.
     """
 
     url: str
@@ -129,18 +144,28 @@ class UrlState:
     reason: str | None = None  # why it was last queued by hand (``beamcrawl submit --reason``)
 
     def to_cells(self, only: tuple[str, ...] | None = None) -> dict[str, bytes]:
-        values = dataclasses.asdict(self)
-        names = only if only is not None else tuple(values)
+        values = self.__dict__
+        names = only if only is not None else tuple(f.name for f in dataclasses.fields(self))
         return {f"u:{name}": json.dumps(values[name]).encode() for name in names}
+
+    @staticmethod
+    def discovered_cells(url: str, first_seen_ms: int, source: str | None, depth: int | None) -> dict[str, bytes]:
+        """The cells of a URL just queued: one (``u:q``) instead of one per field, with no
+        ``null`` cells; ``state`` is the default, ``queued``."""
+        return {QUEUED_CELL: _COMPACT.encode([url, first_seen_ms, source, depth]).encode()}
 
     @classmethod
     def from_cells(cls, cells: dict[str, bytes]) -> "UrlState":
         known = {f.name for f in dataclasses.fields(cls)}
-        values = {
-            col[2:]: json.loads(raw)
+        values = {}
+        packed = cells.get(QUEUED_CELL)
+        if packed is not None:
+            values.update(zip(QUEUED_FIELDS, json.loads(packed)))
+        values.update(
+            (col[2:], json.loads(raw))
             for col, raw in cells.items()
             if col.startswith("u:") and col[2:] in known
-        }
+        )
         return cls(**values)
 
 

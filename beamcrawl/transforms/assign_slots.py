@@ -12,9 +12,11 @@ never-fetched ones (revisits are not capped); the rest stay queued. A host whose
 Retry-After or back-off holds it past the window gets no slots at all. Blocked (policy or
 ``--blocklist``) and paused hosts get no slots either; their URLs stay queued.
 
-Each plan carries the fetch shard that owns the host: the hash of its server IP when the
-resolve stage found one, else of its name. So every host, and every server IP, has exactly
-one owner, which holds its clock.
+Each plan carries the fetch shard that owns the host: with a per-IP gap (``--ip-delay``), the
+hash of its server IP when the resolve stage found one, so every server IP has exactly one
+owner, which holds its clock; otherwise (the default) the hash of its name, so hosts that
+share an address (shared hosting; every simweb host) still spread over all the shards and
+workers. Either way every host has exactly one owner.
 
 Governed by: --min-delay, --max-delay, --round-window, --fetch-shards, --blocklist,
 --max-new-urls-per-host, and the operator's host policies.
@@ -58,10 +60,15 @@ def shard_of(host: str, shards: int) -> int:
     return mmh3.hash(host.encode(), seed=0, signed=False) % shards
 
 
-def fetch_shard(host: str, record: HostRecord | None, shards: int) -> int:
-    """The fetch shard of a host: by its server IP when known, so that all hosts on one IP
-    share one owner (and one per-IP clock); else by its name."""
-    if record is not None and record.ip and not record.dns_error:
+def fetch_shard(host: str, record: HostRecord | None, shards: int, ip_delay: float = 0.0) -> int:
+    """The fetch shard of a host.
+
+    With a per-IP gap (``ip_delay > 0``) and the server IP known: by the IP, so that all
+    hosts on one IP share one owner, which holds the IP's clock. Otherwise by the host's
+    name: nothing is counted per IP, and keying by IP would put every host of a shared
+    address in one shard (one worker, one core).
+    """
+    if ip_delay > 0 and record is not None and record.ip and not record.dns_error:
         return shard_of(f"ip:{record.ip}", shards)
     return shard_of(host, shards)
 
@@ -217,7 +224,7 @@ def plan_host(
         return None
     return HostPlan(
         host=host,
-        shard=fetch_shard(host, record, cfg.fetch_shards),
+        shard=fetch_shard(host, record, cfg.fetch_shards, cfg.ip_delay),
         record=record,
         delay=floor,
         fetch_robots=fetch_robots,

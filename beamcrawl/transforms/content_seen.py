@@ -451,10 +451,8 @@ def simhash_cells(probe: Probe, round_no: int | None, layout: textfp.TableLayout
     assert probe.simhash is not None
     column = f"{SIMHASH_FAMILY}:{probe.simhash:016x}{probe.url_fp:016x}"
     value = json.dumps({"url": probe.url, "round": round_no}, separators=(",", ":")).encode()
-    return [
-        Mutation.set(layout.table_key(t, layout.permute(probe.simhash, t)), {column: value})
-        for t in range(len(layout.orders))
-    ]
+    cells = {column: value}  # one dict for the 20 rows: the store only reads it
+    return [Mutation(key=key, cells=cells) for key in layout.keys_of(probe.simhash)]
 
 
 def settle(

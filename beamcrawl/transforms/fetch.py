@@ -1,11 +1,14 @@
 """Fetch: host plans grouped into fetch shards, crawled politely by one asyncio loop each.
 
 Plans are keyed by the shard that owns their host and grouped, so every host has exactly one
-owner; the shard is chosen by the host's server IP when the resolve stage found one, so every
-IP has exactly one owner too, and ``--ip-delay`` is enforced by one clock per IP. A worker's
+owner; with ``--ip-delay`` the shard is chosen by the host's server IP when the resolve stage
+found one, so every IP has exactly one owner too and the gap is enforced by one clock per IP
+(without it, by the host's name: hosts sharing an address spread over the shards). A worker's
 bundle may hold many shards; all of them are crawled in one event loop (a
 :class:`~beamcrawl.core.fetcher.FetchRunner`), started by the first ``process`` call and
 drained in ``finish_bundle``, while results already available flow downstream as they come.
+:class:`SpreadResults` then hands the results (``deferred`` ones left out) to the rest of the
+round through a reshuffle, so parsing and storing run on every worker, not fused to the fetch.
 
 Governed by: --round-window (how long the loop may run), --min-delay/--max-delay, the
 timeouts and body cap, --fetch-shards, --max-hosts-in-flight, --ip-delay, --user-agent,
@@ -24,11 +27,12 @@ from apache_beam.transforms.window import GlobalWindow
 from apache_beam.utils.timestamp import MIN_TIMESTAMP
 from apache_beam.utils.windowed_value import WindowedValue
 
+from beamcrawl.core import gctune
 from beamcrawl.core.config import CrawlConfig
 from beamcrawl.core.fetcher import FetchRunner
 from beamcrawl.schemas.records import FetchResult, HostPlan
 
-__all__ = ["FetchPages"]
+__all__ = ["FetchPages", "SpreadResults", "needs_processing"]
 
 log = logging.getLogger(__name__)
 PROGRESS_EVERY = 5.0
@@ -83,6 +87,7 @@ class _FetchShardsFn(beam.DoFn):
         self.metrics: _MetricsCollector | None = None
 
     def setup(self) -> None:
+        gctune.tune()
         self.metrics = _MetricsCollector()
 
     def start_bundle(self) -> None:
@@ -131,6 +136,29 @@ class _FetchShardsFn(beam.DoFn):
 
 def _windowed(value: Any) -> WindowedValue:
     return WindowedValue(value, MIN_TIMESTAMP, [GlobalWindow()])
+
+
+def needs_processing(result: FetchResult) -> bool:
+    """Whether a result goes on to parse, store and record: every one but ``deferred`` (a URL
+    the round did not get to; its frontier row stays as it was and nothing is archived)."""
+    return result.outcome != "deferred"
+
+
+class SpreadResults(beam.PTransform):
+    """Fetch results → the same results but ``deferred`` ones, redistributed over the workers.
+
+    The fetch stage runs where its shards are; what follows it (parse, WARC, Parquet,
+    candidates, URL state) costs more CPU per page than fetching, so it must not stay fused
+    to the fetch loop's worker and core. A reshuffle ends the fused stage here: the results
+    are spread over all workers, and the fetch loop does not share its core with them.
+    """
+
+    def expand(self, results: beam.PCollection) -> beam.PCollection:
+        return (
+            results
+            | "Drop deferred" >> beam.Filter(needs_processing)
+            | "Reshuffle" >> beam.Reshuffle()
+        )
 
 
 class FetchPages(beam.PTransform):

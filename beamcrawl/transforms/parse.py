@@ -28,8 +28,8 @@ from typing import Any, Iterator
 import apache_beam as beam
 from apache_beam.metrics import Metrics
 
-from beamcrawl.core import sitemaps, sniff, textfp
-from beamcrawl.core.htmlparse import checksum, parse_html, robots_directives
+from beamcrawl.core import gctune, sitemaps, sniff, textfp
+from beamcrawl.core.htmlparse import checksum, page_links, parse_document, robots_directives
 from beamcrawl.core.robots import RobotsRules
 from beamcrawl.core.urlnorm import InvalidURL, fingerprint, normalize
 from beamcrawl.schemas.records import FetchResult, Link, ParsedPage
@@ -116,7 +116,8 @@ def parse_fetch(result: FetchResult, token: str, max_sitemap_bytes: int = sitema
             return page
     if page.body_kind not in PARSED_KINDS:
         return page
-    found = parse_html(result.body, result.url, result.content_type, token)
+    tree = parse_document(result.body, result.content_type)  # parsed once: links, then text
+    found = page_links(tree, result.url, token)
     page.links = [
         Link(url=url, fp=fp, anchor=anchor, nofollow=nofollow, kind=kind)
         for url, fp, anchor, nofollow, kind in found.links
@@ -125,7 +126,7 @@ def parse_fetch(result: FetchResult, token: str, max_sitemap_bytes: int = sitema
     page.title = found.title
     page.meta_noindex |= found.meta_noindex
     page.meta_nofollow |= found.meta_nofollow
-    page.simhash = textfp.simhash_hex(textfp.html_simhash(result.body, result.content_type))
+    page.simhash = textfp.simhash_hex(textfp.tree_simhash(tree))
     return page
 
 
@@ -140,6 +141,9 @@ class _ParseFn(beam.DoFn):
         self.sitemaps = Metrics.counter("parse", "sitemaps")  # sitemaps and feeds read
         self.listed = Metrics.counter("parse", "sitemap_links")  # URLs and child sitemaps they gave
         self.skipped: dict[str, Any] = {}  # parse/skipped_<kind>, made as kinds turn up
+
+    def setup(self) -> None:
+        gctune.tune()  # this process moves many small objects per page (core/gctune.py)
 
     def process(self, result: FetchResult) -> Iterator[ParsedPage]:
         self.received.inc()

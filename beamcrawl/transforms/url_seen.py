@@ -42,6 +42,7 @@ from apache_beam.transforms.window import GlobalWindow
 from apache_beam.utils.timestamp import MIN_TIMESTAMP
 from apache_beam.utils.windowed_value import WindowedValue
 
+from beamcrawl.core import gctune
 from beamcrawl.core.faults import crash_point
 from beamcrawl.core.freshness import RevisitState, change_probability, importance, redirect_allowed
 from beamcrawl.core.sitemaps import LastmodTrust, lastmod_change_probability, lastmod_claim
@@ -63,6 +64,11 @@ __all__ = [
 ]
 
 WRITE_BATCH = 2000
+REASON_CELL = "u:reason"
+
+
+def _json(value: object) -> bytes:
+    return json.dumps(value).encode()
 MAX_BUCKET_BITS = 16
 # A bucket's range scan should stay short (seconds) and its work even across workers.
 TARGET_KEYS_PER_BUCKET = 1 << 20
@@ -179,16 +185,19 @@ def queue_new_urls(store: Store, new: Sequence[Candidate], now_ms: int, reason: 
         )
         for c in new
     ]
+    discovered = UrlState.discovered_cells
     for i in range(0, len(entries), WRITE_BATCH):
         batch = entries[i : i + WRITE_BATCH]
         store.mutate("frontier", [Mutation.set(e.key, e.to_cells()) for e in batch])
         crash_point("url_seen.after_frontier_write")
+        # One small cell per URL (UrlState.discovered_cells), not one per UrlState field.
         store.mutate(
             "urls",
             [
                 Mutation.set(
                     fp_key(e.fp),
-                    UrlState(url=e.url, first_seen_ms=now_ms, source=e.source, depth=e.depth, reason=e.reason or None).to_cells(),
+                    # The operator's reason for submitted work rides along in its own cell.
+                    {**discovered(e.url, now_ms, e.source, e.depth), **({REASON_CELL: _json(e.reason)} if e.reason else {})},
                 )
                 for e in batch
             ],
@@ -410,6 +419,7 @@ class _MergeBucketFn(beam.DoFn):
         self.bucket_bits = Metrics.distribution("url_seen", "bucket_bits")
 
     def setup(self) -> None:
+        gctune.tune()
         self.store = open_store(self.store_uri)
 
     def process(self, element: tuple[int, Iterable[list[Candidate]]]) -> Iterator[FrontierEntry]:

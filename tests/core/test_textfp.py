@@ -86,6 +86,28 @@ def test_tokens_drop_stop_words_numbers_and_single_letters():
     assert tokens("The Cat sat on a mat in 2024, at 10:42 -- x y zz Caf\u00e9!") == ["cat", "sat", "mat", "zz", "caf\u00e9"]
 
 
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet=st.sampled_from(list("ab xyzAZ09_-.,\u00e9\u0663\u00b2\u4e2d\u00df\u0130")) | st.characters(), max_size=60))
+def test_tokens_are_the_word_runs_of_two_or_more_characters_kept(text):
+    # tokens() finds runs of 2+ word characters with the regex engine; the definition is
+    # every \w+ run, lower-cased, without one-character runs, numbers and stop words.
+    import re
+
+    from beamcrawl.core.textfp import STOP_WORDS
+
+    expected = [t for t in re.findall(r"\w+", text.lower()) if len(t) > 1 and t not in STOP_WORDS and not t.isdigit()]
+    assert tokens(text) == expected
+
+
+def test_simhash_digests_path_matches_mmh3_hash64():
+    from beamcrawl.core import textfp
+
+    words = ["alpha", "beta gamma", "caf\u00e9 na\u00efve", "\u4e2d\u6587 \u5b57", "x" * 300]
+    fast = textfp._hashes_from_digests(words, len(words))
+    assert [int(h) for h in fast] == [textfp.feature_hash(w.encode()) for w in words]
+    assert textfp._feature_hashes is textfp._hashes_from_digests  # the fast path is the one in use here
+
+
 def test_shingles_count_runs_of_words():
     words = "alpha beta gamma alpha beta gamma".split()
     assert shingles(words) == {"alpha beta": 2, "beta gamma": 2, "gamma alpha": 1}
@@ -234,6 +256,17 @@ def test_four_bits_can_escape_every_table():
 def test_table_keys_of_one_fingerprint_cover_every_table():
     keys = table_keys(12345)
     assert [k[0] for k in keys] == list(range(20))
+
+
+@settings(max_examples=300, deadline=None)
+@given(fingerprints)
+def test_keys_of_are_the_keys_of_the_permuted_fingerprints(fp):
+    # keys_of builds each table's key from the leading blocks only; it must equal the key of
+    # the fully permuted fingerprint, for the stored layout and for others.
+    for layout in (LAYOUT, TableLayout((16, 16, 16, 16), 1), TableLayout((13, 13, 13, 13, 12), 2)):
+        expected = [table_key(t, permute(fp, t, layout), layout) for t in range(len(layout.orders))]
+        assert layout.keys_of(fp) == expected
+    assert table_keys(fp) == LAYOUT.keys_of(fp)
 
 
 def test_layout_validation():

@@ -157,7 +157,7 @@ def check_nothing_lost(out: Path, store_uri: str, served: list[dict[str, Any]], 
     assert not unseen, f"linked from committed pages but never seen: {unseen[:5]}"
     lost_links = sorted(url for fp, url in followable.items() if not done(fp))
     assert not lost_links, f"linked, seen, but neither queued nor fetched: {lost_links[:5]}"
-    lost_seen = sorted(cells.get("u:url", b"%x" % fp) for fp, cells in seen.items() if not done(fp))
+    lost_seen = sorted(cells.get("u:url") or cells.get("u:q") or b"%x" % fp for fp, cells in seen.items() if not done(fp))
     assert not lost_seen, f"seen but neither queued nor fetched: {lost_seen[:5]}"
     fetched = {
         fingerprint(normalize(f"http://{r['host']}:{port}{r['path']}"))

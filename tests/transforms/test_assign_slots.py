@@ -142,17 +142,35 @@ def test_the_last_response_and_delay_from_the_previous_round_count():
 # --- fetch shards: one owner per host and per server IP ------------------------------------
 
 
-def test_hosts_on_one_ip_share_a_shard_and_unresolved_hosts_shard_by_name():
+def test_with_an_ip_delay_hosts_on_one_ip_share_a_shard_and_unresolved_hosts_shard_by_name():
+    per_ip = dataclasses.replace(CFG, ip_delay=0.5)
     shards = set()
     for i in range(30):
         record = fresh_record(host=f"h{i}.com", ip="192.0.2.7")
-        plan = plan_host(f"h{i}.com", [entry("/x", host=f"h{i}.com")], record, None, CFG, NOW)
+        plan = plan_host(f"h{i}.com", [entry("/x", host=f"h{i}.com")], record, None, per_ip, NOW)
         assert plan is not None
         shards.add(plan.shard)
-    assert shards == {fetch_shard("any", HostRecord("any", ip="192.0.2.7"), 8)}
+    assert shards == {fetch_shard("any", HostRecord("any", ip="192.0.2.7"), 8, ip_delay=0.5)}
     unresolved = HostRecord("h1.com", ip=None, dns_error="dns: nx")
-    assert fetch_shard("h1.com", unresolved, 8) == shard_of("h1.com", 8)
-    assert fetch_shard("h1.com", None, 8) == shard_of("h1.com", 8)
+    assert fetch_shard("h1.com", unresolved, 8, ip_delay=0.5) == shard_of("h1.com", 8)
+    assert fetch_shard("h1.com", None, 8, ip_delay=0.5) == shard_of("h1.com", 8)
+
+
+def test_without_an_ip_delay_hosts_on_one_ip_spread_over_the_shards_by_name():
+    # Nothing is counted per IP, so shared hosting (every simweb host is on 127.0.0.1) must
+    # not put every host in one shard, one worker.
+    assert CFG.ip_delay == 0
+    shards = []
+    for i in range(60):
+        host = f"h{i}.com"
+        plan = plan_host(host, [entry("/x", host=host)], fresh_record(host=host, ip="192.0.2.7"), None, CFG, NOW)
+        assert plan is not None
+        assert plan.shard == shard_of(host, 8)
+        shards.append(plan.shard)
+    assert set(shards) == set(range(8))
+    # Still one owner per host: the same host always maps to the same shard.
+    assert fetch_shard("h1.com", HostRecord("h1.com", ip="192.0.2.7"), 8) == shard_of("h1.com", 8)
+    assert fetch_shard("h1.com", HostRecord("h1.com", ip="192.0.2.8"), 8) == shard_of("h1.com", 8)
 
 
 # --- steering: blocklist and policies ---------------------------------------------------------

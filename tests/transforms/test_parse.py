@@ -73,3 +73,28 @@ def test_skipped_bodies_are_counted_by_kind():
     assert counters["skipped_binary_pdf"] == 2
     assert counters["skipped_binary_image"] == 1 and counters["skipped_xml"] == 1
     assert "skipped_html" not in counters and counters["received"] == 5
+
+
+def test_one_parse_serves_links_and_simhash_as_two_separate_parses_would():
+    # parse_fetch builds one tree: links are read from it, then the text (which detaches the
+    # page chrome, where links live too). Both must be what separate parses give.
+    from beamcrawl.core.htmlparse import parse_html
+    from beamcrawl.simweb import SimWeb
+
+    chrome = (f"<html><body><nav><a href='/nav1'>n</a></nav><header><a href='/h'>h</a></header>"
+              f"<main><p>{TEXT}</p><a href='/in'>in</a></main><footer><a href='/f'>f</a></footer></body></html>").encode()
+    bodies = [chrome]
+    web = SimWeb(12, seed=4, pages_per_host=10)
+    bodies += [web.page_body(hi, j) for hi in range(12) for j in range(10) if web.page_kind(hi, j) != "pdf"]
+    checked = 0
+    for body in bodies:
+        if not body.lstrip().startswith(b"<"):
+            continue
+        page = parse_fetch(_result(body), "beamcrawl")
+        alone = parse_html(body, "http://a.test/page", "text/html; charset=utf-8")
+        assert [(link.url, link.kind, link.anchor) for link in page.links] == [(u, k, a) for u, _, a, _, k in alone.links]
+        assert page.simhash == textfp.simhash_hex(textfp.html_simhash(body, "text/html; charset=utf-8"))
+        checked += page.simhash is not None
+    assert checked > 50
+    first = parse_fetch(_result(chrome), "beamcrawl")
+    assert {link.url for link in first.links} >= {"http://a.test/nav1", "http://a.test/h", "http://a.test/f"}

@@ -60,11 +60,12 @@ def test_a_cached_failure_is_not_asked_again_while_fresh():
     assert dns.calls == ["nx.example", "nx.example"] and later[0].resolved_at > failed[0].resolved_at
 
 
-def test_hosts_on_one_address_end_up_in_one_fetch_shard():
+def test_hosts_on_one_address_end_up_in_one_fetch_shard_with_an_ip_delay():
     out = resolve_records([HostRecord(f"site{i}.sim.test:8800") for i in range(20)],
                           CrawlConfig(**{**CFG.__dict__, "allow_private_networks": True}), time.time())
     assert {r.ip for r in out} == {"127.0.0.1"}
-    assert len({fetch_shard(r.host, r, 8) for r in out}) == 1
+    assert len({fetch_shard(r.host, r, 8, ip_delay=0.1) for r in out}) == 1  # one owner per IP
+    assert len({fetch_shard(r.host, r, 8) for r in out}) > 1  # no per-IP gap: spread by name
 
 
 def test_transform_resolves_with_rules_and_policy():

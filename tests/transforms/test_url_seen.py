@@ -6,6 +6,7 @@ key-set paths are each checked, by their results and by the url_seen counters.
 
 from __future__ import annotations
 
+import dataclasses
 import random
 
 import apache_beam as beam
@@ -233,6 +234,43 @@ def test_new_urls_are_queued_before_they_are_marked_seen(tmp_path):
     # Each batch: frontier first, then urls; never a URL marked seen before it is queued.
     assert store.tables == ["frontier", "urls"] * 3
     store.close()
+
+
+def test_new_urls_are_marked_seen_with_one_small_cell_that_loads_as_url_state(tmp_path):
+    import json
+
+    from beamcrawl.core.export import url_row
+    from beamcrawl.schemas.records import QUEUED_CELL
+
+    store = EmbeddedStore(tmp_path / "s.sqlite")
+    new = [cand(5, depth=3, priority=0.125), Candidate(fp=9, url="http://h.com/r", host="h.com", depth=1, priority=0.5, source="redirect")]
+    entries = queue_new_urls(store, new, now_ms=1234)
+    rows = dict(store.read_range("urls"))
+    # One cell per new URL, no null fields: not one per UrlState field.
+    assert {k: list(c) for k, c in rows.items()} == {fp_key(5): [QUEUED_CELL], fp_key(9): [QUEUED_CELL]}
+    state = UrlState.from_cells(rows[fp_key(5)])
+    assert state == UrlState(url=new[0].url, first_seen_ms=1234, state="queued", source="link", depth=3)
+    assert UrlState.from_cells(rows[fp_key(9)]).source == "redirect"
+    # A fetch outcome's cells are merged into the row later; they win, the rest stays.
+    store.mutate("urls", [Mutation.set(fp_key(5), UrlState(url=new[0].url, state="fetched", status=200).to_cells(
+        only=("url", "state", "status")))])
+    fetched = UrlState.from_cells(dict(store.read_range("urls"))[fp_key(5)])
+    assert (fetched.state, fetched.status, fetched.first_seen_ms, fetched.depth) == ("fetched", 200, 1234, 3)
+    # The export reads a queued row too.
+    assert url_row(fp_key(9), rows[fp_key(9)])["url"] == "http://h.com/r"
+    # The frontier row round-trips and is the same JSON dataclasses.asdict would give.
+    stored = dict(store.read_range("frontier"))
+    for e in entries:
+        assert FrontierEntry.from_cells(stored[e.key]) == e
+        assert json.loads(stored[e.key]["r:json"]) == dataclasses.asdict(e)
+    store.close()
+
+
+def test_seen_rows_written_one_cell_per_field_still_load():
+    old = UrlState(url="http://a.com/x", first_seen_ms=7, source="seed", depth=0)
+    cells = old.to_cells()  # every field: what rows written before the lean cell hold
+    assert len(cells) == len(dataclasses.fields(UrlState)) and cells["u:status"] == b"null"
+    assert UrlState.from_cells(cells) == old
 
 
 # --- URL shape in front of the join -------------------------------------------------------------
