@@ -62,6 +62,7 @@ __all__ = [
     "LastmodTrust",
     "changefreq_prior",
     "in_scope",
+    "origin",
     "lastmod_change_probability",
     "lastmod_claim",
     "observe_lastmod",
@@ -211,7 +212,8 @@ def parse_feed_date(text: str | None) -> tuple[float, float] | None:
 # --- scope -------------------------------------------------------------------------------
 
 
-def _origin(url: str) -> str:
+def origin(url: str) -> str:
+    """``scheme://host[:port]`` of a URL: the unit a sitemap's (or robots.txt's) scope names."""
     parts = urlsplit(url)
     return f"{parts.scheme}://{parts.netloc}"
 
@@ -360,8 +362,8 @@ class _Scope:
 
     def __init__(self, sitemap_url: str, robots_origins: tuple[str, ...] | frozenset[str]) -> None:
         path = urlsplit(sitemap_url).path or "/"
-        self.prefixes = (_origin(sitemap_url) + path[: path.rfind("/") + 1],) + tuple(
-            origin.rstrip("/") + "/" for origin in robots_origins
+        self.prefixes = (origin(sitemap_url) + path[: path.rfind("/") + 1],) + tuple(
+            o.rstrip("/") + "/" for o in robots_origins
         )
 
     def __call__(self, url: str) -> bool:

@@ -30,9 +30,10 @@ from beamcrawl.core.outputs import RoundOutputs
 from beamcrawl.core.urlnorm import InvalidURL, fingerprint, host_of, normalize
 from beamcrawl.core.urlshape import ShapeRules
 from beamcrawl.pipelines import round as round_pipeline
-from beamcrawl.schemas.records import PRIORITY_SEED, Candidate, FrontierEntry, UrlState, fp_key, frontier_key
+from beamcrawl.schemas.records import PRIORITY_SEED, Candidate, FrontierEntry, UrlState, fp_key
 from beamcrawl.stores.base import Mutation, Store, StoreError, open_store
 from beamcrawl.transforms.budgets import credit_seed_domains
+from beamcrawl.transforms.freshness import scheduled_key
 from beamcrawl.transforms.record import read_requeue_line
 from beamcrawl.transforms.url_seen import queue_new_urls
 
@@ -169,12 +170,11 @@ def _requeued(cand: Candidate, cells: dict[str, bytes], now_ms: int, reason: str
     revisit = known.revisit if isinstance(known.revisit, dict) else None
     depth = known.depth
     # Its scheduled visit is replaced, not doubled: that row goes when this one is done.
-    due = (revisit or {}).get("next_due")
-    scheduled = [frontier_key(int(due * 1000), cand.fp).hex()] if isinstance(due, (int, float)) and due * 1000 > now_ms else []
+    scheduled = scheduled_key(cand.fp, revisit, now_ms)
     return FrontierEntry(
         url=cand.url, fp=cand.fp, host=cand.host, due_ms=now_ms, priority=cand.priority,
         depth=depth if isinstance(depth, int) else 0, source=cand.source, kind=cand.kind, reason=reason,
-        revisit=revisit, also_keys=scheduled,
+        revisit=revisit, also_keys=[scheduled.hex()] if scheduled else [],
     )  # fmt: skip
 
 

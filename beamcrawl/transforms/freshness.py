@@ -29,11 +29,12 @@ import apache_beam as beam
 from apache_beam.metrics import Metrics
 
 from beamcrawl.core import freshness, sitemaps
-from beamcrawl.core.conditional import is_conditional, parse_http_date, validators_from_headers
+from beamcrawl.core.conditional import is_conditional, validators_from_headers
 from beamcrawl.core.freshness import FetchOutcome, RevisitState, SchedulePolicy
-from beamcrawl.schemas.records import FrontierEntry, ParsedPage
+from beamcrawl.core.politeness import parse_retry_after
+from beamcrawl.schemas.records import FrontierEntry, ParsedPage, frontier_key
 
-__all__ = ["UNIFORM_PRIORITY", "ScheduleRevisits", "fetch_outcome", "next_entry", "retry_after", "schedule_page"]
+__all__ = ["UNIFORM_PRIORITY", "ScheduleRevisits", "fetch_outcome", "next_entry", "schedule_page", "scheduled_key"]
 
 # The uniform baseline's one priority for every revisit (a link one hop deep has the same).
 UNIFORM_PRIORITY = 0.5
@@ -41,17 +42,6 @@ UNIFORM_PRIORITY = 0.5
 COPY_IMPORTANCE = 0.5
 SCHEDULED = ("fetched", "error")
 CONTENT_SEEN = ("first", "changed", "unchanged")
-
-
-def retry_after(value: str | None, now: float) -> float | None:
-    """Seconds a ``Retry-After`` value asks to wait (delay-seconds or an HTTP-date)."""
-    if not value:
-        return None
-    text = value.strip()
-    if text.isdigit():
-        return float(text)
-    when = parse_http_date(text)
-    return None if when is None else max(0.0, when - now)
 
 
 def fetch_outcome(page: ParsedPage) -> FetchOutcome:
@@ -69,7 +59,7 @@ def fetch_outcome(page: ParsedPage) -> FetchOutcome:
         etag=validators.etag,
         last_modified=validators.last_modified,
         location=location,
-        retry_after=retry_after(f.header("retry-after"), f.fetched_at) if f.status in (429, 503) else None,
+        retry_after=parse_retry_after(f.header("retry-after"), f.fetched_at) if f.status in (429, 503) else None,
         conditional=is_conditional(f.request_headers),
     )
 
@@ -126,6 +116,16 @@ def schedule_page(page: ParsedPage, policy: SchedulePolicy, uniform: bool = Fals
         "reason": schedule.reason,
     }
     return page
+
+
+def scheduled_key(fp: int, revisit: dict | None, after_ms: int) -> bytes | None:
+    """The frontier key of a URL's scheduled visit, from its revisit state: the row
+    :func:`next_entry` wrote, if it is due after ``after_ms`` (None: none pending). Work that
+    moves the visit forward names it in ``also_keys``, so the visit is moved, not doubled."""
+    due = (revisit or {}).get("next_due")
+    if not isinstance(due, (int, float)) or not math.isfinite(due) or int(due * 1000) <= after_ms:
+        return None
+    return frontier_key(int(due * 1000), fp)
 
 
 def next_entry(page: ParsedPage) -> FrontierEntry | None:

@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import json
 import math
-from urllib.parse import urlsplit
 from typing import Iterable, Iterator, Literal, MutableMapping, Sequence
 
 import apache_beam as beam
@@ -45,10 +44,11 @@ from apache_beam.utils.windowed_value import WindowedValue
 from beamcrawl.core import gctune
 from beamcrawl.core.faults import crash_point
 from beamcrawl.core.freshness import RevisitState, change_probability, importance, redirect_allowed
-from beamcrawl.core.sitemaps import LastmodTrust, lastmod_change_probability, lastmod_claim
+from beamcrawl.core.sitemaps import LastmodTrust, lastmod_change_probability, lastmod_claim, origin
 from beamcrawl.core.urlnorm import host_of
 from beamcrawl.core.urlshape import REASONS, ShapeRules
-from beamcrawl.schemas.records import Candidate, FrontierEntry, ParsedPage, UrlState, fp_key, frontier_key
+from beamcrawl.schemas.records import Candidate, FrontierEntry, ParsedPage, UrlState, fp_key
+from beamcrawl.transforms.freshness import scheduled_key
 from beamcrawl.stores.base import Mutation, Store, open_store
 
 __all__ = [
@@ -210,11 +210,6 @@ def host_vote(host: str) -> int:
     return mmh3.hash(host.encode(), seed=0x1A5, signed=False)
 
 
-def _origin(url: str) -> str:
-    parts = urlsplit(url)
-    return f"{parts.scheme}://{parts.netloc}"
-
-
 def lastmod_hint(cand: Candidate, cells: dict[str, bytes] | None, now_ms: int) -> FrontierEntry | None:
     """A revisit row for a known URL whose sitemap (or feed) says it changed since our last
     visit, or None.
@@ -233,18 +228,18 @@ def lastmod_hint(cand: Candidate, cells: dict[str, bytes] | None, now_ms: int) -
     except (ValueError, TypeError):
         return None
     now = now_ms / 1000.0
-    if state.next_due is None or state.checked_at is None or state.next_due <= now:
+    scheduled = scheduled_key(cand.fp, state.to_dict(), now_ms)
+    if scheduled is None or state.checked_at is None:
         return None  # dropped, never seen, or due anyway
     if lastmod_claim(cand.lastmod, 0.0, state.checked_at, now) is not True:
         return None
     trust = LastmodTrust(state.lastmod_agree, state.lastmod_disagree).score
     p_model = change_probability(state.lam, now - state.checked_at)
-    scheduled = frontier_key(int(state.next_due * 1000), cand.fp).hex()
     return FrontierEntry(
         url=cand.url, fp=cand.fp, host=cand.host, due_ms=now_ms,
         priority=state.importance * lastmod_change_probability(p_model, True, trust),
         source="revisit", reason="sitemap lastmod", lastmod=cand.lastmod, revisit=state.to_dict(),
-        also_keys=[scheduled],
+        also_keys=[scheduled.hex()],
     )  # fmt: skip
 
 
@@ -302,7 +297,7 @@ def page_candidates(
             out.append(Candidate(
                 fp=link.fp, url=link.url, host=host, depth=0 if from_robots else depth, priority=priority,
                 source="sitemap" if kind == "sitemap" else "feed", kind="sitemap", lastmod=link.lastmod,
-                robots_origin=_origin(page.fetch.url) if from_robots else entry.robots_origin,
+                robots_origin=origin(page.fetch.url) if from_robots else entry.robots_origin,
             ))  # fmt: skip
             continue
         if kind == "listed":
