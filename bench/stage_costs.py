@@ -36,7 +36,7 @@ from beamcrawl.simweb.site import SimWeb
 from beamcrawl.stores.base import open_store
 from beamcrawl.transforms import warc_io
 from beamcrawl.transforms.parquet_io import link_edges
-from beamcrawl.transforms.content_seen import CONTENT_TABLE, SIMHASH_TABLE, NewContent, probe_page, settle
+from beamcrawl.transforms.content_seen import CONTENT_TABLE, SIMHASH_TABLE, WRITE_BATCH, NewContent, probe_page, settle
 from beamcrawl.transforms.parse import parse_fetch
 from beamcrawl.transforms.url_seen import page_candidates, queue_new_urls
 from beamcrawl.transforms.warc_io import archive_fetch, page_event
@@ -176,7 +176,7 @@ def main(argv: list[str] | None = None) -> int:
             _, c, h = settle(NewContent(probe.checksum, probe), None, 1)
             content.extend(c)
             hashes.extend(h)
-            if len(content) + len(hashes) >= 2000:
+            if len(content) + len(hashes) >= WRITE_BATCH:
                 store.mutate(SIMHASH_TABLE, hashes)
                 store.mutate(CONTENT_TABLE, content)
                 content, hashes = [], []

@@ -106,7 +106,10 @@ CONTENT_TABLE = "content"
 SIMHASH_TABLE = "simhash"
 CONTENT_CELL = "c:json"
 SIMHASH_FAMILY = "s"
-WRITE_BATCH = 2000
+# New originals' rows written per store call: 20 simhash-table rows per original land on
+# random keys, so they are written in large batches, which share B-tree pages (see
+# EmbeddedStore.write_batch; ~5,000 originals, some 15 MB of mutations).
+WRITE_BATCH = 100_000
 # A row shared by more of this round's candidates than this (a trap serving one text over
 # and over) is checked against its first originals only, not pair by pair.
 MAX_PAIRWISE = 64
@@ -686,20 +689,18 @@ class _SettleFn(beam.DoFn):
         self.content: list[Mutation] = []
         self.hashes: list[Mutation] = []
 
-    def process(self, element: tuple[str, dict[str, list[Any]]]) -> Iterator[tuple[str, Copy]]:
-        _, joined = element
-        near = min(joined["near"], key=_match_key_rev) if joined["near"] else None
-        for new in joined["new"]:
-            copies, content, hashes = settle(new, near, self.round_no, self.layout)
-            if near is None:
-                self.originals.inc()
-                self.exact.inc(len(copies))
-            else:
-                self.near.inc(len(copies))
-            self.content.extend(content)
-            self.hashes.extend(hashes)
-            for copy in copies:
-                yield (copy.url, copy)
+    def process(self, new: NewContent, near_by_url: Mapping[str, tuple[str, int]]) -> Iterator[tuple[str, Copy]]:
+        near = near_by_url.get(new.first.url)
+        copies, content, hashes = settle(new, near, self.round_no, self.layout)
+        if near is None:
+            self.originals.inc()
+            self.exact.inc(len(copies))
+        else:
+            self.near.inc(len(copies))
+        self.content.extend(content)
+        self.hashes.extend(hashes)
+        for copy in copies:
+            yield (copy.url, copy)
         if len(self.content) + len(self.hashes) >= WRITE_BATCH:
             self._flush()
 
@@ -716,6 +717,11 @@ class _SettleFn(beam.DoFn):
     def teardown(self) -> None:
         if self.store is not None:
             self.store.close()
+
+
+def _closest(decisions: Iterable[tuple[str, int]]) -> tuple[str, int]:
+    """Of a page's near-copy decisions, the closest original (ties: the first in URL order)."""
+    return min(decisions, key=_match_key_rev)
 
 
 def _match_key_rev(decision: tuple[str, int]) -> tuple[int, tuple[int, int, str]]:
@@ -845,11 +851,11 @@ class FindDuplicateContent(beam.PTransform):
             | "Combine evidence per page" >> beam.CombinePerKey(_merge_all)
             | "Resolve near copies" >> _ResolveNearCopies()
         )
-        settled = (
-            {"new": new | "Key by candidate" >> beam.Map(lambda n: (n.first.url, n)), "near": near}
-            | "Join candidates and decisions" >> beam.CoGroupByKey()
-            | "Decide and record new content"
-            >> beam.ParDo(_SettleFn(self.store_uri, self.round_no, self.layout, self.record))
+        # The near decisions are few (near copies only) and every new checksum looks its
+        # candidate up in them: a side input, not a shuffle of every new page by URL.
+        closest = near | "Closest original per page" >> beam.CombinePerKey(_closest)
+        settled = new | "Decide and record new content" >> beam.ParDo(
+            _SettleFn(self.store_uri, self.round_no, self.layout, self.record), beam.pvalue.AsDict(closest)
         )
         copies = (checked["copies"], settled) | "All copies" >> beam.Flatten()
         return pages | "Mark copies" >> beam.ParDo(_MarkCopiesFn(), beam.pvalue.AsDict(copies))

@@ -182,7 +182,7 @@ class RecordUrlState(beam.PTransform):
         (
             pages
             | "URL state rows" >> beam.FlatMap(_url_rows)
-            | "Batch URL rows" >> beam.BatchElements(min_batch_size=100, max_batch_size=2000)
+            | "Batch URL rows" >> beam.BatchElements(min_batch_size=100, max_batch_size=20_000)
             | "Write URL rows" >> beam.ParDo(_WriteRowsFn(self.store_uri, "urls"))
         )
         (
