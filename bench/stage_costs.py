@@ -3,11 +3,13 @@
 Builds fetch results straight from simweb's model (no server, no network), then times
 beamcrawl's own pure stage functions over them, one stage at a time, with the process CPU
 clock: parse (``parse_fetch``), WARC (``archive_fetch``, and the same records at lower gzip
-levels), page events, link-edge rows, URL candidates, the seen-set and frontier writes of the
-URLs they discover (``queue_new_urls`` into a fresh embedded store), and Beam's pickling of a
-fetch result, and the content-seen rows of new originals (their content row and 20
-simhash-table rows). The sum says what a page costs beyond fetching it; compare with the round's
-CPU per page in the comparison table.
+levels), page events, link-edge columns, the pages/ and links/ Parquet parts made of them
+(buffered, converted to Arrow, sorted, written as the publish DoFn does), URL candidates, the
+seen-set and frontier writes of the URLs they discover (``queue_new_urls`` into a fresh
+embedded store), and Beam's pickling of a fetch result, the content-seen rows of new originals
+(their content row and 20 simhash-table rows), and the URL-state cells of each fetch (after its
+revisit is scheduled). The sum says what a page costs beyond fetching it; compare with the
+round's CPU per page in the comparison table.
 
     python bench/stage_costs.py [--pages 3000] [--hosts 300] [--default-gc]
 
@@ -19,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import io
+import os
 import pickle
 import sys
 import tempfile
@@ -31,13 +34,17 @@ from warcio.warcwriter import WARCWriter
 
 from beamcrawl import DEFAULT_USER_AGENT
 from beamcrawl.core import gctune
+from beamcrawl.core.freshness import SchedulePolicy
+from beamcrawl.schemas.arrow import LINKS_SCHEMA, PAGES_SCHEMA
 from beamcrawl.schemas.records import Candidate, FetchResult, FrontierEntry
 from beamcrawl.simweb.site import SimWeb
 from beamcrawl.stores.base import open_store
 from beamcrawl.transforms import warc_io
-from beamcrawl.transforms.parquet_io import link_edges
 from beamcrawl.transforms.content_seen import CONTENT_TABLE, SIMHASH_TABLE, WRITE_BATCH, NewContent, probe_page, settle
+from beamcrawl.transforms.freshness import schedule_page
+from beamcrawl.transforms.parquet_io import ColumnBuffer, link_edge_columns, write_table
 from beamcrawl.transforms.parse import parse_fetch
+from beamcrawl.transforms.record import url_state_cells
 from beamcrawl.transforms.url_seen import page_candidates, queue_new_urls
 from beamcrawl.transforms.warc_io import archive_fetch, page_event
 
@@ -83,6 +90,23 @@ def _timed(items: list[Any], fn: Callable[[Any], Any], repeat: int = 3) -> tuple
         out = [fn(x) for x in items]
         best = min(best, time.process_time() - t0)
     return best, out
+
+
+def _parquet_part(
+    items: list[Any], schema: Any, sort_by: tuple[str, ...], add: Callable[[ColumnBuffer, Any], Any], path: str
+) -> tuple[float, int]:
+    """Best of three CPU times of one Parquet part made of ``items`` as the publish DoFn makes
+    it (each item added to a :class:`ColumnBuffer`, then one sorted zstd file), and its size."""
+    best = float("inf")
+    for _ in range(3):
+        t0 = time.process_time()
+        buffer = ColumnBuffer(schema)
+        for item in items:
+            if item is not None:
+                add(buffer, item)
+        write_table(buffer.take(), sort_by, path)
+        best = min(best, time.process_time() - t0)
+    return best, os.path.getsize(path)
 
 
 def _writer_at(level: int) -> Callable[[io.BytesIO], WARCWriter]:
@@ -138,10 +162,15 @@ def main(argv: list[str] | None = None) -> int:
         t, arch = _timed(pages, lambda pg: archive_fetch(pg, make))
         size = sum(len(a.data) for a in arch)
         rows.append((f"  same records, gzip level {level}", t, f"{size / n:,.0f} B/page ({100 * size / size9:.0f}% of level 9)"))
-    t, _ = _timed(pages, lambda pg: page_event(pg, "warc/x@0"))
+    t, events = _timed(pages, lambda pg: page_event(pg, "warc/x@0"))
     rows.append(("page_event (pages/ row)", t, ""))
-    t, edges = _timed(pages, link_edges)
-    rows.append(("link_edges (links/ rows)", t, f"{sum(len(e) for e in edges) / n:.1f} rows/page"))
+    t, edges = _timed(pages, link_edge_columns)
+    rows.append(("link_edge_columns (links/ rows)", t, f"{sum(len(e['dst']) for e in edges if e) / n:.1f} rows/page"))
+    with tempfile.TemporaryDirectory() as tmp:
+        t, size = _parquet_part(events, PAGES_SCHEMA, ("url",), ColumnBuffer.add_row, f"{tmp}/pages.parquet")
+        rows.append(("pages/ Parquet part: rows by column, Arrow, sorted, zstd file", t, f"{size / n:,.0f} B/page"))
+        t, size = _parquet_part(edges, LINKS_SCHEMA, ("src", "dst"), ColumnBuffer.add_columns, f"{tmp}/links.parquet")
+        rows.append(("links/ Parquet part: the same, of the link-edge columns", t, f"{size / n:,.0f} B/page"))
     t, cands = _timed(pages, page_candidates)
     rows.append(("page_candidates", t, f"{sum(len(c) for c in cands) / n:.1f} candidates/page"))
     t, _ = _timed(results, lambda r: pickle.dumps(r, protocol=pickle.HIGHEST_PROTOCOL))
@@ -186,6 +215,11 @@ def main(argv: list[str] | None = None) -> int:
         store.close()
     rows.append(("content seen: content + 20 simhash-table rows per new original", t,
                  f"{len(probes) / n:.2f} originals/page"))
+
+    policy = SchedulePolicy()
+    scheduled = [schedule_page(pg, policy) for pg in pages]
+    t, _ = _timed(scheduled, url_state_cells)
+    rows.append(("url_state_cells (seen-set cells of a fetch, its revisit state included)", t, ""))
 
     print(f"{n} pages of {args.hosts} simweb hosts; CPU µs per page (process time)\n")
     print("| stage | µs / page | note |\n|---|---:|---|")

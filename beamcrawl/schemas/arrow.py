@@ -22,6 +22,8 @@ reader of any file sees what a column means (``pq.read_schema(f).field("x").meta
 
 from __future__ import annotations
 
+import datetime as dt
+
 import pyarrow as pa
 
 __all__ = [
@@ -35,6 +37,7 @@ __all__ = [
     "describe",
     "fp_hex",
     "signed64",
+    "timestamp_ms",
 ]
 
 TIMESTAMP = pa.timestamp("ms", tz="UTC")
@@ -172,6 +175,20 @@ SCHEMAS: dict[str, pa.Schema] = {
 def signed64(fp: int) -> int:
     """An unsigned 64-bit fingerprint as the signed value stored in Parquet."""
     return fp - (1 << 64) if fp >= (1 << 63) else fp
+
+
+_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
+_MS = dt.timedelta(milliseconds=1)
+
+
+def timestamp_ms(seconds: float) -> int:
+    """An epoch-seconds time as the value a :data:`TIMESTAMP` column stores: what Arrow makes
+    of ``datetime.fromtimestamp(seconds, UTC)`` (its microseconds, floored to milliseconds).
+
+    Arrow converts a column of ints many times faster than one of aware datetimes, so a
+    column that repeats one time per row (a page's edges) is built from this value.
+    """
+    return (dt.datetime.fromtimestamp(seconds, dt.timezone.utc) - _EPOCH) // _MS
 
 
 def fp_hex(value: int) -> str:

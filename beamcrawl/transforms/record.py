@@ -14,7 +14,6 @@ half-scheduled revisits, and a commit that resumes writes the same rows again (s
 
 from __future__ import annotations
 
-import json
 from typing import Iterable
 
 import apache_beam as beam
@@ -22,7 +21,7 @@ from apache_beam.metrics import Metrics
 
 from beamcrawl.core import files
 from beamcrawl.core.outputs import DONE, REQUEUE, RoundOutputs, part_name
-from beamcrawl.schemas.records import FrontierEntry, HostRecord, ParsedPage, UrlState, fp_key
+from beamcrawl.schemas.records import FrontierEntry, HostRecord, ParsedPage, UrlState, fp_key, json_cell
 from beamcrawl.transforms.freshness import next_entry
 from beamcrawl.stores.base import Mutation, open_store
 
@@ -71,7 +70,7 @@ def url_state_cells(page: ParsedPage) -> dict[str, bytes] | None:
         cells.update(state.to_cells(only=REVISIT_FIELDS))
     if f.outcome == "fetched":
         # Only a response says whether the page is a copy; an error leaves the mark as it was.
-        cells[DUPLICATE_CELL] = json.dumps(page.duplicate_of).encode()
+        cells[DUPLICATE_CELL] = json_cell(page.duplicate_of)
     return cells
 
 

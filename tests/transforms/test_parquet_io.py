@@ -19,7 +19,15 @@ from beamcrawl.core.urlnorm import fingerprint, host_of
 from beamcrawl.schemas import arrow
 from beamcrawl.schemas.arrow import LINKS_SCHEMA, PAGES_SCHEMA, SCHEMAS, describe, fp_hex, signed64
 from beamcrawl.schemas.records import FetchResult, FrontierEntry, Link, ParsedPage
-from beamcrawl.transforms.parquet_io import WriteLinkEdges, WritePageEvents, link_edges, write_part
+from beamcrawl.transforms import parquet_io
+from beamcrawl.transforms.parquet_io import (
+    ColumnBuffer,
+    WriteLinkEdges,
+    WritePageEvents,
+    link_edge_columns,
+    write_part,
+    write_table,
+)
 from beamcrawl.transforms.warc_io import page_event
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
@@ -41,8 +49,14 @@ def _page(url: str = "http://news.example.co.uk:8080/a", fp: int | None = None) 
     return ParsedPage(fetch=result, links=links, checksum="0" * 16, title="A")
 
 
+def _edge_rows(page: ParsedPage) -> list[dict]:
+    """A page's link edges as row dicts (the columns read across)."""
+    columns = link_edge_columns(page) or {}
+    return [dict(zip(columns, values)) for values in zip(*columns.values())]
+
+
 def test_link_edges_carry_both_ends():
-    rows = link_edges(_page())
+    rows = _edge_rows(_page())
     assert len(rows) == 3
     first = rows[0]
     assert first["src"] == "http://news.example.co.uk:8080/a" and first["dst"] == "http://b.example.org/z"
@@ -50,15 +64,21 @@ def test_link_edges_carry_both_ends():
     assert first["src_domain"] == "example.co.uk" and first["dst_domain"] == "example.org"
     assert first["dst_fp"] == BIG_FP - (1 << 64) and fp_hex(first["dst_fp"]) == "f000000000000001"
     assert first["anchor"] == "Zed" and first["nofollow"] is False
-    assert first["fetched_at"] == dt.datetime(2026, 1, 1, 0, 0, 0, 500000, tzinfo=dt.timezone.utc)
+    assert first["fetched_at"] == 1_767_225_600_500  # 2026-01-01T00:00:00.5Z, as stored
     assert rows[1]["anchor"] is None and rows[1]["nofollow"] is True
     assert rows[2]["kind"] == "canonical"
+
+
+def test_a_page_without_links_has_no_edges():
+    page = _page()
+    page.links = []
+    assert link_edge_columns(page) is None
 
 
 def test_meta_nofollow_marks_every_edge():
     page = _page()
     page.meta_nofollow = True
-    assert all(row["nofollow"] for row in link_edges(page))
+    assert all(row["nofollow"] for row in _edge_rows(page))
 
 
 def test_fingerprint_round_trip():
@@ -71,9 +91,9 @@ def test_rows_fit_the_schemas_exactly():
     event = page_event(_page(), "warc/round=7/p.warc.gz@0")
     assert set(event) == set(PAGES_SCHEMA.names)
     pa.Table.from_pylist([event], schema=PAGES_SCHEMA)
-    edges = link_edges(_page())
-    assert set(edges[0]) == set(LINKS_SCHEMA.names)
-    pa.Table.from_pylist(edges, schema=LINKS_SCHEMA)
+    edges = link_edge_columns(_page())
+    assert edges is not None and list(edges) == LINKS_SCHEMA.names
+    pa.Table.from_pydict(edges, schema=LINKS_SCHEMA)
 
 
 def test_every_column_is_described_and_portable():
@@ -97,7 +117,7 @@ def test_schemas_md_is_up_to_date():
 
 
 def test_write_part_sorts_compresses_and_keeps_descriptions(tmp_path):
-    rows = link_edges(_page()) + link_edges(_page("http://a.example.org/"))
+    rows = _edge_rows(_page()) + _edge_rows(_page("http://a.example.org/"))
     path = str(tmp_path / "links" / "part-1.parquet")
     write_part(rows, LINKS_SCHEMA, ("src", "dst"), path)
     table = pq.read_table(path)
@@ -147,3 +167,137 @@ def test_empty_tables_write_and_read(tmp_path, schema_name):
     path = str(tmp_path / f"{schema_name}.parquet")
     pq.write_table(schema.empty_table(), path, compression="zstd")
     assert pq.read_schema(path).remove_metadata().equals(schema.remove_metadata())
+
+
+# The row path the writers took before the column buffers (issue #10): a dict per edge, rows
+# sorted in Python, ``Table.from_pylist``. Kept here as the reference for what files hold.
+def _edge_rows_as_before(page: ParsedPage) -> list[dict]:
+    from beamcrawl.core.urlnorm import registered_domain
+
+    f = page.fetch
+    if not page.links:
+        return []
+    src_host = f.entry.host
+    src_domain = registered_domain(src_host.split(":", 1)[0])
+    fetched_at = dt.datetime.fromtimestamp(f.fetched_at, dt.timezone.utc) if f.fetched_at else None
+    rows = []
+    for link in page.links:
+        dst_host = host_of(link.url)
+        rows.append({
+            "src": f.url, "dst": link.url, "src_fp": signed64(f.entry.fp), "dst_fp": signed64(link.fp),
+            "src_host": src_host, "dst_host": dst_host, "src_domain": src_domain,
+            "dst_domain": registered_domain(dst_host.split(":", 1)[0]), "anchor": link.anchor or None,
+            "nofollow": link.nofollow or page.meta_nofollow, "kind": link.kind, "fetched_at": fetched_at,
+        })  # fmt: skip
+    return rows
+
+
+def _parts_as_before(batches: list[list[dict]], schema: pa.Schema, sort_by: tuple[str, ...]) -> list[bytes]:
+    parts, rows = [], []
+
+    def flush() -> None:
+        nonlocal rows
+        if rows:
+            rows.sort(key=lambda r: tuple(r[c] for c in sort_by))
+            sink = pa.BufferOutputStream()
+            pq.write_table(pa.Table.from_pylist(rows, schema=schema), sink, compression="zstd")
+            parts.append(sink.getvalue().to_pybytes())
+            rows = []
+
+    for batch in batches:
+        rows.extend(batch)
+        if len(rows) >= parquet_io.FLUSH_ROWS:
+            flush()
+    flush()
+    return parts
+
+
+def _parts_now(tmp_path, elements: list, schema: pa.Schema, sort_by: tuple[str, ...], columnar: bool) -> list[bytes]:
+    folder = tmp_path / f"now-{schema.names[0]}"
+    fn = parquet_io._ParquetPartsFn(str(folder), schema, sort_by, "test", columnar=columnar)
+    fn.start_bundle()
+    for element in elements:
+        fn.process(element)
+    fn.finish_bundle()
+    return [path.read_bytes() for path in sorted(folder.iterdir())]
+
+
+def _awkward_pages() -> list[ParsedPage]:
+    """Pages whose edges test the column path: no links, non-ASCII URLs and anchors (the sort
+    must order by code point), repeated (src, dst) pairs (ties keep their order), null anchors
+    and fetch times, fetch times on a millisecond's rounding edge, IPv6 and IP hosts, the
+    extreme fingerprints, and a page marked nofollow."""
+    plain = _page()
+    no_links = _page("http://a.example.org/none")
+    no_links.links = []
+    odd = _page("http://a.example.org/é", fp=(1 << 64) - 1)
+    odd.fetch.fetched_at = 1_767_225_600.4999996  # datetime rounds it to .500000
+    odd.meta_nofollow = True
+    odd.links = [
+        Link(url="http://a.example.org/\U0001f600", fp=0, anchor="Bücher ☃"),
+        Link(url="http://a.example.org/\ue000", fp=1 << 63, anchor=""),
+        Link(url="http://a.example.org/\U00010000", fp=(1 << 63) - 1, kind="frame"),
+        Link(url="http://a.example.org/~", fp=5, anchor="first of two"),
+        Link(url="http://a.example.org/\x7f", fp=6),
+        Link(url="http://a.example.org/~", fp=5, anchor="second of two", nofollow=True),
+        Link(url="http://[::1]:8080/v6", fp=7),
+        Link(url="http://10.0.0.1/ip", fp=8, kind="redirect"),
+        Link(url="https://xn--bcher-kva.example/", fp=9),
+    ]
+    unfetched = _page("http://a.example.org/")
+    unfetched.fetch.fetched_at = 0.0  # null fetched_at
+    again = _page()  # the same source twice: its edges stay after the first page's
+    again.links = [Link(url="http://b.example.org/z", fp=BIG_FP, anchor="again")]
+    return [plain, no_links, odd, unfetched, again, _page("http://news.example.co.uk:8080/", fp=1)]
+
+
+@pytest.mark.parametrize("flush_rows", [parquet_io.FLUSH_ROWS, 4])
+def test_link_parts_hold_what_the_row_path_wrote(tmp_path, monkeypatch, flush_rows):
+    monkeypatch.setattr(parquet_io, "FLUSH_ROWS", flush_rows)
+    pages = _awkward_pages()
+    before = _parts_as_before([_edge_rows_as_before(p) for p in pages], LINKS_SCHEMA, ("src", "dst"))
+    now = _parts_now(tmp_path, [link_edge_columns(p) for p in pages], LINKS_SCHEMA, ("src", "dst"), columnar=True)
+    assert len(now) == len(before) > (1 if flush_rows == 4 else 0)
+    assert sorted(now) == sorted(before)  # the same bytes: schema, metadata, rows and order
+    table = pq.read_table(pa.BufferReader(max(now, key=len)))
+    assert table.schema.equals(LINKS_SCHEMA, check_metadata=True)
+
+
+def test_page_parts_hold_what_the_row_path_wrote(tmp_path):
+    pages = _awkward_pages()
+    failed = _page("http://a.example.org/é")
+    failed.fetch.outcome, failed.fetch.status, failed.fetch.error = "error", 0, "timeout"  # most fields null
+    events = [page_event(p, f"warc/x@{i}") for i, p in enumerate([*pages, failed])]
+    del events[0]["etag"]  # a missing key is null, as from_pylist had it
+    before = _parts_as_before([[e] for e in events], PAGES_SCHEMA, ("url",))
+    now = _parts_now(tmp_path, events, PAGES_SCHEMA, ("url",), columnar=False)
+    assert now == before
+    urls = pq.read_table(pa.BufferReader(now[0])).column("url").to_pylist()
+    assert urls == sorted(e["url"] for e in events)
+
+
+@pytest.mark.parametrize(
+    "seconds",
+    [1_767_225_600.5, 1_767_225_600.4999996, 1_767_225_600.0005, 1_767_225_600.9999999, 1.0000005, 1e9 + 0.1239995],
+)
+def test_timestamp_ms_is_what_arrow_stores_for_the_datetime(seconds):
+    stored = pa.array([dt.datetime.fromtimestamp(seconds, dt.timezone.utc)], type=arrow.TIMESTAMP)
+    assert arrow.timestamp_ms(seconds) == stored.cast(pa.int64())[0].as_py()
+
+
+def test_column_buffer_fills_gaps_with_nulls_and_starts_over():
+    buffer = ColumnBuffer(LINKS_SCHEMA)
+    buffer.add_row({"src": "s", "dst": "d", "src_fp": 1, "dst_fp": 2})
+    assert buffer.add_columns({"src": ["s2", "s3"], "dst": ["d2", "d3"], "src_fp": [3, 3], "dst_fp": [4, 5]}) == 2
+    assert len(buffer) == 3
+    table = buffer.take()
+    assert table.schema.equals(LINKS_SCHEMA, check_metadata=True)
+    assert table.column("dst").to_pylist() == ["d", "d2", "d3"] and table.column("anchor").null_count == 3
+    assert len(buffer) == 0 and buffer.take().num_rows == 0
+
+
+def test_write_table_sorts_stably(tmp_path):
+    table = pa.table({"k": ["b", "a", "b", "a"], "v": [1, 2, 3, 4]})
+    write_table(table, ("k",), str(tmp_path / "t.parquet"))
+    back = pq.read_table(str(tmp_path / "t.parquet"))
+    assert back.column("v").to_pylist() == [2, 4, 1, 3]

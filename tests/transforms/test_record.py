@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import enum
 import json
 
+import pytest
+
 from beamcrawl.core.urlnorm import fingerprint
-from beamcrawl.schemas.records import FetchResult, FrontierEntry, ParsedPage, UrlState
-from beamcrawl.transforms.record import DUPLICATE_CELL, url_state_cells
+from beamcrawl.schemas.records import FetchResult, FrontierEntry, ParsedPage, UrlState, json_cell
+from beamcrawl.transforms.record import DUPLICATE_CELL, REVISIT_FIELDS, STATE_FIELDS, url_state_cells
 
 
 def _page(outcome: str = "fetched", source: str = "link", duplicate_of: str | None = None) -> ParsedPage:
@@ -30,3 +33,37 @@ def test_an_error_leaves_the_mark_as_it_was_and_robots_writes_nothing():
     failed = url_state_cells(_page(outcome="error"))
     assert failed is not None and DUPLICATE_CELL not in failed and json.loads(failed["u:state"]) == "error"
     assert url_state_cells(_page(source="robots")) is None
+
+
+class _Level(enum.IntEnum):
+    HIGH = 2
+
+
+class _Text(str):
+    pass
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        None, True, False, 0, -1, 200, 1_796_020_045_608, 2**64 + 1, _Level.HIGH, 0.1, 1e300, float("nan"),
+        float("inf"), -0.0, "", "http://b.test/story", 'quote " back \\ slash', "ctl \x00\n\t\x1f",
+        "naïve café ☃ \U0001f600", "\ud800", _Text("sub"), [1, "a", None], {"checksum": "00ff", "lam": 1.5e-06},
+    ],
+)  # fmt: skip
+def test_json_cell_is_json_dumps(value):
+    assert json_cell(value) == json.dumps(value).encode()
+
+
+def test_url_state_cells_are_encoded_as_before():
+    page = _page(duplicate_of="http://a.test/ü")
+    page.revisit = {"checksum": "00ff" * 4, "visits": 2, "lam": 1.65e-06, "history": [1.5, 2], "etag": None}
+    page.fetch.error = "naïve \"error\""
+    cells = url_state_cells(page)
+    assert cells is not None
+    state = UrlState.from_cells(cells)
+    values = {**state.__dict__, "duplicate_of": page.duplicate_of}
+    # every cell as json.dumps wrote it, so rows written before and after read the same
+    names = (*STATE_FIELDS, *REVISIT_FIELDS, "duplicate_of")
+    assert cells == {f"u:{name}": json.dumps(values[name]).encode() for name in names}
+    assert state.revisit == page.revisit and state.error == page.fetch.error
