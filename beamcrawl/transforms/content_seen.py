@@ -77,7 +77,7 @@ from beamcrawl.core import textfp
 from beamcrawl.core.htmlparse import checksum as payload_checksum
 from beamcrawl.core.urlnorm import fingerprint
 from beamcrawl.core.warc_revisit import payload_digest
-from beamcrawl.schemas.records import ParsedPage, fp_key, key_fp
+from beamcrawl.schemas.records import Packed, ParsedPage, fp_key, key_fp
 from beamcrawl.stores.base import Mutation, Store, open_store
 from beamcrawl.transforms.parse import PARSED_KINDS, body_kind
 from beamcrawl.transforms.url_seen import MAX_BUCKET_BITS, bucket_of, choose_bucket_bits, choose_path
@@ -528,7 +528,7 @@ class _BucketChecksumsFn(beam.DoFn):
             buckets.setdefault(bucket_of(check, self.bits), []).append((check, probes))
         self.groups = {}
         for bucket, groups in buckets.items():
-            yield _windowed((bucket, groups))
+            yield _windowed((bucket, Packed(groups)))
 
 
 class _StoreJoinFn(beam.DoFn):
@@ -642,7 +642,7 @@ class _BucketPrefixesFn(beam.DoFn):
                 item = _Item(self.layout.table_key(table, value), value, probe.simhash, probe.url)  # type: ignore[arg-type]
                 buckets.setdefault(bucket_of(value, self.bits), []).append(item)
             for bucket, items in buckets.items():
-                yield _windowed(((table, bucket), items))
+                yield _windowed(((table, bucket), Packed(items)))
         self.probes = []
 
 

@@ -47,7 +47,7 @@ from beamcrawl.core.freshness import RevisitState, change_probability, importanc
 from beamcrawl.core.sitemaps import LastmodTrust, lastmod_change_probability, lastmod_claim, origin
 from beamcrawl.core.urlnorm import host_of
 from beamcrawl.core.urlshape import REASONS, ShapeRules
-from beamcrawl.schemas.records import Candidate, FrontierEntry, ParsedPage, UrlState, fp_key
+from beamcrawl.schemas.records import Candidate, FrontierEntry, Packed, ParsedPage, UrlState, fp_key
 from beamcrawl.transforms.freshness import scheduled_key
 from beamcrawl.stores.base import Mutation, Store, open_store
 
@@ -380,7 +380,7 @@ class _BucketFn(beam.DoFn):
             buckets.setdefault(bucket_of(cand.fp, self.bits), []).append(cand)
         self.combined = {}
         for bucket, cands in buckets.items():
-            yield WindowedValue((bucket, cands), MIN_TIMESTAMP, [GlobalWindow()])
+            yield WindowedValue((bucket, Packed(cands)), MIN_TIMESTAMP, [GlobalWindow()])
 
 
 class _MergeBucketFn(beam.DoFn):
@@ -417,7 +417,7 @@ class _MergeBucketFn(beam.DoFn):
         gctune.tune()
         self.store = open_store(self.store_uri)
 
-    def process(self, element: tuple[int, Iterable[list[Candidate]]]) -> Iterator[FrontierEntry]:
+    def process(self, element: tuple[int, Iterable[list[Candidate]]]) -> Iterator[Packed]:
         bucket, groups = element
         combined = combine_candidates(groups)
         ordered = sorted(combined.values(), key=lambda c: c.fp)
@@ -440,7 +440,9 @@ class _MergeBucketFn(beam.DoFn):
         self.bucket_bits.update(self.bits)
         self.distinct.inc(len(ordered))
         self.new.inc(len(new))
-        yield from queue_new_urls(self.store, new, self.now_ms)
+        # One element per bucket, not per URL: the round does not read them, and Beam
+        # encodes a DoFn's every output element (one pickle per URL) all the same.
+        yield Packed(queue_new_urls(self.store, new, self.now_ms))
         if self.lastmod_hints:
             self._queue_hints(ordered, {c.fp for c in new})
 
@@ -477,7 +479,8 @@ class _MergeBucketFn(beam.DoFn):
 
 
 class FilterSeenUrls(beam.PTransform):
-    """Lists of candidates → ``FrontierEntry`` for every URL never seen before (now queued).
+    """Lists of candidates → per bucket, a list of the ``FrontierEntry`` of every URL never
+    seen before (now queued).
 
     Args:
         store_uri: The crawl's store.

@@ -87,7 +87,7 @@ class TestFilterSeenUrls:
             [cand(f) for f in seen[30:] + fresh[20:]],  # overlaps: combined per fingerprint
         ]
         with TestPipeline(runner="FnApiRunner") as p:
-            new = p | beam.Create(pages) | FilterSeenUrls(uri, bits=3, now_ms=5000)
+            new = p | beam.Create(pages) | FilterSeenUrls(uri, bits=3, now_ms=5000) | beam.FlatMap(list)
             assert_that(new | beam.Map(lambda e: e.fp), equal_to(sorted(set(fresh) - set(seen))))
 
         with open_store(uri) as store:
@@ -106,7 +106,7 @@ class TestFilterSeenUrls:
         pages = [[cand(f) for f in range(1000, 1100)]]
         for expected in (100, 0):
             with TestPipeline(runner="FnApiRunner") as p:
-                new = p | beam.Create(pages) | FilterSeenUrls(uri, bits=2, now_ms=1)
+                new = p | beam.Create(pages) | FilterSeenUrls(uri, bits=2, now_ms=1) | beam.FlatMap(list)
                 assert_that(new | beam.combiners.Count.Globally(), equal_to([expected]))
 
 
@@ -128,7 +128,7 @@ def _seed_seen(uri: str, fps: list[int]) -> None:
 def _run_filter(uri: str, pages: list[list[Candidate]], expected: list[int], **kw) -> dict[str, int]:
     """Runs FilterSeenUrls, asserts the new fingerprints, returns the url_seen counters."""
     p = TestPipeline(runner="FnApiRunner")
-    new = p | beam.Create(pages) | FilterSeenUrls(uri, now_ms=7, **kw)
+    new = p | beam.Create(pages) | FilterSeenUrls(uri, now_ms=7, **kw) | beam.FlatMap(list)
     assert_that(new | beam.Map(lambda e: e.fp), equal_to(expected))
     result = p.run()
     result.wait_until_finish()
