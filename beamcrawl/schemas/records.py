@@ -13,7 +13,7 @@ import json
 import struct
 from dataclasses import dataclass, field
 from json.encoder import encode_basestring_ascii
-from typing import Any
+from typing import Any, Iterable, Iterator
 
 JSON_CELL = "r:json"
 # A seen-set row written at discovery packs these UrlState fields in one cell (a JSON array).
@@ -33,6 +33,22 @@ class Packed(list):  # type: ignore[type-arg]
     """
 
     __slots__ = ()
+
+
+def packed_by_host(entries: Iterable[FrontierEntry]) -> Iterator[tuple[str, Packed]]:
+    """``(host, Packed entries)`` per host, hosts in order of first appearance.
+
+    Due work travels one element per host this way, not one per URL: a round's due rows
+    outnumber its fetches, and each element costs its encodings and a pass through every
+    transform on the way to slot assignment.
+    """
+    hosts: dict[str, Packed] = {}
+    for entry in entries:
+        batch = hosts.get(entry.host)
+        if batch is None:
+            hosts[entry.host] = batch = Packed()
+        batch.append(entry)
+    return iter(hosts.items())
 
 
 # Priorities of work coming in; discovered links get a priority from their depth.

@@ -249,7 +249,7 @@ class _PlanFn(beam.DoFn):
 
     def process(self, element: tuple[str, dict[str, list]]) -> Iterator[HostPlan]:
         host, groups = element
-        entries = list(groups["due"])
+        entries = [entry for chunk in groups["due"] for entry in chunk]
         records = list(groups["hosts"])
         policies = list(groups["policies"])
         record = records[0] if records else None
@@ -274,7 +274,7 @@ class _PlanFn(beam.DoFn):
 class AssignSlots(beam.PTransform):
     """Joins due URLs, host records and policies on host and plans each host's round.
 
-    Input: a dict ``{"due": (host, FrontierEntry), "hosts": (host, HostRecord),
+    Input: a dict ``{"due": (host, [FrontierEntry]), "hosts": (host, HostRecord),
     "policies": (host, HostPolicy)}`` of PCollections. Output: ``HostPlan`` per host.
     """
 

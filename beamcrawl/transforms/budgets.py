@@ -48,7 +48,7 @@ from beamcrawl.core.budgets import BudgetRules, LinkingDomains, new_hosts_cap, p
 from beamcrawl.core.outputs import DONE, RoundOutputs, part_name
 from beamcrawl.core.resolver import hostname_of
 from beamcrawl.core.urlnorm import host_of, registered_domain
-from beamcrawl.schemas.records import FetchResult, FrontierEntry, ParsedPage
+from beamcrawl.schemas.records import FetchResult, FrontierEntry, Packed, ParsedPage, packed_by_host
 from beamcrawl.stores.base import Mutation, Store, open_store
 from beamcrawl.transforms.assign_slots import dedupe_entries
 
@@ -261,7 +261,9 @@ class _BudgetFn(beam.DoFn):
     def start_bundle(self) -> None:
         self.done: list[str] = []
 
-    def process(self, batch: Sequence[tuple[str, list[tuple[str, FrontierEntry]]]]) -> Iterator[tuple[str, FrontierEntry]]:
+    def process(
+        self, batch: Sequence[tuple[str, list[tuple[str, list[FrontierEntry]]]]]
+    ) -> Iterator[tuple[str, Packed]]:
         states = read_domains(self.store, (domain for domain, _ in batch))
         rows: list[FrontierEntry] = []
         known: list[Mutation] = []
@@ -269,7 +271,7 @@ class _BudgetFn(beam.DoFn):
         replaced: list[FrontierEntry] = []  # deferred entries, whose old rows go at commit
         for domain, keyed in batch:
             state = states[domain]
-            decision = budget_domain(state, (entry for _host, entry in keyed), self.rules, self.now)
+            decision = budget_domain(state, (e for _host, entries in keyed for e in entries), self.rules, self.now)
             self.domains.inc()
             self.allowed.inc(len(decision.allowed))
             if decision.deferred:
@@ -292,8 +294,7 @@ class _BudgetFn(beam.DoFn):
         self.done.extend(key for entry in replaced for key in (entry.key.hex(), *entry.also_keys))
         if known:
             self.store.mutate(TABLE, known)
-        for entry in allowed:
-            yield entry.host, entry
+        yield from packed_by_host(allowed)
 
     def finish_bundle(self) -> None:
         if self.done:
@@ -305,12 +306,12 @@ class _BudgetFn(beam.DoFn):
         self.store.close()
 
 
-def _by_domain(item: tuple[str, FrontierEntry]) -> tuple[str, tuple[str, FrontierEntry]]:
+def _by_domain(item: tuple[str, list[FrontierEntry]]) -> tuple[str, tuple[str, list[FrontierEntry]]]:
     return domain_of(item[0]), item
 
 
 class ApplyBudgets(beam.PTransform):
-    """``(host, FrontierEntry)`` due this round → those within their domain's budget and host
+    """``(host, [FrontierEntry])`` due this round → those within their domain's budget and host
     caps; the others are deferred in the store (new frontier rows, old ones deleted at commit).
 
     Args:

@@ -15,14 +15,18 @@ import apache_beam as beam
 from apache_beam.metrics import Metrics
 
 from beamcrawl.core.resolver import hostname_of
-from beamcrawl.schemas.records import FrontierEntry, HostPolicy, HostRecord, frontier_key
+from beamcrawl.schemas.records import FrontierEntry, HostPolicy, HostRecord, Packed, frontier_key, packed_by_host
 from beamcrawl.stores.base import open_store
 
 __all__ = ["ReadDueFrontier", "ReadHostState"]
 
+# Due rows decoded before they are passed on, a list per host.
+SCAN_CHUNK = 100_000
+
 
 class _ScanDueFn(beam.DoFn):
-    """Scans the frontier's key range [start, end) and yields its entries keyed by host."""
+    """Scans the frontier's key range [start, end) and yields its entries, a list per host
+    (per chunk of the scan: memory stays bounded however much is due)."""
 
     def __init__(self, store_uri: str) -> None:
         self.store_uri = store_uri
@@ -32,23 +36,31 @@ class _ScanDueFn(beam.DoFn):
     def setup(self) -> None:
         self.store = open_store(self.store_uri)
 
-    def process(self, key_range: tuple[bytes, bytes]) -> Iterator[tuple[str, FrontierEntry]]:
+    def process(self, key_range: tuple[bytes, bytes]) -> Iterator[tuple[str, Packed]]:
         start, end = key_range
+        chunk: list[FrontierEntry] = []
         for _key, cells in self.store.read_range("frontier", start, end):
             try:
-                entry = FrontierEntry.from_cells(cells)
+                chunk.append(FrontierEntry.from_cells(cells))
             except (ValueError, TypeError, KeyError):
                 self.bad.inc()
                 continue
-            self.received.inc()
-            yield entry.host, entry
+            if len(chunk) >= SCAN_CHUNK:
+                yield from self._emit(chunk)
+                chunk = []
+        yield from self._emit(chunk)
+
+    def _emit(self, chunk: list[FrontierEntry]) -> Iterator[tuple[str, Packed]]:
+        self.received.inc(len(chunk))
+        return packed_by_host(chunk)
 
     def teardown(self) -> None:
         self.store.close()
 
 
 class ReadDueFrontier(beam.PTransform):
-    """Reads every frontier row due at ``now_ms`` or earlier, as ``(host, FrontierEntry)``."""
+    """Reads every frontier row due at ``now_ms`` or earlier, as ``(host, [FrontierEntry])``
+    (a host may come in more than one list)."""
 
     def __init__(self, store_uri: str, now_ms: int) -> None:
         super().__init__()

@@ -87,10 +87,11 @@ def test_duplicate_frontier_rows_become_one_fetch():
 
 
 class TestAssignSlotsTransform:
-    SAMPLE_DUE = [("a.com", entry(f"/p/{i}", host="a.com")) for i in range(25)] + [
-        ("b.org", entry("/only", host="b.org")),
-        ("c.net", entry("/blocked", host="c.net")),
-    ]
+    # Due work comes a list per host, and a host may come in more than one list.
+    SAMPLE_DUE = [("a.com", [entry(f"/p/{i}", host="a.com") for i in range(12)]),
+                  ("a.com", [entry(f"/p/{i}", host="a.com") for i in range(12, 25)]),
+                  ("b.org", [entry("/only", host="b.org")]),
+                  ("c.net", [entry("/blocked", host="c.net")])]
 
     def test_one_plan_per_host_with_polite_slots(self):
         with TestPipeline(runner="FnApiRunner") as p:
@@ -234,9 +235,8 @@ def test_cached_robots_are_read_for_the_crawls_token():
 
 def test_held_hosts_are_counted_by_reason():
     cfg = dataclasses.replace(CFG, blocklist=("b.org",))
-    due = [("a.com", entry("/1", host="a.com")), ("b.org", entry("/1", host="b.org")),
-           ("b.org", entry("/2", host="b.org")), ("c.net", entry("/1", host="c.net")),
-           ("d.io", entry("/1", host="d.io")), ("e.fi", entry("/1", host="e.fi"))]
+    due = [("a.com", [entry("/1", host="a.com")]), ("b.org", [entry("/1", host="b.org"), entry("/2", host="b.org")]),
+           ("c.net", [entry("/1", host="c.net")]), ("d.io", [entry("/1", host="d.io")]), ("e.fi", [entry("/1", host="e.fi")])]
     p = TestPipeline(runner="FnApiRunner")
     hosts = p | "hosts" >> beam.Create([
         ("a.com", fresh_record("a.com")), ("b.org", HostRecord("b.org")), ("c.net", HostRecord("c.net")),

@@ -18,7 +18,7 @@ from apache_beam.testing.util import assert_that, equal_to
 from beamcrawl.core.budgets import DAY, BudgetRules, LinkingDomains
 from beamcrawl.core.outputs import RoundOutputs
 from beamcrawl.core.urlnorm import fingerprint
-from beamcrawl.schemas.records import FetchResult, FrontierEntry, Link, ParsedPage
+from beamcrawl.schemas.records import FetchResult, FrontierEntry, Link, ParsedPage, packed_by_host
 from beamcrawl.stores.base import Mutation, open_store
 from beamcrawl.transforms.budgets import (
     HOSTS,
@@ -158,9 +158,9 @@ def test_apply_budgets_defers_in_the_store_and_stages_old_keys(tmp_path):
         store.mutate("domains", [Mutation.set(b"trap.com", {USAGE: usage})])
 
     p = TestPipeline(runner="FnApiRunner")
-    due = p | beam.Create([(e.host, e) for e in trap + normal])
+    due = p | beam.Create(list(packed_by_host(trap + normal)))
     allowed = due | ApplyBudgets(store_uri, rules, NOW, outputs)
-    assert_that(allowed | beam.Map(lambda he: he[1].url), equal_to([e.url for e in trap[:2] + normal]))
+    assert_that(allowed | beam.FlatMap(lambda he: [e.url for e in he[1]]), equal_to([e.url for e in trap[:2] + normal]))
     result = p.run()
     result.wait_until_finish()
     counters = _counters(result, "budgets")
