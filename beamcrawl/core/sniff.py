@@ -139,6 +139,7 @@ _STRONG: tuple[tuple[bytes, str, str], ...] = (
     (b"OTTO\x00", "otf", "font"),
     (b"SQLite format 3\x00", "sqlite", "other"),
 )
+_STRONG_PREFIXES = tuple(prefix for prefix, _, _ in _STRONG)
 # Weak: a short or common prefix, believed only when the label does not say what it is.
 _WEAK: tuple[tuple[bytes, str, str], ...] = (
     (b"BM", "bmp", "image"),
@@ -179,9 +180,10 @@ def magic(head: bytes, *, weak: bool = False) -> tuple[str, str] | None:
         head: The first bytes of the body (a few dozen suffice; 1 KiB for MPEG-TS).
         weak: Also believe short, ambiguous signatures (``BM``, ``MZ``, MP3 frame sync).
     """
-    for prefix, fmt, kind in _STRONG:
-        if head.startswith(prefix):
-            return fmt, kind
+    if head.startswith(_STRONG_PREFIXES):  # one C call: most bodies start with none of them
+        for prefix, fmt, kind in _STRONG:
+            if head.startswith(prefix):
+                return fmt, kind
     if head[:3] == b"BZh" and head[3:4].isdigit() and head[4:10] == b"1AY&SY":
         return "bzip2", "archive"  # the block magic (pi in BCD) follows the level digit
     if head[:4] == b"RIFF" and head[8:12] in _RIFF_KINDS:
