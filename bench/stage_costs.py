@@ -3,13 +3,13 @@
 Builds fetch results straight from simweb's model (no server, no network), then times
 beamcrawl's own pure stage functions over them, one stage at a time, with the process CPU
 clock: parse (``parse_fetch``), WARC (``archive_fetch``, and the same records at lower gzip
-levels), page events, link-edge columns, the pages/ and links/ Parquet parts made of them
-(buffered, converted to Arrow, sorted, written as the publish DoFn does), URL candidates, the
-seen-set and frontier writes of the URLs they discover (``queue_new_urls`` into a fresh
-embedded store), and Beam's pickling of a fetch result, the content-seen rows of new originals
-(their content row and 20 simhash-table rows), and the URL-state cells of each fetch (after its
-revisit is scheduled). The sum says what a page costs beyond fetching it; compare with the
-round's CPU per page in the comparison table.
+levels), the WARC file's CDXJ index lines, page events, link-edge columns, the pages/ and
+links/ Parquet parts made of them (buffered, converted to Arrow, sorted, written as the publish
+DoFn does), URL candidates, the seen-set and frontier writes of the URLs they discover
+(``queue_new_urls`` into a fresh embedded store), and Beam's pickling of a fetch result, the
+content-seen rows of new originals (their content row and 20 simhash-table rows), and the
+URL-state cells of each fetch (after its revisit is scheduled). The sum says what a page costs
+beyond fetching it; compare with the round's CPU per page in the comparison table.
 
     python bench/stage_costs.py [--pages 3000] [--hosts 300] [--default-gc]
 
@@ -20,7 +20,6 @@ this script, unless ``--default-gc``.
 from __future__ import annotations
 
 import argparse
-import io
 import os
 import pickle
 import sys
@@ -30,16 +29,13 @@ import zlib
 from collections.abc import Callable
 from typing import Any
 
-from warcio.warcwriter import WARCWriter
-
 from beamcrawl import DEFAULT_USER_AGENT
-from beamcrawl.core import gctune
+from beamcrawl.core import cdxj, gctune
 from beamcrawl.core.freshness import SchedulePolicy
 from beamcrawl.schemas.arrow import LINKS_SCHEMA, PAGES_SCHEMA
 from beamcrawl.schemas.records import Candidate, FetchResult, FrontierEntry
 from beamcrawl.simweb.site import SimWeb
 from beamcrawl.stores.base import open_store
-from beamcrawl.transforms import warc_io
 from beamcrawl.transforms.content_seen import CONTENT_TABLE, SIMHASH_TABLE, WRITE_BATCH, NewContent, probe_page, settle
 from beamcrawl.transforms.freshness import schedule_page
 from beamcrawl.transforms.parquet_io import ColumnBuffer, link_edge_columns, write_table
@@ -109,34 +105,6 @@ def _parquet_part(
     return best, os.path.getsize(path)
 
 
-def _writer_at(level: int) -> Callable[[io.BytesIO], WARCWriter]:
-    """A warcio writer whose per-record gzip uses ``level`` (warcio itself uses 9)."""
-
-    class _Gzip:
-        def __init__(self, out: Any) -> None:
-            self.compressor = zlib.compressobj(level, zlib.DEFLATED, zlib.MAX_WBITS + 16)
-            self.out = out
-
-        def write(self, buff: bytes) -> None:
-            self.out.write(self.compressor.compress(buff))
-
-        def flush(self) -> None:
-            self.out.write(self.compressor.flush())
-            self.out.flush()
-
-    def make(buf: io.BytesIO) -> WARCWriter:
-        writer = warc_io._new_writer(buf)
-        writer.gzip = False  # this wrapper compresses instead of warcio's level-9 one
-
-        def write_record(record: Any, params: Any = None) -> None:
-            writer._write_warc_record(_Gzip(writer.out), record)
-
-        writer.write_record = write_record  # type: ignore[method-assign]
-        return writer
-
-    return make
-
-
 def main(argv: list[str] | None = None) -> int:
     """Time each stage and print a Markdown table of µs per page."""
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -156,12 +124,13 @@ def main(argv: list[str] | None = None) -> int:
     rows.append(("parse_fetch (selectolax, normalise + fingerprint every link)", t, f"{links / n:.1f} links/page"))
     t, archived = _timed(pages, archive_fetch)
     size9 = sum(len(a.data) for a in archived)
-    rows.append(("archive_fetch: WARC response+request, warcio gzip level 9", t, f"{size9 / n:,.0f} B/page"))
+    rows.append(("archive_fetch: WARC response+request, gzip level 9 (warcio's)", t, f"{size9 / n:,.0f} B/page"))
     for level in (6, 1):
-        make = _writer_at(level)
-        t, arch = _timed(pages, lambda pg: archive_fetch(pg, make))
+        t, arch = _timed(pages, lambda pg: archive_fetch(pg, level=level))
         size = sum(len(a.data) for a in arch)
         rows.append((f"  same records, gzip level {level}", t, f"{size / n:,.0f} B/page ({100 * size / size9:.0f}% of level 9)"))
+    t, _ = _timed(archived, lambda a: cdxj.entry_for_capture(a.capture, 1 << 20, a.response_length, "warc/x.warc.gz").line())
+    rows.append(("CDXJ index line of the capture (entry_for_capture + line)", t, ""))
     t, events = _timed(pages, lambda pg: page_event(pg, "warc/x@0"))
     rows.append(("page_event (pages/ row)", t, ""))
     t, edges = _timed(pages, link_edge_columns)

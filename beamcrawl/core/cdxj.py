@@ -20,9 +20,10 @@ Conventions, each chosen to match what replay tools and Common Crawl's index exp
 - ``length`` is the record's compressed length (its gzip member), so ``offset`` and
   ``length`` select one whole gzip member.
 
-The WARC writer builds entries as it writes (it knows offsets and lengths);
+The WARC writer builds entries as it writes, from what it knows then (offsets, lengths,
+digests, headers: a :class:`Capture`), without reading or re-parsing a record;
 :func:`index_warc` builds the same entries by reading a file back, for files written
-without an index. Nothing here imports Beam.
+without an index. Both go through :func:`entry_for_capture`. Nothing here imports Beam.
 """
 
 from __future__ import annotations
@@ -30,14 +31,25 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass, field
-from typing import Any, BinaryIO, Iterable
+from typing import Any, BinaryIO, Iterable, NamedTuple
 from urllib.parse import urljoin
 
 import surt
 from warcio.archiveiterator import ArchiveIterator
 from warcio.timeutils import iso_date_to_timestamp
 
-__all__ = ["INDEXED_RECORDS", "CdxjEntry", "entry_for_record", "index_warc", "surt_key", "write_cdxj"]
+__all__ = [
+    "INDEXED_RECORDS",
+    "Capture",
+    "CdxjEntry",
+    "entry_for_capture",
+    "entry_for_record",
+    "index_warc",
+    "mime_of",
+    "surt_key",
+    "timestamp_of",
+    "write_cdxj",
+]
 
 # What a replay tool looks up; requests and warcinfo are not captures of a URL.
 INDEXED_RECORDS = ("response", "revisit", "resource")
@@ -72,6 +84,63 @@ def surt_key(url: str) -> str:
     return key
 
 
+class Capture(NamedTuple):
+    """What an index line says about a record, whoever knows it: the writer as it writes the
+    record (:mod:`beamcrawl.transforms.warc_io`), or :func:`entry_for_record` reading it back.
+    Both build lines with :func:`entry_for_capture`, so a file's index is the same either way.
+    """
+
+    url: str  # WARC-Target-URI
+    timestamp: str  # 14 digits, from WARC-Date
+    mime: str | None = None  # already cut (:func:`mime_of`); "warc/revisit" for revisits
+    status: str | None = None  # the HTTP status code as written in the status line
+    digest: str | None = None  # WARC-Payload-Digest, with its "sha1:" prefix
+    location: str | None = None  # the first Location header of the HTTP block
+    truncated: str | None = None  # WARC-Truncated
+
+
+def mime_of(content_type: str | None) -> str | None:
+    """The ``mime`` of an index line: a Content-Type up to its first ``;`` or space."""
+    if not content_type:
+        return None
+    return _MIME_END.split(content_type, 1)[0].strip() or None
+
+
+def timestamp_of(warc_date: str) -> str:
+    """The 14-digit timestamp of a ``WARC-Date`` as our writer makes it
+    (``YYYY-MM-DDThh:mm:ss[.ffffff]Z``), the same as warcio's ``iso_date_to_timestamp``
+    without parsing a date."""
+    return warc_date[:19].replace("-", "").replace("T", "").replace(":", "")
+
+
+def entry_for_capture(capture: Capture, offset: int, length: int, filename: str) -> CdxjEntry:
+    """The index entry of a record.
+
+    Args:
+        capture: What the line says about the record.
+        offset: Where the record starts in the file (compressed bytes).
+        length: The record's length in the file (compressed bytes).
+        filename: The file's path as replay tools should see it.
+    """
+    url = capture.url
+    fields: dict[str, str] = {"url": url}
+    if capture.mime:
+        fields["mime"] = capture.mime
+    status = capture.status
+    if status:
+        fields["status"] = status
+    if capture.digest:
+        fields["digest"] = capture.digest.split(":", 1)[-1]
+    fields["length"] = str(length)
+    fields["offset"] = str(offset)
+    fields["filename"] = filename
+    if capture.location and status and status.isdigit() and int(status) in REDIRECTS:
+        fields["redirect"] = urljoin(url, capture.location.strip())
+    if capture.truncated:
+        fields["truncated"] = capture.truncated
+    return CdxjEntry(surt_key(url), capture.timestamp, offset, fields)
+
+
 def _mime(record: Any) -> str | None:
     if record.rec_type == "revisit":
         return "warc/revisit"
@@ -79,49 +148,33 @@ def _mime(record: Any) -> str | None:
         value = record.http_headers.get_header("Content-Type") if record.http_headers else None
     else:
         value = record.rec_headers.get_header("Content-Type")
-    if not value:
-        return None
-    return _MIME_END.split(value, 1)[0].strip() or None
+    return mime_of(value)
 
 
 def entry_for_record(record: Any, offset: int, length: int, filename: str) -> CdxjEntry | None:
-    """The index entry of a warcio record, or None for records that are not indexed.
+    """The index entry of a warcio record read back, or None for records that are not indexed.
 
     Args:
-        record: A warcio ``ArcWarcRecord``, freshly written or read back (its payload digest
-            must be set: warcio's writer sets it, and our files carry it).
+        record: A warcio ``ArcWarcRecord`` (its payload digest must be set: our files carry
+            it).
         offset: Where the record starts in the file (compressed bytes).
         length: The record's length in the file (compressed bytes).
         filename: The file's path as replay tools should see it.
     """
     if record.rec_type not in INDEXED_RECORDS:
         return None
-    url = record.rec_headers.get_header("WARC-Target-URI") or ""
-    fields: dict[str, str] = {"url": url}
-    mime = _mime(record)
-    if mime:
-        fields["mime"] = mime
-    status: int | None = None
-    if record.rec_type in ("response", "revisit") and record.http_headers:
-        code = record.http_headers.get_statuscode()
-        if code:
-            fields["status"] = code
-            status = int(code) if code.isdigit() else None
-    digest = record.rec_headers.get_header("WARC-Payload-Digest")
-    if digest:
-        fields["digest"] = digest.split(":", 1)[-1]
-    fields["length"] = str(length)
-    fields["offset"] = str(offset)
-    fields["filename"] = filename
-    if status in REDIRECTS and record.http_headers:
-        location = record.http_headers.get_header("Location")
-        if location:
-            fields["redirect"] = urljoin(url, location.strip())
-    truncated = record.rec_headers.get_header("WARC-Truncated")
-    if truncated:
-        fields["truncated"] = truncated
-    date = record.rec_headers.get_header("WARC-Date") or ""
-    return CdxjEntry(surt_key(url), iso_date_to_timestamp(date), offset, fields)
+    http = record.http_headers if record.rec_type in ("response", "revisit") and record.http_headers else None
+    status = http.get_statuscode() if http else None
+    capture = Capture(
+        url=record.rec_headers.get_header("WARC-Target-URI") or "",
+        timestamp=iso_date_to_timestamp(record.rec_headers.get_header("WARC-Date") or ""),
+        mime=_mime(record),
+        status=status or None,
+        digest=record.rec_headers.get_header("WARC-Payload-Digest"),
+        location=http.get_header("Location") if http else None,
+        truncated=record.rec_headers.get_header("WARC-Truncated"),
+    )
+    return entry_for_capture(capture, offset, length, filename)
 
 
 def index_warc(fh: BinaryIO, filename: str) -> list[CdxjEntry]:

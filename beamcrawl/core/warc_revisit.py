@@ -20,8 +20,8 @@ block, without the payload), and where the payload is:
 WARC 1.1 requires ``WARC-Profile`` on a revisit; the IIPC recommends both ``WARC-Refers-To-*``
 fields (replay tools look the original up by URL and date, not by record id). warcio's
 ``create_revisit_record`` adds the profile and, in recent versions, the two refers-to fields;
-older versions did not (notes/pitfalls.md), so :func:`revisit_record` makes sure each field is
-there exactly once whichever warcio builds it.
+older versions did not (notes/pitfalls.md). :func:`revisit_fields` lists every field itself,
+each exactly once, and :mod:`beamcrawl.core.warc_records` writes them as given.
 
 The identical-payload-digest profile promises the payload digest is the original's. The
 crawl finds copies by a checksum of the *decoded* body; a copy sent with another
@@ -35,19 +35,14 @@ from __future__ import annotations
 import base64
 import datetime as dt
 import hashlib
-from typing import Sequence
 
-from warcio.recordloader import ArcWarcRecord
-from warcio.statusandheaders import StatusAndHeaders
 from warcio.timeutils import datetime_to_iso_date
-from warcio.warcwriter import WARCWriter
 
 from beamcrawl.schemas.records import ParsedPage
 
-__all__ = ["REVISIT_PROFILE_1_1", "is_identical_payload", "payload_digest", "revisit_record", "warc_date"]
+__all__ = ["REVISIT_PROFILE_1_1", "is_identical_payload", "payload_digest", "revisit_fields", "warc_date"]
 
 REVISIT_PROFILE_1_1 = "http://netpreserve.org/warc/1.1/revisit/identical-payload-digest"
-_RENAMED = {"transfer-encoding": "X-Crawler-Transfer-Encoding"}  # as warc_io records responses
 
 
 def payload_digest(raw_body: bytes) -> str:
@@ -66,62 +61,38 @@ def warc_date(epoch: float) -> str:
     return str(datetime_to_iso_date(moment, use_micros=True))
 
 
-# WARC named fields in the order most tools write them (any order is valid; people and some
-# readers look for WARC-Type first), as warc_io orders response records.
-_ORDER = {
-    name.lower(): i
-    for i, name in enumerate(
-        ("WARC-Type", "WARC-Record-ID", "WARC-Date", "WARC-Target-URI", "WARC-IP-Address", "WARC-Profile",
-         "WARC-Refers-To-Target-URI", "WARC-Refers-To-Date", "WARC-Payload-Digest", "WARC-Truncated")
-    )
-}
+def revisit_fields(
+    page: ParsedPage, original_url: str, original_date: float | str, digest: str, record_id: str
+) -> list[tuple[str, str]]:
+    """The named fields of an exact copy's revisit record, in the conventional order (type,
+    id, date, URI and IP first, as warc_io orders every record; then the revisit's own).
 
-
-def _set_once(record: ArcWarcRecord, name: str, value: str) -> None:
-    record.rec_headers.remove_header(name)
-    record.rec_headers.add_header(name, value)
-
-
-def revisit_record(
-    writer: WARCWriter,
-    page: ParsedPage,
-    original_url: str,
-    original_date: float | str,
-    digest: str,
-    *,
-    http_headers: Sequence[tuple[str, str]] | None = None,
-    headers_class: type[StatusAndHeaders] = StatusAndHeaders,
-) -> ArcWarcRecord:
-    """Builds (does not write) the revisit record of an exact copy.
+    The record's block is the copy's HTTP status line and response headers, with no payload
+    (``WARC-Truncated: length``); :func:`beamcrawl.core.warc_records.record` adds the block
+    digest, ``Content-Type`` and ``Content-Length`` after these.
 
     Args:
-        writer: The WARC writer (a WARC/1.1 one: the profile URI names 1.1).
-        page: The copy: its URL, fetch time, IP, status line and response headers.
+        page: The copy: its URL, fetch time and IP.
         original_url: ``WARC-Refers-To-Target-URI``: the URL whose response holds the payload.
         original_date: ``WARC-Refers-To-Date``: epoch seconds of the original's fetch, or
             its ``WARC-Date`` string.
         digest: ``WARC-Payload-Digest`` (``sha1:<base32>``), the original's and the copy's.
-        http_headers: Response headers to record instead of ``page.fetch.response_headers``.
-        headers_class: How the headers are serialised (warc_io passes its ``_WireHeaders``,
-            which writes them back as the bytes received).
-
-    Returns:
-        The record; write it with ``writer.write_record(record)``.
+        record_id: The record's ``WARC-Record-ID`` (``<urn:uuid:...>``).
     """
     f = page.fetch
-    headers = [(_RENAMED.get(k.lower(), k), v) for k, v in (http_headers if http_headers is not None else f.response_headers)]
-    status = headers_class(f"{f.status} {f.reason}".strip(), headers, protocol=f"HTTP/{f.http_version}")
-    warc_headers = {"WARC-Date": warc_date(f.fetched_at)}
+    fields = [
+        ("WARC-Type", "revisit"),
+        ("WARC-Record-ID", record_id),
+        ("WARC-Date", warc_date(f.fetched_at)),
+        ("WARC-Target-URI", f.url),
+    ]
     if f.ip:
-        warc_headers["WARC-IP-Address"] = f.ip
-    refers_date = original_date if isinstance(original_date, str) else warc_date(original_date)
-    record = writer.create_revisit_record(
-        f.url, digest, original_url, refers_date, http_headers=status, warc_headers_dict=warc_headers
-    )
-    _set_once(record, "WARC-Profile", REVISIT_PROFILE_1_1)
-    _set_once(record, "WARC-Refers-To-Target-URI", original_url)
-    _set_once(record, "WARC-Refers-To-Date", refers_date)
-    _set_once(record, "WARC-Payload-Digest", digest)
-    _set_once(record, "WARC-Truncated", "length")
-    record.rec_headers.headers.sort(key=lambda h: _ORDER.get(h[0].lower(), len(_ORDER)))
-    return record
+        fields.append(("WARC-IP-Address", f.ip))
+    fields += [
+        ("WARC-Profile", REVISIT_PROFILE_1_1),
+        ("WARC-Refers-To-Target-URI", original_url),
+        ("WARC-Refers-To-Date", original_date if isinstance(original_date, str) else warc_date(original_date)),
+        ("WARC-Payload-Digest", digest),
+        ("WARC-Truncated", "length"),
+    ]
+    return fields

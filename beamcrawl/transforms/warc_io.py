@@ -3,9 +3,11 @@
 A writer DoFn owns one gzipped WARC file per bundle (rotated by size) and starts it with a
 ``warcinfo`` record. Each fetch becomes a response record followed by its request record
 (``WARC-Concurrent-To`` links them), each its own gzip member, with block and payload
-digests (warcio computes them), ``WARC-IP-Address`` and, when the body cap cut the body,
-``WARC-Truncated: length``. A fetch is serialised in memory first and appended whole, so a
-record that cannot be built never leaves half a gzip member in the file.
+digests, ``WARC-IP-Address`` and, when the body cap cut the body, ``WARC-Truncated: length``.
+The records are built as bytes by :mod:`beamcrawl.core.warc_records` (warcio's writer cost
+as much CPU per page as the compression; it still writes each file's ``warcinfo``, and
+warcio reads the files back in the tests). A fetch is serialised in memory first and
+appended whole, so a record that cannot be built never leaves half a gzip member in the file.
 
 Copies, as the content-seen stage marked them (``transforms/content_seen.py``), are not
 stored again (:func:`capture_kind`):
@@ -32,9 +34,10 @@ Encodings are recorded as they were on the wire, as far as the wire can be recor
 
 Beside ``part-X.warc.gz`` the writer puts ``part-X.cdxj``: one line per response or revisit
 record (:mod:`beamcrawl.core.cdxj`), sorted by SURT key then timestamp, built from the
-offsets and lengths the writer knows, so no file is read back. The page event's ``blob`` is
-``<file relative to OUT>@<offset>`` of the response (or revisit) record, pointing at its
-committed location; None for a near copy. Bodies stop here: the page event carries no bytes.
+offsets, lengths, digests and headers the writer knows as it writes, so no file or record
+is read back. The page event's ``blob`` is ``<file relative to OUT>@<offset>`` of the
+response (or revisit) record, pointing at its committed location; None for a near copy.
+Bodies stop here: the page event carries no bytes.
 
 Governed by: ``warc_max_bytes`` (rotation size), --user-agent (recorded in warcinfo).
 """
@@ -45,23 +48,21 @@ import datetime as dt
 import io
 import time
 from dataclasses import dataclass
-from typing import Any, BinaryIO, Callable, Iterator
+from typing import Any, BinaryIO, Callable, Iterator, Sequence
 from urllib.parse import urlsplit
 
 import apache_beam as beam
 from apache_beam.metrics import Metrics
-from warcio.recordloader import ArcWarcRecord
-from warcio.statusandheaders import StatusAndHeaders
-from warcio.timeutils import datetime_to_iso_date
 from warcio.warcwriter import WARCWriter
 
 from beamcrawl import DEFAULT_USER_AGENT, __version__
-from beamcrawl.core import cdxj, files
+from beamcrawl.core import cdxj, files, warc_records
 from beamcrawl.core.outputs import RoundOutputs, part_name
 from beamcrawl.core.conditional import is_conditional, revisit_warc_headers
-from beamcrawl.core.warc_revisit import is_identical_payload, revisit_record
+from beamcrawl.core.warc_records import REQUEST_CONTENT_TYPE, RESPONSE_CONTENT_TYPE, gzip_member, http_head, record
+from beamcrawl.core.warc_revisit import is_identical_payload, payload_digest, revisit_fields, warc_date
 from beamcrawl.schemas.arrow import PAGES_HEADER_COLUMNS, signed64
-from beamcrawl.schemas.records import ParsedPage
+from beamcrawl.schemas.records import FetchResult, ParsedPage
 
 __all__ = [
     "ArchivedFetch",
@@ -70,51 +71,17 @@ __all__ = [
     "capture_kind",
     "page_event",
     "warcinfo_bytes",
-    "write_fetch_records",
-    "write_revisit_records",
 ]
 
 HOP_BY_HOP_RENAMED = {"transfer-encoding": "X-Crawler-Transfer-Encoding"}
 WARC_VERSION = "1.1"
+EMPTY_PAYLOAD_DIGEST = payload_digest(b"")  # a request's: GETs send no body
 
 WriterFactory = Callable[[BinaryIO], WARCWriter]
 
 
 def _new_writer(out: BinaryIO) -> WARCWriter:
     return WARCWriter(out, gzip=True, warc_version=WARC_VERSION)
-
-
-class _WireHeaders(StatusAndHeaders):
-    """HTTP headers serialised as the bytes that were received.
-
-    The HTTP client decodes header bytes as latin-1, so encoding them as latin-1 gives the
-    original bytes back; warcio's default would percent-encode any non-ASCII value.
-    """
-
-    def compute_headers_buffer(self, header_filter: Any = None) -> None:
-        try:
-            self.headers_buff = self.to_str(header_filter).encode("latin-1") + b"\r\n"
-        except UnicodeEncodeError:  # a value that did not come off the wire: warcio's way
-            super().compute_headers_buffer(header_filter)
-
-
-# WARC named fields in the order most tools write them (the standard allows any order, but
-# some readers and people look for WARC-Type first).
-_FIELD_ORDER = {
-    name.lower(): i
-    for i, name in enumerate(
-        ("WARC-Type", "WARC-Record-ID", "WARC-Date", "WARC-Target-URI", "WARC-IP-Address",
-         "WARC-Concurrent-To", "WARC-Truncated", "WARC-Warcinfo-ID")
-    )
-}
-
-
-def _conventional_order(record: ArcWarcRecord) -> None:
-    record.rec_headers.headers.sort(key=lambda h: _FIELD_ORDER.get(h[0].lower(), len(_FIELD_ORDER)))
-
-
-def _iso(epoch: float) -> str:
-    return str(datetime_to_iso_date(dt.datetime.fromtimestamp(epoch, dt.timezone.utc).replace(tzinfo=None), use_micros=True))
 
 
 def capture_kind(page: ParsedPage) -> str | None:
@@ -141,119 +108,72 @@ def capture_kind(page: ParsedPage) -> str | None:
     return "response"
 
 
-def _request_record(writer: WARCWriter, page: ParsedPage) -> ArcWarcRecord:
-    """The request record of a fetch: what the client sent."""
-    f = page.fetch
+def _first_fields(kind: str, record_id: str, date: str, f: FetchResult) -> list[tuple[str, str]]:
+    """The fields a capture record starts with, in the order most tools write them (the
+    standard allows any, but some readers and people look for WARC-Type first); the fields of
+    the record's kind follow, and warc_records adds the block digest, Content-Type and
+    Content-Length last."""
+    fields = [("WARC-Type", kind), ("WARC-Record-ID", record_id), ("WARC-Date", date), ("WARC-Target-URI", f.url)]
+    if f.ip:
+        fields.append(("WARC-IP-Address", f.ip))
+    return fields
+
+
+def _request_record(f: FetchResult, date: str, concurrent_to: str, record_id: str) -> bytes:
+    """The request record of a fetch (what the client sent), linked to its capture record."""
     parts = urlsplit(f.url)
     target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
-    req_headers = [("Host", parts.netloc)] + list(f.request_headers)
-    return writer.create_warc_record(
-        f.url,
-        "request",
-        payload=io.BytesIO(b""),
-        length=0,
-        http_headers=_WireHeaders(f"GET {target} HTTP/1.1", req_headers, is_http_request=True),
-        warc_headers_dict={"WARC-Date": _iso(f.fetched_at)},
-    )
+    head, _ = http_head(f"GET {target} HTTP/1.1", [("Host", parts.netloc), *f.request_headers])
+    fields = [
+        ("WARC-Type", "request"),
+        ("WARC-Record-ID", record_id),
+        ("WARC-Date", date),
+        ("WARC-Target-URI", f.url),
+        ("WARC-Concurrent-To", concurrent_to),
+        ("WARC-Payload-Digest", EMPTY_PAYLOAD_DIGEST),
+    ]
+    return record(fields, head, content_type=REQUEST_CONTENT_TYPE)
 
 
-def _write_with_request(writer: WARCWriter, capture: ArcWarcRecord, request: ArcWarcRecord) -> int:
-    """Writes ``capture``, then ``request`` linked to it; returns the bytes ``capture`` took.
+def _capture_fields(kind: str, page: ParsedPage, record_id: str, date: str) -> list[tuple[str, str]]:
+    """The named fields of a fetch's capture record, up to its block digest.
 
-    The capture first: it is what the blob points at, and readers expect it first.
-    """
-    start = writer.out.tell()
-    writer.write_record(capture)
-    length = writer.out.tell() - start
-    request.rec_headers.add_header("WARC-Concurrent-To", capture.rec_headers.get_header("WARC-Record-ID"))
-    _conventional_order(request)
-    writer.write_record(request)
-    return length
-
-
-def write_fetch_records(writer: WARCWriter, page: ParsedPage) -> tuple[ArcWarcRecord, int]:
-    """Writes a fetch's response record, then its request record, to ``writer.out``.
-
-    Returns the response record (its digests now set) and the number of bytes it took.
-    ``writer.out`` must have ``tell()`` (callers write to a ``BytesIO``).
-    """
-    f = page.fetch
-    request = _request_record(writer, page)
-    headers = [(HOP_BY_HOP_RENAMED.get(k.lower(), k), v) for k, v in f.response_headers]
-    warc_headers = {"WARC-Date": _iso(f.fetched_at)}
-    if f.ip:
-        warc_headers["WARC-IP-Address"] = f.ip
-    if f.truncated:
-        warc_headers["WARC-Truncated"] = f.truncated
-    response = writer.create_warc_record(
-        f.url,
-        "response",
-        payload=io.BytesIO(f.raw_body),
-        length=len(f.raw_body),
-        http_headers=_WireHeaders(f"{f.status} {f.reason}".strip(), headers, protocol=f"HTTP/{f.http_version}"),
-        warc_headers_dict=warc_headers,
-    )
-    _conventional_order(response)
-    return response, _write_with_request(writer, response, request)
-
-
-def write_revisit_records(writer: WARCWriter, page: ParsedPage) -> tuple[ArcWarcRecord, int]:
-    """Writes an exact copy's revisit record, then its request record, to ``writer.out``.
-
-    The revisit holds the copy's own status line and response headers (as received) and
-    refers to the original by URL, date and payload digest; the payload stays with the
-    original's response record.
-
-    Returns:
-        The revisit record and the number of bytes it took.
+    - ``"response"``: ``WARC-Truncated`` when the body cap cut the body, and the digest of
+      the body as transferred;
+    - ``"revisit"`` (an exact copy): :func:`beamcrawl.core.warc_revisit.revisit_fields`;
+    - ``"not_modified"`` (a 304): profile server-not-modified, referring to the URL's stored
+      copy: ``WARC-Refers-To-Target-URI`` the URL itself and ``WARC-Refers-To-Date`` the
+      fetch time of the copy held (from the URL's revisit state, when known). No payload,
+      so no payload digest.
 
     Raises:
-        ValueError: The page is not an exact copy with its original's digest and date.
-    """
-    if page.duplicate_of is None or page.original_digest is None or page.original_fetched_at is None:
-        raise ValueError("a revisit needs the original's URL, digest and fetch time")
-    request = _request_record(writer, page)
-    revisit = revisit_record(
-        writer,
-        page,
-        page.duplicate_of,
-        page.original_fetched_at,
-        page.original_digest,
-        headers_class=_WireHeaders,
-    )
-    return revisit, _write_with_request(writer, revisit, request)
-
-
-def write_not_modified_records(writer: WARCWriter, page: ParsedPage) -> tuple[ArcWarcRecord, int]:
-    """Writes a 304's revisit record (profile server-not-modified), then its request record.
-
-    The record's block is the 304's status line and headers, with no payload; it refers to
-    the URL's stored copy: ``WARC-Refers-To-Target-URI`` the URL itself and
-    ``WARC-Refers-To-Date`` the fetch time of the copy held (from the URL's revisit state,
-    when known).
+        ValueError: A revisit of a page that is not an exact copy with its original's
+            digest and date.
     """
     f = page.fetch
-    request = _request_record(writer, page)
-    headers = [(HOP_BY_HOP_RENAMED.get(k.lower(), k), v) for k, v in f.response_headers]
-    stored_at = (page.revisit or {}).get("stored_at") or ((f.entry.revisit or {}).get("stored_at"))
-    warc_headers = {"WARC-Date": _iso(f.fetched_at)}
-    if f.ip:
-        warc_headers["WARC-IP-Address"] = f.ip
-    refers = revisit_warc_headers(f.url, _iso(stored_at) if stored_at else "")
-    if not stored_at:
-        del refers["WARC-Refers-To-Date"]
-    warc_headers.update(refers)
-    revisit = writer.create_warc_record(
-        f.url,
-        "revisit",
-        payload=io.BytesIO(b""),
-        length=0,
-        http_headers=_WireHeaders(f"{f.status} {f.reason}".strip(), headers, protocol=f"HTTP/{f.http_version}"),
-        warc_headers_dict=warc_headers,
-    )
-    revisit.rec_headers.remove_header("WARC-Payload-Digest")  # no payload: nothing to digest
-    _conventional_order(revisit)
-    return revisit, _write_with_request(writer, revisit, request)
+    if kind == "revisit":
+        if page.duplicate_of is None or page.original_digest is None or page.original_fetched_at is None:
+            raise ValueError("a revisit needs the original's URL, digest and fetch time")
+        return revisit_fields(page, page.duplicate_of, page.original_fetched_at, page.original_digest, record_id)
+    fields = _first_fields("revisit" if kind == "not_modified" else "response", record_id, date, f)
+    if kind == "not_modified":
+        stored_at = (page.revisit or {}).get("stored_at") or ((f.entry.revisit or {}).get("stored_at"))
+        refers = revisit_warc_headers(f.url, warc_date(stored_at) if stored_at else "")
+        if not stored_at:
+            del refers["WARC-Refers-To-Date"]
+        fields.extend(refers.items())
+        return fields
+    if f.truncated:
+        fields.append(("WARC-Truncated", f.truncated))
+    fields.append(("WARC-Payload-Digest", payload_digest(f.raw_body)))
+    return fields
+
+
+def _first_header(headers: Sequence[tuple[str, str]], wanted: str) -> str | None:
+    for name, value in headers:
+        if name.lower() == wanted:
+            return value
+    return None
 
 
 @dataclass(frozen=True)
@@ -261,34 +181,72 @@ class ArchivedFetch:
     """A fetch serialised as WARC records, ready to append to a file."""
 
     data: bytes  # the capture (response or revisit) then the request record, each one gzip member
-    response: ArcWarcRecord  # the capture record: what the blob and the CDXJ line point at
     response_length: int  # bytes of the capture record at the start of ``data``
+    capture: cdxj.Capture  # what the CDXJ line of the capture record says
 
 
 def archive_fetch(
-    page: ParsedPage, make_writer: WriterFactory = _new_writer, *, revisit: bool | None = None, kind: str | None = None
+    page: ParsedPage,
+    *,
+    revisit: bool | None = None,
+    kind: str | None = None,
+    new_id: Callable[[], str] = warc_records.new_record_id,
+    level: int = warc_records.GZIP_LEVEL,
 ) -> ArchivedFetch:
     """Serialises a fetch's records in memory (pure: no file is touched).
 
+    The capture record (response, or revisit for a copy or a 304) comes first: it is what the
+    blob and the index point at, and readers expect it first. Its request record follows,
+    ``WARC-Concurrent-To`` naming the capture. The capture's block is the status line and
+    the response headers as received (Transfer-Encoding renamed, as the client undid it),
+    then, for a response, the body as transferred.
+
     Args:
         page: The fetch (the caller leaves near copies out).
-        make_writer: Makes the WARC writer over the in-memory buffer.
         revisit: Whether to write a revisit record rather than a response; None decides by
             :func:`capture_kind` (which hashes the payload: callers that know pass it).
         kind: :func:`capture_kind`'s answer, if the caller has it (overrides ``revisit``).
+        new_id: Makes record ids (tests pin them).
+        level: The gzip level of each record.
+
+    Raises:
+        ValueError: The fetch cannot be written (a URL that does not split, or a revisit
+            without its original).
+        UnicodeError: A header or URL that cannot be encoded.
     """
     if kind is None:
         kind = capture_kind(page) if revisit is None else ("revisit" if revisit else "response")
-    buf = io.BytesIO()
-    write = {"revisit": write_revisit_records, "not_modified": write_not_modified_records}.get(kind, write_fetch_records)
-    record, length = write(make_writer(buf), page)
-    return ArchivedFetch(buf.getvalue(), record, length)
+    f = page.fetch
+    capture_id = new_id()
+    request_id = new_id()
+    date = warc_date(f.fetched_at)
+    fields = _capture_fields(kind, page, capture_id, date)
+    headers = [(HOP_BY_HOP_RENAMED.get(k.lower(), k), v) for k, v in f.response_headers]
+    # the status line as before: code and reason phrase, just the code when there is none
+    head, written = http_head(f"HTTP/{f.http_version} " + f"{f.status} {f.reason}".strip(), headers)
+    payload = f.raw_body if kind == "response" else b""  # a revisit's payload stays with its original
+    capture = gzip_member(record(fields, head, payload, content_type=RESPONSE_CONTENT_TYPE), level)
+    request = gzip_member(_request_record(f, date, capture_id, request_id), level)
+    named = dict(fields)  # the index line says what the record says
+    index = cdxj.Capture(
+        url=f.url,
+        timestamp=cdxj.timestamp_of(date),
+        mime=cdxj.mime_of(_first_header(written, "content-type")) if kind == "response" else "warc/revisit",
+        status=str(f.status),
+        digest=named.get("WARC-Payload-Digest"),
+        location=_first_header(written, "location"),
+        truncated=named.get("WARC-Truncated"),
+    )
+    return ArchivedFetch(capture + request, len(capture), index)
 
 
 def warcinfo_bytes(
     filename: str, user_agent: str, is_part_of: str, make_writer: WriterFactory = _new_writer
 ) -> bytes:
-    """The ``warcinfo`` record that heads every file (IIPC's recommended fields)."""
+    """The ``warcinfo`` record that heads every file (IIPC's recommended fields).
+
+    Written with warcio: once per file, its cost does not matter.
+    """
     buf = io.BytesIO()
     writer = make_writer(buf)
     info = writer.create_warcinfo_record(
@@ -458,7 +416,7 @@ class _WriteWarcFn(beam.DoFn):
         started = time.perf_counter()
         try:
             archived = archive_fetch(page, kind=kind)
-        except (ValueError, UnicodeError) as exc:  # a response warcio cannot represent
+        except (ValueError, UnicodeError) as exc:  # a response a WARC record cannot represent
             self.metrics.error.inc()
             note = f"not archived: {type(exc).__name__}: {exc}"[:300]
             return page_event(page, None, note)
@@ -469,9 +427,7 @@ class _WriteWarcFn(beam.DoFn):
         offset = self.offset
         self.fh.write(archived.data)
         self.offset += len(archived.data)
-        entry = cdxj.entry_for_record(archived.response, offset, archived.response_length, self.rel)
-        if entry is not None:
-            self.index.append(entry)
+        self.index.append(cdxj.entry_for_capture(archived.capture, offset, archived.response_length, self.rel))
         self.metrics.records.inc(2)
         self.metrics.success.inc()
         if kind == "revisit":

@@ -1,5 +1,5 @@
-"""Revisit records for exact copies: written to a real WARC file, checked with ``warcio check``
-and read back."""
+"""Revisit records for exact copies: written after a response warcio wrote, in a real WARC
+file, checked with ``warcio check`` and read back."""
 
 from __future__ import annotations
 
@@ -14,11 +14,12 @@ from warcio.warcwriter import WARCWriter
 
 from beamcrawl.core import cdxj
 from beamcrawl.core.urlnorm import fingerprint
+from beamcrawl.core.warc_records import RESPONSE_CONTENT_TYPE, gzip_member, http_head, new_record_id, record
 from beamcrawl.core.warc_revisit import (
     REVISIT_PROFILE_1_1,
     is_identical_payload,
     payload_digest,
-    revisit_record,
+    revisit_fields,
     warc_date,
 )
 from beamcrawl.schemas.records import FetchResult, FrontierEntry, ParsedPage
@@ -56,7 +57,9 @@ def test_revisit_after_its_original_passes_warcio_check(tmp_path):
         digest = response.rec_headers.get_header("WARC-Payload-Digest")
         assert digest == payload_digest(BODY)
         assert is_identical_payload(copy, digest)
-        writer.write_record(revisit_record(writer, copy, original.fetch.url, original.fetch.fetched_at, digest))
+        fields = revisit_fields(copy, original.fetch.url, original.fetch.fetched_at, digest, new_record_id())
+        head, _ = http_head("HTTP/1.1 200 OK", HEADERS)
+        out.write(gzip_member(record(fields, head, content_type=RESPONSE_CONTENT_TYPE)))
 
     check = subprocess.run([_warcio(), "check", "-v", str(path)], capture_output=True, text=True)
     assert check.returncode == 0, check.stdout + check.stderr

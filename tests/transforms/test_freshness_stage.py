@@ -87,7 +87,7 @@ def test_a_304_keeps_the_copy_and_is_archived_as_a_server_not_modified_revisit()
     assert revisit.rec_headers.get_header("WARC-Refers-To-Date").startswith("2027-01-15T08:00:00")  # first fetch's date
     assert revisit.http_headers.get_statuscode() == "304"
     assert records[1].rec_type == "request" and records[1].http_headers.get_header("If-None-Match") == '"v1"'
-    line = cdxj.entry_for_record(archived.response, 0, archived.response_length, "warc/round=1/x.warc.gz")
+    line = cdxj.entry_for_capture(archived.capture, 0, archived.response_length, "warc/round=1/x.warc.gz")
     assert line is not None and '"status": "304"' in line.line() and "digest" not in line.line()
     assert page_event(again, "x@0")["changed"] is False
     # A 304 nobody asked for is a server fault, archived as it came, and retried.

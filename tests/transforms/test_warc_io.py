@@ -71,8 +71,14 @@ def _sha1_b32(data: bytes) -> str:
     return "sha1:" + base64.b32encode(hashlib.sha1(data).digest()).decode()
 
 
+def _fixed_ids(start: int = 0):
+    """Pinned record ids for ``archive_fetch(new_id=...)``, so bytes are the same on every run."""
+    ids = itertools.count(start)
+    return lambda: f"<urn:uuid:00000000-0000-0000-0000-{next(ids):012d}>"
+
+
 class _FixedWriter(WARCWriter):
-    """Pins record ids and dates, so bytes are the same on every run."""
+    """Pins record ids and dates of warcio's writer (the warcinfo record; the reference below)."""
 
     ids = itertools.count()
 
@@ -103,7 +109,7 @@ def _records(data: bytes) -> list:
 
 def test_response_then_request_linked_with_ip_and_digests():
     page = _fetch("http://a.test/x?y=1")
-    archived = archive_fetch(page, _FixedWriter)
+    archived = archive_fetch(page, new_id=_fixed_ids())
     recs = _records(archived.data)
     assert [r[0] for r in recs] == ["response", "request"]
     resp, req = recs
@@ -125,13 +131,11 @@ def test_response_then_request_linked_with_ip_and_digests():
     assert len(gzip.decompress(archived.data[: archived.response_length])) > len(HTML)
 
 
-def test_pinned_writer_gives_the_same_bytes_every_time():
+def test_pinned_ids_give_the_same_bytes_every_time():
     page = _fetch("http://a.test/")
-    _FixedWriter.ids = itertools.count()
-    one = archive_fetch(page, _FixedWriter).data
-    _FixedWriter.ids = itertools.count()
-    two = archive_fetch(page, _FixedWriter).data
-    assert gzip.decompress(one) == gzip.decompress(two)
+    one = archive_fetch(page, new_id=_fixed_ids()).data
+    two = archive_fetch(page, new_id=_fixed_ids()).data
+    assert one == two
     text = gzip.decompress(one).decode("latin-1")
     assert text.startswith("WARC/1.1\r\nWARC-Type: response\r\n")
     assert "WARC-Record-ID: <urn:uuid:00000000-0000-0000-0000-000000000000>\r\n" in text
@@ -424,7 +428,7 @@ def test_capture_kind_stores_new_content_and_exact_copies_of_identical_payloads_
 def test_an_exact_copy_is_a_revisit_then_its_request():
     original = _fetch("http://a.test/")
     copy = _copy_of(original, "http://b.test/x?print=1")
-    archived = archive_fetch(copy, _FixedWriter)
+    archived = archive_fetch(copy, new_id=_fixed_ids())
     recs = _records(archived.data)
     assert [r[0] for r in recs] == ["revisit", "request"]
     revisit, request = recs
@@ -472,3 +476,235 @@ def test_copies_in_a_round_are_stored_once_and_pass_warcio_check(tmp_path):
     lines = [json.loads(line.split(" ", 2)[2]) for line in open(index).read().splitlines()]
     assert sorted((f["url"], f.get("mime")) for f in lines) == [("http://a.test/", "text/html"), ("http://b.test/", "warc/revisit")]
     assert compare_with_cdxj_indexer(outputs.out) == 2
+
+
+# --- the records are the ones warcio's writer made of the same fetch --------------------------
+#
+# Records used to be built with warcio's WARCWriter; they are now built as bytes
+# (core/warc_records.py). The reference below builds them the old way, with warcio, for the
+# same fetch and the same pinned ids, and the tests hold the two to the same bytes once
+# decompressed, the same headers and payloads read back, and the same index line.
+
+from urllib.parse import urlsplit  # noqa: E402
+
+from warcio.statusandheaders import StatusAndHeaders  # noqa: E402
+
+from beamcrawl.core.conditional import revisit_warc_headers  # noqa: E402
+from beamcrawl.core.warc_revisit import REVISIT_PROFILE_1_1, warc_date  # noqa: E402
+
+CAPTURE_ID = "<urn:uuid:00000000-0000-0000-0000-000000000000>"
+REQUEST_ID = "<urn:uuid:00000000-0000-0000-0000-000000000001>"
+
+# The named fields in the order the old writer left them, by record kind.
+_ORDER = {
+    "response": ["WARC-Type", "WARC-Record-ID", "WARC-Date", "WARC-Target-URI", "WARC-IP-Address",
+                 "WARC-Truncated", "WARC-Payload-Digest"],
+    "revisit": ["WARC-Type", "WARC-Record-ID", "WARC-Date", "WARC-Target-URI", "WARC-IP-Address", "WARC-Profile",
+                "WARC-Refers-To-Target-URI", "WARC-Refers-To-Date", "WARC-Payload-Digest", "WARC-Truncated"],
+    "not_modified": ["WARC-Type", "WARC-Record-ID", "WARC-Date", "WARC-Target-URI", "WARC-IP-Address",
+                     "WARC-Profile", "WARC-Refers-To-Target-URI", "WARC-Refers-To-Date"],
+    "request": ["WARC-Type", "WARC-Record-ID", "WARC-Date", "WARC-Target-URI", "WARC-Concurrent-To",
+                "WARC-Payload-Digest"],
+}
+
+
+class _Latin1Headers(StatusAndHeaders):
+    """Header bytes as received (latin-1), warcio's percent-encoding for anything else."""
+
+    def compute_headers_buffer(self, header_filter=None):
+        try:
+            self.headers_buff = self.to_str(header_filter).encode("latin-1") + b"\r\n"
+        except UnicodeEncodeError:
+            super().compute_headers_buffer(header_filter)
+
+
+def _warcio_reference(page: ParsedPage, kind: str):
+    """(capture record read back as written, bytes of the capture, bytes of the request) as
+    warcio's writer makes them."""
+    f = page.fetch
+    writer = WARCWriter(io.BytesIO(), gzip=True, warc_version="1.1")
+    date = warc_date(f.fetched_at)
+    renamed = [(warc_io.HOP_BY_HOP_RENAMED.get(k.lower(), k), v) for k, v in f.response_headers]
+    http = _Latin1Headers(f"{f.status} {f.reason}".strip(), renamed, protocol=f"HTTP/{f.http_version}")
+    warc = {"WARC-Record-ID": CAPTURE_ID, "WARC-Date": date}
+    if f.ip:
+        warc["WARC-IP-Address"] = f.ip
+    if kind == "response":
+        if f.truncated:
+            warc["WARC-Truncated"] = f.truncated
+        capture = writer.create_warc_record(f.url, "response", payload=io.BytesIO(f.raw_body),
+                                            length=len(f.raw_body), http_headers=http, warc_headers_dict=warc)
+    elif kind == "revisit":
+        capture = writer.create_revisit_record(f.url, page.original_digest, page.duplicate_of,
+                                               warc_date(page.original_fetched_at), http_headers=http,
+                                               warc_headers_dict=warc)
+        capture.rec_headers.replace_header("WARC-Profile", REVISIT_PROFILE_1_1)
+        capture.rec_headers.add_header("WARC-Truncated", "length")
+    else:
+        stored_at = (page.revisit or {}).get("stored_at") or (f.entry.revisit or {}).get("stored_at")
+        refers = revisit_warc_headers(f.url, warc_date(stored_at) if stored_at else "")
+        if not stored_at:
+            del refers["WARC-Refers-To-Date"]
+        capture = writer.create_warc_record(f.url, "revisit", payload=io.BytesIO(b""), length=0,
+                                            http_headers=http, warc_headers_dict={**warc, **refers})
+    parts = urlsplit(f.url)
+    target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+    request = writer.create_warc_record(
+        f.url, "request", payload=io.BytesIO(b""), length=0,
+        http_headers=_Latin1Headers(f"GET {target} HTTP/1.1", [("Host", parts.netloc), *f.request_headers],
+                                    is_http_request=True),
+        warc_headers_dict={"WARC-Record-ID": REQUEST_ID, "WARC-Date": date, "WARC-Concurrent-To": CAPTURE_ID},
+    )
+    out = []
+    for record, order in ((capture, _ORDER[kind]), (request, _ORDER["request"])):
+        record.rec_headers.headers.sort(key=lambda h: order.index(h[0]))
+        writer.out = io.BytesIO()
+        writer.write_record(record)
+        out.append(writer.out.getvalue())
+    (read,) = [r for r in ArchiveIterator(io.BytesIO(out[0]))]
+    return read, out[0], out[1]
+
+
+def _members(data: bytes) -> list[bytes]:
+    """Each gzip member of ``data``, decompressed."""
+    out = []
+    while data:
+        d = zlib.decompressobj(zlib.MAX_WBITS + 16)
+        out.append(d.decompress(data))
+        assert d.eof
+        data = d.unused_data
+    return out
+
+
+def _read_back(data: bytes) -> list[tuple]:
+    """(type, WARC fields, status line, HTTP headers, payload) of each record, digests checked."""
+    out = []
+    for rec in ArchiveIterator(io.BytesIO(data), check_digests="raise"):
+        http = rec.http_headers
+        out.append((rec.rec_type, rec.rec_headers.headers, http.protocol + " " + http.statusline, http.headers,
+                    rec.raw_stream.read()))
+    return out
+
+
+def _exact_copy(url: str, **kw) -> ParsedPage:
+    page = _copy_of(_fetch("http://a.test/orig"), url, **kw)
+    return page
+
+
+def _not_modified(stored_at: float | None, on_entry: bool = False) -> ParsedPage:
+    page = _fetch("http://a.test/nm", status=304, reason="Not Modified", raw=b"", headers=[("ETag", '"v1"')])
+    page.fetch.request_headers = [("User-Agent", "beamcrawl-test/1"), ("If-None-Match", '"v1"')]
+    if on_entry:
+        page.fetch.entry.revisit = {"stored_at": stored_at}
+    else:
+        page.revisit = {"stored_at": stored_at}
+    return page
+
+
+REFERENCE_CASES = {
+    "plain": ("response", lambda: _fetch("http://a.test/x?y=1")),
+    "iri": ("response", lambda: _fetch("http://a.test/caf\u00e9/\u00fc?q=\u00e9")),
+    "idn host": ("response", lambda: _fetch("http://b\u00fccher.test/")),
+    "latin-1 header": ("response", lambda: _fetch("http://a.test/h", headers=[("Content-Type", "text/html"),
+                                                                                ("X-Name", "caf\xe9")])),
+    "non-latin-1 header": ("response", lambda: _fetch("http://a.test/e", headers=[
+        ("Content-Type", "text/html"), ("Content-Disposition", 'attachment; filename="\u20ac.txt"'),
+        ("X-Euro", "\u20ac5")])),
+    "latin-1 request header": ("response", lambda: _req(_fetch("http://a.test/c"), [("Cookie", "n=\xe9")])),
+    "non-latin-1 request header": ("response", lambda: _req(_fetch("http://a.test/c"), [("Cookie", "n=\u20ac")])),
+    "empty body": ("response", lambda: _fetch("http://a.test/empty", raw=b"")),
+    "no headers": ("response", lambda: _fetch("http://a.test", headers=[])),
+    "redirect": ("response", lambda: _fetch("http://a.test/old", status=301, reason="Moved",
+                                            headers=[("location", " /new ")], raw=b"")),
+    "big truncated": ("response", lambda: _fetch("http://a.test/big", raw=os.urandom(40_000), truncated="length")),
+    "truncated by time": ("response", lambda: _fetch("http://a.test/slow", truncated="time")),
+    "no ip, no reason, HTTP/1.0": ("response", lambda: _v10(_fetch("http://a.test/", ip=None, reason=""))),
+    "transfer-encoding": ("response", lambda: _fetch("http://a.test/gz", raw=gzip.compress(HTML, mtime=0), headers=[
+        ("Content-Type", "text/html"), ("Transfer-Encoding", "chunked"), ("Content-Encoding", "gzip")])),
+    "whole second": ("response", lambda: _fetch("http://a.test/s", offset_s=-0.125)),
+    "exact copy": ("revisit", lambda: _exact_copy("http://b.test/x?print=1")),
+    "exact copy, iri, no ip": ("revisit", lambda: _exact_copy("http://b.test/\u00e9t\u00e9")),
+    "not modified": ("not_modified", lambda: _not_modified(FETCHED_AT - 86400.5)),
+    "not modified, date on the entry": ("not_modified", lambda: _not_modified(FETCHED_AT - 60, on_entry=True)),
+    "not modified, no stored date": ("not_modified", lambda: _not_modified(None)),
+}
+
+
+def _req(page: ParsedPage, headers: list[tuple[str, str]]) -> ParsedPage:
+    page.fetch.request_headers = headers
+    return page
+
+
+def _v10(page: ParsedPage) -> ParsedPage:
+    page.fetch.http_version = "1.0"
+    return page
+
+
+@pytest.mark.parametrize("case", sorted(REFERENCE_CASES))
+def test_records_are_the_ones_warcio_wrote(case):
+    kind, make = REFERENCE_CASES[case]
+    page = make()
+    if case == "exact copy, iri, no ip":
+        page.fetch.ip = None
+    ids = iter([CAPTURE_ID, REQUEST_ID])
+    ours = archive_fetch(page, kind=kind, new_id=lambda: next(ids))
+    theirs, capture, request = _warcio_reference(page, kind)
+    # the same records, byte for byte, each one gzip member; the capture first
+    assert _members(ours.data) == [gzip.decompress(capture), gzip.decompress(request)]
+    assert _members(ours.data[: ours.response_length]) == [gzip.decompress(capture)]
+    # read back alike, digests checked (warcio checks the response's and request's)
+    assert _read_back(ours.data) == _read_back(capture + request)
+    # the block digest recomputed (warcio does not check a revisit's)
+    (record,) = _members(ours.data[: ours.response_length])
+    header, block = record.split(b"\r\n\r\n", 1)
+    fields = dict(line.split(": ", 1) for line in header.decode("utf-8").split("\r\n")[1:])
+    assert block.endswith(b"\r\n\r\n") and int(fields["Content-Length"]) == len(block) - 4
+    assert fields["WARC-Block-Digest"] == _sha1_b32(block[:-4])
+    if kind == "response":
+        assert fields["WARC-Payload-Digest"] == _sha1_b32(page.fetch.raw_body)
+    # the index line made while writing is the one made by reading the record back
+    mine = cdxj.entry_for_capture(ours.capture, 1234, ours.response_length, "warc/x.warc.gz")
+    read = cdxj.entry_for_record(theirs, 1234, ours.response_length, "warc/x.warc.gz")
+    assert (mine.key, mine.timestamp, mine.offset, mine.line()) == (read.key, read.timestamp, read.offset, read.line())
+
+
+@pytest.mark.parametrize("url, headers, error", [
+    ("http://a.test/\u4e2d", [], UnicodeEncodeError),  # a request line that is not latin-1
+    ("http://a.test/", [("X-\u20ac", "v")], UnicodeEncodeError),  # a header name that is not ASCII
+    ("http://a.test/\udc80", [], UnicodeEncodeError),  # not text
+    ("http://[::1/", [], ValueError),  # a URL that does not split
+])
+def test_what_warcio_could_not_write_is_refused_the_same_way(url, headers, error):
+    page = _fetch("http://a.test/", headers=headers)
+    page.fetch.url = url
+    with pytest.raises(error):
+        archive_fetch(page)
+    with pytest.raises(error):
+        _warcio_reference(page, "response")
+
+
+def test_every_index_line_points_at_its_own_gzip_member(tmp_path):
+    original = _fetch("http://a.test/", offset_s=1)
+    pages = [*_pages()[:8], original, _copy_of(original, "http://b.test/", offset_s=2), _not_modified(FETCHED_AT - 9)]
+    outputs, _ = _write_round(tmp_path, pages, max_bytes=2500)
+    checked = 0
+    for index in glob.glob(f"{outputs.out}/warc/round=3/*.cdxj"):
+        for line in open(index, encoding="utf-8").read().splitlines():
+            key, timestamp, text = line.split(" ", 2)
+            f = json.loads(text)
+            with open(os.path.join(outputs.out, f["filename"]), "rb") as fh:
+                fh.seek(int(f["offset"]))
+                member = fh.read(int(f["length"]))
+                following = fh.read(2)
+            d = zlib.decompressobj(zlib.MAX_WBITS + 16)
+            record = d.decompress(member)
+            assert d.eof and d.unused_data == b""  # exactly one whole member
+            assert following in (b"", b"\x1f\x8b")  # and the next starts right after it
+            (rec,) = _read_back(gzip.compress(record))
+            fields = dict(rec[1])
+            assert fields["WARC-Target-URI"] == f["url"] and rec[0] in ("response", "revisit")
+            assert cdxj.timestamp_of(fields["WARC-Date"]) == timestamp and cdxj.surt_key(f["url"]) == key
+            digest = fields.get("WARC-Payload-Digest")  # none on a 304's revisit
+            assert f.get("digest") == (digest.split(":", 1)[1] if digest else None)
+            checked += 1
+    assert checked == 11  # 8 pages, an original, its exact copy and a 304
