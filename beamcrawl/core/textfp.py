@@ -246,11 +246,15 @@ def tree_text(tree: LexborHTMLParser) -> str:
     # header's ancestors, the only other thing a decision reads, are those of the page. The
     # removals go in reverse document order (descendants before their ancestors, a node
     # matched twice once), so no node is touched after a removal that contained it.
-    _remove_all(body.css(_ALWAYS_NOISE))
+    # css() matches the body itself too; the body is never chrome, whatever its class
+    # (WordPress's "has-sidebar") or attributes say: removing it would leave no text at all.
+    own = body.mem_id
+    _remove_all([node for node in body.css(_ALWAYS_NOISE) if node.mem_id != own])
     _remove_all([
         node
         for node in body.css("header, footer, [class], [id]")
-        if (node.tag in ("header", "footer") and not _inside_content(node)) or _is_noise_named(node)
+        if node.mem_id != own
+        and ((node.tag in ("header", "footer") and not _inside_content(node)) or _is_noise_named(node))
     ])
     return body.text(separator=" ")
 

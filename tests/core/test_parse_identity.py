@@ -40,18 +40,22 @@ def _ref_is_noise_named(node) -> bool:
 
 
 def _ref_tree_text(tree: LexborHTMLParser) -> str:
+    # The four-pass original, with one deliberate change since: the body itself is never
+    # removed (css() matches it too, and a noise word in its class emptied the page).
     body = tree.body
     if body is None:
         return ""
+    own = body.mem_id
     for node in body.css(", ".join(textfp._NOISE_TAGS)):
         node.remove()
     for node in body.css(textfp._NOISE_SELECTOR):
-        node.remove()
+        if node.mem_id != own:
+            node.remove()
     for node in body.css("header, footer"):
         if not textfp._inside_content(node):
             node.remove()
     for node in body.css("[class], [id]"):
-        if _ref_is_noise_named(node):
+        if node.mem_id != own and _ref_is_noise_named(node):
             node.remove()
     return body.text(separator=" ")
 

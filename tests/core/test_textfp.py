@@ -74,6 +74,17 @@ def test_visible_text_keeps_content_and_drops_chrome():
         assert dropped not in text, dropped
 
 
+@pytest.mark.parametrize("body_tag", ['<body class="home has-sidebar">', '<body id="nav-top">', "<body hidden>", '<body role="banner">'])
+def test_the_body_is_never_chrome(body_tag):
+    """A noise word in the body's own class or id (WordPress's has-sidebar), or a hiding
+    attribute on it, must not empty the page: only its chrome goes."""
+    page = PAGE.replace(b"<body>", body_tag.encode(), 1)
+    assert page != PAGE
+    text = visible_text(page)
+    assert "Article heading" in text and "Kept despite" in text
+    assert "Sidebar" not in text and "Copyright" not in text
+
+
 def test_visible_text_decodes_by_charset():
     body = "<html><body><p>caf\u00e9 cr\u00e8me</p></body></html>".encode("latin-1")
     assert "caf\u00e9 cr\u00e8me" in visible_text(body, "text/html; charset=ISO-8859-1")
