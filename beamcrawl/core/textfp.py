@@ -125,7 +125,6 @@ _NOISE_TAGS = (
     "iframe", "frame", "frameset", "nav", "aside", "form", "select", "button", "dialog",
 )
 _NOISE_ROLES = ("navigation", "banner", "contentinfo", "complementary", "search", "menu", "menubar", "dialog")
-_NOISE_SELECTOR = "[hidden], [aria-hidden=true], " + ", ".join(f"[role={role}]" for role in _NOISE_ROLES)
 # The elements removed wherever they are, in one selector for one pass of the selector
 # engine, which tests every element against every selector of the list: the role tests sit
 # behind one [role], which rules all eight out at once for the many elements without one.
@@ -198,11 +197,13 @@ def _is_noise_named(node: LexborNode) -> bool:
     drops the empty pieces, which are no noise word; it is three times cheaper than a regex
     split, and pages with many classed elements ask this of each of them."""
     attrs = node.attributes
-    value = attrs.get("class")
-    if value and not _NOISE_WORDS.isdisjoint(value.lower().replace("-", " ").replace("_", " ").split()):
-        return True
-    value = attrs.get("id")
-    return bool(value) and not _NOISE_WORDS.isdisjoint(value.lower().replace("-", " ").replace("_", " ").split())
+    return _has_noise_word(attrs.get("class")) or _has_noise_word(attrs.get("id"))
+
+
+def _has_noise_word(value: str | None) -> bool:
+    if not value:
+        return False
+    return not _NOISE_WORDS.isdisjoint(value.lower().replace("-", " ").replace("_", " ").split())
 
 
 def _remove_all(nodes: list[LexborNode]) -> None:

@@ -36,6 +36,7 @@ __all__ = [
     "GZIP_LEVEL",
     "REQUEST_CONTENT_TYPE",
     "RESPONSE_CONTENT_TYPE",
+    "first_fields",
     "gzip_member",
     "http_head",
     "new_record_id",
@@ -52,6 +53,17 @@ Fields = Sequence[tuple[str, str]]
 def new_record_id() -> str:
     """A fresh ``WARC-Record-ID``: a random UUID URN in angle brackets (WARC 1.1 §5.2)."""
     return f"<urn:uuid:{uuid.uuid4()}>"
+
+
+def first_fields(kind: str, record_id: str, date: str, url: str, ip: str | None) -> list[tuple[str, str]]:
+    """The fields a capture record starts with, in the order most tools write them (the
+    standard allows any, but some readers and people look for WARC-Type first); the fields of
+    the record's kind follow, and :func:`record` adds the block digest, Content-Type and
+    Content-Length last."""
+    fields = [("WARC-Type", kind), ("WARC-Record-ID", record_id), ("WARC-Date", date), ("WARC-Target-URI", url)]
+    if ip:
+        fields.append(("WARC-IP-Address", ip))
+    return fields
 
 
 def http_head(first_line: str, headers: Fields) -> tuple[bytes, Fields]:

@@ -38,6 +38,7 @@ import hashlib
 
 from warcio.timeutils import datetime_to_iso_date
 
+from beamcrawl.core.warc_records import first_fields
 from beamcrawl.schemas.records import ParsedPage
 
 __all__ = ["REVISIT_PROFILE_1_1", "is_identical_payload", "payload_digest", "revisit_fields", "warc_date"]
@@ -80,19 +81,10 @@ def revisit_fields(
         record_id: The record's ``WARC-Record-ID`` (``<urn:uuid:...>``).
     """
     f = page.fetch
-    fields = [
-        ("WARC-Type", "revisit"),
-        ("WARC-Record-ID", record_id),
-        ("WARC-Date", warc_date(f.fetched_at)),
-        ("WARC-Target-URI", f.url),
-    ]
-    if f.ip:
-        fields.append(("WARC-IP-Address", f.ip))
-    fields += [
+    return first_fields("revisit", record_id, warc_date(f.fetched_at), f.url, f.ip) + [
         ("WARC-Profile", REVISIT_PROFILE_1_1),
         ("WARC-Refers-To-Target-URI", original_url),
         ("WARC-Refers-To-Date", original_date if isinstance(original_date, str) else warc_date(original_date)),
         ("WARC-Payload-Digest", digest),
         ("WARC-Truncated", "length"),
     ]
-    return fields

@@ -59,7 +59,14 @@ from beamcrawl import DEFAULT_USER_AGENT, __version__
 from beamcrawl.core import cdxj, files, warc_records
 from beamcrawl.core.outputs import RoundOutputs, part_name
 from beamcrawl.core.conditional import is_conditional, revisit_warc_headers
-from beamcrawl.core.warc_records import REQUEST_CONTENT_TYPE, RESPONSE_CONTENT_TYPE, gzip_member, http_head, record
+from beamcrawl.core.warc_records import (
+    REQUEST_CONTENT_TYPE,
+    RESPONSE_CONTENT_TYPE,
+    first_fields,
+    gzip_member,
+    http_head,
+    record,
+)
 from beamcrawl.core.warc_revisit import is_identical_payload, payload_digest, revisit_fields, warc_date
 from beamcrawl.schemas.arrow import PAGES_HEADER_COLUMNS, signed64
 from beamcrawl.schemas.records import FetchResult, ParsedPage
@@ -108,17 +115,6 @@ def capture_kind(page: ParsedPage) -> str | None:
     return "response"
 
 
-def _first_fields(kind: str, record_id: str, date: str, f: FetchResult) -> list[tuple[str, str]]:
-    """The fields a capture record starts with, in the order most tools write them (the
-    standard allows any, but some readers and people look for WARC-Type first); the fields of
-    the record's kind follow, and warc_records adds the block digest, Content-Type and
-    Content-Length last."""
-    fields = [("WARC-Type", kind), ("WARC-Record-ID", record_id), ("WARC-Date", date), ("WARC-Target-URI", f.url)]
-    if f.ip:
-        fields.append(("WARC-IP-Address", f.ip))
-    return fields
-
-
 def _request_record(f: FetchResult, date: str, concurrent_to: str, record_id: str) -> bytes:
     """The request record of a fetch (what the client sent), linked to its capture record."""
     parts = urlsplit(f.url)
@@ -155,7 +151,7 @@ def _capture_fields(kind: str, page: ParsedPage, record_id: str, date: str) -> l
         if page.duplicate_of is None or page.original_digest is None or page.original_fetched_at is None:
             raise ValueError("a revisit needs the original's URL, digest and fetch time")
         return revisit_fields(page, page.duplicate_of, page.original_fetched_at, page.original_digest, record_id)
-    fields = _first_fields("revisit" if kind == "not_modified" else "response", record_id, date, f)
+    fields = first_fields("revisit" if kind == "not_modified" else "response", record_id, date, f.url, f.ip)
     if kind == "not_modified":
         stored_at = (page.revisit or {}).get("stored_at") or ((f.entry.revisit or {}).get("stored_at"))
         refers = revisit_warc_headers(f.url, warc_date(stored_at) if stored_at else "")

@@ -48,7 +48,10 @@ def _ref_tree_text(tree: LexborHTMLParser) -> str:
     own = body.mem_id
     for node in body.css(", ".join(textfp._NOISE_TAGS)):
         node.remove()
-    for node in body.css(textfp._NOISE_SELECTOR):
+    for node in body.css(
+        "[hidden], [aria-hidden=true], [role=navigation], [role=banner], [role=contentinfo], "
+        "[role=complementary], [role=search], [role=menu], [role=menubar], [role=dialog]"
+    ):
         if node.mem_id != own:
             node.remove()
     for node in body.css("header, footer"):
