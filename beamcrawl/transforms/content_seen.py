@@ -77,7 +77,7 @@ from beamcrawl.core import textfp
 from beamcrawl.core.htmlparse import checksum as payload_checksum
 from beamcrawl.core.urlnorm import fingerprint
 from beamcrawl.core.warc_revisit import payload_digest
-from beamcrawl.schemas.records import Packed, ParsedPage, fp_key, key_fp
+from beamcrawl.schemas.records import Packed, ParsedPage, fp_key, key_fp, shuffled
 from beamcrawl.stores.base import Mutation, Store, open_store
 from beamcrawl.transforms.parse import PARSED_KINDS, body_kind
 from beamcrawl.transforms.url_seen import MAX_BUCKET_BITS, bucket_of, choose_bucket_bits, choose_path
@@ -119,6 +119,7 @@ JoinPath = Literal["auto", "scan", "keyset"]
 # --- records -----------------------------------------------------------------------------
 
 
+@shuffled
 @dataclass(frozen=True)
 class Probe:
     """What the content check needs of one page (the page itself stays where it is).
@@ -140,6 +141,7 @@ class Probe:
     digest: str
 
 
+@shuffled
 @dataclass(frozen=True)
 class ContentRecord:
     """A row of the content-seen set: where the page with these bytes is kept.
@@ -166,6 +168,7 @@ class ContentRecord:
         return cls(**{k: v for k, v in values.items() if k in names})
 
 
+@shuffled
 @dataclass(frozen=True)
 class Copy:
     """The decision that a page copies another (applied with :func:`apply_copy`)."""
@@ -178,6 +181,7 @@ class Copy:
     original_digest: str | None = None
 
 
+@shuffled
 @dataclass(frozen=True)
 class NewContent:
     """A checksum the crawl has not kept yet: this round's candidate original for it, and the
@@ -188,6 +192,7 @@ class NewContent:
     others: tuple[Probe, ...] = ()
 
 
+@shuffled
 @dataclass(frozen=True)
 class Evidence:
     """What the simhash join found for one candidate original.
@@ -314,6 +319,7 @@ def decide_checksums(
     return copies, new
 
 
+@shuffled
 @dataclass(frozen=True)
 class _Item:
     """One candidate in one permuted table."""
