@@ -63,6 +63,8 @@ _PARSER_COUNTS_HEADERS = "max_headers" in inspect.signature(aiohttp.ClientSessio
 # Seconds between the resolve stage's answers and the fetch loop's start (job set-up) that a
 # stored answer may still be pinned through, on top of the round window.
 PIN_SLACK = 600.0
+# Seconds the draining thread sleeps when nothing is ready (FetchRunner.drain).
+DRAIN_PAUSE = 0.05
 
 
 __all__ = [
@@ -520,21 +522,34 @@ class FetchRunner:
         fut.add_done_callback(lambda _f: self._out.put(("done", None)))
 
     def drain(self, wait: bool = False) -> Iterator[tuple[str, Any]]:
+        """Yields what the loop emitted: what is ready now, or with ``wait`` everything until
+        all submitted plans are done.
+
+        Waiting, it takes what is ready in batches, pausing :data:`DRAIN_PAUSE` between them
+        rather than waking for every result: each wake of this thread takes the GIL from the
+        fetch loop's thread, and at a thousand results a second per loop those handoffs
+        slowed the loop and cost both threads CPU.
+        """
         while True:
             with self._lock:
                 if self._pending == 0 and self._out.empty():
                     return
-            try:
-                kind, value = self._out.get(block=wait, timeout=1.0 if wait else None)
-            except queue.Empty:
-                if not wait:
-                    return
-                continue
-            if kind == "done":
-                with self._lock:
-                    self._pending -= 1
-                continue
-            yield kind, value
+            took = False
+            while True:
+                try:
+                    kind, value = self._out.get_nowait()
+                except queue.Empty:
+                    break
+                took = True
+                if kind == "done":
+                    with self._lock:
+                        self._pending -= 1
+                    continue
+                yield kind, value
+            if not wait:
+                return
+            if not took:
+                time.sleep(DRAIN_PAUSE)
 
     def close(self) -> None:
         async def _shutdown() -> None:
