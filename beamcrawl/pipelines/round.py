@@ -2,8 +2,8 @@
 
 select due URLs → apply domain budgets (over-budget URLs deferred, not deleted) → host
 state → resolve hosts (addresses for per-IP politeness) → assign slots per host
-(CoGroupByKey on host) → fetch politely by shard (one owner per host and per IP) → spread
-the results over all workers (URLs the window left unfetched stay behind) → parse →
+(CoGroupByKey on host) → fetch politely by shard (one owner per host and per IP) → drop the
+URLs the window left unfetched (their frontier rows stay) → parse, while the fetch goes on →
 decide each page's next visit (change rate, status code) → store pages once (WARC; a 304
 as a revisit record) and publish events and edges (Parquet) → URL seen (DRUM, links of a
 bad shape refused) → record host and URL state, domain usage and linking domains. The
@@ -25,7 +25,7 @@ from beamcrawl.core.outputs import RoundOutputs
 from beamcrawl.transforms.assign_slots import AssignSlots
 from beamcrawl.transforms.budgets import ApplyBudgets, CountDomainUsage, CountLinkingDomains
 from beamcrawl.transforms.content_seen import FindDuplicateContent
-from beamcrawl.transforms.fetch import FetchPages, SpreadResults
+from beamcrawl.transforms.fetch import FetchPages, needs_processing
 from beamcrawl.transforms.freshness import ScheduleRevisits
 from beamcrawl.transforms.parquet_io import WriteLinkEdges, WritePageEvents
 from beamcrawl.transforms.parse import ParsePages
@@ -57,7 +57,7 @@ def build(p: beam.Pipeline, cfg: CrawlConfig, outputs: RoundOutputs, now: float)
     fetched = plans | "Fetch" >> FetchPages(cfg)
     pages = (
         fetched.results
-        | "Spread results over workers" >> SpreadResults()
+        | "Drop deferred results" >> beam.Filter(needs_processing)
         | "Parse" >> ParsePages(cfg.robots_token, cfg.max_sitemap_bytes)
         | "Content seen" >> FindDuplicateContent(cfg.store, outputs.round_no, bits=cfg.seen_bucket_bits)
         | "Schedule revisits" >> ScheduleRevisits(cfg.schedule_policy(), cfg.revisit_policy)
