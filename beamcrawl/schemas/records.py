@@ -125,10 +125,17 @@ def _decode_json(cells: dict[str, bytes]) -> dict[str, Any]:
     return json.loads(raw)
 
 
+_FIELD_NAMES: dict[type, frozenset[str]] = {}
+
+
 def _known_fields(cls: type, values: dict[str, Any]) -> dict[str, Any]:
     """Drops JSON fields the dataclass does not know, so a row written by a newer version
     (a field added since) still loads."""
-    names = {f.name for f in dataclasses.fields(cls)}
+    names = _FIELD_NAMES.get(cls)
+    if names is None:
+        names = _FIELD_NAMES[cls] = frozenset(f.name for f in dataclasses.fields(cls))
+    if names.issuperset(values):  # the usual row: nothing to drop
+        return values
     return {k: v for k, v in values.items() if k in names}
 
 
