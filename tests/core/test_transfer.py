@@ -302,17 +302,28 @@ def test_old_brotli_without_an_output_limit_is_not_used(monkeypatch: pytest.Monk
 
 
 class _Script:
-    """A StreamReader stand-in: yields (delay, chunk) pairs, then EOF."""
+    """A StreamReader stand-in: yields (delay, chunk) pairs, then EOF. A chunk with no delay
+    has arrived already (``read_nowait`` returns it); the others are waited for."""
 
     def __init__(self, steps: list[tuple[float, bytes]]) -> None:
         self.steps = list(steps)
+        self.waits = 0
 
     async def readany(self) -> bytes:
         if not self.steps:
             return b""
         delay, chunk = self.steps.pop(0)
+        self.waits += 1
         await asyncio.sleep(delay)
         return chunk
+
+    def read_nowait(self, n: int = -1) -> bytes:
+        if self.steps and self.steps[0][0] == 0:
+            return self.steps.pop(0)[1]
+        return b""
+
+    def is_eof(self) -> bool:
+        return not self.steps
 
 
 def test_read_body_exact_cap_is_complete_and_on_chunk_can_stop() -> None:
@@ -325,6 +336,15 @@ def test_read_body_exact_cap_is_complete_and_on_chunk_can_stop() -> None:
         read_body(_Script([(0, b"ab"), (0, b"cd")]), 10, 0.0, 0.0, on_chunk=lambda c: seen.append(c) or False)
     )
     assert (body, reason, seen) == (b"ab", "length", [b"ab"])
+
+
+def test_read_body_takes_what_has_arrived_without_waiting() -> None:
+    arrived = _Script([(0, b"ab"), (0, b"cd")])
+    assert asyncio.run(read_body(arrived, 10, 1000.0, 0.1)) == (b"abcd", None)
+    assert arrived.waits == 0
+    later = _Script([(0, b"ab"), (0.01, b"cd"), (0, b"ef")])
+    assert asyncio.run(read_body(later, 10, 1000.0, 0.1)) == (b"abcdef", None)
+    assert later.waits == 1
 
 
 def test_read_body_fast_burst_then_slow_tail_is_judged_on_the_average() -> None:
