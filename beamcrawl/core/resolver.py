@@ -20,6 +20,7 @@ import socket
 import time
 from dataclasses import dataclass
 from typing import Any, Awaitable, Callable, Iterable
+from functools import lru_cache
 from urllib.parse import urlsplit
 
 import aiohttp
@@ -62,6 +63,7 @@ class Resolution:
         return self.resolved_at + self.ttl
 
 
+@lru_cache(maxsize=65536)  # a round asks for the same few thousand hosts, per link and per due row
 def hostname_of(slot: str) -> str:
     """The bare host name of a politeness slot key (``host`` or ``host:port``, IPv6 in [])."""
     return urlsplit(f"//{slot}").hostname or slot

@@ -36,6 +36,7 @@ import json
 import math
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
+from functools import lru_cache
 
 import apache_beam as beam
 from apache_beam.metrics import Metrics
@@ -73,6 +74,7 @@ SEEDED = "d:seeded"
 WRITE_BATCH = 2000
 
 
+@lru_cache(maxsize=65536)  # asked per link of every page: the linked hosts repeat
 def domain_of(host: str) -> str:
     """The registered domain of a politeness slot key (``host[:port]``)."""
     return registered_domain(hostname_of(host))
