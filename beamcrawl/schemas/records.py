@@ -9,6 +9,7 @@ binary and sorted.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import json
 import operator
 import struct
@@ -25,6 +26,8 @@ _COMPACT = json.JSONEncoder(separators=(",", ":"), default=lambda v: _json_defau
 
 
 R = TypeVar("R")
+# The field-values getter of each @shuffled class (Packed pickles lists of them as rows).
+_FIELD_VALUES: dict[type, Callable[[Any], tuple[Any, ...]]] = {}
 
 
 def shuffled(cls: type[R]) -> type[R]:
@@ -41,6 +44,7 @@ def shuffled(cls: type[R]) -> type[R]:
     if any(not f.init for f in fields) or hasattr(cls, "__post_init__") or len(fields) < 2:
         raise TypeError(f"{cls.__name__}: shuffled records need two or more init fields and no __post_init__")
     values: Callable[[Any], tuple[Any, ...]] = operator.attrgetter(*(f.name for f in fields))
+    _FIELD_VALUES[cls] = values
 
     def __reduce__(self: Any) -> tuple[type, tuple[Any, ...]]:
         if type(self) is not cls:  # a subclass's own fields would be lost
@@ -58,9 +62,26 @@ class Packed(list):  # type: ignore[type-arg]
     (its class looked up and written each time); a list subclass goes to pickle whole, so
     each record class is written once. Measured in a round: the URL candidates and simhash
     items of one page cost some 270 µs encoded one by one.
+
+    A list of one @shuffled record class pickles as the class once and a row of field
+    values per record: no Python ``__reduce__`` call per record (a list of frontier entries:
+    1.9 → 1.1 µs an entry to encode, 0.8 → 0.65 to decode).
     """
 
     __slots__ = ()
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        if self:
+            cls = type(self[0])
+            values = _FIELD_VALUES.get(cls)
+            if values is not None and all(type(r) is cls for r in self):
+                return _records, (cls, list(map(values, self)))
+        return Packed, (list(self),)
+
+
+def _records(cls: type, rows: list[tuple[Any, ...]]) -> Packed:
+    """A :class:`Packed` list of ``cls`` records rebuilt from their field values."""
+    return Packed(itertools.starmap(cls, rows))
 
 
 def packed_by_host(entries: Iterable[FrontierEntry]) -> Iterator[tuple[str, Packed]]:

@@ -106,3 +106,21 @@ def test_refuses_records_whose_init_does_not_take_every_field() -> None:
     for cls in (Derived, Normalised):
         with pytest.raises(TypeError, match="shuffled records"):
             shuffled(cls)
+
+
+def test_a_packed_list_of_one_record_class_pickles_as_rows() -> None:
+    entries = Packed(_page().fetch.entry for _ in range(3))
+    fn, (cls, rows) = entries.__reduce__()
+    assert cls is FrontierEntry and rows == [tuple(getattr(e, f.name) for f in dataclasses.fields(e)) for e in entries]
+    back = pickle.loads(pickle.dumps(entries, pickle.HIGHEST_PROTOCOL))
+    assert type(back) is Packed and back == entries
+
+
+@pytest.mark.parametrize(
+    "values",
+    [[], [1, "a", (2, 3)], [_page().links[0], _page().fetch.entry], [Tagged(url="u", fp=1), Link(url="v", fp=2)]],
+    ids=["empty", "plain", "two classes", "subclass"],
+)
+def test_any_other_packed_list_round_trips(values: list) -> None:
+    back = pickle.loads(pickle.dumps(Packed(values), pickle.HIGHEST_PROTOCOL))
+    assert type(back) is Packed and back == values and [type(v) for v in back] == [type(v) for v in values]
