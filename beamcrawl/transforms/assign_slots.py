@@ -37,7 +37,7 @@ from beamcrawl.core.budgets import cap_new_pages
 from beamcrawl.core.config import CrawlConfig
 from beamcrawl.core.resolver import hostname_of
 from beamcrawl.core.robots import cached_rules, retry_unreachable_at
-from beamcrawl.schemas.records import FrontierEntry, HostPlan, HostPolicy, HostRecord
+from beamcrawl.schemas.records import FrontierEntry, HostPlan, HostPolicy, HostRecord, Packed
 
 __all__ = [
     "AssignSlots",
@@ -228,8 +228,8 @@ def plan_host(
         record=record,
         delay=floor,
         fetch_robots=fetch_robots,
-        entries=chosen,
-        disallowed=disallowed,
+        entries=Packed(chosen),  # crosses the shard shuffle: pickled as rows
+        disallowed=Packed(disallowed),
     )
 
 

@@ -32,7 +32,7 @@ from beamcrawl.core import gctune, sitemaps, sniff, textfp
 from beamcrawl.core.htmlparse import checksum, page_links, parse_document, robots_directives
 from beamcrawl.core.robots import RobotsRules
 from beamcrawl.core.urlnorm import InvalidURL, fingerprint, normalize
-from beamcrawl.schemas.records import FetchResult, Link, ParsedPage
+from beamcrawl.schemas.records import FetchResult, Link, Packed, ParsedPage
 
 __all__ = ["PARSED_KINDS", "ParsePages", "body_kind", "parse_fetch", "robots_sitemap_links", "sitemap_links", "skipped_counter_name"]
 
@@ -118,10 +118,10 @@ def parse_fetch(result: FetchResult, token: str, max_sitemap_bytes: int = sitema
         return page
     tree = parse_document(result.body, result.content_type)  # parsed once: links, then text
     found = page_links(tree, result.url, token)
-    page.links = [
+    page.links = Packed(  # the page crosses a shuffle before it is stored: pickled as rows
         Link(url=url, fp=fp, anchor=anchor, nofollow=nofollow, kind=kind)
         for url, fp, anchor, nofollow, kind in found.links
-    ]
+    )
     page.canonical = found.canonical
     page.title = found.title
     page.meta_noindex |= found.meta_noindex
