@@ -19,8 +19,8 @@ import ipaddress
 import socket
 import time
 from dataclasses import dataclass
-from typing import Any, Awaitable, Callable, Iterable
 from functools import lru_cache
+from typing import Any, Awaitable, Callable, Iterable
 from urllib.parse import urlsplit
 
 import aiohttp

@@ -63,9 +63,9 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from dataclasses import dataclass, field
 from itertools import chain
 from operator import itemgetter
-from dataclasses import dataclass, field
 from typing import Any, Iterable, Iterator, Literal, Mapping, NamedTuple, Sequence
 
 import apache_beam as beam
