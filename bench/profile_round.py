@@ -9,7 +9,7 @@ threads, and every subprocess with ``--mp``), and prints two views of the sample
   aiohttp/asyncio, Beam's runner...), so the shares add up to 100%;
 - **inclusive**: the share of samples with a given beamcrawl function anywhere on the stack.
 
-    python bench/profile_round.py [--hosts 3000] [--window 60] [--mp] [--out DIR]
+    python bench/profile_round.py [--hosts 3000] [--window 60] [--mp] [--gil] [--out DIR]
 
 Needs py-spy in the venv (``pip install py-spy``) and ptrace (root, or
 ``kernel.yama.ptrace_scope`` 0). ``--summarise FILE.raw`` only prints the views of an existing
@@ -152,6 +152,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=3)
     p.add_argument("--pages-per-host", type=int, default=1_000_000)
     p.add_argument("--rate", type=int, default=100, help="py-spy samples per second")
+    p.add_argument("--gil", action="store_true",
+                   help="sample only the thread holding the GIL (shares are then CPU, not waits)")
     p.add_argument("--mp", action="store_true", help="multi_processing with 2 workers")
     p.add_argument("--out", default=None, help="folder for the raw profile (default: a new temp folder)")
     p.add_argument("--summarise", default=None, help="only summarise this py-spy raw file")
@@ -196,6 +198,8 @@ def main(argv: list[str] | None = None) -> int:
                "-o", str(raw)]
         if args.mp:
             cmd.append("--subprocesses")
+        if args.gil:
+            cmd.append("--gil")
         cmd += ["--", sys.executable, script, *common, "--window", str(args.window),
                 "--report-out", str(work / "round.json")]
         if args.mp:

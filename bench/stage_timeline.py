@@ -1,0 +1,150 @@
+"""Where a round's wall time goes, stage by stage, and which processes were busy meanwhile.
+
+Starts simweb on loopback, runs a cold round (robots.txt and roots) and a warm-up round so the
+frontier is deep, then a measured round, all in this process on the FnApiRunner. For every
+bundle the runner executes it records the stage, the wall seconds and the CPU seconds each
+process used meanwhile: the runner (this process) and its children (the simweb server and,
+with ``--mp``, the two SDK worker processes). A stage's *use* is all of that CPU over its wall
+time: near 2 on these 2 cores means the stage kept the machine busy; near 1 means one process
+did the work while the others waited.
+
+    python bench/stage_timeline.py [--hosts 1000] [--window 20] [--mp] [--top 15]
+
+Wraps ``FnApiRunner._execute_bundle``, a private method of Beam's runner: a measuring tool,
+not part of beamcrawl. Linux only (CPU from ``/proc``, as ``harness.py`` reads it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+from collections import Counter, defaultdict
+from pathlib import Path
+from typing import Any
+
+from apache_beam.runners.portability.fn_api_runner import fn_runner
+
+BENCH = Path(__file__).resolve().parent
+sys.path.insert(0, str(BENCH))
+
+from beamcrawl_round import bench_config  # noqa: E402
+from harness import _all_processes, free_port, process_cpu_seconds, simweb_on_port  # noqa: E402
+
+from beamcrawl.pipelines.cli import _with_local_runner  # noqa: E402
+from beamcrawl.pipelines.crawl import crawl  # noqa: E402
+
+__all__ = ["main"]
+
+MP = ["--direct_running_mode=multi_processing", "--direct_num_workers=2"]
+
+
+def _cpu_by_process() -> dict[int, float]:
+    """User + system CPU seconds of this process (key 0) and of each descendant, by pid."""
+    me = os.getpid()
+    children: dict[int, list[int]] = defaultdict(list)
+    for pid, fields in _all_processes():
+        children[int(fields[1])].append(pid)  # fields[1]: the parent pid
+    out = {0: process_cpu_seconds(me)}
+    todo = list(children[me])
+    while todo:
+        pid = todo.pop()
+        out[pid] = process_cpu_seconds(pid)
+        todo += children[pid]
+    return out
+
+
+class _Recorder:
+    """Wraps the runner's bundle execution; keeps (stage, wall s, CPU s by process) per bundle."""
+
+    def __init__(self) -> None:
+        self.bundles: list[tuple[str, float, dict[int, float]]] = []
+        self._original = fn_runner.FnApiRunner._execute_bundle
+
+    def __enter__(self) -> "_Recorder":
+        original, recorder = self._original, self
+
+        def _execute_bundle(runner: Any, *args: Any, **kwargs: Any) -> Any:
+            t0, c0 = time.monotonic(), _cpu_by_process()
+            try:
+                return original(runner, *args, **kwargs)
+            finally:
+                c1 = _cpu_by_process()
+                stage = args[1].stage.name  # (execution context, bundle context manager, input)
+                used = {pid: c1[pid] - c0.get(pid, 0.0) for pid in c1}
+                recorder.bundles.append((stage, time.monotonic() - t0, used))
+
+        fn_runner.FnApiRunner._execute_bundle = _execute_bundle  # type: ignore[method-assign]
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        fn_runner.FnApiRunner._execute_bundle = self._original  # type: ignore[method-assign]
+
+
+def _short(stage: str, width: int = 90) -> str:
+    """A fused stage's name without Beam's ref_AppliedPTransform_ noise, cut to ``width``."""
+    name = stage.replace("ref_AppliedPTransform_", "").replace("ref_PCollection_", "").strip("()")
+    return name if len(name) <= width else name[: width - 1] + "…"
+
+
+def report(bundles: list[tuple[str, float, dict[int, float]]], pages: int, wall: float, top: int) -> str:
+    """The measured round's stages by wall time, as Markdown."""
+    by_stage: dict[str, list[Any]] = defaultdict(lambda: [0, 0.0, Counter()])
+    for stage, seconds, used in bundles:
+        entry = by_stage[stage]
+        entry[0] += 1
+        entry[1] += seconds
+        entry[2].update(used)
+    lines = [
+        f"{pages:,} pages in {wall:.1f} s ({pages / wall:,.0f} pages/s); "
+        f"{sum(s for _, s, _ in bundles):.1f} s in {len(bundles)} bundles of {len(by_stage)} stages",
+        "",
+        "| stage | bundles | wall s | CPU s: runner | CPU s: other processes, busiest first | use |",
+        "|---|---:|---:|---:|---|---:|",
+    ]
+    for stage, (n, seconds, used) in sorted(by_stage.items(), key=lambda kv: -kv[1][1])[:top]:
+        others = sorted((v for pid, v in used.items() if pid != 0), reverse=True)
+        total = used.get(0, 0.0) + sum(others)
+        lines.append(
+            f"| {_short(stage)} | {n} | {seconds:.2f} | {used.get(0, 0.0):.2f} | "
+            f"{' / '.join(f'{v:.2f}' for v in others if v >= 0.005) or '-'} | "
+            f"{total / seconds if seconds else 0:.2f} |"
+        )
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--hosts", type=int, default=1000)
+    p.add_argument("--window", type=float, default=20.0, help="the measured round's window, s")
+    p.add_argument("--warmup-window", type=float, default=10.0)
+    p.add_argument("--delay", type=float, default=0.5)
+    p.add_argument("--seed", type=int, default=3)
+    p.add_argument("--mp", action="store_true", help="multi_processing with two workers")
+    p.add_argument("--top", type=int, default=15, help="stages shown")
+    args = p.parse_args(argv)
+
+    beam_args = list(MP) if args.mp else []
+    work = tempfile.mkdtemp(prefix="beamcrawl-timeline-")
+    port = free_port()
+    with simweb_on_port(work, port, hosts=args.hosts, seed=args.seed, pages_per_host=1_000_000,
+                        log_name="requests.jsonl") as web:
+        seeds = [f"http://{name}:{port}/" for name in web.truth()]
+
+        def config(window: float) -> Any:
+            return bench_config(os.path.join(work, "out"), delay=args.delay, window=window,
+                                crawl_delay_cap=2, hosts_in_flight=args.hosts)
+
+        crawl(config(args.warmup_window), 2, seeds, _with_local_runner(list(beam_args)), out=sys.stderr)
+        with _Recorder() as recorder:
+            t0 = time.monotonic()
+            reports = crawl(config(args.window), 1, [], _with_local_runner(list(beam_args)), out=sys.stderr)
+            wall = time.monotonic() - t0
+    print(report(recorder.bundles, int(reports[-1]["responses"]), wall, args.top))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
