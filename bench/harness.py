@@ -69,7 +69,7 @@ def _stat_fields(pid: int) -> list[str] | None:
 def process_cpu_seconds(pid: int) -> float:
     """User + system CPU seconds of one live process (0 when it is gone)."""
     f = _stat_fields(pid)
-    return (int(f[11]) + int(f[12])) / _TICK if f else 0.0
+    return stat_cpu_seconds(f) if f else 0.0
 
 
 def machine_busy_seconds() -> float:
@@ -86,6 +86,27 @@ def _all_processes() -> Iterator[tuple[int, list[str]]]:
             fields = _stat_fields(int(name))
             if fields is not None:
                 yield int(name), fields
+
+
+def process_tree(root: int) -> list[tuple[int, list[str]]]:
+    """``root`` and its live descendants, each with its ``/proc/PID/stat`` fields."""
+    children: dict[int, list[int]] = {}
+    stats: dict[int, list[str]] = {}
+    for pid, fields in _all_processes():
+        stats[pid] = fields
+        children.setdefault(int(fields[1]), []).append(pid)
+    tree, todo = [], [root]
+    while todo:
+        pid = todo.pop()
+        if pid in stats:
+            tree.append((pid, stats[pid]))
+            todo.extend(children.get(pid, ()))
+    return tree
+
+
+def stat_cpu_seconds(fields: list[str]) -> float:
+    """User + system CPU seconds from a process's ``/proc/PID/stat`` fields."""
+    return (int(fields[11]) + int(fields[12])) / _TICK
 
 
 def _rss_bytes(pid: int) -> int:
@@ -119,24 +140,12 @@ class _TreeSampler(threading.Thread):
 
     def sample(self) -> None:
         """Take one sample now."""
-        children: dict[int, list[int]] = {}
-        stats: dict[int, list[str]] = {}
-        for pid, fields in _all_processes():
-            stats[pid] = fields
-            children.setdefault(int(fields[1]), []).append(pid)
-        tree, todo = [], [self.root]
-        while todo:
-            pid = todo.pop()
-            if pid in stats:
-                tree.append(pid)
-                todo.extend(children.get(pid, ()))
         total = 0
-        for pid in tree:
-            f = stats[pid]
+        for pid, f in process_tree(self.root):
             if f[0] == "Z":
                 continue
             total += _rss_bytes(pid)
-            self.cpu_by_pid[pid] = (int(f[11]) + int(f[12])) / _TICK
+            self.cpu_by_pid[pid] = stat_cpu_seconds(f)
             if pid not in self.pids:
                 self.cmd_by_pid[pid] = _cmdline(pid)
             self.pids.add(pid)

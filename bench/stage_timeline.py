@@ -31,7 +31,7 @@ BENCH = Path(__file__).resolve().parent
 sys.path.insert(0, str(BENCH))
 
 from beamcrawl_round import bench_config  # noqa: E402
-from harness import _all_processes, free_port, process_cpu_seconds, simweb_on_port  # noqa: E402
+from harness import free_port, process_tree, simweb_on_port, stat_cpu_seconds  # noqa: E402
 
 from beamcrawl.pipelines.cli import _with_local_runner  # noqa: E402
 from beamcrawl.pipelines.crawl import crawl  # noqa: E402
@@ -44,16 +44,7 @@ MP = ["--direct_running_mode=multi_processing", "--direct_num_workers=2"]
 def _cpu_by_process() -> dict[int, float]:
     """User + system CPU seconds of this process (key 0) and of each descendant, by pid."""
     me = os.getpid()
-    children: dict[int, list[int]] = defaultdict(list)
-    for pid, fields in _all_processes():
-        children[int(fields[1])].append(pid)  # fields[1]: the parent pid
-    out = {0: process_cpu_seconds(me)}
-    todo = list(children[me])
-    while todo:
-        pid = todo.pop()
-        out[pid] = process_cpu_seconds(pid)
-        todo += children[pid]
-    return out
+    return {0 if pid == me else pid: stat_cpu_seconds(fields) for pid, fields in process_tree(me)}
 
 
 class _Recorder:
