@@ -413,6 +413,8 @@ class RevisitState:
         checked_at: When a visit last saw the content (200 or 304).
         changed_at: When a visit last found the content new or changed.
         stored_at: Fetch time of the copy we hold (a 304's WARC-Refers-To-Date).
+        digest: WARC payload digest of the copy we hold (``sha1:<base32>``): an unchanged
+            200 with this digest is archived as a revisit of that copy, not stored again.
         misses: 404/410/4xx answers in a row.
         errors: 5xx/429/no-response answers in a row.
         moved_to: Target of a permanent redirect (301/308), or None.
@@ -437,6 +439,7 @@ class RevisitState:
     checked_at: float | None = None
     changed_at: float | None = None
     stored_at: float | None = None
+    digest: str | None = None
     misses: int = 0
     errors: int = 0
     moved_to: str | None = None
@@ -470,6 +473,7 @@ class FetchOutcome:
         location: Absolute, normalised redirect target of a 3xx, if any.
         retry_after: Seconds the server asked to wait (429/503 ``Retry-After``), if any.
         conditional: Whether the request carried validators (a 304 is trusted only then).
+        digest: WARC payload digest of a 2xx body as transferred (None otherwise).
     """
 
     status: int | None
@@ -480,6 +484,7 @@ class FetchOutcome:
     location: str | None = None
     retry_after: float | None = None
     conditional: bool = True
+    digest: str | None = None
 
 
 @dataclass(frozen=True)
@@ -732,8 +737,13 @@ def _seen_content(
             observed, code = "unchanged", OUTCOME_CODES["unchanged"]
         if observed != "unchanged":
             s.checksum, s.simhash = outcome.checksum, outcome.simhash
-            s.stored_at = now
+            s.stored_at, s.digest = now, outcome.digest
             s.changed_at = now
+        elif outcome.digest is not None and outcome.digest != s.digest:
+            # The same content in other bytes on the wire (another Content-Encoding), or a
+            # state kept before digests were: this fetch is archived whole, and becomes the
+            # copy held that the next unchanged visit refers to.
+            s.stored_at, s.digest = now, outcome.digest
     if changed:
         s.changes += 1
     s.outcomes = _push(s, code)

@@ -21,7 +21,10 @@ stored again (:func:`capture_kind`):
   archive serves, and the page event says whose (``duplicate_of``);
 - a 304 to a conditional request (a revisit that found the page unchanged) becomes a
   ``revisit`` record of profile server-not-modified, its block the 304's headers, referring
-  to the URL's stored copy by URI and date (WARC 1.1 §6.7.2).
+  to the URL's stored copy by URI and date (WARC 1.1 §6.7.2);
+- a 200 to a plain GET (a page without validators) whose payload is byte for byte the
+  URL's own stored capture becomes an identical-payload-digest ``revisit`` of that capture,
+  by the URL, fetch time and digest its revisit state keeps; it is not stored again.
 
 Encodings are recorded as they were on the wire, as far as the wire can be recorded:
 
@@ -76,6 +79,7 @@ __all__ = [
     "WriteWarc",
     "archive_fetch",
     "capture_kind",
+    "held_copy",
     "page_event",
     "warcinfo_bytes",
 ]
@@ -92,8 +96,8 @@ def _new_writer(out: BinaryIO) -> WARCWriter:
 
 
 def capture_kind(page: ParsedPage) -> str | None:
-    """How a fetched page is archived: ``"response"``, ``"revisit"``, ``"not_modified"`` or
-    None (not at all).
+    """How a fetched page is archived: ``"response"``, ``"revisit"``, ``"unchanged"``,
+    ``"not_modified"`` or None (not at all).
 
     A 304 answering a conditional request is ``"not_modified"``: the server said the stored
     copy stands (a 304 to an unconditional request is a fault, archived as it came).
@@ -101,18 +105,40 @@ def capture_kind(page: ParsedPage) -> str | None:
     original's gets a revisit record: the identical-payload-digest profile promises exactly
     that, so a copy with other wire bytes (another Content-Encoding of the same payload) or
     without its original's digest and date gets a response instead. A near copy is not
-    archived: its original stands for it.
+    archived: its original stands for it. A 200 that repeats the URL's own stored capture
+    byte for byte is ``"unchanged"``: a revisit record of that capture (:func:`held_copy`).
     """
     f = page.fetch
     if f.status == 304 and is_conditional(f.request_headers):
         return "not_modified"
     if page.duplicate_of is None:
-        return "response"
+        return "unchanged" if held_copy(page) is not None else "response"
     if page.duplicate_kind == "near":
         return None
     if page.original_fetched_at is not None and is_identical_payload(page, page.original_digest):
         return "revisit"
     return "response"
+
+
+def held_copy(page: ParsedPage) -> tuple[float, str] | None:
+    """``(fetch time, payload digest)`` of the URL's own stored capture, when this 2xx
+    fetch repeats it byte for byte; else None.
+
+    A page without validators is revisited with a plain GET, and an unchanged one comes
+    back whole. Its bytes are already archived under its own URL (the URL's revisit state
+    says when, and with which digest), so the fetch is an identical-payload-digest revisit
+    of that capture rather than a second copy of the payload.
+    """
+    f = page.fetch
+    state = page.revisit
+    if not state or not 200 <= f.status < 300:
+        return None
+    stored_at, digest = state.get("stored_at"), state.get("digest")
+    if stored_at is None or digest is None or stored_at >= f.fetched_at:
+        return None  # nothing held yet, or this very fetch is the copy held
+    if not is_identical_payload(page, digest):
+        return None
+    return stored_at, digest
 
 
 def _request_record(f: FetchResult, date: str, concurrent_to: str, record_id: str) -> bytes:
@@ -137,6 +163,8 @@ def _capture_fields(kind: str, page: ParsedPage, record_id: str, date: str) -> l
     - ``"response"``: ``WARC-Truncated`` when the body cap cut the body, and the digest of
       the body as transferred;
     - ``"revisit"`` (an exact copy): :func:`beamcrawl.core.warc_revisit.revisit_fields`;
+    - ``"unchanged"`` (a 200 repeating the URL's own stored capture): the same fields,
+      referring to that capture by the URL itself, its fetch time and digest;
     - ``"not_modified"`` (a 304): profile server-not-modified, referring to the URL's stored
       copy: ``WARC-Refers-To-Target-URI`` the URL itself and ``WARC-Refers-To-Date`` the
       fetch time of the copy held (from the URL's revisit state, when known). No payload,
@@ -147,6 +175,11 @@ def _capture_fields(kind: str, page: ParsedPage, record_id: str, date: str) -> l
             digest and date.
     """
     f = page.fetch
+    if kind == "unchanged":
+        state = page.revisit or {}
+        if state.get("stored_at") is None or state.get("digest") is None:
+            raise ValueError("an unchanged revisit needs the URL's stored capture's digest and fetch time")
+        return revisit_fields(page, f.url, state["stored_at"], state["digest"], record_id)
     if kind == "revisit":
         if page.duplicate_of is None or page.original_digest is None or page.original_fetched_at is None:
             raise ValueError("a revisit needs the original's URL, digest and fetch time")
@@ -426,7 +459,7 @@ class _WriteWarcFn(beam.DoFn):
         self.index.append(cdxj.entry_for_capture(archived.capture, offset, archived.response_length, self.rel))
         self.metrics.records.inc(2)
         self.metrics.success.inc()
-        if kind == "revisit":
+        if kind in ("revisit", "unchanged"):
             self.metrics.revisits.inc()
         elif kind == "not_modified":
             self.metrics.not_modified.inc()

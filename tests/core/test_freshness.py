@@ -228,6 +228,22 @@ def test_200_changed_and_unchanged_by_checksum():
     assert s3.lam > s2.lam  # a change raised the estimate
 
 
+def test_the_held_copys_digest_follows_the_bytes_archived():
+    """The state names the capture an unchanged 200 may revisit: its fetch time and digest."""
+    d1, d2 = "sha1:AAAA", "sha1:BBBB"
+    s1, _ = f.after_fetch(_fresh(), FetchOutcome(200, checksum="c1", digest=d1), NOW)
+    assert (s1.stored_at, s1.digest) == (NOW, d1)
+    s2, d = f.after_fetch(s1, FetchOutcome(200, checksum="c1", digest=d1), NOW + DAY)
+    assert d.observed == "unchanged" and (s2.stored_at, s2.digest) == (NOW, d1)  # revisit the first
+    # the same content in other wire bytes (another Content-Encoding): archived whole, held now
+    s3, d = f.after_fetch(s2, FetchOutcome(200, checksum="c1", digest=d2), NOW + 2 * DAY)
+    assert d.observed == "unchanged" and (s3.stored_at, s3.digest) == (NOW + 2 * DAY, d2)
+    s4, _ = f.after_fetch(s3, FetchOutcome(304), NOW + 3 * DAY)
+    assert (s4.stored_at, s4.digest) == (NOW + 2 * DAY, d2)  # a 304 keeps the copy held
+    s5, d = f.after_fetch(s4, FetchOutcome(200, checksum="c2", digest=d1), NOW + 4 * DAY)
+    assert d.observed == "changed" and (s5.stored_at, s5.digest) == (NOW + 4 * DAY, d1)
+
+
 def test_200_without_validators_clears_the_stored_ones():
     s1, _ = f.after_fetch(_fresh(), _ok("c1", lm="Mon, 01 Jan 2024 00:00:00 GMT"), NOW)
     s2, _ = f.after_fetch(s1, _ok("c1", etag=None), NOW + DAY)

@@ -425,6 +425,42 @@ def test_capture_kind_stores_new_content_and_exact_copies_of_identical_payloads_
     assert warc_io.capture_kind(without_date) == "response"
 
 
+def test_capture_kind_revisits_the_urls_own_capture_only_when_the_bytes_repeat():
+    first = _fetch("http://a.test/")
+    held = {"stored_at": first.fetch.fetched_at, "digest": _sha1_b32(first.fetch.raw_body)}
+    again = _fetch("http://a.test/", offset_s=10.0)
+    again.revisit = dict(held)
+    assert warc_io.capture_kind(again) == "unchanged"
+    assert warc_io.held_copy(again) == (held["stored_at"], held["digest"])
+    first.revisit = dict(held)  # the fetch that is the copy held: a response
+    assert warc_io.capture_kind(first) == "response"
+    gzipped = _fetch("http://a.test/", raw=zlib.compress(HTML), offset_s=10.0)
+    gzipped.revisit = dict(held)  # same content, other wire bytes: stored whole
+    assert warc_io.capture_kind(gzipped) == "response"
+    for missing in ("stored_at", "digest"):
+        partial = _fetch("http://a.test/", offset_s=10.0)
+        partial.revisit = {k: v for k, v in held.items() if k != missing}
+        assert warc_io.capture_kind(partial) == "response"
+    error = _fetch("http://a.test/", offset_s=10.0, status=500)
+    error.revisit = dict(held)
+    assert warc_io.capture_kind(error) == "response"
+
+
+def test_an_unchanged_fetch_is_a_revisit_of_its_own_first_capture():
+    first = _fetch("http://a.test/")
+    again = _fetch("http://a.test/", offset_s=10.0)
+    again.revisit = {"stored_at": first.fetch.fetched_at, "digest": _sha1_b32(first.fetch.raw_body)}
+    archived = warc_io.archive_fetch(again)
+    (capture, request) = list(ArchiveIterator(io.BytesIO(archived.data)))
+    h = capture.rec_headers
+    assert capture.rec_type == "revisit" and request.rec_type == "request"
+    assert h.get_header("WARC-Profile") == REVISIT_PROFILE_1_1
+    assert h.get_header("WARC-Refers-To-Target-URI") == "http://a.test/"
+    assert h.get_header("WARC-Refers-To-Date") == warc_date(first.fetch.fetched_at)
+    assert h.get_header("WARC-Payload-Digest") == _sha1_b32(first.fetch.raw_body)
+    assert capture.content_stream().read() == b"" and archived.capture.mime == "warc/revisit"  # no payload
+
+
 def test_an_exact_copy_is_a_revisit_then_its_request():
     original = _fetch("http://a.test/")
     copy = _copy_of(original, "http://b.test/x?print=1")
