@@ -30,6 +30,7 @@ from beamcrawl.core.outputs import RoundOutputs
 from beamcrawl.core.urlnorm import InvalidURL, fingerprint, host_of, normalize
 from beamcrawl.core.urlshape import ShapeRules
 from beamcrawl.pipelines import round as round_pipeline
+from beamcrawl.pipelines.job_metrics import job_shuffle_figures
 from beamcrawl.schemas.records import PRIORITY_SEED, Candidate, FrontierEntry, UrlState, fp_key
 from beamcrawl.stores.base import Mutation, Store, StoreError, open_store
 from beamcrawl.transforms.budgets import credit_seed_domains
@@ -339,6 +340,7 @@ def run_round(cfg: CrawlConfig, pipeline_args: list[str], store: Store, round_no
     result.wait_until_finish()
     fetch_done = time.time()
     metrics = _metrics(result)
+    shuffled = job_shuffle_figures(p, result)
     moved = _commit(store, outputs)
     finished = time.time()
     frontier_left = sum(1 for _ in store.read_range("frontier", keys_only=True))
@@ -378,6 +380,11 @@ def run_round(cfg: CrawlConfig, pipeline_args: list[str], store: Store, round_no
         "sitemaps_read": metrics.get("parse/sitemaps", 0),
         "frontier_size": frontier_left,
         "pages_per_second": round(pages / max(fetch_done - started, 1e-9), 2),
+        # Bytes into GroupByKeys and side inputs (pipelines/job_metrics.py; None when the
+        # runner reports no PCollection sizes): what a round costs a shuffle service.
+        "shuffle_bytes": shuffled.get("shuffle_bytes"),
+        "side_input_bytes": shuffled.get("side_input_bytes"),
+        "shuffle_bytes_by_step": shuffled.get("by_step"),
         "files": {kind: [p_[len(cfg.out) :].lstrip("/") for p_ in paths] for kind, paths in moved.items()},
         "metrics": metrics,
     }

@@ -1,0 +1,209 @@
+"""The seen set at scale: DRUM's batched sort-merge against per-URL lookups, on the embedded store.
+
+    .venv/bin/python bench/drum_scale.py [--sizes 1000000,10000000] [--candidates 200000]
+                                         [--due-share 0.01] [--dir DIR] [--keep]
+
+For each size N (known URLs), a fresh embedded store is filled the way the crawl fills it:
+``url_seen.queue_new_urls`` in batches, so every known URL has its ``urls`` row (the seen set)
+and its frontier row, with due times spread over 30 days. Then, each in a fresh child process
+(so its peak RSS is the check's own, the store included: the embedded store lives in the
+process that uses it):
+
+- **batch**: ``candidates`` fingerprints, half of them known, checked the way the URL-seen
+  stage checks them: bucket bits chosen for the seen set's size (``choose_bucket_bits``),
+  then per bucket the candidates sorted and merged in one pass against the stored keys of
+  the bucket's span, by a keys-only range scan or one key-set read, whichever
+  ``choose_path`` says costs less (``merge_unseen``);
+- **point**: the same candidates, one ``read_keys`` request per URL (what DRUM avoids);
+- **select**: the due frontier at a moment when ``due-share`` of the rows are due, read as
+  the select stage reads it (one range scan from the table's start, each row decoded into
+  a ``FrontierEntry``).
+
+Both checks must find exactly the unknown half (the script exits non-zero otherwise). It
+prints one line per phase, then a table. Not collected by pytest; run it by hand on a
+quiet machine. A 10 M fill takes several minutes and some GB of disk.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from beamcrawl.core.urlnorm import fingerprint
+from beamcrawl.schemas.records import Candidate, FrontierEntry, fp_key, frontier_key
+from beamcrawl.stores.embedded import EmbeddedStore
+from beamcrawl.transforms.url_seen import (
+    bucket_of,
+    choose_bucket_bits,
+    choose_path,
+    merge_unseen,
+    queue_new_urls,
+)
+
+FILL_BATCH = 5_000  # one due time per batch: the finer, the closer select's due share
+SPREAD_MS = 30 * 86_400_000  # due times over 30 days
+T0_MS = 1_800_000_000_000
+HOSTS = 100_000
+
+
+def url_of(i: int) -> str:
+    return f"http://h{i % HOSTS}.example/p/{i}"
+
+
+def fill(path: Path, n: int) -> dict[str, float]:
+    """Queues ``n`` URLs into a fresh store, as the URL-seen stage queues new ones."""
+    store = EmbeddedStore(str(path))
+    t0 = time.perf_counter()
+    try:
+        for start in range(0, n, FILL_BATCH):
+            cands = []
+            for i in range(start, min(n, start + FILL_BATCH)):
+                url = url_of(i)
+                cands.append(Candidate(fp=fingerprint(url), url=url, host=url.split("/")[2], depth=1, priority=0.5))
+            # due times spread evenly over the period, batch by batch
+            now_ms = T0_MS + int(SPREAD_MS * start / n)
+            queue_new_urls(store, cands, now_ms)
+            if start and start % 1_000_000 == 0:
+                print(f"  filled {start:,} in {time.perf_counter() - t0:.0f} s", flush=True)
+    finally:
+        store.close()
+    seconds = time.perf_counter() - t0
+    return {"fill_s": seconds, "fill_us_per_url": seconds / n * 1e6, "bytes": path.stat().st_size}
+
+
+def candidates_for(n: int, count: int, seed: int = 7) -> tuple[list[Candidate], int]:
+    """``count`` candidates, half known (drawn from the ``n`` filled) and half new."""
+    rng = random.Random(seed)
+    known = rng.sample(range(n), count // 2)
+    out = [Candidate(fp=fingerprint(url_of(i)), url=url_of(i), host="h", depth=1, priority=0.5) for i in known]
+    for j in range(count - len(out)):
+        url = f"http://new{j % HOSTS}.example/q/{j}"
+        out.append(Candidate(fp=fingerprint(url), url=url, host="h", depth=1, priority=0.5))
+    rng.shuffle(out)
+    return out, count - len(known)
+
+
+def check_batch(store: EmbeddedStore, cands: list[Candidate], seen_rows: int) -> tuple[int, dict[str, int]]:
+    """The URL-seen stage's join, outside Beam: bucket, sort, one merge per bucket."""
+    bits = choose_bucket_bits(seen_rows, len(cands))
+    buckets: dict[int, list[Candidate]] = {}
+    for c in cands:
+        buckets.setdefault(bucket_of(c.fp, bits), []).append(c)
+    unseen = 0
+    paths = {"scan": 0, "keyset": 0, "bits": bits}
+    for bucket in sorted(buckets):
+        ordered = sorted(buckets[bucket], key=lambda c: c.fp)
+        lo, hi = ordered[0].fp, ordered[-1].fp
+        span = (hi - lo + 1) / (1 << (64 - bits))
+        path = choose_path(len(ordered), seen_rows / (1 << bits) * span, store.keyset_cost_ratio)
+        paths[path] += 1
+        if path == "keyset":
+            keys = sorted(store.read_keys("urls", [fp_key(c.fp) for c in ordered], keys_only=True))
+        else:
+            end = fp_key(hi + 1) if hi + 1 < (1 << 64) else None
+            keys = (k for k, _ in store.read_range("urls", fp_key(lo), end, keys_only=True))
+        unseen += sum(1 for _ in merge_unseen(ordered, keys))
+    return unseen, paths
+
+
+def check_point(store: EmbeddedStore, cands: list[Candidate]) -> int:
+    """One request per URL: what a per-URL seen check costs."""
+    return sum(1 for c in cands if not store.read_keys("urls", [fp_key(c.fp)], keys_only=True))
+
+
+def select_due(store: EmbeddedStore, due_share: float) -> int:
+    """The select stage's scan: every frontier row due by a moment, decoded."""
+    now_ms = T0_MS + int(SPREAD_MS * due_share)
+    n = 0
+    for _key, cells in store.read_range("frontier", b"", frontier_key(now_ms + 1, 0)):
+        FrontierEntry.from_cells(cells)
+        n += 1
+    return n
+
+
+def child(path: str, n: int, count: int, due_share: float) -> None:
+    """One measurement in a fresh process; prints a JSON line."""
+    cands, want_unseen = candidates_for(n, count)
+    store = EmbeddedStore(path)
+    try:
+        t0 = time.perf_counter()
+        unseen, paths = check_batch(store, cands, store.estimate_rows("urls"))
+        batch_s = time.perf_counter() - t0
+        rss_batch = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+        t0 = time.perf_counter()
+        unseen_point = check_point(store, cands)
+        point_s = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        due = select_due(store, due_share)
+        select_s = time.perf_counter() - t0
+    finally:
+        store.close()
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    ok = unseen == unseen_point == want_unseen
+    print(json.dumps({
+        "n": n, "candidates": count, "unseen": unseen, "ok": ok, "batch_s": batch_s, "point_s": point_s,
+        "speedup": point_s / batch_s, "paths": paths, "rss_batch_mb": rss_batch, "rss_mb": rss,
+        "due_rows": due, "select_s": select_s,
+    }))  # fmt: skip
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", default="1000000,10000000", help="known-URL counts, comma-separated")
+    parser.add_argument("--candidates", type=int, default=200_000)
+    parser.add_argument("--due-share", type=float, default=0.01, help="share of frontier rows due at select")
+    parser.add_argument("--dir", default=None, help="where the stores go (default: a temp dir)")
+    parser.add_argument("--keep", action="store_true", help="keep the stores (a rerun reuses them)")
+    parser.add_argument("--child", nargs=4, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.child:
+        path, n, count, share = args.child
+        child(path, int(n), int(count), float(share))
+        return 0
+    base = Path(args.dir or tempfile.mkdtemp(prefix="drum-scale-"))
+    base.mkdir(parents=True, exist_ok=True)
+    results = []
+    for n in (int(s) for s in args.sizes.split(",")):
+        path = base / f"store-{n}.sqlite"
+        if not path.exists():
+            print(f"filling {n:,} known URLs into {path}", flush=True)
+            filled = fill(path, n)
+            print(f"  {filled['fill_s']:.0f} s, {filled['fill_us_per_url']:.1f} µs a URL, {filled['bytes'] / 1e9:.2f} GB", flush=True)
+        else:
+            filled = {"fill_s": float("nan"), "fill_us_per_url": float("nan"), "bytes": path.stat().st_size}
+        proc = subprocess.run(
+            [sys.executable, __file__, "--child", str(path), str(n), str(args.candidates), str(args.due_share)],
+            capture_output=True, text=True, check=True,
+        )  # fmt: skip
+        result = {**json.loads(proc.stdout.strip().splitlines()[-1]), **filled}
+        print(f"  {json.dumps(result)}", flush=True)
+        results.append(result)
+        if not args.keep:
+            path.unlink()
+    if not args.keep and not args.dir:
+        shutil.rmtree(base, ignore_errors=True)
+    print()
+    print(f"| known URLs | batch s | per-URL s | batch × faster | bucket bits, scan/keyset buckets | peak RSS MB | select: due rows, s | fill µs/URL |")
+    print("|---:|---:|---:|---:|---|---:|---:|---:|")
+    for r in results:
+        p = r["paths"]
+        print(
+            f"| {r['n']:,} | {r['batch_s']:.2f} | {r['point_s']:.2f} | {r['speedup']:.1f} | {p['bits']}, {p['scan']}/{p['keyset']} "
+            f"| {r['rss_mb']:.0f} | {r['due_rows']:,}, {r['select_s']:.2f} | {r['fill_us_per_url']:.1f} |"
+        )
+    if len(results) > 1:
+        print(f"\npeak RSS at {results[-1]['n']:,} / at {results[0]['n']:,}: {results[-1]['rss_mb'] / results[0]['rss_mb']:.2f}×")
+    return 0 if all(r["ok"] for r in results) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
