@@ -3,7 +3,8 @@
     beamcrawl crawl --seeds FILE --out DIR [--rounds N] [--store URI] [--resolve HOSTGLOB=IP]...
                     [--allow-private-networks] [--min-delay S] [--max-delay S] [--round-window S]
                     [--user-agent UA] [--robots-token TOKEN] [--ip-delay S] [--dns-ttl S]
-                    [--blocklist FILE] [Beam options: --runner ...]
+                    [--blocklist FILE] [--signing-key FILE --signature-agent URL]
+                    [Beam options: --runner ...]
     beamcrawl hosts set-policy HOST (--store URI | --crawl OUT_DIR) [--min-delay-ms N]
                     [--pause-until T] [--block | --unblock]
     beamcrawl hosts show HOST (--store URI | --crawl OUT_DIR)

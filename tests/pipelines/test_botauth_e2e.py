@@ -65,7 +65,7 @@ def signed_crawl(tmp_path_factory):
         )  # fmt: skip
         requests = web.requests()
     assert proc.returncode == 0, proc.stderr[-3000:]
-    return requests, published
+    return requests, published, out
 
 
 def _verify(record: dict, keys: dict, host: str | None = None, agent: str | None = None) -> list:
@@ -82,7 +82,7 @@ def _verify(record: dict, keys: dict, host: str | None = None, agent: str | None
 
 
 def test_every_request_is_signed_and_verifies(signed_crawl):
-    requests, keys = signed_crawl
+    requests, keys, _ = signed_crawl
     assert len(requests) > 20
     unsigned = [r["path"] for r in requests if "sig" not in r]
     assert not unsigned, unsigned[:5]
@@ -96,7 +96,7 @@ def test_every_request_is_signed_and_verifies(signed_crawl):
 
 
 def test_signatures_are_per_request(signed_crawl):
-    requests, _ = signed_crawl
+    requests, _, _ = signed_crawl
     bases = set()
     for r in requests:
         params = r["sig"]["Signature-Input"]
@@ -111,7 +111,7 @@ def test_signatures_are_per_request(signed_crawl):
 
 @pytest.mark.parametrize("tamper", ["host", "agent"])
 def test_tampered_requests_fail(signed_crawl, tamper):
-    requests, keys = signed_crawl
+    requests, keys, _ = signed_crawl
     for record in requests[:10]:
         if tamper == "host":
             other = "evil.example:" + record["sig"]["Host"].rpartition(":")[2]
@@ -122,8 +122,25 @@ def test_tampered_requests_fail(signed_crawl, tamper):
                 _verify(record, keys, agent='"https://evil.example/"')
 
 
+def test_warc_request_records_carry_the_signature(signed_crawl):
+    from warcio.archiveiterator import ArchiveIterator
+
+    _, _, out = signed_crawl
+    seen = 0
+    for path in out.rglob("*.warc.gz"):
+        with open(path, "rb") as fh:
+            for record in ArchiveIterator(fh):
+                if record.rec_type == "request":
+                    headers = record.http_headers
+                    assert headers.get_header("Signature-Agent") == f'"{AGENT}"'
+                    assert headers.get_header("Signature").startswith("sig1=:")
+                    assert "tag=\"web-bot-auth\"" in headers.get_header("Signature-Input")
+                    seen += 1
+    assert seen > 0
+
+
 def test_a_late_replay_fails(signed_crawl):
-    requests, keys = signed_crawl
+    requests, keys, _ = signed_crawl
     record = dict(requests[0], start=requests[0]["start"] + 3600)
     with pytest.raises(hms.InvalidSignature, match="not valid when received"):
         _verify(record, keys)
