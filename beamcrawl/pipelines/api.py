@@ -34,6 +34,7 @@ import dataclasses
 import hmac
 import json
 import logging
+import math
 import os
 import re
 import signal
@@ -97,6 +98,8 @@ def parse_json_body(raw: bytes) -> dict[str, Any]:
         raise ApiError(400, "body is not UTF-8") from None
     except json.JSONDecodeError as exc:
         raise ApiError(400, f"body is not JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from None
+    except RecursionError:  # [[[[...]]]]: a megabyte of brackets is no request
+        raise ApiError(400, "body is not JSON we take: nested too deeply") from None
     if not isinstance(body, dict):
         raise ApiError(400, "body must be a JSON object")
     return body
@@ -171,6 +174,8 @@ def parse_policy_change(body: Mapping[str, Any], now: float) -> PolicyChange:
             when = parse_when(pause, now)
         except (ValueError, OverflowError) as exc:
             raise ApiError(400, f"pause_until: {exc}") from None
+        if not math.isfinite(when) or when > now + 10 * 365 * 86400:
+            raise ApiError(400, f"pause_until must be within ten years, got {pause!r}")
     return PolicyChange(min_delay_ms=delay, pause_until=when, blocked=blocked)
 
 

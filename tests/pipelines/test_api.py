@@ -35,6 +35,8 @@ TOKEN = "test-token-0123456789abcdef"
         (b"[1, 2]", 400, "JSON object"),
         (b"\xff\xfe", 400, "UTF-8"),
         (b" " * (api.MAX_BODY_BYTES + 1), 413, "larger than"),
+        (b"[" * 500_000, 400, "nested too deeply"),
+        (b'{"a":' * 200_000, 400, "nested too deeply"),
     ],
 )
 def test_bodies_are_refused_with_a_reason(raw, status, needle):
@@ -81,6 +83,7 @@ def test_a_good_crawl_request():
         ({"blocked": 1}, "blocked must be true or false"),
         ({"pause_until": "soon"}, "pause_until"),
         ({"pause_until": 12}, "pause_until must be a string"),
+        ({"pause_until": "1" * 400 + "d"}, "within ten years"),
         ({"block": True}, "unknown field(s): block"),
     ],
 )
@@ -88,6 +91,32 @@ def test_policy_changes_are_checked(body, needle):
     with pytest.raises(api.ApiError) as info:
         api.parse_policy_change(body, now=1000.0)
     assert info.value.status == 400 and needle in info.value.message, info.value.message
+
+
+_json = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=20),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
+    max_leaves=12,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    crawl=st.dictionaries(st.sampled_from(["urls", "priority", "reason", "kind", "other"]), _json),
+    policy=st.dictionaries(st.sampled_from(["min_delay_ms", "pause_until", "blocked", "other"]), _json),
+    raw=st.binary(max_size=200),
+)
+def test_any_body_is_taken_or_refused_with_400(crawl, policy, raw):
+    """Hostile bodies: each is a request or a 400, never an exception that would be a 500."""
+    for parse, body in ((api.parse_crawl_request, crawl), (lambda b: api.parse_policy_change(b, 1000.0), policy)):
+        try:
+            parse(body)
+        except api.ApiError as exc:
+            assert exc.status == 400 and exc.message and "\n" not in exc.message
+    try:
+        api.parse_json_body(raw)
+    except api.ApiError as exc:
+        assert exc.status == 400
 
 
 def test_a_good_policy_change():
