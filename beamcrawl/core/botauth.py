@@ -22,7 +22,8 @@ signature valid for :data:`VALIDITY` seconds.
 Ed25519 comes from ``cryptography``; the signature base (RFC 9421 §2.5) is built here,
 because the covered components are two fixed ones and building them costs less than a
 message adapter per request. :func:`verify` checks a received request's headers the way a
-site would, and serves the tests. Nothing here imports Beam or aiohttp.
+site would, and serves the tests. Nothing here imports aiohttp, nor Beam but to read a
+key file from a ``gs://`` path.
 """
 
 from __future__ import annotations

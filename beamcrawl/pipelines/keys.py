@@ -64,7 +64,7 @@ def directory(folder: str) -> dict[str, list[dict[str, str]]]:
 
 def run(argv: Sequence[str], out: TextIO) -> int:
     """``beamcrawl keys`` with its output stream given; raises BotAuthError."""
-    from beamcrawl.core.botauth import generate_keys, load_public_key, thumbprint
+    from beamcrawl.core.botauth import DIRECTORY_PATH, generate_keys, load_public_key, thumbprint
 
     parser = _parser()
     args = parser.parse_args(list(argv))
@@ -76,6 +76,7 @@ def run(argv: Sequence[str], out: TextIO) -> int:
             kid = thumbprint(load_public_key(fh.read(), public_path))
         out.write(f"private key: {private_path} (mode 0600; pass it to crawl --signing-key)\n")
         out.write(f"public key:  {public_path}\nkeyid:       {kid}\n")
+        out.write(f"publish the output of 'beamcrawl keys directory {args.out}' at SIGNATURE_AGENT_URL{DIRECTORY_PATH}\n")
         return 0
     json.dump(directory(args.folder), out, indent=2)
     out.write("\n")
