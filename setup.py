@@ -30,6 +30,8 @@ setup(
         "charset-normalizer>=3,<4",
         # sitemaps and feeds: no external entities, no entity-expansion bombs (core/sitemaps.py)
         "defusedxml>=0.7.1,<1",
+        # Web Bot Auth: Ed25519 request signatures and keys (core/botauth.py)
+        "cryptography>=42",
     ],
     extras_require={
         "test": [
@@ -44,6 +46,8 @@ setup(
             # CDXJ checked against an independent indexer; Prometheus text checked by its parser
             "cdxj-indexer>=1.4,<2",
             "prometheus-client>=0.20",
+            # Web Bot Auth signatures checked by an independent RFC 9421 verifier
+            "http-message-signatures>=3,<4",
         ],
         # for analysts: notebooks/ and beamcrawl.analysis over a crawl's Parquet output
         "notebooks": ["duckdb>=1.0", "matplotlib>=3.7", "ipykernel>=6.25"],

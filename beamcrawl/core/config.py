@@ -124,6 +124,11 @@ class CrawlConfig:
     max_gone_misses: int = 3
     # Sitemaps and feeds are read up to this many bytes (sitemaps.org's 50 MB limit).
     max_sitemap_bytes: int = 50 * MiB
+    # Web Bot Auth (core/botauth.py): the Ed25519 key file (a path or gs:// URL, read by each
+    # fetch loop, so the key never travels in the job's options) and the Signature-Agent URL.
+    # Both or neither; with them every request is signed.
+    signing_key: str | None = None
+    signature_agent: str | None = None
     extra: dict[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -147,6 +152,15 @@ class CrawlConfig:
         if not self.robots_token or any(c.isspace() or c == "/" for c in self.robots_token):
             problems.append(f"--robots-token must be a product token, got {self.robots_token!r}")
         problems.extend(self._limit_problems())
+        if (self.signing_key is None) != (self.signature_agent is None):
+            problems.append("--signing-key and --signature-agent go together: give both or neither")
+        elif self.signature_agent is not None:
+            from beamcrawl.core.botauth import BotAuthError, check_agent
+
+            try:
+                check_agent(self.signature_agent)
+            except BotAuthError as exc:
+                problems.append(str(exc))
         if problems:
             raise ValueError("; ".join(problems))
 

@@ -36,7 +36,7 @@ from urllib.parse import urljoin, urlsplit
 
 import aiohttp
 
-from beamcrawl.core import politeness
+from beamcrawl.core import botauth, politeness
 from beamcrawl.core.conditional import conditional_headers
 from beamcrawl.core.config import CrawlConfig
 from beamcrawl.core.netpolicy import ResolveRules
@@ -121,6 +121,13 @@ class HostCrawler:
         self._slots = asyncio.Semaphore(cfg.max_hosts_in_flight)
         self._timeout = aiohttp.ClientTimeout(
             total=cfg.total_timeout, sock_connect=cfg.connect_timeout
+        )
+        # Web Bot Auth: every request signed (core/botauth.py); the key is read here, by the
+        # fetch loop, so it never travels in the job's options or graph.
+        self.signer = (
+            botauth.Signer.create(botauth.read_key_file(cfg.signing_key), cfg.signature_agent, source=cfg.signing_key)
+            if cfg.signing_key and cfg.signature_agent
+            else None
         )
 
     async def open(self) -> None:
@@ -354,6 +361,9 @@ class HostCrawler:
         if entry.revisit:
             # A page fetched before: ask only for a changed copy (a 304 transfers no body).
             request_headers += conditional_headers(entry.revisit.get("etag"), entry.revisit.get("last_modified"))
+        if self.signer is not None:
+            # Signed per request, created now: robots.txt, redirect hops, pages and sitemaps alike.
+            request_headers += self.signer.headers(url)
         started = time.time()
         t0 = time.monotonic()
         limits: dict[str, int] = {"max_line_size": MAX_HEADER_LINE, "max_field_size": MAX_HEADER_LINE}

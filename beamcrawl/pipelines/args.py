@@ -7,6 +7,7 @@ PipelineOptions view (pipelines/options.py) used by templates and cluster runs.
 from __future__ import annotations
 
 import argparse
+import os
 from typing import TYPE_CHECKING, Any, Callable
 
 from beamcrawl import DEFAULT_USER_AGENT, PRODUCT_TOKEN
@@ -197,6 +198,20 @@ def add_crawl_arguments(parser: Any) -> None:
         help="Bodies are cut at this size and recorded as truncated (like DOWNLOAD_MAXSIZE). Default 2 MiB.",
     )
     _add_limit_arguments(parser)
+    _add(parser,
+        "--signing-key",
+        default=None,
+        metavar="FILE",
+        help="Web Bot Auth: sign every request (RFC 9421) with this Ed25519 private key (PEM; "
+        "make one with 'beamcrawl keys generate'). A path or gs:// URL. Needs --signature-agent.",
+    )
+    _add(parser,
+        "--signature-agent",
+        default=None,
+        metavar="URL",
+        help="Web Bot Auth: the https URL sent as Signature-Agent, under which the key directory "
+        "(beamcrawl keys directory) is published. Needs --signing-key.",
+    )
     _add(parser, 
         "--seen-bucket-bits",
         dest="seen_bucket_bits",
@@ -468,8 +483,23 @@ def config_from_args(args: Any) -> "CrawlConfig":
         fetch_shards=args.fetch_shards,
         max_hosts_in_flight=args.max_hosts_in_flight,
         seen_bucket_bits=args.seen_bucket_bits,
+        **_signing(args),
         **limits,
     )
+
+
+def _signing(args: Any) -> dict[str, str]:
+    """The signing settings, the key read and checked now: a bad key is one line at launch,
+    not an error in every fetch loop. Raises ValueError."""
+    key, agent = getattr(args, "signing_key", None), getattr(args, "signature_agent", None)
+    if not key and not agent:
+        return {}
+    if not key or not agent:
+        raise ValueError("--signing-key and --signature-agent go together: give both or neither")
+    from beamcrawl.core.botauth import Signer, read_key_file
+
+    Signer.create(read_key_file(key), agent, source=key)
+    return {"signing_key": key if "://" in key else os.path.abspath(key), "signature_agent": agent}
 
 
 def _read_blocklist(path: str) -> tuple[str, ...]:

@@ -3,13 +3,16 @@
     beamcrawl crawl --seeds FILE --out DIR [--rounds N] [--store URI] [--resolve HOSTGLOB=IP]...
                     [--allow-private-networks] [--min-delay S] [--max-delay S] [--round-window S]
                     [--user-agent UA] [--robots-token TOKEN] [--ip-delay S] [--dns-ttl S]
-                    [--blocklist FILE] [Beam options: --runner ...]
+                    [--blocklist FILE] [--signing-key FILE --signature-agent URL]
+                    [Beam options: --runner ...]
     beamcrawl hosts set-policy HOST (--store URI | --crawl OUT_DIR) [--min-delay-ms N]
                     [--pause-until T] [--block | --unblock]
     beamcrawl hosts show HOST (--store URI | --crawl OUT_DIR)
     beamcrawl submit URL... [--file F] --priority high|normal|low --reason TEXT (--store URI | --crawl OUT_DIR)
     beamcrawl export urls|hosts --out DIR (--store URI | --crawl OUT_DIR)
     beamcrawl store init --store bigtable://PROJECT/INSTANCE[/TABLE_PREFIX]
+    beamcrawl keys generate --out DIR | keys directory DIR
+    beamcrawl api (--crawl OUT_DIR | --store URI [--reports DIR]) [--bind ADDR] [--port P] [--token-file F]
     beamcrawl demo [--out DIR] [--hosts N] [--rounds N]
     beamcrawl simweb --port P --hosts N --log FILE --truth FILE
     beamcrawl normalize URL...
@@ -154,6 +157,18 @@ def cmd_store(argv: Sequence[str]) -> int:
     return store_main(list(argv))
 
 
+def cmd_keys(argv: Sequence[str]) -> int:
+    from beamcrawl.pipelines.keys import main as keys_main
+
+    return keys_main(list(argv))
+
+
+def cmd_api(argv: Sequence[str]) -> int:
+    from beamcrawl.pipelines.api import main as api_main
+
+    return api_main(list(argv))
+
+
 def cmd_demo(argv: Sequence[str]) -> int:
     from beamcrawl.pipelines.demo import main as demo_main
 
@@ -167,6 +182,8 @@ COMMANDS = {
     "export": cmd_export,
     "submit": cmd_submit,
     "store": cmd_store,
+    "keys": cmd_keys,
+    "api": cmd_api,
     "simweb": cmd_simweb,
     "normalize": cmd_normalize,
     "robots-check": cmd_robots_check,

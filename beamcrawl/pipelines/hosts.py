@@ -32,7 +32,7 @@ from typing import Any, Sequence, TextIO
 from beamcrawl.pipelines.args import OneLineArgumentParser
 from beamcrawl.schemas.records import HostPolicy, HostRecord
 
-__all__ = ["main", "parse_when", "policy_key"]
+__all__ = ["apply_policy", "host_view", "main", "parse_when", "policy_key", "read_policy"]
 
 _DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)([smhdw])")
 _UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
@@ -110,8 +110,54 @@ def _open(args: argparse.Namespace) -> Any:
         raise HostsError(str(exc)) from None
 
 
-def _read_policy(store: Any, key: str) -> HostPolicy | None:
+def read_policy(store: Any, key: str) -> HostPolicy | None:
+    """The policy stored under ``key`` exactly, or None."""
     return HostPolicy.from_cells(key, store.read_keys("policies", [key.encode()]).get(key.encode()))
+
+
+def apply_policy(
+    store: Any, key: str, now: float, *, min_delay_ms: int | None = None, pause_until: float | None = None,
+    block: bool | None = None,
+) -> HostPolicy:
+    """Changes the fields given of a host's stored policy and stores it; returns it.
+
+    The one operation behind ``hosts set-policy`` and the control API's
+    ``PUT /v1/hosts/{host}/policy``. ``min_delay_ms`` 0 removes a minimum delay; a
+    ``pause_until`` not after ``now`` ends a pause.
+    """
+    from beamcrawl.stores.base import Mutation
+
+    policy = read_policy(store, key) or HostPolicy(host=key)
+    if min_delay_ms is not None:
+        policy.min_delay_ms = min_delay_ms or None  # 0 removes it
+    if pause_until is not None:
+        policy.pause_until = pause_until if pause_until > now else None
+    if block is not None:
+        policy.blocked = block
+    policy.updated_at = now
+    store.mutate("policies", [Mutation.set(key.encode(), policy.to_cells())])
+    return policy
+
+
+def host_view(store: Any, key: str) -> dict[str, Any]:
+    """A host's record and policy, as ``hosts show`` prints them and ``GET /v1/hosts/{host}``
+    answers (``policy_from``: the key the policy is stored under; a bare name covers ports)."""
+    from beamcrawl.core.resolver import hostname_of
+
+    bare = hostname_of(key)
+    cells = store.read_keys("hosts", [key.encode()]).get(key.encode())
+    record = HostRecord.from_cells(key, cells) if cells else None
+    policy = read_policy(store, key)
+    source = key if policy is not None else None
+    if policy is None and bare != key:
+        policy = read_policy(store, bare)
+        source = bare if policy is not None else None
+    return {
+        "host": key,
+        "record": dataclasses.asdict(record) if record is not None else None,
+        "policy": dataclasses.asdict(policy) if policy is not None else None,
+        "policy_from": source,
+    }
 
 
 def set_policy(args: argparse.Namespace, out: TextIO, now: float | None = None) -> int:
@@ -120,42 +166,17 @@ def set_policy(args: argparse.Namespace, out: TextIO, now: float | None = None) 
         raise HostsError("nothing to set: give --min-delay-ms, --pause-until, --block or --unblock")
     key = policy_key(args.host)
     pause = parse_when(args.pause_until, now) if args.pause_until is not None else None
-    from beamcrawl.stores.base import Mutation
-
     with _open(args) as store:
-        policy = _read_policy(store, key) or HostPolicy(host=key)
-        if args.min_delay_ms is not None:
-            policy.min_delay_ms = args.min_delay_ms or None  # 0 removes it
-        if pause is not None:
-            policy.pause_until = pause if pause > now else None
-        if args.block is not None:
-            policy.blocked = args.block
-        policy.updated_at = now
-        store.mutate("policies", [Mutation.set(key.encode(), policy.to_cells())])
+        policy = apply_policy(store, key, now, min_delay_ms=args.min_delay_ms, pause_until=pause, block=args.block)
     json.dump(dataclasses.asdict(policy), out, sort_keys=True)
     out.write("\n")
     return 0
 
 
 def show(args: argparse.Namespace, out: TextIO) -> int:
-    from beamcrawl.core.resolver import hostname_of
-
     key = policy_key(args.host)
-    bare = hostname_of(key)
     with _open(args) as store:
-        cells = store.read_keys("hosts", [key.encode()]).get(key.encode())
-        record = HostRecord.from_cells(key, cells) if cells else None
-        policy = _read_policy(store, key)
-        source = key if policy is not None else None
-        if policy is None and bare != key:
-            policy = _read_policy(store, bare)
-            source = bare if policy is not None else None
-    shown = {
-        "host": key,
-        "record": dataclasses.asdict(record) if record is not None else None,
-        "policy": dataclasses.asdict(policy) if policy is not None else None,
-        "policy_from": source,  # the key the policy is stored under (a bare name covers ports)
-    }
+        shown = host_view(store, key)
     json.dump(shown, out, indent=2, sort_keys=True)
     out.write("\n")
     return 0

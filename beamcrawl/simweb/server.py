@@ -10,6 +10,9 @@ logged as one JSON line::
      "path": "/p/3.html?x=1", "ua": "Mozilla/5.0 (compatible; beamcrawl/0.1.0; ...)",
      "status": 200, "bytes": 2817, "method": "GET"}
 
+A signed request (Web Bot Auth) adds ``"sig": {"Host": ..., "Signature-Agent": ...,
+"Signature-Input": ..., "Signature": ...}``, the headers a site verifies it with.
+
 ``start`` is taken when the handler starts and ``end`` after the response has been fully
 written (so a slow host's delay lies between them); ``bytes`` is the body length sent (0 for HEAD
 and 304). With the change model on (``--change-scale``), responses of changing pages (200 and
@@ -234,6 +237,12 @@ def make_handler(sim_web: SimWeb, log: RequestLog) -> Handler:
         }
         if sim.version is not None:
             record["version"] = sim.version
+        if "Signature" in request.headers:
+            # Web Bot Auth: what a site needs to verify the signature (tests check it).
+            record["sig"] = {
+                name: request.headers.get(name, "")
+                for name in ("Host", "Signature-Agent", "Signature-Input", "Signature")
+            }
         if error is not None:
             record["error"] = error
         log.write(record)
