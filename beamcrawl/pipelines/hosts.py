@@ -77,6 +77,8 @@ def policy_key(host: str) -> str:
     from beamcrawl.core.urlnorm import InvalidURL, host_of, normalize
 
     text = host.strip()
+    if "://" not in text and "[" not in text and text.count(":") > 1:
+        text = f"[{text}]"  # a bare IPv6 address: the crawl keys it in brackets, as URLs write it
     url = text if "://" in text else f"http://{text}/"
     try:
         return host_of(normalize(url))
@@ -138,10 +140,10 @@ def set_policy(args: argparse.Namespace, out: TextIO, now: float | None = None) 
 
 
 def show(args: argparse.Namespace, out: TextIO) -> int:
-    from beamcrawl.core.resolver import hostname_of
+    from beamcrawl.core.hostkeys import host_key
 
     key = policy_key(args.host)
-    bare = hostname_of(key)
+    bare = host_key(key)  # what select looks a slot's policy up under, besides the slot
     with _open(args) as store:
         cells = store.read_keys("hosts", [key.encode()]).get(key.encode())
         record = HostRecord.from_cells(key, cells) if cells else None

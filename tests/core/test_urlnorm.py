@@ -121,7 +121,8 @@ def test_dot_segments(url: str, expected: str) -> None:
         ("http://a/?q=a b", "http://a/?q=a%20b"),
         ("http://a/é", "http://a/%C3%A9"),
         ("http://a/€?€", "http://a/%E2%82%AC?%E2%82%AC"),
-        ('http://a/<>"{}|\\^`', "http://a/%3C%3E%22%7B%7D%7C%5C%5E%60"),
+        ('http://a/<>"{}|^`', "http://a/%3C%3E%22%7B%7D%7C%5E%60"),
+        ("http://a/?q=\\", "http://a/?q=%5C"),  # a backslash in a query is a character
         ("http://a/[x]", "http://a/%5Bx%5D"),
         ("http://a/?x=[1]", "http://a/?x=%5B1%5D"),
         # a "%" that starts no escape is escaped itself
@@ -216,10 +217,9 @@ def test_hosts(url: str, expected: str) -> None:
         ("data:text/html,hi", "unsupported scheme 'data'"),
         ("/relative/without/base", "missing scheme"),
         ("example.com/page", "missing scheme"),
-        ("http:/example.com/", "missing host"),
-        ("http:example.com", "missing host"),
         ("http://", "missing host"),
-        ("http:///path", "missing host"),
+        ("http:///", "missing host"),
+        ("http://?q", "missing host"),
         ("http://:80/", "missing host"),
         ("http://user@/", "missing host"),
         ("http://.", "missing host"),
@@ -234,7 +234,6 @@ def test_hosts(url: str, expected: str) -> None:
         ("http://[fe80::1%25eth0]/", "bad IPv6 address"),
         ("http://exa mple.com/", "bad host"),
         ("http://a..b/", "bad host"),
-        ("http://a\\b/", "bad host"),
         ("http://*.example.com/", "bad host"),
         ("http://" + "a" * 64 + ".com/", "bad host"),
         ("http://256.1.1.1/", "bad IPv4 address"),
@@ -340,7 +339,7 @@ def test_rfc3986_other_scheme_reference_is_refused() -> None:
         ("?", "http://a/b?q", "http://a/b?"),  # an empty query is a query (urljoin drops it)
         ("  /x  ", "http://a/b", "http://a/x"),
         ("/x?utm_source=1#top", "http://a/b", "http://a/x"),
-        ("https:g", "http://a/b/c", None),  # another scheme: absolute, and without a host
+        ("https:g", "http://a/b/c", "https://g/"),  # another scheme: absolute (WHATWG)
         ("foo bar:baz", "http://a/b/c", "http://a/b/foo%20bar:baz"),  # not a scheme
         ("1x:y?q", "http://a/b/c", "http://a/b/1x:y?q"),
     ],
