@@ -27,6 +27,7 @@ Pure: no Beam, no store. tldextract is only imported when a domain is first need
 from __future__ import annotations
 
 import ipaddress
+import re
 import threading
 from functools import lru_cache
 from typing import Any
@@ -41,13 +42,18 @@ __all__ = ["domain_of", "host_key", "hostname_of", "is_ip_key", "shard_of", "spl
 # A key for text that is no host: "~" cannot start a host name, so it never meets a real one.
 _INVALID_PREFIX = "~"
 _MAX_FALLBACK = 200
+_FALLBACK_KEY = re.compile(r"~[A-Za-z0-9_.\-~%]*")
 
 
 def _fallback_key(text: str) -> str:
     """The key of a string that is not a host: ``~`` and its escaped UTF-8, bounded."""
-    escaped = quote(text, safe="", errors="surrogateescape")
+    try:  # undecodable bytes back as they came; other lone surrogates as their code points
+        raw = text.encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError:
+        raw = text.encode("utf-8", "surrogatepass")
+    escaped = quote(raw, safe="")
     if len(escaped) > _MAX_FALLBACK:
-        digest = mmh3.hash64(text.encode("utf-8", "surrogatepass"), seed=0, signed=False)[0]
+        digest = mmh3.hash64(raw, seed=0, signed=False)[0]
         escaped = f"{escaped[:_MAX_FALLBACK]}~{digest:016x}"
     return _INVALID_PREFIX + escaped
 
@@ -81,6 +87,8 @@ def host_key(slot: str) -> str:
         ``"example.com"`` for ``"Example.COM.:8080"``, ``"[::1]"`` for ``"[::1]:8080"`` and for
         ``"::1"``, ``"127.0.0.1"`` for ``"2130706433"``; ``"~..."`` for text that is no host.
     """
+    if slot.startswith(_INVALID_PREFIX) and _FALLBACK_KEY.fullmatch(slot):
+        return slot  # already such a key (so host_key is idempotent)
     host, _ = split_slot(slot.strip())
     if host and not host.startswith("[") and ":" in host:
         host = f"[{host}]"  # a bare IPv6 address, as resolvers and operators write it
