@@ -132,6 +132,9 @@ def hostile_urls(rng: random.Random, n: int) -> list[str]:
 
 #: Hypothesis strategies over the grammar (reproducible randoms that hypothesis can shrink).
 randoms = st.randoms(use_true_random=False)
+#: For thousands of URLs per example (a whole round's pages): a seeded Random, so hypothesis
+#: records one number per example rather than every choice.
+seeded = st.integers(min_value=0, max_value=2**32 - 1).map(random.Random)
 hosts = randoms.map(hostile_host)
 slots = randoms.map(hostile_slot)
 urls = randoms.map(hostile_url)
