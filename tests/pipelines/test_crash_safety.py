@@ -52,6 +52,8 @@ from beamcrawl.schemas.records import FrontierEntry, key_fp
 from beamcrawl.simweb.testing import SimwebHandle, running_simweb
 from beamcrawl.stores.base import Mutation, open_store
 
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]  # crawls killed and resumed: `pytest -m "not slow and not e2e"` leaves it out
+
 HOSTS = 6
 PAGES = 12
 MASK = (1 << 64) - 1  # Parquet keeps fingerprints as signed int64

@@ -29,6 +29,8 @@ from beamcrawl.schemas.records import FrontierEntry, UrlState
 from beamcrawl.simweb.audit import audit
 from beamcrawl.simweb.testing import running_simweb
 
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]  # whole crawls: `pytest -m "not slow and not e2e"` leaves it out
+
 CLI = [sys.executable, "-m", "beamcrawl.pipelines.cli"]
 MIN_DELAY = 0.2
 IP_DELAY = 0.03

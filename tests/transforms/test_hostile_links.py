@@ -16,6 +16,7 @@ from __future__ import annotations
 import html
 
 import apache_beam as beam
+import pytest
 from apache_beam.testing.test_pipeline import TestPipeline
 from hypothesis import HealthCheck, given, settings
 
@@ -64,6 +65,7 @@ def _source_urls(rng) -> list[str]:
     return urls
 
 
+@pytest.mark.slow  # five TestPipeline runs of 2,000+ URLs each
 @settings(
     max_examples=5, deadline=None, derandomize=True,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
