@@ -105,3 +105,60 @@ def test_hostile_link_sets_pass_url_seen_and_budgets(tmp_path_factory, rng) -> N
     named = {domain_of(f.entry.host) for f in fetches} | {domain_of(c.host) for c in candidates}
     assert domains and set(domains) <= named and all(domains)
     assert "[::1]" in domains and "[2001:db8::1]" in domains
+
+
+# --- the issue's IPv6 failures, one by one ------------------------------------------------------
+
+
+def _linking(src: str, *dst: str):
+    from beamcrawl.schemas.records import Link, ParsedPage
+
+    entry = FrontierEntry(url=src, fp=fingerprint(src), host=host_of(src), due_ms=0)
+    page = ParsedPage(fetch=FetchResult(entry=entry, outcome="fetched", url=src, status=200))
+    page.links = [Link(url=normalize(u), fp=fingerprint(normalize(u))) for u in dst]
+    return page
+
+
+def test_ipv6_links_record_their_linking_domains(tmp_path) -> None:
+    """Links to IPv6 literals failed "Merge linking-domain counts" with an empty row key, every
+    round; two addresses under 2001: shared one domain."""
+    uri = f"sqlite:///{tmp_path}/store.sqlite"
+    pages = [
+        _linking("http://a.example.com/", "http://[::1]:8080/", "http://[2001:db8::1]/", "http://[2001:4860::8888]/x"),
+        _linking("http://[::1]:8080/", "http://b.example.org/", "http://[2001:db8::1]:81/"),
+    ]
+    with TestPipeline(runner="FnApiRunner") as p:
+        _ = p | beam.Create(pages) | CountLinkingDomains(uri)
+    from beamcrawl.transforms.budgets import read_domains
+
+    with open_store(uri) as store:
+        keys = sorted(k.decode() for k, _ in store.read_range("domains", keys_only=True))
+        states = read_domains(store, keys)
+    assert keys == sorted(["[::1]", "[2001:db8::1]", "[2001:4860::8888]", "example.org"])
+    assert states["[2001:db8::1]"].linkers.count() == 2  # example.com and [::1]
+    assert states["[2001:4860::8888]"].linkers.count() == 1
+    assert states["example.org"].linkers.count() == 1  # from [::1]
+
+
+def test_a_policy_on_a_bare_ipv6_host_reaches_its_port_slots(tmp_path) -> None:
+    """`hosts set-policy [::1]` is stored under policy_key; select reads a slot's policy under
+    the slot or its host_key. The slot [::1]:8080 used to be looked up under "::1"."""
+    from beamcrawl.pipelines.hosts import policy_key
+    from beamcrawl.schemas.records import HostPolicy
+    from beamcrawl.stores.base import Mutation
+    from beamcrawl.transforms.select import _ReadHostRowsFn
+
+    uri = f"sqlite:///{tmp_path}/store.sqlite"
+    with open_store(uri) as store:
+        for host, blocked in (("::1", True), ("[2001:db8::1]:8443", True)):
+            key = policy_key(host)
+            store.mutate("policies", [Mutation.set(key.encode(), HostPolicy(host=key, blocked=blocked).to_cells())])
+    fn = _ReadHostRowsFn(uri)
+    fn.setup()
+    try:
+        out = list(fn.process(["[::1]:8080", "[::1]", "[2001:db8::1]", "[2001:db8::1]:8443", "[::2]:8080"]))
+    finally:
+        fn.teardown()
+    policies = {o.value[0]: o.value[1] for o in out if getattr(o, "tag", None) == "policies"}
+    assert sorted(policies) == ["[2001:db8::1]:8443", "[::1]", "[::1]:8080"]  # a port's policy is its own
+    assert all(p.blocked for p in policies.values())
