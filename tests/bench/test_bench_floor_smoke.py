@@ -22,13 +22,12 @@ from harness import audit_split, free_port, requests_between, run_measured, simw
 from beamcrawl import DEFAULT_USER_AGENT, PRODUCT_TOKEN  # noqa: E402
 from beamcrawl.simweb.names import host_names  # noqa: E402
 
-pytestmark = [pytest.mark.e2e, pytest.mark.slow]  # a crawler process for its window: `pytest -m "not slow and not e2e"` leaves it out
-
 HOSTS = 20
 WINDOW = 4.0
 DELAY = 0.5
 
 
+@pytest.mark.e2e  # runs a crawler process for its whole window
 def test_floor_crawler_is_polite_and_measured(tmp_path: Path) -> None:
     port = free_port()
     seeds = tmp_path / "seeds.txt"

@@ -14,8 +14,6 @@ import nbformat
 import pytest
 from nbclient import NotebookClient
 
-pytestmark = [pytest.mark.e2e, pytest.mark.slow]  # a demo crawl and a notebook: `pytest -m "not slow and not e2e"` leaves it out
-
 NOTEBOOK = Path(__file__).resolve().parents[2] / "notebooks" / "link_graph.ipynb"
 
 SECTIONS = [
@@ -63,6 +61,7 @@ def _text(outputs):
     return "".join(o.get("text", "") for o in outputs if o.output_type == "stream")
 
 
+@pytest.mark.e2e  # runs whole crawl rounds (and so is slow)
 def test_runs_without_error_with_a_plot_in_every_section(executed):
     nb, _ = executed
     assert not [o for c in nb.cells if c.cell_type == "code" for o in c.outputs if o.output_type == "error"]
@@ -72,6 +71,7 @@ def test_runs_without_error_with_a_plot_in_every_section(executed):
         assert any("image/png" in o.get("data", {}) for o in outputs), f"no plot in {name!r}"
 
 
+@pytest.mark.e2e  # runs whole crawl rounds (and so is slow)
 def test_outputs_say_what_the_sections_promise(executed):
     nb, _ = executed
     sections = _sections(nb)
