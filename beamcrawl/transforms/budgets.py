@@ -43,11 +43,10 @@ from apache_beam.transforms.window import GlobalWindow
 from apache_beam.utils.timestamp import MIN_TIMESTAMP
 from apache_beam.utils.windowed_value import WindowedValue
 
-from beamcrawl.core import files
+from beamcrawl.core import files, hostkeys
 from beamcrawl.core.budgets import BudgetRules, LinkingDomains, new_hosts_cap, period_usage, plan_budget
-from beamcrawl.core.outputs import DONE, RoundOutputs, part_name
-from beamcrawl.core import hostkeys
 from beamcrawl.core.hostkeys import host_key
+from beamcrawl.core.outputs import DONE, RoundOutputs, part_name
 from beamcrawl.core.urlnorm import host_of
 from beamcrawl.schemas.records import FetchResult, FrontierEntry, Packed, ParsedPage, packed_by_host
 from beamcrawl.stores.base import Mutation, Store, open_store
