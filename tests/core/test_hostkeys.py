@@ -104,7 +104,7 @@ def test_every_host_key_function_is_total(slot: str) -> None:
     assert host_key(name) == key  # the resolver's name and the key name one host
     assert host_key(key) == key and domain_of(key) == domain  # idempotent
     assert 0 <= shard_of(slot, 7) < 7 and 0 <= fetch_shard(slot, None, 13) < 13
-    assert parquet_io._host_domain(slot) == domain == budget_stage.domain_of(slot)
+    assert parquet_io._host_domain(slot) == domain == budget_stage.domain_of(slot) == registered_domain(slot)
     try:
         policy = policy_key(slot)
     except ValueError:
@@ -112,6 +112,20 @@ def test_every_host_key_function_is_total(slot: str) -> None:
     _check_key(policy)
     if not any(c in slot for c in "/?#\\@"):  # a host, not a URL or path (which policy_key takes too)
         assert host_key(policy) == key  # an operator's policy lands where select looks
+
+
+@profile(400)
+@given(st.one_of(hostile.urls, hostile.any_text, hostile.any_text.map(lambda t: "http://" + t)))
+def test_host_of_is_total(text: str) -> None:
+    """host_of: a non-empty slot that normalises to itself, or InvalidURL with a reason."""
+    try:
+        slot = host_of(text)
+    except InvalidURL as exc:
+        assert str(exc)
+        return
+    _check_key(slot)
+    scheme = normalize(text).partition(":")[0]
+    assert host_of(f"{scheme}://{slot}/") == slot and host_key(slot) == split_slot(slot)[0]
 
 
 @profile(300)
