@@ -116,10 +116,8 @@ def test_import_is_quick_and_beam_free() -> None:
         " if m in sys.modules]\n"
         "assert not heavy, heavy\n"
     )
-    result = subprocess.run(
-        [sys.executable, "-c", code], check=True, capture_output=True, text=True, cwd=REPO
-    )
-    assert float(result.stdout) >= 0  # how long it takes: bench/speed_claims.py
+    # (How long the import takes: bench/speed_claims.py.)
+    subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True, cwd=REPO)
 
 
 @pytest.mark.parametrize("module", ["urlnorm", "robots", "netpolicy", "quicktools"])
