@@ -43,6 +43,7 @@ __all__ = ["domain_of", "host_key", "hostname_of", "is_ip_key", "shard_of", "spl
 _INVALID_PREFIX = "~"
 _MAX_FALLBACK = 200
 _FALLBACK_KEY = re.compile(r"~[A-Za-z0-9_.\-~%]*")
+_TAB_NEWLINE = str.maketrans("", "", "\t\n\r")
 
 
 def _fallback_key(text: str) -> str:
@@ -89,7 +90,9 @@ def host_key(slot: str) -> str:
     """
     if slot.startswith(_INVALID_PREFIX) and _FALLBACK_KEY.fullmatch(slot):
         return slot  # already such a key (so host_key is idempotent)
-    host, _ = split_slot(slot.strip())
+    # Read as policy_key reads an operator's host and a URL parser its authority: whitespace
+    # around it cut, tabs and newlines inside removed (WHATWG).
+    host, _ = split_slot(slot.strip().translate(_TAB_NEWLINE))
     if host and not host.startswith("[") and ":" in host:
         host = f"[{host}]"  # a bare IPv6 address, as resolvers and operators write it
     try:
