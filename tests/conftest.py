@@ -35,3 +35,11 @@ def bigtable_uri(bigtable_emulator: RunningEmulator) -> Iterator[str]:
     """A fresh, initialised store on the emulator (its own table prefix), for one test."""
     with scratch_store() as uri:
         yield uri
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """An end-to-end test (whole rounds, a crawl in a subprocess) is a slow one too, so that
+    ``pytest -m "not slow"`` leaves it out as well."""
+    for item in items:
+        if item.get_closest_marker("e2e") is not None:
+            item.add_marker(pytest.mark.slow)

@@ -19,13 +19,12 @@ import ipaddress
 import socket
 import time
 from dataclasses import dataclass
-from functools import lru_cache
 from typing import Any, Awaitable, Callable, Iterable
-from urllib.parse import urlsplit
 
 import aiohttp
 from aiohttp.abc import AbstractResolver
 
+from beamcrawl.core import hostkeys
 from beamcrawl.core.netpolicy import ForbiddenAddress, ResolveRules, check_address
 
 __all__ = ["FetchRefused", "PolicyResolver", "Resolution", "hostname_of", "resolve_many"]
@@ -63,10 +62,9 @@ class Resolution:
         return self.resolved_at + self.ttl
 
 
-@lru_cache(maxsize=65536)  # a round asks for the same few thousand hosts, per link and per due row
-def hostname_of(slot: str) -> str:
-    """The bare host name of a politeness slot key (``host`` or ``host:port``, IPv6 in [])."""
-    return urlsplit(f"//{slot}").hostname or slot
+# The bare host name of a politeness slot key (``host`` or ``host:port``, IPv6 in []): one
+# definition for every host key, in hostkeys.
+hostname_of = hostkeys.hostname_of
 
 
 class PolicyResolver(AbstractResolver):

@@ -17,7 +17,11 @@ It does not sort the query, touch trailing slashes, collapse ``//`` or lower-cas
 some sites those name different resources, and such equivalences are learned per host.
 
 Relative references are resolved per RFC 3986 §5.2 (with the backward-compatible reading of
-``http:g`` that browsers use). :func:`urllib.parse.urljoin` is not used: it is slow for the
+``http:g`` that browsers use). Where RFC 3986 and browsers differ, the WHATWG URL standard's
+reading of http(s) URLs wins, because it is what the links on pages mean: a backslash before
+the query is a ``/`` (``http:\\\\a.example\\b`` is ``http://a.example/b``), any number of
+slashes may follow ``http:`` in an absolute URL, and an ``xn--`` label that does not decode to
+a valid IDNA label refuses the host. :func:`urllib.parse.urljoin` is not used: it is slow for the
 hot loop and collapses empty path segments (``a//b``), which §5.2 keeps.
 
 This module is imported by quick CLI tools: it must not import Apache Beam, and tldextract
@@ -27,7 +31,6 @@ and idna are only imported on first use.
 from __future__ import annotations
 
 import re
-import threading
 from collections.abc import Callable
 from functools import lru_cache
 from typing import Any, NamedTuple
@@ -44,6 +47,7 @@ __all__ = [
     "fp_key",
     "host_of",
     "normalize",
+    "normalize_host",
     "registered_domain",
 ]
 
@@ -162,7 +166,12 @@ def _strip_params(query: str) -> str | None:
 
 
 def _remove_dot_segments(path: str) -> str:
-    """RFC 3986 §5.2.4 for a path that starts with ``/``; empty segments are kept."""
+    """RFC 3986 §5.2.4 for a path that starts with ``/``; empty segments are kept.
+
+    The output buffer is ``"/" + segment`` for each kept segment: ``..`` removes the last one
+    (with its ``/``), and a path ending in ``.`` or ``..`` ends in ``/`` (it names a
+    directory), so ``////../..`` keeps ``//`` as §5.2.4 (and browsers) do.
+    """
     out: list[str] = []
     segments = path.split("/")
     for segment in segments[1:]:
@@ -173,11 +182,10 @@ def _remove_dot_segments(path: str) -> str:
                 out.pop()
             continue
         out.append(segment)
-    joined = "/".join(out)
-    # A path ending in "." or ".." names a directory, so it keeps its trailing slash.
-    if segments[-1] in (".", "..") and joined:
-        return f"/{joined}/"
-    return f"/{joined}"
+    result = "".join("/" + segment for segment in out)
+    if segments[-1] in (".", ".."):
+        result += "/"
+    return result or "/"
 
 
 # --- host and port -----------------------------------------------------------------------------
@@ -201,6 +209,30 @@ def _idna_encode(host: str) -> str:
         return host.encode("idna").decode("ascii")
     except UnicodeError:
         raise InvalidURL("bad host") from None
+
+
+def _check_a_labels(host: str) -> None:
+    """Refuses a host with an ``xn--`` label that is no valid IDNA A-label (as UTS #46 and so
+    browsers do): Punycode that does not decode, decodes to nothing or to ASCII only, or to
+    code points that are disallowed or not in their mapped (lower-case, NFC) form."""
+    for label in host.split("."):
+        if not label.startswith("xn--"):
+            continue
+        try:
+            decoded = label[4:].encode("ascii").decode("punycode")
+        except (UnicodeError, ValueError, IndexError, OverflowError):
+            raise InvalidURL("bad host") from None
+        if not decoded or decoded.isascii():
+            raise InvalidURL("bad host")
+        try:
+            import idna  # comes with tldextract
+
+            if idna.uts46_remap(decoded, std3_rules=False, transitional=False) != decoded:
+                raise InvalidURL("bad host")
+        except ImportError:  # pragma: no cover
+            pass
+        except (UnicodeError, ValueError):  # a disallowed code point
+            raise InvalidURL("bad host") from None
 
 
 def _ends_in_number(host: str) -> bool:
@@ -259,7 +291,28 @@ def _normalize_reg_host(host: str) -> str:
         return _canonical_ipv4(host)
     if len(host) > 253 or not _REG_HOST.fullmatch(host):
         raise InvalidURL("bad host")
+    if "xn--" in host:
+        _check_a_labels(host)
     return host
+
+
+@lru_cache(maxsize=16384)
+def normalize_host(host: str) -> str:
+    """A host as written in a URL (no port or userinfo) to its normal form.
+
+    ``[2001:DB8::1]`` → ``[2001:db8::1]``, ``0x7f.1`` → ``127.0.0.1``, ``Bücher.example.`` →
+    ``xn--bcher-kva.example``.
+
+    Raises:
+        InvalidURL: Not a host a URL may name.
+    """
+    if host.startswith("["):
+        if not host.endswith("]"):
+            raise InvalidURL("bad IPv6 address")
+        return _normalize_ipv6(host[1:-1])
+    if not host:
+        raise InvalidURL("missing host")
+    return _normalize_reg_host(host)
 
 
 def _normalize_ipv6(literal: str) -> str:
@@ -388,7 +441,24 @@ def _clean(url: str) -> str:
     url = url.strip(_C0_OR_SPACE)
     if "\t" in url or "\n" in url or "\r" in url:
         url = url.translate(_TAB_NEWLINE)
+    if "\\" in url:
+        url = _backslashes_to_slashes(url)
     return url
+
+
+def _backslashes_to_slashes(url: str) -> str:
+    """Reads ``\\`` as ``/`` up to the query or fragment, as browsers do in http(s) URLs (WHATWG
+    URL standard: the scheme's slashes, the end of the authority and path separators).
+
+    Only http and https are crawled, and a URL of any other scheme is refused whatever its
+    backslashes, so the rule is applied to every URL and reference.
+    """
+    end = len(url)
+    for mark in "?#":
+        at = url.find(mark)
+        if 0 <= at < end:
+            end = at
+    return url[:end].replace("\\", "/") + url[end:]
 
 
 # --- public API --------------------------------------------------------------------------------
@@ -436,9 +506,12 @@ def _normalize_resolved(url: str) -> str:
         if scheme and _SCHEME.fullmatch(scheme):
             raise InvalidURL(f"unsupported scheme {scheme!r}")
         raise InvalidURL("missing scheme")
-    if url[colon + 1 : colon + 3] != "//":
+    # Browsers skip any number of slashes after "http:" (WHATWG "special authority ignore
+    # slashes"): "http:/a.example/", "http:///a.example/" and "http:a.example" name a.example.
+    # A reference with base of the same scheme and without "//" was resolved as relative.
+    rest = url[colon + 1 :].lstrip("/")
+    if not rest or rest[0] in "?#":
         raise InvalidURL("missing host")
-    rest = url[colon + 3 :]
     hash_at = rest.find("#")
     if hash_at >= 0:
         rest = rest[:hash_at]
@@ -508,46 +581,28 @@ def fp_from_key(key: bytes) -> int:
     return int.from_bytes(key, "big")
 
 
+_NORMAL_PREFIX = re.compile(r"(https?)://([^/?#\\]+)")
+
+
 def host_of(normalized_url: str) -> str:
-    """The politeness slot key of a normalised URL: ``host`` or ``host:port``.
+    """The politeness slot key of a normalised URL: ``host`` or ``host:port``. Never empty.
 
     A non-default port is kept because ``site.com:8080`` may be a different server (and it is
-    what the HTTP ``Host`` header carries).
+    what the HTTP ``Host`` header carries). Total: a URL that is not normalised gets the slot
+    of its normal form, and one that has none is refused.
+
+    Raises:
+        InvalidURL: (a ValueError) the URL cannot be crawled; the message says why.
     """
-    start = normalized_url.find("://")
-    if start < 0:
-        raise ValueError(f"not a normalised URL: {normalized_url[:80]!r}")
-    start += 3
-    end = normalized_url.find("/", start)
-    return normalized_url[start:] if end < 0 else normalized_url[start:end]
+    match = _NORMAL_PREFIX.match(normalized_url)
+    if match is not None:
+        # The authority of a normalised URL is its own normal form (a cache hit).
+        return _normalize_authority(match.group(2), match.group(1))
+    return host_of(normalize(normalized_url))
 
 
-_extractor: Any = None
-_extractor_lock = threading.Lock()
-
-
-def _get_extractor() -> Any:
-    global _extractor
-    if _extractor is None:
-        with _extractor_lock:
-            if _extractor is None:
-                import tldextract  # ~0.5 s to import: only when a domain is first needed
-
-                # The bundled Public Suffix List snapshot: never a network fetch, never a cache
-                # file. Private suffixes (github.io, blogspot.com) are included so each site on
-                # them gets its own domain budget.
-                _extractor = tldextract.TLDExtract(
-                    suffix_list_urls=(),
-                    cache_dir=None,
-                    fallback_to_snapshot=True,
-                    include_psl_private_domains=True,
-                )
-    return _extractor
-
-
-@lru_cache(maxsize=65536)
 def registered_domain(host: str) -> str:
-    """The registered domain (eTLD+1) of a host, for per-domain budgets.
+    """The registered domain (eTLD+1) of a host, for per-domain budgets; never empty.
 
     Args:
         host: A normalised host, optionally with ``:port`` (as :func:`host_of` returns).
@@ -556,20 +611,8 @@ def registered_domain(host: str) -> str:
         ``news.example.co.uk`` → ``example.co.uk``. An IP address is its own domain. A name
         under a suffix the Public Suffix List does not know (``.test``, ``.internal``) is
         treated as if its last label were a public suffix; a single label is returned as is.
+        See :func:`beamcrawl.core.hostkeys.domain_of`, which this is.
     """
-    if host.startswith("["):
-        return host[: host.find("]") + 1]
-    host = host.partition(":")[0].lower().rstrip(".")
-    if not host or _ends_in_number(host):
-        return host
-    result = _get_extractor()(host)
-    # tldextract 5.3 renamed registered_domain; setup.py allows any 5.x.
-    domain = getattr(result, "top_domain_under_public_suffix", None)
-    if domain is None:
-        domain = result.registered_domain
-    if domain:
-        return str(domain)
-    if result.suffix:  # the host is itself a public suffix (e.g. "co.uk")
-        return host
-    labels = host.rsplit(".", 2)
-    return ".".join(labels[-2:])
+    from beamcrawl.core.hostkeys import domain_of  # hostkeys imports this module
+
+    return domain_of(host)

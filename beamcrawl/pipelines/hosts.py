@@ -77,6 +77,8 @@ def policy_key(host: str) -> str:
     from beamcrawl.core.urlnorm import InvalidURL, host_of, normalize
 
     text = host.strip()
+    if "://" not in text and "[" not in text and text.count(":") > 1:
+        text = f"[{text}]"  # a bare IPv6 address: the crawl keys it in brackets, as URLs write it
     url = text if "://" in text else f"http://{text}/"
     try:
         return host_of(normalize(url))
@@ -142,9 +144,9 @@ def apply_policy(
 def host_view(store: Any, key: str) -> dict[str, Any]:
     """A host's record and policy, as ``hosts show`` prints them and ``GET /v1/hosts/{host}``
     answers (``policy_from``: the key the policy is stored under; a bare name covers ports)."""
-    from beamcrawl.core.resolver import hostname_of
+    from beamcrawl.core.hostkeys import host_key
 
-    bare = hostname_of(key)
+    bare = host_key(key)  # what select looks a slot's policy up under, besides the slot
     cells = store.read_keys("hosts", [key.encode()]).get(key.encode())
     record = HostRecord.from_cells(key, cells) if cells else None
     policy = read_policy(store, key)

@@ -29,13 +29,12 @@ import math
 from typing import Iterable, Iterator
 
 import apache_beam as beam
-import mmh3
 from apache_beam.metrics import Metrics
 
 from beamcrawl.core import freshness, politeness
 from beamcrawl.core.budgets import cap_new_pages
 from beamcrawl.core.config import CrawlConfig
-from beamcrawl.core.resolver import hostname_of
+from beamcrawl.core.hostkeys import host_key, hostname_of, shard_of
 from beamcrawl.core.robots import cached_rules, retry_unreachable_at
 from beamcrawl.schemas.records import FrontierEntry, HostPlan, HostPolicy, HostRecord, Packed
 
@@ -55,11 +54,6 @@ __all__ = [
 REVISIT_SOURCES = frozenset({"revisit"})
 
 
-def shard_of(host: str, shards: int) -> int:
-    """The fetch shard that owns ``host`` (stable across processes, unlike ``hash``)."""
-    return mmh3.hash(host.encode(), seed=0, signed=False) % shards
-
-
 def fetch_shard(host: str, record: HostRecord | None, shards: int, ip_delay: float = 0.0) -> int:
     """The fetch shard of a host.
 
@@ -75,7 +69,7 @@ def fetch_shard(host: str, record: HostRecord | None, shards: int, ip_delay: flo
 
 def blocklisted(host: str, patterns: Iterable[str]) -> bool:
     """Whether ``--blocklist`` names the host (slot key ``host[:port]`` or bare name; globs)."""
-    names = {host.lower(), hostname_of(host).lower()}
+    names = {host.lower(), hostname_of(host), host_key(host)}
     return any(fnmatch.fnmatchcase(name, pattern) for pattern in patterns for name in names)
 
 

@@ -36,7 +36,6 @@ import json
 import math
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
-from functools import lru_cache
 
 import apache_beam as beam
 from apache_beam.metrics import Metrics
@@ -44,11 +43,11 @@ from apache_beam.transforms.window import GlobalWindow
 from apache_beam.utils.timestamp import MIN_TIMESTAMP
 from apache_beam.utils.windowed_value import WindowedValue
 
-from beamcrawl.core import files
+from beamcrawl.core import files, hostkeys
 from beamcrawl.core.budgets import BudgetRules, LinkingDomains, new_hosts_cap, period_usage, plan_budget
+from beamcrawl.core.hostkeys import host_key
 from beamcrawl.core.outputs import DONE, RoundOutputs, part_name
-from beamcrawl.core.resolver import hostname_of
-from beamcrawl.core.urlnorm import host_of, registered_domain
+from beamcrawl.core.urlnorm import host_of
 from beamcrawl.schemas.records import FetchResult, FrontierEntry, Packed, ParsedPage, packed_by_host
 from beamcrawl.stores.base import Mutation, Store, open_store
 from beamcrawl.transforms.assign_slots import dedupe_entries
@@ -74,10 +73,9 @@ SEEDED = "d:seeded"
 WRITE_BATCH = 2000
 
 
-@lru_cache(maxsize=65536)  # asked per link of every page: the linked hosts repeat
-def domain_of(host: str) -> str:
-    """The registered domain of a politeness slot key (``host[:port]``)."""
-    return registered_domain(hostname_of(host))
+# The registered domain of a politeness slot key (``host[:port]``); never empty (an IP is its
+# own domain). One definition for every host key, in hostkeys.
+domain_of = hostkeys.domain_of
 
 
 @dataclass
@@ -204,7 +202,7 @@ def budget_domain(
     out = DomainDecision()
     by_host: dict[str, list[FrontierEntry]] = {}
     for entry in queued:
-        by_host.setdefault(hostname_of(entry.host), []).append(entry)
+        by_host.setdefault(host_key(entry.host), []).append(entry)
     # Hosts in the order of their best URL (queued is best first).
     admission = new_hosts_cap(
         by_host, state.hosts, per_round=rules.new_hosts_per_round, max_hosts=rules.max_hosts
@@ -214,7 +212,7 @@ def budget_domain(
     waiting = set(admission.deferred)
     admitted = []
     for entry in queued:
-        if hostname_of(entry.host) in waiting:
+        if host_key(entry.host) in waiting:
             out.deferred.append((entry, defer_due(rules, now, entry)))
         else:
             admitted.append(entry)

@@ -19,7 +19,6 @@ that way wrote, byte for byte (tests compare the two).
 from __future__ import annotations
 
 import time
-from functools import lru_cache
 from typing import Any, Mapping
 
 import apache_beam as beam
@@ -30,7 +29,8 @@ from apache_beam.metrics import Metrics
 
 from beamcrawl.core import files
 from beamcrawl.core.outputs import RoundOutputs, part_name
-from beamcrawl.core.urlnorm import host_of, registered_domain
+from beamcrawl.core.hostkeys import domain_of
+from beamcrawl.core.urlnorm import host_of
 from beamcrawl.schemas.arrow import LINKS_SCHEMA, PAGES_SCHEMA, signed64, timestamp_ms
 from beamcrawl.schemas.records import ParsedPage
 
@@ -47,11 +47,9 @@ __all__ = [
 FLUSH_ROWS = 200_000
 
 
-@lru_cache(maxsize=65536)
-def _host_domain(host: str) -> str:
-    """The registered domain of a ``host[:port]``. Links name the same hosts over and over,
-    and the public-suffix lookup costs several times a cache hit."""
-    return registered_domain(host.split(":", 1)[0])
+# The registered domain of a ``host[:port]`` (cached: links name the same hosts over and
+# over); never empty, an IP literal is its own domain.
+_host_domain = domain_of
 
 
 def link_edge_columns(page: ParsedPage) -> dict[str, list[Any]] | None:

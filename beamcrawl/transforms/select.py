@@ -14,7 +14,7 @@ from typing import Iterable, Iterator
 import apache_beam as beam
 from apache_beam.metrics import Metrics
 
-from beamcrawl.core.resolver import hostname_of
+from beamcrawl.core.hostkeys import host_key
 from beamcrawl.schemas.records import FrontierEntry, HostPolicy, HostRecord, Packed, frontier_key, packed_by_host
 from beamcrawl.stores.base import open_store
 
@@ -87,7 +87,8 @@ class _ReadHostRowsFn(beam.DoFn):
 
     def process(self, hosts: list[str]) -> Iterable:
         keys = [h.encode() for h in hosts]
-        bare = {h: hostname_of(h) for h in hosts}
+        # A policy set on a bare name (policy_key("[::1]") == "[::1]") covers its ports' slots.
+        bare = {h: host_key(h) for h in hosts}
         records = self.store.read_keys("hosts", keys)
         policy_keys = set(keys) | {b.encode() for h, b in bare.items() if b != h}
         policies = self.store.read_keys("policies", sorted(policy_keys))

@@ -27,6 +27,7 @@ WINDOW = 4.0
 DELAY = 0.5
 
 
+@pytest.mark.e2e  # runs a crawler process for its whole window
 def test_floor_crawler_is_polite_and_measured(tmp_path: Path) -> None:
     port = free_port()
     seeds = tmp_path / "seeds.txt"
@@ -46,8 +47,8 @@ def test_floor_crawler_is_polite_and_measured(tmp_path: Path) -> None:
     assert not m.timed_out
     assert m.processes >= 2 and m.cpu > 0 and m.peak_rss > 0
     # A host stops once its next turn would fall after the window, so the crawl may end up to
-    # one delay early; start-up and shutdown add a little.
-    assert WINDOW - 2 * DELAY <= m.wall < WINDOW + 15
+    # one delay early (it stops by itself: not timed out, above).
+    assert m.wall >= WINDOW - 2 * DELAY
     own = [r for r in requests if PRODUCT_TOKEN in r["ua"].lower()]
     # Every host answers robots.txt and its root, and most hosts go on for the window.
     assert len(own) > 3 * HOSTS

@@ -14,11 +14,10 @@ from __future__ import annotations
 import gzip
 import zlib
 
-import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from beamcrawl.core import sniff, urlshape
+from beamcrawl.core import sitemaps, sniff, urlshape
 from beamcrawl.core.htmlparse import MAX_ANCHOR_CHARS, PageLinks, parse_html
 from beamcrawl.core.robots import RobotsRules
 from beamcrawl.core.transfer import decode_content
@@ -459,10 +458,6 @@ SITEMAP_CORPUS = [
 ]
 
 
-def _sitemaps():  # noqa: ANN202 - the module is another engineer's work in progress
-    return pytest.importorskip("beamcrawl.core.sitemaps")
-
-
 def _check_document(doc: object) -> None:
     kinds = ("urlset", "sitemapindex", "rss", "atom", "text", "unknown")
     assert doc.kind in kinds  # type: ignore[attr-defined]
@@ -475,7 +470,7 @@ def _check_document(doc: object) -> None:
 @FAST
 @given(st.binary(max_size=1500))
 def test_sitemap_random_bytes(data: bytes) -> None:
-    sm = _sitemaps()
+    sm = sitemaps
     _check_document(sm.parse(data, "https://example.com/sitemap.xml"))
     sm.sniff(data)
 
@@ -483,7 +478,7 @@ def test_sitemap_random_bytes(data: bytes) -> None:
 @FAST
 @given(st.sampled_from(range(len(SITEMAP_CORPUS))), st.floats(0, 1))
 def test_sitemap_truncated_anywhere(which: int, fraction: float) -> None:
-    sm = _sitemaps()
+    sm = sitemaps
     data = SITEMAP_CORPUS[which]
     cut = data[: int(len(data) * fraction)]
     doc = sm.parse(cut, "https://example.com/sitemap.xml")
@@ -527,11 +522,11 @@ def test_sitemap_truncated_anywhere(which: int, fraction: float) -> None:
     ).map(b"".join)
 )
 def test_sitemap_token_soup(data: bytes) -> None:
-    _check_document(_sitemaps().parse(data, "https://example.com/sitemap.xml"))
+    _check_document(sitemaps.parse(data, "https://example.com/sitemap.xml"))
 
 
 def test_sitemap_entities_are_refused_not_expanded() -> None:
-    sm = _sitemaps()
+    sm = sitemaps
     for hostile in (XML_BOMB, XXE):
         doc = sm.parse(hostile, "https://example.com/sitemap.xml")
         _check_document(doc)

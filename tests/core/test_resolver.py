@@ -112,12 +112,9 @@ def test_resolve_many_runs_lookups_concurrently_with_a_bound():
     table = {f"h{i}.example": [f"93.184.216.{i}"] for i in range(40)}
     dns = FakeDNS(table, delay=0.05)
     resolver = PolicyResolver(ResolveRules(), allow_private=False, lookup=dns)
-    started = time.monotonic()
     answers = run(resolve_many(resolver, list(table) + ["h0.example"], concurrency=10))
-    took = time.monotonic() - started
     assert {h: a.ip for h, a in answers.items()} == {h: ips[0] for h, ips in table.items()}
-    assert dns.max_in_flight == 10 and len(dns.calls) == 40
-    assert took < 40 * 0.05 / 2  # concurrent, not one after another
+    assert dns.max_in_flight == 10 and len(dns.calls) == 40  # concurrent, not one after another
 
 
 @pytest.mark.parametrize(

@@ -169,15 +169,15 @@ async def _fetch(port: int, name: str, **kw: object) -> tuple[bytes, str | None,
 def test_drip_server_is_abandoned_after_the_grace_period(server: DripServer) -> None:
     body, reason, took, _ = asyncio.run(_fetch(server.port, "drip", cap=MiB, min_rate=100.0, grace=0.5))
     assert reason == "slow"
-    assert 0.45 <= took < 1.5  # cut when the rule failed, not at the 10 s the drip would last
-    assert 3 <= len(body) <= 8  # ~10 bytes/s for half a second
+    assert took >= 0.45  # not before the grace ended
+    assert 3 <= len(body) <= 8  # ~10 bytes/s for half a second: cut when the rule failed, not at the drip's end
     assert set(body) == {ord("x")}
 
 
 def test_drip_is_also_caught_by_the_rate_long_after_the_grace(server: DripServer) -> None:
     # 10 B/s against a minimum of 8 B/s passes; against 15 B/s it fails within ~1 s.
     body, reason, took, _ = asyncio.run(_fetch(server.port, "drip", cap=MiB, min_rate=15.0, grace=0.3))
-    assert reason == "slow" and took < 2.0
+    assert reason == "slow" and len(body) < 50  # of the 100 bytes the 10 s drip would send
 
 
 def test_stalled_server_is_abandoned_after_the_stall_timeout(server: DripServer) -> None:
@@ -185,7 +185,7 @@ def test_stalled_server_is_abandoned_after_the_stall_timeout(server: DripServer)
         _fetch(server.port, "stall", cap=MiB, min_rate=0.0, grace=0.0, stall=0.4)
     )
     assert reason == "slow" and body == b"y" * 4000
-    assert 0.35 <= took < 1.5
+    assert took >= 0.35  # not before the stall timeout
 
 
 def test_steady_server_is_read_in_full(server: DripServer) -> None:
@@ -205,7 +205,7 @@ def test_bombs_are_cut_while_streaming(server: DripServer, bombs: dict[str, byte
     """A 64 MiB bomb, decoded as it arrives with a 1 MiB cap: the transfer stops as soon as
     the payload reaches the cap, long before the compressed body ends."""
     if name not in bombs:
-        pytest.skip("no brotli binding with an output limit installed")
+        pytest.fail("no brotli binding with an output limit (brotli>=1.2, setup.py): br bombs are unguarded")
     raw, reason, _, decoder = asyncio.run(
         _fetch(server.port, name, cap=8 * MiB, min_rate=0.0, grace=0.0, decoded_cap=MiB)
     )
@@ -219,11 +219,9 @@ def test_bombs_are_cut_while_streaming(server: DripServer, bombs: dict[str, byte
 @pytest.mark.parametrize("name", ["gzip", "deflate", "deflate-raw", "br"])
 def test_decode_content_caps_bombs_in_memory(bombs: dict[str, bytes], name: str) -> None:
     if name not in bombs:
-        pytest.skip("no brotli binding with an output limit installed")
+        pytest.fail("no brotli binding with an output limit (brotli>=1.2, setup.py): br bombs are unguarded")
     coding = "deflate" if name.startswith("deflate") else name
-    started = time.perf_counter()
     out = decode_content(bombs[name], coding, 2 * MiB)
-    assert time.perf_counter() - started < 2.0
     assert out.truncated and out.error is None and out.body == bytes(2 * MiB)
 
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 import string
 import subprocess
 import sys
-import time
 from pathlib import Path
 from urllib.parse import urljoin
 
@@ -121,7 +120,8 @@ def test_dot_segments(url: str, expected: str) -> None:
         ("http://a/?q=a b", "http://a/?q=a%20b"),
         ("http://a/é", "http://a/%C3%A9"),
         ("http://a/€?€", "http://a/%E2%82%AC?%E2%82%AC"),
-        ('http://a/<>"{}|\\^`', "http://a/%3C%3E%22%7B%7D%7C%5C%5E%60"),
+        ('http://a/<>"{}|^`', "http://a/%3C%3E%22%7B%7D%7C%5E%60"),
+        ("http://a/?q=\\", "http://a/?q=%5C"),  # a backslash in a query is a character
         ("http://a/[x]", "http://a/%5Bx%5D"),
         ("http://a/?x=[1]", "http://a/?x=%5B1%5D"),
         # a "%" that starts no escape is escaped itself
@@ -216,10 +216,9 @@ def test_hosts(url: str, expected: str) -> None:
         ("data:text/html,hi", "unsupported scheme 'data'"),
         ("/relative/without/base", "missing scheme"),
         ("example.com/page", "missing scheme"),
-        ("http:/example.com/", "missing host"),
-        ("http:example.com", "missing host"),
         ("http://", "missing host"),
-        ("http:///path", "missing host"),
+        ("http:///", "missing host"),
+        ("http://?q", "missing host"),
         ("http://:80/", "missing host"),
         ("http://user@/", "missing host"),
         ("http://.", "missing host"),
@@ -234,7 +233,6 @@ def test_hosts(url: str, expected: str) -> None:
         ("http://[fe80::1%25eth0]/", "bad IPv6 address"),
         ("http://exa mple.com/", "bad host"),
         ("http://a..b/", "bad host"),
-        ("http://a\\b/", "bad host"),
         ("http://*.example.com/", "bad host"),
         ("http://" + "a" * 64 + ".com/", "bad host"),
         ("http://256.1.1.1/", "bad IPv4 address"),
@@ -340,7 +338,7 @@ def test_rfc3986_other_scheme_reference_is_refused() -> None:
         ("?", "http://a/b?q", "http://a/b?"),  # an empty query is a query (urljoin drops it)
         ("  /x  ", "http://a/b", "http://a/x"),
         ("/x?utm_source=1#top", "http://a/b", "http://a/x"),
-        ("https:g", "http://a/b/c", None),  # another scheme: absolute, and without a host
+        ("https:g", "http://a/b/c", "https://g/"),  # another scheme: absolute (WHATWG)
         ("foo bar:baz", "http://a/b/c", "http://a/b/foo%20bar:baz"),  # not a scheme
         ("1x:y?q", "http://a/b/c", "http://a/b/1x:y?q"),
     ],
@@ -535,12 +533,157 @@ def test_import_is_light() -> None:
     subprocess.run([sys.executable, "-c", code], check=True, cwd=REPO)
 
 
-def test_speed_regression_guard() -> None:
-    """A loose bound (measured ~3 µs per URL); only catches something pathological."""
-    urls = [f"https://www.site{i % 37}.example/news/{i}/story.html?id={i}" for i in range(3000)]
-    start = time.perf_counter()
-    for url in urls:
-        normalize(url)
-        normalize(f"../other/{url[-8:]}", url)
-    per_url = (time.perf_counter() - start) / (2 * len(urls))
-    assert per_url < 50e-6
+# --- as browsers read links: the WHATWG URL standard and RFC 3986 §5.2.4 (issue #16) -------------
+
+# Cases from the WHATWG URL standard's test data (web-platform-tests url/resources/urltestdata.json)
+# for http(s): (input, base, href), or href None where browsers fail to parse. Rows where the
+# crawler's own rules deliberately differ are not here: it drops userinfo and fragments, refuses
+# port 0, decodes escaped unreserved characters (RFC 3986 §6.2.2.2) and upper-cases escapes.
+WHATWG_CASES = [
+    # a backslash is a slash in special URLs, up to the query
+    ("http://foo.com/\\@", "http://example.org/foo/bar", "http://foo.com//@"),
+    ("http:\\\\www.google.com\\foo", None, "http://www.google.com/foo"),
+    ("\\\\x\\hello", "http://example.org/foo/bar", "http://x/hello"),
+    ("\\x\\hello", "http://example.org/foo/bar", "http://example.org/x/hello"),
+    ("http://a\\b/", None, "http://a/b/"),
+    ("/a\\b/../c", "http://example.org/foo/bar", "http://example.org/a/c"),
+    ("http://example.com/a?b\\c", None, "http://example.com/a?b%5Cc"),  # not in the query
+    # any number of slashes after the scheme of an absolute URL
+    ("http:/example.com/", None, "http://example.com/"),
+    ("http:example.com/", None, "http://example.com/"),
+    ("http:///example.com/", None, "http://example.com/"),
+    ("https:/\\/\\example.com/x", None, "https://example.com/x"),
+    ("http:/example.com/", "http://example.org/foo/bar", "http://example.org/example.com/"),
+    ("http:example.com/", "http://example.org/foo/bar", "http://example.org/foo/example.com/"),
+    ("https:example.com/", "http://example.org/foo/bar", "https://example.com/"),
+    # dot segments: empty segments are kept
+    ("http://example.com////../..", None, "http://example.com//"),
+    ("http://example.com/foo/bar//../..", None, "http://example.com/foo/"),
+    ("http://example.com/foo/bar//..", None, "http://example.com/foo/bar/"),
+    ("http://example.com/foo/..", None, "http://example.com/"),
+    ("http://example.com/foo/./", None, "http://example.com/foo/"),
+    ("http://example.com/foo/%2e", None, "http://example.com/foo/"),
+    ("http://example.com/foo/bar/../ton/../../a", None, "http://example.com/a"),
+    ("http://example.com/foo/../../..", None, "http://example.com/"),
+    ("http://example.com/foo/../../../ton", None, "http://example.com/ton"),
+    # hosts: IPv4 in every spelling, IPv6 compressed, invalid punycode refused
+    ("http://%30%78%63%30%2e%30%32%35%30.01", None, "http://192.168.0.1/"),
+    ("http://192.168.0.257", None, None),
+    ("http://0x100000000/", None, None),
+    ("http://4294967295", None, "http://255.255.255.255/"),
+    ("http://4294967296", None, None),
+    ("http://0x7f.0.0.0x7g/", None, "http://0x7f.0.0.0x7g/"),
+    ("http://256.256.256.256.256", None, None),
+    ("http://[1:0::]", None, "http://[1::]/"),
+    ("http://[0:0:0:0:0:0:13.1.68.3]", None, "http://[::d01:4403]/"),
+    ("http://[::1.2.3.]", None, None),
+    ("http://[www.google.com]/", None, None),
+    ("http://xn--/", None, None),
+    ("http://a.b.c.xn--pokxncvks", None, None),
+    ("http://10.0.0.xn--pokxncvks", None, None),
+    ("http://a.b.c.XN--pokxncvks", None, None),
+    ("http://a.b.c.Xn--pokxncvks", None, None),
+    ("http://xn--ls8h/", None, "http://xn--ls8h/"),
+    ("http://a\u0000b/", None, None),
+    ("https://x/\u0000y", None, "https://x/%00y"),
+    ("http://example.com:65535", None, "http://example.com:65535/"),
+    ("http://example.com:65536", None, None),
+    ("http://f:00000000000000000000080/c", None, "http://f/c"),
+    ("http://f:4294967377/c", None, None),
+]
+
+
+@pytest.mark.parametrize(("url", "base", "href"), WHATWG_CASES)
+def test_whatwg_url_examples(url: str, base: str | None, href: str | None) -> None:
+    if href is None:
+        with pytest.raises(InvalidURL):
+            normalize(url, base)
+    else:
+        assert normalize(url, base) == href
+
+
+def _rfc3986_remove_dot_segments(path: str) -> str:
+    """RFC 3986 §5.2.4 as the spec writes it, buffer by buffer (the reference, not fast)."""
+    inp, out = path, ""
+    while inp:
+        if inp.startswith("../"):
+            inp = inp[3:]
+        elif inp.startswith("./"):
+            inp = inp[2:]
+        elif inp.startswith("/./"):
+            inp = "/" + inp[3:]
+        elif inp == "/.":
+            inp = "/"
+        elif inp.startswith("/../"):
+            inp = "/" + inp[4:]
+            out = out[: max(out.rfind("/"), 0)]
+        elif inp == "/..":
+            inp = "/"
+            out = out[: max(out.rfind("/"), 0)]
+        elif inp in (".", ".."):
+            inp = ""
+        else:
+            start = 1 if inp.startswith("/") else 0
+            end = inp.find("/", start)
+            end = len(inp) if end < 0 else end
+            out += inp[:end]
+            inp = inp[end:]
+    return out
+
+
+@pytest.mark.parametrize(
+    ("path", "expected"),
+    [("/a/b/c/./../../g", "/a/g"), ("/a/b/../../..", "/"), ("////../..", "//"), ("/./", "/"), ("/.././x/.", "/x/")],
+)
+def test_reference_remove_dot_segments_is_the_rfc(path: str, expected: str) -> None:
+    assert _rfc3986_remove_dot_segments(path) == expected  # §5.2.4's own examples and the bug's
+
+
+@settings(max_examples=500, deadline=None, derandomize=True)
+@given(st.lists(st.sampled_from(["", ".", "..", "a", "b", "%2e", ".%2E", "..a", "a.."]), min_size=1, max_size=8))
+def test_dot_segment_removal_is_rfc3986(segments: list[str]) -> None:
+    path = "/" + "/".join(segments)
+    expected = _rfc3986_remove_dot_segments(path.replace("%2e", ".").replace("%2E", ".")) or "/"
+    assert normalize(f"http://a.example{path}") == f"http://a.example{expected}"
+
+
+@settings(max_examples=300, deadline=None, derandomize=True)
+@given(st.randoms(use_true_random=False))
+def test_hostile_urls_normalise_as_browsers_read_them(rng) -> None:
+    """Over the hostile grammar (tests/hostile_inputs.py): only InvalidURL escapes, with a
+    reason; an accepted URL is a fixed point, has no backslash and no dot segment left, and
+    every xn-- label of its host is valid Punycode of a non-ASCII label; a backslash before
+    the query means what a slash there means."""
+    import hostile_inputs
+
+    for raw in hostile_inputs.hostile_urls(rng, 20):
+        try:
+            url = normalize(raw, "http://base.example/a/b")
+        except InvalidURL as exc:
+            assert str(exc)
+            continue
+        assert normalize(url) == url
+        assert "\\" not in url and url.isascii()
+        path = url.split("?", 1)[0].split("/", 3)[3] if url.count("/") >= 3 else ""
+        assert all(seg not in (".", "..") for seg in path.split("/"))
+        host = host_of(url).rpartition(":")[0] if not host_of(url).endswith("]") else host_of(url)
+        for label in host.split("."):
+            if label.startswith("xn--"):
+                decoded = label[4:].encode().decode("punycode")
+                assert decoded and not decoded.isascii()
+                assert "xn--" + decoded.encode("punycode").decode() == label
+        head, sep, tail = raw.partition("?")
+        if "#" not in head:
+            slashed = head.replace("\\", "/") + sep + tail
+            assert normalize(slashed, "http://base.example/a/b") == url
+
+
+def test_links_in_pages_resolve_as_browsers_resolve_them() -> None:
+    from beamcrawl.core.htmlparse import parse_html
+
+    body = (
+        b'<a href="\\\\x\\hello">1</a><a href="http:\\\\www.example.com\\foo">2</a>'
+        b'<a href="/a/b/..//..//c">3</a><a href="http://xn--/">4</a><a href="http://[::1]:8080\\x">5</a>'
+    )
+    found = [link[0] for link in parse_html(body, "http://example.org/foo/bar", "text/html").links]
+    assert found == ["http://x/hello", "http://www.example.com/foo", "http://example.org/a//c", "http://[::1]:8080/x"]

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import time
-
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -138,24 +136,6 @@ def test_relative_link_trap_is_caught_within_a_few_hops() -> None:
         hops += 1
         assert hops < 10
     assert hops == 3 and check(url) == "repeated_segment"
-
-
-def test_speed() -> None:
-    """Runs on every discovered link: it must cost about a microsecond (measured ~1.3 µs on
-    the 2-core dev machine; the bound leaves room for slow CI)."""
-    urls = [
-        "https://www.example.com/news/2024/05/17/some-article-title-here.html",
-        "https://example.com/",
-        "https://example.com/a/b/a/b/a/b/c",
-        "https://cdn.example.com/images/photo_1234.jpg",
-        "https://shop.example.com/category/shoes?color=red&size=42&page=3",
-    ] * 4000
-    rules = ShapeRules()
-    started = time.perf_counter()
-    for url in urls:
-        rules.check(url)
-    per_url = (time.perf_counter() - started) / len(urls)
-    assert per_url < 20e-6, f"{per_url * 1e6:.2f} µs per URL"
 
 
 _segment = st.sampled_from(["a", "b", "c", "", "x.html", "img.png", "2024", "%2F"])

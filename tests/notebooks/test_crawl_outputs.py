@@ -11,10 +11,13 @@ import os
 
 import duckdb
 import pyarrow.parquet as pq
+import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from beamcrawl.pipelines.export import main as export_main
 from beamcrawl.stores.base import open_store
+
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]  # a demo crawl: `pytest -m "not slow and not e2e"` leaves it out
 
 
 def _indexer(warc: str, root: str) -> list[str]:

@@ -172,6 +172,7 @@ def check_nothing_lost(out: Path, store_uri: str, served: list[dict[str, Any]], 
     return {"pages": len(pages), "links": len(followable), "seen": len(seen), "queued": len(queued)}
 
 
+@pytest.mark.e2e  # runs whole crawl rounds (and so is slow)
 @pytest.mark.parametrize(("point", "backend"), SCENARIOS, ids=[f"{p}-{b}" for p, b in SCENARIOS])
 def test_killed_round_reruns_and_loses_nothing(
     web: SimwebHandle, tmp_path: Path, request: pytest.FixtureRequest, point: str, backend: str
@@ -214,6 +215,7 @@ def _stored_responses(out: Path) -> list[tuple[str, str]]:
     return found
 
 
+@pytest.mark.e2e  # runs whole crawl rounds (and so is slow)
 def test_random_kills_across_rounds_lose_nothing(tmp_path: Path) -> None:
     """Three SIGKILLs at seeded random moments of a multi-round crawl, then a run to the end."""
     rng = random.Random(20240607)

@@ -45,6 +45,8 @@ from beamcrawl.simweb.testing import running_simweb
 from beamcrawl.stores.base import open_store
 from beamcrawl.transforms.record import DUPLICATE_CELL
 
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]  # whole crawls: `pytest -m "not slow and not e2e"` leaves it out
+
 HOSTS = 60
 PAGES = 20
 MIN_DELAY = 0.25

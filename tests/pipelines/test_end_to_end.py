@@ -31,6 +31,8 @@ from beamcrawl.simweb.audit import audit
 from beamcrawl.pipelines import store_admin
 from beamcrawl.simweb.testing import running_simweb
 
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]  # whole crawls: `pytest -m "not slow and not e2e"` leaves it out
+
 MIN_DELAY = 0.3
 HOSTS = 40
 

@@ -39,6 +39,8 @@ from beamcrawl.core.conditional import REVISIT_PROFILE_NOT_MODIFIED  # noqa: E40
 from beamcrawl.simweb.audit import audit  # noqa: E402
 from beamcrawl.simweb.freshness import truth_pages  # noqa: E402
 
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]  # two crawls side by side: `pytest -m "not slow and not e2e"` leaves it out
+
 TARGET = 1.5  # the bar: adaptive at least 1.5x fresher than uniform
 
 

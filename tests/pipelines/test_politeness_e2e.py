@@ -109,12 +109,14 @@ def _by_host(requests):
     return by
 
 
+@pytest.mark.e2e  # runs whole crawl rounds (and so is slow)
 def test_both_crawls_ran_and_fetched_from_most_hosts(crawl):
     assert len(crawl["reports"]) == 2
     assert len(_by_host(crawl["requests"])) >= 15
     assert all(r["responses"] > 0 for r in crawl["reports"])
 
 
+@pytest.mark.e2e  # runs whole crawl rounds (and so is slow)
 def test_blocklisted_host_gets_no_request_keeps_its_urls_and_is_counted(crawl):
     assert _by_host(crawl["requests"])[crawl["listed"]] == []
     for report in crawl["reports"]:
@@ -127,6 +129,7 @@ def test_blocklisted_host_gets_no_request_keeps_its_urls_and_is_counted(crawl):
     assert any(e.host == f"{crawl['listed']}:{crawl['port']}" for e in queued)
 
 
+@pytest.mark.e2e  # runs whole crawl rounds (and so is slow)
 def test_policies_set_between_rounds_apply_from_the_next_round(crawl):
     by = _by_host(crawl["requests"])
     at = crawl["steered_at"]
@@ -146,6 +149,7 @@ def test_policies_set_between_rounds_apply_from_the_next_round(crawl):
     assert crawl["policies"]["slowed"]["min_delay_ms"] == SLOWED_MS
 
 
+@pytest.mark.e2e  # runs whole crawl rounds (and so is slow)
 def test_one_gap_per_server_ip_across_all_hosts(crawl):
     # Every simweb host is on 127.0.0.1: with --ip-delay the server must see one request at a
     # time, each starting IP_DELAY after the previous one ended, whichever hosts they were for.
@@ -158,6 +162,7 @@ def test_one_gap_per_server_ip_across_all_hosts(crawl):
     assert sum(1 for _, a, b in end_gaps if a != b) > len(end_gaps) / 2  # hosts really did interleave
 
 
+@pytest.mark.e2e  # runs whole crawl rounds (and so is slow)
 def test_the_second_identity_obeys_its_own_robots_group(crawl):
     report = audit(crawl["requests"], crawl["truth"], agent_token=TOKEN, min_delay=MIN_DELAY)
     assert report.violations == 0, report.summary()
@@ -168,6 +173,7 @@ def test_the_second_identity_obeys_its_own_robots_group(crawl):
         assert [r["path"] for r in by[host]] == ["/robots.txt"], host
 
 
+@pytest.mark.e2e  # runs whole crawl rounds (and so is slow)
 def test_unreachable_robots_txt_is_not_asked_again_within_minutes(crawl):
     by = _by_host(crawl["requests"])
     down = [h for h, k in crawl["kinds"].items() if k == "unavailable"]
@@ -176,6 +182,7 @@ def test_unreachable_robots_txt_is_not_asked_again_within_minutes(crawl):
         assert [r["path"] for r in by[host]] == ["/robots.txt"], host
 
 
+@pytest.mark.e2e  # runs whole crawl rounds (and so is slow)
 def test_hosts_show_prints_the_record_and_policy(crawl):
     shown = crawl["shown"]
     assert shown["host"] == f"{crawl['blocked']}:{crawl['port']}"
@@ -192,6 +199,7 @@ def _rows(out, kind, columns=None):
     return rows
 
 
+@pytest.mark.e2e  # runs whole crawl rounds (and so is slow)
 def test_meta_robots_and_x_robots_tag_end_to_end(crawl):
     out, truth, port = crawl["out"], crawl["truth"], crawl["port"]
     checked = collections.Counter()

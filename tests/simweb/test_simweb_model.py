@@ -4,6 +4,7 @@ from __future__ import annotations
 from html.parser import HTMLParser
 from urllib.parse import urljoin, urlsplit, urlunsplit
 
+import protego
 import pytest
 
 from beamcrawl.simweb import SimWeb, build_truth, host_names, registered_domain
@@ -243,7 +244,6 @@ def test_large_page_counts_are_lazy() -> None:
 
 def test_truth_agrees_with_protego() -> None:
     """protego (the crawler's robots library) reads every host's file as the truth says."""
-    protego = pytest.importorskip("protego")
     truth = build_truth(40, seed=1, pages_per_host=40, port=PORT)
     checked = 0
     for host, rec in truth.items():

@@ -169,16 +169,26 @@ def test_empty_tables_write_and_read(tmp_path, schema_name):
     assert pq.read_schema(path).remove_metadata().equals(schema.remove_metadata())
 
 
+# The registered domain of every host the pages below name, written out by hand (not by the
+# code under test): an IP literal is its own domain, IPv6 in brackets and never empty.
+_DOMAIN_OF = {
+    "a.example.org": "example.org",
+    "b.example.org": "example.org",
+    "news.example.co.uk:8080": "example.co.uk",
+    "[::1]:8080": "[::1]",
+    "10.0.0.1": "10.0.0.1",
+    "xn--bcher-kva.example": "xn--bcher-kva.example",  # ".example" is no listed suffix
+}
+
+
 # The row path the writers took before the column buffers (issue #10): a dict per edge, rows
 # sorted in Python, ``Table.from_pylist``. Kept here as the reference for what files hold.
 def _edge_rows_as_before(page: ParsedPage) -> list[dict]:
-    from beamcrawl.core.urlnorm import registered_domain
-
     f = page.fetch
     if not page.links:
         return []
     src_host = f.entry.host
-    src_domain = registered_domain(src_host.split(":", 1)[0])
+    src_domain = _DOMAIN_OF[src_host]
     fetched_at = dt.datetime.fromtimestamp(f.fetched_at, dt.timezone.utc) if f.fetched_at else None
     rows = []
     for link in page.links:
@@ -186,10 +196,19 @@ def _edge_rows_as_before(page: ParsedPage) -> list[dict]:
         rows.append({
             "src": f.url, "dst": link.url, "src_fp": signed64(f.entry.fp), "dst_fp": signed64(link.fp),
             "src_host": src_host, "dst_host": dst_host, "src_domain": src_domain,
-            "dst_domain": registered_domain(dst_host.split(":", 1)[0]), "anchor": link.anchor or None,
+            "dst_domain": _DOMAIN_OF[dst_host], "anchor": link.anchor or None,
             "nofollow": link.nofollow or page.meta_nofollow, "kind": link.kind, "fetched_at": fetched_at,
         })  # fmt: skip
     return rows
+
+
+def test_ip_links_have_their_address_as_domain() -> None:
+    """An IPv6 link's dst_domain is the address (it was "" and became an empty store key)."""
+    columns = link_edge_columns(_awkward_pages()[2])
+    rows = dict(zip(columns["dst_host"], columns["dst_domain"]))
+    assert rows["[::1]:8080"] == "[::1]"
+    assert rows["10.0.0.1"] == "10.0.0.1"
+    assert all(columns["dst_domain"]) and all(columns["src_domain"])
 
 
 def _parts_as_before(batches: list[list[dict]], schema: pa.Schema, sort_by: tuple[str, ...]) -> list[bytes]:
