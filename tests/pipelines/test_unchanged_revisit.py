@@ -30,6 +30,8 @@ from warcio.archiveiterator import ArchiveIterator
 
 from beamcrawl.core.warc_revisit import REVISIT_PROFILE_1_1
 
+pytestmark = pytest.mark.e2e
+
 ROUNDS = 3
 BODY_CAP = 4096
 
