@@ -1,7 +1,7 @@
 """``beamcrawl submit``: work in, with a priority and a reason.
 
     beamcrawl submit URL... [--file F] --priority high|normal|low --reason TEXT
-                     (--store URI | --crawl OUT_DIR)
+                     [--allow-private-networks] (--store URI | --crawl OUT_DIR)
 
 Adds seeds, sitemaps, feeds and urgent recrawls to a crawl's frontier and prints one line of
 JSON, the same answer the control API gives (``POST /v1/crawl-requests``)::
@@ -12,8 +12,11 @@ JSON, the same answer the control API gives (``POST /v1/crawl-requests``)::
 scale, core/freshness.SUBMIT_PRIORITY); with ``--priority high`` that includes URLs the crawl
 already knows, queued again now with their validators (an urgent recrawl, fetched
 conditionally). ``duplicates`` were given twice or, below high, are already known to the
-crawl; ``rejected`` ones cannot be crawled (the reason says why). ``--file`` reads URLs
-one per line (``#`` comments and blank lines skipped; ``-`` is standard input). The work is
+crawl; ``rejected`` ones cannot be crawled (the reason says why: ``refused: ...`` for an
+address the crawler may not connect to, link-local always, loopback and private ones
+without ``--allow-private-networks``). ``--file`` reads URLs one per line (blank lines and
+``#`` comments, at a line's start or after whitespace, skipped; ``-`` is standard input); a
+rejected URL from a file is also named on standard error as ``FILE:LINE``. The work is
 picked up by the next round; no lease is needed, since queueing writes the frontier row
 before the seen-set row and a round running meanwhile at worst queues a URL twice (fetched
 once: slot assignment folds rows of one fingerprint).

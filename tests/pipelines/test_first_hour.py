@@ -18,11 +18,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from beamcrawl.core.seedfile import MAX_REPORTED, strip_comment
-from beamcrawl.pipelines.crawl import SeedsError, read_seeds
 from beamcrawl.schemas.records import FrontierEntry, HostRecord
 from beamcrawl.simweb.testing import running_simweb
-from beamcrawl.stores.base import Mutation, StoreError, check_store_uri, open_store
+from beamcrawl.stores.base import Mutation, StoreError, open_store
+
+MAX_REPORTED = 50  # core/seedfile.MAX_REPORTED (checked below)
 
 CLI = [sys.executable, "-m", "beamcrawl.pipelines.cli"]
 
@@ -111,6 +111,8 @@ def test_unknown_store_scheme_is_refused_naming_the_accepted_forms(tmp_path, sto
 
 
 def test_plain_paths_and_known_schemes_stay_accepted(tmp_path):
+    from beamcrawl.stores.base import check_store_uri
+
     for uri in (str(tmp_path / "state"), "relative/folder", f"sqlite:///{tmp_path}/s.sqlite", "bigtable://p/i/x"):
         assert check_store_uri(uri) == uri
     with pytest.raises(StoreError, match="sqlite:///PATH, a folder, or bigtable://"):
@@ -135,10 +137,14 @@ def test_plain_paths_and_known_schemes_stay_accepted(tmp_path):
     ],
 )
 def test_hash_after_whitespace_starts_a_comment(line, url):
+    from beamcrawl.core.seedfile import strip_comment
+
     assert strip_comment(line) == url
 
 
 def test_inline_comment_is_not_part_of_a_seed_or_submitted_url(tmp_path):
+    from beamcrawl.pipelines.crawl import read_seeds
+
     listing = tmp_path / "urls.txt"
     listing.write_text("http://ok.example/ # trailing comment\nhttp://two.example/a\t# why\n")
     assert read_seeds(str(listing)) == ["http://ok.example/", "http://two.example/a"]
@@ -189,6 +195,9 @@ def test_every_bad_seed_line_is_reported_in_one_run(tmp_path):
 
 
 def test_bad_seed_report_is_capped(tmp_path):
+    from beamcrawl.core import seedfile
+
+    assert seedfile.MAX_REPORTED == MAX_REPORTED
     seeds = tmp_path / "seeds.txt"
     seeds.write_text("".join(f"bad seed {i}\n" for i in range(MAX_REPORTED + 10)))
     proc = run("crawl", "--seeds", str(seeds), "--out", str(tmp_path / "out"))
@@ -225,6 +234,8 @@ TRAILING = st.sampled_from(["", " # why", "\t# tab comment", "   "])
     st.tuples(st.just("skip"), st.one_of(COMMENT, BLANK), st.just("")),
 ), max_size=40))  # fmt: skip
 def test_reported_line_numbers_are_exactly_the_bad_ones(tmp_path, lines):
+    from beamcrawl.pipelines.crawl import SeedsError, read_seeds
+
     path = tmp_path / "seeds.txt"
     path.write_text("".join(f"{text}{tail}\n" for _, text, tail in lines))
     bad = [n for n, (kind, _, _) in enumerate(lines, 1) if kind == "bad"]
