@@ -117,7 +117,7 @@ def cmd_crawl(argv: Sequence[str]) -> int:
     except RoundInterrupted as exc:
         return _interrupted(str(exc))
     except KeyboardInterrupt:
-        return _interrupted("interrupted between rounds; rerun to go on")
+        return _interrupted("interrupted outside a round's run; rerun to go on")
     except CrawlError as exc:
         print(f"beamcrawl crawl: error: {exc}", file=sys.stderr)
         return 1
@@ -132,8 +132,9 @@ def _interrupted(message: str) -> int:
     """Says in one line that Ctrl-C stopped the crawl, and leaves without Beam's noise.
 
     The runner's worker threads may still be unwinding (and logging the interrupt, at
-    length, when they notice it): the lease is released and nothing of the round was
-    committed, so the process ends here rather than waiting for them.
+    length, when they notice it). The lease is released and the store is as a crash would
+    leave it (a rerun redoes the round, or finishes its commit), so the process ends here
+    rather than waiting for them.
     """
     print(f"beamcrawl crawl: {message}", file=sys.stderr, flush=True)
     sys.stdout.flush()

@@ -75,7 +75,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     from beamcrawl.core.config import CrawlConfig
     from beamcrawl.pipelines.cli import _with_local_runner
-    from beamcrawl.pipelines.crawl import crawl
+    from beamcrawl.pipelines.crawl import RoundInterrupted, crawl
     from beamcrawl.simweb.audit import audit
     from beamcrawl.simweb.testing import running_simweb
 
@@ -101,7 +101,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             prior_change_interval=max(args.min_revisit_interval, 8 * args.change_scale or 60.0),
             revisit_horizon=max(args.min_revisit_interval, 60.0),
         )
-        reports = crawl(cfg, args.rounds, seeds, _with_local_runner(beam_args))
+        try:
+            reports = crawl(cfg, args.rounds, seeds, _with_local_runner(beam_args))
+        except RoundInterrupted as exc:
+            print(f"beamcrawl demo: {exc}", file=sys.stderr)
+            return 130
         requests = web.requests()
         truth = web.truth()
     elapsed = time.time() - t0

@@ -25,6 +25,9 @@ from beamcrawl.stores.base import Mutation, StoreError, open_store
 MAX_REPORTED = 50  # core/seedfile.MAX_REPORTED (checked below)
 
 CLI = [sys.executable, "-m", "beamcrawl.pipelines.cli"]
+# Where a crawl is expected to be refused, these keep a regression that runs it anyway on
+# loopback: every name maps to 127.0.0.1, so no DNS lookup and no address outside the machine.
+LOOPBACK_ONLY = ("--resolve", "*=127.0.0.1", "--allow-private-networks")
 
 
 def run(*args: str, cwd: Path | None = None, env: dict[str, str] | None = None, timeout: float = 180) -> subprocess.CompletedProcess[str]:
@@ -37,14 +40,16 @@ def tree(folder: Path) -> dict[str, bytes]:
 
 def no_cloud_env(tmp_path: Path) -> dict[str, str]:
     """An environment where Google's libraries find no credentials and never reach the
-    network looking for them: no key file, an empty gcloud folder, no emulator, and the GCE
-    metadata server (which they would probe) pointed at a closed port on loopback."""
+    network looking for them: no key file, an empty gcloud folder, no emulator, the GCE
+    metadata server (which they would probe) pointed at a closed port on loopback, and Cloud
+    Storage too (so a regression that writes to gs:// anyway stays on the machine)."""
     env = {k: v for k, v in os.environ.items() if k not in ("GOOGLE_APPLICATION_CREDENTIALS", "BIGTABLE_EMULATOR_HOST")}
     gcloud = tmp_path / "gcloud-config"
     gcloud.mkdir(exist_ok=True)
     env.update(
         CLOUDSDK_CONFIG=str(gcloud), NO_GCE_CHECK="True",
         GCE_METADATA_HOST="127.0.0.1:1", GCE_METADATA_IP="127.0.0.1:1", GCE_METADATA_ROOT="127.0.0.1:1",
+        STORAGE_EMULATOR_HOST="http://127.0.0.1:1",
     )  # fmt: skip
     return env
 
@@ -100,7 +105,7 @@ def test_demo_replaces_only_its_own_output(tmp_path):
 def test_unknown_store_scheme_is_refused_naming_the_accepted_forms(tmp_path, store):
     seeds = tmp_path / "seeds.txt"
     seeds.write_text("http://ok.example/\n")
-    proc = run("crawl", "--seeds", str(seeds), "--out", "out", "--store", store, cwd=tmp_path)
+    proc = run("crawl", "--seeds", str(seeds), "--out", "out", "--store", store, *LOOPBACK_ONLY, cwd=tmp_path)
     assert proc.returncode == 2
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1, proc.stderr
@@ -171,27 +176,35 @@ def test_every_bad_seed_line_is_reported_in_one_run(tmp_path):
         "ftp://files.example/\n"
         "http://ok.example/a/a/a/x\n"
         "http://169.254.169.254/latest/meta-data/\n"
-        "http://127.0.0.1:8080/\n"
+        "http://127.0.0.1:9/\n"
+        "http://[fe80::1]/\n"
         "http://two.example/ # fine\n"
     )
     out = tmp_path / "out"
-    proc = run("crawl", "--seeds", str(seeds), "--out", str(out))
+    proc = run("crawl", "--seeds", str(seeds), "--out", str(out), *LOOPBACK_ONLY)
     assert proc.returncode == 2
     lines = proc.stderr.strip().splitlines()
-    assert [line.split(": error: ", 1)[1].split(":")[1] for line in lines] == ["2", "4", "5", "6", "7"], proc.stderr
+    assert [line.split(": error: ", 1)[1].split(":")[1] for line in lines] == ["2", "4", "5", "6", "8"], proc.stderr
     assert all(line.startswith(f"beamcrawl crawl: error: {seeds}:") for line in lines)
     assert "refused: 'http://169.254.169.254/latest/meta-data/': link-local address" in lines[3]
     assert "cloud metadata endpoint" in lines[3]
-    assert "refused: 'http://127.0.0.1:8080/': loopback address 127.0.0.1" in lines[4]
-    assert "--allow-private-networks" in lines[4]
+    assert "refused: 'http://[fe80::1]/': link-local address" in lines[4]  # with the flag too
     assert not out.exists()
 
-    # With the flag, loopback is fine; link-local never is.
-    seeds.write_text("http://127.0.0.1:8080/\nhttp://[fe80::1]/\nhttp://169.254.169.254/\n")
-    proc = run("crawl", "--seeds", str(seeds), "--out", str(out), "--allow-private-networks")
+
+def test_loopback_seeds_are_refused_without_the_flag(tmp_path):
+    """Only loopback literals here: a regression that crawled them would stay on the machine."""
+    seeds = tmp_path / "seeds.txt"
+    seeds.write_text("http://127.0.0.1:9/\n# ok\nhttp://[::1]:9/ # v6\nhttp://0x7f000001:9/\n")
+    out = tmp_path / "out"
+    proc = run("crawl", "--seeds", str(seeds), "--out", str(out))
     lines = proc.stderr.strip().splitlines()
-    assert proc.returncode == 2 and len(lines) == 2, proc.stderr
-    assert f"{seeds}:2: refused" in lines[0] and f"{seeds}:3: refused" in lines[1]
+    assert proc.returncode == 2 and len(lines) == 3, proc.stderr
+    assert f"{seeds}:1: refused: 'http://127.0.0.1:9/': loopback address 127.0.0.1" in lines[0]
+    assert f"{seeds}:3: refused: 'http://[::1]:9/': loopback address ::1" in lines[1]
+    assert f"{seeds}:4: refused: 'http://0x7f000001:9/': loopback address 127.0.0.1" in lines[2]
+    assert all("--allow-private-networks" in line for line in lines)
+    assert not out.exists()
 
 
 def test_bad_seed_report_is_capped(tmp_path):
@@ -200,7 +213,7 @@ def test_bad_seed_report_is_capped(tmp_path):
     assert seedfile.MAX_REPORTED == MAX_REPORTED
     seeds = tmp_path / "seeds.txt"
     seeds.write_text("".join(f"bad seed {i}\n" for i in range(MAX_REPORTED + 10)))
-    proc = run("crawl", "--seeds", str(seeds), "--out", str(tmp_path / "out"))
+    proc = run("crawl", "--seeds", str(seeds), "--out", str(tmp_path / "out"), *LOOPBACK_ONLY)
     lines = proc.stderr.strip().splitlines()
     assert proc.returncode == 2 and len(lines) == MAX_REPORTED + 1
     assert lines[-1] == "beamcrawl crawl: error: ... and 10 more bad line(s)"
@@ -211,7 +224,7 @@ def test_bad_seed_report_is_capped(tmp_path):
 def test_empty_seeds_file_is_an_error(tmp_path, text):
     seeds = tmp_path / "seeds.txt"
     seeds.write_text(text)
-    proc = run("crawl", "--seeds", str(seeds), "--out", str(tmp_path / "out"))
+    proc = run("crawl", "--seeds", str(seeds), "--out", str(tmp_path / "out"), *LOOPBACK_ONLY)
     assert proc.returncode == 2
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and "holds no URL" in lines[0] and str(seeds) in lines[0], proc.stderr
@@ -285,7 +298,8 @@ def test_bigtable_without_credentials_is_one_line_and_leaves_no_out(tmp_path):
     seeds = tmp_path / "seeds.txt"
     seeds.write_text("http://ok.example/\n")
     out = tmp_path / "out"
-    proc = run("crawl", "--seeds", str(seeds), "--out", str(out), "--store", "bigtable://proj/inst", env=no_cloud_env(tmp_path))
+    proc = run("crawl", "--seeds", str(seeds), "--out", str(out), "--store", "bigtable://proj/inst", *LOOPBACK_ONLY,
+               env=no_cloud_env(tmp_path))  # fmt: skip
     assert proc.returncode != 0
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1, proc.stderr
@@ -299,7 +313,7 @@ def test_gcs_out_without_credentials_fails_at_once_in_one_line(tmp_path):
     seeds = tmp_path / "seeds.txt"
     seeds.write_text("http://ok.example/\n")
     proc = run("crawl", "--seeds", str(seeds), "--out", "gs://beamcrawl-test-bucket/x", "--runner", "FnApiRunner",
-               env=no_cloud_env(tmp_path), timeout=120)  # fmt: skip
+               *LOOPBACK_ONLY, env=no_cloud_env(tmp_path), timeout=120)  # fmt: skip
     assert proc.returncode != 0
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1, proc.stderr
@@ -354,7 +368,7 @@ def test_interrupted_prism_build_says_what_it_does_and_leaves_nothing(tmp_path, 
     seeds = tmp_path / "seeds.txt"
     seeds.write_text("http://ok.example/\n")
     out = tmp_path / "out"
-    child = subprocess.Popen([*CLI, "crawl", "--seeds", str(seeds), "--out", str(out), "--runner", "PrismRunner"],
+    child = subprocess.Popen([*CLI, "crawl", "--seeds", str(seeds), "--out", str(out), "--runner", "PrismRunner", *LOOPBACK_ONLY],
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)  # fmt: skip
     deadline = time.monotonic() + 120
     while not started.exists() and child.poll() is None and time.monotonic() < deadline:
@@ -411,7 +425,7 @@ def test_hosts_show_prints_iso_times_and_refuses_an_unknown_host(tmp_path):
 def test_out_naming_a_file_says_not_a_folder(tmp_path):
     seeds = tmp_path / "seeds.txt"
     seeds.write_text("http://ok.example/\n")
-    proc = run("crawl", "--seeds", str(seeds), "--out", str(seeds))
+    proc = run("crawl", "--seeds", str(seeds), "--out", str(seeds), *LOOPBACK_ONLY)
     lines = proc.stderr.strip().splitlines()
     assert proc.returncode == 2 and len(lines) == 1 and "is a file, not a folder" in lines[0]
     assert seeds.read_text() == "http://ok.example/\n"
