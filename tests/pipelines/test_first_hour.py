@@ -430,6 +430,12 @@ def test_out_naming_a_file_says_not_a_folder(tmp_path):
     assert proc.returncode == 2 and len(lines) == 1 and "is a file, not a folder" in lines[0]
     assert seeds.read_text() == "http://ok.example/\n"
 
+    crawl = tmp_path / "crawl"
+    open_store(f"sqlite:///{crawl}/store.sqlite").close()
+    proc = run("export", "urls", "--out", str(seeds), "--crawl", str(crawl))
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode == 2 and lines == [f"beamcrawl export: error: --out {seeds} is a file, not a folder"]
+
 
 @pytest.mark.parametrize(
     "args, prefix",
