@@ -639,6 +639,8 @@ class BigtableStore(Store):
         """
         from google.cloud import bigtable
 
+        if not os.environ.get(EMULATOR_HOST_ENV):
+            _require_credentials(self.project)
         client = bigtable.Client(project=self.project, admin=True)
         return client.instance(self.instance).table(self.table_id(table))
 

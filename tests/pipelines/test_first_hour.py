@@ -308,6 +308,11 @@ def test_bigtable_without_credentials_is_one_line_and_leaves_no_out(tmp_path):
         assert needle in lines[0]
     assert not out.exists()
 
+    init = run("store", "init", "--store", "bigtable://proj/inst", env=no_cloud_env(tmp_path))
+    lines = init.stderr.strip().splitlines()
+    assert init.returncode == 1 and len(lines) == 1, init.stderr
+    assert lines[0].startswith("beamcrawl store: error: ") and "BIGTABLE_EMULATOR_HOST" in lines[0]
+
 
 def test_gcs_out_without_credentials_fails_at_once_in_one_line(tmp_path):
     seeds = tmp_path / "seeds.txt"
