@@ -50,8 +50,11 @@ def prepare_out(out: str) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = OneLineArgumentParser(prog="beamcrawl demo", description=__doc__.splitlines()[0])
-    parser.add_argument("--out", default="demo-out", help="Output folder (default ./demo-out); a previous demo's output there is replaced, "
-                        "any other non-empty folder refused.")
+    parser.add_argument(
+        "--out", default="demo-out",
+        help="Output folder (default ./demo-out); a previous demo's output there is replaced, any other "
+        "non-empty folder refused.",
+    )  # fmt: skip
     parser.add_argument("--hosts", type=int, default=200, help="Virtual hosts in simweb (default 200).")
     parser.add_argument("--rounds", type=int, default=3, help="Rounds to crawl (default 3).")
     parser.add_argument("--round-window", type=float, default=15.0, help="Seconds of fetching per round.")
@@ -105,6 +108,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             reports = crawl(cfg, args.rounds, seeds, _with_local_runner(beam_args))
         except RoundInterrupted as exc:
             print(f"beamcrawl demo: {exc}", file=sys.stderr)
+            shutil.rmtree(work, ignore_errors=True)
             return 130
         requests = web.requests()
         truth = web.truth()
