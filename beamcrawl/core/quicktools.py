@@ -15,11 +15,13 @@ from beamcrawl.core.urlnorm import InvalidURL, fingerprint, fp_hex, normalize
 __all__ = ["normalize_cmd", "robots_check_cmd"]
 
 EXIT_OK = 0
+PROG = "beamcrawl robots-check"
 EXIT_USAGE = 2
 
 
 def normalize_cmd(urls: list[str], out: TextIO) -> int:
-    r"""Prints ``<fingerprint hex>\t<normalised URL>`` or ``invalid\t<reason>`` per URL.
+    r"""Prints ``<fingerprint hex>\t<normalised URL>`` or ``invalid\t<reason>\t<URL as given>``
+    per URL (two columns for a valid URL, three for an invalid one).
 
     Args:
         urls: The URLs, as given on the command line.
@@ -32,7 +34,7 @@ def normalize_cmd(urls: list[str], out: TextIO) -> int:
         try:
             normalized = normalize(url)
         except InvalidURL as exc:
-            out.write(f"invalid\t{exc}\n")
+            out.write(f"invalid\t{exc}\t{url}\n")
         else:
             out.write(f"{fp_hex(fingerprint(normalized))}\t{normalized}\n")
     return EXIT_OK
@@ -41,11 +43,12 @@ def normalize_cmd(urls: list[str], out: TextIO) -> int:
 def robots_check_cmd(
     robots_file: str, agent: str, urls: list[str], out: TextIO, err: TextIO
 ) -> int:
-    r"""Prints ``allowed\tURL`` or ``disallowed\tURL`` per URL for a local robots.txt.
+    r"""Prints ``allowed\tURL`` or ``disallowed\tURL`` per URL for a local robots.txt, or
+    ``invalid\tURL\t<reason>`` for one that is no absolute http(s) URL.
 
     The file is read as bytes and treated as a 200 answer. Each URL is checked in its
-    normalised form (what the crawler would fetch) when it normalises, else as given, so a
-    bare path such as ``/private/x`` works too.
+    normalised form (what the crawler would fetch). A bare path (``/private/x``) or a word
+    is ``invalid``: the crawler never fetches one, and robots.txt applies per host.
 
     Args:
         robots_file: Path of the robots.txt file.
@@ -62,18 +65,19 @@ def robots_check_cmd(
             body = f.read()
     except OSError as exc:
         reason = exc.strerror or exc.__class__.__name__
-        err.write(f"error: cannot read robots file {robots_file}: {reason}\n")
+        err.write(f"{PROG}: error: cannot read robots file {robots_file}: {reason}\n")
         return EXIT_USAGE
     try:
         rules = RobotsRules.from_fetch(200, body, agent)
     except ValueError as exc:
-        err.write(f"error: {exc}\n")
+        err.write(f"{PROG}: error: {exc}\n")
         return EXIT_USAGE
     for url in urls:
         try:
             target = normalize(url)
-        except InvalidURL:
-            target = url
+        except InvalidURL as exc:
+            out.write(f"invalid\t{url}\t{exc}\n")
+            continue
         verdict = "allowed" if rules.allowed(target) else "disallowed"
         out.write(f"{verdict}\t{url}\n")
     return EXIT_OK

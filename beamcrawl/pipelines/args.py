@@ -137,6 +137,7 @@ def add_crawl_arguments(parser: Any) -> None:
         # distinct dest and underscore spelling keep the two from colliding in one parser.
         alias="--crawler_user_agent",
         dest="crawler_user_agent",
+        metavar="UA",
         default=DEFAULT_USER_AGENT,
         help="User-Agent header (product token, version and contact URL).",
     )
@@ -461,6 +462,15 @@ def config_from_args(args: Any) -> "CrawlConfig":
     if not args.out:
         raise ValueError("--out is required")
     out = args.out if "://" in args.out else os.path.abspath(args.out)
+    if os.path.exists(out) and not os.path.isdir(out):
+        raise ValueError(f"--out {args.out} is a file, not a folder")
+    if args.store:
+        from beamcrawl.stores.base import StoreError, check_store_uri
+
+        try:
+            check_store_uri(args.store)
+        except StoreError as exc:
+            raise ValueError(f"--store: {exc}") from None
     blocklist = _read_blocklist(args.blocklist) if getattr(args, "blocklist", None) else ()
     # getattr: a namespace built elsewhere (tests, older callers) may lack the newer options.
     limits = {name: getattr(args, name) for name in LIMIT_FIELDS if getattr(args, name, None) is not None}

@@ -1,4 +1,4 @@
-"""The ``beamcrawl`` command.
+"""The beamcrawl command.
 
     beamcrawl crawl --seeds FILE --out DIR [--rounds N] [--store URI] [--resolve HOSTGLOB=IP]...
                     [--allow-private-networks] [--min-delay S] [--max-delay S] [--round-window S]
@@ -8,12 +8,13 @@
     beamcrawl hosts set-policy HOST (--store URI | --crawl OUT_DIR) [--min-delay-ms N]
                     [--pause-until T] [--block | --unblock]
     beamcrawl hosts show HOST (--store URI | --crawl OUT_DIR)
-    beamcrawl submit URL... [--file F] --priority high|normal|low --reason TEXT (--store URI | --crawl OUT_DIR)
+    beamcrawl submit URL... [--file F] --priority high|normal|low --reason TEXT
+                    [--kind auto|page|sitemap] [--allow-private-networks] (--store URI | --crawl OUT_DIR)
     beamcrawl export urls|hosts --out DIR (--store URI | --crawl OUT_DIR)
-    beamcrawl store init --store bigtable://PROJECT/INSTANCE[/TABLE_PREFIX]
+    beamcrawl store init|info --store bigtable://PROJECT/INSTANCE[/TABLE_PREFIX]
     beamcrawl keys generate --out DIR | keys directory DIR
     beamcrawl api (--crawl OUT_DIR | --store URI [--reports DIR]) [--bind ADDR] [--port P] [--token-file F]
-    beamcrawl demo [--out DIR] [--hosts N] [--rounds N]
+    beamcrawl demo [--out DIR] [--hosts N] [--rounds N]   (DIR: new, empty, or a previous demo's)
     beamcrawl simweb --port P --hosts N --log FILE --truth FILE
     beamcrawl normalize URL...
     beamcrawl robots-check --robots FILE --agent TOKEN URL...
@@ -25,6 +26,7 @@ in well under a second; the heavy imports happen inside the commands that need t
 from __future__ import annotations
 
 import logging
+import os
 import sys
 from typing import Sequence
 
@@ -34,11 +36,17 @@ from beamcrawl.pipelines.args import OneLineArgumentParser, add_crawl_arguments,
 def _crawl_parser() -> OneLineArgumentParser:
     parser = OneLineArgumentParser(
         prog="beamcrawl crawl",
+        usage="beamcrawl crawl --seeds FILE --out DIR [options] [Beam options: --runner ...]\n"
+        "       beamcrawl crawl --out DIR [options]   (later runs of a seeded crawl: resume)",
         description="Crawl politely in rounds, each round one Beam job. Unknown options go to Beam "
         "(--runner, --direct_num_workers, --flink_master, ...).",
     )
-    parser.add_argument("--seeds", help="File of seed URLs, one per line ('#' comments allowed).")
-    parser.add_argument("--rounds", type=_positive_int, default=1, help="Rounds to run (default 1).")
+    parser.add_argument(
+        "--seeds", metavar="FILE",
+        help="File of seed URLs, one per line ('#' starts a comment at a line's start or after "
+        "whitespace). Needed to start a crawl; a rerun on the same --out resumes without it.",
+    )  # fmt: skip
+    parser.add_argument("--rounds", type=_positive_int, default=1, metavar="N", help="Rounds to run (default 1).")
     add_crawl_arguments(parser)
     return parser
 
@@ -80,13 +88,18 @@ def cmd_crawl(argv: Sequence[str]) -> int:
     if stray is not None:
         parser.error(f"unexpected argument {stray!r}")
 
-    from beamcrawl.pipelines.crawl import CrawlError, crawl, read_seeds
+    from beamcrawl.pipelines.crawl import CrawlError, RoundInterrupted, crawl, read_seeds
 
     try:
         cfg = config_from_args(args)
-        seeds = read_seeds(args.seeds, cfg.shape_rules()) if args.seeds else []
+        seeds = (
+            read_seeds(args.seeds, cfg.shape_rules(), allow_private=cfg.allow_private_networks, resolve=cfg.resolve)
+            if args.seeds
+            else []
+        )
     except (CrawlError, ValueError) as exc:
-        print(f"beamcrawl crawl: error: {exc}", file=sys.stderr)
+        for line in str(exc).splitlines():  # a seeds file: one line per bad seed line
+            print(f"beamcrawl crawl: error: {line}", file=sys.stderr)
         return 2
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     for noisy in ("apache_beam", "aiohttp"):
@@ -99,12 +112,37 @@ def cmd_crawl(argv: Sequence[str]) -> int:
     except RunnerSetupError as exc:
         print(f"beamcrawl crawl: error: {exc}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        print("beamcrawl crawl: interrupted before the first round", file=sys.stderr)
+        return INTERRUPTED
     try:
         crawl(cfg, args.rounds, seeds, runner_args)
+    except RoundInterrupted as exc:
+        return _interrupted(str(exc))
+    except KeyboardInterrupt:
+        return _interrupted("interrupted outside a round's run; rerun to go on")
     except CrawlError as exc:
         print(f"beamcrawl crawl: error: {exc}", file=sys.stderr)
         return 1
     return 0
+
+
+# The shell's status for a process ended by SIGINT (128 + 2).
+INTERRUPTED = 130
+
+
+def _interrupted(message: str) -> int:
+    """Says in one line that Ctrl-C stopped the crawl, and leaves without Beam's noise.
+
+    The runner's worker threads may still be unwinding (and logging the interrupt, at
+    length, when they notice it). The lease is released and the store is as a crash would
+    leave it (a rerun redoes the round, or finishes its commit), so the process ends here
+    rather than waiting for them.
+    """
+    print(f"beamcrawl crawl: {message}", file=sys.stderr, flush=True)
+    sys.stdout.flush()
+    logging.disable(logging.CRITICAL)
+    os._exit(INTERRUPTED)
 
 
 def cmd_normalize(argv: Sequence[str]) -> int:
@@ -190,10 +228,16 @@ COMMANDS = {
 }
 
 
+def usage() -> str:
+    """The top-level help: the synopsis of the module docstring, as plain text."""
+    synopsis = __doc__.split("\n\n")[1]
+    return f"usage:\n{synopsis}\n\n'beamcrawl COMMAND --help' lists a command's options."
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv or argv[0] in ("-h", "--help"):
-        print(__doc__.strip())
+        print(usage(), file=sys.stdout if argv else sys.stderr)
         return 0 if argv else 2
     if argv[0] in ("-V", "--version"):
         from beamcrawl import __version__

@@ -17,7 +17,7 @@ import sys
 import time
 import uuid
 from dataclasses import dataclass, field
-from typing import Any, Iterable, TextIO
+from typing import Any, Iterable, Iterator, TextIO
 from urllib.parse import urlsplit
 
 import apache_beam as beam
@@ -53,6 +53,20 @@ class LeaseHeld(CrawlError):
     """Another round of this crawl is running (a scheduled launch should just stop)."""
 
 
+class RoundInterrupted(CrawlError):
+    """The operator interrupted a round (Ctrl-C); ``round_no`` was not committed, or only
+    partly (``committing``), and a rerun redoes or finishes it."""
+
+    def __init__(self, round_no: int, committing: bool = False) -> None:
+        if committing:
+            message = f"interrupted while committing round {round_no}; rerun to finish the commit"
+        else:
+            message = f"interrupted; round {round_no} was not committed, rerun to redo it"
+        super().__init__(message)
+        self.round_no = round_no
+        self.committing = committing
+
+
 @dataclass
 class SeedReport:
     accepted: int = 0
@@ -60,17 +74,40 @@ class SeedReport:
     rejected: list[dict[str, str]] = field(default_factory=list)
 
 
-def read_seeds(path: str, shape: ShapeRules | None = None) -> list[str]:
-    """Seed URLs from a file: one per line, '#' comments and blank lines skipped.
+class SeedsError(CrawlError):
+    """Bad lines in a seeds file: ``lines`` holds one message per bad line (capped)."""
+
+    def __init__(self, lines: list[str]) -> None:
+        super().__init__("\n".join(lines))
+        self.lines = lines
+
+
+def read_seeds(
+    path: str,
+    shape: ShapeRules | None = None,
+    *,
+    allow_private: bool = False,
+    resolve: Iterable[tuple[str, str]] = (),
+) -> list[str]:
+    """Seed URLs from a file: one per line; blank lines and ``#`` comments (at the start of a
+    line or after whitespace) skipped (core/seedfile.py).
 
     Args:
         path: The file (local or any Beam filesystem).
         shape: The crawl's URL-shape rules (default: the default rules). A seed failing one
             would never be crawled, so it is refused like a malformed one.
+        allow_private: ``--allow-private-networks``: else a seed on a loopback or private
+            IP address is refused (a link-local one always is).
+        resolve: The ``--resolve`` rules; a seed host they map is judged by that address.
 
     Raises:
-        CrawlError: Naming the file and line of the first bad seed.
+        SeedsError: Naming the file and line of every bad seed (up to a cap), or saying the
+            file holds no URL.
+        CrawlError: The file cannot be read.
     """
+    from beamcrawl.core.netpolicy import ResolveRules
+    from beamcrawl.core.seedfile import BadLine, check_url, report_lines, url_lines
+
     rules = shape or ShapeRules()
     try:
         with files.open_read(path) as fh:
@@ -79,22 +116,18 @@ def read_seeds(path: str, shape: ShapeRules | None = None) -> list[str]:
         raise CrawlError(f"seeds file not found: {path}") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise CrawlError(f"cannot read seeds file {path}: {exc}") from None
-    seeds = []
-    for number, line in enumerate(lines, 1):
-        text = line.strip()
-        if not text or text.startswith("#"):
-            continue
-        try:
-            norm = normalize(text)
-        except InvalidURL as exc:
-            raise CrawlError(f"{path}:{number}: bad seed {text!r}: {exc}") from None
-        reason = rules.check(norm)
-        if reason is not None:
-            raise CrawlError(
-                f"{path}:{number}: bad seed {text!r}: refused by the URL-shape rules "
-                f"({reason.replace('_', ' ')})"
-            )
-        seeds.append(text)
+    mapping = ResolveRules(resolve)
+    seeds, bad = [], []
+    for number, text in url_lines(lines):
+        norm, reason, refused = check_url(text, rules, allow_private, mapping)
+        if norm is None:
+            bad.append(BadLine(path, number, text, reason or "", refused))
+        else:
+            seeds.append(text)
+    if bad:
+        raise SeedsError(report_lines(bad))
+    if not seeds:
+        raise SeedsError([f"seeds file {path} holds no URL (only blank lines and comments); nothing to crawl"])
     return seeds
 
 
@@ -421,9 +454,53 @@ def _remove_if_empty(folder: str) -> None:
         os.rmdir(folder)
 
 
+@dataclass
+class _Interrupt:
+    hit: bool = False
+
+
+@contextlib.contextmanager
+def _watch_interrupt() -> Iterator[_Interrupt]:
+    """Notes a Ctrl-C (SIGINT) while the block runs, then interrupts as usual; the runner
+    may re-raise the KeyboardInterrupt as an error of its own, which this tells apart."""
+    import signal
+    import threading
+
+    seen = _Interrupt()
+    if threading.current_thread() is not threading.main_thread():
+        yield seen
+        return
+
+    def note(signum: int, frame: Any) -> None:
+        seen.hit = True
+        # The runner logs the interrupt as an error of each step it unwinds: not news.
+        logging.disable(logging.CRITICAL)
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGINT, note)
+    try:
+        yield seen
+    finally:
+        signal.signal(signal.SIGINT, previous)
+        if seen.hit:
+            logging.disable(logging.NOTSET)
+
+
+def _require_gcs_credentials(out: str) -> None:
+    """Fails at once, in one line, where Cloud Storage would retry unauthenticated for minutes."""
+    from beamcrawl.core.gcp import NoCredentials, require_credentials
+
+    try:
+        require_credentials(f"output folder {out}", "or give a local --out folder")
+    except NoCredentials as exc:
+        raise CrawlError(str(exc)) from None
+
+
 def crawl(cfg: CrawlConfig, rounds: int, seeds: list[str], pipeline_args: list[str], out: TextIO = sys.stdout) -> list[dict[str, Any]]:
     """Seeds the frontier and runs ``rounds`` rounds; returns their reports."""
     created = not files.is_remote(cfg.out) and not os.path.exists(cfg.out)
+    if cfg.out.startswith("gs://"):
+        _require_gcs_credentials(cfg.out)
     try:
         files.ensure_writable(cfg.out)
     except OSError as exc:
@@ -448,7 +525,13 @@ def crawl(cfg: CrawlConfig, rounds: int, seeds: list[str], pipeline_args: list[s
                 print(f"round {round_no}: finished the commit a killed run had started", file=out, flush=True)
                 continue
             print(f"round {round_no}: running (window {cfg.round_window:g}s) ...", file=out, flush=True)
-            report = run_round(cfg, pipeline_args, store, round_no)
+            with _watch_interrupt() as interrupt:
+                try:
+                    report = run_round(cfg, pipeline_args, store, round_no)
+                except BaseException:
+                    if interrupt.hit:  # Beam re-raises a KeyboardInterrupt as its own error
+                        raise RoundInterrupted(round_no, unfinished.committing()) from None
+                    raise
             print(summary(report), file=out, flush=True)
             reports.append(report)
     return reports

@@ -17,9 +17,44 @@ from typing import Sequence
 from beamcrawl.pipelines.args import OneLineArgumentParser
 
 
+# Written into a demo's --out first thing: a later demo replaces only a folder holding it.
+MARKER = ".beamcrawl-demo"
+
+
+class DemoError(Exception):
+    """The demo cannot start; the message is one line."""
+
+
+def prepare_out(out: str) -> None:
+    """Empties ``out`` for a new demo, creating it and its marker.
+
+    Only a folder a previous demo wrote (it holds :data:`MARKER`) or an empty one is
+    replaced: ``--out .`` or ``--out ~`` must never cost a user their files.
+
+    Raises:
+        DemoError: ``out`` is a file, or a folder with other contents.
+    """
+    if os.path.lexists(out) and not os.path.isdir(out):
+        raise DemoError(f"--out {out} is a file, not a folder")
+    if os.path.isdir(out) and os.listdir(out):
+        if not os.path.isfile(os.path.join(out, MARKER)):
+            raise DemoError(
+                f"--out {out} is not empty and not a previous demo's output (no {MARKER} file); "
+                "give a new or empty folder"
+            )
+        shutil.rmtree(out)
+    os.makedirs(out, exist_ok=True)
+    with open(os.path.join(out, MARKER), "w", encoding="utf-8") as fh:
+        fh.write("beamcrawl demo output: `beamcrawl demo` replaces this folder when run again\n")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = OneLineArgumentParser(prog="beamcrawl demo", description=__doc__.splitlines()[0])
-    parser.add_argument("--out", default="demo-out", help="Output folder (default ./demo-out, replaced).")
+    parser.add_argument(
+        "--out", default="demo-out",
+        help="Output folder (default ./demo-out); a previous demo's output there is replaced, any other "
+        "non-empty folder refused.",
+    )  # fmt: skip
     parser.add_argument("--hosts", type=int, default=200, help="Virtual hosts in simweb (default 200).")
     parser.add_argument("--rounds", type=int, default=3, help="Rounds to crawl (default 3).")
     parser.add_argument("--round-window", type=float, default=15.0, help="Seconds of fetching per round.")
@@ -34,18 +69,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     )  # fmt: skip
     args, beam_args = parser.parse_known_args(list(argv or []))
 
+    out = os.path.abspath(args.out)
+    try:
+        prepare_out(out)
+    except (DemoError, OSError) as exc:
+        print(f"beamcrawl demo: error: {exc}", file=sys.stderr)
+        return 2
+
     from beamcrawl.core.config import CrawlConfig
     from beamcrawl.pipelines.cli import _with_local_runner
-    from beamcrawl.pipelines.crawl import crawl
+    from beamcrawl.pipelines.crawl import RoundInterrupted, crawl
     from beamcrawl.simweb.audit import audit
     from beamcrawl.simweb.testing import running_simweb
 
     import logging
 
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    out = os.path.abspath(args.out)
-    shutil.rmtree(out, ignore_errors=True)
-    os.makedirs(out)
     work = tempfile.mkdtemp(prefix="beamcrawl-demo-")
     t0 = time.time()
     with running_simweb(work, hosts=args.hosts, seed=7, change_scale=args.change_scale) as web:
@@ -65,7 +104,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             prior_change_interval=max(args.min_revisit_interval, 8 * args.change_scale or 60.0),
             revisit_horizon=max(args.min_revisit_interval, 60.0),
         )
-        reports = crawl(cfg, args.rounds, seeds, _with_local_runner(beam_args))
+        try:
+            reports = crawl(cfg, args.rounds, seeds, _with_local_runner(beam_args))
+        except RoundInterrupted as exc:
+            print(f"beamcrawl demo: {exc}", file=sys.stderr)
+            shutil.rmtree(work, ignore_errors=True)
+            return 130
         requests = web.requests()
         truth = web.truth()
     elapsed = time.time() - t0

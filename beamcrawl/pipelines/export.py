@@ -75,6 +75,9 @@ def main(argv: Sequence[str]) -> int:
     except ValueError as exc:
         print(f"{PROG}: error: {exc}", file=sys.stderr)
         return 2
+    if os.path.exists(args.out) and not os.path.isdir(args.out):
+        print(f"{PROG}: error: --out {args.out} is a file, not a folder", file=sys.stderr)
+        return 2
     try:
         os.makedirs(args.out, exist_ok=True)
     except OSError as exc:

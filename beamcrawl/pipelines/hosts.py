@@ -8,7 +8,8 @@
 ``--min-delay-ms 0`` removes a minimum delay; ``--pause-until`` takes an ISO-8601 time
 (``2026-05-01T12:00:00Z``; without a zone it is UTC) or a duration from now (``90s``, ``30m``,
 ``2h``, ``1d``, ``1h30m``); ``--pause-until now`` ends a pause. ``show`` prints the host's
-record (delay, clocks, robots cache, DNS) and policy as JSON.
+record (delay, clocks, robots cache, DNS) and policy as JSON, times as ISO-8601 UTC; a host
+the crawl has neither is an error (exit 1).
 
 HOST is a host name, ``host:port`` for a non-default port, or a URL (its host is used). A
 policy on a bare name also applies to the host's other ports unless one has its own. Policies
@@ -175,10 +176,34 @@ def set_policy(args: argparse.Namespace, out: TextIO, now: float | None = None) 
     return 0
 
 
+# The record and policy fields that hold epoch seconds (0 or None: never).
+_TIME_FIELDS = frozenset(
+    {"last_fetch_end", "not_before", "robots_fetched_at", "robots_good_at", "robots_failing_since",
+     "resolved_at", "pause_until", "updated_at"}
+)  # fmt: skip
+
+
+def iso_utc(epoch: float | None) -> str | None:
+    """``2026-05-01T12:00:00.250Z`` for epoch seconds; None for 0 or None (never)."""
+    if not epoch:
+        return None
+    when = dt.datetime.fromtimestamp(epoch, tz=dt.timezone.utc)
+    return when.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def with_iso_times(fields: dict[str, Any]) -> dict[str, Any]:
+    """A record's or policy's fields with its times as ISO-8601 UTC strings."""
+    return {k: iso_utc(v) if k in _TIME_FIELDS and isinstance(v, (int, float, type(None))) else v for k, v in fields.items()}
+
+
 def show(args: argparse.Namespace, out: TextIO) -> int:
     key = policy_key(args.host)
     with _open(args) as store:
         shown = host_view(store, key)
+    if shown["record"] is None and shown["policy"] is None:
+        raise HostsError(f"no host {key} in this crawl (neither a record nor a policy)")
+    shown["record"] = with_iso_times(shown["record"]) if shown["record"] is not None else None
+    shown["policy"] = with_iso_times(shown["policy"]) if shown["policy"] is not None else None
     json.dump(shown, out, indent=2, sort_keys=True)
     out.write("\n")
     return 0

@@ -12,11 +12,16 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
+import signal
 import subprocess
+import sys
+import threading
+import time
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Iterator, Sequence
 
 CACHE = Path(os.environ.get("BEAMCRAWL_CACHE", Path.home() / ".cache" / "beamcrawl"))
 LOCAL_RUNNER = "FnApiRunner"
@@ -92,17 +97,46 @@ def prism_binary(build: bool = True) -> Path:
     if go is None:
         raise RunnerSetupError("building the Prism runner needs the Go toolchain ('go' is not on PATH)")
     staging = CACHE / "bin" / f".prism-build-{os.getpid()}"
-    staging.mkdir(parents=True, exist_ok=True)
-    env = dict(os.environ, GOBIN=str(staging))
-    proc = subprocess.run(
-        [go, "install", f"{PRISM_MODULE}@v{version}"], env=env, capture_output=True, text=True, timeout=1800
-    )
-    if proc.returncode != 0:
-        last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
-        raise RunnerSetupError(f"cannot build Prism {version} from {PRISM_MODULE}: {last}")
-    os.replace(staging / "prism", target)  # atomic: concurrent builds never see half a binary
-    shutil.rmtree(staging, ignore_errors=True)
+    print(
+        f"building the Prism runner {version} once (go install {PRISM_MODULE}@v{version}) into "
+        f"{target.parent}; this can take a few minutes ...",
+        file=sys.stderr, flush=True,
+    )  # fmt: skip
+    started = time.monotonic()
+    try:
+        with _terminate_as_interrupt():
+            staging.mkdir(parents=True, exist_ok=True)
+            env = dict(os.environ, GOBIN=str(staging))
+            proc = subprocess.run(
+                [go, "install", f"{PRISM_MODULE}@v{version}"], env=env, capture_output=True, text=True, timeout=1800
+            )
+            if proc.returncode != 0:
+                last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
+                raise RunnerSetupError(f"cannot build Prism {version} from {PRISM_MODULE}: {last}")
+            os.replace(staging / "prism", target)  # atomic: concurrent builds never see half a binary
+    finally:
+        # Interrupted or failed, a build leaves nothing behind (the next one starts afresh).
+        shutil.rmtree(staging, ignore_errors=True)
+    print(f"built {target} in {time.monotonic() - started:.0f}s", file=sys.stderr, flush=True)
     return target
+
+
+@contextlib.contextmanager
+def _terminate_as_interrupt() -> Iterator[None]:
+    """SIGTERM raises KeyboardInterrupt in the block (as Ctrl-C does), so its cleanup runs
+    and the child it waits for is killed; outside the main thread signals stay as they are."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def interrupt(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 # --- Flink ------------------------------------------------------------------------------

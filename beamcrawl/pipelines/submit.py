@@ -1,7 +1,7 @@
 """``beamcrawl submit``: work in, with a priority and a reason.
 
     beamcrawl submit URL... [--file F] --priority high|normal|low --reason TEXT
-                     (--store URI | --crawl OUT_DIR)
+                     [--allow-private-networks] (--store URI | --crawl OUT_DIR)
 
 Adds seeds, sitemaps, feeds and urgent recrawls to a crawl's frontier and prints one line of
 JSON, the same answer the control API gives (``POST /v1/crawl-requests``)::
@@ -12,8 +12,11 @@ JSON, the same answer the control API gives (``POST /v1/crawl-requests``)::
 scale, core/freshness.SUBMIT_PRIORITY); with ``--priority high`` that includes URLs the crawl
 already knows, queued again now with their validators (an urgent recrawl, fetched
 conditionally). ``duplicates`` were given twice or, below high, are already known to the
-crawl; ``rejected`` ones cannot be crawled (the reason says why). ``--file`` reads URLs
-one per line (``#`` comments and blank lines skipped; ``-`` is standard input). The work is
+crawl; ``rejected`` ones cannot be crawled (the reason says why: ``refused: ...`` for an
+address the crawler may not connect to, link-local always, loopback and private ones
+without ``--allow-private-networks``). ``--file`` reads URLs one per line (blank lines and
+``#`` comments, at a line's start or after whitespace, skipped; ``-`` is standard input); a
+rejected URL from a file is also named on standard error as ``FILE:LINE``. The work is
 picked up by the next round; no lease is needed, since queueing writes the frontier row
 before the seen-set row and a round running meanwhile at worst queues a URL twice (fetched
 once: slot assignment folds rows of one fingerprint).
@@ -35,7 +38,7 @@ from typing import Any, Mapping, Sequence, TextIO
 from beamcrawl.core.freshness import SUBMIT_PRIORITY, submit_priority
 from beamcrawl.pipelines.args import OneLineArgumentParser
 
-__all__ = ["MAX_REASON_CHARS", "SubmitError", "SubmitRequest", "main", "read_url_file", "submit"]
+__all__ = ["MAX_REASON_CHARS", "SubmitError", "SubmitRequest", "main", "read_url_file", "read_url_lines", "submit"]
 
 MAX_REASON_CHARS = 200
 KINDS = ("auto", "page", "sitemap")
@@ -116,6 +119,18 @@ def read_url_file(path: str, stdin: TextIO | None = None) -> list[str]:
     Raises:
         SubmitError: The file cannot be read (status 2).
     """
+    return [text for _, text in read_url_lines(path, stdin)]
+
+
+def read_url_lines(path: str, stdin: TextIO | None = None) -> list[tuple[int, str]]:
+    """``(line number, URL)`` from a file: blank lines and ``#`` comments (at a line's start
+    or after whitespace: ``http://a.example/ # why``) skipped (core/seedfile.py).
+
+    Raises:
+        SubmitError: The file cannot be read (status 2).
+    """
+    from beamcrawl.core.seedfile import url_lines
+
     try:
         if path == "-":
             text = (stdin or sys.stdin).read()
@@ -128,28 +143,41 @@ def read_url_file(path: str, stdin: TextIO | None = None) -> list[str]:
         raise SubmitError(f"not a file: {path}") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise SubmitError(f"cannot read {path}: {exc}") from None
-    out = []
-    for line in text.splitlines():
-        item = line.strip()
-        if item and not item.startswith("#"):
-            out.append(item)
-    return out
+    return list(url_lines(text.splitlines()))
 
 
-def submit(store: Any, request: SubmitRequest, now_ms: int) -> dict[str, Any]:
+def submit(store: Any, request: SubmitRequest, now_ms: int, allow_private: bool = False) -> dict[str, Any]:
     """Queues a request's URLs; returns ``{"accepted", "duplicates", "rejected"}``.
 
     The one operation behind ``beamcrawl submit`` and the control API: a batched key-set read
-    of the seen set, then frontier-then-seen writes (``pipelines.crawl.submit_urls``).
+    of the seen set, then frontier-then-seen writes (``pipelines.crawl.submit_urls``). A URL
+    whose host is an address the crawler may not connect to (link-local always; loopback
+    and private ones unless ``allow_private``, the crawl's --allow-private-networks) is
+    rejected here, with the reason, rather than failing in every round.
     """
     # Imported here: crawl.py imports Apache Beam, which argument errors need not wait for.
+    from beamcrawl.core.seedfile import address_refusal
+    from beamcrawl.core.urlnorm import InvalidURL, normalize
     from beamcrawl.pipelines.crawl import submit_urls
 
+    usable, refused = [], []
+    for url in request.urls:
+        try:
+            why = address_refusal(normalize(url), allow_private)
+        except InvalidURL:
+            why = None  # submit_urls rejects it with the URL rules' reason
+        if why is None:
+            usable.append(url)
+        else:
+            refused.append({"url": url, "reason": f"refused: {why}"})
     report = submit_urls(
-        store, request.urls, now_ms, priority=submit_priority(request.priority), source=SOURCE,
+        store, usable, now_ms, priority=submit_priority(request.priority), source=SOURCE,
         reason=request.reason, kind=request.kind, requeue_known=request.priority == "high",
     )  # fmt: skip
-    return {"accepted": report.accepted, "duplicates": report.duplicates, "rejected": list(report.rejected)}
+    rejected = list(report.rejected) + refused
+    order = {url: i for i, url in reversed(list(enumerate(request.urls)))}
+    rejected.sort(key=lambda r: order.get(r["url"], len(order)))  # as given
+    return {"accepted": report.accepted, "duplicates": report.duplicates, "rejected": rejected}
 
 
 def _parser() -> OneLineArgumentParser:
@@ -167,6 +195,11 @@ def _parser() -> OneLineArgumentParser:
     where = parser.add_mutually_exclusive_group(required=True)
     where.add_argument("--store", help="The crawl's store: sqlite:///PATH, a folder, or bigtable://PROJECT/INSTANCE[/PREFIX].")
     where.add_argument("--crawl", metavar="OUT_DIR", help="The crawl's output folder (its embedded store).")
+    parser.add_argument(
+        "--allow-private-networks", action="store_true",
+        help="Accept URLs on loopback and private IP addresses (as the crawl's own flag; "
+        "link-local ones are refused always).",
+    )  # fmt: skip
     return parser
 
 
@@ -196,8 +229,11 @@ def run(argv: Sequence[str], out: TextIO, stdin: TextIO | None = None, now: floa
     """``beamcrawl submit`` with its streams given (for tests); raises SubmitError."""
     args = _parser().parse_args(list(argv))
     urls = list(args.urls)
+    where: dict[str, str] = {}  # a URL from a file: its first file and line
     for path in args.file:
-        urls.extend(read_url_file(path, stdin))
+        for number, url in read_url_lines(path, stdin):
+            where.setdefault(url, f"{'<stdin>' if path == '-' else path}:{number}")
+            urls.append(url)
     if not urls:
         raise SubmitError("no URLs given (as arguments or with --file)")
     request = SubmitRequest(tuple(urls), args.priority, args.reason, args.kind)
@@ -208,13 +244,16 @@ def run(argv: Sequence[str], out: TextIO, stdin: TextIO | None = None, now: floa
     now_ms = int((time.time() if now is None else now) * 1000)
     try:
         with open_store(uri) as store:
-            answer = submit(store, request, now_ms)
+            answer = submit(store, request, now_ms, allow_private=args.allow_private_networks)
     except StoreError as exc:
         raise SubmitError(str(exc), status=1) from None
     except Exception as exc:  # a backend's own errors (sqlite, grpc) differ; all are store trouble here
         raise SubmitError(f"store {uri}: {type(exc).__name__}: {exc}".splitlines()[0], status=1) from None
     out.write(json.dumps(answer) + "\n")
     out.flush()
+    for item in answer["rejected"]:  # the lines of a file to fix, where they came from one
+        if item["url"] in where:
+            print(f"beamcrawl submit: {where[item['url']]}: rejected {item['url']!r}: {item['reason']}", file=sys.stderr)
     return 0
 
 

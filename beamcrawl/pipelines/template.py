@@ -42,9 +42,14 @@ def run(argv: Sequence[str] | None = None) -> int:
         cfg = config_from_args(args)
         check_store_for_runner(cfg.store, beam_args)
         runner_args = prepare(beam_args)
-        seeds = read_seeds(args.seeds) if args.seeds else []
+        seeds = (
+            read_seeds(args.seeds, cfg.shape_rules(), allow_private=cfg.allow_private_networks, resolve=cfg.resolve)
+            if args.seeds
+            else []
+        )
     except (ValueError, CrawlError, RunnerSetupError) as exc:
-        print(f"beamcrawl-round: error: {exc}", file=sys.stderr)
+        for line in str(exc).splitlines():  # a seeds file: one line per bad seed line
+            print(f"beamcrawl-round: error: {line}", file=sys.stderr)
         return 2
     try:
         crawl(cfg, 1, seeds, runner_args)

@@ -394,7 +394,7 @@ class SimwebServer:
 def build_parser() -> argparse.ArgumentParser:
     """Return the command-line parser of ``python -m beamcrawl.simweb``."""
     p = argparse.ArgumentParser(
-        prog="simweb", description="Serve a deterministic synthetic web on one port."
+        prog="beamcrawl simweb", description="Serve a deterministic synthetic web on one port."
     )
     p.add_argument("--port", type=int, default=0, help="port to listen on; 0 picks a free one")
     p.add_argument("--hosts", type=int, default=50, help="number of virtual hosts (default 50)")

@@ -149,12 +149,36 @@ class Store(abc.ABC):
         self.close()
 
 
+STORE_FORMS = "sqlite:///PATH, a folder, or bigtable://PROJECT/INSTANCE[/PREFIX]"
+_SCHEMES = ("sqlite", "bigtable")
+
+
+def check_store_uri(uri: str) -> str:
+    """Returns ``uri`` if it names a store this crawler can open.
+
+    A plain path is the embedded store; anything else with a ``scheme://`` must be one of
+    ``sqlite://`` and ``bigtable://`` (``mysql://x`` or ``gs://b/x`` would otherwise become
+    a local folder named ``mysql:``).
+
+    Raises:
+        StoreError: An unknown scheme, naming the accepted forms.
+    """
+    scheme, sep, _ = uri.partition("://")
+    if sep and scheme.lower() not in _SCHEMES:
+        raise StoreError(f"unknown store {uri!r}: the store is one of {STORE_FORMS}")
+    return uri
+
+
 def open_store(uri: str) -> Store:
     """Opens the store named by ``uri``.
 
     ``sqlite:///path/to/file.sqlite`` or a plain directory or file path opens the embedded
     store; ``bigtable://PROJECT/INSTANCE[/TABLE_PREFIX]`` opens Cloud Bigtable.
+
+    Raises:
+        StoreError: An unknown scheme, or the store cannot be opened.
     """
+    check_store_uri(uri)
     if uri.startswith("bigtable://"):
         try:
             from beamcrawl.stores.bigtable import BigtableStore

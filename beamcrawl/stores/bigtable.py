@@ -146,9 +146,11 @@ class _Clients:
         from google.cloud.bigtable_v2 import BigtableClient
         from google.cloud.bigtable_v2.services.bigtable.transports import BigtableGrpcTransport
 
+        emulator = os.environ.get(EMULATOR_HOST_ENV)
+        if not emulator:
+            _require_credentials(project)
         with _quiet():
             self.data = BigtableDataClient(project=project)
-        emulator = os.environ.get(EMULATOR_HOST_ENV)
         if emulator:
             import grpc
 
@@ -162,6 +164,20 @@ class _Clients:
     def close(self) -> None:
         self.data.close()
         self.gapic.transport.close()
+
+
+def _require_credentials(project: str) -> None:
+    """Raises StoreError, one line, when Cloud Bigtable would find no credentials."""
+    from beamcrawl.core.gcp import NoCredentials, require_credentials
+
+    try:
+        require_credentials(
+            f"Bigtable (project {project})",
+            f"or, for the local emulator, set {EMULATOR_HOST_ENV}=HOST:PORT "
+            "(start one with `gcloud beta emulators bigtable start`)",
+        )
+    except NoCredentials as exc:
+        raise StoreError(str(exc)) from None
 
 
 _CLIENTS_LOCK = threading.Lock()
@@ -623,6 +639,8 @@ class BigtableStore(Store):
         """
         from google.cloud import bigtable
 
+        if not os.environ.get(EMULATOR_HOST_ENV):
+            _require_credentials(self.project)
         client = bigtable.Client(project=self.project, admin=True)
         return client.instance(self.instance).table(self.table_id(table))
 

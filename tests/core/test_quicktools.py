@@ -28,9 +28,9 @@ def test_normalize_cmd() -> None:
     assert code == 0
     assert out.getvalue().splitlines() == [
         "3c2dd40b56b2f786\thttps://news.example.in/cricket/final?id=7",
-        "invalid\tunsupported scheme 'ftp'",
+        "invalid\tunsupported scheme 'ftp'\tftp://example.com/",
         "a097098a4e7151f8\thttp://example.com/",
-        "invalid\tempty URL",
+        "invalid\tempty URL\t",
     ]
 
 
@@ -67,7 +67,7 @@ def test_robots_check_cmd(tmp_path: Path) -> None:
         "disallowed\thttps://example.com/docs/a",
         "allowed\thttps://example.com/private/a",
         "allowed\thttps://example.com/robots.txt",
-        "disallowed\t/docs/x",
+        "invalid\t/docs/x\tmissing scheme",  # the crawler never fetches a bare path
         "disallowed\thttps://example.com/%64ocs/escaped",
         "disallowed\thttps://example.com/x/../docs/dotted",
     ]

@@ -187,7 +187,7 @@ def test_hosts_show_prints_the_record_and_policy(crawl):
     shown = crawl["shown"]
     assert shown["host"] == f"{crawl['blocked']}:{crawl['port']}"
     record, policy = shown["record"], shown["policy"]
-    assert record["ip"] == "127.0.0.1" and record["resolved_at"] > 0 and record["dns_ttl"] == 300
+    assert record["ip"] == "127.0.0.1" and record["resolved_at"].endswith("Z") and record["dns_ttl"] == 300
     assert record["robots"] is not None and record["fetches"] > 0 and record["delay"] >= MIN_DELAY
     assert policy["blocked"] is True and shown["policy_from"] == shown["host"]
 
