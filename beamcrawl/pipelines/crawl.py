@@ -357,6 +357,8 @@ def run_round(cfg: CrawlConfig, pipeline_args: list[str], store: Store, round_no
         "fetch_errors": metrics.get("fetch/error", 0),
         "deferred": metrics.get("fetch/deferred", 0),
         "robots_disallowed": metrics.get("fetch/robots_disallowed", 0),
+        # Connections the address policy refused (no socket opened, nothing archived).
+        "refused": metrics.get("fetch/refused", 0),
         "bytes": metrics.get("fetch/bytes", 0),
         "links_found": metrics.get("parse/links", 0),
         "new_urls": metrics.get("url_seen/new", 0),
@@ -393,7 +395,8 @@ def summary(report: dict[str, Any]) -> str:
         f"round {report['round']}: {report['responses']} responses in {report['pipeline_seconds']:.1f}s "
         f"({report['pages_per_second']:.1f}/s) from {report['hosts_planned']} hosts",
         f"  due {report['urls_due']}, assigned {report['urls_assigned']}, robots.txt fetches {report['robots_fetches']}, "
-        f"robots-disallowed {report['robots_disallowed']}, deferred {report['deferred']}, errors {report['fetch_errors']}",
+        f"robots-disallowed {report['robots_disallowed']}, deferred {report['deferred']}, errors {report['fetch_errors']}, "
+        f"refused by address policy {report.get('refused', 0)}",
         f"  status {' '.join(f'{k}={v}' for k, v in sorted(status.items())) or '-'}; "
         f"{report['bytes'] / 1e6:.2f} MB",
         f"  links found {report['links_found']}, refused by shape {report['links_refused_by_shape']}, "

@@ -254,7 +254,7 @@ def test_private_address_refused_without_the_flag():
     with mock_server() as server:
         results, _ = run(cfg(allow_private_networks=False), [plan(server, "p.test", ["/1"], robots_known="")])
         assert server.log == []
-    assert results[0].outcome == "error" and "refused" in results[0].error
+    assert results[0].outcome == "refused" and results[0].error.startswith("refused address: loopback")
 
 
 def test_link_local_refused_even_with_the_flag():
@@ -262,8 +262,8 @@ def test_link_local_refused_even_with_the_flag():
     p = HostPlan(host="meta.test", shard=0, record=HostRecord("meta.test"), delay=0.1, fetch_robots=True,
                  entries=[FrontierEntry(url="http://meta.test/latest/meta-data/", fp=1, host="meta.test", due_ms=0)])
     results, _ = run(config, [p])
-    assert [r.outcome for r in results] == ["error"]
-    assert "refused" in results[0].error
+    assert [r.outcome for r in results] == ["refused"]
+    assert "link-local" in results[0].error
 
 
 def test_round_window_defers_what_does_not_fit():
@@ -375,7 +375,10 @@ def test_the_address_stored_by_the_resolve_stage_is_the_one_used():
     assert [r["host"] for r in log] == ["pin.test"]
     by_host = {r.entry.host.split(":")[0]: r for r in results}
     assert by_host["pin.test"].outcome == "fetched"
-    assert by_host["gone.test"].outcome == "error" and by_host["gone.test"].error == "dns: NXDOMAIN (cached)"
+    # A DNS failure defers the host's URLs (they stay queued) and holds the host back.
+    assert by_host["gone.test"].outcome == "deferred" and by_host["gone.test"].error == "dns: NXDOMAIN (cached)"
+    gone = hosts[f"gone.test:{server.port}"]
+    assert gone.dns_failures == 1 and gone.not_before >= now + 300.0
 
 
 # --- politeness across rounds ---------------------------------------------------------------
