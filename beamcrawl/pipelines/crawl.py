@@ -365,6 +365,9 @@ def run_round(cfg: CrawlConfig, pipeline_args: list[str], store: Store, round_no
         # Containment (DESIGN.md §3): links refused by their shape, URLs set aside by budgets.
         "links_refused_by_shape": sum(v for k, v in metrics.items() if k.startswith("url_seen/shape_")),
         "deferred_by_budgets": metrics.get("budgets/urls_deferred", 0),
+        # Of those, URLs the operator gave (seeds, submissions): exempt from the host caps,
+        # not from the page budget.
+        "operator_urls_deferred": metrics.get("budgets/operator_urls_deferred", 0),
         # Content seen: pages checked, new content kept, copies found (their links not
         # followed), and the copies archived as WARC revisit records.
         "content_checked": metrics.get("content_seen/pages_checked", 0),
@@ -400,7 +403,8 @@ def summary(report: dict[str, Any]) -> str:
         f"  status {' '.join(f'{k}={v}' for k, v in sorted(status.items())) or '-'}; "
         f"{report['bytes'] / 1e6:.2f} MB",
         f"  links found {report['links_found']}, refused by shape {report['links_refused_by_shape']}, "
-        f"new URLs {report['new_urls']}, deferred by budgets {report['deferred_by_budgets']}, "
+        f"new URLs {report['new_urls']}, deferred by budgets {report['deferred_by_budgets']} "
+        f"(seeds and submissions among them {report.get('operator_urls_deferred', 0)}), "
         f"frontier now {report['frontier_size']}",
         f"  revisits: changed {report.get('changed', 0)}, unchanged {report.get('unchanged', 0)} "
         f"({report.get('not_modified', 0)} by 304), dropped {report.get('dropped', 0)}; "
