@@ -17,7 +17,7 @@ import pytest
 from aiohttp import web
 
 from beamcrawl.core.config import CrawlConfig
-from beamcrawl.core.fetcher import FetchRunner, decode_body
+from beamcrawl.core.fetcher import DNS_BACKOFF_MAX, FetchRunner, decode_body, dns_backoff
 from beamcrawl.core.robots import RobotsRules
 from beamcrawl.schemas.records import FrontierEntry, HostPlan, HostRecord
 from beamcrawl.transforms.assign_slots import hold_reason, plan_host
@@ -379,6 +379,25 @@ def test_the_address_stored_by_the_resolve_stage_is_the_one_used():
     assert by_host["gone.test"].outcome == "deferred" and by_host["gone.test"].error == "dns: NXDOMAIN (cached)"
     gone = hosts[f"gone.test:{server.port}"]
     assert gone.dns_failures == 1 and gone.not_before >= now + 300.0
+
+
+def test_dns_failures_in_a_row_hold_the_host_back_twice_as_long_each_time():
+    assert [dns_backoff(n, 300.0) for n in (1, 2, 3)] == [300.0, 600.0, 1200.0]
+    assert dns_backoff(1, 0.0) == 60.0 and dns_backoff(40, 300.0) == DNS_BACKOFF_MAX
+    with mock_server() as server:
+        now = time.time()
+        again = plan(server, "gone.test", ["/1", "/2"], robots_known="")
+        again.record.dns_error, again.record.resolved_at, again.record.dns_ttl = "dns: NXDOMAIN", now, 300.0
+        again.record.dns_failures = 2
+        back = plan(server, "back.test", ["/1"], robots_known="")
+        back.record.dns_failures = 3  # resolves now (*.test maps to loopback)
+        results, hosts = run(cfg(), [again, back])
+    assert sorted(r.outcome for r in results if r.entry.host.startswith("gone")) == ["deferred", "deferred"]
+    gone = hosts[f"gone.test:{server.port}"]
+    assert gone.dns_failures == 3 and gone.not_before >= now + 1200.0
+    # Held back: slot assignment gives the host nothing until then (its URLs stay queued).
+    assert plan_host(gone.host, again.entries, gone, None, cfg(), time.time()) is None
+    assert hosts[f"back.test:{server.port}"].dns_failures == 0  # an answer ends the run
 
 
 # --- politeness across rounds ---------------------------------------------------------------
