@@ -38,8 +38,8 @@ import aiohttp
 
 from beamcrawl.core import politeness
 from beamcrawl.core.conditional import conditional_headers
-from beamcrawl.core.gate import AddressRefused, open_session
 from beamcrawl.core.config import CrawlConfig
+from beamcrawl.core.gate import AddressRefused, open_session
 from beamcrawl.core.netpolicy import ResolveRules
 from beamcrawl.core.resolver import FetchRefused, PolicyResolver, hostname_of
 from beamcrawl.core.robots import RobotsRules, cached_rules

@@ -146,8 +146,9 @@ def test_no_proxy_path_around_the_gate(connect_log):
 
 # Constructs that open a connection; outside the gate's module none may appear in the crawler.
 _CONNECTING = re.compile(
-    r"\b(ClientSession|TCPConnector|UnixConnector|aiohttp\.request|create_connection|open_connection"
-    r"|urlopen|http\.client|socket\.socket|sock_connect|requests\.|httpx|urllib3)\b\s*\("
+    r"\b(ClientSession|TCPConnector|UnixConnector|create_connection|open_connection|urlopen|sock_connect)\s*\("
+    r"|\baiohttp\.request\s*\(|\bsocket\.socket\s*\("
+    r"|^\s*(import|from)\s+(requests|httpx|urllib3|http\.client|urllib\.request|pycurl)\b"
 )
 # Not the crawler: the synthetic web's own test client (loopback only), and the readiness
 # probe of the local Bigtable emulator the store tests start.
