@@ -41,7 +41,7 @@ from beamcrawl.core.conditional import conditional_headers
 from beamcrawl.core.config import CrawlConfig
 from beamcrawl.core.gate import AddressRefused, open_session
 from beamcrawl.core.netpolicy import ResolveRules
-from beamcrawl.core.resolver import FetchRefused, PolicyResolver, hostname_of
+from beamcrawl.core.resolver import REFUSED, FetchRefused, PolicyResolver, hostname_of
 from beamcrawl.core.robots import RobotsRules, cached_rules
 from beamcrawl.core.transfer import (
     ACCEPT_ENCODING,
@@ -66,8 +66,8 @@ _PARSER_COUNTS_HEADERS = "max_headers" in inspect.signature(aiohttp.ClientSessio
 PIN_SLACK = 600.0
 # Seconds the draining thread sleeps when nothing is ready (FetchRunner.drain).
 DRAIN_PAUSE = 0.05
-# A refused address's reason starts so (core/resolver.py writes it; so does core/gate.py).
-REFUSED_PREFIX = "refused address: "
+# A refused address's reason starts so (as core/resolver.py and core/gate.py write it).
+REFUSED_PREFIX = REFUSED
 # The longest a host waits after DNS failures in a row.
 DNS_BACKOFF_MAX = 86400.0
 

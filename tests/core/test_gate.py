@@ -97,6 +97,19 @@ def test_ip_literal_hosts_are_refused_before_any_socket(connect_log, url, allow_
     assert connect_log == []
 
 
+@pytest.mark.parametrize(
+    ("rule", "allow_private", "kind"),
+    [("169.254.169.254", True, "link-local"), ("10.2.3.4", False, "private"), ("127.0.0.1", False, "loopback")],
+)
+def test_a_name_the_resolver_refuses_is_a_refusal_not_a_dns_error(connect_log, rule, allow_private, kind):
+    """A hop to another *name* (a robots.txt redirect, say) whose address the policy
+    refuses is reported as refused, like an IP literal, not as a lookup failure."""
+    resolver = PolicyResolver(ResolveRules([("alias.test", rule)]), allow_private)
+    (answer,) = _get_all(["http://alias.test:PORT/"], allow_private, resolver=resolver)
+    assert answer.startswith(f"refused: {kind} address {rule}")
+    assert connect_log == []
+
+
 def test_an_allowed_ip_literal_connects(connect_log):
     assert _get_all(["http://127.0.0.1:PORT/"], allow_private=True) == ["ok"]
     assert [host for host, _ in connect_log] == ["127.0.0.1"]
