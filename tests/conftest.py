@@ -43,3 +43,26 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if item.get_closest_marker("e2e") is not None:
             item.add_marker(pytest.mark.slow)
+
+
+@pytest.fixture
+def connect_log(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, int]]:
+    """Every address an asyncio socket connects to in this process while the test runs
+    (aiohttp's connections are made by ``loop.sock_connect``), and a guard: a connection to
+    anything but loopback raises before it is attempted, so a test of a refusal never sends
+    traffic elsewhere even if the code under test is broken."""
+    import asyncio.selector_events
+    import ipaddress
+
+    log: list[tuple[str, int]] = []
+    real = asyncio.selector_events.BaseSelectorEventLoop.sock_connect
+
+    async def sock_connect(self, sock, address):  # type: ignore[no-untyped-def]
+        host, port = str(address[0]), int(address[1])
+        log.append((host, port))
+        if not ipaddress.ip_address(host.split("%")[0]).is_loopback:
+            raise ConnectionRefusedError(f"test guard: no connection to {host} from a test")
+        return await real(self, sock, address)
+
+    monkeypatch.setattr(asyncio.selector_events.BaseSelectorEventLoop, "sock_connect", sock_connect)
+    return log

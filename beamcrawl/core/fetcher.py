@@ -39,8 +39,9 @@ import aiohttp
 from beamcrawl.core import botauth, politeness
 from beamcrawl.core.conditional import conditional_headers
 from beamcrawl.core.config import CrawlConfig
+from beamcrawl.core.gate import AddressRefused, open_session
 from beamcrawl.core.netpolicy import ResolveRules
-from beamcrawl.core.resolver import FetchRefused, PolicyResolver, hostname_of
+from beamcrawl.core.resolver import REFUSED, FetchRefused, PolicyResolver, hostname_of
 from beamcrawl.core.robots import RobotsRules, cached_rules
 from beamcrawl.core.transfer import (
     ACCEPT_ENCODING,
@@ -65,6 +66,10 @@ _PARSER_COUNTS_HEADERS = "max_headers" in inspect.signature(aiohttp.ClientSessio
 PIN_SLACK = 600.0
 # Seconds the draining thread sleeps when nothing is ready (FetchRunner.drain).
 DRAIN_PAUSE = 0.05
+# A refused address's reason starts so (as core/resolver.py and core/gate.py write it).
+REFUSED_PREFIX = REFUSED
+# The longest a host waits after DNS failures in a row.
+DNS_BACKOFF_MAX = 86400.0
 
 
 __all__ = [
@@ -131,20 +136,13 @@ class HostCrawler:
         )
 
     async def open(self) -> None:
-        connector = aiohttp.TCPConnector(
-            resolver=self.resolver,
+        # Every connection passes the address policy at the connector (core/gate.py).
+        self.session = open_session(
+            self.resolver,
+            self.cfg.allow_private_networks,
             limit=max(self.cfg.max_hosts_in_flight, 100),
             limit_per_host=2,
             ttl_dns_cache=300,
-            # A crawler archives what servers send; whether to trust a certificate is a
-            # question for the reader of the archive, so don't refuse on it.
-            ssl=False,
-        )
-        self.session = aiohttp.ClientSession(
-            connector=connector,
-            auto_decompress=False,  # WARC records keep the bytes as transferred
-            cookie_jar=aiohttp.DummyCookieJar(),
-            skip_auto_headers=("User-Agent",),
         )
 
     async def close(self) -> None:
@@ -186,9 +184,15 @@ class HostCrawler:
         record.ip, record.dns_error = answer.ip, answer.error
         record.resolved_at, record.dns_ttl = answer.resolved_at, answer.ttl
         if answer.error is not None:
-            for entry in plan.entries:
-                self.emit("result", _failed(entry, answer.error))
+            if is_refusal(answer.error):  # the address policy: recorded, never retried
+                for entry in plan.entries:
+                    self.emit("result", _refused(entry, entry.url, answer.error))
+            else:  # DNS trouble passes: the URLs wait, the host backs off
+                hold_after_dns_failure(record, time.time())
+                for entry in plan.entries:
+                    self.emit("result", _deferred(entry, answer.error))
             return record
+        record.dns_failures = 0
         self._book_ip(record.ip, record.last_fetch_end)  # the IP's clock, carried across rounds
 
         if plan.fetch_robots:
@@ -401,6 +405,8 @@ class HostCrawler:
                     body=body,
                     truncated=warc_truncated(cut),
                 )
+        except AddressRefused as exc:  # the gate refused it: no socket was opened
+            return _refused(entry, url, exc.reason, request_headers, started)
         except (aiohttp.ClientError, asyncio.TimeoutError, OSError, ValueError) as exc:
             elapsed = time.monotonic() - t0
             reason = type(exc).__name__ + (f": {exc}" if str(exc) else "")
@@ -491,8 +497,33 @@ def _deferred(entry: FrontierEntry, why: str) -> FetchResult:
     return FetchResult(entry=entry, outcome="deferred", url=entry.url, error=why)
 
 
-def _failed(entry: FrontierEntry, why: str) -> FetchResult:
-    return FetchResult(entry=entry, outcome="error", url=entry.url, fetched_at=time.time(), error=why)
+def _refused(
+    entry: FrontierEntry, url: str, why: str, request_headers: list[tuple[str, str]] | None = None,
+    started: float | None = None,
+) -> FetchResult:
+    """A request the address policy refused: no socket was opened, nothing is archived."""
+    reason = why if why.startswith(REFUSED_PREFIX) else f"{REFUSED_PREFIX}{why}"
+    return FetchResult(
+        entry=entry, outcome="refused", url=url, fetched_at=started or time.time(),
+        request_headers=request_headers or [], error=reason[:500],
+    )
+
+
+def is_refusal(error: str) -> bool:
+    """Whether a resolver error is the address policy's refusal (not DNS trouble)."""
+    return error.startswith(REFUSED_PREFIX)
+
+
+def dns_backoff(failures: int, ttl: float) -> float:
+    """Seconds a host waits after its ``failures``-th DNS failure in a row: the negative
+    answer's TTL (at least a minute), doubling with each failure, at most a day."""
+    return min(DNS_BACKOFF_MAX, max(60.0, ttl) * 2 ** max(0, failures - 1))
+
+
+def hold_after_dns_failure(record: HostRecord, now: float) -> None:
+    """Books a DNS failure in the host record: its URLs are held back with back-off."""
+    record.dns_failures += 1
+    record.not_before = max(record.not_before, now + dns_backoff(record.dns_failures, record.dns_ttl))
 
 
 class FetchRunner:

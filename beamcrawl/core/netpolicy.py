@@ -17,9 +17,11 @@ from __future__ import annotations
 import fnmatch
 import ipaddress
 import re
+import socket
 from collections.abc import Iterable, Iterator
+from urllib.parse import urlsplit
 
-__all__ = ["ForbiddenAddress", "ResolveRules", "check_address", "parse_resolve_rule"]
+__all__ = ["ForbiddenAddress", "ResolveRules", "check_address", "parse_resolve_rule", "url_refusal"]
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 
@@ -134,6 +136,44 @@ def check_address(ip: str, allow_private: bool) -> None:
     if judged is not address:
         message += f" inside {address}"
     raise ForbiddenAddress(message)
+
+
+def url_refusal(url: str, allow_private: bool) -> str | None:
+    """Why the address policy refuses ``url`` by its host alone, or None.
+
+    Only a host that *is* an address can be judged without DNS: an IP literal, IPv4 in any
+    form ``inet_aton`` accepts (``2130706433``, ``0x7f.1``, ``127.1``), IPv6 in brackets.
+    A host name returns None here; the connector judges its addresses when it connects
+    (core/gate.py). Total: any string gives None or a reason, never an exception.
+
+    Args:
+        url: An absolute URL (anything else gives None).
+        allow_private: ``--allow-private-networks``.
+
+    Returns:
+        E.g. ``"link-local address 169.254.169.254 (cloud metadata endpoint)"``.
+    """
+    try:
+        host = urlsplit(url).hostname
+    except ValueError:
+        return None
+    if not host:
+        return None
+    host = host.split("%", 1)[0].rstrip(".")  # an IPv6 zone id; a trailing dot
+    try:
+        address = str(ipaddress.ip_address(host))
+    except ValueError:
+        if ":" in host or not host or not all(c in "0123456789abcdefx." for c in host):
+            return None
+        try:
+            address = socket.inet_ntoa(socket.inet_aton(host))  # legacy numeric IPv4 forms
+        except (OSError, UnicodeError, ValueError):
+            return None
+    try:
+        check_address(address, allow_private)
+    except ForbiddenAddress as exc:
+        return str(exc)
+    return None
 
 
 def parse_resolve_rule(spec: str) -> tuple[str, str]:

@@ -25,11 +25,14 @@ import aiohttp
 from aiohttp.abc import AbstractResolver
 
 from beamcrawl.core import hostkeys
+from beamcrawl.core.gate import AddressRefused
 from beamcrawl.core.netpolicy import ForbiddenAddress, ResolveRules, check_address
 
 __all__ = ["FetchRefused", "PolicyResolver", "Resolution", "hostname_of", "resolve_many"]
 
 Lookup = Callable[[str], Awaitable[list[str]]]
+# How an answer refused by the address policy starts (``Resolution.error``).
+REFUSED = "refused address: "
 
 
 class FetchRefused(Exception):
@@ -102,7 +105,7 @@ class PolicyResolver(AbstractResolver):
             try:
                 check_address(ip, self._allow_private)
             except ForbiddenAddress as exc:
-                error = f"refused address: {exc}"
+                error = f"{REFUSED}{exc}"
         addrs = (ip,) if error is None and ip is not None else ()
         if not addrs and error is None:
             return  # nothing usable stored: resolve afresh
@@ -120,7 +123,7 @@ class PolicyResolver(AbstractResolver):
                 check_address(addr, self._allow_private)
             answer = Resolution(tuple(addrs), None, now, self._ttl)
         except ForbiddenAddress as exc:
-            answer = Resolution((), f"refused address: {exc}", now, self._ttl)
+            answer = Resolution((), f"{REFUSED}{exc}", now, self._ttl)
         except OSError as exc:  # negative answers are cached too
             answer = Resolution((), f"dns: {exc}", now, self._ttl)
         if not answer.addrs and answer.error is None:
@@ -153,10 +156,12 @@ class PolicyResolver(AbstractResolver):
         return list(dict.fromkeys(info["host"] for info in infos))
 
     async def resolve(self, host: str, port: int = 0, family: int = socket.AF_INET) -> list[dict[str, Any]]:
-        try:
-            addrs = await self.addresses(host)
-        except FetchRefused as exc:
-            raise OSError(str(exc)) from exc
+        answer = await self.resolution(host)
+        if answer.error is not None:
+            if answer.error.startswith(REFUSED):  # the policy, not DNS trouble: say so
+                raise AddressRefused(host, answer.error[len(REFUSED) :])
+            raise OSError(answer.error)
+        addrs = list(answer.addrs)
         return [
             {
                 "hostname": host,

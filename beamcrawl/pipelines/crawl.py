@@ -14,6 +14,7 @@ import logging
 import os
 import socket
 import sys
+import threading
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -65,6 +66,11 @@ class RoundInterrupted(CrawlError):
         super().__init__(message)
         self.round_no = round_no
         self.committing = committing
+
+
+class LeaseLost(CrawlError):
+    """The crawl's lease was taken over or could not be renewed while a round ran: that
+    round must not commit (another run may be working on the same frontier)."""
 
 
 @dataclass
@@ -213,13 +219,29 @@ def _requeued(cand: Candidate, cells: dict[str, bytes], now_ms: int, reason: str
 
 
 class RoundLease:
-    """The crawl's lease: held while a round runs, so rounds never overlap on one crawl."""
+    """The crawl's lease: held while a round runs, so rounds never overlap on one crawl.
 
-    def __init__(self, store: Store, ttl: float = LEASE_TTL) -> None:
+    Held for as long as the crawl runs, however long its rounds take: a thread renews it
+    (``check_and_set`` from the value this process wrote, every ``renew_every`` seconds) for
+    another ``ttl``. A renewal that finds another value has lost the lease, and so has a
+    lease that expired unrenewed; :meth:`check`, called before each commit, then raises
+    :class:`LeaseLost`.
+    """
+
+    def __init__(self, store: Store, ttl: float = LEASE_TTL, renew_every: float | None = None) -> None:
         self.store = store
         self.ttl = ttl
+        self.renew_every = renew_every if renew_every is not None else max(0.05, ttl / 4)
         self.owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         self.value: bytes | None = None
+        self.acquired = 0.0
+        self.lost: str | None = None  # why the lease is no longer ours, once it is not
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._renewer: threading.Thread | None = None
+
+    def _row(self, now: float) -> bytes:
+        return json.dumps({"owner": self.owner, "acquired": self.acquired, "expires": now + self.ttl}).encode()
 
     def acquire(self) -> None:
         current = self.store.read_keys("meta", [LEASE_KEY]).get(LEASE_KEY, {}).get("m:lease")
@@ -230,18 +252,80 @@ class RoundLease:
                     f"another round of this crawl is running (lease held by {held.get('owner')} "
                     f"until {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime(held['expires']))})"
                 )
-        now = time.time()
-        mine = json.dumps({"owner": self.owner, "acquired": now, "expires": now + self.ttl}).encode()
+        self.acquired = time.time()
+        mine = self._row(self.acquired)
         if not self.store.check_and_set("meta", LEASE_KEY, "m:lease", current, mine):
             raise LeaseHeld("another round of this crawl took the lease just now")
         self.value = mine
+        self.lost = None
         _HELD_HERE.add(self.owner)
+        self._stop.clear()
+        self._renewer = threading.Thread(target=self._keep, name="beamcrawl-lease", daemon=True)
+        self._renewer.start()
+
+    def _keep(self) -> None:
+        while not self._stop.wait(self.renew_every):
+            if not self.renew():
+                return
+
+    def renew(self) -> bool:
+        """Extends the lease by ``ttl`` from now; False once it is lost."""
+        with self._lock:
+            if self.value is None or self.lost is not None:
+                return False
+            now = time.time()
+            held_until = json.loads(self.value).get("expires", 0)
+            fresh = self._row(now)
+            try:
+                renewed = self.store.check_and_set("meta", LEASE_KEY, "m:lease", self.value, fresh)
+            except Exception as exc:  # the store unreachable for a moment: try again later
+                log.warning("could not renew the crawl's lease: %s", exc)
+                if now > held_until:
+                    self.lost = f"it expired at {_when(held_until)} while the store was unreachable"
+                    return False
+                return True
+            if renewed:
+                self.value = fresh
+                return True
+            self.lost = self._taken_by()
+            log.error("the crawl's lease was lost: %s", self.lost)
+            return False
+
+    def _taken_by(self) -> str:
+        current = self.store.read_keys("meta", [LEASE_KEY]).get(LEASE_KEY, {}).get("m:lease")
+        if current is None:
+            return "its row was removed"
+        try:
+            return f"taken by {json.loads(current).get('owner')}"
+        except (ValueError, AttributeError):
+            return "its row was overwritten"
+
+    def check(self, what: str) -> None:
+        """Raises LeaseLost (``"<what>: ..."``, one line) unless this process still holds
+        the lease, as read from the store now."""
+        with self._lock:
+            if self.lost is None and self.value is not None:
+                current = self.store.read_keys("meta", [LEASE_KEY]).get(LEASE_KEY, {}).get("m:lease")
+                expires = json.loads(self.value).get("expires", 0)
+                if current != self.value:
+                    self.lost = self._taken_by()
+                elif expires < time.time():
+                    self.lost = f"it expired at {_when(expires)} unrenewed"
+            lost = self.lost if self.value is not None else "it was never acquired"
+        if lost is not None:
+            raise LeaseLost(f"{what}: the crawl's lease was lost ({lost}); another run may hold it")
 
     def release(self) -> None:
-        if self.value is not None:
-            self.store.check_and_set("meta", LEASE_KEY, "m:lease", self.value, None)
-            self.value = None
-            _HELD_HERE.discard(self.owner)
+        self._stop.set()
+        if self._renewer is not None:
+            self._renewer.join(timeout=30)
+            self._renewer = None
+        with self._lock:
+            if self.value is not None:
+                if self.lost is None:  # never remove another owner's lease
+                    self.store.check_and_set("meta", LEASE_KEY, "m:lease", self.value, None)
+                self.value = None
+                _HELD_HERE.discard(self.owner)
 
     def __enter__(self) -> "RoundLease":
         self.acquire()
@@ -249,6 +333,10 @@ class RoundLease:
 
     def __exit__(self, *exc: object) -> None:
         self.release()
+
+
+def _when(epoch: float) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(epoch))
 
 
 # Owners of the leases this process holds now: its own pid in a lease is a live owner
@@ -361,8 +449,10 @@ def _metrics(result: Any) -> dict[str, Any]:
     return out
 
 
-def run_round(cfg: CrawlConfig, pipeline_args: list[str], store: Store, round_no: int) -> dict[str, Any]:
-    """Runs and commits one round; returns its report."""
+def run_round(
+    cfg: CrawlConfig, pipeline_args: list[str], store: Store, round_no: int, lease: RoundLease | None = None
+) -> dict[str, Any]:
+    """Runs and commits one round (only while ``lease`` still holds); returns its report."""
     outputs = RoundOutputs(cfg.out, round_no)
     outputs.prepare()
     started = time.time()
@@ -374,6 +464,8 @@ def run_round(cfg: CrawlConfig, pipeline_args: list[str], store: Store, round_no
     fetch_done = time.time()
     metrics = _metrics(result)
     shuffled = job_shuffle_figures(p, result)
+    if lease is not None:
+        lease.check(f"round {round_no} not committed")  # its files stay staged, its rows queued
     moved = _commit(store, outputs)
     finished = time.time()
     frontier_left = sum(1 for _ in store.read_range("frontier", keys_only=True))
@@ -392,12 +484,17 @@ def run_round(cfg: CrawlConfig, pipeline_args: list[str], store: Store, round_no
         "fetch_errors": metrics.get("fetch/error", 0),
         "deferred": metrics.get("fetch/deferred", 0),
         "robots_disallowed": metrics.get("fetch/robots_disallowed", 0),
+        # Connections the address policy refused (no socket opened, nothing archived).
+        "refused": metrics.get("fetch/refused", 0),
         "bytes": metrics.get("fetch/bytes", 0),
         "links_found": metrics.get("parse/links", 0),
         "new_urls": metrics.get("url_seen/new", 0),
         # Containment (DESIGN.md §3): links refused by their shape, URLs set aside by budgets.
         "links_refused_by_shape": sum(v for k, v in metrics.items() if k.startswith("url_seen/shape_")),
         "deferred_by_budgets": metrics.get("budgets/urls_deferred", 0),
+        # Of those, URLs the operator gave (seeds, submissions): exempt from the host caps,
+        # not from the page budget.
+        "operator_urls_deferred": metrics.get("budgets/operator_urls_deferred", 0),
         # Content seen: pages checked, new content kept, copies found (their links not
         # followed), and the copies archived as WARC revisit records.
         "content_checked": metrics.get("content_seen/pages_checked", 0),
@@ -433,11 +530,13 @@ def summary(report: dict[str, Any]) -> str:
         f"round {report['round']}: {report['responses']} responses in {report['pipeline_seconds']:.1f}s "
         f"({report['pages_per_second']:.1f}/s) from {report['hosts_planned']} hosts",
         f"  due {report['urls_due']}, assigned {report['urls_assigned']}, robots.txt fetches {report['robots_fetches']}, "
-        f"robots-disallowed {report['robots_disallowed']}, deferred {report['deferred']}, errors {report['fetch_errors']}",
+        f"robots-disallowed {report['robots_disallowed']}, deferred {report['deferred']}, errors {report['fetch_errors']}, "
+        f"refused by address policy {report.get('refused', 0)}",
         f"  status {' '.join(f'{k}={v}' for k, v in sorted(status.items())) or '-'}; "
         f"{report['bytes'] / 1e6:.2f} MB",
         f"  links found {report['links_found']}, refused by shape {report['links_refused_by_shape']}, "
-        f"new URLs {report['new_urls']}, deferred by budgets {report['deferred_by_budgets']}, "
+        f"new URLs {report['new_urls']}, deferred by budgets {report['deferred_by_budgets']} "
+        f"(seeds and submissions among them {report.get('operator_urls_deferred', 0)}), "
         f"frontier now {report['frontier_size']}",
         f"  revisits: changed {report.get('changed', 0)}, unchanged {report.get('unchanged', 0)} "
         f"({report.get('not_modified', 0)} by 304), dropped {report.get('dropped', 0)}; "
@@ -512,7 +611,7 @@ def crawl(cfg: CrawlConfig, rounds: int, seeds: list[str], pipeline_args: list[s
             _remove_if_empty(cfg.out)  # a crawl that never started leaves nothing behind
         raise CrawlError(str(exc)) from None
     reports = []
-    with store, RoundLease(store, ttl=lease_ttl(cfg.round_window)):
+    with store, RoundLease(store, ttl=lease_ttl(cfg.round_window)) as lease:
         if seeds:
             seeded = submit_urls(store, seeds, int(time.time() * 1000))
             print(f"seeds: {seeded.accepted} queued, {seeded.duplicates} already known", file=out)
@@ -521,13 +620,14 @@ def crawl(cfg: CrawlConfig, rounds: int, seeds: list[str], pipeline_args: list[s
             unfinished = RoundOutputs(cfg.out, round_no)
             if unfinished.committing():
                 # The last run died while committing this round: finish it, don't redo it.
+                lease.check(f"round {round_no} not committed")
                 _commit(store, unfinished)
                 print(f"round {round_no}: finished the commit a killed run had started", file=out, flush=True)
                 continue
             print(f"round {round_no}: running (window {cfg.round_window:g}s) ...", file=out, flush=True)
             with _watch_interrupt() as interrupt:
                 try:
-                    report = run_round(cfg, pipeline_args, store, round_no)
+                    report = run_round(cfg, pipeline_args, store, round_no, lease)
                 except BaseException:
                     if interrupt.hit:  # Beam re-raises a KeyboardInterrupt as its own error
                         raise RoundInterrupted(round_no, unfinished.committing()) from None

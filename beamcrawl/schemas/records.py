@@ -237,7 +237,7 @@ class UrlState:
 
     url: str
     first_seen_ms: int | None = None
-    state: str = "queued"  # queued | fetched | error | robots_disallowed
+    state: str = "queued"  # queued | fetched | error | refused | robots_disallowed
     source: str | None = None
     depth: int | None = None
     status: int | None = None
@@ -305,6 +305,8 @@ class HostRecord:
     dns_error: str | None = None
     consecutive_errors: int = 0
     fetches: int = 0
+    # DNS failures in a row (each holds the host back twice as long; core/fetcher.py).
+    dns_failures: int = 0
 
     def resolution_fresh(self, now: float) -> bool:
         """Whether the stored DNS answer (address or error) may still be used at ``now``."""
@@ -362,7 +364,7 @@ class FetchResult:
     """One fetch (or a decision not to fetch) of one queued URL."""
 
     entry: FrontierEntry
-    outcome: str  # fetched | error | robots_disallowed | deferred
+    outcome: str  # fetched | error | refused (address policy) | robots_disallowed | deferred
     url: str
     final_url: str = ""
     status: int = 0

@@ -43,6 +43,7 @@ __all__ = [
     "blocklisted",
     "dedupe_entries",
     "fetch_shard",
+    "from_operator",
     "hold_reason",
     "is_new_url",
     "plan_host",
@@ -52,6 +53,9 @@ __all__ = [
 
 # Frontier sources of URLs fetched before (the revisit scheduler's); any other is new.
 REVISIT_SOURCES = frozenset({"revisit"})
+# Ways in of the URLs the operator gave (``crawl --seeds``, ``beamcrawl submit``): the caps
+# on new hosts and new URLs are for what the crawl discovers (wildcard DNS), not for these.
+OPERATOR_SOURCES = frozenset({"seed", "submit"})
 
 
 def fetch_shard(host: str, record: HostRecord | None, shards: int, ip_delay: float = 0.0) -> int:
@@ -99,6 +103,15 @@ def hold_reason(
 def is_new_url(entry: FrontierEntry) -> bool:
     """Whether a queued URL was never fetched (a discovery, not a revisit)."""
     return entry.source not in REVISIT_SOURCES
+
+
+def from_operator(entry: FrontierEntry) -> bool:
+    """Whether the operator gave this URL (a seed or a submission), not the web."""
+    return entry.source in OPERATOR_SOURCES
+
+
+def _capped_as_new(entry: FrontierEntry) -> bool:
+    return is_new_url(entry) and not from_operator(entry)
 
 
 def dedupe_entries(entries: Iterable[FrontierEntry]) -> list[FrontierEntry]:
@@ -173,7 +186,7 @@ def plan_host(
         return None
     # A host's sudden flood of fresh links must not crowd out its revisits or take the whole
     # window: the new ones over the cap stay queued for later rounds.
-    queued, _later = cap_new_pages(queued, is_new_url, cfg.max_new_urls_per_host)
+    queued, _later = cap_new_pages(queued, _capped_as_new, cfg.max_new_urls_per_host)
 
     policy_min = (policy.min_delay_ms / 1000.0) if policy and policy.min_delay_ms else None
     rules = cached_rules(

@@ -50,7 +50,7 @@ from beamcrawl.core.outputs import DONE, RoundOutputs, part_name
 from beamcrawl.core.urlnorm import host_of
 from beamcrawl.schemas.records import FetchResult, FrontierEntry, Packed, ParsedPage, packed_by_host
 from beamcrawl.stores.base import Mutation, Store, open_store
-from beamcrawl.transforms.assign_slots import dedupe_entries
+from beamcrawl.transforms.assign_slots import dedupe_entries, from_operator
 
 __all__ = [
     "ApplyBudgets",
@@ -203,12 +203,16 @@ def budget_domain(
     by_host: dict[str, list[FrontierEntry]] = {}
     for entry in queued:
         by_host.setdefault(host_key(entry.host), []).append(entry)
+    # The operator's hosts (seeds, submissions) are admitted as if known: the caps are for
+    # host names the crawl discovers. They join the known hosts all the same.
+    operator_hosts = {h for h, host_entries in by_host.items() if any(map(from_operator, host_entries))}
     # Hosts in the order of their best URL (queued is best first).
     admission = new_hosts_cap(
-        by_host, state.hosts, per_round=rules.new_hosts_per_round, max_hosts=rules.max_hosts
+        by_host, state.hosts | operator_hosts, per_round=rules.new_hosts_per_round, max_hosts=rules.max_hosts
     )
     if rules.new_hosts_per_round or rules.max_hosts:
-        out.new_hosts = admission.new  # tracked only while a cap needs them
+        # tracked only while a cap needs them
+        out.new_hosts = sorted(operator_hosts - state.hosts) + admission.new
     waiting = set(admission.deferred)
     admitted = []
     for entry in queued:
@@ -254,6 +258,8 @@ class _BudgetFn(beam.DoFn):
         self.deferred_budget = Metrics.counter("budgets", "urls_over_budget")
         self.deferred_hosts = Metrics.counter("budgets", "urls_new_host_capped")
         self.new_hosts = Metrics.counter("budgets", "hosts_admitted")
+        # Seeds and submissions deferred (by the page budget): named in the round summary.
+        self.deferred_operator = Metrics.counter("budgets", "operator_urls_deferred")
 
     def setup(self) -> None:
         self.store = open_store(self.store_uri)
@@ -278,6 +284,7 @@ class _BudgetFn(beam.DoFn):
                 self.deferred.inc(len(decision.deferred))
                 self.deferred_budget.inc(decision.over_budget)
                 self.deferred_hosts.inc(len(decision.deferred) - decision.over_budget)
+                self.deferred_operator.inc(sum(1 for entry, _due in decision.deferred if from_operator(entry)))
             if decision.over_budget:
                 self.over.inc()
             if decision.new_hosts:

@@ -56,6 +56,7 @@ class _MetricsCollector:
         self.error = Metrics.counter(ns, "error")
         self.deferred = Metrics.counter(ns, "deferred")
         self.robots_disallowed = Metrics.counter(ns, "robots_disallowed")
+        self.refused = Metrics.counter(ns, "refused")  # the address policy: no socket opened
         self.robots_fetches = Metrics.counter(ns, "robots_fetches")
         self.bytes = Metrics.counter(ns, "bytes")
         self.latency_ms = Metrics.distribution(ns, "latency_ms")
@@ -80,6 +81,8 @@ class _MetricsCollector:
             self.deferred.inc()
         elif result.outcome == "robots_disallowed":
             self.robots_disallowed.inc()
+        elif result.outcome == "refused":
+            self.refused.inc()
 
 
 class _FetchShardsFn(beam.DoFn):

@@ -35,7 +35,8 @@ __all__ = [
     "url_state_cells",
 ]
 
-FINISHED = ("fetched", "error", "robots_disallowed")
+# refused: the address policy refused the connection; the URL is not asked for again.
+FINISHED = ("fetched", "error", "refused", "robots_disallowed")
 # url too: a URL queued by a run that died before marking it seen gets its row from here.
 STATE_FIELDS = ("url", "state", "status", "fetched_at_ms", "checksum", "error")
 # Written only when freshness scheduled the fetch (a result that never went through it

@@ -39,8 +39,10 @@ CONCURRENCY = 256
 
 
 def needs_lookup(record: HostRecord, now: float) -> bool:
-    """Whether the record's stored answer (address or error) has expired or was never made."""
-    return not record.resolution_fresh(now)
+    """Whether the record's stored answer (address or error) has expired or was never made,
+    or is a refusal by the address policy: the flags of this run decide, not those of the
+    run that stored it (an address stored as allowed is judged again where it is used)."""
+    return not record.resolution_fresh(now) or (record.dns_error or "").startswith("refused address")
 
 
 def with_resolution(record: HostRecord, answer: Resolution) -> HostRecord:

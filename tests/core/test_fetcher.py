@@ -17,7 +17,7 @@ import pytest
 from aiohttp import web
 
 from beamcrawl.core.config import CrawlConfig
-from beamcrawl.core.fetcher import FetchRunner, decode_body
+from beamcrawl.core.fetcher import DNS_BACKOFF_MAX, FetchRunner, decode_body, dns_backoff
 from beamcrawl.core.robots import RobotsRules
 from beamcrawl.schemas.records import FrontierEntry, HostPlan, HostRecord
 from beamcrawl.transforms.assign_slots import hold_reason, plan_host
@@ -254,7 +254,7 @@ def test_private_address_refused_without_the_flag():
     with mock_server() as server:
         results, _ = run(cfg(allow_private_networks=False), [plan(server, "p.test", ["/1"], robots_known="")])
         assert server.log == []
-    assert results[0].outcome == "error" and "refused" in results[0].error
+    assert results[0].outcome == "refused" and results[0].error.startswith("refused address: loopback")
 
 
 def test_link_local_refused_even_with_the_flag():
@@ -262,8 +262,8 @@ def test_link_local_refused_even_with_the_flag():
     p = HostPlan(host="meta.test", shard=0, record=HostRecord("meta.test"), delay=0.1, fetch_robots=True,
                  entries=[FrontierEntry(url="http://meta.test/latest/meta-data/", fp=1, host="meta.test", due_ms=0)])
     results, _ = run(config, [p])
-    assert [r.outcome for r in results] == ["error"]
-    assert "refused" in results[0].error
+    assert [r.outcome for r in results] == ["refused"]
+    assert "link-local" in results[0].error
 
 
 def test_round_window_defers_what_does_not_fit():
@@ -373,7 +373,29 @@ def test_the_address_stored_by_the_resolve_stage_is_the_one_used():
     assert [r["host"] for r in log] == ["pin.test"]
     by_host = {r.entry.host.split(":")[0]: r for r in results}
     assert by_host["pin.test"].outcome == "fetched"
-    assert by_host["gone.test"].outcome == "error" and by_host["gone.test"].error == "dns: NXDOMAIN (cached)"
+    # A DNS failure defers the host's URLs (they stay queued) and holds the host back.
+    assert by_host["gone.test"].outcome == "deferred" and by_host["gone.test"].error == "dns: NXDOMAIN (cached)"
+    gone = hosts[f"gone.test:{server.port}"]
+    assert gone.dns_failures == 1 and gone.not_before >= now + 300.0
+
+
+def test_dns_failures_in_a_row_hold_the_host_back_twice_as_long_each_time():
+    assert [dns_backoff(n, 300.0) for n in (1, 2, 3)] == [300.0, 600.0, 1200.0]
+    assert dns_backoff(1, 0.0) == 60.0 and dns_backoff(40, 300.0) == DNS_BACKOFF_MAX
+    with mock_server() as server:
+        now = time.time()
+        again = plan(server, "gone.test", ["/1", "/2"], robots_known="")
+        again.record.dns_error, again.record.resolved_at, again.record.dns_ttl = "dns: NXDOMAIN", now, 300.0
+        again.record.dns_failures = 2
+        back = plan(server, "back.test", ["/1"], robots_known="")
+        back.record.dns_failures = 3  # resolves now (*.test maps to loopback)
+        results, hosts = run(cfg(), [again, back])
+    assert sorted(r.outcome for r in results if r.entry.host.startswith("gone")) == ["deferred", "deferred"]
+    gone = hosts[f"gone.test:{server.port}"]
+    assert gone.dns_failures == 3 and gone.not_before >= now + 1200.0
+    # Held back: slot assignment gives the host nothing until then (its URLs stay queued).
+    assert plan_host(gone.host, again.entries, gone, None, cfg(), time.time()) is None
+    assert hosts[f"back.test:{server.port}"].dns_failures == 0  # an answer ends the run
 
 
 # --- politeness across rounds ---------------------------------------------------------------

@@ -268,3 +268,13 @@ def test_new_urls_per_host_are_capped_and_revisits_are_not():
     assert sorted(e.url for e in plan.entries[3:]) == sorted(e.url for e in revisits)
     uncapped = plan_host("a.com", fresh + revisits, fresh_record(), None, dataclasses.replace(cfg, max_new_urls_per_host=0), NOW)
     assert uncapped is not None and len(uncapped.entries) == 14
+
+
+def test_seeds_and_submissions_are_not_capped_as_new_urls():
+    cfg = dataclasses.replace(CFG, round_window=100.0, max_new_urls_per_host=3)
+    found = [entry(f"/new/{i}", priority=0.9) for i in range(5)]
+    given = [dataclasses.replace(entry(f"/seed/{i}", priority=0.5), source=("seed", "submit")[i % 2]) for i in range(6)]
+    plan = plan_host("a.com", found + given, fresh_record(), None, cfg, NOW)
+    assert plan is not None
+    urls = {e.url for e in plan.entries}
+    assert {e.url for e in given} <= urls and len(urls & {e.url for e in found}) == 3

@@ -104,6 +104,28 @@ def test_new_host_names_are_capped_per_round_and_in_all():
     assert budget_domain(full, entries, RULES, NOW).new_hosts == []  # max_hosts reached
 
 
+def test_the_operators_hosts_are_exempt_from_the_new_host_caps():
+    """33 seed hosts and 2 submitted ones under one domain, with 2 new hosts a round and 3
+    in all: every one is admitted (and becomes known); discovered names stay capped."""
+    seeds = [dataclasses.replace(entry(f"http://d{i}.uni.example/"), source="seed") for i in range(33)]
+    submitted = [dataclasses.replace(entry(f"http://s{i}.uni.example/"), source="submit") for i in range(2)]
+    found = [entry(f"http://w{i}.uni.example/", priority=0.9) for i in range(5)]
+    rules = dataclasses.replace(RULES, base=50)
+    decision = budget_domain(DomainState("uni.example"), [*seeds, *submitted, *found], rules, NOW)
+    allowed = {e.host for e in decision.allowed}
+    assert {e.host for e in seeds + submitted} <= allowed
+    assert not [e for e, _ in decision.deferred if e.source in ("seed", "submit")]
+    assert set(decision.new_hosts) == {e.host for e in seeds + submitted}
+    # The discovered names: the total cap (3) is already used up by the operator's hosts.
+    assert {e.host for e, _ in decision.deferred} == {e.host for e in found}
+
+
+def test_the_page_budget_still_applies_to_the_operators_urls():
+    seeds = [dataclasses.replace(entry(f"http://d{i}.uni.example/"), source="seed") for i in range(8)]
+    decision = budget_domain(DomainState("uni.example"), seeds, dataclasses.replace(RULES, new_hosts_per_round=0, max_hosts=0), NOW)
+    assert len(decision.allowed) == RULES.base and decision.over_budget == 8 - RULES.base
+
+
 def test_book_usage_is_idempotent_per_round():
     state = DomainState("example.com")
     cell = book_usage(state, 7, round_no=3, now=NOW, period=DAY)

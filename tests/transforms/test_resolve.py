@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import time
 
 import apache_beam as beam
@@ -88,3 +89,15 @@ def test_transform_resolves_with_rules_and_policy():
                 ("kept.example", "93.184.216.35", ""),
             ]),
         )
+
+
+def test_a_stored_refusal_is_judged_again_under_this_runs_flags():
+    """A host refused by a run without --allow-private-networks is looked up again by a run
+    with it (and allowed); a plain DNS failure stays cached while fresh."""
+    now = time.time()
+    mapped = dataclasses.replace(CFG, resolve=(("intranet.example", "10.1.1.1"),))
+    refused = resolve_records([HostRecord("intranet.example")], dataclasses.replace(mapped, allow_private_networks=False), now)
+    assert refused[0].dns_error.startswith("refused address: private address 10.1.1.1")
+    assert needs_lookup(refused[0], now + 1)
+    allowed = resolve_records(refused, dataclasses.replace(mapped, allow_private_networks=True), now + 1)
+    assert allowed[0].ip == "10.1.1.1" and allowed[0].dns_error is None
