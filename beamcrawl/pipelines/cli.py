@@ -36,6 +36,11 @@ def _crawl_parser() -> OneLineArgumentParser:
     )
     parser.add_argument("--seeds", help="File of seed URLs, one per line ('#' comments allowed).")
     parser.add_argument("--rounds", type=_positive_int, default=1, help="Rounds to run (default 1).")
+    parser.add_argument(
+        "--exit-when-idle", action="store_true",
+        help="When no URL is due, say when the next one is and exit 0, rather than wait for it "
+        "(for scheduled runs). A wait is never counted as a round.",
+    )  # fmt: skip
     add_crawl_arguments(parser)
     return parser
 
@@ -97,7 +102,7 @@ def cmd_crawl(argv: Sequence[str]) -> int:
         print(f"beamcrawl crawl: error: {exc}", file=sys.stderr)
         return 2
     try:
-        crawl(cfg, args.rounds, seeds, runner_args)
+        crawl(cfg, args.rounds, seeds, runner_args, exit_when_idle=args.exit_when_idle)
     except CrawlError as exc:
         print(f"beamcrawl crawl: error: {exc}", file=sys.stderr)
         return 1

@@ -29,6 +29,7 @@ from beamcrawl.core.faults import crash_point
 from beamcrawl.core.outputs import RoundOutputs
 from beamcrawl.core.urlnorm import InvalidURL, fingerprint, host_of, normalize
 from beamcrawl.core.urlshape import ShapeRules
+from beamcrawl.pipelines import idle
 from beamcrawl.pipelines import round as round_pipeline
 from beamcrawl.schemas.records import PRIORITY_SEED, Candidate, FrontierEntry, UrlState, fp_key
 from beamcrawl.stores.base import Mutation, Store, StoreError, open_store
@@ -414,8 +415,16 @@ def _remove_if_empty(folder: str) -> None:
         os.rmdir(folder)
 
 
-def crawl(cfg: CrawlConfig, rounds: int, seeds: list[str], pipeline_args: list[str], out: TextIO = sys.stdout) -> list[dict[str, Any]]:
-    """Seeds the frontier and runs ``rounds`` rounds; returns their reports."""
+def crawl(
+    cfg: CrawlConfig, rounds: int, seeds: list[str], pipeline_args: list[str], out: TextIO = sys.stdout,
+    *, exit_when_idle: bool = False,
+) -> list[dict[str, Any]]:
+    """Seeds the frontier and runs ``rounds`` rounds; returns their reports.
+
+    Before each round, when nothing can be fetched, it says when the next URL falls due and
+    waits for it (``pipelines/idle.py``), or stops with ``exit_when_idle``: a wait is not
+    a round.
+    """
     created = not files.is_remote(cfg.out) and not os.path.exists(cfg.out)
     try:
         files.ensure_writable(cfg.out)
@@ -440,6 +449,8 @@ def crawl(cfg: CrawlConfig, rounds: int, seeds: list[str], pipeline_args: list[s
                 _commit(store, unfinished)
                 print(f"round {round_no}: finished the commit a killed run had started", file=out, flush=True)
                 continue
+            if not idle.wait_until_due(store, cfg, out, exit_when_idle=exit_when_idle, label=f"round {round_no}: "):
+                break
             print(f"round {round_no}: running (window {cfg.round_window:g}s) ...", file=out, flush=True)
             report = run_round(cfg, pipeline_args, store, round_no)
             print(summary(report), file=out, flush=True)
