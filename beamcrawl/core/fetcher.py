@@ -10,7 +10,7 @@ robots.txt is fetched first when the cached copy is missing, stale or unreachabl
 URL is checked against the rules in force (the last good copy stands in for an unreachable
 file after 24 h, see core/robots.py) before it is requested.
 
-Every response is bounded (DESIGN.md §3, "Bounded work per input"): aiohttp's connect and
+Every response is bounded (docs/ARCHITECTURE.md §3, "Bounded work per input"): aiohttp's connect and
 total timeouts, at most ``--max-response-headers`` header lines of at most 16 KiB each, and a
 body read by :func:`transfer.read_body` up to ``--max-body-bytes`` at no less than
 ``--min-transfer-rate`` (a slow-drip server is cut, recorded as ``WARC-Truncated: time``),
