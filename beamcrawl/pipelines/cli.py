@@ -12,6 +12,7 @@
     beamcrawl store init --store bigtable://PROJECT/INSTANCE[/TABLE_PREFIX]
     beamcrawl demo [--out DIR] [--hosts N] [--rounds N]
     beamcrawl simweb --port P --hosts N --log FILE --truth FILE
+    beamcrawl simweb audit LOG TRUTH [--min-delay S] [--token TOKEN]
     beamcrawl normalize URL...
     beamcrawl robots-check --robots FILE --agent TOKEN URL...
 
@@ -130,6 +131,10 @@ def cmd_robots_check(argv: Sequence[str]) -> int:
 
 
 def cmd_simweb(argv: Sequence[str]) -> int:
+    if argv and argv[0] == "audit":  # beamcrawl simweb audit LOG TRUTH
+        from beamcrawl.simweb.audit_cli import main as audit_main
+
+        return audit_main(list(argv[1:]))
     from beamcrawl.simweb.server import main as simweb_main
 
     return simweb_main(list(argv))
