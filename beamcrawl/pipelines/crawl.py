@@ -361,7 +361,7 @@ def run_round(cfg: CrawlConfig, pipeline_args: list[str], store: Store, round_no
         "bytes": metrics.get("fetch/bytes", 0),
         "links_found": metrics.get("parse/links", 0),
         "new_urls": metrics.get("url_seen/new", 0),
-        # Containment (DESIGN.md §3): links refused by their shape, URLs set aside by budgets.
+        # Containment (docs/ARCHITECTURE.md §3): links refused by their shape, URLs set aside by budgets.
         "links_refused_by_shape": sum(v for k, v in metrics.items() if k.startswith("url_seen/shape_")),
         "deferred_by_budgets": metrics.get("budgets/urls_deferred", 0),
         # Content seen: pages checked, new content kept, copies found (their links not
