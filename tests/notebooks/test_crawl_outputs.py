@@ -126,3 +126,21 @@ def test_state_exports_match_the_store(demo_crawl, tmp_path):
     assert con.execute(f"select count(*) from '{tmp_path}/hosts/*.parquet'").fetchone()[0] == n_hosts
     states = dict(con.execute(f"select state, count(*) from '{tmp_path}/urls/*.parquet' group by 1").fetchall())
     assert states.get("fetched", 0) > 0 and states.get("queued", 0) > 0
+
+
+def test_exact_copies_among_error_pages_are_explained_where_analysts_look(demo_crawl):
+    """A site's identical 404 and 500 pages are exact copies (stored once); the Parquet files'
+    own column descriptions and SCHEMAS.md say so, and say that only 2xx pages are near copies."""
+    out = str(demo_crawl["out"])
+    schema = pq.read_table(os.path.join(out, "pages")).schema
+    description = schema.field("duplicate_kind").metadata[b"description"].decode()
+    assert "404 or 500" in description and "filter on status" in description
+    con = duckdb.connect()
+    near_non_2xx = con.execute(
+        f"select count(*) from '{out}/pages/*/*.parquet' where duplicate_kind = 'near' and not status between 200 and 299"
+    ).fetchone()[0]
+    assert near_non_2xx == 0
+    schemas_md = open(os.path.join(os.path.dirname(__file__), "..", "..", "notebooks", "SCHEMAS.md")).read()
+    assert "duplicate_kind = 'exact'" in schemas_md and "404 (or 500)" in schemas_md
+    truncated = schema.field("truncated").metadata[b"description"].decode()
+    assert "'time'" in truncated and "'length'" in truncated
