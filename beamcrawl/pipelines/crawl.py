@@ -400,7 +400,8 @@ def summary(report: dict[str, Any]) -> str:
         f"  responses: {max(report['responses'] - robots - sitemaps, 0)} pages, {robots} robots.txt, "
         f"{sitemaps} sitemaps and feeds; status {' '.join(f'{k}={v}' for k, v in sorted(status.items())) or '-'}; "
         f"{report['bytes'] / 1e6:.2f} MB",
-        f"  due {report['urls_due']}, assigned {report['urls_assigned']}, robots-disallowed {report['robots_disallowed']}",
+        f"  due {report['urls_due']}, assigned {report['urls_assigned']} (a host gets at most window / delay; "
+        f"the rest stay queued), robots-disallowed {report['robots_disallowed']}",
         f"  deferred {report['deferred']} (assigned but left queued for the next round: "
         f"{_breakdown(m, 'fetch/deferred_reason/')})",
         f"  errors {report['fetch_errors']} (requests that got no HTTP answer; retried later with back-off: "
