@@ -115,13 +115,15 @@ def _waiting_reason(entry: FrontierEntry) -> str:
     return "URLs queued for later"
 
 
-def _chunks(rows: Iterable[tuple[bytes, dict[str, bytes]]], size: int) -> Iterator[list[FrontierEntry]]:
+def _chunks(rows: Iterable[tuple[bytes, dict[str, bytes]]], size: int) -> Iterator[list[FrontierEntry] | None]:
+    """The rows' entries, ``size`` at a time; None for a row that does not decode."""
     chunk: list[FrontierEntry] = []
     for _key, cells in rows:
         try:
             chunk.append(FrontierEntry.from_cells(cells))
         except (ValueError, TypeError, KeyError):
-            continue  # a bad row is the round's to count (select/bad_rows)
+            yield None
+            continue
         if len(chunk) >= size:
             yield chunk
             chunk = []
@@ -167,6 +169,8 @@ def check_idle(store: Store, cfg: CrawlConfig, now: float) -> Idle | None:
     seen: dict[str, tuple[str | None, float | None]] = {}
     scanned = 0
     for chunk in _chunks(store.read_range("frontier", b"", due_end), CHUNK):
+        if chunk is None:
+            return None  # a due row that does not decode: the round counts it and sets it aside
         fresh = sorted({e.host for e in chunk} - seen.keys())
         seen.update(_holds(store, cfg, fresh, now) if fresh else {})
         for entry in chunk:

@@ -84,3 +84,12 @@ def test_only_blocked_hosts_or_an_empty_frontier_end_the_crawl(tmp_path):
         out = io.StringIO()
         assert wait_until_due(store, _cfg(tmp_path), out, label="round 4: ") is False
         assert out.getvalue().startswith("round 4: nothing due, and nothing will fall due by itself; waiting: 1 due URLs on hosts blocked")
+
+
+def test_an_unreadable_due_row_is_left_to_the_round(tmp_path):
+    """The round counts a bad row (select/bad_rows); the idle check must not hide it."""
+    with _store(tmp_path) as store:
+        bad_key = _entry(1, NOW - 1).key
+        store.mutate("frontier", [Mutation.set(bad_key, {"r:json": b"{not json"})])
+        _queue(store, _entry(2, NOW + 60))
+        assert check_idle(store, _cfg(tmp_path), NOW) is None
