@@ -6,7 +6,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: install emulator prism demo test bench bench-compare clean
+.PHONY: install emulator prism demo notebook test bench bench-compare clean
 
 install: $(STAMP)
 
@@ -28,6 +28,16 @@ prism: install
 
 demo: install
 	$(VENV)/bin/beamcrawl demo
+
+# notebooks/link_graph.ipynb executed on demo-out/ (crawled first if missing), written as
+# demo-out/link_graph.html and demo-out/link_graph.ipynb. The path is absolute: the
+# notebook's kernel runs in notebooks/.
+notebook: install
+	test -d demo-out/pages || $(MAKE) demo
+	BEAMCRAWL_CRAWL_OUT=$(CURDIR)/demo-out $(VENV)/bin/jupyter nbconvert --execute --to notebook \
+	    --output-dir demo-out --output link_graph notebooks/link_graph.ipynb
+	$(VENV)/bin/jupyter nbconvert --to html --output-dir demo-out demo-out/link_graph.ipynb
+	@echo "notebook: demo-out/link_graph.html (and the executed demo-out/link_graph.ipynb)"
 
 test: install emulator prism
 	$(PY) -m pytest -q tests

@@ -43,6 +43,9 @@ setup(
             "nbclient>=0.10",
             "nbformat>=5.9",
             "ipykernel>=6.25",
+            # `jupyter nbconvert --execute`, as README and `make notebook` run the notebook
+            "nbconvert>=7",
+            "jupyter_client>=8",
             # CDXJ checked against an independent indexer; Prometheus text checked by its parser
             "cdxj-indexer>=1.4,<2",
             "prometheus-client>=0.20",
@@ -50,7 +53,8 @@ setup(
             "http-message-signatures>=3,<4",
         ],
         # for analysts: notebooks/ and beamcrawl.analysis over a crawl's Parquet output
-        "notebooks": ["duckdb>=1.0", "matplotlib>=3.7", "ipykernel>=6.25"],
+        # (jupyter nbconvert runs it headless; add jupyterlab or notebook to edit it)
+        "notebooks": ["duckdb>=1.0", "matplotlib>=3.7", "ipykernel>=6.25", "jupyter_client>=8", "nbconvert>=7"],
     },
     entry_points={"console_scripts": ["beamcrawl=beamcrawl.pipelines.cli:main"]},
 )

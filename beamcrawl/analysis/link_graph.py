@@ -29,10 +29,12 @@ __all__ = [
     "HostGraph",
     "components",
     "content_type_mix",
+    "crawl_out_path",
     "crawl_progress",
     "host_graph",
     "in_degree_distribution",
     "largest_component",
+    "node_sizes",
     "open_crawl",
     "pagerank",
     "ranked_hosts",
@@ -40,6 +42,9 @@ __all__ = [
     "top_domains",
     "top_hosts",
 ]
+
+# The repository's root (a source checkout: the notebooks live in ROOT/notebooks).
+_REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 # Edges that are links a person could follow; canonical and redirect edges are not.
 LINK_KINDS = ("a", "area", "frame")
@@ -279,3 +284,51 @@ def ranked_hosts(graph: HostGraph, n: int = 20, **kwargs: Any) -> list[tuple[str
     scores = pagerank(graph.n, graph.src, graph.dst, **kwargs)
     order = np.lexsort((np.arange(graph.n), -scores))[:n]
     return [(graph.hosts[i], float(scores[i])) for i in order]
+
+
+def crawl_out_path(path: str | None = None, env: dict[str, str] | None = None) -> str:
+    """The crawl folder a notebook should open, as an absolute path.
+
+    A notebook's kernel runs in the notebook's folder (``notebooks/``), not where the user
+    typed the command, so a relative ``BEAMCRAWL_CRAWL_OUT=demo-out`` must not be taken
+    relative to the kernel. A relative path is looked for, in order, under:
+
+    1. ``BEAMCRAWL_CALLER_CWD``, when set (scripts that start a kernel elsewhere);
+    2. ``PWD``, the folder of the shell that ran ``jupyter`` (the kernel inherits the
+       variable; changing directory inside Python does not change it);
+    3. the kernel's working folder;
+    4. the repository root (``make demo`` writes ``demo-out/`` there).
+
+    The first place where it exists wins; if it exists nowhere, the first candidate is
+    returned (so the error names the folder the user meant).
+
+    Args:
+        path: The folder as given (None or empty: ``BEAMCRAWL_CRAWL_OUT``, else ``demo-out``).
+        env: The environment (default ``os.environ``).
+    """
+    env = dict(os.environ if env is None else env)
+    text = path or env.get("BEAMCRAWL_CRAWL_OUT") or "demo-out"
+    text = os.path.expanduser(text)
+    if os.path.isabs(text):
+        return os.path.normpath(text)
+    bases = [env.get("BEAMCRAWL_CALLER_CWD"), env.get("PWD"), os.getcwd(), _REPO_ROOT]
+    candidates = [os.path.normpath(os.path.join(b, text)) for b in bases if b and os.path.isabs(b)]
+    return next((c for c in candidates if os.path.isdir(c)), candidates[0])
+
+
+def node_sizes(scores: Sequence[float] | np.ndarray, smallest: float = 30.0, largest: float = 900.0) -> np.ndarray:
+    """Marker areas for nodes ranked by ``scores`` (PageRank), from ``smallest`` to ``largest``.
+
+    PageRank over a few dozen hosts is close to ``1/n`` for every one of them, so areas
+    proportional to the score all look alike. The scores are spread over the full range
+    instead: the square root of each score relative to the smallest and the largest (a
+    square root, because the eye reads a marker's area), so the best-ranked host is
+    ``largest`` and the worst ``smallest``. Equal scores give equal, middle-sized markers.
+    """
+    values = np.sqrt(np.clip(np.asarray(scores, dtype=float), 0.0, None))
+    if values.size == 0:
+        return values
+    low, high = float(values.min()), float(values.max())
+    if high - low <= 1e-12 * max(high, 1e-300):
+        return np.full(values.shape, (smallest + largest) / 2.0)
+    return smallest + (values - low) / (high - low) * (largest - smallest)

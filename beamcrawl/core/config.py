@@ -49,7 +49,7 @@ class CrawlConfig:
     store: str
     user_agent: str = DEFAULT_USER_AGENT
     robots_token: str = PRODUCT_TOKEN
-    # Politeness (DESIGN.md §3): delay = max(min_delay, crawl-delay capped, factor × response time).
+    # Politeness (docs/ARCHITECTURE.md §3): delay = max(min_delay, crawl-delay capped, factor × response time).
     min_delay: float = 1.0
     max_delay: float = 120.0
     response_time_factor: float = 10.0

@@ -10,7 +10,7 @@ robots.txt is fetched first when the cached copy is missing, stale or unreachabl
 URL is checked against the rules in force (the last good copy stands in for an unreachable
 file after 24 h, see core/robots.py) before it is requested.
 
-Every response is bounded (DESIGN.md §3, "Bounded work per input"): aiohttp's connect and
+Every response is bounded (docs/ARCHITECTURE.md §3, "Bounded work per input"): aiohttp's connect and
 total timeouts, at most ``--max-response-headers`` header lines of at most 16 KiB each, and a
 body read by :func:`transfer.read_body` up to ``--max-body-bytes`` at no less than
 ``--min-transfer-rate`` (a slow-drip server is cut, recorded as ``WARC-Truncated: time``),
@@ -524,6 +524,46 @@ def hold_after_dns_failure(record: HostRecord, now: float) -> None:
     """Books a DNS failure in the host record: its URLs are held back with back-off."""
     record.dns_failures += 1
     record.not_before = max(record.not_before, now + dns_backoff(record.dns_failures, record.dns_ttl))
+
+
+# The kinds a round's report breaks fetch errors and deferrals into (fetch/error_kind/*,
+# fetch/deferred_reason/*): a fixed vocabulary, so the counters are few whatever the web says.
+ERROR_KINDS = ("dns", "refused_address", "timeout", "connect", "connection_lost", "bad_response", "other")
+DEFERRED_REASONS = ("window_ended", "robots_unknown", "robots_unavailable", "internal", "other")
+
+
+def error_kind(reason: str | None) -> str:
+    """The kind of a fetch error (no HTTP answer), from its recorded reason: one of
+    :data:`ERROR_KINDS`."""
+    text = (reason or "").lower()
+    if "address" in text and ("refused" in text or "not allowed" in text or "private" in text or "link-local" in text):
+        return "refused_address"
+    if "dns" in text or "name or service" in text or "resolve" in text or "gaierror" in text or "no address" in text:
+        return "dns"
+    if "timeout" in text or "timed out" in text or "transfer rate" in text or "stalled" in text:
+        return "timeout"
+    if "connectorerror" in text or "connection refused" in text or "cannot connect" in text:
+        return "connect"
+    if "disconnect" in text or "reset" in text or "payload" in text or "connection lost" in text or "broken pipe" in text:
+        return "connection_lost"
+    if "header" in text or "response" in text or "http" in text or "valueerror" in text:
+        return "bad_response"
+    return "other"
+
+
+def deferred_reason(reason: str | None) -> str:
+    """Why an assigned URL was left for a later round, from its recorded reason: one of
+    :data:`DEFERRED_REASONS`."""
+    text = (reason or "").lower()
+    if "window" in text:
+        return "window_ended"
+    if "robots.txt unknown" in text:
+        return "robots_unknown"
+    if "robots.txt unavailable" in text:
+        return "robots_unavailable"
+    if "internal error" in text:
+        return "internal"
+    return "other"
 
 
 class FetchRunner:

@@ -1,6 +1,6 @@
 """How long to wait before the next request to a host: pure functions, no clock, no I/O.
 
-The rule (DESIGN.md §3): delay = max(floor, crawl-delay capped at the ceiling, factor × last
+The rule (docs/ARCHITECTURE.md §3): delay = max(floor, crawl-delay capped at the ceiling, factor × last
 response time), kept within [floor, ceiling]; an operator's minimum delay wins over the
 ceiling. A 429 or 503 at least doubles the delay and honours Retry-After; a run of server
 errors or connection failures pushes the host's next allowed time back exponentially. The

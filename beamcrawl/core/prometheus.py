@@ -1,10 +1,12 @@
-"""A round's report in the Prometheus text exposition format (``reports/round-N.prom``).
+"""The latest round's report in the Prometheus text exposition format (``reports/beamcrawl.prom``).
 
-Dashboards that already scrape Prometheus read the file through node_exporter's textfile
-collector (copy or link the newest file into its folder) or import it with ``promtool tsdb
-create-blocks-from openmetrics``-style tooling. Everything is a gauge or a summary holding
-*this round's* values; the round number is the ``beamcrawl_round`` gauge, not a label, so a
-crawl of a thousand rounds is still a handful of series.
+One file, replaced after every round (written under a temporary name, then renamed, so a
+reader never sees half of it): point node_exporter's textfile collector at ``reports/``
+(``--collector.textfile.directory``) and Prometheus scrapes the latest round's figures. A
+file per round would repeat the same metric names, which the collector refuses as clashes;
+each round's full report stays in ``reports/round-NNNNNN.json``. Everything is a gauge or a
+summary holding *the latest round's* values; the round number is the ``beamcrawl_round``
+gauge, not a label, so a crawl of a thousand rounds is still a handful of series.
 
 Mapping, for a report as ``pipelines/crawl.py`` writes it:
 
@@ -28,7 +30,10 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["render", "write_beside"]
+__all__ = ["LATEST", "render", "write_latest"]
+
+# The file name in ``reports/``.
+LATEST = "beamcrawl.prom"
 
 PREFIX = "beamcrawl"
 
@@ -197,12 +202,12 @@ def render(report: dict[str, Any]) -> str:
     return families.text()
 
 
-def write_beside(report: dict[str, Any], json_path: str) -> str:
-    """Writes ``render(report)`` next to the report's JSON file (``.json`` → ``.prom``),
-    atomically (readers never see half a file); returns the path."""
-    stem = json_path[: -len(".json")] if json_path.endswith(".json") else json_path
-    path = f"{stem}.prom"
+def write_latest(report: dict[str, Any], reports_dir: str) -> str:
+    """Replaces ``reports_dir/beamcrawl.prom`` with ``render(report)``, atomically (a
+    temporary name, then a rename: readers see the old file or the new one, never half);
+    returns the path."""
     from beamcrawl.core import files
 
+    path = f"{reports_dir.rstrip('/')}/{LATEST}"
     files.write_bytes(path, render(report).encode("utf-8"))
     return path

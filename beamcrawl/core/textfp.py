@@ -2,7 +2,7 @@
 and the permuted tables that find fingerprints within 3 bits (pure; no Beam).
 
 A page's fingerprint is Charikar's simhash of its visible text, as Manku, Jain and Das
-Sarma use it for crawling (DESIGN.md §1 step 5):
+Sarma use it for crawling (docs/ARCHITECTURE.md §1 step 7):
 
 1. **Visible text.** The HTML is parsed with selectolax (Lexbor) and everything a reader
    does not read as the page's content is removed first: scripts, styles, forms, hidden

@@ -1,6 +1,6 @@
 """Bounded work per response body: a minimum transfer rate, a size cap, and capped decompression.
 
-DESIGN.md §3, "Bounded work per input": every fetch has a connect timeout, a total timeout, a
+docs/ARCHITECTURE.md §3, "Bounded work per input": every fetch has a connect timeout, a total timeout, a
 minimum transfer rate and a size cap. The timeouts are aiohttp's (``ClientTimeout``); this
 module adds the other two, for the body, plus the cap on what a compressed body may expand to.
 

@@ -78,7 +78,7 @@ def add_crawl_arguments(parser: Any) -> None:
     Each ``--dashed-name`` is also accepted, unlisted in help, as ``--dashed_name``: Dataflow
     Flex Template parameters are passed as ``--name=value`` with underscores.
     """
-    _add(parser, "--out", help="Output folder: warc/, pages/, links/, reports/ (DESIGN.md §2).")
+    _add(parser, "--out", help="Output folder: warc/, pages/, links/, reports/ (docs/ARCHITECTURE.md §2).")
     _add(parser, 
         "--store",
         default=None,
@@ -224,7 +224,7 @@ def add_crawl_arguments(parser: Any) -> None:
 
 
 def _add_limit_arguments(parser: Any) -> None:
-    """Bounded work per input (DESIGN.md §3): transfer limits, URL shape, budgets."""
+    """Bounded work per input (docs/ARCHITECTURE.md §3): transfer limits, URL shape, budgets."""
     _add(parser,
         "--min-transfer-rate",
         type=_number(float, "--min-transfer-rate", 0),

@@ -16,6 +16,7 @@
     beamcrawl api (--crawl OUT_DIR | --store URI [--reports DIR]) [--bind ADDR] [--port P] [--token-file F]
     beamcrawl demo [--out DIR] [--hosts N] [--rounds N]   (DIR: new, empty, or a previous demo's)
     beamcrawl simweb --port P --hosts N --log FILE --truth FILE
+    beamcrawl simweb audit LOG TRUTH [--min-delay S] [--token TOKEN]
     beamcrawl normalize URL...
     beamcrawl robots-check --robots FILE --agent TOKEN URL...
 
@@ -47,6 +48,11 @@ def _crawl_parser() -> OneLineArgumentParser:
         "whitespace). Needed to start a crawl; a rerun on the same --out resumes without it.",
     )  # fmt: skip
     parser.add_argument("--rounds", type=_positive_int, default=1, metavar="N", help="Rounds to run (default 1).")
+    parser.add_argument(
+        "--exit-when-idle", action="store_true",
+        help="When no URL is due, say when the next one is and exit 0, rather than wait for it "
+        "(for scheduled runs). A wait is never counted as a round.",
+    )  # fmt: skip
     add_crawl_arguments(parser)
     return parser
 
@@ -116,7 +122,7 @@ def cmd_crawl(argv: Sequence[str]) -> int:
         print("beamcrawl crawl: interrupted before the first round", file=sys.stderr)
         return INTERRUPTED
     try:
-        crawl(cfg, args.rounds, seeds, runner_args)
+        crawl(cfg, args.rounds, seeds, runner_args, exit_when_idle=args.exit_when_idle)
     except RoundInterrupted as exc:
         return _interrupted(str(exc))
     except KeyboardInterrupt:
@@ -166,6 +172,10 @@ def cmd_robots_check(argv: Sequence[str]) -> int:
 
 
 def cmd_simweb(argv: Sequence[str]) -> int:
+    if argv and argv[0] == "audit":  # beamcrawl simweb audit LOG TRUTH
+        from beamcrawl.simweb.audit_cli import main as audit_main
+
+        return audit_main(list(argv[1:]))
     from beamcrawl.simweb.server import main as simweb_main
 
     return simweb_main(list(argv))

@@ -30,6 +30,7 @@ from beamcrawl.core.faults import crash_point
 from beamcrawl.core.outputs import RoundOutputs
 from beamcrawl.core.urlnorm import InvalidURL, fingerprint, host_of, normalize
 from beamcrawl.core.urlshape import ShapeRules
+from beamcrawl.pipelines import idle
 from beamcrawl.pipelines import round as round_pipeline
 from beamcrawl.pipelines.job_metrics import job_shuffle_figures
 from beamcrawl.schemas.records import PRIORITY_SEED, Candidate, FrontierEntry, UrlState, fp_key
@@ -489,7 +490,7 @@ def run_round(
         "bytes": metrics.get("fetch/bytes", 0),
         "links_found": metrics.get("parse/links", 0),
         "new_urls": metrics.get("url_seen/new", 0),
-        # Containment (DESIGN.md §3): links refused by their shape, URLs set aside by budgets.
+        # Containment (docs/ARCHITECTURE.md §3): links refused by their shape, URLs set aside by budgets.
         "links_refused_by_shape": sum(v for k, v in metrics.items() if k.startswith("url_seen/shape_")),
         "deferred_by_budgets": metrics.get("budgets/urls_deferred", 0),
         # Of those, URLs the operator gave (seeds, submissions): exempt from the host caps,
@@ -519,32 +520,49 @@ def run_round(
         "metrics": metrics,
     }
     files.write_bytes(outputs.report_path(), json.dumps(report, indent=2, sort_keys=True, default=str).encode())
-    prometheus.write_beside(report, outputs.report_path())  # reports/round-N.prom for dashboards
+    # The latest round for monitoring: one file whatever the round (reports/beamcrawl.prom).
+    prometheus.write_latest(report, os.path.dirname(outputs.report_path()))
     return report
 
 
 def summary(report: dict[str, Any]) -> str:
-    """One screen about a round."""
-    status = {k.split("/")[-1]: v for k, v in report["metrics"].items() if k.startswith("fetch/status/")}
+    """One screen about a round, each figure with what it counts."""
+    m = report["metrics"]
+    status = {k.split("/")[-1]: v for k, v in m.items() if k.startswith("fetch/status/")}
+    robots, sitemaps = report["robots_fetches"], report.get("sitemaps_read", 0)
     lines = [
         f"round {report['round']}: {report['responses']} responses in {report['pipeline_seconds']:.1f}s "
         f"({report['pages_per_second']:.1f}/s) from {report['hosts_planned']} hosts",
-        f"  due {report['urls_due']}, assigned {report['urls_assigned']}, robots.txt fetches {report['robots_fetches']}, "
-        f"robots-disallowed {report['robots_disallowed']}, deferred {report['deferred']}, errors {report['fetch_errors']}, "
-        f"refused by address policy {report.get('refused', 0)}",
-        f"  status {' '.join(f'{k}={v}' for k, v in sorted(status.items())) or '-'}; "
+        # "responses" is every HTTP answer, whatever was asked for.
+        f"  responses: {max(report['responses'] - robots - sitemaps, 0)} pages, {robots} robots.txt, "
+        f"{sitemaps} sitemaps and feeds; status {' '.join(f'{k}={v}' for k, v in sorted(status.items())) or '-'}; "
         f"{report['bytes'] / 1e6:.2f} MB",
+        f"  due {report['urls_due']}, assigned {report['urls_assigned']} (a host gets at most window / delay; "
+        f"the rest stay queued), robots-disallowed {report['robots_disallowed']}",
+        f"  deferred {report['deferred']} (assigned but left queued for the next round: "
+        f"{_breakdown(m, 'fetch/deferred_reason/')})",
+        f"  errors {report['fetch_errors']} (requests that got no HTTP answer; retried later with back-off: "
+        f"{_breakdown(m, 'fetch/error_kind/')})",
+        f"  refused by address policy {report.get('refused', 0)} (never connected: link-local always, loopback "
+        f"and private addresses without --allow-private-networks)",
         f"  links found {report['links_found']}, refused by shape {report['links_refused_by_shape']}, "
-        f"new URLs {report['new_urls']}, deferred by budgets {report['deferred_by_budgets']} "
-        f"(seeds and submissions among them {report.get('operator_urls_deferred', 0)}), "
-        f"frontier now {report['frontier_size']}",
+        f"new URLs {report['new_urls']}, frontier now {report['frontier_size']}",
+        f"  deferred by budgets {report['deferred_by_budgets']} (queued URLs set aside, due again later, never "
+        f"deleted: over the domain's page budget {m.get('budgets/urls_over_budget', 0)}, over a host's or "
+        f"domain's cap on new URLs or host names {m.get('budgets/urls_new_host_capped', 0)}; seeds and submissions "
+        f"among them {report.get('operator_urls_deferred', 0)})",
         f"  revisits: changed {report.get('changed', 0)}, unchanged {report.get('unchanged', 0)} "
-        f"({report.get('not_modified', 0)} by 304), dropped {report.get('dropped', 0)}; "
-        f"sitemaps and feeds read {report.get('sitemaps_read', 0)}",
+        f"({report.get('not_modified', 0)} by 304), dropped {report.get('dropped', 0)}",
     ]
     for kind, paths in sorted(report["files"].items()):
         lines.append(f"  {kind}: {len(paths)} file(s)")
     return "\n".join(lines)
+
+
+def _breakdown(metrics: dict[str, Any], prefix: str) -> str:
+    """``a 3, b 1`` from the counters under ``prefix`` (largest first), or ``none``."""
+    parts = sorted(((k[len(prefix) :], v) for k, v in metrics.items() if k.startswith(prefix) and v), key=lambda kv: (-kv[1], kv[0]))
+    return ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in parts) or "none"
 
 
 def _remove_if_empty(folder: str) -> None:
@@ -595,8 +613,16 @@ def _require_gcs_credentials(out: str) -> None:
         raise CrawlError(str(exc)) from None
 
 
-def crawl(cfg: CrawlConfig, rounds: int, seeds: list[str], pipeline_args: list[str], out: TextIO = sys.stdout) -> list[dict[str, Any]]:
-    """Seeds the frontier and runs ``rounds`` rounds; returns their reports."""
+def crawl(
+    cfg: CrawlConfig, rounds: int, seeds: list[str], pipeline_args: list[str], out: TextIO = sys.stdout,
+    *, exit_when_idle: bool = False,
+) -> list[dict[str, Any]]:
+    """Seeds the frontier and runs ``rounds`` rounds; returns their reports.
+
+    Before each round, when nothing can be fetched, it says when the next URL falls due and
+    waits for it (``pipelines/idle.py``), or stops with ``exit_when_idle``: a wait is not
+    a round.
+    """
     created = not files.is_remote(cfg.out) and not os.path.exists(cfg.out)
     if cfg.out.startswith("gs://"):
         _require_gcs_credentials(cfg.out)
@@ -624,6 +650,8 @@ def crawl(cfg: CrawlConfig, rounds: int, seeds: list[str], pipeline_args: list[s
                 _commit(store, unfinished)
                 print(f"round {round_no}: finished the commit a killed run had started", file=out, flush=True)
                 continue
+            if not idle.wait_until_due(store, cfg, out, exit_when_idle=exit_when_idle, label=f"round {round_no}: "):
+                break
             print(f"round {round_no}: running (window {cfg.round_window:g}s) ...", file=out, flush=True)
             with _watch_interrupt() as interrupt:
                 try:

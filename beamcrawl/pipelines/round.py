@@ -1,4 +1,4 @@
-"""One crawl round as one Beam job (DESIGN.md §1).
+"""One crawl round as one Beam job (docs/ARCHITECTURE.md §1).
 
 select due URLs → apply domain budgets (over-budget URLs deferred, not deleted) → host
 state → resolve hosts (addresses for per-IP politeness) → assign slots per host

@@ -3,7 +3,8 @@
 The launcher passes the template's parameters (templates/crawl_round/metadata.json) and
 Dataflow's own options (runner, project, region, temp_location, sdk_container_image, …) as
 flags. The round is idempotent and resumable: a launch that finds the previous round still
-running exits cleanly (the round lease), and a round rerun after a failure redoes only what
+running exits cleanly (the round lease), so does one that finds nothing due (saying when
+the next URL is; no empty job is launched), and a round rerun after a failure redoes only what
 was not committed.
 
 EXAMPLES::
@@ -52,7 +53,8 @@ def run(argv: Sequence[str] | None = None) -> int:
             print(f"beamcrawl-round: error: {line}", file=sys.stderr)
         return 2
     try:
-        crawl(cfg, 1, seeds, runner_args)
+        # A scheduled launch with nothing due says when there will be and ends (no job).
+        crawl(cfg, 1, seeds, runner_args, exit_when_idle=True)
     except LeaseHeld as exc:
         log.info("not starting: %s", exc)  # the previous round still runs: nothing to do
         return 0

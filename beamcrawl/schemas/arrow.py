@@ -76,7 +76,13 @@ PAGES_SCHEMA = pa.schema(
         _f("waited_ms", pa.float64(), "How long the request waited for its host's turn (politeness), milliseconds."),
         _f("content_type", pa.string(), "The Content-Type response header, as sent."),
         _f("content_length", pa.int64(), "Payload bytes after undoing Content-Encoding (at most the body cap)."),
-        _f("truncated", pa.string(), "'length' when the body cap cut the payload (WARC-Truncated), else null."),
+        _f(
+            "truncated",
+            pa.string(),
+            "Why the payload is incomplete, as WARC-Truncated says it: 'length' (the body cap or the decoded-size "
+            "cap cut it), 'time' (cut for transferring too slowly: minimum rate or stall), 'unspecified'; null "
+            "when the whole body arrived.",
+        ),
         _f("changed", pa.bool_(), "Whether the content differs from the previous fetch of url."),
         _f("checksum", pa.string(), "16 hex digits: 64-bit mmh3 of the payload (exact-duplicate key)."),
         _f("simhash", pa.string(), "16 hex digits: 64-bit simhash of the text (near-duplicate key)."),
@@ -85,7 +91,9 @@ PAGES_SCHEMA = pa.schema(
             "duplicate_kind",
             pa.string(),
             "exact (the same payload: archived as a WARC revisit record when the bytes sent match too) | "
-            "near (simhash of the text within 3 bits: not archived); null when not a copy.",
+            "near (simhash of the text within 3 bits: not archived); null when not a copy. Any status takes "
+            "part in exact matching, so a site's identical 404 or 500 pages are exact copies of its first "
+            "one (stored once); filter on status for copies of 2xx content. Only 2xx pages are near copies.",
         ),
         _f("duplicate_distance", pa.int32(), "Differing bits between this page's simhash and its original's (0 for an exact copy)."),
         _f(

@@ -157,15 +157,23 @@ def _not_modified(request: web.BaseRequest, sim: SimResponse) -> bool:
 Handler = Callable[[web.BaseRequest], Awaitable[web.StreamResponse]]
 
 SYNC_PATH = "/_simweb/sync"
+# The seed list: every virtual host's root, one URL a line (``GET /seeds.txt`` on the
+# server's own address), so a crawl of simweb can start from all of it.
+SEEDS_PATH = "/seeds.txt"
+
+
+def seed_list(sim_web: SimWeb, port: int) -> str:
+    """Every virtual host's root URL on ``port``, one a line, in the web's own order."""
+    return "".join(f"http://{name}:{port}/\n" for name in sim_web.names)
 
 
 def make_handler(sim_web: SimWeb, log: RequestLog) -> Handler:
     """Build the request handler that answers every request from ``sim_web``.
 
-    Besides the web itself it answers one control request, ``GET /_simweb/sync`` on a host name
-    that is not a simweb host (``127.0.0.1:PORT``): it returns once no other request is being
-    handled (at most 5 s), so every response a client has received is in the log. It is the
-    only request that is not logged.
+    Besides the web itself it answers two control requests on a host name that is not a
+    simweb host (``127.0.0.1:PORT``), neither of them logged: ``GET /_simweb/sync`` returns
+    once no other request is being handled (at most 5 s), so every response a client has
+    received is in the log; ``GET /seeds.txt`` returns the seed list (:func:`seed_list`).
 
     Args:
         sim_web: The model answering requests.
@@ -189,6 +197,10 @@ def make_handler(sim_web: SimWeb, log: RequestLog) -> Handler:
         target = request.raw_path
         if target == SYNC_PATH and host not in sim_web.index:
             return await sync()
+        if target == SEEDS_PATH and host not in sim_web.index:
+            sockname = request.transport.get_extra_info("sockname") if request.transport else None
+            port = sockname[1] if sockname else 80
+            return web.Response(text=seed_list(sim_web, port), content_type="text/plain")
         inflight += 1
         try:
             return await serve(request, start, host, target)

@@ -7,7 +7,7 @@ by key range (sorted, optionally keys only) or by a set of keys in one batched r
 writes are batches of mutations applied in order. There is no per-key lookup method on
 purpose: callers batch.
 
-Tables (DESIGN.md §2):
+Tables (docs/ARCHITECTURE.md §2):
     urls      the seen set and URL state, keyed by the 8-byte big-endian URL fingerprint
     frontier  queued URLs, keyed by 8-byte due time (ms since epoch) + 8-byte fingerprint
     hosts     host records (delay, last fetch, robots cache), keyed by host name

@@ -1,4 +1,4 @@
-"""The Cloud Bigtable store: the store interface on Bigtable tables (DESIGN.md §2).
+"""The Cloud Bigtable store: the store interface on Bigtable tables (docs/ARCHITECTURE.md §2).
 
 ``bigtable://PROJECT/INSTANCE[/TABLE_PREFIX]`` names an instance and a prefix; each of
 :data:`~beamcrawl.stores.base.TABLES` is one Bigtable table, ``PREFIX_TABLE`` (or just

@@ -1,4 +1,4 @@
-"""The embedded store: the Bigtable-shaped interface on one SQLite file (DESIGN.md §2).
+"""The embedded store: the Bigtable-shaped interface on one SQLite file (docs/ARCHITECTURE.md §2).
 
 Each table is stored one row per *cell*, ``(k BLOB, c TEXT, v BLOB)`` with primary key
 ``(k, c)`` in a ``WITHOUT ROWID`` table, so the table is a B-tree clustered on the row key

@@ -1,5 +1,5 @@
 """Content seen? Exact copies by checksum, near copies by simhash, each found by a batched
-sort-merge join against what the crawl already keeps (DESIGN.md §1 step 5).
+sort-merge join against what the crawl already keeps (docs/ARCHITECTURE.md §1 step 7).
 
 Every fetched page with a 2xx payload is checked; HTML pages also by their text:
 
@@ -38,7 +38,7 @@ finds its own URL in the content-seen set is the same page unchanged, not a copy
 are not fetched 2xx payloads pass through unchanged; non-HTML payloads (PDFs...) get the
 exact check only.
 
-Stored rows (DESIGN.md §2):
+Stored rows (docs/ARCHITECTURE.md §2):
 
 =========  ========================================  ==========================================
 table      key                                       cells

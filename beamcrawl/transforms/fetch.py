@@ -36,7 +36,7 @@ from apache_beam.utils.windowed_value import WindowedValue
 
 from beamcrawl.core import gctune
 from beamcrawl.core.config import CrawlConfig
-from beamcrawl.core.fetcher import FetchRunner
+from beamcrawl.core.fetcher import DEFERRED_REASONS, ERROR_KINDS, FetchRunner, deferred_reason, error_kind
 from beamcrawl.schemas.records import FetchResult, HostPlan
 
 __all__ = ["FetchPages", "needs_processing"]
@@ -62,6 +62,9 @@ class _MetricsCollector:
         self.latency_ms = Metrics.distribution(ns, "latency_ms")
         self.politeness_wait_ms = Metrics.distribution(ns, "politeness_wait_ms")
         self.status = {c: Metrics.counter(ns, f"status/{c}xx") for c in range(1, 6)}
+        # The report's breakdowns of errors and deferrals (a fixed vocabulary each).
+        self.error_kinds = {k: Metrics.counter(ns, f"error_kind/{k}") for k in ERROR_KINDS}
+        self.deferred_reasons = {k: Metrics.counter(ns, f"deferred_reason/{k}") for k in DEFERRED_REASONS}
 
     def count(self, result: FetchResult) -> None:
         self.received.inc()
@@ -77,8 +80,10 @@ class _MetricsCollector:
                 self.robots_fetches.inc()
         elif result.outcome == "error":
             self.error.inc()
+            self.error_kinds[error_kind(result.error)].inc()
         elif result.outcome == "deferred":
             self.deferred.inc()
+            self.deferred_reasons[deferred_reason(result.error)].inc()
         elif result.outcome == "robots_disallowed":
             self.robots_disallowed.inc()
         elif result.outcome == "refused":

@@ -316,7 +316,7 @@ def _changed(page: ParsedPage) -> bool | None:
 
 
 def page_event(page: ParsedPage, blob: str | None, note: str | None = None) -> dict[str, Any]:
-    """The fetch event of DESIGN.md §1 step 6, as a pages/ Parquet row (its round is the
+    """The fetch event of docs/ARCHITECTURE.md §1 step 9, as a pages/ Parquet row (its round is the
     folder it is written to, ``pages/round=N/``).
 
     Args:

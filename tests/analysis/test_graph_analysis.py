@@ -170,3 +170,27 @@ def test_an_empty_crawl_folder_answers_with_no_rows(tmp_path):
     assert lg.crawl_progress(con).fetchall() == []
     with pytest.raises(FileNotFoundError):
         lg.open_crawl(str(tmp_path / "missing"))
+
+
+def test_node_sizes_span_the_range_by_square_root_and_keep_order():
+    from beamcrawl.analysis.link_graph import node_sizes
+
+    sizes = node_sizes([0.04, 0.01, 0.09], smallest=10, largest=100)
+    assert list(sizes) == pytest.approx([55.0, 10.0, 100.0])  # sqrt: 0.2 halfway between 0.1 and 0.3
+    assert list(node_sizes([0.2, 0.2], smallest=10, largest=100)) == [55.0, 55.0]
+    assert node_sizes([]).size == 0
+
+
+def test_crawl_out_path_resolves_against_the_caller(tmp_path, monkeypatch):
+    from beamcrawl.analysis.link_graph import crawl_out_path
+
+    caller, kernel = tmp_path / "caller", tmp_path / "caller" / "notebooks"
+    (caller / "demo-out").mkdir(parents=True)
+    kernel.mkdir()
+    monkeypatch.chdir(kernel)
+    env = {"BEAMCRAWL_CRAWL_OUT": "demo-out", "PWD": str(caller)}
+    assert crawl_out_path(env=env) == str(caller / "demo-out")
+    assert crawl_out_path("demo-out", env={"BEAMCRAWL_CALLER_CWD": str(caller), "PWD": str(kernel)}) == str(caller / "demo-out")
+    assert crawl_out_path(str(tmp_path / "x" / ".." / "abs"), env={}) == str(tmp_path / "abs")
+    # Found nowhere: the caller's meaning, so the error names the folder the user meant.
+    assert crawl_out_path("missing", env={"PWD": str(caller)}) == str(caller / "missing")

@@ -7,7 +7,7 @@ import os
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from beamcrawl.core.prometheus import render, write_beside
+from beamcrawl.core.prometheus import render, write_latest
 
 REPORT = {
     "round": 7,
@@ -82,12 +82,19 @@ def test_same_report_same_text_and_nothing_for_non_numbers():
     assert set(samples) == {("beamcrawl_round", ())}
 
 
-def test_write_beside_replaces_atomically(tmp_path):
-    json_path = str(tmp_path / "round-000007.json")
-    path = write_beside(REPORT, json_path)
-    assert path == str(tmp_path / "round-000007.prom")
-    assert open(path).read() == render(REPORT)
-    assert os.listdir(tmp_path) == ["round-000007.prom"]
+def test_write_latest_keeps_one_file_holding_the_latest_round(tmp_path):
+    reports = tmp_path / "reports"
+    (reports / "round-000007.json").parent.mkdir()
+    (reports / "round-000007.json").write_text("{}")
+    first = write_latest(REPORT, str(reports))
+    assert first == str(reports / "beamcrawl.prom")
+    later = {**REPORT, "round": 8, "responses": 5}
+    assert write_latest(later, str(reports)) == first
+    assert open(first).read() == render(later)
+    # One .prom in the folder (a textfile collector sees no clash), no temporary left over.
+    assert sorted(os.listdir(reports)) == ["beamcrawl.prom", "round-000007.json"]
+    _, samples = _samples(open(first).read())
+    assert samples[("beamcrawl_round", ())] == 8
 
 
 @pytest.mark.parametrize("value,text", [(float("nan"), "NaN"), (float("inf"), "+Inf"), (0.5, "0.5"), (3, "3")])

@@ -8,6 +8,7 @@ import glob
 import io
 import json
 import os
+import re
 
 import duckdb
 import pyarrow.parquet as pq
@@ -80,20 +81,40 @@ def test_pages_carry_round_headers_and_politeness_waits(demo_crawl):
     assert set(by_round) == {1, 2}
 
 
-def test_every_report_has_a_prometheus_file(demo_crawl):
+def test_one_prometheus_file_holds_the_latest_round(demo_crawl):
     out = demo_crawl["out"]
     reports = sorted(glob.glob(str(out / "reports" / "round-*.json")))
-    assert len(reports) == 2
-    for path in reports:
-        report = json.load(open(path))
-        text = open(path[: -len(".json")] + ".prom").read()
-        samples = {s.name: s.value for f in text_string_to_metric_families(text) for s in f.samples if not s.labels}
-        assert samples["beamcrawl_round"] == report["round"]
-        assert samples["beamcrawl_round_responses"] == report["responses"]
-        assert samples["beamcrawl_store_success"] == report["metrics"]["store/success"] > 0
-        assert samples["beamcrawl_publish_pages_success"] > 0
-        assert samples["beamcrawl_fetch_politeness_wait_ms_count"] > 0
+    assert len(reports) == 2  # the per-round JSON stays
+    # One .prom whatever the round count: a textfile collector pointed at reports/ sees no
+    # clash of metric names between rounds.
+    assert [os.path.basename(p) for p in glob.glob(str(out / "reports" / "*.prom"))] == ["beamcrawl.prom"]
+    report = json.load(open(reports[-1]))
+    text = open(out / "reports" / "beamcrawl.prom").read()
+    samples = {s.name: s.value for f in text_string_to_metric_families(text) for s in f.samples if not s.labels}
+    assert samples["beamcrawl_round"] == report["round"] == 2
+    assert samples["beamcrawl_round_responses"] == report["responses"]
+    assert samples["beamcrawl_store_success"] == report["metrics"]["store/success"] > 0
+    assert samples["beamcrawl_publish_pages_success"] > 0
+    assert samples["beamcrawl_fetch_politeness_wait_ms_count"] > 0
     assert "beamcrawl_fetch_politeness_wait_ms_max" in text
+
+
+def test_round_summary_says_what_its_figures_count(demo_crawl):
+    out = demo_crawl["out"]
+    report = json.load(open(sorted(glob.glob(str(out / "reports" / "round-*.json")))[0]))
+    text = demo_crawl["stdout"]
+    robots = report["robots_fetches"]
+    assert robots > 0
+    assert f"robots.txt {robots}" not in text  # the old wording, without its meaning
+    assert re.search(rf"responses: \d+ pages, {robots} robots.txt, \d+ sitemaps and feeds", text), text
+    assert re.search(r"deferred \d+ \(assigned but left queued for the next round: (none|[a-z ]+ \d+)", text), text
+    assert re.search(r"errors \d+ \(requests that got no HTTP answer; retried later with back-off: ", text), text
+    assert re.search(r"deferred by budgets \d+ \(queued URLs set aside, due again later, never deleted: over the "
+                     r"domain's page budget \d+", text), text
+    # The breakdowns add up to their totals.
+    m = report["metrics"]
+    assert sum(v for k, v in m.items() if k.startswith("fetch/deferred_reason/")) == report["deferred"]
+    assert sum(v for k, v in m.items() if k.startswith("fetch/error_kind/")) == report["fetch_errors"]
 
 
 def test_state_exports_match_the_store(demo_crawl, tmp_path):
@@ -108,3 +129,21 @@ def test_state_exports_match_the_store(demo_crawl, tmp_path):
     assert con.execute(f"select count(*) from '{tmp_path}/hosts/*.parquet'").fetchone()[0] == n_hosts
     states = dict(con.execute(f"select state, count(*) from '{tmp_path}/urls/*.parquet' group by 1").fetchall())
     assert states.get("fetched", 0) > 0 and states.get("queued", 0) > 0
+
+
+def test_exact_copies_among_error_pages_are_explained_where_analysts_look(demo_crawl):
+    """A site's identical 404 and 500 pages are exact copies (stored once); the Parquet files'
+    own column descriptions and SCHEMAS.md say so, and say that only 2xx pages are near copies."""
+    out = str(demo_crawl["out"])
+    schema = pq.read_table(os.path.join(out, "pages")).schema
+    description = schema.field("duplicate_kind").metadata[b"description"].decode()
+    assert "404 or 500" in description and "filter on status" in description
+    con = duckdb.connect()
+    near_non_2xx = con.execute(
+        f"select count(*) from '{out}/pages/*/*.parquet' where duplicate_kind = 'near' and not status between 200 and 299"
+    ).fetchone()[0]
+    assert near_non_2xx == 0
+    schemas_md = open(os.path.join(os.path.dirname(__file__), "..", "..", "notebooks", "SCHEMAS.md")).read()
+    assert "duplicate_kind = 'exact'" in schemas_md and "404 (or 500)" in schemas_md
+    truncated = schema.field("truncated").metadata[b"description"].decode()
+    assert "'time'" in truncated and "'length'" in truncated

@@ -6,13 +6,22 @@ cell (tagged ``parameters``, so papermill's ``-p CRAWL_OUT ...`` works as well).
 
 from __future__ import annotations
 
+import importlib.metadata
 import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
 import time
 from pathlib import Path
 
 import nbformat
+import numpy as np
 import pytest
 from nbclient import NotebookClient
+
+from beamcrawl.analysis import link_graph as lg
 
 NOTEBOOK = Path(__file__).resolve().parents[2] / "notebooks" / "link_graph.ipynb"
 
@@ -93,3 +102,45 @@ def test_notebook_is_stored_without_outputs():
     assert "parameters" in nb.cells[1].metadata.get("tags", [])
     assert "BEAMCRAWL_CRAWL_OUT" in nb.cells[1].source
     assert os.path.exists(NOTEBOOK.parent / "SCHEMAS.md")
+
+
+def test_readme_nbconvert_command_with_a_relative_folder(demo_crawl, tmp_path):
+    """``BEAMCRAWL_CRAWL_OUT=demo-out jupyter nbconvert --execute notebooks/link_graph.ipynb``,
+    typed in a shell in the folder that holds ``demo-out``: the kernel runs in notebooks/,
+    and the relative folder still means the caller's one."""
+    caller = tmp_path / "checkout"
+    (caller / "notebooks").mkdir(parents=True)
+    shutil.copy(NOTEBOOK, caller / "notebooks" / NOTEBOOK.name)
+    (caller / "demo-out").symlink_to(demo_crawl["out"], target_is_directory=True)
+    jupyter = Path(sys.executable).parent / "jupyter"
+    command = (
+        f"cd {shlex.quote(str(caller))} && BEAMCRAWL_CRAWL_OUT=demo-out MPLBACKEND=agg "
+        f"{shlex.quote(str(jupyter))} nbconvert --to html --execute notebooks/link_graph.ipynb --output-dir html"
+    )
+    env = {k: v for k, v in os.environ.items() if k not in ("BEAMCRAWL_CRAWL_OUT", "BEAMCRAWL_CALLER_CWD")}
+    proc = subprocess.run(["bash", "-c", command], capture_output=True, text=True, timeout=300, env=env)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    html = (caller / "html" / "link_graph.html").read_text(encoding="utf-8")
+    assert f"crawl at {caller / 'demo-out'}" in html
+
+
+def test_notebooks_extra_installs_nbconvert():
+    extra = [r.split(";")[0] for r in importlib.metadata.requires("beamcrawl") or [] if 'extra == "notebooks"' in r]
+    names = {re.split(r"[<>=!~ \[]", r, maxsplit=1)[0].lower().replace("_", "-") for r in extra}
+    assert {"nbconvert", "jupyter-client", "ipykernel"} <= names, extra
+
+
+def test_pagerank_marker_sizes_differ_on_a_real_crawl(demo_crawl):
+    con = lg.open_crawl(str(demo_crawl["out"]))
+    graph = lg.host_graph(con)
+    scores = lg.pagerank(graph.n, graph.src, graph.dst)
+    index = {h: i for i, h in enumerate(graph.hosts)}
+    shown = np.array([scores[index[h]] for h in lg.largest_component(graph)])
+    assert len(shown) >= 5
+    sizes = lg.node_sizes(shown)
+    # Areas proportional to PageRank (the old chart) all looked alike; these span the range.
+    assert sizes.max() / sizes.min() >= 10, sizes
+    assert len(np.unique(np.round(sizes))) >= 3, sizes
+    # ... in the order of the ranks.
+    order = np.argsort(shown, kind="stable")
+    assert np.all(np.diff(sizes[order]) >= -1e-9)

@@ -5,7 +5,7 @@ Each scenario runs the real CLI as a subprocess against simweb and kills it with
 (``BEAMCRAWL_CRASH_AT``, see ``beamcrawl/core/faults.py``), or from outside, mid-fetch,
 once the server has answered a few requests. The killed crawl leaves its round lease
 held by a dead process; the rerun must take it over at once and finish the round. Then,
-from the committed outputs and the store (DESIGN.md §3, "Nothing lost"):
+from the committed outputs and the store (docs/ARCHITECTURE.md §3, "Nothing lost"):
 
 - every URL that a committed page links to (followably) is in the seen set, and either
   has a frontier row or has been fetched (a committed fetch event) or refused by robots;

@@ -137,3 +137,27 @@ def test_crawl_options_live_beside_every_beam_option():
     everything = PipelineOptions(flags=["--user_agent=beam-reporting/1", "--user-agent=crawler/1"]).get_all_options()
     assert everything["user_agent"] == "beam-reporting/1"  # Beam's, for Google APIs
     assert PipelineOptions(flags=["--user-agent=crawler/1"]).view_as(CrawlOptions).crawler_user_agent == "crawler/1"
+
+
+def test_a_launch_with_nothing_due_exits_cleanly_without_a_round(tmp_path):
+    """A scheduled launch when every queued URL falls due later: one line, exit 0, no job."""
+    import subprocess
+    import sys
+    import time
+
+    from beamcrawl.pipelines.crawl import next_round
+    from beamcrawl.schemas.records import FrontierEntry
+    from beamcrawl.stores.base import Mutation, open_store
+
+    out = tmp_path / "crawl"
+    store_uri = f"sqlite:///{out}/store.sqlite"
+    later = FrontierEntry(url="http://example.com/", fp=7, host="example.com", due_ms=int((time.time() + 3600) * 1000))
+    with open_store(store_uri) as store:
+        store.mutate("frontier", [Mutation.set(later.key, later.to_cells())])
+    cmd = [sys.executable, "-m", "beamcrawl.pipelines.template", "--out", str(out), "--runner", "FnApiRunner"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "nothing due now; the next URL falls due at" in proc.stdout, proc.stdout
+    assert not (out / "reports").exists()
+    with open_store(store_uri) as store:
+        assert next_round(store) == 1

@@ -1,6 +1,6 @@
 """The budget stages: pure decisions first, then the transforms against a real store.
 
-What matters (DESIGN.md §3): a domain gets at most its budget per period, new host names are
+What matters (docs/ARCHITECTURE.md §3): a domain gets at most its budget per period, new host names are
 capped, and nothing is ever deleted: a deferred URL is a new frontier row written before its
 old row is staged for deletion at commit, due again at a growing interval.
 """
