@@ -67,6 +67,12 @@ def session(tmp_path_factory: pytest.TempPathFactory) -> dict:
             script.append(code)
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
     env.pop("BIGTABLE_EMULATOR_HOST", None)
+    # An example that writes under ~ writes in the test's folder; the binaries `make test`
+    # cached (the emulator) are still found where they are.
+    cache = str(Path.home() / ".cache" / "beamcrawl")
+    env.setdefault("BEAMCRAWL_CACHE_DIR", cache)
+    env.setdefault("BEAMCRAWL_CACHE", cache)
+    env["HOME"] = str(work)
     # Output to files, not pipes: the background servers the examples start keep a pipe open.
     with open(work / ".stdout", "w+") as out, open(work / ".stderr", "w+") as err:
         proc = subprocess.Popen(
