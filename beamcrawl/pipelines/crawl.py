@@ -20,7 +20,6 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable, TextIO
 from urllib.parse import urlsplit
 
-import apache_beam as beam
 from apache_beam.options.pipeline_options import PipelineOptions
 
 from beamcrawl.core import files, prometheus
@@ -29,6 +28,7 @@ from beamcrawl.core.faults import crash_point
 from beamcrawl.core.outputs import RoundOutputs
 from beamcrawl.core.urlnorm import InvalidURL, fingerprint, host_of, normalize
 from beamcrawl.core.urlshape import ShapeRules
+from beamcrawl.pipelines import live
 from beamcrawl.pipelines import round as round_pipeline
 from beamcrawl.schemas.records import PRIORITY_SEED, Candidate, FrontierEntry, UrlState, fp_key
 from beamcrawl.stores.base import Mutation, Store, StoreError, open_store
@@ -333,10 +333,9 @@ def run_round(cfg: CrawlConfig, pipeline_args: list[str], store: Store, round_no
     outputs.prepare()
     started = time.time()
     options = PipelineOptions(flags=pipeline_args)
-    p = beam.Pipeline(options=options)
+    p = live.pipeline(options)  # FnApiRunner answers metrics polls while it runs
     round_pipeline.build(p, cfg, outputs, started)
-    result = p.run()
-    result.wait_until_finish()
+    result = live.run(p, round_no, cfg.round_window)  # live progress on stderr
     fetch_done = time.time()
     metrics = _metrics(result)
     moved = _commit(store, outputs)

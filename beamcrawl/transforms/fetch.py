@@ -43,6 +43,7 @@ __all__ = ["FetchPages", "needs_processing"]
 
 log = logging.getLogger(__name__)
 PROGRESS_EVERY = 5.0
+LEVELS_EVERY = 1.0  # how often the live-progress counters follow the fetch loop
 
 
 class _MetricsCollector:
@@ -61,6 +62,19 @@ class _MetricsCollector:
         self.latency_ms = Metrics.distribution(ns, "latency_ms")
         self.politeness_wait_ms = Metrics.distribution(ns, "politeness_wait_ms")
         self.status = {c: Metrics.counter(ns, f"status/{c}xx") for c in range(1, 6)}
+        # Live progress: running totals of the fetch loop, published once a second (their
+        # differences are the hosts crawling now and the hosts waiting on their delay).
+        self.levels = tuple(
+            Metrics.counter(ns, name) for name in ("hosts_started", "hosts_finished", "waits_started", "waits_finished")
+        )
+        self.published = [0, 0, 0, 0]
+
+    def publish_levels(self, levels: tuple[int, int, int, int]) -> None:
+        """Brings the live-progress counters up to a fetch loop's running totals."""
+        for i, (counter, value) in enumerate(zip(self.levels, levels)):
+            if value > self.published[i]:
+                counter.inc(value - self.published[i])
+                self.published[i] = value
 
     def count(self, result: FetchResult) -> None:
         self.received.inc()
@@ -101,6 +115,9 @@ class _FetchShardsFn(beam.DoFn):
         self.runner: FetchRunner | None = None
         self.fetched = 0
         self.next_progress = time.monotonic() + PROGRESS_EVERY
+        self.next_levels = 0.0
+        if self.metrics is not None:
+            self.metrics.published = [0, 0, 0, 0]  # a new bundle's runner counts from zero
 
     def process(self, element: tuple[int, Iterable[HostPlan]]) -> Iterator[Any]:
         _shard, plans = element
@@ -112,6 +129,7 @@ class _FetchShardsFn(beam.DoFn):
             self.runner.submit(plan)
         for kind, value in self.runner.drain(wait=False):
             yield self._route(kind, value)
+        self._publish_levels(time.monotonic())
 
     def finish_bundle(self) -> Iterator[Any]:
         if self.runner is None:
@@ -124,6 +142,7 @@ class _FetchShardsFn(beam.DoFn):
                 else:
                     yield _windowed(out)
         finally:
+            self._publish_levels(float("inf"))
             self.runner.close()
             self.runner = None
 
@@ -135,10 +154,17 @@ class _FetchShardsFn(beam.DoFn):
         if value.outcome == "fetched":
             self.fetched += 1
         now = time.monotonic()
+        self._publish_levels(now)
         if now >= self.next_progress:
             self.next_progress = now + PROGRESS_EVERY
             log.info("fetch: %d responses so far in this bundle", self.fetched)
         return value
+
+
+    def _publish_levels(self, now: float) -> None:
+        if now >= self.next_levels and self.runner is not None and self.metrics is not None:
+            self.next_levels = now + LEVELS_EVERY
+            self.metrics.publish_levels(self.runner.levels())
 
 
 def _windowed(value: Any) -> WindowedValue:
