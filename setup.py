@@ -30,6 +30,10 @@ setup(
         "charset-normalizer>=3,<4",
         # sitemaps and feeds: no external entities, no entity-expansion bombs (core/sitemaps.py)
         "defusedxml>=0.7.1,<1",
+        # live progress of a round on a terminal (pipelines/live.py)
+        "tqdm>=4.66,<5",
+        # `beamcrawl report`: PNG charts of the rounds, also drawn after each round
+        "matplotlib>=3.7",
     ],
     extras_require={
         "test": [
