@@ -10,6 +10,7 @@
     beamcrawl submit URL... [--file F] --priority high|normal|low --reason TEXT (--store URI | --crawl OUT_DIR)
     beamcrawl export urls|hosts --out DIR (--store URI | --crawl OUT_DIR)
     beamcrawl store init --store bigtable://PROJECT/INSTANCE[/TABLE_PREFIX]
+    beamcrawl report OUT_DIR [--to DIR]
     beamcrawl demo [--out DIR] [--hosts N] [--rounds N]
     beamcrawl simweb --port P --hosts N --log FILE --truth FILE
     beamcrawl normalize URL...
@@ -154,6 +155,12 @@ def cmd_store(argv: Sequence[str]) -> int:
     return store_main(list(argv))
 
 
+def cmd_report(argv: Sequence[str]) -> int:
+    from beamcrawl.pipelines.report import main as report_main
+
+    return report_main(list(argv))
+
+
 def cmd_demo(argv: Sequence[str]) -> int:
     from beamcrawl.pipelines.demo import main as demo_main
 
@@ -167,6 +174,7 @@ COMMANDS = {
     "export": cmd_export,
     "submit": cmd_submit,
     "store": cmd_store,
+    "report": cmd_report,
     "simweb": cmd_simweb,
     "normalize": cmd_normalize,
     "robots-check": cmd_robots_check,

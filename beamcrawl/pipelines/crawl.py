@@ -22,6 +22,7 @@ from urllib.parse import urlsplit
 
 from apache_beam.options.pipeline_options import PipelineOptions
 
+from beamcrawl.analysis.charts import charts_after_round
 from beamcrawl.core import files, prometheus
 from beamcrawl.core.config import CrawlConfig
 from beamcrawl.core.faults import crash_point
@@ -443,4 +444,5 @@ def crawl(cfg: CrawlConfig, rounds: int, seeds: list[str], pipeline_args: list[s
             report = run_round(cfg, pipeline_args, store, round_no)
             print(summary(report), file=out, flush=True)
             reports.append(report)
+            charts_after_round(cfg.out)  # OUT/reports/*.png; a failure is logged, never raised
     return reports

@@ -30,6 +30,13 @@ STAGES: tuple[tuple[str, tuple[str, ...]], ...] = (
 RATE_SPAN = 5.0  # seconds of polls the pages/s figure is averaged over
 
 
+def _is_error(key: str) -> bool:
+    """A stage's failure counter (``fetch/error``, ``parse/error``, a dead-letter
+    ``errors/<stage>/<type>``), not ``freshness/error``: a page whose server answered with
+    an error, which the fetch counted as a response."""
+    return key.startswith("errors/") or (key.endswith("/error") and not key.startswith("freshness/"))
+
+
 def _num(metrics: Mapping[str, object], key: str) -> int:
     value = metrics.get(key, 0)
     return int(value) if isinstance(value, (int, float)) else 0
@@ -52,11 +59,7 @@ class Snapshot:
     @classmethod
     def of(cls, metrics: Mapping[str, object], at: float) -> "Snapshot":
         """A snapshot of a flat ``{"namespace/name": value}`` metrics map."""
-        errors = sum(
-            _num(metrics, k)
-            for k in metrics
-            if k.endswith("/error") or k.startswith("errors/")
-        )
+        errors = sum(_num(metrics, k) for k in metrics if _is_error(k))
         return cls(
             at=at,
             planned=_num(metrics, "assign_slots/results_planned"),

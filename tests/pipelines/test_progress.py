@@ -32,7 +32,7 @@ def test_snapshot_reads_the_counters_the_display_needs():
         metrics(
             assign_slots__results_planned=500, fetch__received=120, fetch__success=100,
             fetch__hosts_started=40, fetch__hosts_finished=10, fetch__waits_started=70, fetch__waits_finished=45,
-            fetch__bytes=123456, fetch__error=3, parse__error=1, errors__parse__ValueError=2,
+            fetch__bytes=123456, fetch__error=3, parse__error=1, errors__parse__ValueError=2, freshness__error=9,
         ),
         at=10.0,
     )  # fmt: skip
