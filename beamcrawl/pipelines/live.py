@@ -186,6 +186,7 @@ class ProgressDisplay:
         self.stream = stream or sys.stderr
         self.mode = mode or _mode(self.stream)
         self.bar: Any = None
+        self.status: Any = None
         self.next_line = time.time() + float(os.environ.get("BEAMCRAWL_PROGRESS_EVERY", PLAIN_EVERY))
 
     def show(self, now: float, final: bool = False) -> None:
@@ -199,21 +200,31 @@ class ProgressDisplay:
             print(format_line(self.round_no, fields), file=self.stream, flush=True)
 
     def _bar(self, fields: dict[str, Any], final: bool) -> None:
+        """Two lines: the bar of settled fetches, and under it the rest of the fields."""
         from tqdm import tqdm
 
         if self.bar is None:
             self.bar = tqdm(
-                total=max(1, int(fields["planned"])), file=self.stream, unit="page", dynamic_ncols=True,
-                bar_format="{desc} {percentage:3.0f}%|{bar}| {n_fmt}/{total_fmt} settled [{elapsed}] {postfix}",
+                total=max(1, int(fields["planned"])), file=self.stream, dynamic_ncols=True, position=0,
+                bar_format="{desc} {percentage:3.0f}%|{bar:24}| {n_fmt}/{total_fmt} settled [{elapsed}]{postfix}",
             )  # fmt: skip
+            self.status = tqdm(total=0, file=self.stream, dynamic_ncols=True, position=1, bar_format="{desc}")
         bar = self.bar
         bar.total = max(1, int(fields["planned"]), int(fields["settled"]))
         bar.n = int(fields["settled"])
-        bar.set_description_str(f"round {self.round_no} {fields['stage']:<12} {fields['fetched']:,} fetched", refresh=False)
-        bar.set_postfix_str(describe(fields), refresh=False)
+        bar.set_description_str(f"round {self.round_no} {fields['stage']:<12}", refresh=False)
+        bar.set_postfix_str(f"{fields['fetched']:,} fetched", refresh=False)
+        self.status.set_description_str("  " + describe(fields), refresh=False)
         bar.refresh()
+        self.status.refresh()
         if final:
-            bar.close()
+            self.close()
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.status.close()
+            self.bar.close()
+            self.bar = None
 
 
 class ProgressPoller:
@@ -262,8 +273,8 @@ class ProgressPoller:
         self._thread.join(timeout=10)
         if exc_type is None:
             self._poll(final=True)
-        elif self.display.bar is not None:
-            self.display.bar.close()
+        else:
+            self.display.close()
 
 
 def run(p: beam.Pipeline, round_no: int, window: float, stream: TextIO | None = None) -> Any:

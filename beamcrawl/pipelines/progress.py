@@ -119,6 +119,9 @@ class Progress:
         """Seconds left in the fetch window; None before the fetch has begun."""
         if self.fetch_began is None:
             return None
+        snap = self.latest
+        if snap is not None and snap.planned and snap.settled >= snap.planned and not snap.hosts_active:
+            return 0.0  # every planned fetch has its outcome: the fetch is over before its window
         return max(0.0, self.fetch_began + self.window - now)
 
     def phase(self, now: float) -> str:

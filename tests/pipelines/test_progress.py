@@ -83,6 +83,8 @@ def test_window_clock_starts_when_the_fetch_is_seen_and_the_stage_after_it():
     prog.update({"assign_slots/results_planned": 40, "fetch/received": 4, "fetch/success": 4, "parse/received": 2}, 103.0)
     assert prog.window_left(104.0) == pytest.approx(9.0)
     assert prog.phase(104.0) == "fetch"  # parse runs beside the fetch during the window
+    prog.update({"assign_slots/results_planned": 40, "fetch/received": 40, "parse/received": 40, "url_seen/offered": 9}, 106.0)
+    assert prog.window_left(106.0) == 0.0  # all planned fetches settled: over before the window
     prog.update({"assign_slots/results_planned": 40, "fetch/received": 40, "parse/received": 40, "url_seen/offered": 9}, 114.0)
     assert prog.window_left(114.0) == 0.0
     assert prog.phase(114.0) == "URL seen"
@@ -166,4 +168,4 @@ def test_bar_display_draws_a_tqdm_bar():
     display.show(2.0, final=True)
     text = out.getvalue()
     assert "round 4" in text and "4 fetched" in text and "5/10 settled" in text and "50%" in text
-    assert "waiting on delay" in text and "pages/s" in text
+    assert "hosts 0 active (0 waiting on delay)" in text and "pages/s" in text and "s left in window" in text
