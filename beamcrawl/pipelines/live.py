@@ -241,6 +241,7 @@ class ProgressPoller:
         self._thread = threading.Thread(target=self._run, name="beamcrawl-progress", daemon=True)
         self.polls = 0
         self.failures = 0
+        self.cpu_seconds = 0.0  # the polling thread's own CPU time (its overhead on the launcher)
 
     def attach(self, result: Any) -> None:
         if self.source is None:
@@ -262,7 +263,9 @@ class ProgressPoller:
 
     def _run(self) -> None:
         while not self._stop.wait(POLL_EVERY):
+            began = time.thread_time()
             self._poll()
+            self.cpu_seconds += time.thread_time() - began
 
     def __enter__(self) -> "ProgressPoller":
         self._thread.start()
@@ -275,6 +278,7 @@ class ProgressPoller:
             self._poll(final=True)
         else:
             self.display.close()
+        log.debug("live progress: %d polls, %.3f s of CPU on the polling thread", self.polls, self.cpu_seconds)
 
 
 def run(p: beam.Pipeline, round_no: int, window: float, stream: TextIO | None = None) -> Any:
