@@ -160,7 +160,6 @@ class _FetchShardsFn(beam.DoFn):
             log.info("fetch: %d responses so far in this bundle", self.fetched)
         return value
 
-
     def _publish_levels(self, now: float) -> None:
         if now >= self.next_levels and self.runner is not None and self.metrics is not None:
             self.next_levels = now + LEVELS_EVERY
