@@ -6,7 +6,8 @@ How each runner answers a poll while the job runs:
   ``GetJobMetrics`` gives the attempted counters of running bundles. (The result's own
   ``metrics()`` caches its first answer, so a poll asks the job service afresh and never
   touches that cache, which the round report reads after the job.)
-- Dataflow: ``p.run()`` returns at once; ``result.metrics()`` asks the service each time.
+- Dataflow: ``p.run()`` returns at once; ``result.metrics()`` asks the service each time
+  (until the job has ended), here every 5 s rather than every second.
 - FnApiRunner (the local default): ``p.run()`` returns only when the job is done, and the
   runner keeps finished bundles' metrics to itself until then. :class:`LiveFnApiRunner`
   publishes them as each bundle ends, plus the running bundles' attempted counters: with
@@ -38,6 +39,7 @@ from beamcrawl.pipelines.progress import Progress, describe, format_line
 log = logging.getLogger(__name__)
 
 POLL_EVERY = 1.0
+DATAFLOW_POLL_EVERY = 5.0
 PLAIN_EVERY = 10.0
 
 MetricsMap = dict[str, Any]
@@ -234,9 +236,12 @@ class ProgressPoller:
     once ``p.run()`` has returned (every other runner: the launched job's result).
     """
 
-    def __init__(self, display: ProgressDisplay, source: Callable[[], MetricsMap] | None = None) -> None:
+    def __init__(
+        self, display: ProgressDisplay, source: Callable[[], MetricsMap] | None = None, every: float = POLL_EVERY
+    ) -> None:
         self.display = display
         self.source = source
+        self.every = every
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="beamcrawl-progress", daemon=True)
         self.polls = 0
@@ -262,7 +267,7 @@ class ProgressPoller:
         self.display.show(time.time(), final=final)
 
     def _run(self) -> None:
-        while not self._stop.wait(POLL_EVERY):
+        while not self._stop.wait(self.every):
             began = time.thread_time()
             self._poll()
             self.cpu_seconds += time.thread_time() - began
@@ -295,7 +300,9 @@ def run(p: beam.Pipeline, round_no: int, window: float, stream: TextIO | None = 
     runner = p.runner
     source = runner.live.snapshot if isinstance(runner, LiveFnApiRunner) else None
     display = ProgressDisplay(round_no, Progress(window=window, started=time.time()), stream, mode)
-    with ProgressPoller(display, source) as poller:
+    # A managed service's metrics API has request quotas: ask it less often.
+    every = DATAFLOW_POLL_EVERY if "dataflow" in type(runner).__name__.lower() else POLL_EVERY
+    with ProgressPoller(display, source, every) as poller:
         result = p.run()
         poller.attach(result)
         result.wait_until_finish()
