@@ -104,8 +104,15 @@ class Progress:
     fetch_began: float | None = None
     latest: Snapshot | None = None
 
+    peaks: dict[str, float] = field(default_factory=dict)
+
     def update(self, metrics: Mapping[str, object], now: float) -> Snapshot:
-        snap = Snapshot.of(metrics, now)
+        # Every counter read here only grows; a poll that lands while a runner hands a
+        # finished bundle's figures over can read one low, so each is held at its peak.
+        for key, value in metrics.items():
+            if isinstance(value, (int, float)) and value > self.peaks.get(key, 0):
+                self.peaks[key] = value
+        snap = Snapshot.of(self.peaks, now)
         self.stage = running_stage(self.latest, snap, self.stage)
         if self.fetch_began is None and (snap.hosts_active or snap.settled or snap.fetched):
             self.fetch_began = now

@@ -169,3 +169,11 @@ def test_bar_display_draws_a_tqdm_bar():
     text = out.getvalue()
     assert "round 4" in text and "4 fetched" in text and "5/10 settled" in text and "50%" in text
     assert "hosts 0 active (0 waiting on delay)" in text and "pages/s" in text and "s left in window" in text
+
+
+def test_a_low_poll_never_steps_the_display_back():
+    prog = Progress(window=5.0, started=0.0)
+    prog.update({"fetch/received": 10, "fetch/success": 9}, 1.0)
+    snap = prog.update({"fetch/received": 4, "fetch/success": 3}, 2.0)  # a bundle between hands
+    assert (snap.settled, snap.fetched) == (10, 9)
+    assert prog.update({"fetch/received": 12, "fetch/success": 11}, 3.0).settled == 12
