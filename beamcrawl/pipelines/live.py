@@ -22,6 +22,7 @@ The display (:class:`ProgressDisplay`) is a tqdm bar on a terminal and one plain
 
 from __future__ import annotations
 
+import io
 import logging
 import os
 import sys
@@ -206,11 +207,17 @@ class ProgressDisplay:
         from tqdm import tqdm
 
         if self.bar is None:
+            try:
+                columns = os.get_terminal_size(self.stream.fileno()).columns
+            except (OSError, ValueError, AttributeError, io.UnsupportedOperation):
+                columns = 0
+            # A terminal that reports no width (some containers' ttys) gets 100 columns.
+            width: dict[str, Any] = {"dynamic_ncols": True} if columns else {"ncols": 100}
             self.bar = tqdm(
-                total=max(1, int(fields["planned"])), file=self.stream, dynamic_ncols=True, position=0,
+                total=max(1, int(fields["planned"])), file=self.stream, position=0, **width,
                 bar_format="{desc} {percentage:3.0f}%|{bar:24}| {n_fmt}/{total_fmt} settled [{elapsed}]{postfix}",
             )  # fmt: skip
-            self.status = tqdm(total=0, file=self.stream, dynamic_ncols=True, position=1, bar_format="{desc}")
+            self.status = tqdm(total=0, file=self.stream, position=1, bar_format="{desc}", **width)
         bar = self.bar
         bar.total = max(1, int(fields["planned"]), int(fields["settled"]))
         bar.n = int(fields["settled"])

@@ -72,3 +72,45 @@ def test_progress_off_runs_the_plain_runner(monkeypatch):
     stream = io.StringIO()
     live.run(p, round_no=1, window=1.0, stream=stream)
     assert stream.getvalue() == ""
+
+
+@pytest.mark.parametrize("columns", [110, 0])  # 0: a tty that reports no width
+def test_on_a_terminal_the_progress_is_a_bar_redrawn_in_place(monkeypatch, columns):
+    import os
+    import pty
+    import threading
+
+    monkeypatch.delenv("BEAMCRAWL_PROGRESS", raising=False)
+    import fcntl
+    import struct
+    import termios
+
+    master, slave = pty.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 30, columns, 0, 0))
+    tty = os.fdopen(slave, "w", encoding="utf-8")
+    assert tty.isatty()
+    received = bytearray()
+
+    def read() -> None:
+        while True:
+            try:
+                chunk = os.read(master, 4096)
+            except OSError:
+                return
+            if not chunk:
+                return
+            received.extend(chunk)
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    p = live.pipeline(PipelineOptions(flags=["--runner=FnApiRunner"]))
+    _ = p | beam.Create([1]) | beam.ParDo(_slow_counter())
+    live.run(p, round_no=7, window=5.0, stream=tty)
+    tty.close()
+    reader.join(timeout=10)
+    os.close(master)
+    text = received.decode("utf-8", "replace")
+    assert "\r" in text and "█" in text  # redrawn in place, with a bar
+    assert f"{STEPS}/{STEPS} settled" in text and "round 7 done" in text
+    assert "waiting on delay" in text and "pages/s" in text
+    assert "round 7 [" not in text  # no plain lines on a terminal
