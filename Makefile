@@ -12,6 +12,7 @@ install: $(STAMP)
 
 $(STAMP): setup.py
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	@echo "installing beamcrawl and its dependencies into $(VENV) (quiet; a minute or two on a fresh machine) ..."
 	$(PY) -m pip install --quiet --upgrade pip wheel
 	$(PY) -m pip install --quiet -e '.[test]'
 	touch $(STAMP)

@@ -32,6 +32,10 @@ setup(
         "defusedxml>=0.7.1,<1",
         # Web Bot Auth: Ed25519 request signatures and keys (core/botauth.py)
         "cryptography>=42",
+        # live progress of a round on a terminal (pipelines/live.py)
+        "tqdm>=4.66,<5",
+        # `beamcrawl report`: PNG charts of the rounds, also drawn after each round
+        "matplotlib>=3.7",
     ],
     extras_require={
         "test": [

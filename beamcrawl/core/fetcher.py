@@ -134,6 +134,11 @@ class HostCrawler:
             if cfg.signing_key and cfg.signature_agent
             else None
         )
+        # Running totals for live progress (hosts crawling now = started - finished, hosts
+        # sleeping on their delay = waits started - finished): plain ints, bumped on the loop's
+        # thread and read by the DoFn's, which publishes them as counters once a second.
+        self.hosts_started = self.hosts_finished = 0
+        self.waits_started = self.waits_finished = 0
 
     async def open(self) -> None:
         # Every connection passes the address policy at the connector (core/gate.py).
@@ -154,6 +159,7 @@ class HostCrawler:
 
     async def crawl(self, plan: HostPlan) -> None:
         async with self._slots:
+            self.hosts_started += 1
             try:
                 record = await self._crawl_host(plan)
             except Exception as exc:  # never lose a host's work to a bug in one request
@@ -161,6 +167,8 @@ class HostCrawler:
                 for entry in plan.entries:
                     self.emit("result", _deferred(entry, f"internal error: {exc!r}"))
                 record = plan.record
+            finally:
+                self.hosts_finished += 1
             self.emit("host", record)
 
     async def _crawl_host(self, plan: HostPlan) -> HostRecord:
@@ -285,11 +293,17 @@ class HostCrawler:
         """Sleeps until the host may be asked again (real clock, from the last response end);
         returns the seconds slept, for the politeness-wait metric."""
         began = time.monotonic()
-        while True:
-            gap = politeness.next_allowed(record.last_fetch_end, delay, record.not_before) - time.time()
-            if gap <= 0:
-                return time.monotonic() - began
-            await asyncio.sleep(gap)
+        gap = politeness.next_allowed(record.last_fetch_end, delay, record.not_before) - time.time()
+        if gap <= 0:
+            return 0.0
+        self.waits_started += 1
+        try:
+            while gap > 0:
+                await asyncio.sleep(gap)
+                gap = politeness.next_allowed(record.last_fetch_end, delay, record.not_before) - time.time()
+        finally:
+            self.waits_finished += 1
+        return time.monotonic() - began
 
     def _after(
         self, record: HostRecord, result: FetchResult, rules: RobotsRules | None, floor: float
@@ -595,6 +609,11 @@ class FetchRunner:
 
     def _emit(self, kind: str, value: Any) -> None:
         self._out.put((kind, value))
+
+    def levels(self) -> tuple[int, int, int, int]:
+        """Hosts started and finished, politeness waits started and finished, so far."""
+        c = self._crawler
+        return c.hosts_started, c.hosts_finished, c.waits_started, c.waits_finished
 
     def submit(self, plan: HostPlan) -> None:
         with self._lock:

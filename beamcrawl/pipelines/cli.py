@@ -14,6 +14,7 @@
     beamcrawl store init|info --store bigtable://PROJECT/INSTANCE[/TABLE_PREFIX]
     beamcrawl keys generate --out DIR | keys directory DIR
     beamcrawl api (--crawl OUT_DIR | --store URI [--reports DIR]) [--bind ADDR] [--port P] [--token-file F]
+    beamcrawl report OUT_DIR [--to DIR]
     beamcrawl demo [--out DIR] [--hosts N] [--rounds N]   (DIR: new, empty, or a previous demo's)
     beamcrawl simweb --port P --hosts N --log FILE --truth FILE
     beamcrawl simweb audit LOG TRUTH [--min-delay S] [--token TOKEN]
@@ -217,6 +218,12 @@ def cmd_api(argv: Sequence[str]) -> int:
     return api_main(list(argv))
 
 
+def cmd_report(argv: Sequence[str]) -> int:
+    from beamcrawl.pipelines.report import main as report_main
+
+    return report_main(list(argv))
+
+
 def cmd_demo(argv: Sequence[str]) -> int:
     from beamcrawl.pipelines.demo import main as demo_main
 
@@ -232,6 +239,7 @@ COMMANDS = {
     "store": cmd_store,
     "keys": cmd_keys,
     "api": cmd_api,
+    "report": cmd_report,
     "simweb": cmd_simweb,
     "normalize": cmd_normalize,
     "robots-check": cmd_robots_check,

@@ -21,9 +21,9 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable, Iterator, TextIO
 from urllib.parse import urlsplit
 
-import apache_beam as beam
 from apache_beam.options.pipeline_options import PipelineOptions
 
+from beamcrawl.analysis.charts import charts_after_round
 from beamcrawl.core import files, prometheus
 from beamcrawl.core.config import CrawlConfig
 from beamcrawl.core.faults import crash_point
@@ -31,6 +31,7 @@ from beamcrawl.core.outputs import RoundOutputs
 from beamcrawl.core.urlnorm import InvalidURL, fingerprint, host_of, normalize
 from beamcrawl.core.urlshape import ShapeRules
 from beamcrawl.pipelines import idle
+from beamcrawl.pipelines import live
 from beamcrawl.pipelines import round as round_pipeline
 from beamcrawl.pipelines.job_metrics import job_shuffle_figures
 from beamcrawl.schemas.records import PRIORITY_SEED, Candidate, FrontierEntry, UrlState, fp_key
@@ -458,10 +459,9 @@ def run_round(
     outputs.prepare()
     started = time.time()
     options = PipelineOptions(flags=pipeline_args)
-    p = beam.Pipeline(options=options)
+    p = live.pipeline(options)  # FnApiRunner answers metrics polls while it runs
     round_pipeline.build(p, cfg, outputs, started)
-    result = p.run()
-    result.wait_until_finish()
+    result = live.run(p, round_no, cfg.round_window)  # live progress on stderr
     fetch_done = time.time()
     metrics = _metrics(result)
     shuffled = job_shuffle_figures(p, result)
@@ -662,4 +662,5 @@ def crawl(
                     raise
             print(summary(report), file=out, flush=True)
             reports.append(report)
+            charts_after_round(cfg.out)  # OUT/reports/*.png; a failure is logged, never raised
     return reports

@@ -248,6 +248,8 @@ class _PlanFn(beam.DoFn):
         self.idle_hosts = Metrics.counter("assign_slots", "hosts_idle")
         self.slots = Metrics.counter("assign_slots", "urls_assigned")
         self.deferred = Metrics.counter("assign_slots", "urls_deferred")
+        # Live progress: every result the fetch will give (slots, robots.txt, disallowed URLs).
+        self.results_planned = Metrics.counter("assign_slots", "results_planned")
         # Hosts (and their due URLs) that got no slots on purpose, by reason; the round
         # report carries them as assign_slots/hosts_<reason> and assign_slots/urls_<reason>.
         reasons = ("blocklisted", "blocked", "paused", "held", "robots_unreachable")
@@ -274,6 +276,7 @@ class _PlanFn(beam.DoFn):
             return
         self.planned_hosts.inc()
         self.slots.inc(len(plan.entries))
+        self.results_planned.inc(len(plan.entries) + len(plan.disallowed) + int(plan.fetch_robots))
         self.deferred.inc(len(entries) - len(plan.entries) - len(plan.disallowed))
         yield plan
 

@@ -43,6 +43,7 @@ __all__ = ["FetchPages", "needs_processing"]
 
 log = logging.getLogger(__name__)
 PROGRESS_EVERY = 5.0
+LEVELS_EVERY = 1.0  # how often the live-progress counters follow the fetch loop
 
 
 class _MetricsCollector:
@@ -65,6 +66,19 @@ class _MetricsCollector:
         # The report's breakdowns of errors and deferrals (a fixed vocabulary each).
         self.error_kinds = {k: Metrics.counter(ns, f"error_kind/{k}") for k in ERROR_KINDS}
         self.deferred_reasons = {k: Metrics.counter(ns, f"deferred_reason/{k}") for k in DEFERRED_REASONS}
+        # Live progress: running totals of the fetch loop, published once a second (their
+        # differences are the hosts crawling now and the hosts waiting on their delay).
+        self.levels = tuple(
+            Metrics.counter(ns, name) for name in ("hosts_started", "hosts_finished", "waits_started", "waits_finished")
+        )
+        self.published = [0, 0, 0, 0]
+
+    def publish_levels(self, levels: tuple[int, int, int, int]) -> None:
+        """Brings the live-progress counters up to a fetch loop's running totals."""
+        for i, (counter, value) in enumerate(zip(self.levels, levels)):
+            if value > self.published[i]:
+                counter.inc(value - self.published[i])
+                self.published[i] = value
 
     def count(self, result: FetchResult) -> None:
         self.received.inc()
@@ -109,6 +123,9 @@ class _FetchShardsFn(beam.DoFn):
         self.runner: FetchRunner | None = None
         self.fetched = 0
         self.next_progress = time.monotonic() + PROGRESS_EVERY
+        self.next_levels = 0.0
+        if self.metrics is not None:
+            self.metrics.published = [0, 0, 0, 0]  # a new bundle's runner counts from zero
 
     def process(self, element: tuple[int, Iterable[HostPlan]]) -> Iterator[Any]:
         _shard, plans = element
@@ -120,6 +137,7 @@ class _FetchShardsFn(beam.DoFn):
             self.runner.submit(plan)
         for kind, value in self.runner.drain(wait=False):
             yield self._route(kind, value)
+        self._publish_levels(time.monotonic())
 
     def finish_bundle(self) -> Iterator[Any]:
         if self.runner is None:
@@ -132,6 +150,7 @@ class _FetchShardsFn(beam.DoFn):
                 else:
                     yield _windowed(out)
         finally:
+            self._publish_levels(float("inf"))
             self.runner.close()
             self.runner = None
 
@@ -143,10 +162,16 @@ class _FetchShardsFn(beam.DoFn):
         if value.outcome == "fetched":
             self.fetched += 1
         now = time.monotonic()
+        self._publish_levels(now)
         if now >= self.next_progress:
             self.next_progress = now + PROGRESS_EVERY
             log.info("fetch: %d responses so far in this bundle", self.fetched)
         return value
+
+    def _publish_levels(self, now: float) -> None:
+        if now >= self.next_levels and self.runner is not None and self.metrics is not None:
+            self.next_levels = now + LEVELS_EVERY
+            self.metrics.publish_levels(self.runner.levels())
 
 
 def _windowed(value: Any) -> WindowedValue:

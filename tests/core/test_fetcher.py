@@ -486,3 +486,21 @@ def test_a_sitemap_may_be_larger_than_a_page():
     by_path = {r.url.rsplit("/", 1)[1]: r for r in results}
     assert len(by_path["sitemap.xml"].body) == 30_000 and by_path["sitemap.xml"].truncated is None
     assert len(by_path["big"].body) == 10_000 and by_path["big"].truncated == "length"
+
+
+def test_live_progress_totals_count_hosts_and_politeness_waits():
+    with mock_server() as server:
+        runner = FetchRunner(cfg())
+        try:
+            assert runner.levels() == (0, 0, 0, 0)
+            # A 1 s delay: the loop cannot be so late that a.test's next turn is already due.
+            runner.submit(plan(server, "a.test", ["/1", "/2", "/3"], robots_known="", delay=1.0))
+            runner.submit(plan(server, "b.test", ["/1"], robots_known=""))
+            out = list(runner.drain(wait=True))
+            started, finished, waits, waits_done = runner.levels()
+        finally:
+            runner.close()
+    assert sum(1 for k, _ in out if k == "host") == 2
+    assert (started, finished) == (2, 2)  # every host crawled, none still counted active
+    # a.test's 2nd and 3rd requests each waited for its delay; b.test's only one never did
+    assert waits == waits_done == 2

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import time
@@ -31,6 +32,8 @@ def demo_crawl(tmp_path_factory) -> dict:
             "--resolve", "*=127.0.0.1", "--allow-private-networks",
             "--min-delay", str(MIN_DELAY), "--round-window", "3", "--runner", "FnApiRunner",
         ]
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+        # Live progress as plain lines (stderr is no terminal here), one a second.
+        env = dict(os.environ, BEAMCRAWL_PROGRESS_EVERY="1")
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    return {"out": Path(out), "seconds": time.monotonic() - started, "stdout": proc.stdout}
+    return {"out": Path(out), "seconds": time.monotonic() - started, "stdout": proc.stdout, "stderr": proc.stderr}
