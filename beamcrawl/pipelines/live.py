@@ -259,8 +259,13 @@ class ProgressPoller:
         if self.source is None:
             self.source = lambda: _job_metrics(result)
 
+    def finished(self, result: Any) -> None:
+        """The job is done: the last line shows its final metrics, not a poll that a bundle's
+        last counts may not have reached yet."""
+        self.final_source = lambda: flatten(result.metrics().query())
+
     def _poll(self, final: bool = False) -> None:
-        source = self.source
+        source = (getattr(self, "final_source", None) or self.source) if final else self.source
         if source is not None:
             try:
                 metrics = source()
@@ -313,4 +318,5 @@ def run(p: beam.Pipeline, round_no: int, window: float, stream: TextIO | None = 
         result = p.run()
         poller.attach(result)
         result.wait_until_finish()
+        poller.finished(result)
     return result
