@@ -23,14 +23,14 @@ from urllib.parse import urlsplit
 import apache_beam as beam
 from apache_beam.options.pipeline_options import PipelineOptions
 
-from beamcrawl.core import files, prometheus
+from beamcrawl.core import files, prometheus, quarantine
 from beamcrawl.core.config import CrawlConfig
 from beamcrawl.core.faults import crash_point
 from beamcrawl.core.outputs import RoundOutputs
 from beamcrawl.core.urlnorm import InvalidURL, fingerprint, host_of, normalize
 from beamcrawl.core.urlshape import ShapeRules
 from beamcrawl.pipelines import round as round_pipeline
-from beamcrawl.schemas.records import PRIORITY_SEED, Candidate, FrontierEntry, UrlState, fp_key
+from beamcrawl.schemas.records import PRIORITY_SEED, Candidate, FrontierEntry, UrlState, fp_key, key_fp
 from beamcrawl.stores.base import Mutation, Store, StoreError, open_store
 from beamcrawl.transforms.budgets import credit_seed_domains
 from beamcrawl.transforms.freshness import scheduled_key
@@ -273,24 +273,37 @@ def next_round(store: Store) -> int:
     return int(raw) if raw else 1
 
 
-def _commit(store: Store, outputs: RoundOutputs) -> dict[str, list[str]]:
+def _commit(store: Store, outputs: RoundOutputs, notes: dict[str, Any] | None = None) -> dict[str, list[str]]:
     """Moves the round's files into place, then deletes the frontier rows it finished.
 
     A marker written first makes the commit resumable: a crash before it, and the rerun
     redoes the round (its frontier rows are still there); a crash after it, and the rerun
     finishes this commit instead (moving what is left, deleting the finished rows) rather
     than fetching and storing the same pages again. The round counter advances last.
+
+    The round's dead letters are read back first: the frontier rows of the URLs they name
+    are kept (not deleted with the finished ones), their failures are booked, and an
+    element failing for the second round is quarantined (core/quarantine.py). ``notes``,
+    if given, gets the newly quarantined elements.
     """
     crash_point("commit.before")
     outputs.mark_committing()
     moved = outputs.commit_files()
     crash_point("commit.after_files")
+    letters = quarantine.read_letters(files.list_files(outputs.final("errors")))
+    keep = quarantine.kept_fps(letters)
+    newly = quarantine.book_failures(store, outputs.round_no, letters)
+    held = quarantine.quarantined_fps(store, letters) if newly else set()
+    if notes is not None:
+        notes["quarantined"] = [f"{kind} {ident}" for kind, ident in newly]
     # The next visits first: a crash between the two leaves a URL queued twice (folded at
     # slot assignment), never not at all.
     requeued = 0
     for path in outputs.requeue_files():
         with files.open_read(path) as fh:
             rows = [read_requeue_line(line) for line in fh.read().decode("utf-8").splitlines() if line]
+        if held:  # a URL quarantined now gets no next visit until it is released
+            rows = [(k, cells) for k, cells in rows if key_fp(k[8:]) not in held]
         for i in range(0, len(rows), 5000):
             store.mutate("frontier", [Mutation.set(k, cells) for k, cells in rows[i : i + 5000]])
         requeued += len(rows)
@@ -299,6 +312,8 @@ def _commit(store: Store, outputs: RoundOutputs) -> dict[str, list[str]]:
     for path in outputs.done_files():
         with files.open_read(path) as fh:
             keys = [bytes.fromhex(line) for line in fh.read().decode("ascii").split()]
+        if keep:  # a URL with a dead letter keeps its row, though another branch finished it
+            keys = [k for k in keys if len(k) != 16 or key_fp(k[8:]) not in keep]
         for i in range(0, len(keys), 5000):
             store.mutate("frontier", [Mutation.delete_row(k) for k in keys[i : i + 5000]])
         finished += len(keys)
@@ -327,6 +342,24 @@ def _metrics(result: Any) -> dict[str, Any]:
     return out
 
 
+def _root_cause(exc: BaseException) -> str:
+    """One line for a failed round: the store's or filesystem's exception where the
+    runner's wrapping holds one, else the first line of what the runner raised."""
+    from beamcrawl.transforms.dead_letter import is_infrastructure
+
+    chain: list[BaseException] = []
+    seen: BaseException | None = exc
+    while seen is not None and seen not in chain and len(chain) < 20:
+        chain.append(seen)
+        seen = seen.__cause__ or seen.__context__
+    cause = next((e for e in reversed(chain) if is_infrastructure(e)), chain[-1])
+    text = str(cause).strip().splitlines()
+    first = text[0] if text else ""
+    # Runners append "[while running 'Stage/Step']" and the worker's traceback: keep the head.
+    first = first.split(" [while running")[0].strip()
+    return f"{type(cause).__name__}: {first}"[:500]
+
+
 def run_round(cfg: CrawlConfig, pipeline_args: list[str], store: Store, round_no: int) -> dict[str, Any]:
     """Runs and commits one round; returns its report."""
     outputs = RoundOutputs(cfg.out, round_no)
@@ -335,11 +368,17 @@ def run_round(cfg: CrawlConfig, pipeline_args: list[str], store: Store, round_no
     options = PipelineOptions(flags=pipeline_args)
     p = beam.Pipeline(options=options)
     round_pipeline.build(p, cfg, outputs, started)
-    result = p.run()
-    result.wait_until_finish()
+    try:
+        result = p.run()
+        result.wait_until_finish()
+    except Exception as exc:  # one element's failure never gets here (transforms/dead_letter.py)
+        raise CrawlError(
+            f"round {round_no} failed and committed nothing (rerun the crawl to retry it): {_root_cause(exc)}"
+        ) from None
     fetch_done = time.time()
     metrics = _metrics(result)
-    moved = _commit(store, outputs)
+    notes: dict[str, Any] = {}
+    moved = _commit(store, outputs, notes)
     finished = time.time()
     frontier_left = sum(1 for _ in store.read_range("frontier", keys_only=True))
     pages = metrics.get("fetch/success", 0)
@@ -376,6 +415,10 @@ def run_round(cfg: CrawlConfig, pipeline_args: list[str], store: Store, round_no
         "unchanged": metrics.get("freshness/unchanged", 0),
         "dropped": metrics.get("freshness/dropped", 0),
         "sitemaps_read": metrics.get("parse/sitemaps", 0),
+        # Elements set aside (errors/round=N/), by stage and exception; elements quarantined.
+        "errors": sum(v for k, v in metrics.items() if k.startswith("errors/")),
+        "errors_by_stage": {k[len("errors/") :]: v for k, v in sorted(metrics.items()) if k.startswith("errors/")},
+        "quarantined": notes.get("quarantined", []),
         "frontier_size": frontier_left,
         "pages_per_second": round(pages / max(fetch_done - started, 1e-9), 2),
         "files": {kind: [p_[len(cfg.out) :].lstrip("/") for p_ in paths] for kind, paths in moved.items()},
@@ -403,6 +446,9 @@ def summary(report: dict[str, Any]) -> str:
         f"({report.get('not_modified', 0)} by 304), dropped {report.get('dropped', 0)}; "
         f"sitemaps and feeds read {report.get('sitemaps_read', 0)}",
     ]
+    if report.get("errors") or report.get("quarantined"):
+        by_stage = " ".join(f"{k}={v}" for k, v in sorted(report.get("errors_by_stage", {}).items()))
+        lines.append(f"  set aside {report.get('errors', 0)} (errors/: {by_stage or '-'}); quarantined now {len(report.get('quarantined', []))}")
     for kind, paths in sorted(report["files"].items()):
         lines.append(f"  {kind}: {len(paths)} file(s)")
     return "\n".join(lines)

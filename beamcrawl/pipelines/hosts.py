@@ -3,12 +3,16 @@
     beamcrawl hosts set-policy HOST (--store URI | --crawl OUT_DIR)
                     [--min-delay-ms N] [--pause-until T] [--block | --unblock]
     beamcrawl hosts show HOST (--store URI | --crawl OUT_DIR)
+    beamcrawl hosts release HOST|URL (--store URI | --crawl OUT_DIR)
 
 ``set-policy`` changes only the fields given and prints the policy it stored, as JSON.
 ``--min-delay-ms 0`` removes a minimum delay; ``--pause-until`` takes an ISO-8601 time
 (``2026-05-01T12:00:00Z``; without a zone it is UTC) or a duration from now (``90s``, ``30m``,
 ``2h``, ``1d``, ``1h30m``); ``--pause-until now`` ends a pause. ``show`` prints the host's
-record (delay, clocks, robots cache, DNS) and policy as JSON.
+record (delay, clocks, robots cache, DNS) and policy as JSON, and what of the host is
+quarantined (the host itself, or URLs of it: an element that failed in two rounds is not
+tried again until released; core/quarantine.py). ``release`` ends the quarantine of a host
+or a URL (its frontier rows are put back, due at once) and prints what it released.
 
 HOST is a host name, ``host:port`` for a non-default port, or a URL (its host is used). A
 policy on a bare name also applies to the host's other ports unless one has its own. Policies
@@ -150,13 +154,29 @@ def show(args: argparse.Namespace, out: TextIO) -> int:
         if policy is None and bare != key:
             policy = _read_policy(store, bare)
             source = bare if policy is not None else None
+        from beamcrawl.core.quarantine import list_quarantine
+
+        quarantined = list_quarantine(store, key)
     shown = {
         "host": key,
         "record": dataclasses.asdict(record) if record is not None else None,
         "policy": dataclasses.asdict(policy) if policy is not None else None,
         "policy_from": source,  # the key the policy is stored under (a bare name covers ports)
+        "quarantine": quarantined,  # the host or its URLs, set aside after failing in two rounds
     }
     json.dump(shown, out, indent=2, sort_keys=True)
+    out.write("\n")
+    return 0
+
+
+def release(args: argparse.Namespace, out: TextIO) -> int:
+    from beamcrawl.core.quarantine import release as release_element
+
+    with _open(args) as store:
+        released = release_element(store, args.host.strip())
+    if not released:
+        raise HostsError(f"nothing quarantined or failing under {args.host!r} (see: beamcrawl export quarantine)")
+    json.dump(released, out, sort_keys=True)
     out.write("\n")
     return 0
 
@@ -173,10 +193,11 @@ def _non_negative_int(text: str) -> int:
 
 def _parser() -> OneLineArgumentParser:
     parser = OneLineArgumentParser(prog="beamcrawl hosts", description="Steer single hosts of a crawl.")
-    sub = parser.add_subparsers(dest="action", metavar="{set-policy,show}")
+    sub = parser.add_subparsers(dest="action", metavar="{set-policy,show,release}")
     for name, helptext in (
         ("set-policy", "Block, pause or slow a host from the next round on."),
-        ("show", "Print a host's record and policy as JSON."),
+        ("show", "Print a host's record, policy and quarantine as JSON."),
+        ("release", "End the quarantine of a host or URL (HOST is then a host or a URL)."),
     ):
         p = sub.add_parser(name, help=helptext, description=helptext)
         p.error = parser.error  # type: ignore[method-assign]  # one-line errors here too
@@ -206,6 +227,8 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
     try:
         if args.action == "set-policy":
             return set_policy(args, out)
+        if args.action == "release":
+            return release(args, out)
         return show(args, out)
     except ValueError as exc:
         print(f"beamcrawl hosts {args.action}: error: {exc}", file=sys.stderr)

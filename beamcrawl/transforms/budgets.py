@@ -51,7 +51,9 @@ from beamcrawl.core.resolver import hostname_of
 from beamcrawl.core.urlnorm import host_of, registered_domain
 from beamcrawl.schemas.records import FetchResult, FrontierEntry, Packed, ParsedPage, packed_by_host
 from beamcrawl.stores.base import Mutation, Store, open_store
+from beamcrawl.transforms import dead_letter
 from beamcrawl.transforms.assign_slots import dedupe_entries
+from beamcrawl.transforms.dead_letter import ERRORS, Outlet, collect, is_infrastructure
 
 __all__ = [
     "ApplyBudgets",
@@ -335,16 +337,19 @@ class ApplyBudgets(beam.PTransform):
     def expand(self, due: beam.PCollection) -> beam.PCollection:
         if not self.enabled:
             return due
-        return (
+        allowed = (
             due
-            | "Key by registered domain" >> beam.Map(_by_domain)
+            | "Key by registered domain" >> dead_letter.Map("budgets", _by_domain)
             | "Group by domain" >> beam.GroupByKey()
             # A grouped value may be a lazy, paged iterable valid only while its element is
             # processed: hold each domain's entries as a list before batching domains.
             | "Hold each domain's URLs" >> beam.MapTuple(lambda domain, items: (domain, list(items)))
             | "Batch domains" >> beam.BatchElements(min_batch_size=16, max_batch_size=512)
-            | "Allow or defer" >> beam.ParDo(_BudgetFn(self.store_uri, self.rules, self.now, self.outputs))
+            | "Allow or defer"
+            >> beam.ParDo(_BudgetFn(self.store_uri, self.rules, self.now, self.outputs)).with_outputs(ERRORS, main="allowed")
         )
+        collect(allowed[ERRORS])
+        return allowed.allowed
 
 
 # --- usage --------------------------------------------------------------------------------------
@@ -365,12 +370,20 @@ def book_usage(state: DomainState, fetched: int, round_no: int, now: float, peri
 class _CountFetchesFn(beam.DoFn):
     """Pages fetched per registered domain in this bundle (robots.txt not counted)."""
 
+    def __init__(self) -> None:
+        self.dead = Outlet("budgets")
+
     def start_bundle(self) -> None:
         self.counts: dict[str, int] = {}
 
-    def process(self, result: FetchResult) -> None:
+    def process(self, result: FetchResult) -> Iterator[beam.pvalue.TaggedOutput]:
         if result.outcome == "fetched" and result.entry.source != "robots":
-            domain = domain_of(result.entry.host)
+            try:
+                self.dead.check(result)
+                domain = domain_of(result.entry.host)
+            except Exception as exc:
+                yield self.dead.tagged(exc, result)
+                return
             self.counts[domain] = self.counts.get(domain, 0) + 1
 
     def finish_bundle(self) -> Iterator[WindowedValue]:
@@ -385,11 +398,16 @@ class _BookUsageFn(beam.DoFn):
         self.round_no = round_no
         self.now = now
         self.period = period
+        self.dead = Outlet("budgets")
 
     def setup(self) -> None:
         self.store = open_store(self.store_uri)
 
-    def process(self, batch: Sequence[tuple[str, int]]) -> None:
+    def process(self, batch: Sequence[tuple[str, int]]) -> Iterator[beam.pvalue.TaggedOutput]:
+        for letter in dead_letter.each(self.dead, batch, self._book):
+            yield beam.pvalue.TaggedOutput(ERRORS, letter)
+
+    def _book(self, batch: Sequence[tuple[str, int]]) -> None:
         states = read_domains(self.store, (d for d, _ in batch))
         self.store.mutate(
             TABLE,
@@ -418,13 +436,19 @@ class CountDomainUsage(beam.PTransform):
         self.period = period
 
     def expand(self, results: beam.PCollection) -> beam.PCollection:
-        return (
-            results
-            | "Pages per domain in a bundle" >> beam.ParDo(_CountFetchesFn())
+        counted = results | "Pages per domain in a bundle" >> beam.ParDo(_CountFetchesFn()).with_outputs(
+            ERRORS, main="counts"
+        )
+        booked = (
+            counted.counts
             | "Pages per domain" >> beam.CombinePerKey(sum)
             | "Batch domains" >> beam.BatchElements(min_batch_size=16, max_batch_size=1000)
-            | "Book pages used" >> beam.ParDo(_BookUsageFn(self.store_uri, self.round_no, self.now, self.period))
+            | "Book pages used"
+            >> beam.ParDo(_BookUsageFn(self.store_uri, self.round_no, self.now, self.period)).with_outputs(ERRORS, main="booked")
         )
+        collect(counted[ERRORS])
+        collect(booked[ERRORS])
+        return booked.booked
 
 
 # --- linking domains ----------------------------------------------------------------------------
@@ -456,13 +480,21 @@ def linked_domains(page: ParsedPage) -> tuple[str, set[str]]:
 class _LinkersFn(beam.DoFn):
     """Per bundle: each linked domain's set of linking domains (one element per domain)."""
 
+    def __init__(self) -> None:
+        self.dead = Outlet("budgets")
+
     def start_bundle(self) -> None:
         self.linkers: dict[str, set[str]] = {}
 
-    def process(self, page: ParsedPage) -> None:
+    def process(self, page: ParsedPage) -> Iterator[beam.pvalue.TaggedOutput]:
         if page.fetch.outcome != "fetched" or not page.links:
             return
-        src, targets = linked_domains(page)
+        try:
+            self.dead.check(page)
+            src, targets = linked_domains(page)
+        except Exception as exc:
+            yield self.dead.tagged(exc, page)
+            return
         for dst in targets:
             self.linkers.setdefault(dst, set()).add(src)
 
@@ -478,11 +510,17 @@ class _MergeLinkersFn(beam.DoFn):
     def __init__(self, store_uri: str) -> None:
         self.store_uri = store_uri
         self.updated = Metrics.counter("budgets", "linker_counts_updated")
+        self.dead = Outlet("budgets")
 
     def setup(self) -> None:
         self.store = open_store(self.store_uri)
 
-    def process(self, batch: Sequence[tuple[str, list[str]]]) -> None:
+    def process(self, batch: Sequence[tuple[str, list[str]]]) -> Iterator[beam.pvalue.TaggedOutput]:
+        # A domain the store refuses as a key is set aside alone (a union: redoing is harmless).
+        for letter in dead_letter.each(self.dead, batch, self._merge):
+            yield beam.pvalue.TaggedOutput(ERRORS, letter)
+
+    def _merge(self, batch: Sequence[tuple[str, list[str]]]) -> None:
         states = read_domains(self.store, (d for d, _ in batch))
         writes = []
         for domain, linkers in batch:
@@ -510,11 +548,14 @@ class CountLinkingDomains(beam.PTransform):
         self.store_uri = store_uri
 
     def expand(self, pages: beam.PCollection) -> beam.PCollection:
-        return (
-            pages
-            | "Linking domains in a bundle" >> beam.ParDo(_LinkersFn())
+        found = pages | "Linking domains in a bundle" >> beam.ParDo(_LinkersFn()).with_outputs(ERRORS, main="linkers")
+        merged = (
+            found.linkers
             | "Group by linked domain" >> beam.GroupByKey()
             | "Union per domain" >> beam.MapTuple(lambda domain, groups: (domain, sorted(set().union(*groups))))
             | "Batch domains" >> beam.BatchElements(min_batch_size=16, max_batch_size=1000)
-            | "Merge linking-domain counts" >> beam.ParDo(_MergeLinkersFn(self.store_uri))
+            | "Merge linking-domain counts" >> beam.ParDo(_MergeLinkersFn(self.store_uri)).with_outputs(ERRORS, main="merged")
         )
+        collect(found[ERRORS])
+        collect(merged[ERRORS])
+        return merged.merged
