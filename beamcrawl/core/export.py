@@ -122,7 +122,6 @@ def quarantine_row(key: bytes, cells: dict[str, bytes]) -> dict[str, Any] | None
         "stage": state.get("stage"),
         "exception": state.get("exception"),
         "message": state.get("message"),
-        "frontier_rows": len(state.get("frontier") or {}),
     }
 
 

@@ -6,16 +6,14 @@ booked in the store's ``meta`` table, one row per element (``quarantine/url/<URL
 ``quarantine/host/<host>``) holding the rounds it failed in and its last reason. When the
 rounds reach :data:`ROUNDS_TO_QUARANTINE`, the element is quarantined:
 
-- a URL's frontier rows are moved into its quarantine row (kept whole, so nothing is
-  lost) and removed from the frontier, so no round selects it; its next-visit row from the
-  failing round is not queued;
+- a URL's frontier rows stay where they are (nothing is lost), and select holds them: no
+  round plans the URL (``select/quarantined_rows``);
 - a host is held like a paused host (select gives it a pause with no end): its URLs stay
   queued and get no slots.
 
-``beamcrawl hosts release HOST|URL`` ends a quarantine: the URL's frontier rows are put
-back as they were (due at once) or the host is planned again at the next round, and the
-failure count starts over. ``beamcrawl hosts show`` lists a host's quarantined URLs and
-whether the host itself is, ``beamcrawl export quarantine`` all of them as Parquet.
+``beamcrawl hosts release HOST|URL`` ends a quarantine (and the failure count): the next
+round plans the URL or host again, from the frontier rows it kept. ``beamcrawl hosts show``
+lists a host's quarantined URLs and whether the host itself is, ``beamcrawl export quarantine`` all of them as Parquet.
 Nothing here imports Beam.
 """
 
@@ -37,6 +35,7 @@ __all__ = [
     "list_quarantine",
     "quarantine_policy",
     "quarantined_hosts",
+    "quarantined_urls",
     "release",
 ]
 
@@ -93,24 +92,17 @@ def book_failures(store: Store, round_no: int, letters: Iterable[dict[str, Any]]
     by_element: dict[tuple[str, str], dict[str, Any]] = {}
     for letter in letters:
         element = element_of(letter)
-        if element is None:
-            continue
-        booked = by_element.setdefault(element, {"letter": letter, "frontier": set()})
-        frontier = _frontier_key(letter)
-        if frontier is not None:
-            booked["frontier"].add(frontier)
+        if element is not None:
+            by_element.setdefault(element, letter)
     if not by_element:
         return []
     keys = {element: row_key(*element) for element in by_element}
     stored = store.read_keys(TABLE, sorted(set(keys.values())))
     writes: list[Mutation] = []
-    moves: list[bytes] = []
     newly: list[tuple[str, str]] = []
-    pending: list[tuple[dict[str, Any], bytes, list[bytes]]] = []
-    for element, booked in sorted(by_element.items()):
+    for element, letter in sorted(by_element.items()):
         kind, ident = element
         state = _load(stored.get(keys[element])) or {"kind": kind, "id": ident, "rounds": [], "quarantined": False}
-        letter = booked["letter"]
         state["rounds"] = sorted(set(state.get("rounds", [])) | {round_no})
         state.update(
             stage=letter.get("stage"), exception=letter.get("exception"),
@@ -120,59 +112,22 @@ def book_failures(store: Store, round_no: int, letters: Iterable[dict[str, Any]]
             state["quarantined"] = True
             state["since"] = round_no
             newly.append(element)
-            if kind == "url" and booked["frontier"]:
-                pending.append((state, keys[element], sorted(booked["frontier"])))
-                continue
         writes.append(Mutation.set(keys[element], {CELL: json.dumps(state, sort_keys=True).encode()}))
-    if pending:
-        pending = [(state, key, frontier + _scheduled_keys(store, state["id"])) for state, key, frontier in pending]
-        # A quarantined URL's frontier rows go into its quarantine row first, then leave
-        # the frontier: a crash between the two leaves them in both places, never in none.
-        rows = store.read_keys("frontier", sorted({k for _, _, ks in pending for k in ks}))
-        for state, key, frontier in pending:
-            kept = dict(state.get("frontier") or {})
-            kept.update({k.hex(): {c: v.hex() for c, v in rows[k].items()} for k in frontier if k in rows})
-            state["frontier"] = kept
-            writes.append(Mutation.set(key, {CELL: json.dumps(state, sort_keys=True).encode()}))
-            moves.extend(k for k in frontier if k in rows)
     if writes:
         store.mutate(TABLE, writes)
-    if moves:
-        store.mutate("frontier", [Mutation.delete_row(k) for k in moves])
     return newly
 
 
-def _scheduled_keys(store: Store, url: str) -> list[bytes]:
-    """The frontier key of a URL's scheduled next visit, from its stored revisit state (the
-    row an earlier round queued; see transforms/freshness.py ``scheduled_key``)."""
-    from beamcrawl.core.urlnorm import fingerprint
-    from beamcrawl.schemas.records import UrlState, fp_key, frontier_key
-
-    fp = fingerprint(url)
-    cells = store.read_keys("urls", [fp_key(fp)]).get(fp_key(fp))
-    try:
-        revisit = UrlState.from_cells(cells).revisit if cells else None
-    except (ValueError, TypeError):
-        return []
-    due = revisit.get("next_due") if isinstance(revisit, dict) else None
-    if not isinstance(due, (int, float)) or not math.isfinite(due):
-        return []
-    return [frontier_key(int(due * 1000), fp)]
-
-
-def quarantined_fps(store: Store, letters: Iterable[dict[str, Any]]) -> set[int]:
-    """Fingerprints of the quarantined URLs among a round's dead letters (their next-visit
-    rows are not queued at the commit)."""
-    urls = {e[1] for letter in letters if (e := element_of(letter)) is not None and e[0] == "url"}
-    if not urls:
-        return set()
+def quarantined_urls(store: Store) -> set[int]:
+    """Fingerprints of the quarantined URLs (one range scan of their rows: few, as they are
+    failures). Select holds every frontier row of these URLs."""
     from beamcrawl.core.urlnorm import fingerprint
 
-    rows = store.read_keys(TABLE, sorted({row_key("url", u) for u in urls}))
+    start = PREFIX + b"url/"
     out = set()
-    for cells in rows.values():
+    for _key, cells in store.read_range(TABLE, start, start[:-1] + b"0"):
         state = _load(cells)
-        if state and state.get("quarantined"):
+        if state and state.get("quarantined") and isinstance(state.get("id"), str):
             out.add(fingerprint(state["id"]))
     return out
 
@@ -192,8 +147,8 @@ def quarantine_policy(host: str, policy: HostPolicy | None) -> HostPolicy:
 
 
 def list_quarantine(store: Store, host: str | None = None, only_quarantined: bool = True) -> list[dict[str, Any]]:
-    """The booked elements (one scan of the quarantine rows), without saved frontier cells;
-    with ``host``, the host itself and its URLs only."""
+    """The booked elements (one scan of the quarantine rows); with ``host``, the host itself
+    and its URLs only."""
     out = []
     end = PREFIX[:-1] + bytes([PREFIX[-1] + 1])
     for _key, cells in store.read_range(TABLE, PREFIX, end):
@@ -202,14 +157,13 @@ def list_quarantine(store: Store, host: str | None = None, only_quarantined: boo
             continue
         if host is not None and state.get("host") != host and state.get("id") != host:
             continue
-        state = {k: v for k, v in state.items() if k != "frontier"}
         out.append(state)
     return out
 
 
 def release(store: Store, target: str) -> list[dict[str, Any]]:
-    """Ends the quarantine (and the failure count) of a URL or host ``target``: a URL's
-    frontier rows are put back as they were. Returns the released elements."""
+    """Ends the quarantine (and the failure count) of a URL or host ``target``. Returns the
+    released elements."""
     from beamcrawl.core.urlnorm import InvalidURL, host_of, normalize
 
     candidates = [("url", target), ("host", target)]
@@ -226,17 +180,7 @@ def release(store: Store, target: str) -> list[dict[str, Any]]:
                 pass
     keys = sorted({row_key(*c) for c in candidates})
     rows = store.read_keys(TABLE, keys)
-    released = []
-    restore: list[Mutation] = []
-    for key in keys:
-        state = _load(rows.get(key))
-        if state is None:
-            continue
-        for hex_key, cells in (state.get("frontier") or {}).items():
-            restore.append(Mutation.set(bytes.fromhex(hex_key), {c: bytes.fromhex(v) for c, v in cells.items()}))
-        released.append({k: v for k, v in state.items() if k != "frontier"})
-    if restore:
-        store.mutate("frontier", restore)  # back first: a crash here leaves it in both places
+    released = [state for key in keys if (state := _load(rows.get(key))) is not None]
     if released:
         store.mutate(TABLE, [Mutation.delete_row(k) for k in keys if k in rows])
     return released

@@ -293,7 +293,6 @@ def _commit(store: Store, outputs: RoundOutputs, notes: dict[str, Any] | None = 
     letters = quarantine.read_letters(files.list_files(outputs.final("errors")))
     keep = quarantine.kept_fps(letters)
     newly = quarantine.book_failures(store, outputs.round_no, letters)
-    held = quarantine.quarantined_fps(store, letters) if newly else set()
     if notes is not None:
         notes["quarantined"] = [f"{kind} {ident}" for kind, ident in newly]
     # The next visits first: a crash between the two leaves a URL queued twice (folded at
@@ -302,8 +301,6 @@ def _commit(store: Store, outputs: RoundOutputs, notes: dict[str, Any] | None = 
     for path in outputs.requeue_files():
         with files.open_read(path) as fh:
             rows = [read_requeue_line(line) for line in fh.read().decode("utf-8").splitlines() if line]
-        if held:  # a URL quarantined now gets no next visit until it is released
-            rows = [(k, cells) for k, cells in rows if key_fp(k[8:]) not in held]
         for i in range(0, len(rows), 5000):
             store.mutate("frontier", [Mutation.set(k, cells) for k, cells in rows[i : i + 5000]])
         requeued += len(rows)
@@ -360,6 +357,27 @@ def _root_cause(exc: BaseException) -> str:
     return f"{type(cause).__name__}: {first}"[:500]
 
 
+class _QuietInfrastructureFailures(logging.Filter):
+    """Drops the runner's log record of an infrastructure failure (a traceback on stderr):
+    the round's one-line error says it (see :func:`_root_cause`)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        from beamcrawl.transforms.dead_letter import is_infrastructure
+
+        exc = record.exc_info[1] if record.exc_info else None
+        while exc is not None:
+            if is_infrastructure(exc):
+                return False
+            exc = exc.__cause__ or exc.__context__
+        return True
+
+
+# Where the runners log a failed bundle (with its traceback) before they raise.
+_RUNNER_LOGGERS = ("apache_beam.runners.common", "apache_beam.runners.worker.sdk_worker",
+                   "apache_beam.runners.worker.bundle_processor", "apache_beam.runners.portability.fn_api_runner.fn_runner")
+_QUIET = _QuietInfrastructureFailures()
+
+
 def run_round(cfg: CrawlConfig, pipeline_args: list[str], store: Store, round_no: int) -> dict[str, Any]:
     """Runs and commits one round; returns its report."""
     outputs = RoundOutputs(cfg.out, round_no)
@@ -368,6 +386,9 @@ def run_round(cfg: CrawlConfig, pipeline_args: list[str], store: Store, round_no
     options = PipelineOptions(flags=pipeline_args)
     p = beam.Pipeline(options=options)
     round_pipeline.build(p, cfg, outputs, started)
+    for name in _RUNNER_LOGGERS:
+        if _QUIET not in logging.getLogger(name).filters:
+            logging.getLogger(name).addFilter(_QUIET)
     try:
         result = p.run()
         result.wait_until_finish()

@@ -190,7 +190,6 @@ QUARANTINE_SCHEMA = pa.schema(
         _f("stage", pa.string(), "The stage of its last failure (errors/ has every one)."),
         _f("exception", pa.string(), "The exception type of its last failure."),
         _f("message", pa.string(), "The message of its last failure."),
-        _f("frontier_rows", pa.int32(), "Frontier rows kept aside with it (put back by a release)."),
     ]
 )
 

@@ -256,6 +256,12 @@ class _PlanFn(beam.DoFn):
         policies = list(groups["policies"])
         record = records[0] if records else None
         policy = policies[0] if policies else None
+        if record is None and entries:
+            # Every host with due URLs has a record unless reading or resolving it failed
+            # (a dead letter of select or resolve): the host waits, its URLs stay queued.
+            self.idle_hosts.inc()
+            self.deferred.inc(len(entries))
+            return
         try:
             self.dead.check(host)
             plan = plan_host(host, entries, record, policy, self.cfg, self.now)

