@@ -183,9 +183,12 @@ def test_quarantined_elements_are_not_fetched_until_released(run):
     for stage in URL_STAGES:
         host = run["target"][stage].split(":")[0]
         assert (host, "/") not in asked, stage
-    for stage in ("assign_slots", "budgets"):  # quarantined hosts: held, nothing requested
+    for stage in HOST_STAGES:  # quarantined hosts: held like paused ones, nothing requested
         assert run["target"][stage].split(":")[0] not in hosts3, stage
     assert hosts3  # the others were crawled
+    report = _report(run, 3)
+    assert report["errors"] == 0  # no faults this round: held, not failed
+    assert report["metrics"].get("assign_slots/hosts_paused", 0) >= len(HOST_STAGES)
 
 
 def test_hosts_show_and_export_list_the_quarantine(run):
