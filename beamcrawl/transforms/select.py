@@ -124,7 +124,7 @@ class _ReadHostRowsFn(beam.DoFn):
                 yield self.dead.tagged(exc, host, host=host)
                 continue
             yield host, record
-            if host in held:  # quarantined by an operator's release only: held like a pause
+            if host in held:  # quarantined until an operator releases it: held like a pause
                 policy = quarantine_policy(host, policy)
             if policy is not None:
                 yield beam.pvalue.TaggedOutput("policies", (host, policy))
