@@ -7,8 +7,9 @@
     beamcrawl hosts set-policy HOST (--store URI | --crawl OUT_DIR) [--min-delay-ms N]
                     [--pause-until T] [--block | --unblock]
     beamcrawl hosts show HOST (--store URI | --crawl OUT_DIR)
+    beamcrawl hosts release HOST|URL (--store URI | --crawl OUT_DIR)
     beamcrawl submit URL... [--file F] --priority high|normal|low --reason TEXT (--store URI | --crawl OUT_DIR)
-    beamcrawl export urls|hosts --out DIR (--store URI | --crawl OUT_DIR)
+    beamcrawl export urls|hosts|quarantine --out DIR (--store URI | --crawl OUT_DIR)
     beamcrawl store init --store bigtable://PROJECT/INSTANCE[/TABLE_PREFIX]
     beamcrawl demo [--out DIR] [--hosts N] [--rounds N]
     beamcrawl simweb --port P --hosts N --log FILE --truth FILE
