@@ -15,8 +15,9 @@ loopback: links to ``[2001:db8::1]`` and the like are only parsed and queued.
 
 Checked: the round completes; every good page is stored (its WARC response read back with
 warcio, its row in pages/ with pyarrow); every seed is accounted for (a page event, a dead
-letter, or its frontier row kept); every dead letter in errors/ names its stage, exception
-and message, and the round report counts exactly as many.
+letter, or its frontier row kept); the sitemaps submitted (hostile entries, entities, a
+false gzip, a malformed index) are read for what they hold; every dead letter in errors/
+names its stage, exception and message, and the round report counts exactly as many.
 """
 
 from __future__ import annotations
@@ -27,12 +28,14 @@ import json
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterator
 
 import pyarrow.parquet as pq
 import pytest
 from warcio.archiveiterator import ArchiveIterator
 
+from beamcrawl.pipelines.crawl import submit_urls
 from beamcrawl.stores.base import open_store
 
 HOSTS = ("a.hostile.test", "b.hostile.test", "c.hostile.test", "d.hostile.test", "e.hostile.test")
@@ -213,7 +216,31 @@ def _build(web: HostileWeb) -> tuple[list[str], set[str]]:
     seeds += [web.url(b, p) for p in (*locations, "/r-none", "/r-two")]
     seeds += [web.url(c, p) for p in raws]
     seeds += [web.url(e, "/")]
+    # Sitemaps (d), submitted as sitemaps: hostile entries, entities (refused: no DTDs), a
+    # lie about gzip, a malformed index.
+    web.pages[(d, "/sitemap.xml")] = (200, [(b"Content-Type", b"application/xml")], (
+        '<?xml version="1.0"?>\n<urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">\n'
+        f"<url><loc>http://[::1]:{port}/from-sitemap</loc><lastmod>not a date</lastmod></url>\n"
+        "<url><loc>http://[2001:db8::1]/x</loc></url><url><loc>javascript:alert(1)</loc></url>\n"
+        "<url><loc>http://xn--/</loc></url><url><loc>&amp;&lt;</loc></url><url><loc></loc></url>\n"
+        f"<url><loc>http://d.hostile.test:{port}/listed</loc><lastmod>2026-13-45T99:99:99Z</lastmod></url>\n"
+        f"<url><loc>http://d.hostile.test:{port}/\\back</loc><lastmod>99999999999999999999</lastmod></url>\n"
+    ).encode())
+    web.pages[(d, "/bomb.xml")] = (200, [(b"Content-Type", b"application/xml")], (
+        '<?xml version="1.0"?>\n<!DOCTYPE x [<!ENTITY a "aaaaaaaaaa"><!ENTITY b "&a;&a;&a;&a;&a;&a;&a;&a;">'
+        '<!ENTITY c SYSTEM "file:///etc/passwd">]>\n<urlset><url><loc>&b;&c;</loc></url></urlset>'
+    ).encode())
+    web.pages[(d, "/sitemap.xml.gz")] = (200, [(b"Content-Type", b"application/x-gzip")], b"\x1f\x8b\x08garbage" * 10)
+    web.pages[(d, "/index.xml")] = (200, [(b"Content-Type", b"text/xml")], (
+        '<sitemapindex xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">'
+        + "".join(f"<sitemap><loc>http://[::1]:{port}/s{i}.xml</loc></sitemap>" for i in range(3))
+        + "<sitemap><loc>file:///etc/passwd</loc></sitemap><sitemap><loc>http://[2001:db8::1]/s.xml</loc></sitemap>"
+    ).encode())  # unterminated: malformed XML
     return seeds, {web.url(h, p) for (h, p) in good}
+
+
+def _sitemaps(web: HostileWeb) -> list[str]:
+    return [web.url("d.hostile.test", p) for p in ("/bomb.xml", "/sitemap.xml", "/sitemap.xml.gz", "/index.xml")]
 
 
 @pytest.fixture(scope="module")
@@ -223,6 +250,10 @@ def hostile_round(tmp_path_factory) -> Iterator[dict]:
     with HostileWeb() as web:
         seeds, good = _build(web)
         (work / "seeds.txt").write_text("\n".join(seeds) + "\n")
+        out.mkdir()
+        with open_store(f"sqlite:///{out}/store.sqlite") as store:
+            submitted = submit_urls(store, _sitemaps(web), int(time.time() * 1000), kind="sitemap", source="submit")
+        assert submitted.accepted == 4
         cmd = [
             sys.executable, "-m", "beamcrawl.pipelines.cli", "crawl", "--seeds", str(work / "seeds.txt"),
             "--out", str(out), "--rounds", "1", "--resolve", "*=127.0.0.1", "--allow-private-networks",
@@ -232,7 +263,7 @@ def hostile_round(tmp_path_factory) -> Iterator[dict]:
         requests = list(web.requests)
     with open_store(f"sqlite:///{out}/store.sqlite") as store:
         frontier = {json.loads(cells["r:json"])["url"] for _, cells in store.read_range("frontier")}
-    yield {"proc": proc, "out": out, "seeds": seeds, "good": good, "requests": requests, "frontier": frontier}
+    yield {"proc": proc, "out": out, "seeds": seeds + _sitemaps(web), "good": good, "requests": requests, "frontier": frontier}
 
 
 def test_the_round_completes(hostile_round):
@@ -274,6 +305,14 @@ def test_every_seed_is_accounted_for(hostile_round):
 def _errors(out) -> list[dict]:
     folder = out / "errors"
     return pq.read_table(folder).to_pylist() if folder.exists() else []
+
+
+def test_submitted_sitemaps_were_read(hostile_round):
+    pages = {p["url"]: p for p in pq.read_table(hostile_round["out"] / "pages").to_pylist()}
+    bomb, sitemap, gz, index = hostile_round["seeds"][-4:]
+    assert all(pages[url]["status"] == 200 for url in (bomb, sitemap, gz, index))
+    dst = {r["dst"] for r in pq.read_table(hostile_round["out"] / "links", columns=["dst"]).to_pylist()}
+    assert any(u.endswith("/listed") for u in dst)  # the good entry of the hostile sitemap
 
 
 def test_every_dead_letter_has_its_reason_and_is_counted(hostile_round):
