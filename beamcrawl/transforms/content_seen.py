@@ -81,10 +81,10 @@ from beamcrawl.core.urlnorm import fingerprint
 from beamcrawl.core.warc_revisit import payload_digest
 from beamcrawl.schemas.records import Packed, ParsedPage, fp_key, key_fp, shuffled
 from beamcrawl.stores.base import Mutation, Store, open_store
-from beamcrawl.transforms.parse import PARSED_KINDS, body_kind
-from beamcrawl.transforms.url_seen import MAX_BUCKET_BITS, bucket_of, choose_bucket_bits, choose_path
 from beamcrawl.transforms import dead_letter
 from beamcrawl.transforms.dead_letter import ERRORS, Outlet, collect
+from beamcrawl.transforms.parse import PARSED_KINDS, body_kind
+from beamcrawl.transforms.url_seen import MAX_BUCKET_BITS, bucket_of, choose_bucket_bits, choose_path
 
 __all__ = [
     "CONTENT_TABLE",
