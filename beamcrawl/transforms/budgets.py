@@ -258,6 +258,7 @@ class _BudgetFn(beam.DoFn):
         self.deferred_budget = Metrics.counter("budgets", "urls_over_budget")
         self.deferred_hosts = Metrics.counter("budgets", "urls_new_host_capped")
         self.new_hosts = Metrics.counter("budgets", "hosts_admitted")
+        self.dead = Outlet("budgets")
 
     def setup(self) -> None:
         self.store = open_store(self.store_uri)
@@ -266,6 +267,28 @@ class _BudgetFn(beam.DoFn):
         self.done: list[str] = []
 
     def process(
+        self, batch: Sequence[tuple[str, list[tuple[str, list[FrontierEntry]]]]]
+    ) -> Iterator[tuple[str, Packed]]:
+        try:
+            for item in batch:
+                self.dead.check(item)
+            yield from list(self._budget(batch))
+            return
+        except Exception as exc:
+            if is_infrastructure(exc):
+                raise
+        # A domain that fails alone is set aside (its URLs neither passed on nor deferred:
+        # their frontier rows stay); the batch's other domains are budgeted one by one.
+        for item in batch:
+            try:
+                self.dead.check(item)
+                out = list(self._budget([item]))
+            except Exception as exc:
+                yield self.dead.tagged(exc, item)
+                continue
+            yield from out
+
+    def _budget(
         self, batch: Sequence[tuple[str, list[tuple[str, list[FrontierEntry]]]]]
     ) -> Iterator[tuple[str, Packed]]:
         states = read_domains(self.store, (domain for domain, _ in batch))
@@ -314,6 +337,10 @@ def _by_domain(item: tuple[str, list[FrontierEntry]]) -> tuple[str, tuple[str, l
     return domain_of(item[0]), item
 
 
+def _host_of_item(item: tuple[str, list[FrontierEntry]]) -> str:
+    return item[0]
+
+
 class ApplyBudgets(beam.PTransform):
     """``(host, [FrontierEntry])`` due this round → those within their domain's budget and host
     caps; the others are deferred in the store (new frontier rows, old ones deleted at commit).
@@ -339,7 +366,7 @@ class ApplyBudgets(beam.PTransform):
             return due
         allowed = (
             due
-            | "Key by registered domain" >> dead_letter.Map("budgets", _by_domain)
+            | "Key by registered domain" >> dead_letter.Map("budgets", _by_domain, host=_host_of_item)
             | "Group by domain" >> beam.GroupByKey()
             # A grouped value may be a lazy, paged iterable valid only while its element is
             # processed: hold each domain's entries as a list before batching domains.

@@ -151,8 +151,8 @@ def describe(element: Any) -> tuple[str, str, str]:
             inner = describe(value)
             if inner[1] or inner[2]:
                 return inner
-        if isinstance(key, (bytes, str)):
-            return (key.hex() if isinstance(key, bytes) else key), "", key if isinstance(key, str) else ""
+        if isinstance(key, (bytes, str)):  # a host, a domain, a store key: the stage says which
+            return (key.hex() if isinstance(key, bytes) else key), "", ""
     if isinstance(element, bytes):
         return element.hex(), "", ""
     if isinstance(element, (list, tuple)):
@@ -246,9 +246,10 @@ def each(outlet: Outlet, batch: Sequence[T], work: Callable[[Sequence[T]], Any])
 class _GuardedFn(beam.DoFn):
     """A plain function per element, its failures set aside."""
 
-    def __init__(self, stage: str, fn: Callable[[Any], Any], flat: bool) -> None:
+    def __init__(self, stage: str, fn: Callable[[Any], Any], flat: bool, host: Callable[[Any], str] | None) -> None:
         self.fn = fn
         self.flat = flat
+        self.host = host
         self.dead = Outlet(stage)
 
     def process(self, element: Any) -> Iterator[Any]:
@@ -258,25 +259,37 @@ class _GuardedFn(beam.DoFn):
             if self.flat:
                 out = list(out)  # a generator fails as it runs: run it inside the try
         except Exception as exc:
-            yield self.dead.tagged(exc, element)
+            yield self.dead.tagged(exc, element, self._host(element))
             return
         if self.flat:
             yield from out
         else:
             yield out
 
+    def _host(self, element: Any) -> str | None:
+        try:
+            return self.host(element) if self.host is not None else None
+        except Exception:
+            return None
+
 
 class Map(beam.PTransform):
-    """``beam.Map(fn)`` whose failures are dead letters of ``stage`` (one step all the same)."""
+    """``beam.Map(fn)`` whose failures are dead letters of ``stage`` (one step all the same).
 
-    def __init__(self, stage: str, fn: Callable[[Any], Any], flat: bool = False) -> None:
+    ``host`` names an element's host where :func:`describe` cannot (a ``(host, ...)`` pair):
+    a host that keeps failing is then quarantined."""
+
+    def __init__(
+        self, stage: str, fn: Callable[[Any], Any], flat: bool = False, host: Callable[[Any], str] | None = None
+    ) -> None:
         super().__init__()
         self.stage = stage
         self.fn = fn
         self.flat = flat
+        self.host = host
 
     def expand(self, pcoll: beam.PCollection) -> beam.PCollection:
-        out = pcoll | beam.ParDo(_GuardedFn(self.stage, self.fn, self.flat)).with_outputs(ERRORS, main="out")
+        out = pcoll | beam.ParDo(_GuardedFn(self.stage, self.fn, self.flat, self.host)).with_outputs(ERRORS, main="out")
         collect(out[ERRORS])
         return out.out
 

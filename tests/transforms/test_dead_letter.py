@@ -44,6 +44,7 @@ def test_describe_names_each_kind_of_element():
     assert describe({"url": "http://a.test/", "host": "a.test"}) == ("http://a.test/", "http://a.test/", "a.test")
     assert describe({"src": ["http://a.test/"] * 2, "src_host": ["a.test"] * 2})[1] == "http://a.test/"
     assert describe((b"\x01\x02", {"r:json": b"{}"})) == ("0102", "", "")
+    assert describe(("example.com", ["a", "b"])) == ("example.com", "", "")  # a domain is no host
     assert describe(["x", "y"]) == ("batch of 2", "", "")
 
 
