@@ -12,6 +12,9 @@ Points in use (tests/pipelines/test_crash_safety.py kills a crawl at each):
     commit.after_files              files moved into place, next visits not queued
     commit.after_requeue            next visits queued, finished frontier rows not deleted
     commit.after_frontier_deletes   frontier rows deleted, round counter not advanced
+
+Element faults (``BEAMCRAWL_FAIL_ELEMENT``, :func:`element_faults`) make one element raise
+in a stage instead, to show that it is set aside and the round goes on.
 """
 
 from __future__ import annotations
@@ -60,10 +63,11 @@ def element_faults(stage: str) -> list[tuple[str, bool]]:
     """The element faults asked for in ``stage``: ``(text, infrastructure)`` pairs.
 
     ``BEAMCRAWL_FAIL_ELEMENT=STAGE:TEXT[:infra][,STAGE:TEXT...]`` makes every element of
-    ``STAGE`` whose key, URL or host contains ``TEXT`` (or ends with it, ``TEXT$``) raise :class:`InjectedFault` (or,
-    with ``:infra``, :class:`InjectedInfrastructureFault`) where the stage handles it, so a
-    test can make one element fail in each stage (transforms/dead_letter.py). Read once per
-    DoFn instance: unset, a stage pays one comparison per element.
+    ``STAGE`` whose key, URL or host contains ``TEXT`` (or ends with it: ``TEXT$``) raise
+    :class:`InjectedFault` (or, with ``:infra``, :class:`InjectedInfrastructureFault`) where
+    the stage handles it, so a test can make one element fail in each stage
+    (transforms/dead_letter.py). Read once per DoFn instance: unset, a stage pays one
+    comparison per element.
     """
     spec = os.environ.get(ELEMENT_ENV, "")
     out = []

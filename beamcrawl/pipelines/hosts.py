@@ -12,7 +12,8 @@
 record (delay, clocks, robots cache, DNS) and policy as JSON, and what of the host is
 quarantined (the host itself, or URLs of it: an element that failed in two rounds is not
 tried again until released; core/quarantine.py). ``release`` ends the quarantine of a host
-or a URL (its frontier rows are put back, due at once) and prints what it released.
+or a URL (the frontier rows it kept all along are planned again from the next round) and
+prints what it released.
 
 HOST is a host name, ``host:port`` for a non-default port, or a URL (its host is used). A
 policy on a bare name also applies to the host's other ports unless one has its own. Policies
