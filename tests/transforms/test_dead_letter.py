@@ -145,3 +145,16 @@ def test_a_row_arrow_refuses_costs_that_row_not_the_part(tmp_path):
     assert [o.value.value.url for o in out if o.tag == ERRORS] == ["http://bad/\\udcff"]
     (path,) = tmp_path.iterdir()
     assert pq.read_table(path).column("url").to_pylist() == ["http://ok/"]
+
+
+def test_a_host_whose_crawl_raised_is_a_dead_letter_of_fetch():
+    """The fetcher hands back a host whose crawl raised (its URLs come back deferred)."""
+    from beamcrawl.core.config import CrawlConfig
+    from beamcrawl.schemas.records import HostPlan
+    from beamcrawl.transforms.fetch import _FetchShardsFn
+
+    fn = _FetchShardsFn(CrawlConfig(out="unused", store="unused"))
+    plan = HostPlan(host="a.test:81", shard=0, record=HostRecord(host="a.test:81"), delay=1.0, fetch_robots=False, entries=[])
+    out = fn._route("failed", (plan, RuntimeError("bug in one request")))
+    assert out.tag == ERRORS
+    assert (out.value.stage, out.value.host, out.value.exception) == ("fetch", "a.test:81", "RuntimeError")
