@@ -23,7 +23,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from beamcrawl.core.urlnorm import host_of
-from beamcrawl.schemas.arrow import HOSTS_SCHEMA, URLS_SCHEMA, signed64
+from beamcrawl.schemas.arrow import HOSTS_SCHEMA, QUARANTINE_SCHEMA, URLS_SCHEMA, signed64
 from beamcrawl.schemas.records import JSON_CELL, QUEUED_CELL, HostRecord, UrlState, key_fp
 from beamcrawl.stores.base import Row, Store
 
@@ -98,11 +98,37 @@ class _Export:
     table: str
     schema: pa.Schema
     row: Callable[[bytes, dict[str, bytes]], dict[str, Any] | None]
+    prefix: bytes = b""  # rows of the table outside it are not this export's (not "skipped")
+
+
+def quarantine_row(key: bytes, cells: dict[str, bytes]) -> dict[str, Any] | None:
+    """A ``quarantine`` export row from a ``meta`` row (None for the other meta rows)."""
+    from beamcrawl.core import quarantine
+
+    if not key.startswith(quarantine.PREFIX):
+        return None
+    state = quarantine._load(cells)
+    if state is None:
+        return None
+    rounds = [r for r in state.get("rounds", []) if isinstance(r, int)]
+    return {
+        "kind": state.get("kind"),
+        "id": state.get("id"),
+        "host": state.get("host") or None,
+        "quarantined": bool(state.get("quarantined")),
+        "failed_rounds": len(rounds),
+        "first_round": min(rounds) if rounds else None,
+        "last_round": max(rounds) if rounds else None,
+        "stage": state.get("stage"),
+        "exception": state.get("exception"),
+        "message": state.get("message"),
+    }
 
 
 EXPORTS = {
     "urls": _Export("urls", URLS_SCHEMA, url_row),
     "hosts": _Export("hosts", HOSTS_SCHEMA, host_row),
+    "quarantine": _Export("meta", QUARANTINE_SCHEMA, quarantine_row, prefix=b"quarantine/"),
 }
 
 
@@ -147,6 +173,8 @@ def export_table(
         for chunk in scan_chunks(store, spec.table, chunk_rows):
             rows = []
             for key, cells in chunk:
+                if not key.startswith(spec.prefix):
+                    continue
                 row = spec.row(key, cells)
                 if row is None:
                     skipped += 1

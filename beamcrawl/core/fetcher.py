@@ -164,6 +164,7 @@ class HostCrawler:
                 record = await self._crawl_host(plan)
             except Exception as exc:  # never lose a host's work to a bug in one request
                 log.exception("host %s failed", plan.host)
+                self.emit("failed", (plan, exc))  # a dead letter of the fetch stage
                 for entry in plan.entries:
                     self.emit("result", _deferred(entry, f"internal error: {exc!r}"))
                 record = plan.record

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from beamcrawl.core import files
 
-KINDS = ("warc", "cdxj", "pages", "links")
+KINDS = ("warc", "cdxj", "pages", "links", "errors")
 # Kinds committed into another kind's folder: a WARC file's CDXJ index sits beside it.
 FOLDER = {"cdxj": "warc"}
 DONE = "done"  # frontier keys finished this round, applied to the store at commit

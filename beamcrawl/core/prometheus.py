@@ -60,6 +60,7 @@ _HELP = {
     "unchanged": "Revisits that found the content unchanged (304 or the same checksum).",
     "dropped": "URLs dropped after repeated 404/410 answers.",
     "sitemaps_read": "Sitemaps and feeds read this round.",
+    "errors": "Elements set aside this round (dead letters in errors/; by stage: beamcrawl_errors_<stage>).",
     "frontier_size": "Frontier rows left after the round.",
     "pages_per_second": "Responses per second of pipeline time.",
 }

@@ -8,9 +8,10 @@
     beamcrawl hosts set-policy HOST (--store URI | --crawl OUT_DIR) [--min-delay-ms N]
                     [--pause-until T] [--block | --unblock]
     beamcrawl hosts show HOST (--store URI | --crawl OUT_DIR)
+    beamcrawl hosts release HOST|URL (--store URI | --crawl OUT_DIR)
     beamcrawl submit URL... [--file F] --priority high|normal|low --reason TEXT
                     [--kind auto|page|sitemap] [--allow-private-networks] (--store URI | --crawl OUT_DIR)
-    beamcrawl export urls|hosts --out DIR (--store URI | --crawl OUT_DIR)
+    beamcrawl export urls|hosts|quarantine --out DIR (--store URI | --crawl OUT_DIR)
     beamcrawl store init|info --store bigtable://PROJECT/INSTANCE[/TABLE_PREFIX]
     beamcrawl keys generate --out DIR | keys directory DIR
     beamcrawl api (--crawl OUT_DIR | --store URI [--reports DIR]) [--bind ADDR] [--port P] [--token-file F]

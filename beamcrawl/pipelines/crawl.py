@@ -24,7 +24,7 @@ from urllib.parse import urlsplit
 from apache_beam.options.pipeline_options import PipelineOptions
 
 from beamcrawl.analysis.charts import charts_after_round
-from beamcrawl.core import files, prometheus
+from beamcrawl.core import files, prometheus, quarantine
 from beamcrawl.core.config import CrawlConfig
 from beamcrawl.core.faults import crash_point
 from beamcrawl.core.outputs import RoundOutputs
@@ -34,7 +34,7 @@ from beamcrawl.pipelines import idle
 from beamcrawl.pipelines import live
 from beamcrawl.pipelines import round as round_pipeline
 from beamcrawl.pipelines.job_metrics import job_shuffle_figures
-from beamcrawl.schemas.records import PRIORITY_SEED, Candidate, FrontierEntry, UrlState, fp_key
+from beamcrawl.schemas.records import PRIORITY_SEED, Candidate, FrontierEntry, UrlState, fp_key, key_fp
 from beamcrawl.stores.base import Mutation, Store, StoreError, open_store
 from beamcrawl.transforms.budgets import credit_seed_domains
 from beamcrawl.transforms.freshness import scheduled_key
@@ -397,18 +397,28 @@ def next_round(store: Store) -> int:
     return int(raw) if raw else 1
 
 
-def _commit(store: Store, outputs: RoundOutputs) -> dict[str, list[str]]:
+def _commit(store: Store, outputs: RoundOutputs, notes: dict[str, Any] | None = None) -> dict[str, list[str]]:
     """Moves the round's files into place, then deletes the frontier rows it finished.
 
     A marker written first makes the commit resumable: a crash before it, and the rerun
     redoes the round (its frontier rows are still there); a crash after it, and the rerun
     finishes this commit instead (moving what is left, deleting the finished rows) rather
     than fetching and storing the same pages again. The round counter advances last.
+
+    The round's dead letters are read back first: the frontier rows of the URLs they name
+    are kept (not deleted with the finished ones), their failures are booked, and an
+    element failing for the second round is quarantined (core/quarantine.py). ``notes``,
+    if given, gets the newly quarantined elements.
     """
     crash_point("commit.before")
     outputs.mark_committing()
     moved = outputs.commit_files()
     crash_point("commit.after_files")
+    letters = quarantine.read_letters(files.list_files(outputs.final("errors")))
+    keep = quarantine.kept_fps(letters)
+    newly = quarantine.book_failures(store, outputs.round_no, letters)
+    if notes is not None:
+        notes["quarantined"] = [f"{kind} {ident}" for kind, ident in newly]
     # The next visits first: a crash between the two leaves a URL queued twice (folded at
     # slot assignment), never not at all.
     requeued = 0
@@ -423,6 +433,8 @@ def _commit(store: Store, outputs: RoundOutputs) -> dict[str, list[str]]:
     for path in outputs.done_files():
         with files.open_read(path) as fh:
             keys = [bytes.fromhex(line) for line in fh.read().decode("ascii").split()]
+        if keep:  # a URL with a dead letter keeps its row, though another branch finished it
+            keys = [k for k in keys if len(k) != 16 or key_fp(k[8:]) not in keep]
         for i in range(0, len(keys), 5000):
             store.mutate("frontier", [Mutation.delete_row(k) for k in keys[i : i + 5000]])
         finished += len(keys)
@@ -451,6 +463,45 @@ def _metrics(result: Any) -> dict[str, Any]:
     return out
 
 
+def _root_cause(exc: BaseException) -> str:
+    """One line for a failed round: the store's or filesystem's exception where the
+    runner's wrapping holds one, else the first line of what the runner raised."""
+    from beamcrawl.transforms.dead_letter import is_infrastructure
+
+    chain: list[BaseException] = []
+    seen: BaseException | None = exc
+    while seen is not None and seen not in chain and len(chain) < 20:
+        chain.append(seen)
+        seen = seen.__cause__ or seen.__context__
+    cause = next((e for e in reversed(chain) if is_infrastructure(e)), chain[-1])
+    text = str(cause).strip().splitlines()
+    first = text[0] if text else ""
+    # Runners append "[while running 'Stage/Step']" and the worker's traceback: keep the head.
+    first = first.split(" [while running")[0].strip()
+    return f"{type(cause).__name__}: {first}"[:500]
+
+
+class _QuietInfrastructureFailures(logging.Filter):
+    """Drops the runner's log record of an infrastructure failure (a traceback on stderr):
+    the round's one-line error says it (see :func:`_root_cause`)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        from beamcrawl.transforms.dead_letter import is_infrastructure
+
+        exc = record.exc_info[1] if record.exc_info else None
+        while exc is not None:
+            if is_infrastructure(exc):
+                return False
+            exc = exc.__cause__ or exc.__context__
+        return True
+
+
+# Where the runners log a failed bundle (with its traceback) before they raise.
+_RUNNER_LOGGERS = ("apache_beam.runners.common", "apache_beam.runners.worker.sdk_worker",
+                   "apache_beam.runners.worker.bundle_processor", "apache_beam.runners.portability.fn_api_runner.fn_runner")
+_QUIET = _QuietInfrastructureFailures()
+
+
 def run_round(
     cfg: CrawlConfig, pipeline_args: list[str], store: Store, round_no: int, lease: RoundLease | None = None
 ) -> dict[str, Any]:
@@ -461,13 +512,22 @@ def run_round(
     options = PipelineOptions(flags=pipeline_args)
     p = live.pipeline(options)  # FnApiRunner answers metrics polls while it runs
     round_pipeline.build(p, cfg, outputs, started)
-    result = live.run(p, round_no, cfg.round_window)  # live progress on stderr
+    for name in _RUNNER_LOGGERS:
+        if _QUIET not in logging.getLogger(name).filters:
+            logging.getLogger(name).addFilter(_QUIET)
+    try:
+        result = live.run(p, round_no, cfg.round_window)  # live progress on stderr
+    except Exception as exc:  # one element's failure never gets here (transforms/dead_letter.py)
+        raise CrawlError(
+            f"round {round_no} failed and committed nothing (rerun the crawl to retry it): {_root_cause(exc)}"
+        ) from None
     fetch_done = time.time()
     metrics = _metrics(result)
     shuffled = job_shuffle_figures(p, result)
     if lease is not None:
         lease.check(f"round {round_no} not committed")  # its files stay staged, its rows queued
-    moved = _commit(store, outputs)
+    notes: dict[str, Any] = {}
+    moved = _commit(store, outputs, notes)
     finished = time.time()
     frontier_left = sum(1 for _ in store.read_range("frontier", keys_only=True))
     pages = metrics.get("fetch/success", 0)
@@ -509,6 +569,10 @@ def run_round(
         "unchanged": metrics.get("freshness/unchanged", 0),
         "dropped": metrics.get("freshness/dropped", 0),
         "sitemaps_read": metrics.get("parse/sitemaps", 0),
+        # Elements set aside (errors/round=N/), by stage and exception; elements quarantined.
+        "errors": sum(v for k, v in metrics.items() if k.startswith("errors/")),
+        "errors_by_stage": {k[len("errors/") :]: v for k, v in sorted(metrics.items()) if k.startswith("errors/")},
+        "quarantined": notes.get("quarantined", []),
         "frontier_size": frontier_left,
         "pages_per_second": round(pages / max(fetch_done - started, 1e-9), 2),
         # Bytes into GroupByKeys and side inputs (pipelines/job_metrics.py; None when the
@@ -554,6 +618,9 @@ def summary(report: dict[str, Any]) -> str:
         f"  revisits: changed {report.get('changed', 0)}, unchanged {report.get('unchanged', 0)} "
         f"({report.get('not_modified', 0)} by 304), dropped {report.get('dropped', 0)}",
     ]
+    if report.get("errors") or report.get("quarantined"):
+        by_stage = " ".join(f"{k}={v}" for k, v in sorted(report.get("errors_by_stage", {}).items()))
+        lines.append(f"  set aside {report.get('errors', 0)} (errors/: {by_stage or '-'}); quarantined now {len(report.get('quarantined', []))}")
     for kind, paths in sorted(report["files"].items()):
         lines.append(f"  {kind}: {len(paths)} file(s)")
     return "\n".join(lines)

@@ -2,9 +2,12 @@
 
     beamcrawl export urls  --out DIR (--store URI | --crawl CRAWL_OUT) [--chunk-rows N]
     beamcrawl export hosts --out DIR (--store URI | --crawl CRAWL_OUT) [--chunk-rows N]
+    beamcrawl export quarantine --out DIR (--store URI | --crawl CRAWL_OUT)
 
 Writes ``DIR/urls/part-*.parquet`` (the seen set, ``URLS_SCHEMA``) or
-``DIR/hosts/part-*.parquet`` (host records, ``HOSTS_SCHEMA``), replacing an earlier export
+``DIR/hosts/part-*.parquet`` (host records, ``HOSTS_SCHEMA``) or ``DIR/quarantine/`` (the
+URLs and hosts that failed in a round, quarantined or not yet: ``QUARANTINE_SCHEMA``;
+``beamcrawl hosts release`` ends a quarantine), replacing an earlier export
 of the same table. The store is streamed with range scans in chunks (never loaded whole),
 so it works on a running crawl too: a scan sees each row as it is at the moment its chunk
 is read. ``--crawl`` names a crawl's output folder and opens the embedded store in it.
@@ -31,7 +34,10 @@ PROG = "beamcrawl export"
 
 def _parser() -> OneLineArgumentParser:
     parser = OneLineArgumentParser(prog=PROG, description="Export the crawl's URL state or host state as Parquet.")
-    parser.add_argument("what", choices=("urls", "hosts"), help="urls: the seen set; hosts: host records.")
+    parser.add_argument(
+        "what", choices=("urls", "hosts", "quarantine"),
+        help="urls: the seen set; hosts: host records; quarantine: URLs and hosts that failed in a round.",
+    )
     parser.add_argument("--out", required=True, metavar="DIR", help="Folder to write DIR/<what>/part-*.parquet in.")
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument("--store", metavar="URI", help="Store URI: sqlite:///PATH, a folder, or bigtable://PROJECT/INSTANCE[/PREFIX].")

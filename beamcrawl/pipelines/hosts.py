@@ -3,13 +3,18 @@
     beamcrawl hosts set-policy HOST (--store URI | --crawl OUT_DIR)
                     [--min-delay-ms N] [--pause-until T] [--block | --unblock]
     beamcrawl hosts show HOST (--store URI | --crawl OUT_DIR)
+    beamcrawl hosts release HOST|URL (--store URI | --crawl OUT_DIR)
 
 ``set-policy`` changes only the fields given and prints the policy it stored, as JSON.
 ``--min-delay-ms 0`` removes a minimum delay; ``--pause-until`` takes an ISO-8601 time
 (``2026-05-01T12:00:00Z``; without a zone it is UTC) or a duration from now (``90s``, ``30m``,
 ``2h``, ``1d``, ``1h30m``); ``--pause-until now`` ends a pause. ``show`` prints the host's
-record (delay, clocks, robots cache, DNS) and policy as JSON, times as ISO-8601 UTC; a host
-the crawl has neither is an error (exit 1).
+record (delay, clocks, robots cache, DNS) and policy as JSON, times as ISO-8601 UTC, and
+what of the host is quarantined (the host itself, or URLs of it: an element that failed in
+two rounds is not tried again until released; core/quarantine.py); a host the crawl has
+none of these for is an error (exit 1). ``release`` ends the quarantine of a host
+or a URL (the frontier rows it kept all along are planned again from the next round) and
+prints what it released.
 
 HOST is a host name, ``host:port`` for a non-default port, or a URL (its host is used). A
 policy on a bare name also applies to the host's other ports unless one has its own. Policies
@@ -155,11 +160,14 @@ def host_view(store: Any, key: str) -> dict[str, Any]:
     if policy is None and bare != key:
         policy = read_policy(store, bare)
         source = bare if policy is not None else None
+    from beamcrawl.core.quarantine import list_quarantine
+
     return {
         "host": key,
         "record": dataclasses.asdict(record) if record is not None else None,
         "policy": dataclasses.asdict(policy) if policy is not None else None,
         "policy_from": source,
+        "quarantine": list_quarantine(store, key),  # the host or its URLs, set aside after failing in two rounds
     }
 
 
@@ -200,11 +208,23 @@ def show(args: argparse.Namespace, out: TextIO) -> int:
     key = policy_key(args.host)
     with _open(args) as store:
         shown = host_view(store, key)
-    if shown["record"] is None and shown["policy"] is None:
+    if shown["record"] is None and shown["policy"] is None and not shown["quarantine"]:
         raise HostsError(f"no host {key} in this crawl (neither a record nor a policy)")
     shown["record"] = with_iso_times(shown["record"]) if shown["record"] is not None else None
     shown["policy"] = with_iso_times(shown["policy"]) if shown["policy"] is not None else None
     json.dump(shown, out, indent=2, sort_keys=True)
+    out.write("\n")
+    return 0
+
+
+def release(args: argparse.Namespace, out: TextIO) -> int:
+    from beamcrawl.core.quarantine import release as release_element
+
+    with _open(args) as store:
+        released = release_element(store, args.host.strip())
+    if not released:
+        raise HostsError(f"nothing quarantined or failing under {args.host!r} (see: beamcrawl export quarantine)")
+    json.dump(released, out, sort_keys=True)
     out.write("\n")
     return 0
 
@@ -221,10 +241,11 @@ def _non_negative_int(text: str) -> int:
 
 def _parser() -> OneLineArgumentParser:
     parser = OneLineArgumentParser(prog="beamcrawl hosts", description="Steer single hosts of a crawl.")
-    sub = parser.add_subparsers(dest="action", metavar="{set-policy,show}")
+    sub = parser.add_subparsers(dest="action", metavar="{set-policy,show,release}")
     for name, helptext in (
         ("set-policy", "Block, pause or slow a host from the next round on."),
-        ("show", "Print a host's record and policy as JSON."),
+        ("show", "Print a host's record, policy and quarantine as JSON."),
+        ("release", "End the quarantine of a host or URL (HOST is then a host or a URL)."),
     ):
         p = sub.add_parser(name, help=helptext, description=helptext)
         p.error = parser.error  # type: ignore[method-assign]  # one-line errors here too
@@ -254,6 +275,8 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
     try:
         if args.action == "set-policy":
             return set_policy(args, out)
+        if args.action == "release":
+            return release(args, out)
         return show(args, out)
     except ValueError as exc:
         print(f"beamcrawl hosts {args.action}: error: {exc}", file=sys.stderr)

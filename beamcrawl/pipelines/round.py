@@ -6,8 +6,10 @@ state → resolve hosts (addresses for per-IP politeness) → assign slots per h
 URLs the window left unfetched (their frontier rows stay) → parse, while the fetch goes on →
 decide each page's next visit (change rate, status code) → store pages once (WARC; a 304
 as a revisit record) and publish events and edges (Parquet) → URL seen (DRUM, links of a
-bad shape refused) → record host and URL state, domain usage and linking domains. The
-round's files are committed by the crawl loop (pipelines/crawl.py) after the job finishes.
+bad shape refused) → record host and URL state, domain usage and linking domains. Every
+stage sets an element that fails aside as a dead letter (errors/, transforms/dead_letter.py)
+and goes on. The round's files are committed by the crawl loop (pipelines/crawl.py) after
+the job finishes.
 
 EXAMPLES (one round through the crawl loop; see README for all runners)::
 
@@ -25,6 +27,7 @@ from beamcrawl.core.outputs import RoundOutputs
 from beamcrawl.transforms.assign_slots import AssignSlots
 from beamcrawl.transforms.budgets import ApplyBudgets, CountDomainUsage, CountLinkingDomains
 from beamcrawl.transforms.content_seen import FindDuplicateContent
+from beamcrawl.transforms.dead_letter import WriteDeadLetters, collected
 from beamcrawl.transforms.fetch import FetchPages, needs_processing
 from beamcrawl.transforms.freshness import ScheduleRevisits
 from beamcrawl.transforms.parquet_io import WriteLinkEdges, WritePageEvents
@@ -79,3 +82,6 @@ def build(p: beam.Pipeline, cfg: CrawlConfig, outputs: RoundOutputs, now: float)
     if cfg.domain_budgets:
         _ = fetched.results | "Record domain usage" >> CountDomainUsage(cfg.store, outputs.round_no, now, rules.period)
         _ = pages | "Record linking domains" >> CountLinkingDomains(cfg.store)
+
+    # Last: every stage above has registered its dead letters (one element's failure).
+    _ = collected(p) | "Write dead letters" >> WriteDeadLetters(outputs)

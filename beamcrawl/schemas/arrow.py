@@ -1,4 +1,4 @@
-"""Arrow schemas of the Parquet files people read: pages/, links/ and the state exports.
+"""Arrow schemas of the Parquet files people read: pages/, links/, errors/ and the state exports.
 
 Types are chosen to load cleanly in DuckDB, pyarrow, Spark and BigQuery:
 
@@ -27,7 +27,9 @@ import datetime as dt
 import pyarrow as pa
 
 __all__ = [
+    "ERRORS_SCHEMA",
     "HOSTS_SCHEMA",
+    "QUARANTINE_SCHEMA",
     "LINKS_SCHEMA",
     "PAGES_HEADER_COLUMNS",
     "PAGES_SCHEMA",
@@ -172,9 +174,38 @@ HOSTS_SCHEMA = pa.schema(
     ]
 )
 
+ERRORS_SCHEMA = pa.schema(
+    [
+        _f("stage", pa.string(), "The stage the element failed in: select | resolve | assign_slots | fetch | parse | content_seen | freshness | store | publish_pages | publish_links | url_seen | budgets | record.", nullable=False),
+        _f("key", pa.string(), "The element's key: a frontier row key (hex; that row is kept) for a URL, else the host, domain or store row key."),
+        _f("url", pa.string(), "The element's URL, if it has one (as received: it may be malformed)."),
+        _f("host", pa.string(), "The element's host (host[:port]), if it has one."),
+        _f("exception", pa.string(), "The exception's type name (the errors/<stage>/<type> counter of the round report).", nullable=False),
+        _f("message", pa.string(), "The exception's message, at most 500 characters (bytes from the web escaped)."),
+        _f("traceback", pa.string(), "The last frames of the traceback, at most 2,000 characters."),
+    ]
+)
+
+QUARANTINE_SCHEMA = pa.schema(
+    [
+        _f("kind", pa.string(), "url | host: what failed (a dead letter with a URL names the URL, else its host).", nullable=False),
+        _f("id", pa.string(), "The URL or host (host[:port]); give it to `beamcrawl hosts release`.", nullable=False),
+        _f("host", pa.string(), "The host of the element."),
+        _f("quarantined", pa.bool_(), "True once it failed in two rounds: not fetched again until released."),
+        _f("failed_rounds", pa.int32(), "How many rounds it failed in (since its last release)."),
+        _f("first_round", pa.int64(), "The first round it failed in."),
+        _f("last_round", pa.int64(), "The last round it failed in."),
+        _f("stage", pa.string(), "The stage of its last failure (errors/ has every one)."),
+        _f("exception", pa.string(), "The exception type of its last failure."),
+        _f("message", pa.string(), "The message of its last failure."),
+    ]
+)
+
 SCHEMAS: dict[str, pa.Schema] = {
     "pages": PAGES_SCHEMA,
     "links": LINKS_SCHEMA,
+    "errors": ERRORS_SCHEMA,
+    "quarantine": QUARANTINE_SCHEMA,
     "urls": URLS_SCHEMA,
     "hosts": HOSTS_SCHEMA,
 }

@@ -37,6 +37,7 @@ from beamcrawl.core.config import CrawlConfig
 from beamcrawl.core.hostkeys import host_key, hostname_of, shard_of
 from beamcrawl.core.robots import cached_rules, retry_unreachable_at
 from beamcrawl.schemas.records import FrontierEntry, HostPlan, HostPolicy, HostRecord, Packed
+from beamcrawl.transforms.dead_letter import ERRORS, Outlet, collect
 
 __all__ = [
     "AssignSlots",
@@ -255,6 +256,7 @@ class _PlanFn(beam.DoFn):
         reasons = ("blocklisted", "blocked", "paused", "held", "robots_unreachable")
         self.held_hosts = {r: Metrics.counter("assign_slots", f"hosts_{r}") for r in reasons}
         self.held_urls = {r: Metrics.counter("assign_slots", f"urls_{r}") for r in reasons}
+        self.dead = Outlet("assign_slots")
 
     def process(self, element: tuple[str, dict[str, list]]) -> Iterator[HostPlan]:
         host, groups = element
@@ -263,7 +265,18 @@ class _PlanFn(beam.DoFn):
         policies = list(groups["policies"])
         record = records[0] if records else None
         policy = policies[0] if policies else None
-        plan = plan_host(host, entries, record, policy, self.cfg, self.now)
+        if record is None and entries:
+            # Every host with due URLs has a record unless reading or resolving it failed
+            # (a dead letter of select or resolve): the host waits, its URLs stay queued.
+            self.idle_hosts.inc()
+            self.deferred.inc(len(entries))
+            return
+        try:
+            self.dead.check(host)
+            plan = plan_host(host, entries, record, policy, self.cfg, self.now)
+        except Exception as exc:  # the host gets no slots; its URLs stay queued
+            yield self.dead.tagged(exc, host, host=host)
+            return
         if plan is None:
             reason = hold_reason(host, record, policy, self.cfg, self.now) if entries else None
             if reason is None and entries and record is not None and (record.robots or {}).get("kind") == "disallow_all":
@@ -294,8 +307,10 @@ class AssignSlots(beam.PTransform):
         self.now = now
 
     def expand(self, inputs: dict[str, beam.PCollection]) -> beam.PCollection:
-        return (
+        plans = (
             inputs
             | "Join by host" >> beam.CoGroupByKey()
-            | "Plan each host" >> beam.ParDo(_PlanFn(self.cfg, self.now))
+            | "Plan each host" >> beam.ParDo(_PlanFn(self.cfg, self.now)).with_outputs(ERRORS, main="plans")
         )
+        collect(plans[ERRORS])
+        return plans.plans

@@ -50,7 +50,9 @@ from beamcrawl.core.outputs import DONE, RoundOutputs, part_name
 from beamcrawl.core.urlnorm import host_of
 from beamcrawl.schemas.records import FetchResult, FrontierEntry, Packed, ParsedPage, packed_by_host
 from beamcrawl.stores.base import Mutation, Store, open_store
+from beamcrawl.transforms import dead_letter
 from beamcrawl.transforms.assign_slots import dedupe_entries, from_operator
+from beamcrawl.transforms.dead_letter import ERRORS, Outlet, collect, is_infrastructure
 
 __all__ = [
     "ApplyBudgets",
@@ -260,6 +262,7 @@ class _BudgetFn(beam.DoFn):
         self.new_hosts = Metrics.counter("budgets", "hosts_admitted")
         # Seeds and submissions deferred (by the page budget): named in the round summary.
         self.deferred_operator = Metrics.counter("budgets", "operator_urls_deferred")
+        self.dead = Outlet("budgets")
 
     def setup(self) -> None:
         self.store = open_store(self.store_uri)
@@ -268,6 +271,28 @@ class _BudgetFn(beam.DoFn):
         self.done: list[str] = []
 
     def process(
+        self, batch: Sequence[tuple[str, list[tuple[str, list[FrontierEntry]]]]]
+    ) -> Iterator[tuple[str, Packed]]:
+        try:
+            for item in batch:
+                self.dead.check(item)
+            yield from list(self._budget(batch))
+            return
+        except Exception as exc:
+            if is_infrastructure(exc):
+                raise
+        # A domain that fails alone is set aside (its URLs neither passed on nor deferred:
+        # their frontier rows stay); the batch's other domains are budgeted one by one.
+        for item in batch:
+            try:
+                self.dead.check(item)
+                out = list(self._budget([item]))
+            except Exception as exc:
+                yield self.dead.tagged(exc, item)
+                continue
+            yield from out
+
+    def _budget(
         self, batch: Sequence[tuple[str, list[tuple[str, list[FrontierEntry]]]]]
     ) -> Iterator[tuple[str, Packed]]:
         states = read_domains(self.store, (domain for domain, _ in batch))
@@ -317,6 +342,10 @@ def _by_domain(item: tuple[str, list[FrontierEntry]]) -> tuple[str, tuple[str, l
     return domain_of(item[0]), item
 
 
+def _host_of_item(item: tuple[str, list[FrontierEntry]]) -> str:
+    return item[0]
+
+
 class ApplyBudgets(beam.PTransform):
     """``(host, [FrontierEntry])`` due this round → those within their domain's budget and host
     caps; the others are deferred in the store (new frontier rows, old ones deleted at commit).
@@ -340,16 +369,19 @@ class ApplyBudgets(beam.PTransform):
     def expand(self, due: beam.PCollection) -> beam.PCollection:
         if not self.enabled:
             return due
-        return (
+        allowed = (
             due
-            | "Key by registered domain" >> beam.Map(_by_domain)
+            | "Key by registered domain" >> dead_letter.Map("budgets", _by_domain, host=_host_of_item)
             | "Group by domain" >> beam.GroupByKey()
             # A grouped value may be a lazy, paged iterable valid only while its element is
             # processed: hold each domain's entries as a list before batching domains.
             | "Hold each domain's URLs" >> beam.MapTuple(lambda domain, items: (domain, list(items)))
             | "Batch domains" >> beam.BatchElements(min_batch_size=16, max_batch_size=512)
-            | "Allow or defer" >> beam.ParDo(_BudgetFn(self.store_uri, self.rules, self.now, self.outputs))
+            | "Allow or defer"
+            >> beam.ParDo(_BudgetFn(self.store_uri, self.rules, self.now, self.outputs)).with_outputs(ERRORS, main="allowed")
         )
+        collect(allowed[ERRORS])
+        return allowed.allowed
 
 
 # --- usage --------------------------------------------------------------------------------------
@@ -370,12 +402,20 @@ def book_usage(state: DomainState, fetched: int, round_no: int, now: float, peri
 class _CountFetchesFn(beam.DoFn):
     """Pages fetched per registered domain in this bundle (robots.txt not counted)."""
 
+    def __init__(self) -> None:
+        self.dead = Outlet("budgets")
+
     def start_bundle(self) -> None:
         self.counts: dict[str, int] = {}
 
-    def process(self, result: FetchResult) -> None:
+    def process(self, result: FetchResult) -> Iterator[beam.pvalue.TaggedOutput]:
         if result.outcome == "fetched" and result.entry.source != "robots":
-            domain = domain_of(result.entry.host)
+            try:
+                self.dead.check(result)
+                domain = domain_of(result.entry.host)
+            except Exception as exc:
+                yield self.dead.tagged(exc, result)
+                return
             self.counts[domain] = self.counts.get(domain, 0) + 1
 
     def finish_bundle(self) -> Iterator[WindowedValue]:
@@ -390,11 +430,16 @@ class _BookUsageFn(beam.DoFn):
         self.round_no = round_no
         self.now = now
         self.period = period
+        self.dead = Outlet("budgets")
 
     def setup(self) -> None:
         self.store = open_store(self.store_uri)
 
-    def process(self, batch: Sequence[tuple[str, int]]) -> None:
+    def process(self, batch: Sequence[tuple[str, int]]) -> Iterator[beam.pvalue.TaggedOutput]:
+        for letter in dead_letter.each(self.dead, batch, self._book):
+            yield beam.pvalue.TaggedOutput(ERRORS, letter)
+
+    def _book(self, batch: Sequence[tuple[str, int]]) -> None:
         states = read_domains(self.store, (d for d, _ in batch))
         self.store.mutate(
             TABLE,
@@ -423,13 +468,19 @@ class CountDomainUsage(beam.PTransform):
         self.period = period
 
     def expand(self, results: beam.PCollection) -> beam.PCollection:
-        return (
-            results
-            | "Pages per domain in a bundle" >> beam.ParDo(_CountFetchesFn())
+        counted = results | "Pages per domain in a bundle" >> beam.ParDo(_CountFetchesFn()).with_outputs(
+            ERRORS, main="counts"
+        )
+        booked = (
+            counted.counts
             | "Pages per domain" >> beam.CombinePerKey(sum)
             | "Batch domains" >> beam.BatchElements(min_batch_size=16, max_batch_size=1000)
-            | "Book pages used" >> beam.ParDo(_BookUsageFn(self.store_uri, self.round_no, self.now, self.period))
+            | "Book pages used"
+            >> beam.ParDo(_BookUsageFn(self.store_uri, self.round_no, self.now, self.period)).with_outputs(ERRORS, main="booked")
         )
+        collect(counted[ERRORS])
+        collect(booked[ERRORS])
+        return booked.booked
 
 
 # --- linking domains ----------------------------------------------------------------------------
@@ -461,13 +512,21 @@ def linked_domains(page: ParsedPage) -> tuple[str, set[str]]:
 class _LinkersFn(beam.DoFn):
     """Per bundle: each linked domain's set of linking domains (one element per domain)."""
 
+    def __init__(self) -> None:
+        self.dead = Outlet("budgets")
+
     def start_bundle(self) -> None:
         self.linkers: dict[str, set[str]] = {}
 
-    def process(self, page: ParsedPage) -> None:
+    def process(self, page: ParsedPage) -> Iterator[beam.pvalue.TaggedOutput]:
         if page.fetch.outcome != "fetched" or not page.links:
             return
-        src, targets = linked_domains(page)
+        try:
+            self.dead.check(page)
+            src, targets = linked_domains(page)
+        except Exception as exc:
+            yield self.dead.tagged(exc, page)
+            return
         for dst in targets:
             self.linkers.setdefault(dst, set()).add(src)
 
@@ -483,11 +542,17 @@ class _MergeLinkersFn(beam.DoFn):
     def __init__(self, store_uri: str) -> None:
         self.store_uri = store_uri
         self.updated = Metrics.counter("budgets", "linker_counts_updated")
+        self.dead = Outlet("budgets")
 
     def setup(self) -> None:
         self.store = open_store(self.store_uri)
 
-    def process(self, batch: Sequence[tuple[str, list[str]]]) -> None:
+    def process(self, batch: Sequence[tuple[str, list[str]]]) -> Iterator[beam.pvalue.TaggedOutput]:
+        # A domain the store refuses as a key is set aside alone (a union: redoing is harmless).
+        for letter in dead_letter.each(self.dead, batch, self._merge):
+            yield beam.pvalue.TaggedOutput(ERRORS, letter)
+
+    def _merge(self, batch: Sequence[tuple[str, list[str]]]) -> None:
         states = read_domains(self.store, (d for d, _ in batch))
         writes = []
         for domain, linkers in batch:
@@ -515,11 +580,14 @@ class CountLinkingDomains(beam.PTransform):
         self.store_uri = store_uri
 
     def expand(self, pages: beam.PCollection) -> beam.PCollection:
-        return (
-            pages
-            | "Linking domains in a bundle" >> beam.ParDo(_LinkersFn())
+        found = pages | "Linking domains in a bundle" >> beam.ParDo(_LinkersFn()).with_outputs(ERRORS, main="linkers")
+        merged = (
+            found.linkers
             | "Group by linked domain" >> beam.GroupByKey()
             | "Union per domain" >> beam.MapTuple(lambda domain, groups: (domain, sorted(set().union(*groups))))
             | "Batch domains" >> beam.BatchElements(min_batch_size=16, max_batch_size=1000)
-            | "Merge linking-domain counts" >> beam.ParDo(_MergeLinkersFn(self.store_uri))
+            | "Merge linking-domain counts" >> beam.ParDo(_MergeLinkersFn(self.store_uri)).with_outputs(ERRORS, main="merged")
         )
+        collect(found[ERRORS])
+        collect(merged[ERRORS])
+        return merged.merged

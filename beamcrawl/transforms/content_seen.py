@@ -81,6 +81,8 @@ from beamcrawl.core.urlnorm import fingerprint
 from beamcrawl.core.warc_revisit import payload_digest
 from beamcrawl.schemas.records import Packed, ParsedPage, fp_key, key_fp, shuffled
 from beamcrawl.stores.base import Mutation, Store, open_store
+from beamcrawl.transforms import dead_letter
+from beamcrawl.transforms.dead_letter import ERRORS, Outlet, collect
 from beamcrawl.transforms.parse import PARSED_KINDS, body_kind
 from beamcrawl.transforms.url_seen import MAX_BUCKET_BITS, bucket_of, choose_bucket_bits, choose_path
 
@@ -691,6 +693,7 @@ class _SettleFn(beam.DoFn):
         self.near = Metrics.counter("content_seen", "near_copies")
         self.exact = Metrics.counter("content_seen", "exact_copies_in_round")
         self.rows = Metrics.counter("content_seen", "rows_written")
+        self.dead = Outlet("content_seen")
 
     def setup(self) -> None:
         self.store: Store | None = open_store(self.store_uri) if self.record else None
@@ -701,7 +704,12 @@ class _SettleFn(beam.DoFn):
 
     def process(self, new: NewContent, near_by_url: Mapping[str, tuple[str, int]]) -> Iterator[tuple[str, Copy]]:
         near = near_by_url.get(new.first.url)
-        copies, content, hashes = settle(new, near, self.round_no, self.layout)
+        try:
+            self.dead.check(new.first)
+            copies, content, hashes = settle(new, near, self.round_no, self.layout)
+        except Exception as exc:  # its pages go on unmarked; their content is not recorded
+            yield self.dead.tagged(exc, new.first)
+            return
         if near is None:
             self.originals.inc()
             self.exact.inc(len(copies))
@@ -745,12 +753,19 @@ class _MarkCopiesFn(beam.DoFn):
     def __init__(self) -> None:
         self.exact = Metrics.counter("content_seen", "exact_copies")
         self.near = Metrics.counter("content_seen", "near_copies_marked")
+        self.dead = Outlet("content_seen")
 
     def process(self, page: ParsedPage, copies: Mapping[str, Copy]) -> Iterator[ParsedPage]:
-        copy = copies.get(page.fetch.url) if eligible(page) else None
+        try:
+            self.dead.check(page)
+            copy = copies.get(page.fetch.url) if eligible(page) else None
+            marked = apply_copy(page, copy)
+        except Exception as exc:
+            yield self.dead.tagged(exc, page)
+            return
         if copy is not None:
             (self.exact if copy.kind == "exact" else self.near).inc()
-        yield apply_copy(page, copy)
+        yield marked
 
 
 class _ResolveNearCopies(beam.PTransform):
@@ -845,7 +860,7 @@ class FindDuplicateContent(beam.PTransform):
 
         checked = (
             pages
-            | "Checksum and simhash" >> beam.Map(probe_page)
+            | "Checksum and simhash" >> dead_letter.Map("content_seen", probe_page)
             | "Fetched 2xx payloads" >> beam.Filter(lambda probe: probe is not None)
             | "Bucket by checksum" >> beam.ParDo(_BucketChecksumsFn(self.bits))
             | "Group by checksum bucket" >> beam.GroupByKey()
@@ -866,9 +881,14 @@ class FindDuplicateContent(beam.PTransform):
         closest = near | "Closest original per page" >> beam.CombinePerKey(_closest)
         settled = new | "Decide and record new content" >> beam.ParDo(
             _SettleFn(self.store_uri, self.round_no, self.layout, self.record), beam.pvalue.AsDict(closest)
+        ).with_outputs(ERRORS, main="copies")
+        collect(settled[ERRORS])
+        copies = (checked["copies"], settled.copies) | "All copies" >> beam.Flatten()
+        marked = pages | "Mark copies" >> beam.ParDo(_MarkCopiesFn(), beam.pvalue.AsDict(copies)).with_outputs(
+            ERRORS, main="pages"
         )
-        copies = (checked["copies"], settled) | "All copies" >> beam.Flatten()
-        return pages | "Mark copies" >> beam.ParDo(_MarkCopiesFn(), beam.pvalue.AsDict(copies))
+        collect(marked[ERRORS])
+        return marked.pages
 
 
 def _merge_all(evidence: Iterable[Evidence]) -> Evidence:

@@ -38,6 +38,7 @@ from beamcrawl.core import gctune
 from beamcrawl.core.config import CrawlConfig
 from beamcrawl.core.fetcher import DEFERRED_REASONS, ERROR_KINDS, FetchRunner, deferred_reason, error_kind
 from beamcrawl.schemas.records import FetchResult, HostPlan
+from beamcrawl.transforms.dead_letter import ERRORS, Outlet, collect
 
 __all__ = ["FetchPages", "needs_processing"]
 
@@ -114,6 +115,7 @@ class _FetchShardsFn(beam.DoFn):
     def __init__(self, cfg: CrawlConfig) -> None:
         self.cfg = cfg
         self.metrics: _MetricsCollector | None = None
+        self.dead = Outlet("fetch")
 
     def setup(self) -> None:
         gctune.tune()
@@ -134,6 +136,11 @@ class _FetchShardsFn(beam.DoFn):
         for plan in plans:
             assert self.metrics is not None
             self.metrics.hosts.inc()
+            try:
+                self.dead.check(plan)
+            except Exception as exc:  # the host is not crawled; its URLs stay queued
+                yield self.dead.tagged(exc, plan)
+                continue
             self.runner.submit(plan)
         for kind, value in self.runner.drain(wait=False):
             yield self._route(kind, value)
@@ -157,8 +164,15 @@ class _FetchShardsFn(beam.DoFn):
     def _route(self, kind: str, value: Any) -> Any:
         if kind == "host":
             return beam.pvalue.TaggedOutput("hosts", (value.host, value))
+        if kind == "failed":  # a host's crawl raised: its URLs came back deferred
+            plan, exc = value
+            return beam.pvalue.TaggedOutput(ERRORS, self.dead.letter(exc, plan))
         assert self.metrics is not None
-        self.metrics.count(value)
+        try:
+            self.dead.check(value)
+            self.metrics.count(value)
+        except Exception as exc:
+            return beam.pvalue.TaggedOutput(ERRORS, self.dead.letter(exc, value))
         if value.outcome == "fetched":
             self.fetched += 1
         now = time.monotonic()
@@ -196,10 +210,12 @@ class FetchPages(beam.PTransform):
         self.cfg = cfg
 
     def expand(self, plans: beam.PCollection) -> beam.pvalue.DoOutputsTuple:
-        return (
+        fetched = (
             plans
             | "Key by fetch shard" >> beam.Map(lambda plan: (plan.shard, plan))
             | "Group by fetch shard" >> beam.GroupByKey()
             | "Fetch politely"
-            >> beam.ParDo(_FetchShardsFn(self.cfg)).with_outputs("hosts", main="results")
+            >> beam.ParDo(_FetchShardsFn(self.cfg)).with_outputs("hosts", ERRORS, main="results")
         )
+        collect(fetched[ERRORS])
+        return fetched

@@ -34,6 +34,7 @@ from beamcrawl.core.freshness import FetchOutcome, RevisitState, SchedulePolicy
 from beamcrawl.core.politeness import parse_retry_after
 from beamcrawl.core.warc_revisit import payload_digest
 from beamcrawl.schemas.records import FrontierEntry, ParsedPage, frontier_key
+from beamcrawl.transforms.dead_letter import ERRORS, Outlet, collect
 
 __all__ = ["UNIFORM_PRIORITY", "ScheduleRevisits", "fetch_outcome", "next_entry", "schedule_page", "scheduled_key"]
 
@@ -164,9 +165,15 @@ class _ScheduleFn(beam.DoFn):
             for name in ("first", "changed", "unchanged", "gone", "moved", "redirect", "error")
         }
         self.dropped = Metrics.counter("freshness", "dropped")
+        self.dead = Outlet("freshness")
 
     def process(self, page: ParsedPage):
-        page = schedule_page(page, self.policy, self.uniform)
+        try:
+            self.dead.check(page)
+            page = schedule_page(page, self.policy, self.uniform)
+        except Exception as exc:
+            yield self.dead.tagged(exc, page)
+            return
         if page.schedule is not None:
             counter = self.observed.get(page.schedule["observed"])
             if counter is not None:
@@ -187,4 +194,8 @@ class ScheduleRevisits(beam.PTransform):
         self.uniform = revisit_policy == "uniform"
 
     def expand(self, pages: beam.PCollection) -> beam.PCollection:
-        return pages | "Update change estimate, decide next visit" >> beam.ParDo(_ScheduleFn(self.policy, self.uniform))
+        out = pages | "Update change estimate, decide next visit" >> beam.ParDo(
+            _ScheduleFn(self.policy, self.uniform)
+        ).with_outputs(ERRORS, main="pages")
+        collect(out[ERRORS])
+        return out.pages

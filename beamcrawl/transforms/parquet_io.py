@@ -26,6 +26,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from apache_beam.metrics import Metrics
+from apache_beam.transforms.window import GlobalWindow
+from apache_beam.utils.timestamp import MIN_TIMESTAMP
+from apache_beam.utils.windowed_value import WindowedValue
 
 from beamcrawl.core import files
 from beamcrawl.core.outputs import RoundOutputs, part_name
@@ -33,6 +36,8 @@ from beamcrawl.core.hostkeys import domain_of
 from beamcrawl.core.urlnorm import host_of
 from beamcrawl.schemas.arrow import LINKS_SCHEMA, PAGES_SCHEMA, signed64, timestamp_ms
 from beamcrawl.schemas.records import ParsedPage
+from beamcrawl.transforms import dead_letter
+from beamcrawl.transforms.dead_letter import ERRORS, DeadLetter, Outlet, collect
 
 __all__ = [
     "ColumnBuffer",
@@ -114,6 +119,30 @@ class ColumnBuffer:
         self.rows += n
         return n
 
+    def drop_bad_rows(self) -> list[dict[str, Any]]:
+        """Removes the rows with a value its column's type refuses; returns them as dicts.
+
+        For when :meth:`take` fails: a value from the web (a string with a lone surrogate,
+        say) that Arrow cannot convert costs its row, not the part file."""
+        bad: set[int] = set()
+        for f in self.schema:
+            column = self.columns[f.name]
+            try:
+                pa.array(column, type=f.type)
+                continue
+            except (pa.ArrowException, TypeError, ValueError, OverflowError):
+                pass
+            for i, value in enumerate(column):
+                try:
+                    pa.array([value], type=f.type)
+                except (pa.ArrowException, TypeError, ValueError, OverflowError):
+                    bad.add(i)
+        rows = [{name: self.columns[name][i] for name in self.columns} for i in sorted(bad)]
+        if bad:
+            self.columns = {n: [v for i, v in enumerate(c) if i not in bad] for n, c in self.columns.items()}
+            self.rows -= len(bad)
+        return rows
+
     def take(self) -> pa.Table:
         """The rows so far as a table of the schema (fields, metadata and all); empties the buffer."""
         arrays = [pa.array(self.columns[f.name], type=f.type) for f in self.schema]
@@ -164,39 +193,66 @@ class _ParquetPartsFn(beam.DoFn):
         self.error = Metrics.counter(ns, "error")
         self.files = Metrics.counter(ns, "files")
         self.latency_us = Metrics.distribution(ns, "latency_us")
+        self.dead = Outlet(ns)
 
     def start_bundle(self) -> None:
         self.buffer = ColumnBuffer(self.schema)
 
-    def process(self, element: Mapping[str, Any] | None) -> None:
+    # Not generators: the rows are buffered when called (a test calls these directly).
+    def process(self, element: Mapping[str, Any] | None) -> list[beam.pvalue.TaggedOutput]:
         if element is None:
-            return
+            return []
+        try:
+            self.dead.check(element)
+        except Exception as exc:
+            return [self.dead.tagged(exc, element)]
         if self.columnar:
             self.received.inc(self.buffer.add_columns(element))
         else:
             self.buffer.add_row(element)
             self.received.inc()
         if len(self.buffer) >= FLUSH_ROWS:
-            self._flush()
+            return [beam.pvalue.TaggedOutput(ERRORS, letter) for letter in self._flush()]
+        return []
 
-    def finish_bundle(self) -> None:
-        self._flush()
+    def finish_bundle(self) -> list[beam.pvalue.TaggedOutput]:
+        return [beam.pvalue.TaggedOutput(ERRORS, _windowed(letter)) for letter in self._flush()]
 
-    def _flush(self) -> None:
+    def _bad_rows(self, exc: Exception) -> list[DeadLetter]:
+        """Dead letters of the rows Arrow refuses (their values came from the web)."""
+        letters = [self.dead.letter(exc, row) for row in self.buffer.drop_bad_rows()]
+        self.error.inc(len(letters))
+        return letters
+
+    def _flush(self) -> list[DeadLetter]:
         rows = len(self.buffer)
         if not rows:
-            return
+            return []
         started = time.perf_counter()
+        letters: list[DeadLetter] = []
         try:
-            write_table(self.buffer.take(), self.sort_by, files.join(self.folder, part_name(".parquet")))
+            table = self.buffer.take()
+        except (pa.ArrowException, TypeError, ValueError, OverflowError) as exc:
+            letters = self._bad_rows(exc)
+            rows = len(self.buffer)
+            if not rows:
+                return letters
+            table = self.buffer.take()
+        try:
+            write_table(table, self.sort_by, files.join(self.folder, part_name(".parquet")))
         except (pa.ArrowException, OSError):
-            # A bad row is a bug and a failed write is the disk's; either way the round must
-            # fail (and be rerun) rather than publish less than it fetched.
+            # A failed write is the disk's: the round must fail (and be rerun) rather than
+            # publish less than it fetched.
             self.error.inc(rows)
             raise
         self.success.inc(rows)
         self.files.inc()
         self.latency_us.update(int((time.perf_counter() - started) * 1e6))
+        return letters
+
+
+def _windowed(value: Any) -> WindowedValue:
+    return WindowedValue(value, MIN_TIMESTAMP, [GlobalWindow()])
 
 
 class WritePageEvents(beam.PTransform[beam.PCollection[dict[str, Any]], beam.PCollection[None]]):
@@ -207,11 +263,11 @@ class WritePageEvents(beam.PTransform[beam.PCollection[dict[str, Any]], beam.PCo
         self.outputs = outputs
 
     def expand(self, events: beam.PCollection[dict[str, Any]]) -> beam.PCollection[None]:
-        return (
-            events
-            | "Write pages Parquet"
-            >> beam.ParDo(_ParquetPartsFn(self.outputs.staged("pages"), PAGES_SCHEMA, ("url",), "pages"))
-        )
+        out = events | "Write pages Parquet" >> beam.ParDo(
+            _ParquetPartsFn(self.outputs.staged("pages"), PAGES_SCHEMA, ("url",), "pages")
+        ).with_outputs(ERRORS, main="written")
+        collect(out[ERRORS])
+        return out.written
 
 
 class WriteLinkEdges(beam.PTransform[beam.PCollection[ParsedPage], beam.PCollection[None]]):
@@ -222,12 +278,14 @@ class WriteLinkEdges(beam.PTransform[beam.PCollection[ParsedPage], beam.PCollect
         self.outputs = outputs
 
     def expand(self, pages: beam.PCollection[ParsedPage]) -> beam.PCollection[None]:
-        return (
+        out = (
             pages
-            | "Edges of each page" >> beam.Map(link_edge_columns)
+            | "Edges of each page" >> dead_letter.Map("publish_links", link_edge_columns)
             | "Write links Parquet"
             >> beam.ParDo(
                 _ParquetPartsFn(self.outputs.staged("links"), LINKS_SCHEMA, ("src", "dst"), "links", columnar=True)
-            )
+            ).with_outputs(ERRORS, main="written")
         )
+        collect(out[ERRORS])
+        return out.written
 

@@ -33,6 +33,7 @@ from beamcrawl.core.htmlparse import checksum, page_links, parse_document, robot
 from beamcrawl.core.robots import RobotsRules
 from beamcrawl.core.urlnorm import InvalidURL, fingerprint, normalize
 from beamcrawl.schemas.records import FetchResult, Link, Packed, ParsedPage
+from beamcrawl.transforms.dead_letter import ERRORS, Outlet, collect
 
 __all__ = ["PARSED_KINDS", "ParsePages", "body_kind", "parse_fetch", "robots_sitemap_links", "sitemap_links", "skipped_counter_name"]
 
@@ -141,6 +142,7 @@ class _ParseFn(beam.DoFn):
         self.sitemaps = Metrics.counter("parse", "sitemaps")  # sitemaps and feeds read
         self.listed = Metrics.counter("parse", "sitemap_links")  # URLs and child sitemaps they gave
         self.skipped: dict[str, Any] = {}  # parse/skipped_<kind>, made as kinds turn up
+        self.dead = Outlet("parse")
 
     def setup(self) -> None:
         gctune.tune()  # this process moves many small objects per page (core/gctune.py)
@@ -148,8 +150,12 @@ class _ParseFn(beam.DoFn):
     def process(self, result: FetchResult) -> Iterator[ParsedPage]:
         self.received.inc()
         try:
+            self.dead.check(result)
             page = parse_fetch(result, self.token, self.max_sitemap_bytes)
         except Exception as exc:  # one hostile page must not fail the round
+            # Set aside with its reason (its frontier row kept); the page still goes on to
+            # be archived, with the error, and without links.
+            yield self.dead.tagged(exc, result)
             self.error.inc()
             page = ParsedPage(fetch=result, parse_error=f"{type(exc).__name__}: {exc}"[:300])
         if page.links and page.body_kind in PARSED_KINDS:
@@ -176,4 +182,8 @@ class ParsePages(beam.PTransform):
         self.max_sitemap_bytes = max_sitemap_bytes
 
     def expand(self, results: beam.PCollection) -> beam.PCollection:
-        return results | "Parse HTML, sitemaps and feeds" >> beam.ParDo(_ParseFn(self.token, self.max_sitemap_bytes))
+        out = results | "Parse HTML, sitemaps and feeds" >> beam.ParDo(
+            _ParseFn(self.token, self.max_sitemap_bytes)
+        ).with_outputs(ERRORS, main="pages")
+        collect(out[ERRORS])
+        return out.pages

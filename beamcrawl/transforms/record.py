@@ -14,7 +14,7 @@ half-scheduled revisits, and a commit that resumes writes the same rows again (s
 
 from __future__ import annotations
 
-from typing import Iterable
+from typing import Iterable, Iterator, Sequence
 
 import apache_beam as beam
 from apache_beam.metrics import Metrics
@@ -22,6 +22,8 @@ from apache_beam.metrics import Metrics
 from beamcrawl.core import files
 from beamcrawl.core.outputs import DONE, REQUEUE, RoundOutputs, part_name
 from beamcrawl.schemas.records import FrontierEntry, HostRecord, ParsedPage, UrlState, fp_key, json_cell
+from beamcrawl.transforms import dead_letter
+from beamcrawl.transforms.dead_letter import ERRORS, Outlet, collect
 from beamcrawl.transforms.freshness import next_entry
 from beamcrawl.stores.base import Mutation, open_store
 
@@ -106,16 +108,37 @@ class _WriteRowsFn(beam.DoFn):
         self.store_uri = store_uri
         self.table = table
         self.rows = Metrics.counter("record", f"{table}_rows")
+        self.dead = Outlet("record")
 
     def setup(self) -> None:
         self.store = open_store(self.store_uri)
 
-    def process(self, batch: list[tuple[bytes, dict[str, bytes]]]) -> None:
+    def process(self, batch: list[tuple[bytes, dict[str, bytes]]]) -> Iterator[beam.pvalue.TaggedOutput]:
+        # A row the store refuses (a bad key) is set aside alone; the batch's others are written.
+        failed = dead_letter.each(self.dead, batch, self._write)
+        self.rows.inc(len(batch) - len(failed))
+        for letter in failed:
+            yield beam.pvalue.TaggedOutput(ERRORS, letter)
+
+    def _write(self, batch: Sequence[tuple[bytes, dict[str, bytes]]]) -> None:
         self.store.mutate(self.table, [Mutation.set(key, cells) for key, cells in batch])
-        self.rows.inc(len(batch))
 
     def teardown(self) -> None:
         self.store.close()
+
+
+class _WriteRows(beam.PTransform):
+    """Batches of ``(key, cells)`` → a store table; rows the store refuses are dead letters."""
+
+    def __init__(self, store_uri: str, table: str) -> None:
+        super().__init__()
+        self.store_uri = store_uri
+        self.table = table
+
+    def expand(self, batches: beam.PCollection) -> beam.PCollection:
+        out = batches | beam.ParDo(_WriteRowsFn(self.store_uri, self.table)).with_outputs(ERRORS, main="written")
+        collect(out[ERRORS])
+        return out.written
 
 
 class _StageLinesFn(beam.DoFn):
@@ -157,9 +180,9 @@ class RecordHostState(beam.PTransform):
     def expand(self, hosts: beam.PCollection) -> beam.PCollection:
         return (
             hosts
-            | "Host rows" >> beam.Map(_host_row)
+            | "Host rows" >> dead_letter.Map("record", _host_row)
             | "Batch host rows" >> beam.BatchElements(min_batch_size=100, max_batch_size=2000)
-            | "Write host rows" >> beam.ParDo(_WriteRowsFn(self.store_uri, "hosts"))
+            | "Write host rows" >> _WriteRows(self.store_uri, "hosts")
         )
 
 
@@ -181,19 +204,19 @@ class RecordUrlState(beam.PTransform):
     def expand(self, pages: beam.PCollection) -> beam.PCollection:
         (
             pages
-            | "URL state rows" >> beam.FlatMap(_url_rows)
+            | "URL state rows" >> dead_letter.FlatMap("record", _url_rows)
             | "Batch URL rows" >> beam.BatchElements(min_batch_size=100, max_batch_size=20_000)
-            | "Write URL rows" >> beam.ParDo(_WriteRowsFn(self.store_uri, "urls"))
+            | "Write URL rows" >> _WriteRows(self.store_uri, "urls")
         )
         (
             pages
-            | "Next visit rows" >> beam.Map(requeue_line)
+            | "Next visit rows" >> dead_letter.Map("record", requeue_line)
             | "Drop unscheduled" >> beam.Filter(bool)
             | "Stage next visits" >> beam.ParDo(_StageLinesFn(self.outputs, REQUEUE))
         )
         return (
             pages
-            | "Finished frontier keys" >> beam.Map(done_keys)
+            | "Finished frontier keys" >> dead_letter.Map("record", done_keys)
             | "Drop unfinished" >> beam.Filter(bool)
             | "Stage finished keys" >> beam.ParDo(_StageLinesFn(self.outputs, DONE))
         )

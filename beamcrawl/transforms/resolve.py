@@ -19,7 +19,7 @@ from __future__ import annotations
 import asyncio
 import time
 from dataclasses import replace
-from typing import Iterable, Iterator
+from typing import Any, Iterable, Iterator
 
 import apache_beam as beam
 from apache_beam.metrics import Metrics
@@ -31,6 +31,7 @@ from beamcrawl.core.config import CrawlConfig
 from beamcrawl.core.netpolicy import ResolveRules
 from beamcrawl.core.resolver import Lookup, PolicyResolver, Resolution, hostname_of, resolve_many
 from beamcrawl.schemas.records import HostRecord
+from beamcrawl.transforms.dead_letter import ERRORS, Outlet, collect, is_infrastructure
 
 __all__ = ["ResolveHosts", "needs_lookup", "resolve_records", "with_resolution"]
 
@@ -118,23 +119,48 @@ class _ResolveFn(beam.DoFn):
         self.cached = Metrics.counter("resolve", "cached")
         self.lookups = Metrics.counter("resolve", "lookups")
         self.failed = Metrics.counter("resolve", "failed")
+        self.dead = Outlet("resolve")
 
     def start_bundle(self) -> None:
         self.stale: list[HostRecord] = []
 
     def process(self, element: tuple[str, HostRecord]) -> Iterator[tuple[str, HostRecord]]:
         host, record = element
-        if needs_lookup(record, self.now):
+        try:
+            self.dead.check(record)
+            stale = needs_lookup(record, self.now)
+        except Exception as exc:  # the host gets no record: no slots, its URLs stay queued
+            yield self.dead.tagged(exc, element)
+            return
+        if stale:
             self.stale.append(record)
             return
         self.cached.inc()
         yield host, record
 
+    def _resolved(self, stale: list[HostRecord]) -> list[Any]:
+        """The records resolved together; if that fails, each alone (a bad one set aside)."""
+        try:
+            return list(resolve_records(stale, self.cfg, self.now))
+        except Exception as exc:
+            if is_infrastructure(exc):
+                raise
+        out: list[Any] = []
+        for record in stale:
+            try:
+                out.extend(resolve_records([record], self.cfg, self.now))
+            except Exception as exc:
+                out.append(self.dead.windowed(exc, record))
+        return out
+
     def finish_bundle(self) -> Iterator[WindowedValue]:
         if not self.stale:
             return
         stale, self.stale = self.stale, []
-        for record in resolve_records(stale, self.cfg, self.now):
+        for record in self._resolved(stale):
+            if isinstance(record, beam.pvalue.TaggedOutput):
+                yield record
+                continue
             self.lookups.inc()
             if record.dns_error:
                 self.failed.inc()
@@ -157,4 +183,8 @@ class ResolveHosts(beam.PTransform):
         self.now = time.time() if now is None else now
 
     def expand(self, records: beam.PCollection) -> beam.PCollection:
-        return records | "Look up stale addresses" >> beam.ParDo(_ResolveFn(self.cfg, self.now))
+        resolved = records | "Look up stale addresses" >> beam.ParDo(_ResolveFn(self.cfg, self.now)).with_outputs(
+            ERRORS, main="records"
+        )
+        collect(resolved[ERRORS])
+        return resolved.records

@@ -15,8 +15,11 @@ import apache_beam as beam
 from apache_beam.metrics import Metrics
 
 from beamcrawl.core.hostkeys import host_key
-from beamcrawl.schemas.records import FrontierEntry, HostPolicy, HostRecord, Packed, frontier_key, packed_by_host
+from beamcrawl.core.quarantine import quarantine_policy, quarantined_hosts, quarantined_urls
+from beamcrawl.core.resolver import hostname_of
+from beamcrawl.schemas.records import FrontierEntry, HostPolicy, HostRecord, Packed, frontier_key, key_fp, packed_by_host
 from beamcrawl.stores.base import open_store
+from beamcrawl.transforms.dead_letter import ERRORS, Outlet, collect
 
 __all__ = ["ReadDueFrontier", "ReadHostState"]
 
@@ -32,6 +35,8 @@ class _ScanDueFn(beam.DoFn):
         self.store_uri = store_uri
         self.received = Metrics.counter("select", "due_rows")
         self.bad = Metrics.counter("select", "bad_rows")
+        self.dead = Outlet("select")
+        self.held = Metrics.counter("select", "quarantined_rows")
 
     def setup(self) -> None:
         self.store = open_store(self.store_uri)
@@ -39,11 +44,17 @@ class _ScanDueFn(beam.DoFn):
     def process(self, key_range: tuple[bytes, bytes]) -> Iterator[tuple[str, Packed]]:
         start, end = key_range
         chunk: list[FrontierEntry] = []
-        for _key, cells in self.store.read_range("frontier", start, end):
+        quarantined = quarantined_urls(self.store)  # few: held rows stay where they are
+        for key, cells in self.store.read_range("frontier", start, end):
+            if quarantined and key_fp(key[8:]) in quarantined:
+                self.held.inc()
+                continue
             try:
+                self.dead.check(key.hex())
                 chunk.append(FrontierEntry.from_cells(cells))
-            except (ValueError, TypeError, KeyError):
+            except Exception as exc:  # a row that does not decode stays where it is
                 self.bad.inc()
+                yield self.dead.tagged(exc, key)
                 continue
             if len(chunk) >= SCAN_CHUNK:
                 yield from self._emit(chunk)
@@ -69,11 +80,13 @@ class ReadDueFrontier(beam.PTransform):
 
     def expand(self, pbegin: beam.pvalue.PBegin) -> beam.PCollection:
         due_range = (b"", frontier_key(self.now_ms + 1, 0))
-        return (
+        due = (
             pbegin
             | "Due key range" >> beam.Create([due_range])
-            | "Scan due frontier rows" >> beam.ParDo(_ScanDueFn(self.store_uri))
+            | "Scan due frontier rows" >> beam.ParDo(_ScanDueFn(self.store_uri)).with_outputs(ERRORS, main="due")
         )
+        collect(due[ERRORS])
+        return due.due
 
 
 class _ReadHostRowsFn(beam.DoFn):
@@ -81,21 +94,40 @@ class _ReadHostRowsFn(beam.DoFn):
 
     def __init__(self, store_uri: str) -> None:
         self.store_uri = store_uri
+        self.dead = Outlet("select")
 
     def setup(self) -> None:
         self.store = open_store(self.store_uri)
 
     def process(self, hosts: list[str]) -> Iterable:
+        good: list[str] = []
+        for host in hosts:  # a host no key can be made of is set aside; its URLs stay queued
+            try:
+                self.dead.check(host)
+                if not host or not hostname_of(host):
+                    raise ValueError(f"no host row key for {host!r}")
+                good.append(host)
+            except Exception as exc:
+                yield self.dead.tagged(exc, host, host=host)
+        hosts = good
         keys = [h.encode() for h in hosts]
         # A policy set on a bare name (policy_key("[::1]") == "[::1]") covers its ports' slots.
         bare = {h: host_key(h) for h in hosts}
         records = self.store.read_keys("hosts", keys)
         policy_keys = set(keys) | {b.encode() for h, b in bare.items() if b != h}
         policies = self.store.read_keys("policies", sorted(policy_keys))
+        held = quarantined_hosts(self.store, hosts)
         for host, key in zip(hosts, keys):
-            yield host, HostRecord.from_cells(host, records.get(key))
-            cells = policies.get(key) or policies.get(bare[host].encode())
-            policy = HostPolicy.from_cells(host, cells)
+            try:
+                record = HostRecord.from_cells(host, records.get(key))
+                cells = policies.get(key) or policies.get(bare[host].encode())
+                policy = HostPolicy.from_cells(host, cells)
+            except Exception as exc:  # a stored row that does not decode: the host waits
+                yield self.dead.tagged(exc, host, host=host)
+                continue
+            yield host, record
+            if host in held:  # quarantined until an operator releases it: held like a pause
+                policy = quarantine_policy(host, policy)
             if policy is not None:
                 yield beam.pvalue.TaggedOutput("policies", (host, policy))
 
@@ -112,11 +144,13 @@ class ReadHostState(beam.PTransform):
         self.store_uri = store_uri
 
     def expand(self, due: beam.PCollection) -> beam.pvalue.DoOutputsTuple:
-        return (
+        state = (
             due
             | "Host names" >> beam.Keys()
             | "Distinct hosts" >> beam.Distinct()
             | "Batch host names" >> beam.BatchElements(min_batch_size=64, max_batch_size=2048)
             | "Read host rows"
-            >> beam.ParDo(_ReadHostRowsFn(self.store_uri)).with_outputs("policies", main="records")
+            >> beam.ParDo(_ReadHostRowsFn(self.store_uri)).with_outputs("policies", ERRORS, main="records")
         )
+        collect(state[ERRORS])
+        return state

@@ -48,6 +48,7 @@ from beamcrawl.core.sitemaps import LastmodTrust, lastmod_change_probability, la
 from beamcrawl.core.urlnorm import host_of
 from beamcrawl.core.urlshape import REASONS, ShapeRules
 from beamcrawl.schemas.records import Candidate, FrontierEntry, Packed, ParsedPage, UrlState, fp_key
+from beamcrawl.transforms.dead_letter import ERRORS, Outlet, collect, is_infrastructure
 from beamcrawl.transforms.freshness import scheduled_key
 from beamcrawl.stores.base import Mutation, Store, open_store
 
@@ -330,10 +331,16 @@ class _CandidatesFn(beam.DoFn):
         self.shape = shape
         self.max_redirects = max_redirects
         self.refused = {r: Metrics.counter("url_seen", f"shape_{r}") for r in (*REASONS, "redirect_hops")}
+        self.dead = Outlet("url_seen")
 
     def process(self, page: ParsedPage) -> Iterator[list[Candidate]]:
         rejected: dict[str, int] = {}
-        found = page_candidates(page, self.shape, rejected, self.max_redirects)
+        try:
+            self.dead.check(page)
+            found = page_candidates(page, self.shape, rejected, self.max_redirects)
+        except Exception as exc:
+            yield self.dead.tagged(exc, page)
+            return
         for reason, n in rejected.items():
             self.refused[reason].inc(n)
         if found:
@@ -354,7 +361,11 @@ class ExtractCandidates(beam.PTransform):
         self.max_redirects = max_redirects
 
     def expand(self, pages: beam.PCollection) -> beam.PCollection:
-        return pages | "Followable links of a sane shape" >> beam.ParDo(_CandidatesFn(self.shape, self.max_redirects))
+        out = pages | "Followable links of a sane shape" >> beam.ParDo(
+            _CandidatesFn(self.shape, self.max_redirects)
+        ).with_outputs(ERRORS, main="candidates")
+        collect(out[ERRORS])
+        return out.candidates
 
 
 class _BucketFn(beam.DoFn):
@@ -363,16 +374,21 @@ class _BucketFn(beam.DoFn):
     def __init__(self, bits: int) -> None:
         self.bits = bits
         self.received = Metrics.counter("url_seen", "offered")
+        self.dead = Outlet("url_seen")
 
     def start_bundle(self) -> None:
         self.combined: dict[int, Candidate] = {}
 
-    def process(self, candidates: list[Candidate]) -> None:
+    def process(self, candidates: list[Candidate]) -> Iterator[beam.pvalue.TaggedOutput]:
         self.received.inc(len(candidates))
         combined = self.combined
         for cand in candidates:
-            kept = combined.get(cand.fp)
-            combined[cand.fp] = cand if kept is None else kept.merge(cand)
+            try:
+                self.dead.check(cand)
+                kept = combined.get(cand.fp)
+                combined[cand.fp] = cand if kept is None else kept.merge(cand)
+            except Exception as exc:
+                yield self.dead.tagged(exc, cand)
 
     def finish_bundle(self) -> Iterator[WindowedValue]:
         buckets: dict[int, list[Candidate]] = {}
@@ -412,6 +428,7 @@ class _MergeBucketFn(beam.DoFn):
         self.path_scan = Metrics.counter("url_seen", "path_scan")
         self.path_keyset = Metrics.counter("url_seen", "path_keyset")
         self.bucket_bits = Metrics.distribution("url_seen", "bucket_bits")
+        self.dead = Outlet("url_seen")
 
     def setup(self) -> None:
         gctune.tune()
@@ -419,6 +436,27 @@ class _MergeBucketFn(beam.DoFn):
 
     def process(self, element: tuple[int, Iterable[list[Candidate]]]) -> Iterator[Packed]:
         bucket, groups = element
+        groups = list(groups)
+        try:
+            for group in groups:
+                for cand in group:
+                    self.dead.check(cand)
+            yield from list(self._merge(groups))
+        except Exception as exc:
+            if is_infrastructure(exc):
+                raise
+            # One bad candidate must not cost the bucket's others: merge each alone.
+            for group in groups:
+                for cand in group:
+                    try:
+                        self.dead.check(cand)
+                        out = list(self._merge([[cand]]))
+                    except Exception as exc:
+                        yield self.dead.tagged(exc, cand)
+                        continue
+                    yield from out
+
+    def _merge(self, groups: Iterable[list[Candidate]]) -> Iterator[Packed]:
         combined = combine_candidates(groups)
         ordered = sorted(combined.values(), key=lambda c: c.fp)
         # Only the keys from the first candidate's to the last's can match: the scan
@@ -545,9 +583,16 @@ class FilterSeenUrls(beam.PTransform):
         merge = _MergeBucketFn(
             self.store_uri, self.bits, self.now_ms, self.seen_rows, self.keyset_cost_ratio, self.path, self.lastmod_hints
         )
-        return (
+        buckets = (
             candidate_lists
-            | "Combine per fingerprint, bucket by top bits" >> beam.ParDo(_BucketFn(self.bits))
-            | "Group by fingerprint bucket" >> beam.GroupByKey()
-            | "Sort-merge with seen set" >> beam.ParDo(merge)
+            | "Combine per fingerprint, bucket by top bits"
+            >> beam.ParDo(_BucketFn(self.bits)).with_outputs(ERRORS, main="buckets")
         )
+        collect(buckets[ERRORS])
+        new = (
+            buckets.buckets
+            | "Group by fingerprint bucket" >> beam.GroupByKey()
+            | "Sort-merge with seen set" >> beam.ParDo(merge).with_outputs(ERRORS, main="new")
+        )
+        collect(new[ERRORS])
+        return new.new

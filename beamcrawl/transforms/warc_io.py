@@ -73,6 +73,7 @@ from beamcrawl.core.warc_records import (
 from beamcrawl.core.warc_revisit import is_identical_payload, payload_digest, revisit_fields, warc_date
 from beamcrawl.schemas.arrow import PAGES_HEADER_COLUMNS, signed64
 from beamcrawl.schemas.records import FetchResult, ParsedPage
+from beamcrawl.transforms.dead_letter import ERRORS, Outlet, collect
 
 __all__ = [
     "ArchivedFetch",
@@ -390,6 +391,7 @@ class _WriteWarcFn(beam.DoFn):
         self.max_bytes = max_bytes
         self.user_agent = user_agent
         self.metrics: _MetricsCollector | None = None
+        self.dead = Outlet("store")
 
     def setup(self) -> None:
         self.metrics = _MetricsCollector()
@@ -431,7 +433,13 @@ class _WriteWarcFn(beam.DoFn):
         if page.fetch.outcome in ("deferred", "robots_disallowed"):
             self.metrics.skipped.inc()
             return iter(())  # no request was made: nothing to archive, no fetch event
-        return iter((self._store(page),))
+        try:
+            self.dead.check(page)
+            event = self._store(page)
+        except Exception as exc:  # the file system's failures are re-raised: they fail the round
+            self.metrics.error.inc()
+            return iter((self.dead.tagged(exc, page),))
+        return iter((event,))
 
     def _store(self, page: ParsedPage) -> dict[str, Any]:
         assert self.metrics is not None
@@ -481,4 +489,8 @@ class WriteWarc(beam.PTransform[beam.PCollection[ParsedPage], beam.PCollection[d
         self.user_agent = user_agent
 
     def expand(self, pages: beam.PCollection[ParsedPage]) -> beam.PCollection[dict[str, Any]]:
-        return pages | "Append to WARC" >> beam.ParDo(_WriteWarcFn(self.outputs, self.max_bytes, self.user_agent))
+        out = pages | "Append to WARC" >> beam.ParDo(
+            _WriteWarcFn(self.outputs, self.max_bytes, self.user_agent)
+        ).with_outputs(ERRORS, main="events")
+        collect(out[ERRORS])
+        return out.events

@@ -1,0 +1,349 @@
+"""Dead letters: one element's failure is that element's, never the round's (DESIGN.md §3).
+
+Every stage that handles one URL, page, link, host or stored row catches an exception for
+that element, counts it (``errors/<stage>/<exception type>``), and emits a
+:class:`DeadLetter` on a tagged output (:data:`ERRORS`) instead of failing its bundle; the
+round goes on. The element is not passed on, so nothing downstream records it finished:
+its frontier row stays as it was (and the commit keeps the row of any URL with a dead
+letter even if another branch of the round finished it). :class:`WriteDeadLetters` writes
+a round's dead letters to ``OUT/errors/round=N/*.parquet`` (schema:
+:data:`beamcrawl.schemas.arrow.ERRORS_SCHEMA`), committed with the round's other files;
+an element that failed in two rounds is quarantined (core/quarantine.py).
+
+Failures of the infrastructure (the store unreachable, the output filesystem unwritable:
+:func:`is_infrastructure`) are re-raised: they fail the round, whose rerun is the retry.
+
+How a stage uses it, the same way everywhere::
+
+    class _SomeFn(beam.DoFn):
+        def __init__(self):
+            self.dead = Outlet("stage")          # counters made here, like the others
+        def process(self, element):
+            try:
+                self.dead.check(element)          # injected faults (tests); one comparison
+                out = work(element)
+            except Exception as exc:
+                yield self.dead.tagged(exc, element)   # re-raises infrastructure failures
+                return
+            yield out
+
+and in the composite transform: ``.with_outputs(ERRORS, main=...)`` then
+``collect(outputs[ERRORS])``. The cost per element is the ``try`` block (nothing when no
+exception is raised) and one comparison; no extra Beam step per element. ``Map`` and
+``FlatMap`` here wrap a plain function the same way, in the one step the plain
+``beam.Map`` would take. :func:`each` gives batch DoFns (one store read for many
+elements) the same isolation: a failed batch is redone element by element, so only the
+elements that fail alone are set aside.
+
+Governed by: nothing to set. Tests inject failures with ``BEAMCRAWL_FAIL_ELEMENT``
+(core/faults.py).
+"""
+
+from __future__ import annotations
+
+import errno
+import sqlite3
+import traceback
+from typing import Any, Callable, Iterable, Iterator, NamedTuple, Sequence, TypeVar
+
+import apache_beam as beam
+from apache_beam.metrics import Metrics
+from apache_beam.transforms.window import GlobalWindow
+from apache_beam.utils.timestamp import MIN_TIMESTAMP
+from apache_beam.utils.windowed_value import WindowedValue
+
+from beamcrawl.core import faults
+from beamcrawl.stores.base import StoreError
+
+__all__ = [
+    "ERRORS",
+    "DeadLetter",
+    "FlatMap",
+    "Map",
+    "Outlet",
+    "WriteDeadLetters",
+    "collect",
+    "collected",
+    "describe",
+    "each",
+    "is_infrastructure",
+]
+
+ERRORS = "errors"  # the tag of every stage's dead-letter output
+MESSAGE_CHARS = 500
+TRACEBACK_CHARS = 2000
+TRACEBACK_FRAMES = 4
+KEY_CHARS = 2000
+
+T = TypeVar("T")
+
+# An output folder or a store that cannot be used: errno values no web content produces.
+_INFRA_ERRNOS = {
+    errno.EACCES, errno.EPERM, errno.EROFS, errno.ENOSPC, errno.EDQUOT, errno.EIO,
+    errno.ENOENT, errno.ENOTDIR, errno.EISDIR, errno.EMFILE, errno.ENFILE, errno.ESTALE,
+}  # fmt: skip
+
+
+class DeadLetter(NamedTuple):
+    """One element set aside: where it failed, what it was, and why."""
+
+    stage: str
+    key: str  # the element's key: a frontier row key (hex), host, domain or store key
+    url: str  # the URL, where the element has one ("" otherwise)
+    host: str  # the host, where the element has one ("" otherwise)
+    exception: str  # the exception's type name
+    message: str
+    traceback: str  # the last few frames
+
+
+def is_infrastructure(exc: BaseException) -> bool:
+    """Whether ``exc`` is the store's or the output filesystem's failure (which fails the
+    round, so that its rerun retries it) rather than one element's."""
+    if isinstance(exc, (StoreError, sqlite3.Error, MemoryError, faults.InjectedInfrastructureFault)):
+        return True
+    module = type(exc).__module__
+    if module.startswith(("google.api_core", "grpc")):
+        return True
+    # gzip's BadGzipFile is an OSError with no errno: a bad body, not a bad disk.
+    return isinstance(exc, OSError) and exc.errno in _INFRA_ERRNOS and not _from_network(exc)
+
+
+def _from_network(exc: OSError) -> bool:
+    return type(exc).__module__.startswith("aiohttp") or isinstance(exc, (ConnectionError, TimeoutError))
+
+
+def _text(value: Any, limit: int) -> str:
+    """Text safe for a Parquet string column: valid UTF-8 (web bytes and lone surrogates
+    escaped), at most ``limit`` characters."""
+    if isinstance(value, bytes):
+        value = value.decode("utf-8", "backslashreplace")
+    text = value if isinstance(value, str) else str(value)
+    if len(text) > limit:
+        text = text[:limit]
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def describe(element: Any) -> tuple[str, str, str]:
+    """``(key, url, host)`` of an element of any stage, for its dead letter.
+
+    A page, fetch result or frontier entry is keyed by its frontier row key (hex, what the
+    commit keeps); a host's record or plan by its host; a candidate link by its URL; a
+    ``(key, value)`` pair by its value where that says more; a store row by its key.
+    """
+    fetch = getattr(element, "fetch", None)  # ParsedPage
+    entry = getattr(fetch if fetch is not None else element, "entry", None)  # FetchResult
+    if entry is None and hasattr(element, "due_ms") and hasattr(element, "fp"):
+        entry = element  # FrontierEntry
+    if entry is not None:
+        key = entry.key
+        return key.hex() if isinstance(key, bytes) else str(key), str(entry.url), str(entry.host)
+    url = getattr(element, "url", None)
+    host = getattr(element, "host", None)
+    if url is not None or host is not None:  # Candidate, HostRecord, HostPlan, HostPolicy
+        return str(url or host or ""), str(url or ""), str(host or "")
+    if isinstance(element, dict):  # a page event row, or a page's link rows as columns
+        url, host = element.get("url") or element.get("src") or "", element.get("host") or element.get("src_host") or ""
+        url, host = (v[0] if isinstance(v, list) and v else v for v in (url, host))
+        return str(url or ""), str(url or ""), str(host or "")
+    if isinstance(element, tuple) and len(element) == 2:  # (key, value)
+        key, value = element
+        if not isinstance(value, (bytes, str, int, float, list, type(None))):
+            inner = describe(value)
+            if inner[1] or inner[2]:
+                return inner
+        if isinstance(key, (bytes, str)):  # a host, a domain, a store key: the stage says which
+            return (key.hex() if isinstance(key, bytes) else key), "", ""
+    if isinstance(element, bytes):
+        return element.hex(), "", ""
+    if isinstance(element, (list, tuple)):
+        return f"batch of {len(element)}", "", ""
+    return str(element), "", ""
+
+
+class Outlet:
+    """One stage's dead letters: its counters, its injected faults, its tagged outputs.
+
+    Made in a DoFn's ``__init__`` (it pickles with it); the first :meth:`check` in a worker
+    reads the injected faults once.
+    """
+
+    def __init__(self, stage: str) -> None:
+        self.stage = stage
+        self._faults: list[tuple[str, bool]] | None = None
+        self._counters: dict[str, Any] = {}
+
+    def check(self, element: Any) -> None:
+        """Raises the injected fault for ``element``, if a test asked for one (cheap otherwise)."""
+        if self._faults is None:
+            self._faults = faults.element_faults(self.stage)
+        if self._faults:
+            faults.fail_element(self.stage, self._faults, *describe(element))
+
+    def letter(self, exc: BaseException, element: Any, host: str | None = None) -> DeadLetter:
+        """Counts ``exc`` for ``element`` and returns its dead letter (``host`` names the
+        element's host where the element itself does not).
+
+        Raises:
+            exc: Itself, when it is the infrastructure's failure (:func:`is_infrastructure`).
+        """
+        if is_infrastructure(exc):
+            raise exc
+        name = type(exc).__name__
+        counter = self._counters.get(name)
+        if counter is None:
+            counter = self._counters[name] = Metrics.counter("errors", f"{self.stage}/{name}")
+        counter.inc()
+        try:
+            key, url, found = describe(element)
+        except Exception:  # an element too odd to describe is still set aside
+            key, url, found = repr(element)[:200], "", ""
+        host = found if host is None else host
+        frames = traceback.format_exception(type(exc), exc, exc.__traceback__, limit=-TRACEBACK_FRAMES)
+        return DeadLetter(
+            stage=self.stage,
+            key=_text(key, KEY_CHARS),
+            url=_text(url, KEY_CHARS),
+            host=_text(host, KEY_CHARS),
+            exception=name,
+            message=_text(str(exc), MESSAGE_CHARS),
+            traceback=_text("".join(frames), TRACEBACK_CHARS),
+        )
+
+    def tagged(self, exc: BaseException, element: Any, host: str | None = None) -> beam.pvalue.TaggedOutput:
+        """The dead letter as a tagged output of ``process``."""
+        return beam.pvalue.TaggedOutput(ERRORS, self.letter(exc, element, host))
+
+    def windowed(self, exc: BaseException, element: Any, host: str | None = None) -> beam.pvalue.TaggedOutput:
+        """The dead letter as a tagged output of ``finish_bundle`` (which needs windows)."""
+        return beam.pvalue.TaggedOutput(ERRORS, WindowedValue(self.letter(exc, element, host), MIN_TIMESTAMP, [GlobalWindow()]))
+
+
+def each(outlet: Outlet, batch: Sequence[T], work: Callable[[Sequence[T]], Any]) -> list[DeadLetter]:
+    """Runs ``work(batch)``; if it fails (not the infrastructure), runs ``work([item])`` for
+    each item, and returns the dead letters of the items that fail alone.
+
+    For batch DoFns whose work is idempotent (a store read then writes of whole cells):
+    redoing the items that succeeded is harmless. Faults are injected per item.
+    """
+    try:
+        for item in batch:
+            outlet.check(item)
+        work(batch)
+        return []
+    except Exception as exc:
+        if is_infrastructure(exc) or len(batch) == 1:
+            return [outlet.letter(exc, batch[0] if len(batch) == 1 else batch)]
+    letters = []
+    for item in batch:
+        try:
+            outlet.check(item)
+            work([item])
+        except Exception as exc:
+            letters.append(outlet.letter(exc, item))
+    return letters
+
+
+class _GuardedFn(beam.DoFn):
+    """A plain function per element, its failures set aside."""
+
+    def __init__(self, stage: str, fn: Callable[[Any], Any], flat: bool, host: Callable[[Any], str] | None) -> None:
+        self.fn = fn
+        self.flat = flat
+        self.host = host
+        self.dead = Outlet(stage)
+
+    def process(self, element: Any) -> Iterator[Any]:
+        try:
+            self.dead.check(element)
+            out = self.fn(element)
+            if self.flat:
+                out = list(out)  # a generator fails as it runs: run it inside the try
+        except Exception as exc:
+            yield self.dead.tagged(exc, element, self._host(element))
+            return
+        if self.flat:
+            yield from out
+        else:
+            yield out
+
+    def _host(self, element: Any) -> str | None:
+        try:
+            return self.host(element) if self.host is not None else None
+        except Exception:
+            return None
+
+
+class Map(beam.PTransform):
+    """``beam.Map(fn)`` whose failures are dead letters of ``stage`` (one step all the same).
+
+    ``host`` names an element's host where :func:`describe` cannot (a ``(host, ...)`` pair):
+    a host that keeps failing is then quarantined."""
+
+    def __init__(
+        self, stage: str, fn: Callable[[Any], Any], flat: bool = False, host: Callable[[Any], str] | None = None
+    ) -> None:
+        super().__init__()
+        self.stage = stage
+        self.fn = fn
+        self.flat = flat
+        self.host = host
+
+    def expand(self, pcoll: beam.PCollection) -> beam.PCollection:
+        out = pcoll | beam.ParDo(_GuardedFn(self.stage, self.fn, self.flat, self.host)).with_outputs(ERRORS, main="out")
+        collect(out[ERRORS])
+        return out.out
+
+
+class FlatMap(Map):
+    """``beam.FlatMap(fn)`` whose failures are dead letters of ``stage``."""
+
+    def __init__(self, stage: str, fn: Callable[[Any], Iterable[Any]]) -> None:
+        super().__init__(stage, fn, flat=True)
+
+
+_REGISTRY_ATTR = "_beamcrawl_dead_letters"
+
+
+def collect(errors: beam.PCollection) -> None:
+    """Registers a stage's dead letters with its pipeline (see :func:`collected`), so that
+    stages keep their outputs as they were and the round writes all dead letters once."""
+    pipeline = errors.pipeline
+    registered = getattr(pipeline, _REGISTRY_ATTR, None)
+    if registered is None:
+        registered = []
+        setattr(pipeline, _REGISTRY_ATTR, registered)
+    registered.append(errors)
+
+
+def collected(p: beam.Pipeline, label: str = "Gather dead letters") -> beam.PCollection:
+    """Every dead-letter output registered so far in ``p``, as one PCollection."""
+    registered = list(getattr(p, _REGISTRY_ATTR, None) or [])
+    if not registered:
+        return p | label >> beam.Create([])
+    return tuple(registered) | label >> beam.Flatten()
+
+
+def dead_letter_row(letter: DeadLetter) -> dict[str, Any]:
+    """A dead letter as its errors/ row (ERRORS_SCHEMA's names; the round is the folder,
+    ``errors/round=N/``, as for pages/ and links/)."""
+    return letter._asdict()
+
+
+class WriteDeadLetters(beam.PTransform):
+    """``DeadLetter`` → ``errors/round=N/part-*.parquet``, sorted by stage then key,
+    committed with the round's other files."""
+
+    def __init__(self, outputs: Any) -> None:
+        super().__init__()
+        self.outputs = outputs
+
+    def expand(self, letters: beam.PCollection) -> beam.PCollection:
+        from beamcrawl.schemas.arrow import ERRORS_SCHEMA
+        from beamcrawl.transforms.parquet_io import _ParquetPartsFn
+
+        return (
+            letters
+            | "Dead-letter rows" >> beam.Map(dead_letter_row)
+            | "Write errors Parquet"
+            >> beam.ParDo(_ParquetPartsFn(self.outputs.staged("errors"), ERRORS_SCHEMA, ("stage", "key"), "errors"))
+        )
