@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import random
 import resource
 import shutil
@@ -192,7 +191,7 @@ def main(argv: list[str] | None = None) -> int:
     if not args.keep and not args.dir:
         shutil.rmtree(base, ignore_errors=True)
     print()
-    print(f"| known URLs | batch s | per-URL s | batch × faster | bucket bits, scan/keyset buckets | peak RSS MB | select: due rows, s | fill µs/URL |")
+    print("| known URLs | batch s | per-URL s | batch × faster | bucket bits, scan/keyset buckets | peak RSS MB | select: due rows, s | fill µs/URL |")
     print("|---:|---:|---:|---:|---|---:|---:|---:|")
     for r in results:
         p = r["paths"]
