@@ -6,7 +6,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: install emulator prism demo test bench bench-compare clean
+.PHONY: install emulator prism flink demo test bench bench-compare clean
 
 install: $(STAMP)
 
@@ -26,10 +26,15 @@ emulator: install
 prism: install
 	$(PY) -c "from beamcrawl.pipelines.runners import prism_binary; print(prism_binary())"
 
+# Flink's job server for local rounds: Beam's matching jar where Maven serves it, else the
+# Flink 1.16 job server of Beam 2.50 from its Maven classpath (cached in ~/.cache/beamcrawl/flink).
+flink: install
+	$(PY) -m beamcrawl.pipelines.flink
+
 demo: install
 	$(VENV)/bin/beamcrawl demo
 
-test: install emulator prism
+test: install emulator prism flink
 	$(PY) -m pytest -q tests
 
 bench: install

@@ -96,8 +96,14 @@ def cmd_crawl(argv: Sequence[str]) -> int:
     except RunnerSetupError as exc:
         print(f"beamcrawl crawl: error: {exc}", file=sys.stderr)
         return 2
+    from beamcrawl.pipelines.flink import job_server
+
     try:
-        crawl(cfg, args.rounds, seeds, runner_args)
+        with job_server(runner_args, cfg.out, announce=logging.getLogger("beamcrawl.flink").info) as runner_args:
+            crawl(cfg, args.rounds, seeds, runner_args)
+    except RunnerSetupError as exc:
+        print(f"beamcrawl crawl: error: {exc}", file=sys.stderr)
+        return 2
     except CrawlError as exc:
         print(f"beamcrawl crawl: error: {exc}", file=sys.stderr)
         return 1
