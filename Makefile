@@ -6,7 +6,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: install emulator prism flink demo test bench bench-compare clean
+.PHONY: install emulator prism flink requirements demo test bench bench-compare clean
 
 install: $(STAMP)
 
@@ -30,6 +30,10 @@ prism: install
 # Flink 1.16 job server of Beam 2.50 from its Maven classpath (cached in ~/.cache/beamcrawl/flink).
 flink: install
 	$(PY) -m beamcrawl.pipelines.flink
+
+# The image's pinned dependencies (Dockerfile), from setup.py and the versions installed here.
+requirements: install
+	$(PY) templates/pin_requirements.py > requirements.txt
 
 demo: install
 	$(VENV)/bin/beamcrawl demo
