@@ -206,6 +206,8 @@ def job_server(args: Sequence[str], out: str, announce: Callable[[str], object] 
     if not uses_local_job_server(args):
         yield list(args)
         return
+    from apache_beam.runners.portability.flink_runner import FlinkRunner  # as Beam starts it
+
     folder = Path(out) / "logs" if not files.is_remote(out) else Path(tempfile.mkdtemp(prefix="beamcrawl-flink-"))
     folder.mkdir(parents=True, exist_ok=True)
     log_path = folder / LOG_NAME
@@ -218,7 +220,7 @@ def job_server(args: Sequence[str], out: str, announce: Callable[[str], object] 
         f"-Djava.util.logging.config.file={logging_config}",
         *option_values(args, "job_server_jvm_property"),
         "-jar", str(option_value(args, "flink_job_server_jar")),
-        "--flink-master", option_value(args, "flink_master") or "[auto]",
+        "--flink-master", FlinkRunner.add_http_scheme(option_value(args, "flink_master") or "[auto]"),
         "--job-port", str(port), "--artifact-port", "0", "--expansion-port", "0",
         "--artifacts-dir", artifacts,
     ]  # fmt: skip
