@@ -113,8 +113,8 @@ def prism_binary(build: bool = True) -> Path:
 
 # --- Flink ------------------------------------------------------------------------------
 
-# How long a Maven repository's "not served" answer for the matching job server is believed
-# before Maven is asked again (Maven's own default update interval is a day too).
+# How long Maven's failure to fetch the matching job server (not served, or no route) is
+# remembered before Maven is asked again (Maven's own default update interval is a day too).
 MISS_TTL = 24 * 3600.0
 
 
@@ -132,7 +132,7 @@ def flink_job_server_jar(flink_version: str) -> Path:
     fix = "pass --flink_job_server_jar=PATH to a copy of it"
     with contextlib.suppress(OSError):
         if time.time() - missing.stat().st_mtime < MISS_TTL:
-            raise RunnerSetupError(f"{coordinates} (the Flink job server for this Beam) was not served by Maven "
+            raise RunnerSetupError(f"Maven could not fetch {coordinates} (the Flink job server for this Beam) "
                                    f"within the last day (delete {missing} to ask again); {fix}")
     mvn = shutil.which("mvn")
     if mvn is None:
@@ -144,7 +144,7 @@ def flink_job_server_jar(flink_version: str) -> Path:
         capture_output=True, text=True, timeout=1800,
     )
     if proc.returncode != 0 or not target.exists():
-        missing.write_text(f"{time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())} {coordinates} not served\n")
+        missing.write_text(f"{time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())} {coordinates} not fetched\n")
         raise RunnerSetupError(f"Maven could not fetch {coordinates} (the Flink job server for this Beam); {fix}")
     missing.unlink(missing_ok=True)
     return target
@@ -171,7 +171,7 @@ def flink_job_server(
         jar = flink.launcher_jar()
         if announce is not None:
             announce(
-                f"flink: Beam's Flink {wanted} job server is not served here; using the Flink "
+                f"flink: Beam's Flink {wanted} job server could not be fetched here; using the Flink "
                 f"{flink.FLINK_VERSION} job server of Beam {flink.BEAM_VERSION} ({jar})"
             )
         return jar

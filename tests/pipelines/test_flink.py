@@ -7,6 +7,7 @@ The rounds themselves run on Flink in ``test_end_to_end.py``.
 from __future__ import annotations
 
 import logging
+import os
 import shutil
 import threading
 import time
@@ -89,7 +90,19 @@ def test_local_rounds_fall_back_to_the_built_job_server_and_say_so(cache):
     cache["launcher"].write_bytes(b"PK")
     said = []
     assert flink_job_server(None, local=True, announce=said.append) == cache["launcher"]
-    assert len(said) == 1 and "not served" in said[0] and flink.FLINK_VERSION in said[0]
+    assert len(said) == 1 and "could not be fetched" in said[0] and flink.FLINK_VERSION in said[0]
+
+
+def test_a_day_old_miss_asks_maven_again(cache, tmp_path, monkeypatch):
+    marker = cache["matching"].with_name(cache["matching"].name + ".missing")
+    old = time.time() - runners.MISS_TTL - 60
+    os.utime(marker, (old, old))
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))  # no Maven: asking again is what fails
+    with pytest.raises(RunnerSetupError, match="needs Maven"):
+        runners.flink_job_server_jar("2.2")
+    os.utime(marker, None)  # fresh again: Maven is not asked, and the message says how to ask
+    with pytest.raises(RunnerSetupError, match="delete .*missing to ask again"):
+        runners.flink_job_server_jar("2.2")
 
 
 def test_the_matching_job_server_is_preferred_when_there(cache):
