@@ -167,6 +167,7 @@ java.util.logging.ConsoleHandler.level=ALL
 java.util.logging.SimpleFormatter.format=%1$tF %1$tT %4$s %3$s: %5$s%6$s%n
 org.apache.beam.runners.flink.FlinkPipelineRunner.level=WARNING
 org.apache.flink.runtime.metrics.level=SEVERE
+org.apache.flink.metrics.level=SEVERE
 """
 TEARDOWN_NOTE = (
     "# At the end of each round the SDK workers close their gRPC streams; the job server then logs "
@@ -233,20 +234,22 @@ def job_server(args: Sequence[str], out: str, announce: Callable[[str], object] 
         except OSError as exc:
             shutil.rmtree(artifacts, ignore_errors=True)
             raise RunnerSetupError(f"cannot start the Flink job server ({cmd[0]}): {exc.strerror or exc}") from None
-    try:
-        _wait_listening(proc, port, log_path)
-        if announce is not None:
-            announce(f"flink: job server on localhost:{port}; its log: {log_path}")
-        with quiet_teardown(announce):
-            yield [*args, f"--job_endpoint=localhost:{port}"]
-    finally:
-        proc.terminate()
+    # The job server stops inside quiet_teardown: the last round's workers may still be
+    # closing their streams when it goes.
+    with quiet_teardown(announce):
         try:
-            proc.wait(20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        shutil.rmtree(artifacts, ignore_errors=True)
+            _wait_listening(proc, port, log_path)
+            if announce is not None:
+                announce(f"flink: job server on localhost:{port}; its log: {log_path}")
+            yield [*args, f"--job_endpoint=localhost:{port}"]
+        finally:
+            proc.terminate()
+            try:
+                proc.wait(20)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+            shutil.rmtree(artifacts, ignore_errors=True)
 
 
 HANGUP = "Multiplexer hanging up"
@@ -254,15 +257,21 @@ HANGUP = "Multiplexer hanging up"
 
 def is_teardown_hangup(exc: BaseException | None) -> bool:
     """True for the gRPC error a LOOPBACK SDK worker gets when the Flink job server closes
-    its data stream at the end of a round (CANCELLED, "Multiplexer hanging up")."""
+    its data stream at the end of a round (CANCELLED, "Multiplexer hanging up"), or for an
+    error raised from it (its cause or context)."""
     import grpc
 
-    if not isinstance(exc, grpc.RpcError) or not hasattr(exc, "code") or not hasattr(exc, "details"):
-        return False
-    try:
-        return exc.code() == grpc.StatusCode.CANCELLED and HANGUP in (exc.details() or "")
-    except Exception:  # a call object in a state that cannot say
-        return False
+    seen = 0
+    while exc is not None and seen < 10:
+        if isinstance(exc, grpc.RpcError) and hasattr(exc, "code") and hasattr(exc, "details"):
+            try:
+                if exc.code() == grpc.StatusCode.CANCELLED and HANGUP in (exc.details() or ""):
+                    return True
+            except Exception:  # a call object in a state that cannot say
+                pass
+        exc = exc.__cause__ or exc.__context__
+        seen += 1
+    return False
 
 
 class _HangupFilter(logging.Filter):
@@ -273,7 +282,10 @@ class _HangupFilter(logging.Filter):
         self.dropped = 0
 
     def filter(self, record: logging.LogRecord) -> bool:
-        if record.exc_info and is_teardown_hangup(record.exc_info[1]):
+        hangup = bool(record.exc_info) and is_teardown_hangup(record.exc_info[1])
+        # ... or Beam's worker quoting it in a message (no exception attached)
+        hangup = hangup or (record.name.startswith("apache_beam.") and HANGUP in record.getMessage())
+        if hangup:
             if not getattr(record, "_teardown_hangup", False):  # one record, several handlers
                 record._teardown_hangup = True
                 self.dropped += 1

@@ -208,6 +208,13 @@ def hangup():
 
 def test_only_the_teardown_hangup_is_recognised(hangup):
     assert flink.is_teardown_hangup(hangup["hangup"])
+    try:  # an error raised while handling it, as a worker's close() may
+        try:
+            raise hangup["hangup"]
+        except grpc.RpcError as exc:
+            raise RuntimeError("closing the data channel failed") from exc
+    except RuntimeError as chained:
+        assert flink.is_teardown_hangup(chained)
     assert not flink.is_teardown_hangup(hangup["other"])
     assert not flink.is_teardown_hangup(RuntimeError(flink.HANGUP))
     assert not flink.is_teardown_hangup(None)
@@ -238,6 +245,8 @@ def test_quiet_teardown_holds_back_the_hangup_only_and_says_so_once(hangup, caps
                     raise exc
                 except grpc.RpcError:
                     worker_log.error("Failed to read inputs in the data plane.", exc_info=True)
+            worker_log.warning("Worker: data stream ended (%s)", flink.HANGUP)  # quoted, no exc_info
+            logging.getLogger("beamcrawl.fetch").warning("a page said %s", flink.HANGUP)  # not Beam's: kept
             bug = ValueError("a real bug in a worker thread")
             _raise_in_thread(hangup["hangup"])
             _raise_in_thread(bug)
@@ -246,9 +255,10 @@ def test_quiet_teardown_holds_back_the_hangup_only_and_says_so_once(hangup, caps
         root.removeHandler(handler)
     err = capsys.readouterr().err
     assert err.count("Failed to read inputs") == 1 and "job cancelled by the user" in err
-    assert flink.HANGUP not in err
+    assert "data stream ended" not in err and f"a page said {flink.HANGUP}" in err
+    assert err.count(flink.HANGUP) == 1
     assert reached == [bug]
-    assert len(said) == 1 and "2 times" in said[0]
+    assert len(said) == 1 and "3 times" in said[0]
     assert after is before and handler.filters == []
 
 
