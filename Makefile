@@ -6,7 +6,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: install emulator prism demo notebook test bench bench-compare clean
+.PHONY: install emulator prism flink requirements demo notebook test bench bench-compare clean
 
 install: $(STAMP)
 
@@ -27,6 +27,15 @@ emulator: install
 prism: install
 	$(PY) -c "from beamcrawl.pipelines.runners import prism_binary; print(prism_binary())"
 
+# Flink's job server for local rounds: Beam's matching jar where Maven serves it, else the
+# Flink 1.16 job server of Beam 2.50 from its Maven classpath (cached in ~/.cache/beamcrawl/flink).
+flink: install
+	$(PY) -m beamcrawl.pipelines.flink
+
+# The image's pinned dependencies (Dockerfile), from setup.py and the versions installed here.
+requirements: install
+	$(PY) templates/pin_requirements.py > requirements.txt
+
 demo: install
 	$(VENV)/bin/beamcrawl demo
 
@@ -40,7 +49,7 @@ notebook: install
 	$(VENV)/bin/jupyter nbconvert --to html --output-dir demo-out demo-out/link_graph.ipynb
 	@echo "notebook: demo-out/link_graph.html (and the executed demo-out/link_graph.ipynb)"
 
-test: install emulator prism
+test: install emulator prism flink
 	$(PY) -m pytest -q tests
 
 bench: install

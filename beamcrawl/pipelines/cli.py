@@ -123,8 +123,14 @@ def cmd_crawl(argv: Sequence[str]) -> int:
     except KeyboardInterrupt:
         print("beamcrawl crawl: interrupted before the first round", file=sys.stderr)
         return INTERRUPTED
+    from beamcrawl.pipelines.flink import job_server
+
     try:
-        crawl(cfg, args.rounds, seeds, runner_args, exit_when_idle=args.exit_when_idle)
+        with job_server(runner_args, cfg.out, announce=logging.getLogger("beamcrawl.flink").info) as runner_args:
+            crawl(cfg, args.rounds, seeds, runner_args, exit_when_idle=args.exit_when_idle)
+    except RunnerSetupError as exc:
+        print(f"beamcrawl crawl: error: {exc}", file=sys.stderr)
+        return 2
     except RoundInterrupted as exc:
         return _interrupted(str(exc))
     except KeyboardInterrupt:

@@ -5,7 +5,8 @@
 - Prism, Beam's portable Go runner: built once from its Go module with the machine's Go
   toolchain into a cache folder, then passed as ``--prism_location``.
 - Flink: the Beam Flink job-server jar matching the installed Beam, fetched with Maven into
-  the cache folder and passed as ``--flink_job_server_jar``.
+  the cache folder and passed as ``--flink_job_server_jar``; where Maven does not serve it,
+  Flink's local mini-cluster runs the Flink 1.16 job server ``make flink`` builds (``flink.py``).
 - Dataflow, or Flink/Prism on other machines: workers share no disk with the launcher, so
   the embedded (SQLite) store is refused with a message saying what to use instead.
 """
@@ -13,6 +14,7 @@
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import shutil
 import signal
@@ -21,11 +23,13 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import Any, Iterator, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 CACHE = Path(os.environ.get("BEAMCRAWL_CACHE", Path.home() / ".cache" / "beamcrawl"))
 LOCAL_RUNNER = "FnApiRunner"
 LOCAL_MASTERS = ("[local]", "[auto]", "")
+
+log = logging.getLogger(__name__)
 
 
 class RunnerSetupError(Exception):
@@ -141,6 +145,10 @@ def _terminate_as_interrupt() -> Iterator[None]:
 
 # --- Flink ------------------------------------------------------------------------------
 
+# How long Maven's failure to fetch the matching job server (not served, or no route) is
+# remembered before Maven is asked again (Maven's own default update interval is a day too).
+MISS_TTL = 24 * 3600.0
+
 
 def flink_job_server_jar(flink_version: str) -> Path:
     """The Beam Flink job-server jar for the installed Beam, fetched with Maven into the cache."""
@@ -151,21 +159,54 @@ def flink_job_server_jar(flink_version: str) -> Path:
     target = CACHE / "jars" / f"{artifact}-{version}.jar"
     if target.exists():
         return target
+    coordinates = f"org.apache.beam:{artifact}:{version}"
+    missing = target.with_name(target.name + ".missing")
+    fix = "pass --flink_job_server_jar=PATH to a copy of it"
+    with contextlib.suppress(OSError):
+        if time.time() - missing.stat().st_mtime < MISS_TTL:
+            raise RunnerSetupError(f"Maven could not fetch {coordinates} (the Flink job server for this Beam) "
+                                   f"within the last day (delete {missing} to ask again); {fix}")
     mvn = shutil.which("mvn")
     if mvn is None:
         raise RunnerSetupError("fetching the Flink job server needs Maven ('mvn' is not on PATH)")
     target.parent.mkdir(parents=True, exist_ok=True)
     proc = subprocess.run(
-        [mvn, "-q", "-U", "dependency:copy", f"-Dartifact=org.apache.beam:{artifact}:{version}",
+        [mvn, "-q", "-B", "-U", "dependency:copy", f"-Dartifact={coordinates}",
          f"-DoutputDirectory={target.parent}"],
         capture_output=True, text=True, timeout=1800,
     )
     if proc.returncode != 0 or not target.exists():
-        raise RunnerSetupError(
-            f"Maven could not fetch org.apache.beam:{artifact}:{version} (the Flink job server for this "
-            "Beam); pass --flink_job_server_jar=PATH to a copy of it"
-        )
+        missing.write_text(f"{time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())} {coordinates} not fetched\n")
+        raise RunnerSetupError(f"Maven could not fetch {coordinates} (the Flink job server for this Beam); {fix}")
+    missing.unlink(missing_ok=True)
     return target
+
+
+def flink_job_server(
+    flink_version: str | None = None, local: bool = True, announce: Callable[[str], object] | None = None
+) -> Path:
+    """The job-server jar a Flink round uses: Beam's matching one where Maven serves it, else
+    (for Flink's local mini-cluster) the Flink 1.16 job server built by ``make flink``.
+
+    A remote cluster runs the Flink version it runs, so there the matching jar is required.
+    """
+    from apache_beam.options.pipeline_options import FlinkRunnerOptions
+
+    from beamcrawl.pipelines import flink
+
+    wanted = flink_version or FlinkRunnerOptions.PUBLISHED_FLINK_VERSIONS[-1]
+    try:
+        return flink_job_server_jar(wanted)
+    except RunnerSetupError as exc:
+        if not local:
+            raise RunnerSetupError(f"{exc} matching the cluster's Flink version") from None
+        jar = flink.launcher_jar()
+        if announce is not None:
+            announce(
+                f"flink: Beam's Flink {wanted} job server could not be fetched here; using the Flink "
+                f"{flink.FLINK_VERSION} job server of Beam {flink.BEAM_VERSION} ({jar})"
+            )
+        return jar
 
 
 def prepare(args: Sequence[str]) -> list[str]:
@@ -175,10 +216,9 @@ def prepare(args: Sequence[str]) -> list[str]:
     if runner in ("prismrunner", "prism") and option_value(args, "prism_location") is None:
         args = [*args, f"--prism_location={prism_binary()}"]
     if runner in ("flinkrunner", "flink") and option_value(args, "flink_job_server_jar") is None:
-        from apache_beam.options.pipeline_options import FlinkRunnerOptions
-
-        flink_version = option_value(args, "flink_version") or FlinkRunnerOptions.PUBLISHED_FLINK_VERSIONS[-1]
-        args = [*args, f"--flink_job_server_jar={flink_job_server_jar(flink_version)}"]
+        local = (option_value(args, "flink_master") or "[auto]") in LOCAL_MASTERS
+        jar = flink_job_server(option_value(args, "flink_version"), local=local, announce=log.info)
+        args = [*args, f"--flink_job_server_jar={jar}"]
         if option_value(args, "environment_type") is None and (option_value(args, "flink_master") or "[auto]") in LOCAL_MASTERS:
             args = [*args, "--environment_type=LOOPBACK"]
     return list(args)

@@ -1,7 +1,10 @@
 """End to end: crawl simweb for two rounds through the real CLI, then audit and read back.
 
-The whole module runs once per store backend: the embedded store, and Cloud Bigtable on
-the emulator (initialised first with ``beamcrawl store init``).
+The whole module runs once per set-up: the embedded store, and Cloud Bigtable on the
+emulator (initialised first with ``beamcrawl store init``), on the in-process runner, on
+Prism and on Flink's local mini-cluster (the job server ``make flink`` prepares; its absence
+is a failure, never a skip). A second Flink crawl runs with ``--parallelism 2`` over four
+server IPs, to show that task slots never share a host or an IP.
 
 The audit is from the server's side (simweb's request log): zero robots.txt violations,
 never two requests in flight on a host, every gap between request starts at least the
@@ -16,8 +19,10 @@ import contextlib
 import glob
 import json
 import os
+import re
 import subprocess
 import sys
+import time
 
 import duckdb
 import pyarrow.parquet as pq
@@ -37,14 +42,21 @@ MIN_DELAY = 0.3
 HOSTS = 40
 
 
-@pytest.fixture(scope="module", params=["embedded", "bigtable", "prism-bigtable"])
+# Flink's local mini-cluster, its SDK workers in the launcher (LOOPBACK); no --flink_version:
+# the crawl picks the job server (see pipelines/runners.py).
+FLINK = ["--runner", "FlinkRunner", "--flink_master=[local]", "--environment_type=LOOPBACK"]
+RUNNERS = {"prism": ["--runner", "PrismRunner"], "flink": FLINK}
+
+
+@pytest.fixture(scope="module", params=["embedded", "bigtable", "prism-bigtable", "flink-bigtable"])
 def crawl_run(request, tmp_path_factory):
     """One two-round crawl per set-up: the embedded store on the in-process runner, the
     Bigtable emulator on the in-process runner, and the emulator on Prism, Beam's portable
-    runner, whose SDK workers share nothing with the launcher but the store and the files."""
+    runner, whose SDK workers share nothing with the launcher but the store and the files,
+    and on Flink (its job server a Java process, the rounds Flink jobs)."""
     work = tmp_path_factory.mktemp(f"e2e-{request.param}")
     out = work / "out"
-    runner = ["--runner", "PrismRunner"] if request.param.startswith("prism") else ["--runner", "FnApiRunner"]
+    runner = RUNNERS.get(request.param.split("-")[0], ["--runner", "FnApiRunner"])
     with contextlib.ExitStack() as stack:
         if request.param.endswith("bigtable"):
             request.getfixturevalue("bigtable_emulator")
@@ -189,3 +201,125 @@ def test_frontier_holds_what_is_left_and_rerun_continues(crawl_run):
     assert seen > frontier > 0
     assert len(hosts) >= HOSTS * 0.9
     assert not os.path.exists(crawl_run["out"] / "_staging")
+
+
+# --- Flink with two task slots: one owner per host and per IP --------------------------------
+
+IPS = ["127.0.0.1", "127.0.0.2", "127.0.0.3", "127.0.0.4"]
+IP_DELAY = 0.05
+# simweb logs a response's end once its last byte is handed to the socket; a descheduled
+# server can log it ~10-15 ms late (see test_politeness_e2e.py). Start gaps have no such lag.
+SERVER_END_LAG = 0.015
+
+
+@contextlib.contextmanager
+def _simwebs_on_ips(work, **kw):
+    """The same simweb (same seed) served on each address of IPS, on one port: a host's
+    pages are the same whichever address it resolves to, and each server's log is exactly
+    what one IP saw. Retried on a fresh port if another process holds it on some address."""
+    for attempt in range(3):
+        with contextlib.ExitStack() as stack:
+            first = stack.enter_context(running_simweb(str(work / "ip-1"), bind=IPS[0], **kw))
+            try:
+                others = [
+                    stack.enter_context(running_simweb(str(work / f"ip-{i}"), bind=ip, port=first.port, **kw))
+                    for i, ip in enumerate(IPS[1:], 2)
+                ]
+            except RuntimeError:
+                if attempt == 2:
+                    raise
+                continue
+            yield [first, *others]
+            return
+
+
+@pytest.fixture(scope="module")
+def flink_parallel_run(tmp_path_factory, bigtable_emulator):
+    """Two rounds on Flink with --parallelism 2 and --ip-delay, the hosts spread over four
+    server IPs, so fetch shards (keyed by IP) land on both task slots."""
+    work = tmp_path_factory.mktemp("e2e-flink-parallel")
+    out = work / "out"
+    with scratch_store() as store, _simwebs_on_ips(work, hosts=12, seed=8, pages_per_host=25) as webs:
+        web = webs[0]
+        ip_of = {host: IPS[i % len(IPS)] for i, host in enumerate(web.hosts)}
+        seeds = work / "seeds.txt"
+        seeds.write_text("\n".join(web.base_url(h) for h in web.hosts) + "\n")
+        cmd = [
+            sys.executable, "-m", "beamcrawl.pipelines.cli", "crawl",
+            "--seeds", str(seeds), "--out", str(out), "--store", store, "--rounds", "2",
+            *[f"--resolve={host}={ip}" for host, ip in ip_of.items()], "--allow-private-networks",
+            "--min-delay", str(MIN_DELAY), "--ip-delay", str(IP_DELAY), "--round-window", "4",
+            "--fetch-shards", "8", *FLINK, "--parallelism", "2",
+        ]  # fmt: skip
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+        by_ip = {ip: w.requests() for ip, w in zip(IPS, webs)}
+        truth = web.truth()
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return {"out": out, "by_ip": by_ip, "ip_of": ip_of, "truth": truth, "proc": proc}
+
+
+def test_flink_two_slots_each_host_has_one_owner(flink_parallel_run):
+    run = flink_parallel_run
+    ours = [r for reqs in run["by_ip"].values() for r in reqs if "beamcrawl" in r.get("ua", "")]
+    report = audit(ours, run["truth"], agent_token="beamcrawl", min_delay=MIN_DELAY)
+    assert report.violations == 0, report.summary()
+    assert len({r["host"] for r in ours}) == len(run["ip_of"])
+    for ip, reqs in run["by_ip"].items():  # each host asked only at the address it resolves to
+        assert {r["host"] for r in reqs} <= {h for h, a in run["ip_of"].items() if a == ip}
+    reports = [json.load(open(p)) for p in sorted(glob.glob(str(run["out"] / "reports" / "round-*.json")))]
+    assert len(reports) == 2 and all(r["responses"] > 0 for r in reports)
+
+
+def test_flink_two_slots_each_ip_has_one_owner(flink_parallel_run):
+    spans = {}
+    for ip, reqs in flink_parallel_run["by_ip"].items():
+        reqs = sorted((r for r in reqs if "beamcrawl" in r.get("ua", "")), key=lambda r: r["start"])
+        assert len({r["host"] for r in reqs}) == 3  # three hosts share this IP ...
+        for prev, nxt in zip(reqs, reqs[1:]):  # ... and took turns: one request at a time, IP_DELAY apart
+            assert nxt["start"] - prev["start"] >= IP_DELAY, (ip, prev, nxt)
+            assert nxt["start"] - prev["end"] >= IP_DELAY - SERVER_END_LAG, (ip, prev, nxt)
+        spans[ip] = [(r["start"], r["end"]) for r in reqs]
+    # ... while different IPs were fetched at the same time (they do not wait for one another)
+    overlapping = sum(
+        1 for a in IPS for b in IPS if a < b
+        for s1, e1 in spans[a] for s2, e2 in spans[b] if s1 < e2 and s2 < e1
+    )  # fmt: skip
+    assert overlapping > 0
+
+
+# A Flink task's state change, as the job server logs it (pipelines/flink.py sets the format):
+# "2026-12-01 04:19:02 INFO org.apache.flink.runtime.taskmanager.Task: MapPartition (...{Fetch, ...})
+# (2/2)#0 (<job>_<vertex>_<subtask>_<attempt>) switched from INITIALIZING to RUNNING."
+_TASK_SWITCH = re.compile(
+    r"^(?P<when>\S+ \S+) INFO org\.apache\.flink\.runtime\.taskmanager\.Task: .*"
+    r"\((?P<subtask>\d+/\d+)\)#\d+ \((?P<job>[0-9a-f]+)_\S+\) switched from \w+ to (?P<to>RUNNING|FINISHED)\.$"
+)
+
+
+def test_flink_ran_the_fetch_on_two_task_slots_and_kept_its_log(flink_parallel_run):
+    log = (flink_parallel_run["out"] / "logs" / "flink-job-server.log").read_text()
+    assert "job server on localhost:" in log.splitlines()[0]
+    # Flink's own record of the fetch stage's subtasks: when each started and finished running
+    runs = collections.defaultdict(dict)
+    for line in log.splitlines():
+        found = _TASK_SWITCH.match(line)
+        if found and "{Fetch" in line:
+            when = time.mktime(time.strptime(found["when"], "%Y-%m-%d %H:%M:%S"))
+            runs[(found["job"], found["subtask"])][found["to"]] = when
+    seconds = collections.defaultdict(dict)
+    for (job, subtask), at in runs.items():
+        if "RUNNING" in at and "FINISHED" in at:
+            seconds[job][subtask] = at["FINISHED"] - at["RUNNING"]
+    assert len(seconds) == 2  # both rounds
+    # In some round both slots fetched for most of the window: each held fetch shards (a
+    # slot without any finishes at once); the audits above show they never shared a host or IP.
+    assert any(set(by_slot) == {"1/2", "2/2"} and min(by_slot.values()) >= 2 for by_slot in seconds.values()), seconds
+
+
+def test_flink_console_shows_the_rounds_not_the_teardown(flink_parallel_run):
+    proc = flink_parallel_run["proc"]
+    assert "round 1:" in proc.stdout and "round 2:" in proc.stdout
+    assert "Traceback" not in proc.stderr, proc.stderr[proc.stderr.find("Traceback") - 300 :][:3000]
+    noise = [line for line in proc.stderr.splitlines() if "hanging up" in line and "normal teardown" not in line]
+    assert noise == []
+    assert "flink-job-server.log" in proc.stderr  # where the job server's output went
