@@ -49,15 +49,18 @@ MetricsMap = dict[str, Any]
 # --- metrics of a running job -----------------------------------------------------------
 
 
-def flatten(results: dict[str, list[Any]]) -> MetricsMap:
+def flatten(results: dict[str, list[Any]], final: bool = False) -> MetricsMap:
     """User counters of a ``metrics().query()`` answer as ``{"namespace/name": value}``,
-    preferring attempted values (what a running job has done so far)."""
+    preferring attempted values (what a running job has done so far), or with ``final``
+    committed ones (a finished job's own figures: Prism's attempted values may stop at the
+    last progress report before the end)."""
     out: MetricsMap = {}
     for counter in results.get("counters", []):
         name = counter.key.metric.name
         if name.startswith(("metric:", "beam:")):  # a runner's own system metrics (Prism)
             continue
-        value = counter.attempted if counter.attempted is not None else counter.committed
+        first, second = (counter.committed, counter.attempted) if final else (counter.attempted, counter.committed)
+        value = first if first is not None else second
         if isinstance(value, (int, float)):
             key = f"{counter.key.metric.namespace}/{name}"
             out[key] = out.get(key, 0) + value
@@ -262,7 +265,7 @@ class ProgressPoller:
     def finished(self, result: Any) -> None:
         """The job is done: the last line shows its final metrics, not a poll that a bundle's
         last counts may not have reached yet."""
-        self.final_source = lambda: flatten(result.metrics().query())
+        self.final_source = lambda: flatten(result.metrics().query(), final=True)
 
     def _poll(self, final: bool = False) -> None:
         source = (getattr(self, "final_source", None) or self.source) if final else self.source

@@ -1,4 +1,4 @@
-"""Dead letters: one element's failure is that element's, never the round's (DESIGN.md §3).
+"""Dead letters: one element's failure is that element's, never the round's (docs/ARCHITECTURE.md §3).
 
 Every stage that handles one URL, page, link, host or stored row catches an exception for
 that element, counts it (``errors/<stage>/<exception type>``), and emits a

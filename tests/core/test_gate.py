@@ -163,9 +163,10 @@ _CONNECTING = re.compile(
     r"|\baiohttp\.request\s*\(|\bsocket\.socket\s*\("
     r"|^\s*(import|from)\s+(requests|httpx|urllib3|http\.client|urllib\.request|pycurl)\b"
 )
-# Not the crawler: the synthetic web's own test client (loopback only), and the readiness
-# probe of the local Bigtable emulator the store tests start.
-_NOT_THE_CRAWLER = {"core/gate.py", "stores/emulator.py"}
+# Not the crawler's fetches: the gate itself, the synthetic web's own test client (loopback
+# only), and the local services a crawl starts and probes on loopback (the Bigtable
+# emulator, the Flink job server's port).
+_NOT_THE_CRAWLER = {"core/gate.py", "stores/emulator.py", "pipelines/flink.py"}
 
 
 def test_every_connection_of_the_crawler_is_made_by_the_one_session_factory():

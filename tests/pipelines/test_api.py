@@ -269,7 +269,7 @@ def test_bad_requests_get_clear_errors(crawl_dir):
         assert status == 413 and "larger than" in answer["error"]
         # The server is still there, and the store holds none of it.
         assert call(base, "GET", "/v1/hosts/a.example") == (
-            200, {"host": "a.example", "record": None, "policy": None, "policy_from": None})
+            200, {"host": "a.example", "record": None, "policy": None, "policy_from": None, "quarantine": []})
 
 
 # --- policies and work set through the API, obeyed by the next round ------------------------------
