@@ -18,14 +18,11 @@ the policy stay as they are.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import dataclasses
 import glob
 import io
-import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -35,9 +32,8 @@ from warcio.archiveiterator import ArchiveIterator
 
 from beamcrawl.core import netpolicy
 from beamcrawl.core.config import CrawlConfig
-from beamcrawl.pipelines import store_admin
 from beamcrawl.pipelines.crawl import crawl
-from beamcrawl.stores.emulator import scratch_store
+from loopback import LoopbackServer, serving  # noqa: E402  (tests/loopback.py)
 
 META = "http://169.254.169.254/latest/meta-data/"
 ROBOTS = {
@@ -51,13 +47,12 @@ PAGES = {
 }
 
 
-class EgressWeb:
+class EgressWeb(LoopbackServer):
     """A loopback server for several host names (by Host header) with a request log."""
 
     def __init__(self) -> None:
+        super().__init__()
         self.log: list[tuple[str, str]] = []
-        self.port = 0
-        self._ready = threading.Event()
 
     async def handle(self, request: web.Request) -> web.StreamResponse:
         host = request.host.split(":")[0]
@@ -69,43 +64,15 @@ class EgressWeb:
             return web.Response(status=301, headers={"Location": "http://10.0.0.7/secret"})
         return web.Response(text=PAGES.get(request.path, "<html>leaf</html>"), content_type="text/html")
 
-    def run(self) -> None:
-        self.loop = asyncio.new_event_loop()
-        app = web.Application()
-        app.router.add_route("*", "/{tail:.*}", self.handle)
-        runner = web.AppRunner(app, access_log=None)
-        self.loop.run_until_complete(runner.setup())
-        site = web.TCPSite(runner, "127.0.0.1", 0)
-        self.loop.run_until_complete(site.start())
-        self.port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-        self._ready.set()
-        self.loop.run_forever()
-        self.loop.run_until_complete(runner.cleanup())
-        self.loop.close()
 
 
-@contextlib.contextmanager
-def egress_web() -> Iterator[EgressWeb]:
-    server = EgressWeb()
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    assert server._ready.wait(10)
-    try:
-        yield server
-    finally:
-        server.loop.call_soon_threadsafe(server.loop.stop)
-        thread.join(10)
+def egress_web() -> contextlib.AbstractContextManager[EgressWeb]:
+    return serving(EgressWeb())
 
 
-@pytest.fixture(params=["embedded", "bigtable"])
-def store_uri(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    if request.param == "embedded":
-        yield f"sqlite:///{tmp_path}/out/store.sqlite"
-        return
-    request.getfixturevalue("bigtable_emulator")
-    with scratch_store(init=False) as uri:
-        assert store_admin.main(["init", "--store", uri]) == 0
-        yield uri
+@pytest.fixture
+def store_uri(both_stores: str) -> str:
+    return both_stores
 
 
 @pytest.fixture

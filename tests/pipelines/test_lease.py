@@ -4,7 +4,6 @@ before the commit; a round that lost it does not commit. Both stores (embedded, 
 
 from __future__ import annotations
 
-import asyncio
 import glob
 import io
 import json
@@ -19,6 +18,7 @@ from aiohttp import web
 from beamcrawl.core.config import CrawlConfig
 from beamcrawl.pipelines.crawl import LeaseHeld, LeaseLost, RoundLease, crawl, next_round
 from beamcrawl.stores.base import Mutation, open_store
+from loopback import LoopbackServer, serving  # noqa: E402  (tests/loopback.py)
 
 
 @pytest.fixture(params=["embedded", "bigtable"])
@@ -73,14 +73,13 @@ def test_the_renewer_notices_a_stolen_lease_and_leaves_the_thiefs_row(store_uri:
         assert _holder(store) == "thief-host:4242:stolen"
 
 
-class _StealingServer:
+class _StealingServer(LoopbackServer):
     """A loopback server whose first request has the crawl's lease taken by another owner."""
 
     def __init__(self, store_uri: str) -> None:
+        super().__init__()
         self.store_uri = store_uri
         self.stolen = threading.Event()
-        self.port = 0
-        self.ready = threading.Event()
 
     async def handle(self, request: web.Request) -> web.Response:
         if not self.stolen.is_set():
@@ -91,37 +90,16 @@ class _StealingServer:
             return web.Response(status=404)
         return web.Response(text="<html><a href='/next'>n</a></html>", content_type="text/html")
 
-    def run(self) -> None:
-        self.loop = asyncio.new_event_loop()
-        app = web.Application()
-        app.router.add_route("*", "/{tail:.*}", self.handle)
-        runner = web.AppRunner(app, access_log=None)
-        self.loop.run_until_complete(runner.setup())
-        site = web.TCPSite(runner, "127.0.0.1", 0)
-        self.loop.run_until_complete(site.start())
-        self.port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-        self.ready.set()
-        self.loop.run_forever()
-        self.loop.run_until_complete(runner.cleanup())
-        self.loop.close()
-
 
 def test_a_round_whose_lease_is_stolen_mid_round_does_not_commit(store_uri: str, tmp_path: Path) -> None:
     out = tmp_path / "out"
-    server = _StealingServer(store_uri)
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    assert server.ready.wait(10)
-    try:
+    with serving(_StealingServer(store_uri)) as server:
         cfg = CrawlConfig(
             out=str(out), store=store_uri, min_delay=0.05, round_window=1.5,
             resolve=(("*.test", "127.0.0.1"),), allow_private_networks=True,
         )  # fmt: skip
         with pytest.raises(LeaseLost) as caught:
             crawl(cfg, 1, [f"http://a.test:{server.port}/"], ["--runner=FnApiRunner"], out=io.StringIO())
-    finally:
-        server.loop.call_soon_threadsafe(server.loop.stop)
-        thread.join(10)
     assert server.stolen.is_set()
     message = str(caught.value)
     assert "\n" not in message

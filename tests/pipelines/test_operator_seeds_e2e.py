@@ -8,31 +8,25 @@ server that answers for every host name.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import io
-import threading
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 from aiohttp import web
 
 from beamcrawl.core.config import CrawlConfig
-from beamcrawl.pipelines import store_admin
 from beamcrawl.pipelines.crawl import crawl
-from beamcrawl.stores.emulator import scratch_store
+from loopback import LoopbackServer, serving  # noqa: E402  (tests/loopback.py)
 
 SEED_HOSTS = [f"dept{i}.uni.test" for i in range(33)]
 
 
-class AnyHost:
+class AnyHost(LoopbackServer):
     """Answers every host: its root links to a discovered host of the same domain."""
 
     def __init__(self) -> None:
+        super().__init__()
         self.log: list[tuple[str, str]] = []
-        self.port = 0
-        self._ready = threading.Event()
 
     async def handle(self, request: web.Request) -> web.Response:
         host = request.host.split(":")[0]
@@ -42,43 +36,15 @@ class AnyHost:
         found = f"http://found-{host.split('.')[0]}.uni.test:{self.port}/"
         return web.Response(text=f"<html><body><a href='{found}'>x</a></body></html>", content_type="text/html")
 
-    def run(self) -> None:
-        self.loop = asyncio.new_event_loop()
-        app = web.Application()
-        app.router.add_route("*", "/{tail:.*}", self.handle)
-        runner = web.AppRunner(app, access_log=None)
-        self.loop.run_until_complete(runner.setup())
-        site = web.TCPSite(runner, "127.0.0.1", 0)
-        self.loop.run_until_complete(site.start())
-        self.port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-        self._ready.set()
-        self.loop.run_forever()
-        self.loop.run_until_complete(runner.cleanup())
-        self.loop.close()
 
 
-@contextlib.contextmanager
-def any_host() -> Iterator[AnyHost]:
-    server = AnyHost()
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    assert server._ready.wait(10)
-    try:
-        yield server
-    finally:
-        server.loop.call_soon_threadsafe(server.loop.stop)
-        thread.join(10)
+def any_host() -> contextlib.AbstractContextManager[AnyHost]:
+    return serving(AnyHost())
 
 
-@pytest.fixture(params=["embedded", "bigtable"])
-def store_uri(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    if request.param == "embedded":
-        yield f"sqlite:///{tmp_path}/out/store.sqlite"
-        return
-    request.getfixturevalue("bigtable_emulator")
-    with scratch_store(init=False) as uri:
-        assert store_admin.main(["init", "--store", uri]) == 0
-        yield uri
+@pytest.fixture
+def store_uri(both_stores: str) -> str:
+    return both_stores
 
 
 def test_33_seed_hosts_of_one_domain_are_all_fetched_in_round_1(tmp_path, store_uri, connect_log):

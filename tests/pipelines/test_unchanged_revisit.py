@@ -15,11 +15,9 @@ truncated the same way).
 
 from __future__ import annotations
 
-import asyncio
 import glob
 import subprocess
 import sys
-import threading
 from collections import defaultdict
 from pathlib import Path
 from typing import Any, Iterator
@@ -29,6 +27,7 @@ from aiohttp import web
 from warcio.archiveiterator import ArchiveIterator
 
 from beamcrawl.core.warc_revisit import REVISIT_PROFILE_1_1
+from loopback import LoopbackServer, serving  # noqa: E402  (tests/loopback.py)
 
 pytestmark = pytest.mark.e2e
 
@@ -36,13 +35,12 @@ ROUNDS = 3
 BODY_CAP = 4096
 
 
-class _Site:
+class _Site(LoopbackServer):
     """A loopback server for three pages, counting visits per path."""
 
     def __init__(self) -> None:
+        super().__init__()
         self.visits: dict[str, int] = defaultdict(int)
-        self.port = 0
-        self._ready = threading.Event()
 
     def _page(self, path: str) -> bytes:
         n = self.visits[path]
@@ -63,33 +61,12 @@ class _Site:
         self.visits[path] += 1
         return web.Response(body=self._page(path), content_type="text/html")
 
-    def run(self) -> None:
-        loop = asyncio.new_event_loop()
-        self.loop = loop
-        app = web.Application()
-        app.router.add_get("/{tail:.*}", self.handle)
-        runner = web.AppRunner(app, access_log=None)
-        loop.run_until_complete(runner.setup())
-        site = web.TCPSite(runner, "127.0.0.1", 0)
-        loop.run_until_complete(site.start())
-        self.port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-        self._ready.set()
-        loop.run_forever()
-        loop.run_until_complete(runner.cleanup())
-        loop.close()
 
 
 @pytest.fixture(scope="module")
 def site() -> Iterator[_Site]:
-    s = _Site()
-    thread = threading.Thread(target=s.run, daemon=True)
-    thread.start()
-    assert s._ready.wait(10)
-    try:
+    with serving(_Site()) as s:
         yield s
-    finally:
-        s.loop.call_soon_threadsafe(s.loop.stop)
-        thread.join(10)
 
 
 @pytest.fixture(scope="module")
