@@ -8,9 +8,8 @@ from __future__ import annotations
 
 import asyncio
 import gzip
-import threading
 import time
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 
 import brotli
 import pytest
@@ -21,21 +20,21 @@ from beamcrawl.core.fetcher import DNS_BACKOFF_MAX, FetchRunner, decode_body, dn
 from beamcrawl.core.robots import RobotsRules
 from beamcrawl.schemas.records import FrontierEntry, HostPlan, HostRecord
 from beamcrawl.transforms.assign_slots import hold_reason, plan_host
+from loopback import LoopbackServer, serving  # noqa: E402  (tests/loopback.py)
 
 
 BOMB_PAYLOAD = bytes(8 * 1024 * 1024)
 BOMBS = {"gzip": gzip.compress(BOMB_PAYLOAD), "br": brotli.compress(BOMB_PAYLOAD, quality=5)}
 
 
-class MockServer:
+class MockServer(LoopbackServer):
     """A loopback aiohttp server with scripted routes, run on its own thread."""
 
     def __init__(self) -> None:
+        super().__init__()
         self._log: list[dict] = []
         self._inflight = 0
         self.robots: dict[str, tuple[int, str]] = {}
-        self.port = 0
-        self._ready = threading.Event()
 
     @property
     def log(self) -> list[dict]:
@@ -109,34 +108,10 @@ class MockServer:
         })  # fmt: skip
         return resp
 
-    def run(self) -> None:
-        loop = asyncio.new_event_loop()
-        self.loop = loop
-        app = web.Application()
-        app.router.add_route("*", "/{tail:.*}", self.handle)
-        runner = web.AppRunner(app, access_log=None)
-        loop.run_until_complete(runner.setup())
-        site = web.TCPSite(runner, "127.0.0.1", 0)
-        loop.run_until_complete(site.start())
-        self.port = site._server.sockets[0].getsockname()[1]
-        self.runner = runner
-        self._ready.set()
-        loop.run_forever()
-        loop.run_until_complete(runner.cleanup())
-        loop.close()
 
 
-@contextmanager
-def mock_server():
-    server = MockServer()
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    server._ready.wait(10)
-    try:
-        yield server
-    finally:
-        server.loop.call_soon_threadsafe(server.loop.stop)
-        thread.join(10)
+def mock_server() -> AbstractContextManager[MockServer]:
+    return serving(MockServer())
 
 
 def cfg(**kw) -> CrawlConfig:
