@@ -39,7 +39,7 @@ import hashlib
 from warcio.timeutils import datetime_to_iso_date
 
 from beamcrawl.core.warc_records import first_fields
-from beamcrawl.schemas.records import ParsedPage
+from beamcrawl.schemas.records import FetchResult, ParsedPage
 
 __all__ = ["REVISIT_PROFILE_1_1", "is_identical_payload", "payload_digest", "revisit_fields", "warc_date"]
 
@@ -51,9 +51,14 @@ def payload_digest(raw_body: bytes) -> str:
     return "sha1:" + base64.b32encode(hashlib.sha1(raw_body).digest()).decode("ascii")
 
 
+def fetch_digest(f: FetchResult) -> str:
+    """A fetch's payload digest: the one taken when its body was set aside, else computed."""
+    return f.digest if f.digest is not None else payload_digest(f.raw_body)
+
+
 def is_identical_payload(page: ParsedPage, original_digest: str | None) -> bool:
     """Whether ``page``'s payload is byte for byte the original's (a revisit may stand in)."""
-    return original_digest is not None and payload_digest(page.fetch.raw_body) == original_digest
+    return original_digest is not None and fetch_digest(page.fetch) == original_digest
 
 
 def warc_date(epoch: float) -> str:

@@ -4,7 +4,8 @@ select due URLs → apply domain budgets (over-budget URLs deferred, not deleted
 state → resolve hosts (addresses for per-IP politeness) → assign slots per host
 (CoGroupByKey on host) → fetch politely by shard (one owner per host and per IP) → drop the
 URLs the window left unfetched (their frontier rows stay) → parse, while the fetch goes on →
-decide each page's next visit (change rate, status code) → store pages once (WARC; a 304
+set bodies aside (each response record spooled where it was fetched; compact pages go on)
+→ content seen (copies and near copies) → decide each page's next visit (change rate, status code) → store pages once (WARC; a 304
 as a revisit record) and publish events and edges (Parquet) → URL seen (DRUM, links of a
 bad shape refused) → record host and URL state, domain usage and linking domains. Every
 stage sets an element that fails aside as a dead letter (errors/, transforms/dead_letter.py)
@@ -35,6 +36,7 @@ from beamcrawl.transforms.parse import ParsePages
 from beamcrawl.transforms.record import RecordHostState, RecordUrlState
 from beamcrawl.transforms.resolve import ResolveHosts
 from beamcrawl.transforms.select import ReadDueFrontier, ReadHostState
+from beamcrawl.transforms.spool import SetBodiesAside
 from beamcrawl.transforms.url_seen import ExtractCandidates, FilterSeenUrls
 from beamcrawl.transforms.warc_io import WriteWarc
 
@@ -62,6 +64,7 @@ def build(p: beam.Pipeline, cfg: CrawlConfig, outputs: RoundOutputs, now: float)
         fetched.results
         | "Drop deferred results" >> beam.Filter(needs_processing)
         | "Parse" >> ParsePages(cfg.robots_token, cfg.max_sitemap_bytes)
+        | "Set bodies aside" >> SetBodiesAside(outputs)
         | "Content seen" >> FindDuplicateContent(cfg.store, outputs.round_no, bits=cfg.seen_bucket_bits)
         | "Schedule revisits" >> ScheduleRevisits(cfg.schedule_policy(), cfg.revisit_policy)
     )

@@ -15,7 +15,7 @@ import operator
 import struct
 from dataclasses import dataclass, field
 from json.encoder import encode_basestring_ascii
-from typing import Any, Callable, Iterable, Iterator, TypeVar
+from typing import Any, Callable, Iterable, Iterator, NamedTuple, TypeVar
 
 JSON_CELL = "r:json"
 # A seen-set row written at discovery packs these UrlState fields in one cell (a JSON array).
@@ -358,6 +358,18 @@ class HostPlan:
     disallowed: list[FrontierEntry] = field(default_factory=list)
 
 
+class Spooled(NamedTuple):
+    """A response record written in the fetch stage, before the round knows whether it is
+    kept (transforms/spool.py): one gzip member in a spool file of the round's staging."""
+
+    path: str
+    offset: int
+    length: int
+    record_id: str  # its WARC-Record-ID (the request record's WARC-Concurrent-To)
+    mime: str | None  # what its index line says (core/cdxj.py Capture)
+    location: str | None
+
+
 @shuffled
 @dataclass
 class FetchResult:
@@ -380,6 +392,16 @@ class FetchResult:
     truncated: str | None = None  # 'length' when the size cap cut the body
     error: str | None = None
     waited: float = 0.0  # seconds the request waited for its host's turn (politeness)
+    # Set when the page store set the body aside in the fetch stage (transforms/spool.py):
+    # ``body`` and ``raw_body`` are then empty, and these say what the stages after it need.
+    body_size: int | None = None  # bytes of the decoded body
+    digest: str | None = None  # WARC payload digest of raw_body ("sha1:<base32>")
+    spooled: Spooled | None = None  # where its response record waits
+
+    @property
+    def payload_size(self) -> int:
+        """Bytes of the decoded body, whether it is still here or was set aside."""
+        return len(self.body) if self.body_size is None else self.body_size
 
     @property
     def content_type(self) -> str:

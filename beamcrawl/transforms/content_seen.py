@@ -78,7 +78,7 @@ from apache_beam.utils.windowed_value import WindowedValue
 from beamcrawl.core import textfp
 from beamcrawl.core.htmlparse import checksum as payload_checksum
 from beamcrawl.core.urlnorm import fingerprint
-from beamcrawl.core.warc_revisit import payload_digest
+from beamcrawl.core.warc_revisit import fetch_digest
 from beamcrawl.schemas.records import Packed, ParsedPage, fp_key, key_fp, shuffled
 from beamcrawl.stores.base import Mutation, Store, open_store
 from beamcrawl.transforms import dead_letter
@@ -239,7 +239,7 @@ def eligible(page: ParsedPage) -> bool:
 
     Only 2xx pages take part in the near-copy check (see :func:`probe_page`)."""
     f = page.fetch
-    return f.outcome == "fetched" and bool(f.body) and f.entry.source != "robots"
+    return f.outcome == "fetched" and f.payload_size > 0 and f.entry.source != "robots"
 
 
 def probe_page(page: ParsedPage) -> Probe | None:
@@ -262,7 +262,7 @@ def probe_page(page: ParsedPage) -> Probe | None:
     elif page.body_kind is None and page.parse_error is None and body_kind(f) in PARSED_KINDS:
         simhash = textfp.html_simhash(f.body, f.content_type)
     url_fp = f.entry.fp if f.entry.url == f.url and f.entry.fp else fingerprint(f.url)
-    return Probe(f.url, url_fp, check, simhash, f.fetched_at, payload_digest(f.raw_body))
+    return Probe(f.url, url_fp, check, simhash, f.fetched_at, fetch_digest(f))
 
 
 def _usable(round_written: int | None, round_no: int | None) -> bool:

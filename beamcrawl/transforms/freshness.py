@@ -32,7 +32,7 @@ from beamcrawl.core import freshness, sitemaps
 from beamcrawl.core.conditional import is_conditional, validators_from_headers
 from beamcrawl.core.freshness import FetchOutcome, RevisitState, SchedulePolicy
 from beamcrawl.core.politeness import parse_retry_after
-from beamcrawl.core.warc_revisit import payload_digest
+from beamcrawl.core.warc_revisit import fetch_digest
 from beamcrawl.schemas.records import FrontierEntry, ParsedPage, frontier_key
 from beamcrawl.transforms.dead_letter import ERRORS, Outlet, collect
 
@@ -63,7 +63,7 @@ def fetch_outcome(page: ParsedPage) -> FetchOutcome:
         location=location,
         retry_after=parse_retry_after(f.header("retry-after"), f.fetched_at) if f.status in (429, 503) else None,
         conditional=is_conditional(f.request_headers),
-        digest=payload_digest(f.raw_body) if ok else None,
+        digest=fetch_digest(f) if ok else None,
     )
 
 

@@ -60,6 +60,7 @@ from warcio.warcwriter import WARCWriter
 
 from beamcrawl import DEFAULT_USER_AGENT, __version__
 from beamcrawl.core import cdxj, files, warc_records
+from beamcrawl.core.spool import SpoolReader
 from beamcrawl.core.outputs import RoundOutputs, part_name
 from beamcrawl.core.conditional import is_conditional, revisit_warc_headers
 from beamcrawl.core.warc_records import (
@@ -70,9 +71,9 @@ from beamcrawl.core.warc_records import (
     http_head,
     record,
 )
-from beamcrawl.core.warc_revisit import is_identical_payload, payload_digest, revisit_fields, warc_date
+from beamcrawl.core.warc_revisit import fetch_digest, is_identical_payload, payload_digest, revisit_fields, warc_date
 from beamcrawl.schemas.arrow import PAGES_HEADER_COLUMNS, signed64
-from beamcrawl.schemas.records import FetchResult, ParsedPage
+from beamcrawl.schemas.records import FetchResult, ParsedPage, Spooled
 from beamcrawl.transforms.dead_letter import ERRORS, Outlet, collect
 
 __all__ = [
@@ -195,7 +196,7 @@ def _capture_fields(kind: str, page: ParsedPage, record_id: str, date: str) -> l
         return fields
     if f.truncated:
         fields.append(("WARC-Truncated", f.truncated))
-    fields.append(("WARC-Payload-Digest", payload_digest(f.raw_body)))
+    fields.append(("WARC-Payload-Digest", fetch_digest(f)))
     return fields
 
 
@@ -207,6 +208,15 @@ def _first_header(headers: Sequence[tuple[str, str]], wanted: str) -> str | None
 
 
 @dataclass(frozen=True)
+class CaptureRecord:
+    """A fetch's capture record (response or revisit), serialised, with its id and index."""
+
+    member: bytes  # one gzip member
+    record_id: str
+    index: cdxj.Capture  # what the CDXJ line of the record says
+
+
+@dataclass(frozen=True)
 class ArchivedFetch:
     """A fetch serialised as WARC records, ready to append to a file."""
 
@@ -215,48 +225,27 @@ class ArchivedFetch:
     capture: cdxj.Capture  # what the CDXJ line of the capture record says
 
 
-def archive_fetch(
-    page: ParsedPage,
-    *,
-    revisit: bool | None = None,
-    kind: str | None = None,
-    new_id: Callable[[], str] = warc_records.new_record_id,
-    level: int = warc_records.GZIP_LEVEL,
-) -> ArchivedFetch:
-    """Serialises a fetch's records in memory (pure: no file is touched).
+def capture_record(
+    page: ParsedPage, kind: str, record_id: str, level: int = warc_records.GZIP_LEVEL
+) -> CaptureRecord:
+    """Serialises a fetch's capture record of ``kind`` (see :func:`capture_kind`); pure.
 
-    The capture record (response, or revisit for a copy or a 304) comes first: it is what the
-    blob and the index point at, and readers expect it first. Its request record follows,
-    ``WARC-Concurrent-To`` naming the capture. The capture's block is the status line and
-    the response headers as received (Transfer-Encoding renamed, as the client undid it),
-    then, for a response, the body as transferred.
-
-    Args:
-        page: The fetch (the caller leaves near copies out).
-        revisit: Whether to write a revisit record rather than a response; None decides by
-            :func:`capture_kind` (which hashes the payload: callers that know pass it).
-        kind: :func:`capture_kind`'s answer, if the caller has it (overrides ``revisit``).
-        new_id: Makes record ids (tests pin them).
-        level: The gzip level of each record.
+    Its block is the status line and the response headers as received (Transfer-Encoding
+    renamed, as the client undid it), then, for a response, the body as transferred.
 
     Raises:
         ValueError: The fetch cannot be written (a URL that does not split, or a revisit
             without its original).
         UnicodeError: A header or URL that cannot be encoded.
     """
-    if kind is None:
-        kind = capture_kind(page) if revisit is None else ("revisit" if revisit else "response")
     f = page.fetch
-    capture_id = new_id()
-    request_id = new_id()
     date = warc_date(f.fetched_at)
-    fields = _capture_fields(kind, page, capture_id, date)
+    fields = _capture_fields(kind, page, record_id, date)
     headers = [(HOP_BY_HOP_RENAMED.get(k.lower(), k), v) for k, v in f.response_headers]
     # the status line as before: code and reason phrase, just the code when there is none
     head, written = http_head(f"HTTP/{f.http_version} " + f"{f.status} {f.reason}".strip(), headers)
     payload = f.raw_body if kind == "response" else b""  # a revisit's payload stays with its original
-    capture = gzip_member(record(fields, head, payload, content_type=RESPONSE_CONTENT_TYPE), level)
-    request = gzip_member(_request_record(f, date, capture_id, request_id), level)
+    member = gzip_member(record(fields, head, payload, content_type=RESPONSE_CONTENT_TYPE), level)
     named = dict(fields)  # the index line says what the record says
     index = cdxj.Capture(
         url=f.url,
@@ -267,7 +256,60 @@ def archive_fetch(
         location=_first_header(written, "location"),
         truncated=named.get("WARC-Truncated"),
     )
-    return ArchivedFetch(capture + request, len(capture), index)
+    return CaptureRecord(member, record_id, index)
+
+
+def spooled_index(f: FetchResult, spooled: Spooled) -> cdxj.Capture:
+    """The index line of a response record written in the fetch stage (what
+    :func:`capture_record` said of it then)."""
+    return cdxj.Capture(
+        url=f.url,
+        timestamp=cdxj.timestamp_of(warc_date(f.fetched_at)),
+        mime=spooled.mime,
+        status=str(f.status),
+        digest=fetch_digest(f),
+        location=spooled.location,
+        truncated=f.truncated,
+    )
+
+
+def archive_fetch(
+    page: ParsedPage,
+    *,
+    revisit: bool | None = None,
+    kind: str | None = None,
+    capture: CaptureRecord | None = None,
+    new_id: Callable[[], str] = warc_records.new_record_id,
+    level: int = warc_records.GZIP_LEVEL,
+) -> ArchivedFetch:
+    """Serialises a fetch's records in memory (pure: no file is touched).
+
+    The capture record (response, or revisit for a copy or a 304) comes first: it is what the
+    blob and the index point at, and readers expect it first. Its request record follows,
+    ``WARC-Concurrent-To`` naming the capture.
+
+    Args:
+        page: The fetch (the caller leaves near copies out).
+        revisit: Whether to write a revisit record rather than a response; None decides by
+            :func:`capture_kind` (which hashes the payload: callers that know pass it).
+        kind: :func:`capture_kind`'s answer, if the caller has it (overrides ``revisit``).
+        capture: The capture record when it is already serialised (a response written in
+            the fetch stage, read back from its spool file).
+        new_id: Makes record ids (tests pin them).
+        level: The gzip level of each record.
+
+    Raises:
+        ValueError: The fetch cannot be written (a URL that does not split, or a revisit
+            without its original).
+        UnicodeError: A header or URL that cannot be encoded.
+    """
+    if capture is None:
+        if kind is None:
+            kind = capture_kind(page) if revisit is None else ("revisit" if revisit else "response")
+        capture = capture_record(page, kind, new_id(), level)
+    f = page.fetch
+    request = gzip_member(_request_record(f, warc_date(f.fetched_at), capture.record_id, new_id()), level)
+    return ArchivedFetch(capture.member + request, len(capture.member), capture.index)
 
 
 def warcinfo_bytes(
@@ -340,7 +382,7 @@ def page_event(page: ParsedPage, blob: str | None, note: str | None = None) -> d
         "elapsed_ms": round(f.elapsed * 1000, 3) if fetched else None,
         "waited_ms": round(f.waited * 1000, 3) if f.outcome in ("fetched", "error") else None,
         "content_type": f.content_type or None,
-        "content_length": len(f.body) if fetched else None,
+        "content_length": f.payload_size if fetched else None,
         "truncated": f.truncated,
         "changed": _changed(page) if fetched else None,
         "checksum": page.checksum,
@@ -402,6 +444,7 @@ class _WriteWarcFn(beam.DoFn):
         self.name = ""
         self.rel = ""
         self.index: list[cdxj.CdxjEntry] = []
+        self.spools = SpoolReader()
 
     def _open(self) -> None:
         assert self.metrics is not None
@@ -451,8 +494,15 @@ class _WriteWarcFn(beam.DoFn):
             self.metrics.near_copies.inc()
             return page_event(page, None)
         started = time.perf_counter()
+        spooled = page.fetch.spooled
+        # A response written in the fetch stage is copied as it was written; any other kind
+        # is built now (it has no payload: the body is not needed).
+        capture = None
+        if kind == "response" and spooled is not None:
+            member = self.spools.read(spooled)
+            capture = CaptureRecord(member, spooled.record_id, spooled_index(page.fetch, spooled))
         try:
-            archived = archive_fetch(page, kind=kind)
+            archived = archive_fetch(page, kind=kind, capture=capture)
         except (ValueError, UnicodeError) as exc:  # a response a WARC record cannot represent
             self.metrics.error.inc()
             note = f"not archived: {type(exc).__name__}: {exc}"[:300]
@@ -476,6 +526,7 @@ class _WriteWarcFn(beam.DoFn):
 
     def finish_bundle(self) -> None:
         self._close()
+        self.spools.close()
 
 
 class WriteWarc(beam.PTransform[beam.PCollection[ParsedPage], beam.PCollection[dict[str, Any]]]):
