@@ -8,8 +8,9 @@ Reads the round reports under ``OUT_DIR/reports`` (the first ``--skip-rounds`` r
 out: a cold round fetches robots.txt and seeds, not the steady state) and the files the
 rounds committed, and derives per fetched page:
 
-- bytes that crossed shuffles and side inputs (the reports' ``shuffle_bytes`` and
-  ``side_input_bytes``, from Beam's PCollection metrics);
+- bytes that crossed shuffles and side inputs, and main inputs held for a side input (the
+  reports' ``shuffle_bytes``, ``side_input_bytes`` and ``materialised_bytes``, from Beam's
+  PCollection metrics);
 - store rows read and written, from the stages' counters (select's due rows, URL seen's
   keys scanned or looked up, content seen's rows scanned and written, the URL state and
   frontier rows each fetch rewrites, two rows per new URL, host rows);
@@ -85,6 +86,7 @@ def per_page(out: str, skip: int = 1) -> dict[str, float]:
         "rounds": len(reports),
         "shuffle_bytes": (sum(s for s in shuffled if s is not None) / pages) if pages and all(s is not None for s in shuffled) else float("nan"),
         "side_input_bytes": sum(r.get("side_input_bytes") or 0 for r in reports) / max(pages, 1),
+        "materialised_bytes": sum(r.get("materialised_bytes") or 0 for r in reports) / max(pages, 1),
         "new_urls": new_urls / max(pages, 1),
         "reads": sum(reads.values()) / max(pages, 1),
         "writes": sum(writes.values()) / max(pages, 1),
@@ -101,7 +103,8 @@ def model(fig: dict[str, float], pages_month: float, cpu_ms: float, reads_node: 
     """The model's lines, arithmetic shown."""
     rate = pages_month / SECONDS_PER_MONTH
     vcpu_h = pages_month * cpu_ms / 1000 / 3600
-    shuffle_gb = pages_month * (fig["shuffle_bytes"] + fig["side_input_bytes"]) / 1e9
+    moved = fig["shuffle_bytes"] + fig["side_input_bytes"] + fig.get("materialised_bytes", 0.0)
+    shuffle_gb = pages_month * moved / 1e9
     reads_s, writes_s = rate * fig["reads"], rate * fig["writes"]
     nodes = reads_s / reads_node + writes_s / writes_node
     warc_tb = pages_month * (fig["warc_bytes"] + fig["cdxj_bytes"]) / 1e12
@@ -112,7 +115,8 @@ def model(fig: dict[str, float], pages_month: float, cpu_ms: float, reads_node: 
         f"pages a month: {pages_month:,.0f} = {rate:,.0f} pages/s on average (30-day month)",
         f"worker vCPU-hours: {pages_month:,.0f} x {cpu_ms} ms / 3,600,000 = {vcpu_h:,.0f} vCPU-h "
         f"(= {vcpu_h / 720:,.0f} vCPUs busy all month)",
-        f"shuffle: {pages_month:,.0f} x ({fig['shuffle_bytes']:,.0f} + {fig['side_input_bytes']:,.0f} side-input) B = {shuffle_gb:,.0f} GB",
+        f"shuffle: {pages_month:,.0f} x ({fig['shuffle_bytes']:,.0f} + {fig['side_input_bytes']:,.0f} side-input + "
+        f"{fig.get('materialised_bytes', 0.0):,.0f} held for a side input) B = {shuffle_gb:,.0f} GB",
         f"Bigtable: {rate:,.0f} pages/s x {fig['reads']:.1f} rows read = {reads_s:,.0f} rows/s; "
         f"x {fig['writes']:.1f} rows written = {writes_s:,.0f} rows/s",
         f"  nodes (SSD, 1 KB rows): {reads_s:,.0f} / {reads_node:,.0f} + {writes_s:,.0f} / {writes_node:,.0f} = {nodes:.1f} "

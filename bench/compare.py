@@ -394,6 +394,24 @@ def violation_details(rows: list[Row]) -> str:
     return "\n".join(out)
 
 
+def moved_bytes(rows: list[Row], top: int = 6) -> str:
+    """Bytes per fetched page that crossed shuffles, side inputs and main inputs held for a
+    side input, from each beamcrawl round's report (Beam's PCollection size metrics)."""
+    out = []
+    for row in rows:
+        report = row.extra.get("round")
+        if not report or report.get("shuffle_bytes") is None or not report.get("responses"):
+            continue
+        n = report["responses"]
+        shuffle, side = report["shuffle_bytes"] / n, (report.get("side_input_bytes") or 0) / n
+        held = (report.get("materialised_bytes") or 0) / n
+        out.append(f"- {row.name}: {shuffle:,.0f} B a page into shuffles + {side:,.0f} side inputs + "
+                   f"{held:,.0f} held for a side input = {shuffle + side + held:,.0f}")
+        steps = sorted((report.get("shuffle_bytes_by_step") or {}).items(), key=lambda kv: -kv[1])[:top]
+        out.extend(f"  - {name}: {b / n:,.0f}" for name, b in steps)
+    return "\n".join(out)
+
+
 def _git_state() -> dict[str, Any]:
     """The commit the tree is at, whether it has local changes (read-only git calls), and the
     snapshot folder when the run used one."""
@@ -499,6 +517,10 @@ def main(argv: list[str] | None = None) -> int:
     if details:
         print()
         print(details)
+    moved = moved_bytes(rows)
+    if moved:
+        print("\nbytes that crossed shuffles, per fetched page (round reports):")
+        print(moved)
     out = Path(args.json) if args.json else work / "compare.json"
     dump_json(out, {
         "git": _git_state(),

@@ -575,10 +575,12 @@ def run_round(
         "quarantined": notes.get("quarantined", []),
         "frontier_size": frontier_left,
         "pages_per_second": round(pages / max(fetch_done - started, 1e-9), 2),
-        # Bytes into GroupByKeys and side inputs (pipelines/job_metrics.py; None when the
-        # runner reports no PCollection sizes): what a round costs a shuffle service.
+        # Bytes into GroupByKeys and side inputs, and main inputs held for a side input
+        # (pipelines/job_metrics.py; None when the runner reports no PCollection sizes):
+        # what a round costs a shuffle service.
         "shuffle_bytes": shuffled.get("shuffle_bytes"),
         "side_input_bytes": shuffled.get("side_input_bytes"),
+        "materialised_bytes": shuffled.get("materialised_bytes"),
         "shuffle_bytes_by_step": shuffled.get("by_step"),
         "files": {kind: [p_[len(cfg.out) :].lstrip("/") for p_ in paths] for kind, paths in moved.items()},
         "metrics": metrics,

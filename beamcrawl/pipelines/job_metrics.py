@@ -4,8 +4,13 @@ A runner that reports monitoring infos (the in-process FnApiRunner, in one proce
 several) counts every PCollection's elements and samples their encoded sizes. A
 PCollection that feeds a ``GroupByKey`` crosses a shuffle (on Dataflow, bytes written to and
 read from the shuffle service, paid per GB); one read as a side input is materialised whole
-for every reader. Their estimated bytes, the sampled mean size times the element count, are
-what the round report calls ``shuffle_bytes`` and ``side_input_bytes``.
+for every reader. The main input of a step that waits for a side input is materialised too
+when the side input is computed from the same data (the round's "Mark copies" waits for
+content seen's decisions about the very pages it marks): a runner cannot fuse the two, so
+every element is written out and read back, as through a shuffle. Their estimated bytes,
+the sampled mean size times the element count, are what the round report calls
+``shuffle_bytes``, ``side_input_bytes`` and ``materialised_bytes`` (the last counts every
+main input of a step with side inputs: an upper bound).
 
 The figure is an upper bound where a combiner is lifted (the runner shuffles partial sums,
 while the metric counts the combiner's input), and an estimate where sampling is sparse.
@@ -59,12 +64,13 @@ def shuffle_figures(pipeline: beam_runner_api_pb2.Pipeline, infos: Iterable[Any]
         infos: The runner's monitoring infos (``result.monitoring_infos()``).
 
     Returns:
-        ``shuffle_bytes`` and ``side_input_bytes`` (totals, rounded) and ``by_step``: the
-        bytes into each GroupByKey and side input, by the consuming transform's name.
+        ``shuffle_bytes``, ``side_input_bytes`` and ``materialised_bytes`` (totals,
+        rounded) and ``by_step``: the bytes into each GroupByKey, side input and main input
+        waiting for a side input, by the consuming transform's name.
     """
     sizes = pcollection_bytes(infos)
     by_step: dict[str, int] = {}
-    shuffle = side = 0.0
+    shuffle = side = held = 0.0
     for transform in pipeline.components.transforms.values():
         urn = transform.spec.urn
         if urn == GBK_URN:
@@ -77,7 +83,17 @@ def shuffle_figures(pipeline: beam_runner_api_pb2.Pipeline, infos: Iterable[Any]
                 b = sizes.get(transform.inputs[local], 0.0)
                 side += b
                 by_step[f"{transform.unique_name} [side input {local}]"] = round(b)
-    return {"shuffle_bytes": round(shuffle), "side_input_bytes": round(side), "by_step": by_step}
+            mains = [pcoll for local, pcoll in transform.inputs.items() if local not in payload.side_inputs]
+            if payload.side_inputs and mains:
+                b = sum(sizes.get(p, 0.0) for p in mains)
+                held += b
+                by_step[f"{transform.unique_name} [main input, waits on its side inputs]"] = round(b)
+    return {
+        "shuffle_bytes": round(shuffle),
+        "side_input_bytes": round(side),
+        "materialised_bytes": round(held),
+        "by_step": by_step,
+    }
 
 
 def job_shuffle_figures(pipeline: Any, result: Any) -> dict[str, Any]:

@@ -35,6 +35,9 @@ def test_bytes_into_a_group_by_key_and_a_side_input_are_estimated_from_the_runne
     (side,) = [v for k, v in figures["by_step"].items() if k.startswith("Use side [side input")]
     assert 5000 <= side <= 5100
     assert figures["shuffle_bytes"] >= group and figures["side_input_bytes"] == side
+    # the grouped values wait for the side input: 7 groups of N/7 values each
+    (held,) = [v for k, v in figures["by_step"].items() if k.startswith("Use side [main input")]
+    assert N * VALUE <= held <= N * (VALUE + 40) and figures["materialised_bytes"] == held
 
 
 def test_a_runner_without_monitoring_infos_gives_no_figures():
