@@ -400,7 +400,9 @@ def moved_bytes(rows: list[Row], top: int = 6) -> str:
     out = []
     for row in rows:
         report = row.extra.get("round")
-        if not report or report.get("shuffle_bytes") is None or not report.get("responses"):
+        if isinstance(report, list):  # the cold round's JSON is the crawl's list of reports
+            report = report[-1] if report else None
+        if not isinstance(report, dict) or report.get("shuffle_bytes") is None or not report.get("responses"):
             continue
         n = report["responses"]
         shuffle, side = report["shuffle_bytes"] / n, (report.get("side_input_bytes") or 0) / n
