@@ -17,9 +17,7 @@ twice and comparing; :data:`EXCLUDED` says why for each):
   file and offset (or null);
 - digests of whole WARC blocks, which hold the server's ``Date`` header (payload digests are
   kept), and ``warcinfo`` records, one per file (how many files a round writes is the
-  runner's bundling);
-- the server's ``Server`` header, which names simweb's Python and aiohttp versions: its
-  version numbers are masked, so a library upgrade is not a change of the crawl.
+  runner's bundling).
 
 Sections (each a sorted list; tables as ``{"columns": [...], "rows": [[...], ...]}``):
 
@@ -38,7 +36,7 @@ from __future__ import annotations
 import datetime as dt
 import glob
 import json
-import re
+from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -99,8 +97,6 @@ REVISIT_KEPT = (
 FRONTIER_KEPT = (
     "url", "fp", "host", "priority", "depth", "source", "inlinks", "deferrals", "kind", "hops", "reason", "lastmod",
 )  # fmt: skip
-
-_VERSION = re.compile(r"\d+(?:\.\d+)*")
 
 
 def summarize(out: str | Path, store: str | None = None) -> dict[str, Any]:
@@ -178,17 +174,14 @@ def _warc_records(out: Path) -> tuple[dict[str, Any], dict[tuple[str, int], list
 
 
 def _page_extra(row: dict[str, Any], at_offset: dict[tuple[str, int], list[Any]]) -> dict[str, Any]:
-    """A page event's blob as the record it points at; the Server header without versions."""
+    """A page event's blob as the record it points at."""
     blob = row.get("blob")
     pointed: str | None = None
     if blob:
         rel, _, offset = blob.rpartition("@")
         rec = at_offset.get((rel, int(offset))) if offset.isdigit() else None
         pointed = f"{rec[1]} {rec[2]}" if rec is not None else f"missing record ({blob.split('/')[0]})"
-    extra = {"blob_record": pointed}
-    if row.get("server") is not None:
-        extra["server"] = _VERSION.sub("N", row["server"])
-    return extra
+    return {"blob_record": pointed}
 
 
 def _table(out: Path, kind: str, dropped: Iterable[str], extra: Any = None) -> dict[str, Any]:
@@ -264,12 +257,23 @@ def _sorted(rows: list[list[Any]]) -> list[list[Any]]:
 
 # --- comparing ----------------------------------------------------------------------------
 
+# The columns that name a row for the diff: rows of a section that differ and share these are
+# shown as the columns that changed.
+ROW_KEYS: dict[str, tuple[str, ...]] = {
+    "warc": ("round", "uri"),
+    "pages": ("round", "url"),
+    "links": ("round", "src", "dst"),
+    "urls": ("url",),
+    "frontier": ("url",),
+}
+
 
 def diff(expected: dict[str, Any], actual: dict[str, Any], limit: int = 8) -> list[str]:
     """Where two summaries part, as readable lines (empty when they are equal).
 
-    Per section: a change of columns, then the row counts and the first ``limit`` rows only
-    in one summary or the other, each row printed as ``column=value`` pairs.
+    Per section: a change of columns; the row counts and, per column, how many rows changed
+    it; then the first ``limit`` rows changed in place (same key, :data:`ROW_KEYS`), shown as
+    ``column: golden -> crawl``, and the first ``limit`` rows only in one summary or the other.
     """
     lines: list[str] = []
     for section in SECTIONS:
@@ -296,22 +300,46 @@ def _project(table: dict[str, Any], columns: list[str]) -> dict[str, Any]:
 
 
 def _diff_rows(section: str, columns: list[str], exp: list[list[Any]], act: list[list[Any]], limit: int) -> list[str]:
-    from collections import Counter
-
     e = Counter(json.dumps(r) for r in exp)
     a = Counter(json.dumps(r) for r in act)
-    only_exp = sorted((e - a).elements())
-    only_act = sorted((a - e).elements())
+    only_exp = [json.loads(r) for r in sorted((e - a).elements())]
+    only_act = [json.loads(r) for r in sorted((a - e).elements())]
     if not only_exp and not only_act:
         return []
-    lines = [
-        f"[{section}] {len(exp)} rows in the golden, {len(act)} in this crawl: "
-        f"{len(only_exp)} only in the golden, {len(only_act)} only in this crawl"
+    key_idx = [columns.index(c) for c in ROW_KEYS.get(section, ()) if c in columns]
+
+    def key(row: list[Any]) -> str:
+        return json.dumps([row[i] for i in key_idx])
+
+    by_key_exp: dict[str, list[list[Any]]] = defaultdict(list)
+    by_key_act: dict[str, list[list[Any]]] = defaultdict(list)
+    for row in only_exp:
+        by_key_exp[key(row)].append(row)
+    for row in only_act:
+        by_key_act[key(row)].append(row)
+    # One row each side under one key: the same row, changed in place.
+    changed = [
+        (by_key_exp[k][0], by_key_act[k][0])
+        for k in sorted(by_key_exp)
+        if key_idx and len(by_key_exp[k]) == 1 and len(by_key_act.get(k, ())) == 1
     ]
-    # Rows that differ in a few columns are shown side by side, keyed by their first columns.
-    for label, rows in (("golden only", only_exp), ("crawl only ", only_act)):
-        for raw in rows[:limit]:
-            row = json.loads(raw)
+    paired = {key(old) for old, _ in changed}
+    gone = [r for r in only_exp if key(r) not in paired]
+    new = [r for r in only_act if key(r) not in paired]
+    per_column = Counter(c for old, cur in changed for c, x, y in zip(columns, old, cur) if x != y)
+    lines = [
+        f"[{section}] {len(exp)} rows in the golden, {len(act)} in this crawl: {len(changed)} changed, "
+        f"{len(gone)} only in the golden, {len(new)} only in this crawl"
+        + (f"; changed columns: {', '.join(f'{c} x{n}' for c, n in per_column.most_common())}" if per_column else "")
+    ]
+    for old, cur in changed[:limit]:
+        named = " ".join(f"{columns[i]}={old[i]!r}" for i in key_idx)
+        deltas = "; ".join(f"{c}: {x!r} -> {y!r}" for c, x, y in zip(columns, old, cur) if x != y)
+        lines.append(f"  changed {named}: {deltas}")
+    if len(changed) > limit:
+        lines.append(f"  changed ... and {len(changed) - limit} more")
+    for label, rows in (("golden only", gone), ("crawl only ", new)):
+        for row in rows[:limit]:
             lines.append(f"  {label}: " + ", ".join(f"{c}={v!r}" for c, v in zip(columns, row) if v is not None))
         if len(rows) > limit:
             lines.append(f"  {label}: ... and {len(rows) - limit} more")

@@ -95,21 +95,24 @@ def test_the_golden_covers_every_kind_of_outcome(golden: dict[str, Any]) -> None
     assert _rows(golden, "frontier")
 
 
-def test_a_difference_is_shown_as_the_rows_that_differ(golden: dict[str, Any]) -> None:
-    """The diff names the section and the differing rows, column by column, not the whole."""
+def test_a_difference_is_shown_as_the_rows_and_columns_that_differ(golden: dict[str, Any]) -> None:
+    """The diff names the section, the row and the changed columns, not the whole summary."""
     changed = copy.deepcopy({k: v for k, v in golden.items() if k != "header"})
     table = changed["warc"]
-    kind = table["columns"].index("type")
+    kind, uri = table["columns"].index("type"), table["columns"].index("uri")
     victim = next(r for r in table["rows"] if r[kind] == "revisit")
     victim[kind] = "response"
+    del changed["pages"]["rows"][0]
     lines = diff(golden, changed)
-    assert lines[0].startswith("[warc] ")
-    assert "1 only in the golden, 1 only in this crawl" in lines[0]
-    assert any("golden only" in line and "type='revisit'" in line for line in lines)
-    assert any("crawl only" in line and "type='response'" in line for line in lines)
-    assert len(lines) == 3
+    assert lines[0] == (
+        "[warc] %d rows in the golden, %d in this crawl: 1 changed, 0 only in the golden, 0 only in this crawl; "
+        "changed columns: type x1" % (len(table["rows"]), len(table["rows"]))
+    )
+    assert lines[1].startswith(f"  changed round={victim[0]!r} uri={victim[uri]!r}: type: 'revisit' -> 'response'")
+    assert lines[2].startswith("[pages] ") and "0 changed, 1 only in the golden, 0 only in this crawl" in lines[2]
+    assert lines[3].startswith("  golden only: round=")
+    assert len(lines) == 4
 
-    changed = copy.deepcopy(changed)
     changed["pages"]["columns"] = [c if c != "checksum" else "digest" for c in changed["pages"]["columns"]]
     lines = diff(golden, changed)
-    assert any(line == "[pages] columns differ: missing ['checksum'], unexpected ['digest']" for line in lines)
+    assert "[pages] columns differ: missing ['checksum'], unexpected ['digest']" in lines
