@@ -33,12 +33,15 @@ from __future__ import annotations
 import fcntl
 import os
 import shutil
+import signal
 import socket
 import struct
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
+
+import beamcrawl
 
 __all__ = ["SETTINGS", "crawl", "namespaces_available"]
 
@@ -93,16 +96,25 @@ def crawl(work: Path, timeout: float = 600.0) -> Path:
     why = namespaces_available()
     if why is not None:
         raise RuntimeError(f"the golden crawl needs a network namespace of its own: {why}")
+    work = work.resolve()
     work.mkdir(parents=True, exist_ok=True)
     cmd = ["unshare", "-rn", sys.executable, str(Path(__file__).resolve()), _INSIDE, str(work)]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=_repo_root())
+    # The crawl (and simweb) import the beamcrawl this process imported, wherever it lives.
+    root = str(Path(beamcrawl.__file__).resolve().parent.parent)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p)}
+    # A session of its own, so that a timeout ends simweb and the crawl with it.
+    proc = subprocess.Popen(
+        cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=work, env=env, start_new_session=True
+    )
+    try:
+        stdout, stderr = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
+        raise RuntimeError(f"golden crawl took over {timeout:.0f} s; its logs are in {work}") from None
     if proc.returncode != 0:
-        raise RuntimeError(f"golden crawl failed (exit {proc.returncode}):\n{proc.stdout[-2000:]}\n{proc.stderr[-4000:]}")
+        raise RuntimeError(f"golden crawl failed (exit {proc.returncode}):\n{stdout[-2000:]}\n{stderr[-4000:]}")
     return work / "out"
-
-
-def _repo_root() -> Path:
-    return Path(__file__).resolve().parent.parent.parent
 
 
 def _loopback_up() -> None:
@@ -125,7 +137,7 @@ def _inside(work: Path) -> int:
         seeds = work / "seeds.txt"
         seeds.write_text("".join(web.base_url(h) + "\n" for h in web.hosts))
         cmd = [sys.executable, "-m", "beamcrawl.pipelines.cli", "crawl", "--seeds", str(seeds), "--out", str(out)]
-        proc = subprocess.run(cmd + SETTINGS["crawl"], capture_output=True, text=True)
+        proc = subprocess.run(cmd + SETTINGS["crawl"], capture_output=True, text=True, cwd=work)
         (work / "crawl.stderr").write_text(proc.stderr)
     if proc.returncode != 0:
         sys.stderr.write(proc.stderr[-4000:])

@@ -92,7 +92,10 @@ def main(argv: list[str] | None = None) -> int:
         if lines:
             print(f"crawl 1 and crawl {i} differ; no golden written:", *lines, sep="\n", file=sys.stderr)
             return 1
-    data = encode({"header": header(), **summaries[0]})
+    head = header()
+    if head["commit"].endswith("+dirty"):
+        print("note: beamcrawl/ has uncommitted changes; the header says +dirty", file=sys.stderr)
+    data = encode({"header": head, **summaries[0]})
     args.out.write_bytes(data)
     counts = ", ".join(f"{k} {len(v['rows'])}" for k, v in summaries[0].items())
     print(f"wrote {args.out} ({len(data):,} bytes): {counts}", file=sys.stderr)
