@@ -26,8 +26,11 @@ Sections (each a sorted list; tables as ``{"columns": [...], "rows": [[...], ...
 - ``pages`` and ``links``: every Parquet row with the round of its partition, every stable
   column (the dedup decisions ``duplicate_of`` / ``duplicate_kind`` / ``duplicate_distance``
   among them);
+- ``cdxj``: one entry per CDXJ index line: round, SURT key, URL, MIME, status, digest,
+  redirect, truncation (any other field under ``extra``), and the record the line points at;
 - ``urls``: the seen set, as ``beamcrawl export`` writes it, plus the deterministic part of
   each URL's revisit state (validators, digest and checksum held, visits, changes, outcomes);
+- ``hosts``: the host records, as ``beamcrawl export`` writes them, without times and delays;
 - ``frontier``: the queued URLs and what they are queued as.
 """
 
@@ -43,13 +46,13 @@ from typing import Any, Iterable
 import pyarrow.parquet as pq
 from warcio.archiveiterator import ArchiveIterator
 
-from beamcrawl.core.export import scan_chunks, url_row
+from beamcrawl.core.export import host_row, scan_chunks, url_row
 from beamcrawl.schemas.records import FrontierEntry, UrlState
 from beamcrawl.stores.base import open_store
 
 __all__ = ["EXCLUDED", "SECTIONS", "diff", "summarize"]
 
-SECTIONS = ("warc", "pages", "links", "urls", "frontier")
+SECTIONS = ("warc", "cdxj", "pages", "links", "urls", "hosts", "frontier")
 
 # Column or field -> why it is not part of the summary (it differs between two runs).
 EXCLUDED: dict[str, dict[str, str]] = {
@@ -70,6 +73,12 @@ EXCLUDED: dict[str, dict[str, str]] = {
         "blob": "file name random per run, offset depends on record order: kept as the type and target "
         "of the record it points at (blob_record)",
     },
+    "cdxj": {
+        "timestamp": "wall clock (the record's WARC-Date)",
+        "length": "the record's compressed length: its headers hold the dates and record ids",
+        "filename / offset": "random file name, order of records: kept as the type and target of the record "
+        "they point at (record)",
+    },
     "links": {"fetched_at": "wall clock"},
     "urls": {
         "first_seen": "wall clock",
@@ -77,6 +86,11 @@ EXCLUDED: dict[str, dict[str, str]] = {
         "revisit.lam": "change-rate estimate from the intervals between visits (timing)",
         "revisit.history": "intervals between visits (timing): only each visit's changed flag is kept",
         "revisit.checked_at / changed_at / stored_at / next_due": "wall clock",
+    },
+    "hosts": {
+        "delay": "adaptive: ten times the last response time when that is above --min-delay (timing)",
+        "last_response_time": "timing",
+        "last_fetch_end / not_before / robots_fetched_at / robots_failing_since": "wall clock",
     },
     "frontier": {
         "due_ms": "wall clock",
@@ -86,6 +100,9 @@ EXCLUDED: dict[str, dict[str, str]] = {
 }
 
 PAGES_DROPPED = ("fetched_at", "elapsed_ms", "waited_ms", "blob")
+CDXJ_DROPPED = ("length", "offset", "filename")
+CDXJ_COLUMNS = ["round", "urlkey", "url", "mime", "status", "digest", "redirect", "truncated", "extra", "record"]
+HOSTS_DROPPED = ("delay", "last_response_time", "last_fetch_end", "not_before", "robots_fetched_at", "robots_failing_since")
 LINKS_DROPPED = ("fetched_at",)
 URLS_DROPPED = ("first_seen", "fetched_at")
 REVISIT_KEPT = (
@@ -113,12 +130,15 @@ def summarize(out: str | Path, store: str | None = None) -> dict[str, Any]:
     records, at_offset = _warc_records(out)
     with open_store(store or str(out)) as s:
         urls = _urls(row for chunk in scan_chunks(s, "urls") for row in chunk)
+        hosts = _hosts(row for chunk in scan_chunks(s, "hosts") for row in chunk)
         frontier = _frontier(row for chunk in scan_chunks(s, "frontier") for row in chunk)
     return {
         "warc": records,
+        "cdxj": _cdxj(out, at_offset),
         "pages": _table(out, "pages", PAGES_DROPPED, lambda row: _page_extra(row, at_offset)),
         "links": _table(out, "links", LINKS_DROPPED),
         "urls": urls,
+        "hosts": hosts,
         "frontier": frontier,
     }
 
@@ -170,18 +190,39 @@ def _warc_records(out: Path) -> tuple[dict[str, Any], dict[tuple[str, int], list
     return {"columns": WARC_COLUMNS, "rows": _sorted(rows)}, at_offset
 
 
+def _pointed(at_offset: dict[tuple[str, int], list[Any]], rel: str, offset: str) -> str:
+    """``"<type> <target>"`` of the record at a file and offset (or why there is none)."""
+    rec = at_offset.get((rel, int(offset))) if offset.isdigit() else None
+    return f"{rec[1]} {rec[2]}" if rec is not None else "no record there"
+
+
+def _cdxj(out: Path, at_offset: dict[tuple[str, int], list[Any]]) -> dict[str, Any]:
+    rows: list[list[Any]] = []
+    for path in sorted(glob.glob(str(out / "warc" / "round=*" / "*.cdxj"))):
+        round_no = _round_of(path)
+        with open(path, encoding="utf-8") as fh:
+            for line in fh:
+                urlkey, _timestamp, fields_json = line.rstrip("\n").split(" ", 2)
+                fields = json.loads(fields_json)
+                record = _pointed(at_offset, fields.get("filename", ""), str(fields.get("offset", "")))
+                for name in CDXJ_DROPPED:
+                    fields.pop(name, None)
+                named = {c: fields.pop(c, None) for c in CDXJ_COLUMNS[2:-2]}
+                row = {"round": round_no, "urlkey": urlkey, **named, "extra": fields or None, "record": record}
+                rows.append([_plain(row[c]) for c in CDXJ_COLUMNS])
+    return {"columns": CDXJ_COLUMNS, "rows": _sorted(rows)}
+
+
 # --- Parquet ------------------------------------------------------------------------------
 
 
 def _page_extra(row: dict[str, Any], at_offset: dict[tuple[str, int], list[Any]]) -> dict[str, Any]:
     """A page event's blob as the record it points at."""
     blob = row.get("blob")
-    pointed: str | None = None
-    if blob:
-        rel, _, offset = blob.rpartition("@")
-        rec = at_offset.get((rel, int(offset))) if offset.isdigit() else None
-        pointed = f"{rec[1]} {rec[2]}" if rec is not None else f"missing record ({blob.split('/')[0]})"
-    return {"blob_record": pointed}
+    if not blob:
+        return {"blob_record": None}
+    rel, _, offset = blob.rpartition("@")
+    return {"blob_record": _pointed(at_offset, rel, offset)}
 
 
 def _table(out: Path, kind: str, dropped: Iterable[str], extra: Any = None) -> dict[str, Any]:
@@ -225,6 +266,21 @@ def _urls(store_rows: Iterable[tuple[bytes, dict[str, bytes]]]) -> dict[str, Any
     return {"columns": columns or [], "rows": _sorted(rows)}
 
 
+def _hosts(store_rows: Iterable[tuple[bytes, dict[str, bytes]]]) -> dict[str, Any]:
+    columns: list[str] | None = None
+    rows = []
+    for key, cells in store_rows:
+        exported = host_row(key, cells)
+        if exported is None:
+            continue
+        for name in HOSTS_DROPPED:
+            exported.pop(name, None)
+        if columns is None:
+            columns = sorted(exported)
+        rows.append([_plain(exported.get(c)) for c in columns])
+    return {"columns": columns or [], "rows": _sorted(rows)}
+
+
 def _frontier(store_rows: Iterable[tuple[bytes, dict[str, bytes]]]) -> dict[str, Any]:
     rows = []
     for _, cells in store_rows:
@@ -261,6 +317,8 @@ def _sorted(rows: list[list[Any]]) -> list[list[Any]]:
 # shown as the columns that changed.
 ROW_KEYS: dict[str, tuple[str, ...]] = {
     "warc": ("round", "uri"),
+    "cdxj": ("round", "url"),
+    "hosts": ("host",),
     "pages": ("round", "url"),
     "links": ("round", "src", "dst"),
     "urls": ("url",),

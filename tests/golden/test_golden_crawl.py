@@ -5,9 +5,9 @@ The golden (``simweb_golden.json.gz``, written by ``make_golden.py``) is the sum
 hosts, three rounds through the CLI, in a network namespace of its own so that its bytes are
 the same on every run. A change to how the crawler stores, decides or records anything shows
 here as the rows it changed: every WARC record (by round, type, URL, status, payload digest,
-revisit profile and target, truncation), every row of ``pages/`` and ``links/`` with every
-column that is not a clock reading (the dedup decisions among them), the seen set and the
-frontier.
+revisit profile and target, truncation) and CDXJ line, every row of ``pages/`` and
+``links/`` with every column that is not a clock reading (the dedup decisions among them),
+the seen set, the host records and the frontier.
 
 When a change of the outputs is intended (or simweb or the settings change), make a new
 golden with ``.venv/bin/python tests/golden/make_golden.py`` and say why in the commit.
@@ -89,8 +89,14 @@ def test_the_golden_covers_every_kind_of_outcome(golden: dict[str, Any]) -> None
     assert any(r["truncated"] == "length" for r in warc if r["type"] == "response")
     assert any(r["type"] == "request" for r in warc)
 
+    cdxj = _rows(golden, "cdxj")
+    assert len(cdxj) == sum(r["type"] in ("response", "revisit") for r in warc)
+    assert all(c["record"] in (f"response {c['url']}", f"revisit {c['url']}") for c in cdxj)
+
     states = {u["state"] for u in _rows(golden, "urls")}
     assert {"fetched", "queued", "robots_disallowed"} <= states
+    robots = {h["robots_kind"] for h in _rows(golden, "hosts")}
+    assert {"parsed", "allow_all", "disallow_all"} <= robots
     assert _rows(golden, "frontier")
 
 
