@@ -492,12 +492,17 @@ class Candidate:
 
     def merge(self, other: "Candidate") -> "Candidate":
         """Combines two offers of one fingerprint (in-links add up, linking hosts unite,
-        the best priority wins and brings its source and kind)."""
-        best = self if self.priority >= other.priority else other
+        the best priority wins and brings its source and kind).
+
+        The result does not depend on the order offers arrive in (bundles and workers
+        differ between runs): a tie in priority goes to the greater source, then kind, and
+        of two robots.txt origins the smaller is kept."""
+        best = max(self, other, key=_offer_rank)
         hosts = self.inlink_hosts
         if other.inlink_hosts and hosts != other.inlink_hosts:
             hosts = tuple(sorted(set(hosts) | set(other.inlink_hosts))[:MAX_INLINK_HOSTS])
         lastmods = [m for m in (self.lastmod, other.lastmod) if m is not None]
+        origins = [o for o in (self.robots_origin, other.robots_origin) if o]
         return Candidate(
             fp=self.fp,
             url=self.url,
@@ -510,5 +515,9 @@ class Candidate:
             kind=best.kind,
             hops=min(self.hops, other.hops),
             lastmod=max(lastmods) if lastmods else None,
-            robots_origin=self.robots_origin or other.robots_origin,
+            robots_origin=min(origins) if origins else None,
         )
+
+
+def _offer_rank(c: Candidate) -> tuple[float, str, str]:
+    return c.priority, c.source, c.kind
