@@ -769,6 +769,9 @@ class _MergePrefixesFn(_StoreJoinFn):
         self.pairs = Metrics.counter("content_seen", "round_pairs_compared")
         self.crowded_rows = Metrics.counter("content_seen", "crowded_rows")
 
+    def start_bundle(self) -> None:
+        self.found: dict[int, Evidence] = {}
+
     def process(self, element: tuple[tuple[int, int], Iterable[list[tuple[int, int]]]]) -> Iterator[Any]:
         (table, _), lists = element
         items, span = key_items(table, chain.from_iterable(lists), self.layout)
@@ -778,9 +781,17 @@ class _MergePrefixesFn(_StoreJoinFn):
         self.compared.inc(compared)
         self.pairs.inc(pairs)
         self.crowded_rows.inc(len(crowded))
-        yield from found.items()
+        for url_fp, evidence in found.items():
+            _add(self.found, url_fp, evidence)
         for row in crowded:
             yield beam.pvalue.TaggedOutput(self.CROWDED, row)
+
+    def finish_bundle(self) -> Iterator[WindowedValue]:
+        # One evidence a candidate a bundle, not one a table: a page near a stored original
+        # matches it in up to 20 tables, each naming the original's URL.
+        for item in self.found.items():
+            yield _windowed(item)
+        self.found = {}
 
 
 class _NamePendingFn(beam.DoFn):
