@@ -51,6 +51,8 @@ table      key                                       cells
 content    8-byte big-endian checksum                ``c:json``: url, kind, fetched_at, digest,
                                                      distance, round
 simhash    table byte + 5-byte left-aligned prefix   ``s:<fp hex><url fp hex>``: JSON url, round
+                                                     in the first table; the round alone in
+                                                     the other 19 (older rows: url in all)
 =========  ========================================  ==========================================
 
 At scale. Pages themselves are never shuffled: the joins carry small probes (URL, checksum,
@@ -73,7 +75,7 @@ import json
 from dataclasses import dataclass, field
 from itertools import chain
 from operator import itemgetter
-from typing import Any, Iterable, Iterator, Literal, Mapping, NamedTuple, Sequence
+from typing import Any, Callable, Iterable, Iterator, Literal, Mapping, NamedTuple, Sequence
 
 import apache_beam as beam
 import numpy as np
@@ -106,6 +108,7 @@ __all__ = [
     "decide_checksums",
     "eligible",
     "merge_prefix_rows",
+    "names_from_rows",
     "order_key",
     "probe_page",
     "resolve_round",
@@ -124,6 +127,8 @@ WRITE_BATCH = 100_000
 # A row shared by more of this round's candidates than this (a trap serving one text over
 # and over) is checked against its first originals only, not pair by pair.
 MAX_PAIRWISE = 64
+# Stored originals' names a simhash-merge worker keeps (about 100 bytes each).
+NAME_CACHE = 100_000
 JoinPath = Literal["auto", "scan", "keyset"]
 
 
@@ -373,15 +378,17 @@ def key_items(
     return keyed, (max(permuted) - min(permuted) + 1) / float(1 << 64)
 
 
-def _parse_simhash_cells(cells: Mapping[str, bytes], round_no: int | None) -> list[tuple[int, int, str]]:
+def _parse_simhash_cells(cells: Mapping[str, bytes], round_no: int | None) -> list[tuple[int, int, str | None]]:
     """``(fingerprint, url fingerprint, url)`` of the originals stored in one row that count
-    this round (the qualifier holds both fingerprints)."""
+    this round (the qualifier holds both fingerprints). The URL is None in a compact cell
+    (the round alone: see :func:`simhash_cells`)."""
     out = []
     for column, raw in cells.items():
         qualifier = column.partition(":")[2]
         value = json.loads(raw)
-        if _usable(value.get("round"), round_no):
-            out.append((int(qualifier[:16], 16), int(qualifier[16:32], 16), value["url"]))
+        url, written = (value.get("url"), value.get("round")) if isinstance(value, dict) else (None, value)
+        if _usable(written, round_no):
+            out.append((int(qualifier[:16], 16), int(qualifier[16:32], 16), url))
     return out
 
 
@@ -391,6 +398,7 @@ def merge_prefix_rows(
     round_no: int | None = None,
     max_distance: int = textfp.MAX_DISTANCE,
     max_pairwise: int = MAX_PAIRWISE,
+    names: Callable[[list[tuple[int, int]]], Mapping[tuple[int, int], str]] | None = None,
 ) -> tuple[dict[int, Evidence], list[tuple[tuple[int, int], ...]], int, int]:
     """Merges one bucket's candidates, sorted by key, against the stored rows of their keys.
 
@@ -400,6 +408,9 @@ def merge_prefix_rows(
         round_no: This round (newer rows are ignored).
         max_distance: Most differing bits of a near copy.
         max_pairwise: A row shared by more candidates is crowded (see :class:`Evidence`).
+        names: Looks up, in one batch, the URLs of matched originals whose cells here are
+            compact (:func:`names_from_rows` over a key-set read); without it, or without a
+            name, such a match does not count.
 
     Returns:
         ``(evidence by url fingerprint, crowded rows, stored fingerprints compared, round
@@ -408,6 +419,7 @@ def merge_prefix_rows(
     """
     found: dict[int, Evidence] = {}
     crowded: list[tuple[tuple[int, int], ...]] = []
+    matches: list[tuple[int, int, tuple[int, int], str | None]] = []  # (candidate, distance, original, url)
     rows = iter(stored_rows)
     current = next(rows, None)
     compared = pairs = 0
@@ -424,16 +436,13 @@ def merge_prefix_rows(
         if current is not None and current[0] == key:
             originals = _parse_simhash_cells(current[1], round_no)
             for item in group:
-                best: tuple[int, str] | None = None
                 for fp, url_fp, url in originals:
                     compared += 1
                     if url_fp == item.url_fp:
                         continue  # its own earlier fingerprint: the same page, changed a little
                     d = textfp.hamming(item.fp, fp)
-                    if d <= max_distance and (best is None or _match_key((d, url)) < _match_key(best)):
-                        best = (d, url)
-                if best is not None:
-                    _add(found, item.url_fp, Evidence(stored=best))
+                    if d <= max_distance:
+                        matches.append((item.url_fp, d, (fp, url_fp), url))
         if len(group) > max_pairwise:
             # Which pairs a crowded row checks depends on its members' URL order: named later.
             crowded.append(tuple(sorted((it.fp, it.url_fp) for it in group)))
@@ -443,6 +452,16 @@ def merge_prefix_rows(
             pairs += _round_pairs(group, found, max_distance)
     for _ in rows:
         pass
+    # The closest stored original, ties to the first in URL order: compact cells are named first.
+    unnamed = sorted({original for _, _, original, url in matches if url is None})
+    named = names(unnamed) if unnamed and names is not None else {}
+    best: dict[int, tuple[int, str]] = {}
+    for url_fp, d, original, url in matches:
+        url = url if url is not None else named.get(original)
+        if url is not None and (url_fp not in best or _match_key((d, url)) < _match_key(best[url_fp])):
+            best[url_fp] = (d, url)
+    for url_fp, match in best.items():
+        _add(found, url_fp, Evidence(stored=match))
     return found, crowded, compared, pairs
 
 
@@ -552,12 +571,39 @@ def resolve_round(
 
 
 def simhash_cells(probe: Probe, round_no: int | None, layout: textfp.TableLayout = textfp.LAYOUT) -> list[Mutation]:
-    """The mutations that record an original's simhash in every permuted table."""
+    """The mutations that record an original's simhash in every permuted table.
+
+    The first table's cell names the original (JSON ``url`` and ``round``); the other
+    tables' cells hold the round alone (a JSON number or null), and a match found there is
+    named from the first table's row (:func:`_name_key`). Rows written when every cell
+    named its URL read the same.
+    """
     assert probe.simhash is not None
     column = f"{SIMHASH_FAMILY}:{probe.simhash:016x}{probe.url_fp:016x}"
-    value = json.dumps({"url": probe.url, "round": round_no}, separators=(",", ":")).encode()
-    cells = {column: value}  # one dict for the 20 rows: the store only reads it
-    return [Mutation(key=key, cells=cells) for key in layout.keys_of(probe.simhash)]
+    named = {column: json.dumps({"url": probe.url, "round": round_no}, separators=(",", ":")).encode()}
+    compact = {column: json.dumps(round_no).encode()}  # one dict for 19 rows: the store only reads it
+    keys = layout.keys_of(probe.simhash)
+    return [Mutation(key=keys[0], cells=named), *(Mutation(key=key, cells=compact) for key in keys[1:])]
+
+
+def _name_key(fp: int, layout: textfp.TableLayout = textfp.LAYOUT) -> bytes:
+    """The row whose cell names the original with simhash ``fp`` (its first table's)."""
+    return layout.table_key(0, layout.permute(fp, 0))
+
+
+def names_from_rows(
+    wanted: Iterable[tuple[int, int]], rows: Mapping[bytes, Mapping[str, bytes]], layout: textfp.TableLayout = textfp.LAYOUT
+) -> dict[tuple[int, int], str]:
+    """The URLs of stored originals ``(fingerprint, url fingerprint)``, from their first
+    tables' rows (read by key set: ``rows`` maps each :func:`_name_key` to its cells). An
+    original whose naming row is missing (a crash cut its writes short) has no name."""
+    out = {}
+    for fp, url_fp in wanted:
+        raw = rows.get(_name_key(fp, layout), {}).get(f"{SIMHASH_FAMILY}:{fp:016x}{url_fp:016x}")
+        value = json.loads(raw) if raw is not None else None
+        if isinstance(value, dict) and isinstance(value.get("url"), str):
+            out[(fp, url_fp)] = value["url"]
+    return out
 
 
 def settle(
@@ -768,6 +814,7 @@ class _MergePrefixesFn(_StoreJoinFn):
         self.compared = Metrics.counter("content_seen", "stored_fingerprints_compared")
         self.pairs = Metrics.counter("content_seen", "round_pairs_compared")
         self.crowded_rows = Metrics.counter("content_seen", "crowded_rows")
+        self.named = Metrics.counter("content_seen", "stored_originals_named")
 
     def start_bundle(self) -> None:
         self.found: dict[int, Evidence] = {}
@@ -777,7 +824,9 @@ class _MergePrefixesFn(_StoreJoinFn):
         items, span = key_items(table, chain.from_iterable(lists), self.layout)
         keys = sorted({it.key for it in items})
         rows = self._read(keys, span)
-        found, crowded, compared, pairs = merge_prefix_rows(items, rows, self.round_no, self.max_distance)
+        found, crowded, compared, pairs = merge_prefix_rows(
+            items, rows, self.round_no, self.max_distance, names=self._names
+        )
         self.compared.inc(compared)
         self.pairs.inc(pairs)
         self.crowded_rows.inc(len(crowded))
@@ -785,6 +834,24 @@ class _MergePrefixesFn(_StoreJoinFn):
             _add(self.found, url_fp, evidence)
         for row in crowded:
             yield beam.pvalue.TaggedOutput(self.CROWDED, row)
+
+    def setup(self) -> None:
+        super().setup()
+        # A stored original near a candidate is matched in up to 19 compact tables, one
+        # bucket each: named once per worker. A name never changes, so the cache is only bounded.
+        self.cache: dict[tuple[int, int], str] = {}
+
+    def _names(self, originals: list[tuple[int, int]]) -> Mapping[tuple[int, int], str]:
+        """Names matched originals from their first tables' rows: one key-set read for those
+        this worker has not named yet."""
+        wanted = [o for o in originals if o not in self.cache]
+        if wanted:
+            self.named.inc(len(wanted))
+            keys = sorted({_name_key(fp, self.layout) for fp, _ in wanted})
+            if len(self.cache) > NAME_CACHE:
+                self.cache.clear()
+            self.cache.update(names_from_rows(wanted, self.store.read_keys(self.TABLE, keys), self.layout))
+        return {o: self.cache[o] for o in originals if o in self.cache}
 
     def finish_bundle(self) -> Iterator[WindowedValue]:
         # One evidence a candidate a bundle, not one a table: a page near a stored original

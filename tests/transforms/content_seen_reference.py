@@ -1,5 +1,7 @@
 """Content seen's near-copy join as it was before its items carried URL fingerprints (at
-9f54105): every simhash item carried its page's URL, and evidence was keyed by URL.
+9f54105): every simhash item carried its page's URL, evidence was keyed by URL, and every
+one of an original's 20 simhash cells named its URL (:func:`simhash_cells`, the format of
+rows existing crawls hold).
 
 Kept only as the reference the new item shape is checked against
 (``test_content_seen.py``, ``test_fingerprint_items_decide_as_url_items_did``); nothing in
@@ -13,7 +15,8 @@ from dataclasses import dataclass, field
 from typing import Iterable, Mapping, NamedTuple, Sequence
 
 from beamcrawl.core import textfp
-from beamcrawl.transforms.content_seen import MAX_PAIRWISE, _usable, order_key
+from beamcrawl.stores.base import Mutation
+from beamcrawl.transforms.content_seen import MAX_PAIRWISE, SIMHASH_FAMILY, Probe, _usable, order_key
 
 
 @dataclass(frozen=True)
@@ -178,3 +181,12 @@ def resolve_round(candidates: Iterable[Evidence]) -> list[tuple[str, tuple[str, 
             originals.add(url)
     return out
 
+
+
+def simhash_cells(probe: Probe, round_no: int | None, layout: textfp.TableLayout = textfp.LAYOUT) -> list[Mutation]:
+    """The mutations that record an original's simhash in every permuted table."""
+    assert probe.simhash is not None
+    column = f"{SIMHASH_FAMILY}:{probe.simhash:016x}{probe.url_fp:016x}"
+    value = json.dumps({"url": probe.url, "round": round_no}, separators=(",", ":")).encode()
+    cells = {column: value}  # one dict for the 20 rows: the store only reads it
+    return [Mutation(key=key, cells=cells) for key in layout.keys_of(probe.simhash)]

@@ -45,6 +45,7 @@ from beamcrawl.transforms.content_seen import (
     eligible,
     key_items,
     merge_prefix_rows,
+    names_from_rows,
     order_key,
     probe_page,
     resolve_round,
@@ -265,12 +266,23 @@ def _buckets(cands, bits, rnd, item_of):
     return out
 
 
+def _stored_rows(originals, cells):
+    """The simhash table's rows after writing each ``(probe, round)`` with ``cells``."""
+    stored: dict[bytes, dict[str, bytes]] = {}
+    for original, written in originals:
+        for m in cells(original, written):
+            stored.setdefault(m.key, {}).update(m.cells or {})
+    return stored
+
+
 def _rows_of(keys, stored):
     return [(k, stored[k]) for k in sorted(set(keys)) if k in stored]
 
 
-def _decide_with_url_items(cands, stored, round_no, bits, rnd, max_pairwise):
-    """url -> (original, distance): the near-copy decisions the URL-carrying items gave."""
+def _decide_with_url_items(cands, originals, round_no, bits, rnd, max_pairwise):
+    """url -> (original, distance): the near-copy decisions the URL-carrying items gave,
+    against rows that name the URL in every cell."""
+    stored = _stored_rows(originals, before.simhash_cells)
     evidence: dict[str, before.Evidence] = {}
     for _, lists in _buckets(cands, bits, rnd, lambda t, p, url, f, s: before._Item(textfp.table_key(t, p), p, s, url)):
         items = sorted((it for lst in lists for it in lst), key=lambda it: it.key)
@@ -284,8 +296,14 @@ def _decide_with_url_items(cands, stored, round_no, bits, rnd, max_pairwise):
     return out
 
 
-def _decide_with_fp_items(cands, stored, round_no, bits, rnd, max_pairwise):
-    """url -> (original, distance) from the fingerprint items, named only where pending."""
+def _decide_with_fp_items(cands, originals, round_no, bits, rnd, max_pairwise, cells):
+    """url -> (original, distance) from the fingerprint items, named only where pending,
+    against rows written by ``cells``."""
+    stored = _stored_rows(originals, cells)
+
+    def names(wanted):
+        return names_from_rows(wanted, stored)
+
     evidence: dict[int, Evidence] = {}
     crowded = []
     for (table, _), lists in _buckets(cands, bits, rnd, lambda t, p, url, f, s: (s, f)):
@@ -293,7 +311,7 @@ def _decide_with_fp_items(cands, stored, round_no, bits, rnd, max_pairwise):
             assert all(type(it) is tuple and all(type(v) is int for v in it) for it in lst)
         items, _ = key_items(table, [it for lst in lists for it in lst])
         found, rows, _, _ = merge_prefix_rows(items, _rows_of([it.key for it in items], stored), round_no,
-                                              max_pairwise=max_pairwise)
+                                              max_pairwise=max_pairwise, names=names)
         crowded += rows
         for fp, ev in found.items():
             evidence[fp] = evidence[fp].merge(ev) if fp in evidence else ev
@@ -326,24 +344,25 @@ def near_rounds(draw):
     for host, path in urls:
         url = f"http://{host}/{path}"
         cands.append((url, fingerprint(url), near(rnd.choice(bases)) if rnd.random() < 0.9 else rnd.getrandbits(64)))
-    stored: dict[bytes, dict[str, bytes]] = {}
+    originals = []
     for _ in range(draw(st.integers(0, 6))):
         own = rnd.random() < 0.3
         url = rnd.choice(cands)[0] if own else f"http://kept{rnd.randrange(5)}.com/{rnd.randrange(9)}"
-        for m in simhash_cells(probe(url, simhash=near(rnd.choice(bases))), rnd.choice((1, 1, 2, 3))):
-            stored.setdefault(m.key, {}).update(m.cells or {})
-    return cands, stored, rnd
+        originals.append((probe(url, simhash=near(rnd.choice(bases))), rnd.choice((1, 1, 2, 3))))
+    return cands, originals, rnd
 
 
 @settings(max_examples=300, deadline=None)
-@given(near_rounds(), st.integers(0, 3), st.sampled_from([2, 3, 64]))
-def test_fingerprint_items_decide_as_url_items_did(round_, bits, max_pairwise):
+@given(near_rounds(), st.integers(0, 3), st.sampled_from([2, 3, 64]), st.sampled_from(["compact", "url in every cell"]))
+def test_fingerprint_items_decide_as_url_items_did(round_, bits, max_pairwise, cells):
     """The same near-copy decisions (originals, copies, distances) from items that carry URL
     fingerprints as from the URL-carrying items before them (``content_seen_reference``),
-    whatever the buckets and bundle lists; small ``max_pairwise`` reaches crowded rows."""
-    cands, stored, rnd = round_
-    old = _decide_with_url_items(cands, stored, 2, bits, random.Random(rnd.random()), max_pairwise)
-    new = _decide_with_fp_items(cands, stored, 2, bits, random.Random(rnd.random()), max_pairwise)
+    whatever the buckets and bundle lists, against compact stored cells or the rows existing
+    crawls hold; small ``max_pairwise`` reaches crowded rows."""
+    cands, originals, rnd = round_
+    write = simhash_cells if cells == "compact" else before.simhash_cells
+    old = _decide_with_url_items(cands, originals, 2, bits, random.Random(rnd.random()), max_pairwise)
+    new = _decide_with_fp_items(cands, originals, 2, bits, random.Random(rnd.random()), max_pairwise, write)
     assert new == old
 
 
@@ -532,6 +551,43 @@ def test_scan_and_keyset_paths_agree(any_store_uri, path):
         assert counters["simhash_rows_scanned"] >= 1
     if path == "keyset":
         assert counters.get("content_path_scan", 0) == 0 and counters["content_keys_looked_up"] == 2
+
+
+def test_an_original_names_its_url_in_one_simhash_row_of_twenty():
+    url = "http://site.example/a/long/path/to/an/article.html"
+    rows = simhash_cells(probe(url, simhash=0xDEAD_BEEF_0123_4567), 3)
+    assert len(rows) == 20 and len({m.key for m in rows}) == 20
+    named = [m for m in rows if url.encode() in next(iter(m.cells.values()))]
+    assert [m.key[0] for m in named] == [0]  # the first table's row
+    assert {next(iter(m.cells.values())) for m in rows[1:]} == {b"3"}  # the round alone
+
+
+def test_rows_that_name_the_url_in_every_cell_still_find_copies(any_store_uri):
+    """Rows written before the compact cells (every cell names its URL: existing crawls)
+    are read as they were, on both stores, alongside the compact ones."""
+    store_uri = any_store_uri
+    a, b = article(21), article(22)
+    with open_store(store_uri) as store:
+        old_rows = before.simhash_cells(probe("http://old.org/a", simhash=textfp.html_simhash(html(a))), 1)
+        store.mutate(SIMHASH_TABLE, old_rows)
+    run(store_uri, [page("http://new.org/b", html(b), at=5.0)], round_no=2)  # written compact
+    near_a = [*a[:100], "other", *a[101:]]
+    near_b = [*b[:100], "other", *b[101:]]
+    got, counters = run(store_uri, [page("http://x.org/a", html(near_a)), page("http://x.org/b", html(near_b))], round_no=3)
+    assert got["http://x.org/a"][:2] == ("http://old.org/a", "near")
+    assert got["http://x.org/b"][:2] == ("http://new.org/b", "near")
+    assert counters["stored_originals_named"] >= 1  # the compact match was named from its first table
+
+
+def test_a_compact_cell_without_its_naming_row_is_not_a_match(store_uri):
+    """A crash may write some of an original's 20 rows: a match whose naming row is missing
+    counts as no match, and the round goes on."""
+    a = article(23)
+    rows = simhash_cells(probe("http://cut.org/a", simhash=textfp.html_simhash(html(a))), 1)
+    with open_store(store_uri) as store:
+        store.mutate(SIMHASH_TABLE, rows[1:])
+    got, _ = run(store_uri, [page("http://x.org/a", html([*a[:5], "z", *a[6:]]))], round_no=2)
+    assert got["http://x.org/a"][0] is None
 
 
 def test_near_copies_in_one_round_keep_exactly_one_original(store_uri):
