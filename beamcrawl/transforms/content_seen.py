@@ -657,26 +657,32 @@ def _windowed(value: Any) -> WindowedValue:
 
 
 class _BucketChecksumsFn(beam.DoFn):
-    """Collects a bundle's probes per checksum; emits one list per checksum bucket."""
+    """Collects a bundle's probes per checksum bucket; emits one list per bucket.
+
+    A bucket's probes cross as one flat list of records (the class written once, a row of
+    field values each), and the merge groups them by checksum: a list of ``(checksum,
+    probes)`` groups pickled each probe with its own ``__reduce__`` and the checksum twice.
+    """
 
     def __init__(self, bits: int) -> None:
         self.bits = bits
         self.pages = Metrics.counter("content_seen", "pages_checked")
 
     def start_bundle(self) -> None:
-        self.groups: dict[int, list[Probe]] = {}
+        self.buckets: dict[int, Packed] = {}
 
     def process(self, probe: Probe) -> None:
         self.pages.inc()
-        self.groups.setdefault(probe.checksum, []).append(probe)
+        bucket = bucket_of(probe.checksum, self.bits)
+        probes = self.buckets.get(bucket)
+        if probes is None:
+            self.buckets[bucket] = probes = Packed()
+        probes.append(probe)
 
     def finish_bundle(self) -> Iterator[WindowedValue]:
-        buckets: dict[int, list[tuple[int, list[Probe]]]] = {}
-        for check, probes in self.groups.items():
-            buckets.setdefault(bucket_of(check, self.bits), []).append((check, probes))
-        self.groups = {}
-        for bucket, groups in buckets.items():
-            yield _windowed((bucket, Packed(groups)))
+        for bucket, probes in self.buckets.items():
+            yield _windowed((bucket, probes))
+        self.buckets = {}
 
 
 class _StoreJoinFn(beam.DoFn):
@@ -743,12 +749,11 @@ class _MergeChecksumsFn(_StoreJoinFn):
         self.exact = Metrics.counter("content_seen", "exact_copies_of_stored")
         self.new_content = Metrics.counter("content_seen", "new_checksums")
 
-    def process(self, element: tuple[int, Iterable[list[tuple[int, list[Probe]]]]]) -> Iterator[Any]:
+    def process(self, element: tuple[int, Iterable[list[Probe]]]) -> Iterator[Any]:
         _, lists = element
         merged: dict[int, list[Probe]] = {}
-        for groups in lists:
-            for check, probes in groups:
-                merged.setdefault(check, []).extend(probes)
+        for probe in chain.from_iterable(lists):
+            merged.setdefault(probe.checksum, []).append(probe)
         ordered = sorted(merged.items())
         keys = [fp_key(check) for check, _ in ordered]
         span = (ordered[-1][0] - ordered[0][0] + 1) / float(1 << 64)
@@ -816,6 +821,12 @@ class _MergePrefixesFn(_StoreJoinFn):
         self.crowded_rows = Metrics.counter("content_seen", "crowded_rows")
         self.named = Metrics.counter("content_seen", "stored_originals_named")
 
+    def setup(self) -> None:
+        super().setup()
+        # A stored original near a candidate is matched in up to 19 compact tables, one
+        # bucket each: named once per worker. A name never changes, so the cache is only bounded.
+        self.cache: dict[tuple[int, int], str] = {}
+
     def start_bundle(self) -> None:
         self.found: dict[int, Evidence] = {}
 
@@ -834,12 +845,6 @@ class _MergePrefixesFn(_StoreJoinFn):
             _add(self.found, url_fp, evidence)
         for row in crowded:
             yield beam.pvalue.TaggedOutput(self.CROWDED, row)
-
-    def setup(self) -> None:
-        super().setup()
-        # A stored original near a candidate is matched in up to 19 compact tables, one
-        # bucket each: named once per worker. A name never changes, so the cache is only bounded.
-        self.cache: dict[tuple[int, int], str] = {}
 
     def _names(self, originals: list[tuple[int, int]]) -> Mapping[tuple[int, int], str]:
         """Names matched originals from their first tables' rows: one key-set read for those
