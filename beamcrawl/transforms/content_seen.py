@@ -18,13 +18,18 @@ Every fetched page with a 2xx payload is checked; HTML pages also by their text:
    shares that row in at least one table. Candidates are bucketed by (table, top bits of the
    permuted fingerprint), grouped, sorted, and merged against the stored rows of their keys in
    one pass; every fingerprint in a shared row is checked for a Hamming distance of at most
-   3, and so is every pair of this round's candidates that share a row.
+   3, and so is every pair of this round's candidates that share a row. A candidate crosses
+   that shuffle 20 times, so it goes by its simhash and 8-byte URL fingerprint only, never
+   its URL, and its evidence is combined per URL fingerprint.
 3. **One original, deterministically.** A page is a near copy when it is within 3 bits of an
    original kept in an earlier round, or of an original of this round that comes first by
    :func:`order_key` (a URL without a query first, then the shorter, then the smaller). This
    round's pairs are few (only real near copies share a row and pass the check), so they are
-   resolved in one place, in that order: the result depends only on the round's pages, not on
-   fetch timing or bundle boundaries, and a rerun of a round decides the same.
+   named (their URLs looked up where the new content is, through a side input of their
+   fingerprints) and resolved in one place, in that order: the result depends only on the
+   round's pages, not on fetch timing or bundle boundaries, and a rerun of a round decides
+   the same. Two URLs of one round with one 64-bit fingerprint share one name and one
+   decision (which may then be wrong for one of them); nothing fails.
 4. **Record.** After the decision, each new checksum is written to ``content`` (naming the
    original, or for a near copy the page it is near) and each new original's simhash to the
    20 rows of ``simhash``. Rows carry the round that wrote them; rows of this round or a later
@@ -46,6 +51,8 @@ table      key                                       cells
 content    8-byte big-endian checksum                ``c:json``: url, kind, fetched_at, digest,
                                                      distance, round
 simhash    table byte + 5-byte left-aligned prefix   ``s:<fp hex><url fp hex>``: JSON url, round
+                                                     in the first table; the round alone in
+                                                     the other 19 (older rows: url in all)
 =========  ========================================  ==========================================
 
 At scale. Pages themselves are never shuffled: the joins carry small probes (URL, checksum,
@@ -53,7 +60,9 @@ simhash, date, digest), and the decisions reach the pages as a side input holdin
 only (about 150 bytes each). The one step that sees the whole round at once is the in-round
 resolution, and it holds only this round's candidates that are near each other and near no
 stored original; a row shared by more than :data:`MAX_PAIRWISE` candidates (a trap serving
-one text over and over) is checked against its first originals, not pair by pair.
+one text over and over) is checked against its first originals, not pair by pair: such a
+row crosses to the resolution as its members' fingerprints, and is checked there, in URL
+order, once its members are named.
 
 Governed by: the bucket bits (at least 2^bits buckets, more when the content-seen set is
 large), ``path`` (scan / keyset / auto), and the round number.
@@ -66,7 +75,7 @@ import json
 from dataclasses import dataclass, field
 from itertools import chain
 from operator import itemgetter
-from typing import Any, Iterable, Iterator, Literal, Mapping, NamedTuple, Sequence
+from typing import Any, Callable, Iterable, Iterator, Literal, Mapping, NamedTuple, Sequence
 
 import apache_beam as beam
 import numpy as np
@@ -99,6 +108,7 @@ __all__ = [
     "decide_checksums",
     "eligible",
     "merge_prefix_rows",
+    "names_from_rows",
     "order_key",
     "probe_page",
     "resolve_round",
@@ -117,6 +127,8 @@ WRITE_BATCH = 100_000
 # A row shared by more of this round's candidates than this (a trap serving one text over
 # and over) is checked against its first originals only, not pair by pair.
 MAX_PAIRWISE = 64
+# Stored originals' names a simhash-merge worker keeps (about 100 bytes each).
+NAME_CACHE = 100_000
 JoinPath = Literal["auto", "scan", "keyset"]
 
 
@@ -199,23 +211,32 @@ class NewContent:
 @shuffled
 @dataclass(frozen=True)
 class Evidence:
-    """What the simhash join found for one candidate original.
+    """What the simhash join found for one candidate original (keyed by its URL fingerprint).
 
     Attributes:
-        url: The candidate.
         stored: ``(distance, url)`` of the closest original kept in an earlier round, if any.
-        neighbours: ``(url, distance)`` of this round's candidates within the distance.
+        neighbours: ``(url fingerprint, distance)`` of this round's candidates within the
+            distance.
+        crowded: Whether the candidate is in a row shared by more than :data:`MAX_PAIRWISE`
+            of this round's candidates: that row's pairs are found where URLs are known
+            (:func:`resolve_round`), as they depend on the URLs' order.
     """
 
-    url: str
     stored: tuple[int, str] | None = None
-    neighbours: frozenset[tuple[str, int]] = field(default_factory=frozenset)
+    neighbours: frozenset[tuple[int, int]] = field(default_factory=frozenset)
+    crowded: bool = False
 
     def merge(self, other: "Evidence") -> "Evidence":
         stored = self.stored
         if other.stored is not None and (stored is None or _match_key(other.stored) < _match_key(stored)):
             stored = other.stored
-        return Evidence(self.url, stored, self.neighbours | other.neighbours)
+        return Evidence(stored, self.neighbours | other.neighbours, self.crowded or other.crowded)
+
+    @property
+    def pending(self) -> bool:
+        """Whether its decision needs this round's URLs: near this round's candidates only,
+        or in a crowded row (whose order depends on every member's URL)."""
+        return (self.stored is None and bool(self.neighbours)) or self.crowded
 
 
 def _match_key(match: tuple[int, str]) -> tuple[int, tuple[int, int, str]]:
@@ -324,46 +345,81 @@ def decide_checksums(
 
 
 class _Item(NamedTuple):
-    """One candidate in one permuted table (20 per page, one per table). They cross the
-    table-bucket shuffle as plain tuples, which pickle several times faster than a named
-    tuple or a dataclass."""
+    """One candidate in one permuted table, as it crosses the table-bucket shuffle: 20 per
+    new original, so only its two 64-bit numbers, never its URL. Items cross as plain tuples,
+    which pickle several times faster than a named tuple or a dataclass; the row key and the
+    permuted fingerprint are computed again where the bucket is merged."""
+
+    fp: int  # the simhash
+    url_fp: int  # the candidate's URL fingerprint: its name until the URLs are needed
+
+
+class _Keyed(NamedTuple):
+    """An :class:`_Item` with its row key in the bucket's table (the merge's view of it)."""
 
     key: bytes
-    permuted: int
     fp: int
-    url: str
+    url_fp: int
 
 
-def _parse_simhash_cells(cells: Mapping[str, bytes], round_no: int | None) -> list[tuple[int, str]]:
-    """``(fingerprint, url)`` of the originals stored in one row that count this round."""
+def key_items(
+    table: int, items: Iterable[tuple[int, int]], layout: textfp.TableLayout = textfp.LAYOUT
+) -> tuple[list[_Keyed], float]:
+    """A table bucket's items with their row keys, sorted by key, and the fraction of the
+    table their permuted fingerprints span (what a range scan of their keys would read)."""
+    items = list(items)
+    if not items:
+        return [], 0.0
+    permuted = layout.permute_many(np.array([it[0] for it in items], dtype=np.uint64), table).tolist()
+    keyed = sorted(
+        (_Keyed(layout.table_key(table, value), fp, url_fp) for value, (fp, url_fp) in zip(permuted, items)),
+        key=itemgetter(0),
+    )
+    return keyed, (max(permuted) - min(permuted) + 1) / float(1 << 64)
+
+
+def _parse_simhash_cells(cells: Mapping[str, bytes], round_no: int | None) -> list[tuple[int, int, str | None]]:
+    """``(fingerprint, url fingerprint, url)`` of the originals stored in one row that count
+    this round (the qualifier holds both fingerprints). The URL is None in a compact cell
+    (the round alone: see :func:`simhash_cells`)."""
     out = []
     for column, raw in cells.items():
         qualifier = column.partition(":")[2]
         value = json.loads(raw)
-        if _usable(value.get("round"), round_no):
-            out.append((int(qualifier[:16], 16), value["url"]))
+        url, written = (value.get("url"), value.get("round")) if isinstance(value, dict) else (None, value)
+        if _usable(written, round_no):
+            out.append((int(qualifier[:16], 16), int(qualifier[16:32], 16), url))
     return out
 
 
 def merge_prefix_rows(
-    items: Sequence[_Item],
+    items: Sequence[_Keyed],
     stored_rows: Iterable[tuple[bytes, Mapping[str, bytes]]],
     round_no: int | None = None,
     max_distance: int = textfp.MAX_DISTANCE,
-) -> tuple[dict[str, Evidence], int, int]:
+    max_pairwise: int = MAX_PAIRWISE,
+    names: Callable[[list[tuple[int, int]]], Mapping[tuple[int, int], str]] | None = None,
+) -> tuple[dict[int, Evidence], list[tuple[tuple[int, int], ...]], int, int]:
     """Merges one bucket's candidates, sorted by key, against the stored rows of their keys.
 
     Args:
-        items: The candidates in one permuted table, sorted by row key.
+        items: The candidates in one permuted table, sorted by row key (:func:`key_items`).
         stored_rows: Stored ``(key, cells)`` in key order (may include keys no candidate has).
         round_no: This round (newer rows are ignored).
         max_distance: Most differing bits of a near copy.
+        max_pairwise: A row shared by more candidates is crowded (see :class:`Evidence`).
+        names: Looks up, in one batch, the URLs of matched originals whose cells here are
+            compact (:func:`names_from_rows` over a key-set read); without it, or without a
+            name, such a match does not count.
 
     Returns:
-        ``(evidence by url, stored fingerprints compared, round pairs compared)``; only
-        candidates with a stored match or a neighbour appear.
+        ``(evidence by url fingerprint, crowded rows, stored fingerprints compared, round
+        pairs compared)``; only candidates with a stored match, a neighbour or a crowded row
+        appear. A crowded row is its members' ``(fingerprint, url fingerprint)``, sorted.
     """
-    found: dict[str, Evidence] = {}
+    found: dict[int, Evidence] = {}
+    crowded: list[tuple[tuple[int, int], ...]] = []
+    matches: list[tuple[int, int, tuple[int, int], str | None]] = []  # (candidate, distance, original, url)
     rows = iter(stored_rows)
     current = next(rows, None)
     compared = pairs = 0
@@ -380,92 +436,174 @@ def merge_prefix_rows(
         if current is not None and current[0] == key:
             originals = _parse_simhash_cells(current[1], round_no)
             for item in group:
-                best: tuple[int, str] | None = None
-                for fp, url in originals:
+                for fp, url_fp, url in originals:
                     compared += 1
-                    if url == item.url:
+                    if url_fp == item.url_fp:
                         continue  # its own earlier fingerprint: the same page, changed a little
                     d = textfp.hamming(item.fp, fp)
-                    if d <= max_distance and (best is None or _match_key((d, url)) < _match_key(best)):
-                        best = (d, url)
-                if best is not None:
-                    _add(found, Evidence(item.url, stored=best))
-        if len(group) > 1:
+                    if d <= max_distance:
+                        matches.append((item.url_fp, d, (fp, url_fp), url))
+        if len(group) > max_pairwise:
+            # Which pairs a crowded row checks depends on its members' URL order: named later.
+            crowded.append(tuple(sorted((it.fp, it.url_fp) for it in group)))
+            for item in group:
+                _add(found, item.url_fp, Evidence(crowded=True))
+        elif len(group) > 1:
             pairs += _round_pairs(group, found, max_distance)
     for _ in rows:
         pass
-    return found, compared, pairs
+    # The closest stored original, ties to the first in URL order: compact cells are named first.
+    unnamed = sorted({original for _, _, original, url in matches if url is None})
+    named = names(unnamed) if unnamed and names is not None else {}
+    best: dict[int, tuple[int, str]] = {}
+    for url_fp, d, original, url in matches:
+        url = url if url is not None else named.get(original)
+        if url is not None and (url_fp not in best or _match_key((d, url)) < _match_key(best[url_fp])):
+            best[url_fp] = (d, url)
+    for url_fp, match in best.items():
+        _add(found, url_fp, Evidence(stored=match))
+    return found, crowded, compared, pairs
 
 
-def _add(found: dict[str, Evidence], evidence: Evidence) -> None:
-    kept = found.get(evidence.url)
-    found[evidence.url] = evidence if kept is None else kept.merge(evidence)
+def _add(found: dict[int, Evidence], url_fp: int, evidence: Evidence) -> None:
+    kept = found.get(url_fp)
+    found[url_fp] = evidence if kept is None else kept.merge(evidence)
 
 
-def _round_pairs(group: Sequence[_Item], found: dict[str, Evidence], max_distance: int) -> int:
-    """Adds this round's near pairs within one row; returns how many pairs were checked."""
-    ordered = sorted(group, key=lambda it: order_key(it.url))
+def _round_pairs(group: Sequence[_Keyed], found: dict[int, Evidence], max_distance: int) -> int:
+    """Adds this round's near pairs within one row (every pair: the order does not matter);
+    returns how many pairs were checked."""
     checked = 0
-    if len(ordered) <= MAX_PAIRWISE:
-        for a in range(len(ordered)):
-            for b in range(a + 1, len(ordered)):
-                checked += 1
-                _pair(ordered[a], ordered[b], found, max_distance)
-        return checked
-    # Degenerate row: compare each candidate with the row's first originals only.
-    against: list[_Item] = []
-    for item in ordered:
-        matched = False
-        for first in against:
+    for a in range(len(group)):
+        for b in range(a + 1, len(group)):
             checked += 1
-            matched |= _pair(first, item, found, max_distance)
-        if not matched and len(against) < MAX_PAIRWISE:
-            against.append(item)
+            first, second = group[a], group[b]
+            if first.url_fp == second.url_fp:
+                continue
+            d = textfp.hamming(first.fp, second.fp)
+            if d <= max_distance:
+                _add(found, first.url_fp, Evidence(neighbours=frozenset({(second.url_fp, d)})))
+                _add(found, second.url_fp, Evidence(neighbours=frozenset({(first.url_fp, d)})))
     return checked
 
 
-def _pair(a: _Item, b: _Item, found: dict[str, Evidence], max_distance: int) -> bool:
-    if a.url == b.url:
-        return False
-    d = textfp.hamming(a.fp, b.fp)
-    if d > max_distance:
-        return False
-    _add(found, Evidence(a.url, neighbours=frozenset({(b.url, d)})))
-    _add(found, Evidence(b.url, neighbours=frozenset({(a.url, d)})))
-    return True
+def _crowded_pairs(
+    members: Sequence[tuple[int, int]],
+    names: Mapping[int, str],
+    neighbours: dict[int, set[tuple[int, int]]],
+    max_distance: int,
+    max_pairwise: int,
+) -> int:
+    """A crowded row's pairs: in URL order, each candidate is compared with the row's first
+    originals only (at most ``max_pairwise`` of them), not pair by pair."""
+    ordered = sorted(
+        ((fp, url_fp) for fp, url_fp in members if url_fp in names),
+        key=lambda m: (order_key(names[m[1]]), m[1], m[0]),
+    )
+    against: list[tuple[int, int]] = []
+    checked = 0
+    for fp, url_fp in ordered:
+        matched = False
+        for first_fp, first_url_fp in against:
+            checked += 1
+            if first_url_fp == url_fp:
+                continue
+            d = textfp.hamming(first_fp, fp)
+            if d > max_distance:
+                continue
+            neighbours.setdefault(first_url_fp, set()).add((url_fp, d))
+            neighbours.setdefault(url_fp, set()).add((first_url_fp, d))
+            matched = True
+        if not matched and len(against) < max_pairwise:
+            against.append((fp, url_fp))
+    return checked
 
 
-def resolve_round(candidates: Iterable[Evidence]) -> list[tuple[str, tuple[str, int]]]:
+def resolve_round(
+    named: Iterable[tuple[str, int, Evidence]],
+    crowded: Iterable[Sequence[tuple[int, int]]] = (),
+    max_distance: int = textfp.MAX_DISTANCE,
+    max_pairwise: int = MAX_PAIRWISE,
+) -> list[tuple[int, tuple[str, int]]]:
     """Decides which of this round's mutually near candidates are copies.
 
     In :func:`order_key` order, a candidate is a near copy of the closest earlier candidate
     that is itself an original; with none, it is an original. Candidates with a stored match
-    are copies already and must not be passed in (they cannot be anyone's original).
+    are copies already (they cannot be anyone's original), but take part in the pairs of a
+    crowded row.
+
+    Args:
+        named: ``(url, url fingerprint, evidence)`` of every pending candidate
+            (:attr:`Evidence.pending`): the only place this step learns URLs.
+        crowded: The crowded rows' members, ``(fingerprint, url fingerprint)``.
+        max_distance: Most differing bits of a near copy.
+        max_pairwise: Most originals a crowded row's candidates are compared with.
 
     Returns:
-        ``(url, (original url, distance))`` for each candidate found to be a copy.
+        ``(url fingerprint, (original url, distance))`` for each candidate found to be a
+        copy. Two URLs of the round with one fingerprint (a 64-bit collision) share one
+        name, the first by :func:`order_key`, and so one decision.
     """
-    by_url = {e.url: e for e in candidates}
-    originals: set[str] = set()
-    out: list[tuple[str, tuple[str, int]]] = []
-    for url in sorted(by_url, key=order_key):
-        mine = order_key(url)
-        earlier = [(d, order_key(n), n) for n, d in by_url[url].neighbours if n in originals and order_key(n) < mine]
+    names: dict[int, str] = {}
+    evidence: dict[int, Evidence] = {}
+    for url, url_fp, ev in named:
+        if url_fp not in names or order_key(url) < order_key(names[url_fp]):
+            names[url_fp] = url
+        kept = evidence.get(url_fp)
+        evidence[url_fp] = ev if kept is None else kept.merge(ev)
+    neighbours = {url_fp: set(ev.neighbours) for url_fp, ev in evidence.items()}
+    for members in crowded:
+        _crowded_pairs(members, names, neighbours, max_distance, max_pairwise)
+    candidates = [fp for fp, ev in evidence.items() if ev.stored is None and neighbours[fp]]
+    originals: set[int] = set()
+    out: list[tuple[int, tuple[str, int]]] = []
+    for url_fp in sorted(candidates, key=lambda fp: (order_key(names[fp]), fp)):
+        mine = order_key(names[url_fp])
+        earlier = [
+            (d, order_key(names[n]), n) for n, d in neighbours[url_fp] if n in originals and order_key(names[n]) < mine
+        ]
         if earlier:
             d, _, original = min(earlier)
-            out.append((url, (original, d)))
+            out.append((url_fp, (names[original], d)))
         else:
-            originals.add(url)
+            originals.add(url_fp)
     return out
 
 
 def simhash_cells(probe: Probe, round_no: int | None, layout: textfp.TableLayout = textfp.LAYOUT) -> list[Mutation]:
-    """The mutations that record an original's simhash in every permuted table."""
+    """The mutations that record an original's simhash in every permuted table.
+
+    The first table's cell names the original (JSON ``url`` and ``round``); the other
+    tables' cells hold the round alone (a JSON number or null), and a match found there is
+    named from the first table's row (:func:`_name_key`). Rows written when every cell
+    named its URL read the same.
+    """
     assert probe.simhash is not None
     column = f"{SIMHASH_FAMILY}:{probe.simhash:016x}{probe.url_fp:016x}"
-    value = json.dumps({"url": probe.url, "round": round_no}, separators=(",", ":")).encode()
-    cells = {column: value}  # one dict for the 20 rows: the store only reads it
-    return [Mutation(key=key, cells=cells) for key in layout.keys_of(probe.simhash)]
+    named = {column: json.dumps({"url": probe.url, "round": round_no}, separators=(",", ":")).encode()}
+    compact = {column: json.dumps(round_no).encode()}  # one dict for 19 rows: the store only reads it
+    keys = layout.keys_of(probe.simhash)
+    return [Mutation(key=keys[0], cells=named), *(Mutation(key=key, cells=compact) for key in keys[1:])]
+
+
+def _name_key(fp: int, layout: textfp.TableLayout = textfp.LAYOUT) -> bytes:
+    """The row whose cell names the original with simhash ``fp`` (its first table's)."""
+    return layout.table_key(0, layout.permute(fp, 0))
+
+
+def names_from_rows(
+    wanted: Iterable[tuple[int, int]], rows: Mapping[bytes, Mapping[str, bytes]], layout: textfp.TableLayout = textfp.LAYOUT
+) -> dict[tuple[int, int], str]:
+    """The URLs of stored originals ``(fingerprint, url fingerprint)``, from their first
+    tables' rows (read by key set: ``rows`` maps each :func:`_name_key` to its cells). An
+    original whose naming row is missing (a crash cut its writes short) has no name."""
+    out = {}
+    for fp, url_fp in wanted:
+        raw = rows.get(_name_key(fp, layout), {}).get(f"{SIMHASH_FAMILY}:{fp:016x}{url_fp:016x}")
+        value = json.loads(raw) if raw is not None else None
+        if isinstance(value, dict) and isinstance(value.get("url"), str):
+            out[(fp, url_fp)] = value["url"]
+    return out
 
 
 def settle(
@@ -519,26 +657,32 @@ def _windowed(value: Any) -> WindowedValue:
 
 
 class _BucketChecksumsFn(beam.DoFn):
-    """Collects a bundle's probes per checksum; emits one list per checksum bucket."""
+    """Collects a bundle's probes per checksum bucket; emits one list per bucket.
+
+    A bucket's probes cross as one flat list of records (the class written once, a row of
+    field values each), and the merge groups them by checksum: a list of ``(checksum,
+    probes)`` groups pickled each probe with its own ``__reduce__`` and the checksum twice.
+    """
 
     def __init__(self, bits: int) -> None:
         self.bits = bits
         self.pages = Metrics.counter("content_seen", "pages_checked")
 
     def start_bundle(self) -> None:
-        self.groups: dict[int, list[Probe]] = {}
+        self.buckets: dict[int, Packed] = {}
 
     def process(self, probe: Probe) -> None:
         self.pages.inc()
-        self.groups.setdefault(probe.checksum, []).append(probe)
+        bucket = bucket_of(probe.checksum, self.bits)
+        probes = self.buckets.get(bucket)
+        if probes is None:
+            self.buckets[bucket] = probes = Packed()
+        probes.append(probe)
 
     def finish_bundle(self) -> Iterator[WindowedValue]:
-        buckets: dict[int, list[tuple[int, list[Probe]]]] = {}
-        for check, probes in self.groups.items():
-            buckets.setdefault(bucket_of(check, self.bits), []).append((check, probes))
-        self.groups = {}
-        for bucket, groups in buckets.items():
-            yield _windowed((bucket, Packed(groups)))
+        for bucket, probes in self.buckets.items():
+            yield _windowed((bucket, probes))
+        self.buckets = {}
 
 
 class _StoreJoinFn(beam.DoFn):
@@ -605,12 +749,11 @@ class _MergeChecksumsFn(_StoreJoinFn):
         self.exact = Metrics.counter("content_seen", "exact_copies_of_stored")
         self.new_content = Metrics.counter("content_seen", "new_checksums")
 
-    def process(self, element: tuple[int, Iterable[list[tuple[int, list[Probe]]]]]) -> Iterator[Any]:
+    def process(self, element: tuple[int, Iterable[list[Probe]]]) -> Iterator[Any]:
         _, lists = element
         merged: dict[int, list[Probe]] = {}
-        for groups in lists:
-            for check, probes in groups:
-                merged.setdefault(check, []).extend(probes)
+        for probe in chain.from_iterable(lists):
+            merged.setdefault(probe.checksum, []).append(probe)
         ordered = sorted(merged.items())
         keys = [fp_key(check) for check, _ in ordered]
         span = (ordered[-1][0] - ordered[0][0] + 1) / float(1 << 64)
@@ -628,7 +771,11 @@ class _MergeChecksumsFn(_StoreJoinFn):
 
 
 class _BucketPrefixesFn(beam.DoFn):
-    """Puts a bundle's new candidates into every permuted table; one list per (table, bucket)."""
+    """Puts a bundle's new candidates into every permuted table; one list per (table, bucket).
+
+    An item is the candidate's simhash and URL fingerprint (:class:`_Item`), not its URL:
+    the bucket key names the table, and the merge computes the row key again.
+    """
 
     def __init__(self, bits: int, layout: textfp.TableLayout) -> None:
         self.bits = bits
@@ -645,40 +792,98 @@ class _BucketPrefixesFn(beam.DoFn):
         if not self.probes:
             return
         fps = np.array([p.simhash for p in self.probes], dtype=np.uint64)
+        items = [(p.simhash, p.url_fp) for p in self.probes]
         for table in range(len(self.layout.orders)):
             permuted = self.layout.permute_many(fps, table)
             # Plain tuples in an _Item's field order: a named tuple pickles through a Python
             # __getnewargs__ call, some five times slower than a tuple, 20 times a page.
-            buckets: dict[int, list[tuple[bytes, int, int, str]]] = {}
-            for probe, value in zip(self.probes, permuted.tolist()):
-                item = (self.layout.table_key(table, value), value, probe.simhash, probe.url)
-                buckets.setdefault(bucket_of(value, self.bits), []).append(item)  # type: ignore[arg-type]
-            for bucket, items in buckets.items():
-                yield _windowed(((table, bucket), Packed(items)))
+            buckets: dict[int, list[tuple[int, int]]] = {}
+            for item, value in zip(items, permuted.tolist()):
+                buckets.setdefault(bucket_of(value, self.bits), []).append(item)
+            for bucket, bucket_items in buckets.items():
+                yield _windowed(((table, bucket), Packed(bucket_items)))
         self.probes = []
 
 
 class _MergePrefixesFn(_StoreJoinFn):
-    """Merges one (table, bucket) of candidates against the stored simhash rows."""
+    """Merges one (table, bucket) of candidates against the stored simhash rows: evidence
+    per URL fingerprint out, crowded rows tagged."""
 
     TABLE = SIMHASH_TABLE
+    CROWDED = "crowded"
 
-    def __init__(self, *args: Any, max_distance: int, **kw: Any) -> None:
+    def __init__(self, *args: Any, max_distance: int, layout: textfp.TableLayout, **kw: Any) -> None:
         super().__init__(*args, **kw)
         self.max_distance = max_distance
+        self.layout = layout
         self.compared = Metrics.counter("content_seen", "stored_fingerprints_compared")
         self.pairs = Metrics.counter("content_seen", "round_pairs_compared")
+        self.crowded_rows = Metrics.counter("content_seen", "crowded_rows")
+        self.named = Metrics.counter("content_seen", "stored_originals_named")
 
-    def process(self, element: tuple[tuple[int, int], Iterable[list[tuple]]]) -> Iterator[tuple[str, Evidence]]:
-        _, lists = element
-        items = sorted(map(_Item._make, chain.from_iterable(lists)), key=itemgetter(0))  # by key
+    def setup(self) -> None:
+        super().setup()
+        # A stored original near a candidate is matched in up to 19 compact tables, one
+        # bucket each: named once per worker. A name never changes, so the cache is only bounded.
+        self.cache: dict[tuple[int, int], str] = {}
+
+    def start_bundle(self) -> None:
+        self.found: dict[int, Evidence] = {}
+
+    def process(self, element: tuple[tuple[int, int], Iterable[list[tuple[int, int]]]]) -> Iterator[Any]:
+        (table, _), lists = element
+        items, span = key_items(table, chain.from_iterable(lists), self.layout)
         keys = sorted({it.key for it in items})
-        span = (items[-1].permuted - items[0].permuted + 1) / float(1 << 64)
         rows = self._read(keys, span)
-        found, compared, pairs = merge_prefix_rows(items, rows, self.round_no, self.max_distance)
+        found, crowded, compared, pairs = merge_prefix_rows(
+            items, rows, self.round_no, self.max_distance, names=self._names
+        )
         self.compared.inc(compared)
         self.pairs.inc(pairs)
-        yield from found.items()
+        self.crowded_rows.inc(len(crowded))
+        for url_fp, evidence in found.items():
+            _add(self.found, url_fp, evidence)
+        for row in crowded:
+            yield beam.pvalue.TaggedOutput(self.CROWDED, row)
+
+    def _names(self, originals: list[tuple[int, int]]) -> Mapping[tuple[int, int], str]:
+        """Names matched originals from their first tables' rows: one key-set read for those
+        this worker has not named yet."""
+        wanted = [o for o in originals if o not in self.cache]
+        if wanted:
+            self.named.inc(len(wanted))
+            keys = sorted({_name_key(fp, self.layout) for fp, _ in wanted})
+            if len(self.cache) > NAME_CACHE:
+                self.cache.clear()
+            self.cache.update(names_from_rows(wanted, self.store.read_keys(self.TABLE, keys), self.layout))
+        return {o: self.cache[o] for o in originals if o in self.cache}
+
+    def finish_bundle(self) -> Iterator[WindowedValue]:
+        # One evidence a candidate a bundle, not one a table: a page near a stored original
+        # matches it in up to 20 tables, each naming the original's URL.
+        for item in self.found.items():
+            yield _windowed(item)
+        self.found = {}
+
+
+class _NamePendingFn(beam.DoFn):
+    """Gives each pending candidate (:attr:`Evidence.pending`, a side input: few) its URL,
+    which only the new content carries; every other candidate goes by its fingerprint."""
+
+    def process(self, new: NewContent, pending: Mapping[int, Evidence]) -> Iterator[tuple[int, tuple[Any, ...]]]:
+        first = new.first
+        evidence = pending.get(first.url_fp) if first.simhash is not None else None
+        if evidence is not None:
+            yield 0, (first.url, first.url_fp, evidence)
+
+
+def _resolve_gathered(
+    element: tuple[int, Iterable[tuple[str, int, Evidence]]],
+    crowded: Sequence[Sequence[tuple[int, int]]],
+    max_distance: int,
+) -> list[tuple[int, tuple[str, int]]]:
+    """:func:`resolve_round` over the round's named candidates and crowded rows."""
+    return resolve_round(element[1], crowded, max_distance)
 
 
 class _SettleFn(beam.DoFn):
@@ -702,8 +907,8 @@ class _SettleFn(beam.DoFn):
         self.content: list[Mutation] = []
         self.hashes: list[Mutation] = []
 
-    def process(self, new: NewContent, near_by_url: Mapping[str, tuple[str, int]]) -> Iterator[tuple[str, Copy]]:
-        near = near_by_url.get(new.first.url)
+    def process(self, new: NewContent, near_by_fp: Mapping[int, tuple[str, int]]) -> Iterator[tuple[str, Copy]]:
+        near = near_by_fp.get(new.first.url_fp)
         try:
             self.dead.check(new.first)
             copies, content, hashes = settle(new, near, self.round_no, self.layout)
@@ -769,20 +974,31 @@ class _MarkCopiesFn(beam.DoFn):
 
 
 class _ResolveNearCopies(beam.PTransform):
-    """Evidence per candidate → ``(url, (original, distance))`` for every near copy."""
+    """Evidence per candidate's URL fingerprint, the crowded rows and the new content →
+    ``(url fingerprint, (original, distance))`` for every near copy."""
 
-    def expand(self, evidence: beam.PCollection) -> beam.PCollection:
+    def __init__(self, max_distance: int) -> None:
+        super().__init__()
+        self.max_distance = max_distance
+
+    def expand(self, inputs: tuple[beam.PCollection, beam.PCollection, beam.PCollection]) -> beam.PCollection:
+        evidence, crowded, new = inputs
         of_stored = (
             evidence
             | "Near a stored original" >> beam.Filter(lambda kv: kv[1].stored is not None)
             | "Copy of the closest" >> beam.Map(lambda kv: (kv[0], (kv[1].stored[1], kv[1].stored[0])))
         )
+        # Only the round's near pairs need URLs (their order decides): few, so their URLs
+        # are looked up where the new content is, not carried through the table buckets.
+        pending = evidence | "Near this round's only" >> beam.Filter(lambda kv: kv[1].pending)
+        named = new | "Name the round's near pairs" >> beam.ParDo(_NamePendingFn(), beam.pvalue.AsDict(pending))
+        # Crowded rows come as a side input (traps only): a Flatten of them with the named
+        # candidates left the in-process runner's bundles waiting on each other.
         in_round = (
-            evidence
-            | "Near this round's only" >> beam.Filter(lambda kv: kv[1].stored is None and bool(kv[1].neighbours))
-            | "All in one place" >> beam.Map(lambda kv: (0, kv[1]))
+            named
             | "Gather the round's near pairs" >> beam.GroupByKey()
-            | "First original wins, in URL order" >> beam.FlatMap(lambda kv: resolve_round(kv[1]))
+            | "First original wins, in URL order"
+            >> beam.FlatMap(_resolve_gathered, beam.pvalue.AsList(crowded), self.max_distance)
         )
         return (of_stored, in_round) | "Near copies" >> beam.Flatten()
 
@@ -868,13 +1084,18 @@ class FindDuplicateContent(beam.PTransform):
             >> beam.ParDo(_MergeChecksumsFn(bits=self.bits, **join)).with_outputs(_MergeChecksumsFn.NEW, main="copies")
         )
         new = checked[_MergeChecksumsFn.NEW]
-        near = (
+        merged = (
             new
             | "Bucket by table and permuted prefix" >> beam.ParDo(_BucketPrefixesFn(self.bits, self.layout))
             | "Group by table bucket" >> beam.GroupByKey()
-            | "Sort-merge with simhash tables" >> beam.ParDo(_MergePrefixesFn(max_distance=self.max_distance, **join))
-            | "Combine evidence per page" >> beam.CombinePerKey(_merge_all)
-            | "Resolve near copies" >> _ResolveNearCopies()
+            | "Sort-merge with simhash tables"
+            >> beam.ParDo(_MergePrefixesFn(max_distance=self.max_distance, layout=self.layout, **join)).with_outputs(
+                _MergePrefixesFn.CROWDED, main="evidence"
+            )
+        )
+        evidence = merged.evidence | "Combine evidence per page" >> beam.CombinePerKey(_merge_all)
+        near = (evidence, merged[_MergePrefixesFn.CROWDED], new) | "Resolve near copies" >> _ResolveNearCopies(
+            self.max_distance
         )
         # The near decisions are few (near copies only) and every new checksum looks its
         # candidate up in them: a side input, not a shuffle of every new page by URL.

@@ -56,7 +56,7 @@ RECORDS = [
     ContentRecord(url="u", kind="near", fetched_at=1.0, digest="d", distance=2, round=2),
     Copy(url="v", original="u", kind="near", distance=2),
     NewContent(checksum=2, first=Probe(url="u", url_fp=1, checksum=2, simhash=None, fetched_at=1.0, digest="d")),
-    Evidence(url="u", stored=(1, "w"), neighbours=frozenset({("v", 2)})),
+    Evidence(stored=(1, "w"), neighbours=frozenset({(7, 2)}), crowded=True),
 ]
 
 

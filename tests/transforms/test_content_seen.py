@@ -3,9 +3,11 @@ round after round, and on simweb's copies and look-alikes."""
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import os
+import pickle
 import random
 import tempfile
 import uuid
@@ -14,6 +16,8 @@ from urllib.parse import urlsplit
 
 import apache_beam as beam
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from apache_beam.metrics.metric import MetricsFilter
 from apache_beam.testing.test_pipeline import TestPipeline
 
@@ -24,7 +28,7 @@ from beamcrawl.schemas.records import FetchResult, FrontierEntry, ParsedPage, fp
 from beamcrawl.simweb import SimWeb
 from beamcrawl.stores.base import Mutation, open_store
 from beamcrawl.transforms.parse import parse_fetch
-from beamcrawl.transforms.url_seen import page_candidates
+from beamcrawl.transforms.url_seen import bucket_of, page_candidates
 from beamcrawl.transforms.content_seen import (
     CONTENT_TABLE,
     SIMHASH_TABLE,
@@ -34,17 +38,22 @@ from beamcrawl.transforms.content_seen import (
     FindDuplicateContent,
     NewContent,
     Probe,
+    _BucketPrefixesFn,
     _Item,
     apply_copy,
     decide_checksums,
     eligible,
+    key_items,
     merge_prefix_rows,
+    names_from_rows,
     order_key,
     probe_page,
     resolve_round,
     settle,
     simhash_cells,
 )
+
+import content_seen_reference as before
 
 HTML = "text/html; charset=utf-8"
 
@@ -184,44 +193,210 @@ def test_stored_prefix_rows_give_the_closest_original_but_never_the_page_itself(
     fp = 0xF0F0_0000_0000_0000
     keys = {t: textfp.table_key(t, textfp.permute(fp, t)) for t in range(20)}
     t = 0
-    item = _Item(keys[t], textfp.permute(fp, t), fp, "http://new.com/")
+    items, _ = key_items(t, [_Item(fp, fingerprint("http://new.com/"))])
+    assert items[0].key == keys[t]
     row_cells = {}
     for other, url, rnd in ((fp ^ 0b111, "http://far3.com/", 1), (fp ^ 0b1, "http://close.com/", 1),
                             (fp, "http://new.com/", 1), (fp, "http://later.com/", 5)):
         for m in simhash_cells(probe(url, simhash=other), rnd):
             if m.key == keys[t]:
                 row_cells.update(m.cells or {})
-    found, compared, _ = merge_prefix_rows([item], [(b"\x00", {}), (keys[t], row_cells)], round_no=2)
+    found, crowded, compared, _ = merge_prefix_rows(items, [(b"\x00", {}), (keys[t], row_cells)], round_no=2)
     assert compared == 3  # the round-5 row is not read as an original
-    assert found == {"http://new.com/": Evidence("http://new.com/", stored=(1, "http://close.com/"))}
+    assert found == {fingerprint("http://new.com/"): Evidence(stored=(1, "http://close.com/"))}
+    assert crowded == []
 
 
 def test_round_pairs_in_a_shared_row():
     fp = 0x1234_5678_9ABC_DEF0
     t = 0  # leading blocks 0, 1, 2: bits 0-1 (block 5) stay in the row, bit 40 (block 2) leaves it
-    items = sorted(
-        (_Item(textfp.table_key(t, textfp.permute(f, t)), textfp.permute(f, t), f, u)
-         for f, u in ((fp, "http://a.com/"), (fp ^ 0b11, "http://b.com/"), (fp ^ (1 << 40), "http://c.com/"))),
-        key=lambda it: it.key,
-    )
-    found, _, pairs = merge_prefix_rows(items, [])
-    assert pairs >= 1
-    assert ("http://b.com/", 2) in found["http://a.com/"].neighbours
-    assert ("http://a.com/", 2) in found["http://b.com/"].neighbours
-    assert "http://c.com/" not in found
+    a, b, c = (fingerprint(u) for u in ("http://a.com/", "http://b.com/", "http://c.com/"))
+    items, _ = key_items(t, [_Item(fp, a), _Item(fp ^ 0b11, b), _Item(fp ^ (1 << 40), c)])
+    found, crowded, _, pairs = merge_prefix_rows(items, [])
+    assert pairs >= 1 and crowded == []
+    assert (b, 2) in found[a].neighbours
+    assert (a, 2) in found[b].neighbours
+    assert c not in found
+
+
+def test_a_crowded_row_is_named_before_its_pairs_are_found():
+    fp = 0x1234_5678_9ABC_DEF0
+    urls = [f"http://h{i}.com/story" for i in range(5)]
+    fps = [fingerprint(u) for u in urls]
+    items, _ = key_items(0, [_Item(fp ^ (1 << i), f) for i, f in enumerate(fps)])
+    found, crowded, _, pairs = merge_prefix_rows(items, [], max_pairwise=3)
+    assert pairs == 0 and len(crowded) == 1 and sorted(crowded[0]) == sorted((fp ^ (1 << i), f) for i, f in enumerate(fps))
+    assert all(found[f] == Evidence(crowded=True) and found[f].pending for f in fps)
+    named = [(u, f, found[f]) for u, f in zip(urls, fps)]
+    # In URL order h0 is the row's first original; the others are compared with it only.
+    assert sorted(resolve_round(named, crowded, max_pairwise=3)) == sorted((f, (urls[0], 2)) for f in fps[1:])
 
 
 def test_resolve_round_keeps_the_first_original_and_breaks_chains():
     a, b, c, d = "http://a.com/", "http://b.com/", "http://c.com/", "http://d.com/?x"
-    evidence = [
-        Evidence(a, neighbours=frozenset({(b, 2)})),
-        Evidence(b, neighbours=frozenset({(a, 2), (c, 3)})),
-        Evidence(c, neighbours=frozenset({(b, 3), (d, 1)})),  # not near a: a chain
-        Evidence(d, neighbours=frozenset({(c, 1)})),
+    fa, fb, fc, fd = (fingerprint(u) for u in (a, b, c, d))
+    named = [
+        (a, fa, Evidence(neighbours=frozenset({(fb, 2)}))),
+        (b, fb, Evidence(neighbours=frozenset({(fa, 2), (fc, 3)}))),
+        (c, fc, Evidence(neighbours=frozenset({(fb, 3), (fd, 1)}))),  # not near a: a chain
+        (d, fd, Evidence(neighbours=frozenset({(fc, 1)}))),
     ]
     # b copies a; c's only earlier neighbour b is a copy, so c is an original; d copies c.
-    assert resolve_round(evidence) == [(b, (a, 2)), (d, (c, 1))]
-    assert resolve_round(reversed(evidence)) == resolve_round(evidence)
+    assert resolve_round(named) == [(fb, (a, 2)), (fd, (c, 1))]
+    assert resolve_round(reversed(named)) == resolve_round(named)
+
+
+# --- the item shape: URL fingerprints, not URLs, cross the table-bucket shuffle -------------
+
+
+def _buckets(cands, bits, rnd, item_of):
+    """A round's items per (table, bucket), each bucket's items dealt into random bundle
+    lists (in random order), as the bucketing DoFns and the shuffle would hand them over."""
+    buckets: dict[tuple[int, int], list] = {}
+    for url, url_fp, simhash in cands:
+        for t in range(20):
+            permuted = textfp.permute(simhash, t)
+            buckets.setdefault((t, bucket_of(permuted, bits)), []).append(item_of(t, permuted, url, url_fp, simhash))
+    out = []
+    for key, items in buckets.items():
+        rnd.shuffle(items)
+        cuts = sorted(rnd.sample(range(len(items) + 1), min(2, len(items) + 1)))
+        out.append((key, [items[:cuts[0]], items[cuts[0]:cuts[-1]], items[cuts[-1]:]]))
+    rnd.shuffle(out)
+    return out
+
+
+def _stored_rows(originals, cells):
+    """The simhash table's rows after writing each ``(probe, round)`` with ``cells``."""
+    stored: dict[bytes, dict[str, bytes]] = {}
+    for original, written in originals:
+        for m in cells(original, written):
+            stored.setdefault(m.key, {}).update(m.cells or {})
+    return stored
+
+
+def _rows_of(keys, stored):
+    return [(k, stored[k]) for k in sorted(set(keys)) if k in stored]
+
+
+def _decide_with_url_items(cands, originals, round_no, bits, rnd, max_pairwise):
+    """url -> (original, distance): the near-copy decisions the URL-carrying items gave,
+    against rows that name the URL in every cell."""
+    stored = _stored_rows(originals, before.simhash_cells)
+    evidence: dict[str, before.Evidence] = {}
+    for _, lists in _buckets(cands, bits, rnd, lambda t, p, url, f, s: before._Item(textfp.table_key(t, p), p, s, url)):
+        items = sorted((it for lst in lists for it in lst), key=lambda it: it.key)
+        found, _, _ = before.merge_prefix_rows(items, _rows_of([it.key for it in items], stored), round_no,
+                                               max_pairwise=max_pairwise)
+        for url, ev in found.items():
+            evidence[url] = evidence[url].merge(ev) if url in evidence else ev
+    out = {url: (ev.stored[1], ev.stored[0]) for url, ev in evidence.items() if ev.stored is not None}
+    in_round = [ev for ev in evidence.values() if ev.stored is None and ev.neighbours]
+    out.update(before.resolve_round(in_round))
+    return out
+
+
+def _decide_with_fp_items(cands, originals, round_no, bits, rnd, max_pairwise, cells):
+    """url -> (original, distance) from the fingerprint items, named only where pending,
+    against rows written by ``cells``."""
+    stored = _stored_rows(originals, cells)
+
+    def names(wanted):
+        return names_from_rows(wanted, stored)
+
+    evidence: dict[int, Evidence] = {}
+    crowded = []
+    for (table, _), lists in _buckets(cands, bits, rnd, lambda t, p, url, f, s: (s, f)):
+        for lst in lists:
+            assert all(type(it) is tuple and all(type(v) is int for v in it) for it in lst)
+        items, _ = key_items(table, [it for lst in lists for it in lst])
+        found, rows, _, _ = merge_prefix_rows(items, _rows_of([it.key for it in items], stored), round_no,
+                                              max_pairwise=max_pairwise, names=names)
+        crowded += rows
+        for fp, ev in found.items():
+            evidence[fp] = evidence[fp].merge(ev) if fp in evidence else ev
+    by_fp = {fp: (ev.stored[1], ev.stored[0]) for fp, ev in evidence.items() if ev.stored is not None}
+    named = [(url, fp, evidence[fp]) for url, fp, _ in cands if fp in evidence and evidence[fp].pending]
+    rnd.shuffle(named)
+    rnd.shuffle(crowded)
+    by_fp.update(resolve_round(named, crowded, max_pairwise=max_pairwise))
+    return {url: by_fp[fp] for url, fp, _ in cands if fp in by_fp}
+
+
+_PATHS = st.text(alphabet="ab/?=1", min_size=0, max_size=6)
+
+
+@st.composite
+def near_rounds(draw):
+    """A round's candidates (unique random URLs; simhashes in clusters of planted near copies
+    and chains) and stored originals (near them, of their own URLs, from later rounds)."""
+    rnd = draw(st.randoms(use_true_random=False))
+    bases = [rnd.getrandbits(64) for _ in range(draw(st.integers(1, 5)))]
+
+    def near(fp: int) -> int:
+        for bit in rnd.sample(range(64), rnd.choice((0, 1, 1, 2, 3, 4))):
+            fp ^= 1 << bit
+        return fp
+
+    urls = draw(st.lists(st.tuples(st.sampled_from(["a.com", "b.org", "cc.net", "a.com:81"]), _PATHS),
+                         min_size=1, max_size=24, unique=True))
+    cands = []
+    for host, path in urls:
+        url = f"http://{host}/{path}"
+        cands.append((url, fingerprint(url), near(rnd.choice(bases)) if rnd.random() < 0.9 else rnd.getrandbits(64)))
+    originals = []
+    for _ in range(draw(st.integers(0, 6))):
+        own = rnd.random() < 0.3
+        url = rnd.choice(cands)[0] if own else f"http://kept{rnd.randrange(5)}.com/{rnd.randrange(9)}"
+        originals.append((probe(url, simhash=near(rnd.choice(bases))), rnd.choice((1, 1, 2, 3))))
+    return cands, originals, rnd
+
+
+@settings(max_examples=300, deadline=None)
+@given(near_rounds(), st.integers(0, 3), st.sampled_from([2, 3, 64]), st.sampled_from(["compact", "url in every cell"]))
+def test_fingerprint_items_decide_as_url_items_did(round_, bits, max_pairwise, cells):
+    """The same near-copy decisions (originals, copies, distances) from items that carry URL
+    fingerprints as from the URL-carrying items before them (``content_seen_reference``),
+    whatever the buckets and bundle lists, against compact stored cells or the rows existing
+    crawls hold; small ``max_pairwise`` reaches crowded rows."""
+    cands, originals, rnd = round_
+    write = simhash_cells if cells == "compact" else before.simhash_cells
+    old = _decide_with_url_items(cands, originals, 2, bits, random.Random(rnd.random()), max_pairwise)
+    new = _decide_with_fp_items(cands, originals, 2, bits, random.Random(rnd.random()), max_pairwise, write)
+    assert new == old
+
+
+def test_items_crossing_the_table_bucket_shuffle_hold_no_url():
+    fn = _BucketPrefixesFn(bits=2, layout=textfp.LAYOUT)
+    fn.start_bundle()
+    urls = [f"http://site{i}.example/article/{i}?page=2" for i in range(30)]
+    for i, url in enumerate(urls):
+        fn.process(NewContent(i, probe(url, check=i, simhash=random.Random(i).getrandbits(64))))
+    elements = [wv.value for wv in fn.finish_bundle()]
+    assert sum(len(items) for _, items in elements) == 20 * len(urls)
+    for (table, bucket), items in elements:
+        for item in items:
+            assert type(item) is tuple and len(item) == 2 and all(type(v) is int for v in item)
+            assert item[1] in {fingerprint(u) for u in urls}
+        encoded = pickle.dumps(((table, bucket), items))
+        assert not any(url.encode() in encoded for url in urls) and b"http" not in encoded
+
+
+def test_two_urls_sharing_a_fingerprint_do_not_fail_the_round(store_uri):
+    """A 64-bit collision within one round: the two pages share one name in the join, so a
+    decision may be wrong, but every page comes out and the round completes."""
+    a = article(11)
+    shared = 0x0123_4567_89AB_CDEF
+    pages = []
+    for i, url in enumerate(("http://one.com/a", "http://two.com/b", "http://three.com/c")):
+        words = [*a[:i], f"changed{i}", *a[i + 1:]]
+        pg = page(url, html(words), at=float(i))
+        if i < 2:
+            pg = dataclasses.replace(pg, fetch=dataclasses.replace(pg.fetch, entry=dataclasses.replace(pg.fetch.entry, fp=shared)))
+        pages.append(pg)
+    got, _ = run(store_uri, pages)
+    assert set(got) == {p.fetch.url for p in pages}
+    assert sum(1 for d in got.values() if d[0] is None) >= 1
 
 
 def test_settle_records_originals_and_copies():
@@ -376,6 +551,43 @@ def test_scan_and_keyset_paths_agree(any_store_uri, path):
         assert counters["simhash_rows_scanned"] >= 1
     if path == "keyset":
         assert counters.get("content_path_scan", 0) == 0 and counters["content_keys_looked_up"] == 2
+
+
+def test_an_original_names_its_url_in_one_simhash_row_of_twenty():
+    url = "http://site.example/a/long/path/to/an/article.html"
+    rows = simhash_cells(probe(url, simhash=0xDEAD_BEEF_0123_4567), 3)
+    assert len(rows) == 20 and len({m.key for m in rows}) == 20
+    named = [m for m in rows if url.encode() in next(iter(m.cells.values()))]
+    assert [m.key[0] for m in named] == [0]  # the first table's row
+    assert {next(iter(m.cells.values())) for m in rows[1:]} == {b"3"}  # the round alone
+
+
+def test_rows_that_name_the_url_in_every_cell_still_find_copies(any_store_uri):
+    """Rows written before the compact cells (every cell names its URL: existing crawls)
+    are read as they were, on both stores, alongside the compact ones."""
+    store_uri = any_store_uri
+    a, b = article(21), article(22)
+    with open_store(store_uri) as store:
+        old_rows = before.simhash_cells(probe("http://old.org/a", simhash=textfp.html_simhash(html(a))), 1)
+        store.mutate(SIMHASH_TABLE, old_rows)
+    run(store_uri, [page("http://new.org/b", html(b), at=5.0)], round_no=2)  # written compact
+    near_a = [*a[:100], "other", *a[101:]]
+    near_b = [*b[:100], "other", *b[101:]]
+    got, counters = run(store_uri, [page("http://x.org/a", html(near_a)), page("http://x.org/b", html(near_b))], round_no=3)
+    assert got["http://x.org/a"][:2] == ("http://old.org/a", "near")
+    assert got["http://x.org/b"][:2] == ("http://new.org/b", "near")
+    assert counters["stored_originals_named"] >= 1  # the compact match was named from its first table
+
+
+def test_a_compact_cell_without_its_naming_row_is_not_a_match(store_uri):
+    """A crash may write some of an original's 20 rows: a match whose naming row is missing
+    counts as no match, and the round goes on."""
+    a = article(23)
+    rows = simhash_cells(probe("http://cut.org/a", simhash=textfp.html_simhash(html(a))), 1)
+    with open_store(store_uri) as store:
+        store.mutate(SIMHASH_TABLE, rows[1:])
+    got, _ = run(store_uri, [page("http://x.org/a", html([*a[:5], "z", *a[6:]]))], round_no=2)
+    assert got["http://x.org/a"][0] is None
 
 
 def test_near_copies_in_one_round_keep_exactly_one_original(store_uri):
