@@ -419,8 +419,7 @@ def test_page_caches_of_many_stores_stay_under_the_process_limit(tmp_path: Path,
     # Together they stay near the process-wide soft limit instead of growing one cache each.
     import beamcrawl.stores.embedded as embedded
 
-    if _sqlite_memory_used() is None:
-        pytest.skip("no sqlite3_memory_used in this SQLite build")
+    assert _sqlite_memory_used() is not None, "SQLite's memory figure is needed to check its limit"
     limit = 2 * 1024 * 1024
     monkeypatch.setattr(embedded, "SOFT_HEAP_LIMIT", limit)
     uri = f"sqlite:///{tmp_path}/store.sqlite"
