@@ -60,6 +60,34 @@ def write_bytes(path: str, data: bytes) -> None:
     os.replace(tmp, path)
 
 
+class PiecewiseFile:
+    """A file written in pieces that appears under its name only when closed, as one
+    :func:`write_bytes` writes it: locally under a hidden temporary name, renamed on
+    :meth:`close`; on an object store the object is published when closed. A writer that
+    dies before closing leaves no file under the name (locally a hidden one, which
+    :func:`list_files` skips)."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        if is_remote(path):
+            self.tmp = ""
+            self.fh: IO[bytes] = _fs().create(path)
+        else:
+            folder, name = os.path.split(path)
+            os.makedirs(folder, exist_ok=True)
+            self.tmp = os.path.join(folder, f".{name}.tmp-{os.getpid()}")
+            self.fh = open(self.tmp, "wb")
+
+    def write(self, data: bytes) -> None:
+        self.fh.write(data)
+
+    def close(self) -> None:
+        """Closes the file; it now appears under its name."""
+        self.fh.close()
+        if self.tmp:
+            os.replace(self.tmp, self.path)
+
+
 def list_files(folder: str) -> list[str]:
     """Full paths of the files directly in ``folder`` (hidden names skipped), sorted."""
     if is_remote(folder):

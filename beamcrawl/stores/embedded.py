@@ -38,6 +38,13 @@ SCHEMA_VERSION = 1
 STORE_FILENAME = "store.sqlite"
 FILE_SUFFIXES = (".sqlite", ".sqlite3", ".db")
 BUSY_TIMEOUT_S = 60.0
+# SQLite's memory in one process, page caches above all, stays near this (a soft limit, for
+# the whole process: past it SQLite recycles cached pages rather than allocating more; the
+# operating system's page cache still holds the file). Each store object holds a connection
+# with a page cache of up to 32 MiB, and a round's worker opens one in every stage that
+# reads or writes the store: in a 22k-page round on the local runner their caches grew the
+# process by ~115 MB over the round (bench/memory_timeline.py).
+SOFT_HEAP_LIMIT = 64 * 1024 * 1024
 
 _COLUMNS = [("k", "BLOB", 1), ("c", "TEXT", 2), ("v", "BLOB", 0)]  # name, type, pk index
 _MISSING = "is missing tables"  # the one schema problem that creating the schema fixes
@@ -194,6 +201,7 @@ class EmbeddedStore(Store):
             conn.execute("PRAGMA synchronous=NORMAL")
             conn.execute("PRAGMA temp_store=MEMORY")
             conn.execute("PRAGMA cache_size=-32768")  # KiB: 32 MiB page cache per connection
+            conn.execute(f"PRAGMA soft_heap_limit={SOFT_HEAP_LIMIT}")  # ... all of them together
             self._check_schema(conn, create=create)
         except sqlite3.DatabaseError as exc:
             raise StoreError(f"store {self.path} {_describe(exc)}") from exc

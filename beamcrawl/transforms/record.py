@@ -142,7 +142,16 @@ class _WriteRows(beam.PTransform):
 
 
 class _StageLinesFn(beam.DoFn):
-    """Appends lines (finished keys, next rows) to this bundle's file in the round's staging."""
+    """Appends lines (finished keys, next rows) to this bundle's file in the round's staging.
+
+    The lines go to the file a chunk at a time, not held until the bundle ends: on a local
+    runner one bundle holds the whole round's pages, and their lines (a next visit's row is
+    most of a kilobyte) grew the round's memory with its size. The file appears under its
+    name when the bundle finishes (:class:`~beamcrawl.core.files.PiecewiseFile`), with the
+    same bytes as when it was written whole.
+    """
+
+    CHUNK_LINES = 2048  # lines joined and written at once
 
     def __init__(self, outputs: RoundOutputs, kind: str) -> None:
         self.outputs = outputs
@@ -150,19 +159,29 @@ class _StageLinesFn(beam.DoFn):
 
     def start_bundle(self) -> None:
         self.lines: list[str] = []
+        self.file: files.PiecewiseFile | None = None
 
     def process(self, lines: list[str] | str) -> None:
         if isinstance(lines, str):
             self.lines.append(lines)
         else:
             self.lines.extend(lines)
+        if len(self.lines) >= self.CHUNK_LINES:
+            self._write()
 
-    def finish_bundle(self) -> None:
+    def _write(self) -> None:
         if not self.lines:
             return
-        path = files.join(self.outputs.staged(self.kind), part_name(".txt"))
-        files.write_bytes(path, ("\n".join(self.lines) + "\n").encode("utf-8"))
+        if self.file is None:
+            self.file = files.PiecewiseFile(files.join(self.outputs.staged(self.kind), part_name(".txt")))
+        self.file.write(("\n".join(self.lines) + "\n").encode("utf-8"))
         self.lines = []
+
+    def finish_bundle(self) -> None:
+        self._write()
+        if self.file is not None:
+            self.file.close()
+            self.file = None
 
 
 def _host_row(item: tuple[str, HostRecord]) -> tuple[bytes, dict[str, bytes]]:

@@ -42,3 +42,17 @@ def test_ensure_writable(tmp_path):
         pass
     else:
         raise AssertionError("a folder under a file must not be writable")
+
+
+def test_a_piecewise_file_appears_whole_when_closed(tmp_path):
+    folder = str(tmp_path / "staged")
+    path = os.path.join(folder, "part-1.txt")
+    fh = files.PiecewiseFile(path)
+    fh.write(b"one\n")
+    fh.write(b"two\n")
+    assert files.list_files(folder) == []  # being written: under a hidden name only
+    fh.close()
+    assert files.list_files(folder) == [path]
+    with files.open_read(path) as f:
+        assert f.read() == b"one\ntwo\n"
+    assert os.listdir(folder) == ["part-1.txt"]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import enum
 import json
+import os
 
 import pytest
 
@@ -67,3 +68,41 @@ def test_url_state_cells_are_encoded_as_before():
     names = (*STATE_FIELDS, *REVISIT_FIELDS, "duplicate_of")
     assert cells == {f"u:{name}": json.dumps(values[name]).encode() for name in names}
     assert state.revisit == page.revisit and state.error == page.fetch.error
+
+
+# --- staged lines: written a chunk at a time, the same file as written whole ------------
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from beamcrawl.core import files  # noqa: E402
+from beamcrawl.core.outputs import REQUEUE, RoundOutputs  # noqa: E402
+from beamcrawl.transforms.record import _StageLinesFn  # noqa: E402
+
+_LINE = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\n\r"), max_size=30)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    elements=st.lists(st.one_of(_LINE, st.lists(_LINE, min_size=1, max_size=5)), max_size=40),
+    chunk=st.integers(1, 7),
+)
+def test_staged_lines_written_in_chunks_are_the_file_written_whole(tmp_path_factory, elements, chunk):
+    outputs = RoundOutputs(str(tmp_path_factory.mktemp("out")), 3)
+    fn = _StageLinesFn(outputs, REQUEUE)
+    fn.CHUNK_LINES = chunk
+    fn.start_bundle()
+    for element in elements:
+        fn.process(element)
+    folder = outputs.staged(REQUEUE)
+    assert files.list_files(folder) == []  # nothing appears before the bundle ends
+    fn.finish_bundle()
+    lines = [line for e in elements for line in ([e] if isinstance(e, str) else e)]
+    staged = files.list_files(folder)
+    if not lines:
+        assert staged == []
+        return
+    assert len(staged) == 1
+    with open(staged[0], "rb") as fh:
+        assert fh.read() == ("\n".join(lines) + "\n").encode("utf-8")
+    assert [n for n in os.listdir(folder) if n.startswith(".")] == []  # no temporary left

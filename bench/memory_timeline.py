@@ -1,0 +1,422 @@
+"""Where a round's memory goes, stage by stage: resident set size over time, what the runner
+holds between stages, which allocator holds the rest, and (optionally) Python's allocations
+at the peak by traceback.
+
+Starts simweb on loopback, runs a cold round and a warm-up round (as ``stage_timeline.py``
+does), then a measured round in this process on the FnApiRunner, while a thread samples this
+process's RSS every ``--interval`` seconds (with ``--mp``, summed with the SDK worker
+processes; never the simweb server). For every bundle the runner executes it records:
+
+- the stage, when it ran, the RSS before and after and the largest sample meanwhile;
+- what the runner holds after it: the encoded bytes in its list buffers (outputs waiting
+  for their consuming stage, side inputs) and the values its grouping buffers hold *decoded*
+  (the inputs of every ``GroupByKey`` not yet read); ``--sizes`` also measures each buffer
+  (grouping buffers deep, slow);
+- this process's allocators: pymalloc's arenas and the blocks in use in them (small Python
+  objects), glibc malloc's heap in use (large objects, C libraries) and its free memory
+  kept, and SQLite's share of malloc (its page caches: one per store connection).
+
+The same allocator figures are taken at the highest RSS. The earlier rounds ran in this
+process too: their freed memory is given back (``malloc_trim``) before the measured round,
+but the start RSS still holds what they left (a bench process running one round starts
+lower).
+
+``--tracemalloc N`` traces Python's allocations (N frames each; slow: it starves the fetch,
+so use ``--trace-stage TEXT`` to trace only the bundles of the stages whose name holds TEXT)
+and keeps a snapshot of the moment the traced total was highest (taken whenever it grew by
+``--snapshot-step``); it prints that snapshot's largest allocation sites and tracebacks.
+Objects decoded from a stage's input are charged to Beam's decoder, whoever keeps them.
+``--trim`` calls ``malloc_trim(0)`` after every bundle (what returning free memory would give).
+
+    python bench/memory_timeline.py [--hosts 1000] [--window 20] [--mp] [--sizes]
+    python bench/memory_timeline.py --tracemalloc 5 --trace-stage Mark-copies
+
+Wraps ``FnApiRunner._execute_bundle``, a private method of Beam's runner: a measuring tool,
+not part of beamcrawl. Linux with glibc only (``/proc``, ``mallinfo2``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import gc
+import os
+import sys
+import tempfile
+import threading
+import time
+import tracemalloc
+import types
+from pathlib import Path
+from typing import Any
+
+from apache_beam.runners.portability.fn_api_runner import execution, fn_runner
+
+BENCH = Path(__file__).resolve().parent
+sys.path.insert(0, str(BENCH))
+
+from beamcrawl_round import bench_config  # noqa: E402
+from harness import _rss_bytes, free_port, process_tree, simweb_on_port  # noqa: E402
+from stage_timeline import _short  # noqa: E402
+
+from beamcrawl.pipelines.cli import _with_local_runner  # noqa: E402
+from beamcrawl.pipelines.crawl import crawl  # noqa: E402
+
+__all__ = ["main"]
+
+MP = ["--direct_running_mode=multi_processing", "--direct_num_workers=2"]
+MB = 1024 * 1024
+
+
+class _MallInfo2(ctypes.Structure):
+    _fields_ = [(name, ctypes.c_size_t) for name in (
+        "arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks", "uordblks", "fordblks", "keepcost")]
+
+
+def _libc_mallinfo2() -> Any:
+    try:
+        fn = ctypes.CDLL(None).mallinfo2
+    except (OSError, AttributeError):
+        return None
+    fn.restype = _MallInfo2
+    return fn
+
+
+_MALLINFO2 = _libc_mallinfo2()
+
+
+def _sqlite_memory_used() -> Any:
+    """``sqlite3_memory_used`` of the SQLite library Python's sqlite3 module runs on."""
+    import sqlite3  # noqa: F401  (loads the library)
+
+    with open("/proc/self/maps", encoding="ascii", errors="replace") as fh:
+        libs = sorted({line.split()[-1] for line in fh if "libsqlite3" in line})
+    for lib in libs:
+        try:
+            fn = ctypes.CDLL(lib).sqlite3_memory_used
+        except (OSError, AttributeError):
+            continue
+        fn.restype = ctypes.c_int64
+        return fn
+    return None
+
+
+_SQLITE_USED = _sqlite_memory_used()
+
+
+def malloc_trim() -> None:
+    """Gives glibc malloc's free memory back to the system (``malloc_trim(0)``)."""
+    try:
+        ctypes.CDLL(None).malloc_trim(0)
+    except (OSError, AttributeError):
+        pass
+_STAT_LINES = {
+    "# arenas allocated current": "pymalloc_arenas",
+    "# bytes in allocated blocks": "pymalloc_used",
+}
+
+
+def allocators() -> dict[str, int]:
+    """Bytes by allocator in this process: pymalloc's arenas and the blocks in use in them
+    (``sys._debugmallocstats``), and glibc malloc's heap in use and free-but-kept
+    (``mallinfo2``). The rest of RSS is code, libraries' static data and thread stacks."""
+    out: dict[str, int] = {}
+    with tempfile.TemporaryFile(mode="w+") as fh:
+        sys.stderr.flush()
+        saved = os.dup(2)
+        try:
+            os.dup2(fh.fileno(), 2)
+            sys._debugmallocstats()
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+        fh.seek(0)
+        for line in fh:
+            for prefix, key in _STAT_LINES.items():
+                if line.startswith(prefix):
+                    out[key] = int(line.rsplit("=", 1)[1].replace(",", ""))
+    out["pymalloc_arenas"] = out.get("pymalloc_arenas", 0) * 1024 * 1024
+    if _MALLINFO2 is not None:
+        info = _MALLINFO2()
+        out["malloc_used"] = info.uordblks + info.hblkhd
+        out["malloc_free"] = info.fordblks
+    if _SQLITE_USED is not None:
+        out["sqlite_used"] = int(_SQLITE_USED())  # part of malloc's in use
+    return out
+
+
+def _deep_size(roots: list[Any]) -> int:
+    """Bytes of ``roots`` and everything they reach (types, modules and functions aside)."""
+    seen: set[int] = set()
+    todo = list(roots)
+    total = 0
+    skip = (type, types.ModuleType, types.FunctionType, types.BuiltinFunctionType)
+    while todo:
+        obj = todo.pop()
+        if id(obj) in seen or isinstance(obj, skip):
+            continue
+        seen.add(id(obj))
+        total += sys.getsizeof(obj)
+        todo.extend(gc.get_referents(obj))
+    return total
+
+
+def _held_by_runner(ctx: Any, sizes: bool = False) -> tuple[int, int, int, dict[str, int]]:
+    """(encoded bytes in list buffers, values in grouping buffers, their keys, and with
+    ``sizes`` each buffer's bytes by name: encoded for a list buffer, decoded and deep for a
+    grouping buffer) the runner holds: its named buffers and the inputs queued for stages
+    not yet run."""
+    buffers: dict[int, tuple[str, Any]] = {}
+    for name, buf in ctx.pcoll_buffers.items():
+        buffers[id(buf)] = (name.decode(errors="replace") if isinstance(name, bytes) else str(name), buf)
+    for queue in (ctx.queues.ready_inputs, ctx.queues.watermark_pending_inputs):
+        for _, data_input in list(getattr(queue, "_q", ())):
+            for transform, buf in data_input.data.items():
+                buffers.setdefault(id(buf), (f"input of {transform}", buf))
+    listed = grouped = keys = 0
+    by_name: dict[str, int] = {}
+    for name, buf in buffers.values():
+        if isinstance(buf, execution.ListBuffer):
+            n = sum(len(b) for b in buf._inputs)
+            listed += n
+            if sizes and n:
+                by_name[f"{name} (encoded)"] = n
+        elif isinstance(buf, execution.GroupingBuffer):
+            keys += len(buf._table)
+            grouped += sum(len(v) for v in buf._table.values())
+            if sizes and buf._table:
+                by_name[f"{name} (decoded)"] = _deep_size([buf._table])
+    return listed, grouped, keys, by_name
+
+
+class _Sampler(threading.Thread):
+    """RSS of this process (and its SDK workers) every ``interval`` s; tracemalloc snapshots."""
+
+    def __init__(self, interval: float, mp: bool, server_pid: int | None, snapshot_step: float) -> None:
+        super().__init__(name="memory-sampler", daemon=True)
+        self.interval = interval
+        self.mp = mp
+        self.server_pid = server_pid
+        self.snapshot_step = snapshot_step
+        self.samples: list[tuple[float, int, int]] = []  # (t, rss, traced)
+        self.snapshot: tracemalloc.Snapshot | None = None
+        self.snapshot_at = (0.0, 0, 0)  # (t, rss, traced) when the snapshot was taken
+        self.peak_traced = 0
+        self.peak_rss = 0
+        self.peak_allocators: dict[str, int] = {}
+        self._stop_event = threading.Event()
+
+    def rss(self) -> int:
+        if not self.mp:
+            return _rss_bytes(os.getpid())
+        skip = set()
+        if self.server_pid:
+            skip = {pid for pid, _ in process_tree(self.server_pid)}
+        return sum(_rss_bytes(pid) for pid, f in process_tree(os.getpid()) if pid not in skip and f[0] != "Z")
+
+    def sample(self) -> int:
+        rss = self.rss()
+        traced = tracemalloc.get_traced_memory()[0] if tracemalloc.is_tracing() else 0
+        t = time.monotonic()
+        self.samples.append((t, rss, traced))
+        if rss > self.peak_rss + 16 * MB or (rss > self.peak_rss and not self.peak_allocators):
+            self.peak_allocators = allocators()  # this process only, also with --mp
+            self.peak_rss = rss
+        if traced and traced > max(self.snapshot_at[2] * (1 + self.snapshot_step), 1):
+            try:
+                self.snapshot = tracemalloc.take_snapshot()
+                self.snapshot_at = (t, rss, traced)
+            except RuntimeError:  # tracing stopped meanwhile
+                pass
+        self.peak_traced = max(self.peak_traced, traced)
+        return rss
+
+    def run(self) -> None:
+        while not self._stop_event.wait(self.interval):
+            self.sample()
+
+    def stop(self) -> None:
+        self._stop_event.set()
+        self.join(60)
+
+
+class _Recorder:
+    """Wraps the runner's bundle execution: (stage, t0, t1, rss before, rss after, held after)."""
+
+    def __init__(self, sampler: _Sampler, trace_stage: str = "", frames: int = 0, sizes: bool = False,
+                 trim: bool = False) -> None:
+        self.sampler = sampler
+        self.trim = trim
+        self.sizes = sizes
+        self.trace_stage = trace_stage
+        self.frames = frames
+        self.bundles: list[tuple[str, float, float, int, int, tuple[int, int, int], dict[str, int]]] = []
+        self._original = fn_runner.FnApiRunner._execute_bundle
+
+    def __enter__(self) -> "_Recorder":
+        original, recorder = self._original, self
+
+        def _execute_bundle(runner: Any, ctx: Any, bundle_ctx: Any, *args: Any, **kwargs: Any) -> Any:
+            stage = bundle_ctx.stage.name
+            traced = bool(recorder.trace_stage) and recorder.trace_stage in stage
+            if traced:
+                tracemalloc.start(recorder.frames)
+            t0, r0 = time.monotonic(), recorder.sampler.rss()
+            try:
+                return original(runner, ctx, bundle_ctx, *args, **kwargs)
+            finally:
+                if traced:
+                    recorder.sampler.sample()
+                    tracemalloc.stop()
+                if recorder.trim:
+                    malloc_trim()
+                t1, r1 = time.monotonic(), recorder.sampler.rss()
+                recorder.bundles.append((stage, t0, t1, r0, r1, _held_by_runner(ctx, recorder.sizes), allocators()))
+
+        fn_runner.FnApiRunner._execute_bundle = _execute_bundle  # type: ignore[method-assign]
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        fn_runner.FnApiRunner._execute_bundle = self._original  # type: ignore[method-assign]
+
+
+def report(recorder: _Recorder, sampler: _Sampler, t_start: float, pages: int, top: int) -> str:
+    """Bundles in the order they ran, with the RSS they reached, as Markdown."""
+    samples = sampler.samples
+    peak_t, peak_rss, _ = max(samples, key=lambda s: s[1]) if samples else (0.0, 0, 0)
+    base = samples[0][1] if samples else 0
+    lines = [
+        f"{pages:,} pages; RSS {base / MB:,.0f} MB at the round's start, peak {peak_rss / MB:,.0f} MB "
+        f"at +{peak_t - t_start:.1f} s ({(peak_rss - base) / max(pages, 1) / 1024:.1f} KB per page above the start)",
+        "",
+        "| # | stage (bundles) | start s | wall s | RSS before → max → after MB | held after: list-buffer MB / "
+        "grouped values (keys) | after: pymalloc arenas (in use) / malloc in use (free kept) / of which SQLite MB |",
+        "|---:|---|---:|---:|---|---|---|",
+    ]
+    # Merge consecutive bundles of one stage.
+    runs: list[list[Any]] = []
+    for stage, t0, t1, r0, r1, held, alloc in recorder.bundles:
+        if runs and runs[-1][0] == stage:
+            runs[-1][2:6] = [t1, r1, held, alloc]
+            runs[-1][7] += 1
+        else:
+            runs.append([stage, t0, t1, r0, r1, held, alloc, 1])
+    shown = sorted(range(len(runs)), key=lambda i: -(runs[i][2] - runs[i][1]))[:top]
+    peak_in = [i for i, r in enumerate(runs) if r[1] <= peak_t <= r[2]]
+    for i, (stage, t0, t1, r0, r1, held, alloc, n) in enumerate(runs):
+        inside = [s[1] for s in samples if t0 <= s[0] <= t1] + [r0, r1]
+        mark = " **peak**" if i in peak_in else ""
+        if i not in shown and not mark and (max(inside) - r0) < 20 * MB:
+            continue
+        lines.append(
+            f"| {i} | {_short(stage, 80)} ({n}){mark} | {t0 - t_start:.1f} | {t1 - t0:.2f} | "
+            f"{r0 / MB:,.0f} → {max(inside) / MB:,.0f} → {r1 / MB:,.0f} | "
+            f"{held[0] / MB:,.1f} / {held[1]:,} ({held[2]:,}) | {_alloc_cell(alloc)} |"
+        )
+    held_lines = []
+    for i, run in enumerate(runs):
+        big = {k: v for k, v in run[5][3].items() if v >= 2 * MB}
+        if big:
+            held_lines.append(f"- after #{i}: " + "; ".join(
+                f"{k[:90]} {v / MB:,.1f}" for k, v in sorted(big.items(), key=lambda kv: -kv[1])))
+    if held_lines:
+        lines += ["", "What the runner holds after each stage (buffers of 2 MB or more, MB):", "", *held_lines]
+    for i in peak_in:
+        lines += ["", f"The peak's stage, whole: {_short(runs[i][0], 10_000)}"]
+    if sampler.peak_allocators:
+        lines += ["", f"This process at its highest RSS ({sampler.peak_rss / MB:,.0f} MB): "
+                  f"pymalloc arenas (in use) / malloc in use (free kept) / of which SQLite MB {_alloc_cell(sampler.peak_allocators)}"]
+    return "\n".join(lines)
+
+
+def _alloc_cell(alloc: dict[str, int]) -> str:
+    """pymalloc arenas (blocks in use) / malloc in use (free kept) / SQLite's share of it, MB."""
+    return (f"{alloc.get('pymalloc_arenas', 0) / MB:,.0f} ({alloc.get('pymalloc_used', 0) / MB:,.0f}) / "
+            f"{alloc.get('malloc_used', 0) / MB:,.0f} ({alloc.get('malloc_free', 0) / MB:,.0f}) / "
+            f"{alloc.get('sqlite_used', 0) / MB:,.0f}")
+
+
+def tracemalloc_report(sampler: _Sampler, t_start: float, frames: int, top: int) -> str:
+    snap = sampler.snapshot
+    if snap is None:
+        return "(no tracemalloc snapshot)"
+    t, rss, traced = sampler.snapshot_at
+    snap = snap.filter_traces((tracemalloc.Filter(False, tracemalloc.__file__),))
+    lines = [
+        "",
+        f"tracemalloc snapshot at +{t - t_start:.1f} s: traced {traced / MB:,.0f} MB of RSS {rss / MB:,.0f} MB "
+        f"(highest traced total {sampler.peak_traced / MB:,.0f} MB)",
+        "",
+        "Largest allocation lines:",
+        "",
+    ]
+    for stat in snap.statistics("lineno")[:top]:
+        fr = stat.traceback[0]
+        lines.append(f"- {stat.size / MB:7.1f} MB {stat.count:>9,} blocks  {_site(fr.filename)}:{fr.lineno}")
+    lines += ["", "Largest tracebacks (innermost last):", ""]
+    for stat in snap.statistics("traceback")[: max(top // 2, 5)]:
+        lines.append(f"- {stat.size / MB:.1f} MB in {stat.count:,} blocks:")
+        for fr in list(stat.traceback)[-frames:]:
+            lines.append(f"    {_site(fr.filename)}:{fr.lineno}")
+    return "\n".join(lines)
+
+
+def _site(filename: str) -> str:
+    for marker in ("site-packages/", "/beamcrawl/", "/lib/python3"):
+        if marker in filename:
+            return filename[filename.index(marker) + len(marker):] if marker != "/beamcrawl/" else "beamcrawl/" + filename.split("/beamcrawl/", 1)[1]
+    return filename
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--hosts", type=int, default=1000)
+    p.add_argument("--window", type=float, default=20.0, help="the measured round's window, s")
+    p.add_argument("--warmup-window", type=float, default=10.0)
+    p.add_argument("--delay", type=float, default=0.5)
+    p.add_argument("--seed", type=int, default=3)
+    p.add_argument("--mp", action="store_true", help="multi_processing with two workers (RSS summed)")
+    p.add_argument("--interval", type=float, default=0.2, help="seconds between RSS samples")
+    p.add_argument("--tracemalloc", type=int, default=0, metavar="N", help="trace allocations, N frames each")
+    p.add_argument("--trace-stage", default="", metavar="TEXT",
+                   help="with --tracemalloc: trace only the bundles of stages whose name holds TEXT")
+    p.add_argument("--sizes", action="store_true",
+                   help="after every bundle, measure each runner buffer (grouping buffers decoded, deep: slow)")
+    p.add_argument("--trim", action="store_true",
+                   help="malloc_trim(0) after every bundle: what returning malloc's free memory would give")
+    p.add_argument("--snapshot-step", type=float, default=0.05, help="re-snapshot when the traced total grew by this")
+    p.add_argument("--top", type=int, default=20, help="stages (and allocation sites) shown")
+    args = p.parse_args(argv)
+
+    beam_args = list(MP) if args.mp else []
+    work = tempfile.mkdtemp(prefix="beamcrawl-memory-")
+    port = free_port()
+    with simweb_on_port(work, port, hosts=args.hosts, seed=args.seed, pages_per_host=1_000_000,
+                        log_name="requests.jsonl") as web:
+        seeds = [f"http://{name}:{port}/" for name in web.truth()]
+
+        def config(window: float) -> Any:
+            return bench_config(os.path.join(work, "out"), delay=args.delay, window=window,
+                                crawl_delay_cap=2, hosts_in_flight=args.hosts)
+
+        crawl(config(args.warmup_window), 2, seeds, _with_local_runner(list(beam_args)), out=sys.stderr)
+        gc.collect()
+        malloc_trim()  # the earlier rounds' freed memory: not the measured round's
+        server_pid = getattr(getattr(web, "process", None), "pid", None)
+        sampler = _Sampler(args.interval, args.mp, server_pid, args.snapshot_step)
+        if args.tracemalloc and not args.trace_stage:
+            tracemalloc.start(args.tracemalloc)
+        sampler.sample()
+        t_start = time.monotonic()
+        sampler.start()
+        with _Recorder(sampler, args.trace_stage if args.tracemalloc else "", args.tracemalloc, args.sizes, args.trim) as recorder:
+            reports = crawl(config(args.window), 1, [], _with_local_runner(list(beam_args)), out=sys.stderr)
+        sampler.stop()
+    print(report(recorder, sampler, t_start, int(reports[-1]["responses"]), args.top))
+    if args.tracemalloc:
+        print(tracemalloc_report(sampler, t_start, args.tracemalloc, args.top))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
