@@ -37,16 +37,17 @@ class SpoolWriter:
 
     def __init__(self, outputs: RoundOutputs) -> None:
         self.outputs = outputs
-        self.path = ""
+        self.name = self.path = ""
         self.fh: IO[bytes] | None = None
         self.offset = 0
         self.records = 0
         self.local = True
 
     def append(self, member: bytes) -> tuple[str, int]:
-        """Appends one gzip member; returns ``(path, offset)`` of it."""
+        """Appends one gzip member; returns ``(file name, offset)`` of it."""
         if self.fh is None:
-            self.path = files.join(self.outputs.staged(SPOOL), part_name(".warc.gz"))
+            self.name = part_name(".warc.gz")
+            self.path = files.join(self.outputs.staged(SPOOL), self.name)
             self.fh = files.open_write(self.path)
             self.local = not files.is_remote(self.path)
             self.offset = 0
@@ -56,7 +57,7 @@ class SpoolWriter:
             self.fh.flush()  # readable at once, even by a page store fused to this stage
         self.offset += len(member)
         self.records += 1
-        return self.path, offset
+        return self.name, offset
 
     def close(self) -> None:
         """Closes the file (an object store publishes it now): call before its pages leave
@@ -67,9 +68,11 @@ class SpoolWriter:
 
 
 class SpoolReader:
-    """Reads spooled members back, keeping the last few files open."""
+    """Reads spooled members back from a round's spool folder, keeping the last few files
+    open."""
 
-    def __init__(self, max_open: int = OPEN_FILES) -> None:
+    def __init__(self, outputs: RoundOutputs, max_open: int = OPEN_FILES) -> None:
+        self.folder = outputs.staged(SPOOL)
         self.max_open = max_open
         self.open: dict[str, IO[bytes]] = {}
 
@@ -80,17 +83,17 @@ class SpoolReader:
             OSError: The spool file is missing or short (an infrastructure failure: the
                 round fails and is redone, as for any file it cannot write).
         """
-        fh = self.open.pop(spooled.path, None)
+        fh = self.open.pop(spooled.name, None)
         if fh is None:
             if len(self.open) >= self.max_open:
                 oldest = next(iter(self.open))
                 self.open.pop(oldest).close()
-            fh = files.open_read(spooled.path)
-        self.open[spooled.path] = fh  # most recently used last
+            fh = files.open_read(files.join(self.folder, spooled.name))
+        self.open[spooled.name] = fh  # most recently used last
         fh.seek(spooled.offset)
         data = fh.read(spooled.length)
         if len(data) != spooled.length:
-            raise OSError(errno.EIO, f"spool file {spooled.path} is short: {len(data)} of {spooled.length} bytes at {spooled.offset}")
+            raise OSError(errno.EIO, f"spool file {spooled.name} is short: {len(data)} of {spooled.length} bytes at {spooled.offset}")
         return data
 
     def close(self) -> None:

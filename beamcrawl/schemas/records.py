@@ -362,7 +362,7 @@ class Spooled(NamedTuple):
     """A response record written in the fetch stage, before the round knows whether it is
     kept (transforms/spool.py): one gzip member in a spool file of the round's staging."""
 
-    path: str
+    name: str  # of the spool file, in the round's staging ``spool/`` folder
     offset: int
     length: int
     record_id: str  # its WARC-Record-ID (the request record's WARC-Concurrent-To)

@@ -66,6 +66,8 @@ __all__ = [
 
 WRITE_BATCH = 2000
 REASON_CELL = "u:reason"
+# Distinct fingerprints a bundle combines before it passes its lists on (~200 B each held).
+COMBINE_AT_MOST = 50_000
 
 
 def _json(value: object) -> bytes:
@@ -369,7 +371,11 @@ class ExtractCandidates(beam.PTransform):
 
 
 class _BucketFn(beam.DoFn):
-    """Combines a bundle's candidates per fingerprint; emits one list per bucket."""
+    """Combines a bundle's candidates per fingerprint; emits one list per bucket, and the
+    lists so far whenever :data:`COMBINE_AT_MOST` fingerprints are held (a local runner's
+    bundle may hold a whole round: what it holds must not grow with it). The merge combines
+    offers of one fingerprint from any number of lists, in any order, to the same row
+    (``Candidate.merge``), so where the lists are cut changes nothing but their count."""
 
     def __init__(self, bits: int) -> None:
         self.bits = bits
@@ -389,14 +395,20 @@ class _BucketFn(beam.DoFn):
                 combined[cand.fp] = cand if kept is None else kept.merge(cand)
             except Exception as exc:
                 yield self.dead.tagged(exc, cand)
+        if len(combined) >= COMBINE_AT_MOST:
+            yield from self._lists()
 
-    def finish_bundle(self) -> Iterator[WindowedValue]:
+    def _lists(self) -> Iterator[tuple[int, Packed]]:
         buckets: dict[int, list[Candidate]] = {}
         for cand in self.combined.values():
             buckets.setdefault(bucket_of(cand.fp, self.bits), []).append(cand)
         self.combined = {}
         for bucket, cands in buckets.items():
-            yield WindowedValue((bucket, Packed(cands)), MIN_TIMESTAMP, [GlobalWindow()])
+            yield bucket, Packed(cands)
+
+    def finish_bundle(self) -> Iterator[WindowedValue]:
+        for kv in self._lists():
+            yield WindowedValue(kv, MIN_TIMESTAMP, [GlobalWindow()])
 
 
 class _MergeBucketFn(beam.DoFn):

@@ -444,7 +444,7 @@ class _WriteWarcFn(beam.DoFn):
         self.name = ""
         self.rel = ""
         self.index: list[cdxj.CdxjEntry] = []
-        self.spools = SpoolReader()
+        self.spools = SpoolReader(self.outputs)
 
     def _open(self) -> None:
         assert self.metrics is not None

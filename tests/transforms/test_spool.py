@@ -170,8 +170,8 @@ def test_a_page_goes_on_without_its_body_and_its_record_waits_in_the_spool(tmp_p
     assert f.digest == _sha1_b32(page.fetch.raw_body)
     assert light.checksum == page.checksum and light.simhash == page.simhash and light.links == page.links
     assert page.fetch.body, "the input page is not changed in place"
-    assert f.spooled is not None and f.spooled.path.startswith(outputs.staged(SPOOL))
-    member = SpoolReader().read(f.spooled)
+    assert f.spooled is not None and os.path.exists(os.path.join(outputs.staged(SPOOL), f.spooled.name))
+    member = SpoolReader(outputs).read(f.spooled)
     assert member == capture_record(page, "response", f.spooled.record_id).member
     record = next(iter(ArchiveIterator(io.BytesIO(member), check_digests="raise")))
     assert record.rec_type == "response" and record.content_stream().read() == page.fetch.body
@@ -203,9 +203,9 @@ def test_a_response_no_record_can_hold_is_left_to_the_page_store(tmp_path):
 def test_a_missing_spool_file_fails_the_round_not_the_page(tmp_path):
     page = parse_fetch(_fetch("http://a.test/p"), "beamcrawl")
     light, outputs = _through_spool(tmp_path, page)
-    os.remove(light.fetch.spooled.path)
+    os.remove(os.path.join(outputs.staged(SPOOL), light.fetch.spooled.name))
     with pytest.raises(OSError):
-        SpoolReader().read(light.fetch.spooled)
+        SpoolReader(outputs).read(light.fetch.spooled)
 
 
 _headers = st.lists(
@@ -227,7 +227,7 @@ def test_the_spooled_record_is_the_record_the_page_store_would_write(tmp_path, r
     wire = zlib.compress(raw) if compress else raw
     page = parse_fetch(_fetch("http://h.test/x?q=1", status=status, headers=headers, raw=wire, body=raw,
                               truncated=truncated), "beamcrawl")
-    light, _ = _through_spool(tmp_path, page)
+    light, outputs = _through_spool(tmp_path, page)
     f = light.fetch
     assert f.digest == _sha1_b32(wire) and f.payload_size == len(raw)
     if f.spooled is None:  # a header no record can hold: the page keeps its body
@@ -236,5 +236,5 @@ def test_the_spooled_record_is_the_record_the_page_store_would_write(tmp_path, r
             capture_record(page, "response", "<urn:uuid:x>")
         return
     expected = capture_record(page, "response", f.spooled.record_id)
-    assert SpoolReader().read(f.spooled) == expected.member
+    assert SpoolReader(outputs).read(f.spooled) == expected.member
     assert (f.spooled.mime, f.spooled.location) == (expected.index.mime, expected.index.location)

@@ -325,3 +325,53 @@ def test_extract_candidates_counts_refusals_by_reason():
         for c in result.metrics().query(MetricsFilter().with_namespace("url_seen"))["counters"]
     }
     assert counters["shape_binary_extension"] == 1 and counters["shape_repeated_segment"] == 1
+
+
+# --- a bundle's combine holds a bounded number of fingerprints ------------------------------
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from beamcrawl.transforms import url_seen  # noqa: E402
+
+
+def _bucket_lists(batches, monkeypatch, limit):
+    monkeypatch.setattr(url_seen, "COMBINE_AT_MOST", limit)
+    fn = url_seen._BucketFn(bits=2)
+    fn.start_bundle()
+    out = []
+    for batch in batches:
+        out += list(fn.process(batch))
+        assert len(fn.combined) < limit  # what a bundle holds between its inputs is bounded
+    out += [wv.value for wv in fn.finish_bundle()]
+    return out
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    offers=st.lists(
+        st.tuples(st.integers(0, 40), st.sampled_from([0.1, 0.5, 1.0]), st.sampled_from(["link", "sitemap"]),
+                  st.integers(0, 4), st.lists(st.integers(0, 9), max_size=3)),
+        min_size=1, max_size=120,
+    ),
+    limit=st.integers(1, 20),
+    cut=st.integers(1, 30),
+)
+def test_a_bundle_that_passes_its_lists_on_early_queues_the_same_rows(offers, limit, cut):
+    cands = [
+        Candidate(fp=(fp * 0x9E3779B97F4A7C15) % 2**64, url=f"http://h.test/{fp}", host="h.test", depth=d,
+                  priority=prio, source=src, inlink_hosts=tuple(sorted(set(hosts))))
+        for fp, prio, src, d, hosts in offers
+    ]
+    batches = [cands[i : i + cut] for i in range(0, len(cands), cut)]
+    with pytest.MonkeyPatch.context() as mp:
+        early = _bucket_lists(batches, mp, limit)
+    with pytest.MonkeyPatch.context() as mp:
+        whole = _bucket_lists(batches, mp, 10**9)
+    assert len(whole) <= 4 and all(len({c.fp for c in lst}) == len(lst) for _, lst in whole)
+    for _, lst in early:
+        assert all(url_seen.bucket_of(c.fp, 2) == _ for c in lst)
+    # the merge combines every list of a bucket: the same rows either way
+    assert url_seen.combine_candidates(lst for _, lst in early) == url_seen.combine_candidates(lst for _, lst in whole)
+    if len({c.fp for c in cands}) >= limit:
+        assert sum(len(lst) for _, lst in early) >= len({c.fp for c in cands})
