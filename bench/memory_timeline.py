@@ -61,6 +61,7 @@ from stage_timeline import _short  # noqa: E402
 
 from beamcrawl.pipelines.cli import _with_local_runner  # noqa: E402
 from beamcrawl.pipelines.crawl import crawl  # noqa: E402
+from beamcrawl.stores.embedded import sqlite_memory_used  # noqa: E402
 
 __all__ = ["main"]
 
@@ -85,23 +86,6 @@ def _libc_mallinfo2() -> Any:
 _MALLINFO2 = _libc_mallinfo2()
 
 
-def _sqlite_memory_used() -> Any:
-    """``sqlite3_memory_used`` of the SQLite library Python's sqlite3 module runs on."""
-    import sqlite3  # noqa: F401  (loads the library)
-
-    with open("/proc/self/maps", encoding="ascii", errors="replace") as fh:
-        libs = sorted({line.split()[-1] for line in fh if "libsqlite3" in line})
-    for lib in libs:
-        try:
-            fn = ctypes.CDLL(lib).sqlite3_memory_used
-        except (OSError, AttributeError):
-            continue
-        fn.restype = ctypes.c_int64
-        return fn
-    return None
-
-
-_SQLITE_USED = _sqlite_memory_used()
 
 
 def malloc_trim() -> None:
@@ -140,8 +124,9 @@ def allocators() -> dict[str, int]:
         info = _MALLINFO2()
         out["malloc_used"] = info.uordblks + info.hblkhd
         out["malloc_free"] = info.fordblks
-    if _SQLITE_USED is not None:
-        out["sqlite_used"] = int(_SQLITE_USED())  # part of malloc's in use
+    used = sqlite_memory_used()
+    if used is not None:
+        out["sqlite_used"] = used  # part of malloc's in use
     return out
 
 

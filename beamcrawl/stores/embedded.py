@@ -15,6 +15,8 @@ it when pickled: the copy in another process reopens the file on first use.
 
 from __future__ import annotations
 
+import ctypes
+import functools
 import logging
 import os
 import sqlite3
@@ -659,3 +661,24 @@ def _describe(exc: sqlite3.Error) -> str:
     if "unable to open" in text:
         return "cannot be opened (unable to open database file)"
     return f"failed: {text}"
+
+
+@functools.cache
+def _sqlite_memory_fn() -> Any:
+    with open("/proc/self/maps", encoding="ascii", errors="replace") as fh:
+        libs = sorted({line.split()[-1] for line in fh if "libsqlite3" in line or "_sqlite3" in line})
+    for lib in libs:
+        try:
+            fn = ctypes.CDLL(lib).sqlite3_memory_used
+        except (OSError, AttributeError):
+            continue
+        fn.restype = ctypes.c_int64
+        return fn
+    return None
+
+
+def sqlite_memory_used() -> int | None:
+    """Bytes SQLite's allocator holds in this process (its page caches, mostly), or None
+    where the library's ``sqlite3_memory_used`` cannot be found (no /proc, a static build)."""
+    fn = _sqlite_memory_fn()
+    return int(fn()) if fn is not None else None

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from beamcrawl.stores.base import TABLES, Mutation, StoreError, open_store
-from beamcrawl.stores.embedded import APPLICATION_ID, SCHEMA_VERSION, EmbeddedStore, _plan
+from beamcrawl.stores.embedded import APPLICATION_ID, SCHEMA_VERSION, EmbeddedStore, _plan, sqlite_memory_used
 
 
 def _open(path: Path) -> EmbeddedStore:
@@ -398,38 +398,22 @@ def test_estimate_rows_extrapolates_past_its_count(tmp_path: Path, monkeypatch: 
         assert 17_000 <= s.estimate_rows("urls") <= 23_000
 
 
-def _sqlite_memory_used() -> int | None:
-    """``sqlite3_memory_used()`` of the SQLite library this Python runs on (None when unknown)."""
-    import ctypes
-
-    with open("/proc/self/maps", encoding="ascii", errors="replace") as fh:
-        libs = sorted({line.split()[-1] for line in fh if "libsqlite3" in line or "_sqlite3" in line})
-    for lib in libs:
-        try:
-            fn = ctypes.CDLL(lib).sqlite3_memory_used
-        except (OSError, AttributeError):
-            continue
-        fn.restype = ctypes.c_int64
-        return int(fn())
-    return None
-
-
 def test_page_caches_of_many_stores_stay_under_the_process_limit(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # Each store object's connection has a page cache of its own; a worker opens several.
     # Together they stay near the process-wide soft limit instead of growing one cache each.
     import beamcrawl.stores.embedded as embedded
 
-    assert _sqlite_memory_used() is not None, "SQLite's memory figure is needed to check its limit"
+    assert sqlite_memory_used() is not None, "SQLite's memory figure is needed to check its limit"
     limit = 2 * 1024 * 1024
     monkeypatch.setattr(embedded, "SOFT_HEAP_LIMIT", limit)
     uri = f"sqlite:///{tmp_path}/store.sqlite"
     stores = [open_store(uri) for _ in range(4)]
     try:
         stores[0].mutate("urls", [Mutation.set(os.urandom(8), {"u:json": os.urandom(400)}) for _ in range(20_000)])
-        before = _sqlite_memory_used()
+        before = sqlite_memory_used()
         for store in stores:  # each reads the whole table (~9 MB) through its own cache
             assert sum(1 for _ in store.read_range("urls")) == 20_000
-        grown = _sqlite_memory_used() - before
+        grown = sqlite_memory_used() - before
         assert grown < 3 * limit, grown  # without the limit: about 4 x 9 MB
     finally:
         for store in stores:
