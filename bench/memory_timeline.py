@@ -55,17 +55,13 @@ from apache_beam.runners.portability.fn_api_runner import execution, fn_runner
 BENCH = Path(__file__).resolve().parent
 sys.path.insert(0, str(BENCH))
 
-from beamcrawl_round import bench_config  # noqa: E402
-from harness import _rss_bytes, free_port, process_tree, simweb_on_port  # noqa: E402
-from stage_timeline import _short  # noqa: E402
+from harness import _rss_bytes, process_tree  # noqa: E402
+from stage_timeline import _short, add_round_arguments, warmed_up  # noqa: E402
 
-from beamcrawl.pipelines.cli import _with_local_runner  # noqa: E402
-from beamcrawl.pipelines.crawl import crawl  # noqa: E402
 from beamcrawl.stores.embedded import sqlite_memory_used  # noqa: E402
 
 __all__ = ["main"]
 
-MP = ["--direct_running_mode=multi_processing", "--direct_num_workers=2"]
 MB = 1024 * 1024
 
 
@@ -355,12 +351,7 @@ def _site(filename: str) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--hosts", type=int, default=1000)
-    p.add_argument("--window", type=float, default=20.0, help="the measured round's window, s")
-    p.add_argument("--warmup-window", type=float, default=10.0)
-    p.add_argument("--delay", type=float, default=0.5)
-    p.add_argument("--seed", type=int, default=3)
-    p.add_argument("--mp", action="store_true", help="multi_processing with two workers (RSS summed)")
+    add_round_arguments(p, "multi_processing with two workers (RSS summed)")
     p.add_argument("--interval", type=float, default=0.2, help="seconds between RSS samples")
     p.add_argument("--tracemalloc", type=int, default=0, metavar="N", help="trace allocations, N frames each")
     p.add_argument("--trace-stage", default="", metavar="TEXT",
@@ -373,18 +364,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--top", type=int, default=20, help="stages (and allocation sites) shown")
     args = p.parse_args(argv)
 
-    beam_args = list(MP) if args.mp else []
-    work = tempfile.mkdtemp(prefix="beamcrawl-memory-")
-    port = free_port()
-    with simweb_on_port(work, port, hosts=args.hosts, seed=args.seed, pages_per_host=1_000_000,
-                        log_name="requests.jsonl") as web:
-        seeds = [f"http://{name}:{port}/" for name in web.truth()]
-
-        def config(window: float) -> Any:
-            return bench_config(os.path.join(work, "out"), delay=args.delay, window=window,
-                                crawl_delay_cap=2, hosts_in_flight=args.hosts)
-
-        crawl(config(args.warmup_window), 2, seeds, _with_local_runner(list(beam_args)), out=sys.stderr)
+    with warmed_up(args, "beamcrawl-memory-") as (web, measured_round):
         gc.collect()
         malloc_trim()  # the earlier rounds' freed memory: not the measured round's
         server_pid = getattr(getattr(web, "process", None), "pid", None)
@@ -395,7 +375,7 @@ def main(argv: list[str] | None = None) -> int:
         t_start = time.monotonic()
         sampler.start()
         with _Recorder(sampler, args.trace_stage if args.tracemalloc else "", args.tracemalloc, args.sizes, args.trim) as recorder:
-            reports = crawl(config(args.window), 1, [], _with_local_runner(list(beam_args)), out=sys.stderr)
+            reports = measured_round()
         sampler.stop()
     print(report(recorder, sampler, t_start, int(reports[-1]["responses"]), args.top))
     if args.tracemalloc:

@@ -17,13 +17,14 @@ not part of beamcrawl. Linux only (CPU from ``/proc``, as ``harness.py`` reads i
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
 import tempfile
 import time
 from collections import Counter, defaultdict
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, Iterator
 
 from apache_beam.runners.portability.fn_api_runner import fn_runner
 
@@ -106,19 +107,22 @@ def report(bundles: list[tuple[str, float, dict[int, float]]], pages: int, wall:
     return "\n".join(lines)
 
 
-def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def add_round_arguments(p: argparse.ArgumentParser, mp_help: str = "multi_processing with two workers") -> None:
+    """The steady-state round's settings (shared with ``memory_timeline.py``)."""
     p.add_argument("--hosts", type=int, default=1000)
     p.add_argument("--window", type=float, default=20.0, help="the measured round's window, s")
     p.add_argument("--warmup-window", type=float, default=10.0)
     p.add_argument("--delay", type=float, default=0.5)
     p.add_argument("--seed", type=int, default=3)
-    p.add_argument("--mp", action="store_true", help="multi_processing with two workers")
-    p.add_argument("--top", type=int, default=15, help="stages shown")
-    args = p.parse_args(argv)
+    p.add_argument("--mp", action="store_true", help=mp_help)
 
+
+@contextlib.contextmanager
+def warmed_up(args: argparse.Namespace, prefix: str) -> Iterator[tuple[Any, Callable[[], list[dict]]]]:
+    """simweb, then a cold round and a warm-up round in this process; yields the server and
+    a function that crawls the measured round (its reports)."""
     beam_args = list(MP) if args.mp else []
-    work = tempfile.mkdtemp(prefix="beamcrawl-timeline-")
+    work = tempfile.mkdtemp(prefix=prefix)
     port = free_port()
     with simweb_on_port(work, port, hosts=args.hosts, seed=args.seed, pages_per_host=1_000_000,
                         log_name="requests.jsonl") as web:
@@ -129,9 +133,19 @@ def main(argv: list[str] | None = None) -> int:
                                 crawl_delay_cap=2, hosts_in_flight=args.hosts)
 
         crawl(config(args.warmup_window), 2, seeds, _with_local_runner(list(beam_args)), out=sys.stderr)
+        yield web, lambda: crawl(config(args.window), 1, [], _with_local_runner(list(beam_args)), out=sys.stderr)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    add_round_arguments(p)
+    p.add_argument("--top", type=int, default=15, help="stages shown")
+    args = p.parse_args(argv)
+
+    with warmed_up(args, "beamcrawl-timeline-") as (_web, measured_round):
         with _Recorder() as recorder:
             t0 = time.monotonic()
-            reports = crawl(config(args.window), 1, [], _with_local_runner(list(beam_args)), out=sys.stderr)
+            reports = measured_round()
             wall = time.monotonic() - t0
     print(report(recorder.bundles, int(reports[-1]["responses"]), wall, args.top))
     return 0
