@@ -125,18 +125,39 @@ def _cmdline(pid: int, limit: int = 160) -> str:
         return ""
 
 
-class _TreeSampler(threading.Thread):
+class PeriodicSampler(threading.Thread):
+    """A daemon thread that calls :meth:`sample` every ``interval`` s until :meth:`stop`."""
+
+    join_timeout = 5.0
+
+    def __init__(self, name: str, interval: float) -> None:
+        super().__init__(name=name, daemon=True)
+        self.interval = interval
+        self._stop_event = threading.Event()
+
+    def sample(self) -> Any:
+        raise NotImplementedError
+
+    def run(self) -> None:
+        while not self._stop_event.wait(self.interval):
+            self.sample()
+
+    def stop(self) -> None:
+        """Stop sampling."""
+        self._stop_event.set()
+        self.join(self.join_timeout)
+
+
+class _TreeSampler(PeriodicSampler):
     """Samples a process tree: the peak of its summed RSS and each process's last CPU time."""
 
     def __init__(self, root: int, interval: float = 0.2) -> None:
-        super().__init__(name="tree-sampler", daemon=True)
+        super().__init__("tree-sampler", interval)
         self.root = root
-        self.interval = interval
         self.peak_rss = 0
         self.cpu_by_pid: dict[int, float] = {}
         self.cmd_by_pid: dict[int, str] = {}
         self.pids: set[int] = set()
-        self._stop_event = threading.Event()
 
     def sample(self) -> None:
         """Take one sample now."""
@@ -150,15 +171,6 @@ class _TreeSampler(threading.Thread):
                 self.cmd_by_pid[pid] = _cmdline(pid)
             self.pids.add(pid)
         self.peak_rss = max(self.peak_rss, total)
-
-    def run(self) -> None:
-        while not self._stop_event.wait(self.interval):
-            self.sample()
-
-    def stop(self) -> None:
-        """Stop sampling."""
-        self._stop_event.set()
-        self.join(5)
 
 
 # --------------------------------------------------------------------------- measured runs

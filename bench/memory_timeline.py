@@ -43,7 +43,6 @@ import gc
 import os
 import sys
 import tempfile
-import threading
 import time
 import tracemalloc
 import types
@@ -55,7 +54,7 @@ from apache_beam.runners.portability.fn_api_runner import execution, fn_runner
 BENCH = Path(__file__).resolve().parent
 sys.path.insert(0, str(BENCH))
 
-from harness import _rss_bytes, process_tree  # noqa: E402
+from harness import PeriodicSampler, _rss_bytes, process_tree  # noqa: E402
 from stage_timeline import _short, add_round_arguments, warmed_up  # noqa: E402
 
 from beamcrawl.stores.embedded import sqlite_memory_used  # noqa: E402
@@ -170,12 +169,13 @@ def _held_by_runner(ctx: Any, sizes: bool = False) -> tuple[int, int, int, dict[
     return listed, grouped, keys, by_name
 
 
-class _Sampler(threading.Thread):
+class _Sampler(PeriodicSampler):
     """RSS of this process (and its SDK workers) every ``interval`` s; tracemalloc snapshots."""
 
+    join_timeout = 60.0
+
     def __init__(self, interval: float, mp: bool, server_pid: int | None, snapshot_step: float) -> None:
-        super().__init__(name="memory-sampler", daemon=True)
-        self.interval = interval
+        super().__init__("memory-sampler", interval)
         self.mp = mp
         self.server_pid = server_pid
         self.snapshot_step = snapshot_step
@@ -185,7 +185,6 @@ class _Sampler(threading.Thread):
         self.peak_traced = 0
         self.peak_rss = 0
         self.peak_allocators: dict[str, int] = {}
-        self._stop_event = threading.Event()
 
     def rss(self) -> int:
         if not self.mp:
@@ -211,14 +210,6 @@ class _Sampler(threading.Thread):
                 pass
         self.peak_traced = max(self.peak_traced, traced)
         return rss
-
-    def run(self) -> None:
-        while not self._stop_event.wait(self.interval):
-            self.sample()
-
-    def stop(self) -> None:
-        self._stop_event.set()
-        self.join(60)
 
 
 class _Recorder:
