@@ -26,11 +26,11 @@ setup(
         "surt>=0.3.1,<1",  # SURT keys of the CDXJ index beside every WARC file
         # Content-Encoding: br, decoded with an output limit (1.2 added it: no brotli bombs)
         "brotli>=1.2",
-        # charsets of pages that declare none and are not UTF-8 (core/sniff.py)
+        # charsets of pages that declare none and are not UTF-8 (core/content/sniff.py)
         "charset-normalizer>=3,<4",
-        # sitemaps and feeds: no external entities, no entity-expansion bombs (core/sitemaps.py)
+        # sitemaps and feeds: no external entities, no entity-expansion bombs (core/content/sitemaps.py)
         "defusedxml>=0.7.1,<1",
-        # Web Bot Auth: Ed25519 request signatures and keys (core/botauth.py)
+        # Web Bot Auth: Ed25519 request signatures and keys (core/net/botauth.py)
         "cryptography>=42",
         # live progress of a round on a terminal (pipelines/live.py)
         "tqdm>=4.66,<5",
@@ -60,5 +60,5 @@ setup(
         # (jupyter nbconvert runs it headless; add jupyterlab or notebook to edit it)
         "notebooks": ["duckdb>=1.0", "matplotlib>=3.7", "ipykernel>=6.25", "jupyter_client>=8", "nbconvert>=7"],
     },
-    entry_points={"console_scripts": ["beamcrawl=beamcrawl.pipelines.cli:main"]},
+    entry_points={"console_scripts": ["beamcrawl=beamcrawl.cli.main:main"]},
 )

@@ -23,9 +23,10 @@ import sys
 from typing import Any
 
 from beamcrawl import DEFAULT_USER_AGENT
-from beamcrawl.core.config import CrawlConfig
-from beamcrawl.pipelines.cli import _with_local_runner
-from beamcrawl.pipelines.crawl import crawl, read_seeds
+from beamcrawl.core.runtime.config import CrawlConfig
+from beamcrawl.cli.main import _with_local_runner
+from beamcrawl.pipelines.crawl import crawl
+from beamcrawl.pipelines.seeding import read_seeds
 
 __all__ = ["bench_config", "main"]
 

@@ -1,6 +1,6 @@
 """What Web Bot Auth costs per request: microseconds to build a request's signature headers.
 
-Times :meth:`beamcrawl.core.botauth.Signer.headers` (the @authority, the signature base, one
+Times :meth:`beamcrawl.core.net.botauth.Signer.headers` (the @authority, the signature base, one
 Ed25519 signature, three header values), the call the fetcher makes before every request,
 and, for scale, the Ed25519 signature alone and the library verifier a site would run.
 
@@ -17,7 +17,7 @@ from types import SimpleNamespace
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from beamcrawl.core.botauth import Signer
+from beamcrawl.core.net.botauth import Signer
 
 
 def _per_call_us(fn, n: int, repeats: int = 5) -> tuple[float, float]:

@@ -28,8 +28,8 @@ def main() -> int:
     parser.add_argument("--pages-per-host", type=int, default=200)
     args, beam_args = parser.parse_known_args()
 
-    from beamcrawl.core.config import CrawlConfig
-    from beamcrawl.pipelines.cli import _with_local_runner
+    from beamcrawl.core.runtime.config import CrawlConfig
+    from beamcrawl.cli.main import _with_local_runner
     from beamcrawl.pipelines.crawl import crawl
     from beamcrawl.simweb.audit import audit
     from beamcrawl.simweb.testing import running_simweb

@@ -39,7 +39,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from beamcrawl.core.urlnorm import fingerprint
+from beamcrawl.core.urls.urlnorm import fingerprint
 from beamcrawl.schemas.records import Candidate, FrontierEntry, fp_key, frontier_key
 from beamcrawl.stores.embedded import EmbeddedStore
 from beamcrawl.transforms.url_seen import (

@@ -5,7 +5,7 @@ store and output, told apart by their User-Agent, with the same seeds (every pag
 allows, except the sitemap-only ones) and the same fetch budget (hosts, delay, round window).
 Freshness is the share of time the copy a crawler holds matches the live page, computed
 exactly from the versions simweb logged and the change times it drew
-(``beamcrawl/simweb/freshness.py``), in the steady state: from when both crawls hold every
+(``beamcrawl/simweb/freshness_audit.py``), in the steady state: from when both crawls hold every
 seeded page. ``tests/pipelines/test_freshness_e2e.py`` runs it with the defaults below and
 asserts on the result.
 
@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from beamcrawl.simweb.freshness import FreshnessReport, measure, truth_pages
+from beamcrawl.simweb.freshness_audit import FreshnessReport, measure, truth_pages
 from beamcrawl.simweb.testing import running_simweb
 
 POLICIES = ("adaptive", "uniform")
@@ -54,7 +54,7 @@ def agent(policy: str) -> str:
 
 def _crawl(policy: str, work: Path, seeds: Path, p: dict[str, Any]) -> subprocess.Popen[str]:
     cmd = [
-        sys.executable, "-m", "beamcrawl.pipelines.cli", "crawl",
+        sys.executable, "-m", "beamcrawl.cli.main", "crawl",
         "--seeds", str(seeds), "--out", str(work / policy), "--rounds", str(p["rounds"]),
         "--resolve", "*=127.0.0.1", "--allow-private-networks",
         "--min-delay", str(p["delay"]), "--round-window", str(p["window"]), "--runner", "FnApiRunner",

@@ -25,8 +25,8 @@ def main() -> int:
     parser.add_argument("--pairs", type=int, default=3)
     args, beam_args = parser.parse_known_args()
 
-    from beamcrawl.core.config import CrawlConfig
-    from beamcrawl.pipelines.cli import _with_local_runner
+    from beamcrawl.core.runtime.config import CrawlConfig
+    from beamcrawl.cli.main import _with_local_runner
     from beamcrawl.pipelines.crawl import crawl
     from beamcrawl.simweb.testing import running_simweb
 

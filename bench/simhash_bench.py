@@ -42,8 +42,8 @@ from urllib.parse import urljoin
 import apache_beam as beam
 from apache_beam.options.pipeline_options import PipelineOptions
 
-from beamcrawl.core import textfp
-from beamcrawl.core.urlnorm import fingerprint
+from beamcrawl.core.content import textfp
+from beamcrawl.core.urls.urlnorm import fingerprint
 from beamcrawl.schemas.records import FetchResult, FrontierEntry, ParsedPage
 from beamcrawl.simweb import SimWeb
 from beamcrawl.simweb.content import VOCABULARY

@@ -28,7 +28,7 @@ def _best(fn, repeat: int = 3) -> float:
 
 
 def normalize_per_url() -> float:
-    from beamcrawl.core.urlnorm import normalize
+    from beamcrawl.core.urls.urlnorm import normalize
 
     urls = [f"https://www.site{i % 37}.example/news/{i}/story.html?id={i}" for i in range(3000)]
 
@@ -41,7 +41,7 @@ def normalize_per_url() -> float:
 
 
 def urlshape_per_url() -> float:
-    from beamcrawl.core.urlshape import ShapeRules
+    from beamcrawl.core.urls.urlshape import ShapeRules
 
     urls = [
         "https://www.example.com/news/2024/05/17/some-article-title-here.html",
@@ -55,7 +55,7 @@ def urlshape_per_url() -> float:
 
 
 def charset_detection() -> float:
-    from beamcrawl.core.sniff import detect_charset
+    from beamcrawl.core.content.sniff import detect_charset
 
     page = "<html><head><title>Caf\u00e9</title></head><body>" + "na\u00efve r\u00e9sum\u00e9 \u2013 \u201cquoted\u201d " * 20
     body = page.encode("cp1252") * 2000  # ~2.4 MB, undeclared, not UTF-8
@@ -66,7 +66,7 @@ def charset_detection() -> float:
 def bomb_decoding() -> dict[str, float]:
     import zlib
 
-    from beamcrawl.core.transfer import BROTLI, decode_content
+    from beamcrawl.core.net.transfer import BROTLI, decode_content
 
     zero = bytes(64 * 1024 * 1024)
     compressor = zlib.compressobj(9, zlib.DEFLATED, 31)
@@ -77,7 +77,7 @@ def bomb_decoding() -> dict[str, float]:
 
 
 def quicktools_import() -> float:
-    code = "import time; t = time.perf_counter(); import beamcrawl.core.quicktools; print(time.perf_counter() - t)"
+    code = "import time; t = time.perf_counter(); import beamcrawl.cli.quicktools; print(time.perf_counter() - t)"
     return min(
         float(subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True, cwd=REPO).stdout)
         for _ in range(3)
@@ -85,7 +85,7 @@ def quicktools_import() -> float:
 
 
 def cli_quick_tool(args: list[str]) -> float:
-    cmd = [sys.executable, "-m", "beamcrawl.pipelines.cli", *args]
+    cmd = [sys.executable, "-m", "beamcrawl.cli.main", *args]
     return _best(lambda: subprocess.run(cmd, check=True, capture_output=True, cwd=REPO))
 
 
@@ -95,7 +95,7 @@ def main() -> None:
     print(f"charset detection, 2.4 MB page   {charset_detection() * 1e3:8.1f} ms       (old test bound 1000 ms)")
     for name, seconds in bomb_decoding().items():
         print(f"64 MiB {name:4} bomb, 2 MiB cap    {seconds * 1e3:8.1f} ms       (old test bound 2000 ms)")
-    print(f"import beamcrawl.core.quicktools {quicktools_import() * 1e3:8.1f} ms       (old test bound 300 ms)")
+    print(f"import beamcrawl.cli.quicktools {quicktools_import() * 1e3:8.1f} ms       (old test bound 300 ms)")
     with tempfile.TemporaryDirectory() as tmp:
         robots = Path(tmp) / "r.txt"
         robots.write_text("User-agent: *\nDisallow: /x\n")

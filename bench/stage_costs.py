@@ -13,7 +13,7 @@ beyond fetching it; compare with the round's CPU per page in the comparison tabl
 
     python bench/stage_costs.py [--pages 3000] [--hosts 300] [--default-gc]
 
-The round's workers raise the garbage collector's thresholds (``core/gctune.py``); so does
+The round's workers raise the garbage collector's thresholds (``core/runtime/gctune.py``); so does
 this script, unless ``--default-gc``.
 """
 
@@ -30,8 +30,9 @@ from collections.abc import Callable
 from typing import Any
 
 from beamcrawl import DEFAULT_USER_AGENT
-from beamcrawl.core import cdxj, gctune
-from beamcrawl.core.freshness import SchedulePolicy
+from beamcrawl.core.archive import cdxj
+from beamcrawl.core.runtime import gctune
+from beamcrawl.core.policy.change_rate import SchedulePolicy
 from beamcrawl.schemas.arrow import LINKS_SCHEMA, PAGES_SCHEMA
 from beamcrawl.schemas.records import Candidate, FetchResult, FrontierEntry
 from beamcrawl.simweb.site import SimWeb
@@ -41,7 +42,8 @@ from beamcrawl.transforms.freshness import schedule_page
 from beamcrawl.transforms.parquet_io import ColumnBuffer, link_edge_columns, write_table
 from beamcrawl.transforms.parse import parse_fetch
 from beamcrawl.transforms.record import url_state_cells
-from beamcrawl.transforms.url_seen import page_candidates, queue_new_urls
+from beamcrawl.state.frontier import queue_new_urls
+from beamcrawl.transforms.url_seen import page_candidates
 from beamcrawl.transforms.warc_io import archive_fetch, page_event
 
 __all__ = ["main", "sample_results"]
@@ -111,7 +113,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--pages", type=int, default=3000)
     p.add_argument("--hosts", type=int, default=300)
     p.add_argument("--default-gc", action="store_true",
-                   help="keep CPython's default GC thresholds (the round's workers raise them: core/gctune.py)")
+                   help="keep CPython's default GC thresholds (the round's workers raise them: core/runtime/gctune.py)")
     args = p.parse_args(argv)
     if not args.default_gc:
         gctune.tune()

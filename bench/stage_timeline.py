@@ -34,7 +34,7 @@ sys.path.insert(0, str(BENCH))
 from beamcrawl_round import bench_config  # noqa: E402
 from harness import free_port, process_tree, simweb_on_port, stat_cpu_seconds  # noqa: E402
 
-from beamcrawl.pipelines.cli import _with_local_runner  # noqa: E402
+from beamcrawl.cli.main import _with_local_runner  # noqa: E402
 from beamcrawl.pipelines.crawl import crawl  # noqa: E402
 
 __all__ = ["main"]

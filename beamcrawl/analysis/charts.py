@@ -25,7 +25,7 @@ import re
 from collections import Counter
 from typing import Any, Iterable
 
-from beamcrawl.core import files
+from beamcrawl.core.runtime import files
 
 log = logging.getLogger(__name__)
 

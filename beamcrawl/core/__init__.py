@@ -1,0 +1,1 @@
+"""Web logic with no Beam import, by subject: URLs, the network, policy, content, the archive, the runtime."""

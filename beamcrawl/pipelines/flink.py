@@ -30,8 +30,13 @@ import time
 from pathlib import Path
 from typing import Callable, Iterator, Sequence
 
-from beamcrawl.core import files
-from beamcrawl.pipelines.runners import CACHE, RunnerSetupError, option_value, runner_name
+from beamcrawl.core.runtime import files
+from beamcrawl.pipelines.runners import (
+    CACHE,
+    RunnerSetupError,
+    option_value,
+    runner_name,
+)
 
 BEAM_VERSION = "2.50.0"
 FLINK_VERSION = "1.16"
@@ -207,7 +212,9 @@ def job_server(args: Sequence[str], out: str, announce: Callable[[str], object] 
     if not uses_local_job_server(args):
         yield list(args)
         return
-    from apache_beam.runners.portability.flink_runner import FlinkRunner  # as Beam starts it
+    from apache_beam.runners.portability.flink_runner import (
+        FlinkRunner,  # as Beam starts it
+    )
 
     folder = Path(out) / "logs" if not files.is_remote(out) else Path(tempfile.mkdtemp(prefix="beamcrawl-flink-"))
     folder.mkdir(parents=True, exist_ok=True)

@@ -28,10 +28,15 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Iterable, Iterator, TextIO
 
-from beamcrawl.core import politeness
-from beamcrawl.core.config import CrawlConfig
-from beamcrawl.core.resolver import hostname_of
-from beamcrawl.schemas.records import FrontierEntry, HostPolicy, HostRecord, frontier_key
+from beamcrawl.core.net.resolver import hostname_of
+from beamcrawl.core.policy import politeness
+from beamcrawl.core.runtime.config import CrawlConfig
+from beamcrawl.schemas.records import (
+    FrontierEntry,
+    HostPolicy,
+    HostRecord,
+    frontier_key,
+)
 from beamcrawl.stores.base import Store
 
 __all__ = ["Idle", "check_idle", "wait_until_due"]

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from apache_beam.options.pipeline_options import PipelineOptions
 
-from beamcrawl.core.config import CrawlConfig
-from beamcrawl.pipelines.args import add_crawl_arguments, config_from_args
+from beamcrawl.cli.args import add_crawl_arguments, config_from_args
+from beamcrawl.core.runtime.config import CrawlConfig
 
 
 class CrawlOptions(PipelineOptions):

@@ -23,10 +23,14 @@ from __future__ import annotations
 
 import apache_beam as beam
 
-from beamcrawl.core.config import CrawlConfig
-from beamcrawl.core.outputs import RoundOutputs
+from beamcrawl.core.runtime.config import CrawlConfig
+from beamcrawl.core.runtime.outputs import RoundOutputs
 from beamcrawl.transforms.assign_slots import AssignSlots
-from beamcrawl.transforms.budgets import ApplyBudgets, CountDomainUsage, CountLinkingDomains
+from beamcrawl.transforms.budgets import (
+    ApplyBudgets,
+    CountDomainUsage,
+    CountLinkingDomains,
+)
 from beamcrawl.transforms.content_seen import FindDuplicateContent
 from beamcrawl.transforms.dead_letter import WriteDeadLetters, collected
 from beamcrawl.transforms.fetch import FetchPages, needs_processing
@@ -36,7 +40,7 @@ from beamcrawl.transforms.parse import ParsePages
 from beamcrawl.transforms.record import RecordHostState, RecordUrlState
 from beamcrawl.transforms.resolve import ResolveHosts
 from beamcrawl.transforms.select import ReadDueFrontier, ReadHostState
-from beamcrawl.transforms.spool import SetBodiesAside
+from beamcrawl.transforms.set_aside import SetBodiesAside
 from beamcrawl.transforms.url_seen import ExtractCandidates, FilterSeenUrls
 from beamcrawl.transforms.warc_io import WriteWarc
 

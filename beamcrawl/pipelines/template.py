@@ -23,7 +23,11 @@ import logging
 import sys
 from typing import Sequence
 
-from beamcrawl.pipelines.args import OneLineArgumentParser, config_from_args, add_crawl_arguments
+from beamcrawl.cli.args import (
+    OneLineArgumentParser,
+    add_crawl_arguments,
+    config_from_args,
+)
 
 log = logging.getLogger("beamcrawl.template")
 
@@ -35,8 +39,15 @@ def run(argv: Sequence[str] | None = None) -> int:
     add_crawl_arguments(parser)
     args, beam_args = parser.parse_known_args(list(sys.argv[1:] if argv is None else argv))
 
-    from beamcrawl.pipelines.crawl import CrawlError, LeaseHeld, crawl, read_seeds
-    from beamcrawl.pipelines.runners import RunnerSetupError, check_store_for_runner, prepare
+    from beamcrawl.pipelines.crawl import crawl
+    from beamcrawl.pipelines.crawl_errors import CrawlError
+    from beamcrawl.pipelines.lease import LeaseHeld
+    from beamcrawl.pipelines.runners import (
+        RunnerSetupError,
+        check_store_for_runner,
+        prepare,
+    )
+    from beamcrawl.pipelines.seeding import read_seeds
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:

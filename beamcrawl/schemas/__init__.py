@@ -1,0 +1,1 @@
+"""Record types that travel between stages and their Arrow schemas."""

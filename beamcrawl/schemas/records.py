@@ -305,7 +305,7 @@ class HostRecord:
     dns_error: str | None = None
     consecutive_errors: int = 0
     fetches: int = 0
-    # DNS failures in a row (each holds the host back twice as long; core/fetcher.py).
+    # DNS failures in a row (each holds the host back twice as long; core/net/fetcher.py).
     dns_failures: int = 0
 
     def resolution_fresh(self, now: float) -> bool:
@@ -360,13 +360,13 @@ class HostPlan:
 
 class Spooled(NamedTuple):
     """A response record written in the fetch stage, before the round knows whether it is
-    kept (transforms/spool.py): one gzip member in a spool file of the round's staging."""
+    kept (transforms/set_aside.py): one gzip member in a spool file of the round's staging."""
 
     name: str  # of the spool file, in the round's staging ``spool/`` folder
     offset: int
     length: int
     record_id: str  # its WARC-Record-ID (the request record's WARC-Concurrent-To)
-    mime: str | None  # what its index line says (core/cdxj.py Capture)
+    mime: str | None  # what its index line says (core/archive/cdxj.py Capture)
     location: str | None
 
 
@@ -392,7 +392,7 @@ class FetchResult:
     truncated: str | None = None  # 'length' when the size cap cut the body
     error: str | None = None
     waited: float = 0.0  # seconds the request waited for its host's turn (politeness)
-    # Set when the page store set the body aside in the fetch stage (transforms/spool.py):
+    # Set when the page store set the body aside in the fetch stage (transforms/set_aside.py):
     # ``body`` and ``raw_body`` are then empty, and these say what the stages after it need.
     body_size: int | None = None  # bytes of the decoded body
     digest: str | None = None  # WARC payload digest of raw_body ("sha1:<base32>")
@@ -447,7 +447,7 @@ class ParsedPage:
     simhash: str | None = None
     title: str | None = None
     parse_error: str | None = None
-    # What a 2xx body is, by label and first bytes (core/sniff.py): html | xhtml | xml | text
+    # What a 2xx body is, by label and first bytes (core/content/sniff.py): html | xhtml | xml | text
     # | binary:<kind>; None when parse did not look (not 2xx, robots.txt, a parse failure).
     body_kind: str | None = None
     # Content seen (transforms/content_seen.py): set when this page copies a page the crawl

@@ -91,7 +91,7 @@ from beamcrawl.simweb import feeds
 from beamcrawl.simweb.changes import ChangeModel, PageKey, http_date, parse_mix
 from beamcrawl.simweb.content import render_page, render_paragraphs, render_pdf, words
 from beamcrawl.simweb.names import host_names
-from beamcrawl.simweb.robots import (
+from beamcrawl.simweb.robots_variants import (
     ROBOTS_CYCLE,
     ROBOTS_REDIRECT_TARGET,
     ROBOTS_TEXT_KINDS,

@@ -25,7 +25,7 @@ from typing import Any
 
 import beamcrawl
 from beamcrawl.simweb.audit import AuditReport, audit
-from beamcrawl.simweb.freshness import FreshnessReport, measure
+from beamcrawl.simweb.freshness_audit import FreshnessReport, measure
 from beamcrawl.simweb.names import host_names
 from beamcrawl.simweb.server import LOG_HEADER_KEY, SYNC_PATH
 from beamcrawl.simweb.truth import load_truth
@@ -130,7 +130,7 @@ class SimwebHandle:
         self, token: str, start: float, end: float, pages: set[str] | None = None
     ) -> FreshnessReport:
         """Measure a crawler's freshness over ``[start, end]`` from everything logged so far
-        (see :func:`beamcrawl.simweb.freshness.measure`); needs the change model and the truth."""
+        (see :func:`beamcrawl.simweb.freshness_audit.measure`); needs the change model and the truth."""
         return measure(self.requests(), self.truth(), token, start, end, pages)
 
     def stop(self, timeout: float = 10.0) -> int | None:

@@ -18,7 +18,7 @@ Tables (docs/ARCHITECTURE.md §2):
     content   the content-seen set: where the page with a payload is kept, keyed by the
               8-byte big-endian payload checksum (transforms/content_seen.py)
     simhash   kept pages' simhashes in 20 permuted tables, keyed by a table byte and the
-              leading bits of the permuted fingerprint (core/textfp.py)
+              leading bits of the permuted fingerprint (core/content/textfp.py)
 """
 
 from __future__ import annotations

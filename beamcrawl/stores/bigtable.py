@@ -168,7 +168,7 @@ class _Clients:
 
 def _require_credentials(project: str) -> None:
     """Raises StoreError, one line, when Cloud Bigtable would find no credentials."""
-    from beamcrawl.core.gcp import NoCredentials, require_credentials
+    from beamcrawl.core.runtime.gcp import NoCredentials, require_credentials
 
     try:
         require_credentials(

@@ -1,0 +1,1 @@
+"""One module per stage of a round, each a composite PTransform over plain functions."""

@@ -2,7 +2,7 @@
 
 After a ``CoGroupByKey`` on host, :func:`plan_host` decides which URLs the host gives this
 round: robots.txt first when the cached answer is missing, older than its maximum age or
-"unreachable" and due for a retry (core/robots.py: 5 minutes, doubling to hourly; a host
+"unreachable" and due for a retry (core/policy/robots.py: 5 minutes, doubling to hourly; a host
 whose robots.txt is unreachable and not yet due gets no slots, unless its last good copy
 stands in after 24 h), then URLs in priority order, as
 many as fit between the host's next allowed time and the end of the round window at its
@@ -31,12 +31,19 @@ from typing import Iterable, Iterator
 import apache_beam as beam
 from apache_beam.metrics import Metrics
 
-from beamcrawl.core import freshness, politeness
-from beamcrawl.core.budgets import cap_new_pages
-from beamcrawl.core.config import CrawlConfig
-from beamcrawl.core.hostkeys import host_key, hostname_of, shard_of
-from beamcrawl.core.robots import cached_rules, retry_unreachable_at
-from beamcrawl.schemas.records import FrontierEntry, HostPlan, HostPolicy, HostRecord, Packed
+from beamcrawl.core.policy import change_rate as freshness
+from beamcrawl.core.policy import politeness
+from beamcrawl.core.policy.budget_rules import cap_new_pages
+from beamcrawl.core.policy.robots import cached_rules, retry_unreachable_at
+from beamcrawl.core.runtime.config import CrawlConfig
+from beamcrawl.core.urls.hostkeys import host_key, hostname_of, shard_of
+from beamcrawl.schemas.records import (
+    FrontierEntry,
+    HostPlan,
+    HostPolicy,
+    HostRecord,
+    Packed,
+)
 from beamcrawl.transforms.dead_letter import ERRORS, Outlet, collect
 
 __all__ = [

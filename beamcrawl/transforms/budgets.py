@@ -1,7 +1,7 @@
 """Budgets: what each registered domain may be fetched, tied to its reputation (STAR), with
 over-budget URLs deferred to later rounds at growing intervals, never deleted (BEAST).
 
-Three stages, each one pass over data the round already has (core/budgets.py has the rules):
+Three stages, each one pass over data the round already has (core/policy/budget_rules.py has the rules):
 
 * **Apply budgets** sits between reading the due frontier and planning hosts. Due URLs are
   grouped by registered domain; one place sees a domain's URLs and its stored row
@@ -17,7 +17,7 @@ Three stages, each one pass over data the round already has (core/budgets.py has
   into its period's count. The count is kept per round (``round`` and ``before`` in the
   cell), so a round that is rerun after a crash books its pages once.
 * **Count linking domains** merges, after parsing, each page's followable links to other
-  registered domains into the linked domain's :class:`~beamcrawl.core.budgets.LinkingDomains`
+  registered domains into the linked domain's :class:`~beamcrawl.core.policy.budget_rules.LinkingDomains`
   sketch: a union, so counting a page twice (a rerun) changes nothing.
 
 A domain's due time for a deferred URL is anchored on the start of the current deferral
@@ -43,12 +43,26 @@ from apache_beam.transforms.window import GlobalWindow
 from apache_beam.utils.timestamp import MIN_TIMESTAMP
 from apache_beam.utils.windowed_value import WindowedValue
 
-from beamcrawl.core import files, hostkeys
-from beamcrawl.core.budgets import BudgetRules, LinkingDomains, new_hosts_cap, period_usage, plan_budget
-from beamcrawl.core.hostkeys import host_key
-from beamcrawl.core.outputs import DONE, RoundOutputs, part_name
-from beamcrawl.core.urlnorm import host_of
-from beamcrawl.schemas.records import FetchResult, FrontierEntry, Packed, ParsedPage, packed_by_host
+from beamcrawl.core.policy.budget_rules import (
+    BudgetRules,
+    LinkingDomains,
+    new_hosts_cap,
+    period_usage,
+    plan_budget,
+)
+from beamcrawl.core.runtime import files
+from beamcrawl.core.runtime.outputs import DONE, RoundOutputs, part_name
+from beamcrawl.core.urls import hostkeys
+from beamcrawl.core.urls.hostkeys import host_key
+from beamcrawl.core.urls.urlnorm import host_of
+from beamcrawl.schemas.records import (
+    FetchResult,
+    FrontierEntry,
+    Packed,
+    ParsedPage,
+    packed_by_host,
+)
+from beamcrawl.state.domains import SEEDED, TABLE, WRITE_BATCH, credit_seed_domains
 from beamcrawl.stores.base import Mutation, Store, open_store
 from beamcrawl.transforms import dead_letter
 from beamcrawl.transforms.assign_slots import dedupe_entries, from_operator
@@ -62,19 +76,13 @@ __all__ = [
     "DomainState",
     "book_usage",
     "budget_domain",
-    "credit_seed_domains",
     "domain_of",
     "linked_domains",
 ]
 
-TABLE = "domains"
 LINKERS = "d:linkers"
 USAGE = "d:usage"
 HOSTS = "d:hosts"
-SEEDED = "d:seeded"
-WRITE_BATCH = 2000
-
-
 # The registered domain of a politeness slot key (``host[:port]``); never empty (an IP is its
 # own domain). One definition for every host key, in hostkeys.
 domain_of = hostkeys.domain_of
@@ -137,13 +145,6 @@ def read_domains(store: Store, domains: Iterable[str]) -> dict[str, DomainState]
     names = sorted(set(domains))
     rows = store.read_keys(TABLE, [d.encode() for d in names])
     return {d: DomainState.from_cells(d, rows.get(d.encode())) for d in names}
-
-
-def credit_seed_domains(store: Store, hosts: Iterable[str]) -> None:
-    """Marks the registered domains of seed hosts as seeded (``--seed-domain-credit``)."""
-    domains = sorted({domain_of(h) for h in hosts})
-    for i in range(0, len(domains), WRITE_BATCH):
-        store.mutate(TABLE, [Mutation.set(d.encode(), {SEEDED: b"1"}) for d in domains[i : i + WRITE_BATCH]])
 
 
 # --- apply budgets ------------------------------------------------------------------------------

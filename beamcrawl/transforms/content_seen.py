@@ -12,7 +12,7 @@ Every fetched page with a 2xx payload is checked; HTML pages also by their text:
    the first time may be shared by several pages of this round; exactly one of them, the
    first by :func:`order_key`, goes on as the candidate original, and the others are its
    copies.
-2. **Near copies.** Each new candidate's simhash (``core/textfp.py``) is looked up in the 20
+2. **Near copies.** Each new candidate's simhash (``core/content/textfp.py``) is looked up in the 20
    permuted tables of the ``simhash`` table: for table ``t`` its row key is the table byte and
    the leading 31–33 bits of the permuted fingerprint, so any stored fingerprint within 3 bits
    shares that row in at least one table. Candidates are bucketed by (table, top bits of the
@@ -75,7 +75,16 @@ import json
 from dataclasses import dataclass, field
 from itertools import chain
 from operator import itemgetter
-from typing import Any, Callable, Iterable, Iterator, Literal, Mapping, NamedTuple, Sequence
+from typing import (
+    Any,
+    Callable,
+    Iterable,
+    Iterator,
+    Literal,
+    Mapping,
+    NamedTuple,
+    Sequence,
+)
 
 import apache_beam as beam
 import numpy as np
@@ -84,16 +93,21 @@ from apache_beam.transforms.window import GlobalWindow
 from apache_beam.utils.timestamp import MIN_TIMESTAMP
 from apache_beam.utils.windowed_value import WindowedValue
 
-from beamcrawl.core import textfp
-from beamcrawl.core.htmlparse import checksum as payload_checksum
-from beamcrawl.core.urlnorm import fingerprint
-from beamcrawl.core.warc_revisit import fetch_digest
+from beamcrawl.core.archive.warc_revisit import fetch_digest
+from beamcrawl.core.content import textfp
+from beamcrawl.core.content.htmlparse import checksum as payload_checksum
+from beamcrawl.core.urls.urlnorm import fingerprint
 from beamcrawl.schemas.records import Packed, ParsedPage, fp_key, key_fp, shuffled
 from beamcrawl.stores.base import Mutation, Store, open_store
 from beamcrawl.transforms import dead_letter
 from beamcrawl.transforms.dead_letter import ERRORS, Outlet, collect
 from beamcrawl.transforms.parse import PARSED_KINDS, body_kind
-from beamcrawl.transforms.url_seen import MAX_BUCKET_BITS, bucket_of, choose_bucket_bits, choose_path
+from beamcrawl.transforms.url_seen import (
+    MAX_BUCKET_BITS,
+    bucket_of,
+    choose_bucket_bits,
+    choose_path,
+)
 
 __all__ = [
     "CONTENT_TABLE",

@@ -8,7 +8,7 @@ its frontier row stays as it was (and the commit keeps the row of any URL with a
 letter even if another branch of the round finished it). :class:`WriteDeadLetters` writes
 a round's dead letters to ``OUT/errors/round=N/*.parquet`` (schema:
 :data:`beamcrawl.schemas.arrow.ERRORS_SCHEMA`), committed with the round's other files;
-an element that failed in two rounds is quarantined (core/quarantine.py).
+an element that failed in two rounds is quarantined (state/quarantine.py).
 
 Failures of the infrastructure (the store unreachable, the output filesystem unwritable:
 :func:`is_infrastructure`) are re-raised: they fail the round, whose rerun is the retry.
@@ -36,7 +36,7 @@ elements) the same isolation: a failed batch is redone element by element, so on
 elements that fail alone are set aside.
 
 Governed by: nothing to set. Tests inject failures with ``BEAMCRAWL_FAIL_ELEMENT``
-(core/faults.py).
+(core/runtime/faults.py).
 """
 
 from __future__ import annotations
@@ -52,7 +52,7 @@ from apache_beam.transforms.window import GlobalWindow
 from apache_beam.utils.timestamp import MIN_TIMESTAMP
 from apache_beam.utils.windowed_value import WindowedValue
 
-from beamcrawl.core import faults
+from beamcrawl.core.runtime import faults
 from beamcrawl.stores.base import StoreError
 
 __all__ = [

@@ -5,7 +5,7 @@ owner; with ``--ip-delay`` the shard is chosen by the host's server IP when the 
 found one, so every IP has exactly one owner too and the gap is enforced by one clock per IP
 (without it, by the host's name: hosts sharing an address spread over the shards). A worker's
 bundle may hold many shards; all of them are crawled in one event loop (a
-:class:`~beamcrawl.core.fetcher.FetchRunner`), started by the first ``process`` call and
+:class:`~beamcrawl.core.net.fetcher.FetchRunner`), started by the first ``process`` call and
 drained in ``finish_bundle``, while results already available flow downstream as they come.
 
 What follows (parse, and the content-seen probes) stays fused to the fetch: the loop waits on
@@ -34,9 +34,15 @@ from apache_beam.transforms.window import GlobalWindow
 from apache_beam.utils.timestamp import MIN_TIMESTAMP
 from apache_beam.utils.windowed_value import WindowedValue
 
-from beamcrawl.core import gctune
-from beamcrawl.core.config import CrawlConfig
-from beamcrawl.core.fetcher import DEFERRED_REASONS, ERROR_KINDS, FetchRunner, deferred_reason, error_kind
+from beamcrawl.core.net.fetcher import (
+    DEFERRED_REASONS,
+    ERROR_KINDS,
+    FetchRunner,
+    deferred_reason,
+    error_kind,
+)
+from beamcrawl.core.runtime import gctune
+from beamcrawl.core.runtime.config import CrawlConfig
 from beamcrawl.schemas.records import FetchResult, HostPlan
 from beamcrawl.transforms.dead_letter import ERRORS, Outlet, collect
 

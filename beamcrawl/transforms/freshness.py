@@ -1,7 +1,7 @@
 """Freshness: what each fetch says about its page's changes, and when to fetch it again.
 
 After content seen, every fetch outcome of a page (not robots.txt) updates the URL's revisit
-state (core/freshness.py: validators, visits, changes seen, the change-rate estimate λ) and
+state (core/policy/change_rate.py: validators, visits, changes seen, the change-rate estimate λ) and
 decides the next visit: ``after_fetch`` reads the status code (200 changed or not by
 checksum, 304 unchanged with no body, 404/410 re-checked less and less then dropped,
 301/308 moved, 5xx/429/no answer retried with back-off) and sets a due time and a priority.
@@ -28,12 +28,14 @@ import math
 import apache_beam as beam
 from apache_beam.metrics import Metrics
 
-from beamcrawl.core import freshness, sitemaps
-from beamcrawl.core.conditional import is_conditional, validators_from_headers
-from beamcrawl.core.freshness import FetchOutcome, RevisitState, SchedulePolicy
-from beamcrawl.core.politeness import parse_retry_after
-from beamcrawl.core.warc_revisit import fetch_digest
-from beamcrawl.schemas.records import FrontierEntry, ParsedPage, frontier_key
+from beamcrawl.core.archive.warc_revisit import fetch_digest
+from beamcrawl.core.content import sitemaps
+from beamcrawl.core.net.conditional import is_conditional, validators_from_headers
+from beamcrawl.core.policy import change_rate as freshness
+from beamcrawl.core.policy.change_rate import FetchOutcome, RevisitState, SchedulePolicy
+from beamcrawl.core.policy.politeness import parse_retry_after
+from beamcrawl.schemas.records import FrontierEntry, ParsedPage
+from beamcrawl.state.frontier import scheduled_key
 from beamcrawl.transforms.dead_letter import ERRORS, Outlet, collect
 
 __all__ = ["UNIFORM_PRIORITY", "ScheduleRevisits", "fetch_outcome", "next_entry", "schedule_page", "scheduled_key"]
@@ -119,16 +121,6 @@ def schedule_page(page: ParsedPage, policy: SchedulePolicy, uniform: bool = Fals
         "reason": schedule.reason,
     }
     return page
-
-
-def scheduled_key(fp: int, revisit: dict | None, after_ms: int) -> bytes | None:
-    """The frontier key of a URL's scheduled visit, from its revisit state: the row
-    :func:`next_entry` wrote, if it is due after ``after_ms`` (None: none pending). Work that
-    moves the visit forward names it in ``also_keys``, so the visit is moved, not doubled."""
-    due = (revisit or {}).get("next_due")
-    if not isinstance(due, (int, float)) or not math.isfinite(due) or int(due * 1000) <= after_ms:
-        return None
-    return frontier_key(int(due * 1000), fp)
 
 
 def next_entry(page: ParsedPage) -> FrontierEntry | None:

@@ -30,10 +30,10 @@ from apache_beam.transforms.window import GlobalWindow
 from apache_beam.utils.timestamp import MIN_TIMESTAMP
 from apache_beam.utils.windowed_value import WindowedValue
 
-from beamcrawl.core import files
-from beamcrawl.core.outputs import RoundOutputs, part_name
-from beamcrawl.core.hostkeys import domain_of
-from beamcrawl.core.urlnorm import host_of
+from beamcrawl.core.runtime import files
+from beamcrawl.core.runtime.outputs import RoundOutputs, part_name
+from beamcrawl.core.urls.hostkeys import domain_of
+from beamcrawl.core.urls.urlnorm import host_of
 from beamcrawl.schemas.arrow import LINKS_SCHEMA, PAGES_SCHEMA, signed64, timestamp_ms
 from beamcrawl.schemas.records import ParsedPage
 from beamcrawl.transforms import dead_letter

@@ -4,18 +4,18 @@ fetched page.
 
 A redirect's ``Location`` becomes a link of kind ``redirect``, so its target goes through
 the URL-seen check, robots and politeness like any other URL. What a 2xx body is comes from
-its Content-Type *and* its first bytes (:func:`beamcrawl.core.sniff.sniff`): only HTML and
+its Content-Type *and* its first bytes (:func:`beamcrawl.core.content.sniff.sniff`): only HTML and
 XHTML are parsed, so a PNG labelled ``text/html`` yields no garbage links. Other bodies are
 checksummed (the exact-copy key) but not parsed, and counted as
 ``parse/skipped_<kind>`` (``skipped_xml``, ``skipped_text``, ``skipped_binary_pdf``, ...).
 
-The simhash (:mod:`beamcrawl.core.textfp`) is computed here, where the page is already in
+The simhash (:mod:`beamcrawl.core.content.textfp`) is computed here, where the page is already in
 hand, for the content-seen stage that follows; a page with too little text gets none.
 
 Discovery beyond links: a robots.txt's ``Sitemap:`` lines and an HTML page's RSS/Atom
 ``<link rel=alternate>`` become links of kind ``sitemap`` / ``feed`` (queued to be read, not
 shown), and a URL fetched as a sitemap or feed (``FrontierEntry.kind``) is read with
-:func:`beamcrawl.core.sitemaps.parse` (gzip, XML without entities, the 50,000 URL / 50 MB
+:func:`beamcrawl.core.content.sitemaps.parse` (gzip, XML without entities, the 50,000 URL / 50 MB
 limits): its URLs become links of kind ``listed`` with their lastmod, an index's child
 sitemaps links of kind ``sitemap`` (from a sitemap named by robots.txt or submitted, not
 from one found in an index: indexes do not nest).
@@ -28,10 +28,16 @@ from typing import Any, Iterator
 import apache_beam as beam
 from apache_beam.metrics import Metrics
 
-from beamcrawl.core import gctune, sitemaps, sniff, textfp
-from beamcrawl.core.htmlparse import checksum, page_links, parse_document, robots_directives
-from beamcrawl.core.robots import RobotsRules
-from beamcrawl.core.urlnorm import InvalidURL, fingerprint, normalize
+from beamcrawl.core.content import sitemaps, sniff, textfp
+from beamcrawl.core.content.htmlparse import (
+    checksum,
+    page_links,
+    parse_document,
+    robots_directives,
+)
+from beamcrawl.core.policy.robots import RobotsRules
+from beamcrawl.core.runtime import gctune
+from beamcrawl.core.urls.urlnorm import InvalidURL, fingerprint, normalize
 from beamcrawl.schemas.records import FetchResult, Link, Packed, ParsedPage
 from beamcrawl.transforms.dead_letter import ERRORS, Outlet, collect
 
@@ -43,7 +49,7 @@ PARSED_KINDS = ("html", "xhtml")  # the body kinds parsed for links and text
 
 def body_kind(result: FetchResult) -> str:
     """What a body is, by label and first bytes: ``html``, ``xhtml``, ``xml``, ``text`` or
-    ``binary:<kind>`` (see :func:`beamcrawl.core.sniff.sniff`)."""
+    ``binary:<kind>`` (see :func:`beamcrawl.core.content.sniff.sniff`)."""
     return sniff.sniff(result.content_type, result.body[: sniff.SNIFF_BYTES])
 
 
@@ -145,7 +151,7 @@ class _ParseFn(beam.DoFn):
         self.dead = Outlet("parse")
 
     def setup(self) -> None:
-        gctune.tune()  # this process moves many small objects per page (core/gctune.py)
+        gctune.tune()  # this process moves many small objects per page (core/runtime/gctune.py)
 
     def process(self, result: FetchResult) -> Iterator[ParsedPage]:
         self.received.inc()

@@ -19,13 +19,20 @@ from typing import Iterable, Iterator, Sequence
 import apache_beam as beam
 from apache_beam.metrics import Metrics
 
-from beamcrawl.core import files
-from beamcrawl.core.outputs import DONE, REQUEUE, RoundOutputs, part_name
-from beamcrawl.schemas.records import FrontierEntry, HostRecord, ParsedPage, UrlState, fp_key, json_cell
+from beamcrawl.core.runtime import files
+from beamcrawl.core.runtime.outputs import DONE, REQUEUE, RoundOutputs, part_name
+from beamcrawl.schemas.records import (
+    HostRecord,
+    ParsedPage,
+    UrlState,
+    fp_key,
+    json_cell,
+)
+from beamcrawl.state.frontier import read_requeue_line
+from beamcrawl.stores.base import Mutation, open_store
 from beamcrawl.transforms import dead_letter
 from beamcrawl.transforms.dead_letter import ERRORS, Outlet, collect
 from beamcrawl.transforms.freshness import next_entry
-from beamcrawl.stores.base import Mutation, open_store
 
 __all__ = [
     "DUPLICATE_CELL",
@@ -93,14 +100,6 @@ def requeue_line(page: ParsedPage) -> str | None:
     return entry.key.hex() + " " + entry.to_cells()["r:json"].decode()
 
 
-def read_requeue_line(line: str) -> tuple[bytes, dict[str, bytes]]:
-    """Inverse of :func:`requeue_line`: the row's key and cells (checked to load)."""
-    key_hex, _, row = line.partition(" ")
-    cells = {"r:json": row.encode()}
-    FrontierEntry.from_cells(cells)
-    return bytes.fromhex(key_hex), cells
-
-
 class _WriteRowsFn(beam.DoFn):
     """Writes batches of ``(key, cells)`` to a store table."""
 
@@ -147,7 +146,7 @@ class _StageLinesFn(beam.DoFn):
     The lines go to the file a chunk at a time, not held until the bundle ends: on a local
     runner one bundle holds the whole round's pages, and their lines (a next visit's row is
     most of a kilobyte) grew the round's memory with its size. The file appears under its
-    name when the bundle finishes (:class:`~beamcrawl.core.files.PiecewiseFile`), with the
+    name when the bundle finishes (:class:`~beamcrawl.core.runtime.files.PiecewiseFile`), with the
     same bytes as when it was written whole.
     """
 

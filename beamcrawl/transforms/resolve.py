@@ -27,9 +27,15 @@ from apache_beam.transforms.window import GlobalWindow
 from apache_beam.utils.timestamp import MIN_TIMESTAMP
 from apache_beam.utils.windowed_value import WindowedValue
 
-from beamcrawl.core.config import CrawlConfig
-from beamcrawl.core.netpolicy import ResolveRules
-from beamcrawl.core.resolver import Lookup, PolicyResolver, Resolution, hostname_of, resolve_many
+from beamcrawl.core.net.netpolicy import ResolveRules
+from beamcrawl.core.net.resolver import (
+    Lookup,
+    PolicyResolver,
+    Resolution,
+    hostname_of,
+    resolve_many,
+)
+from beamcrawl.core.runtime.config import CrawlConfig
 from beamcrawl.schemas.records import HostRecord
 from beamcrawl.transforms.dead_letter import ERRORS, Outlet, collect, is_infrastructure
 

@@ -14,10 +14,22 @@ from typing import Iterable, Iterator
 import apache_beam as beam
 from apache_beam.metrics import Metrics
 
-from beamcrawl.core.hostkeys import host_key
-from beamcrawl.core.quarantine import quarantine_policy, quarantined_hosts, quarantined_urls
-from beamcrawl.core.resolver import hostname_of
-from beamcrawl.schemas.records import FrontierEntry, HostPolicy, HostRecord, Packed, frontier_key, key_fp, packed_by_host
+from beamcrawl.core.net.resolver import hostname_of
+from beamcrawl.core.urls.hostkeys import host_key
+from beamcrawl.schemas.records import (
+    FrontierEntry,
+    HostPolicy,
+    HostRecord,
+    Packed,
+    frontier_key,
+    key_fp,
+    packed_by_host,
+)
+from beamcrawl.state.quarantine import (
+    quarantine_policy,
+    quarantined_hosts,
+    quarantined_urls,
+)
 from beamcrawl.stores.base import open_store
 from beamcrawl.transforms.dead_letter import ERRORS, Outlet, collect
 

@@ -19,7 +19,7 @@ stored keys and the bucket has few candidates, it reads just the candidates' key
 batched key-set request. Both paths feed the same one-pass merge; the counters
 ``url_seen/path_scan`` and ``url_seen/path_keyset`` count the buckets that took each.
 
-In front of the join, each link's shape is checked (core/urlshape.py): a URL too long, too
+In front of the join, each link's shape is checked (core/urls/urlshape.py): a URL too long, too
 deep, with a path segment repeated, of another scheme or naming a binary file is not
 offered at all (counted as ``url_seen/shape_<reason>``), so traps that look like traps never
 reach the seen set or the frontier.
@@ -41,16 +41,32 @@ from apache_beam.transforms.window import GlobalWindow
 from apache_beam.utils.timestamp import MIN_TIMESTAMP
 from apache_beam.utils.windowed_value import WindowedValue
 
-from beamcrawl.core import gctune
-from beamcrawl.core.faults import crash_point
-from beamcrawl.core.freshness import RevisitState, change_probability, importance, redirect_allowed
-from beamcrawl.core.sitemaps import LastmodTrust, lastmod_change_probability, lastmod_claim, origin
-from beamcrawl.core.urlnorm import host_of
-from beamcrawl.core.urlshape import REASONS, ShapeRules
-from beamcrawl.schemas.records import Candidate, FrontierEntry, Packed, ParsedPage, UrlState, fp_key
+from beamcrawl.core.content.sitemaps import (
+    LastmodTrust,
+    lastmod_change_probability,
+    lastmod_claim,
+    origin,
+)
+from beamcrawl.core.policy.change_rate import (
+    RevisitState,
+    change_probability,
+    importance,
+    redirect_allowed,
+)
+from beamcrawl.core.runtime import gctune
+from beamcrawl.core.urls.urlnorm import host_of
+from beamcrawl.core.urls.urlshape import REASONS, ShapeRules
+from beamcrawl.schemas.records import (
+    Candidate,
+    FrontierEntry,
+    Packed,
+    ParsedPage,
+    fp_key,
+)
+from beamcrawl.state.frontier import queue_new_urls
+from beamcrawl.stores.base import Mutation, open_store
 from beamcrawl.transforms.dead_letter import ERRORS, Outlet, collect, is_infrastructure
-from beamcrawl.transforms.freshness import scheduled_key
-from beamcrawl.stores.base import Mutation, Store, open_store
+from beamcrawl.state.frontier import scheduled_key
 
 __all__ = [
     "ExtractCandidates",
@@ -61,17 +77,12 @@ __all__ = [
     "choose_path",
     "combine_candidates",
     "merge_unseen",
-    "queue_new_urls",
 ]
 
-WRITE_BATCH = 2000
-REASON_CELL = "u:reason"
 # Distinct fingerprints a bundle combines before it passes its lists on (~200 B each held).
 COMBINE_AT_MOST = 50_000
 
 
-def _json(value: object) -> bytes:
-    return json.dumps(value).encode()
 MAX_BUCKET_BITS = 16
 # A bucket's range scan should stay short (seconds) and its work even across workers.
 TARGET_KEYS_PER_BUCKET = 1 << 20
@@ -158,54 +169,6 @@ def merge_unseen(sorted_candidates: Sequence[Candidate], stored_keys: Iterable[b
         yield cand
     for _ in keys:
         pass
-
-
-def queue_new_urls(store: Store, new: Sequence[Candidate], now_ms: int, reason: str = "") -> list[FrontierEntry]:
-    """Queues never-seen URLs, then marks them seen (in that order: crash-safe).
-
-    A crash between the two writes leaves URLs queued but not seen: a rerun finds them
-    unseen and queues them again (a duplicate frontier row, fetched once: assign_slots
-    folds rows of one fingerprint). The other order could leave a URL seen but never
-    queued, lost for good.
-    """
-    entries = [
-        FrontierEntry(
-            url=c.url,
-            fp=c.fp,
-            host=c.host,
-            due_ms=now_ms,
-            # On the one scale of slot assignment: a URL's importance (its way in, depth
-            # and the other hosts linking to it), or the level it was submitted at.
-            priority=max(c.priority, importance(len(c.inlink_hosts), c.source, c.depth)),
-            depth=c.depth,
-            source=c.source,
-            inlinks=c.inlinks,
-            kind=c.kind,
-            hops=c.hops,
-            lastmod=c.lastmod,
-            robots_origin=c.robots_origin,
-            reason=reason,
-        )
-        for c in new
-    ]
-    discovered = UrlState.discovered_cells
-    for i in range(0, len(entries), WRITE_BATCH):
-        batch = entries[i : i + WRITE_BATCH]
-        store.mutate("frontier", [Mutation.set(e.key, e.to_cells()) for e in batch])
-        crash_point("url_seen.after_frontier_write")
-        # One small cell per URL (UrlState.discovered_cells), not one per UrlState field.
-        store.mutate(
-            "urls",
-            [
-                Mutation.set(
-                    fp_key(e.fp),
-                    # The operator's reason for submitted work rides along in its own cell.
-                    {**discovered(e.url, now_ms, e.source, e.depth), **({REASON_CELL: _json(e.reason)} if e.reason else {})},
-                )
-                for e in batch
-            ],
-        )
-    return entries
 
 
 def host_vote(host: str) -> int:

@@ -4,7 +4,7 @@ A writer DoFn owns one gzipped WARC file per bundle (rotated by size) and starts
 ``warcinfo`` record. Each fetch becomes a response record followed by its request record
 (``WARC-Concurrent-To`` links them), each its own gzip member, with block and payload
 digests, ``WARC-IP-Address`` and, when the body cap cut the body, ``WARC-Truncated: length``.
-The records are built as bytes by :mod:`beamcrawl.core.warc_records` (warcio's writer cost
+The records are built as bytes by :mod:`beamcrawl.core.archive.warc_records` (warcio's writer cost
 as much CPU per page as the compression; it still writes each file's ``warcinfo``, and
 warcio reads the files back in the tests). A fetch is serialised in memory first and
 appended whole, so a record that cannot be built never leaves half a gzip member in the file.
@@ -14,7 +14,7 @@ stored again (:func:`capture_kind`):
 
 - an exact copy whose payload is byte for byte its original's becomes a ``revisit`` record
   (profile identical-payload-digest, ``WARC-Refers-To-Target-URI`` and ``-Date`` naming the
-  original; :mod:`beamcrawl.core.warc_revisit`) with its request record, instead of a
+  original; :mod:`beamcrawl.core.archive.warc_revisit`) with its request record, instead of a
   second response. An exact copy sent with other wire bytes (another Content-Encoding) is
   not an identical payload and gets an ordinary response record;
 - a near copy gets no record at all: its content is its original's for every purpose the
@@ -36,7 +36,7 @@ Encodings are recorded as they were on the wire, as far as the wire can be recor
   percent-encoded as warcio would do for non-ASCII values.
 
 Beside ``part-X.warc.gz`` the writer puts ``part-X.cdxj``: one line per response or revisit
-record (:mod:`beamcrawl.core.cdxj`), sorted by SURT key then timestamp, built from the
+record (:mod:`beamcrawl.core.archive.cdxj`), sorted by SURT key then timestamp, built from the
 offsets, lengths, digests and headers the writer knows as it writes, so no file or record
 is read back. The page event's ``blob`` is ``<file relative to OUT>@<offset>`` of the
 response (or revisit) record, pointing at its committed location; None for a near copy.
@@ -59,11 +59,9 @@ from apache_beam.metrics import Metrics
 from warcio.warcwriter import WARCWriter
 
 from beamcrawl import DEFAULT_USER_AGENT, __version__
-from beamcrawl.core import cdxj, files, warc_records
-from beamcrawl.core.spool import SpoolReader
-from beamcrawl.core.outputs import RoundOutputs, part_name
-from beamcrawl.core.conditional import is_conditional, revisit_warc_headers
-from beamcrawl.core.warc_records import (
+from beamcrawl.core.archive import cdxj, warc_records
+from beamcrawl.core.archive.spool import SpoolReader
+from beamcrawl.core.archive.warc_records import (
     REQUEST_CONTENT_TYPE,
     RESPONSE_CONTENT_TYPE,
     first_fields,
@@ -71,7 +69,16 @@ from beamcrawl.core.warc_records import (
     http_head,
     record,
 )
-from beamcrawl.core.warc_revisit import fetch_digest, is_identical_payload, payload_digest, revisit_fields, warc_date
+from beamcrawl.core.archive.warc_revisit import (
+    fetch_digest,
+    is_identical_payload,
+    payload_digest,
+    revisit_fields,
+    warc_date,
+)
+from beamcrawl.core.net.conditional import is_conditional, revisit_warc_headers
+from beamcrawl.core.runtime import files
+from beamcrawl.core.runtime.outputs import RoundOutputs, part_name
 from beamcrawl.schemas.arrow import PAGES_HEADER_COLUMNS, signed64
 from beamcrawl.schemas.records import FetchResult, ParsedPage, Spooled
 from beamcrawl.transforms.dead_letter import ERRORS, Outlet, collect
@@ -164,7 +171,7 @@ def _capture_fields(kind: str, page: ParsedPage, record_id: str, date: str) -> l
 
     - ``"response"``: ``WARC-Truncated`` when the body cap cut the body, and the digest of
       the body as transferred;
-    - ``"revisit"`` (an exact copy): :func:`beamcrawl.core.warc_revisit.revisit_fields`;
+    - ``"revisit"`` (an exact copy): :func:`beamcrawl.core.archive.warc_revisit.revisit_fields`;
     - ``"unchanged"`` (a 200 repeating the URL's own stored capture): the same fields,
       referring to that capture by the URL itself, its fetch time and digest;
     - ``"not_modified"`` (a 304): profile server-not-modified, referring to the URL's stored

@@ -12,7 +12,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from beamcrawl.analysis import link_graph as lg
-from beamcrawl.core.urlnorm import fingerprint
+from beamcrawl.core.urls.urlnorm import fingerprint
 from beamcrawl.schemas.arrow import LINKS_SCHEMA, PAGES_SCHEMA, signed64
 
 T = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)

@@ -47,7 +47,7 @@ def test_crawl_help_cites_the_architecture_in_the_repository() -> None:
     import sys
 
     help_text = subprocess.run(
-        [sys.executable, "-m", "beamcrawl.pipelines.cli", "crawl", "--help"], capture_output=True, text=True, timeout=120
+        [sys.executable, "-m", "beamcrawl.cli.main", "crawl", "--help"], capture_output=True, text=True, timeout=120
     ).stdout
     assert "docs/ARCHITECTURE.md" in help_text
     assert "DESIGN.md" not in help_text

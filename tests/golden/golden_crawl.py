@@ -136,7 +136,7 @@ def _inside(work: Path) -> int:
     with running_simweb(str(work / "simweb"), truth=False, **web_cfg) as web:
         seeds = work / "seeds.txt"
         seeds.write_text("".join(web.base_url(h) + "\n" for h in web.hosts))
-        cmd = [sys.executable, "-m", "beamcrawl.pipelines.cli", "crawl", "--seeds", str(seeds), "--out", str(out)]
+        cmd = [sys.executable, "-m", "beamcrawl.cli.main", "crawl", "--seeds", str(seeds), "--out", str(out)]
         proc = subprocess.run(cmd + SETTINGS["crawl"], capture_output=True, text=True, cwd=work)
         (work / "crawl.stderr").write_text(proc.stderr)
     if proc.returncode != 0:

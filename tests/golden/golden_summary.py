@@ -46,7 +46,7 @@ from typing import Any, Iterable
 import pyarrow.parquet as pq
 from warcio.archiveiterator import ArchiveIterator
 
-from beamcrawl.core.export import host_row, scan_chunks, url_row
+from beamcrawl.state.parquet_export import host_row, scan_chunks, url_row
 from beamcrawl.schemas.records import FrontierEntry, UrlState
 from beamcrawl.stores.base import open_store
 

@@ -15,7 +15,7 @@ import pyarrow.parquet as pq
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from beamcrawl.pipelines.export import main as export_main
+from beamcrawl.cli.export import main as export_main
 from beamcrawl.stores.base import open_store
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]  # a demo crawl: `pytest -m "not slow and not e2e"` leaves it out

@@ -66,7 +66,7 @@ def test_charts_are_drawn_after_each_round(demo_crawl):
 def test_report_command_draws_every_chart_from_a_real_crawl(demo_crawl, tmp_path):
     dest = tmp_path / "charts"
     proc = subprocess.run(
-        [sys.executable, "-m", "beamcrawl.pipelines.cli", "report", str(demo_crawl["out"]), "--to", str(dest)],
+        [sys.executable, "-m", "beamcrawl.cli.main", "report", str(demo_crawl["out"]), "--to", str(dest)],
         capture_output=True, text=True, timeout=300,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
@@ -95,7 +95,7 @@ def test_round_summaries_match_the_parquet(demo_crawl):
 
 def test_report_on_a_folder_without_rounds_says_so_in_one_line(tmp_path):
     proc = subprocess.run(
-        [sys.executable, "-m", "beamcrawl.pipelines.cli", "report", str(tmp_path)],
+        [sys.executable, "-m", "beamcrawl.cli.main", "report", str(tmp_path)],
         capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     assert proc.returncode == 2

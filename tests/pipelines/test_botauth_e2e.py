@@ -39,7 +39,7 @@ class _VerifierAt(hms.HTTPMessageVerifier):
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "beamcrawl.pipelines.cli", *args], capture_output=True, text=True, timeout=600)
+    return subprocess.run([sys.executable, "-m", "beamcrawl.cli.main", *args], capture_output=True, text=True, timeout=600)
 
 
 @pytest.fixture(scope="module")

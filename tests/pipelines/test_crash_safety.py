@@ -2,7 +2,7 @@
 
 Each scenario runs the real CLI as a subprocess against simweb and kills it with SIGKILL
 (no clean-up of any kind) either from inside, at a named crash point
-(``BEAMCRAWL_CRASH_AT``, see ``beamcrawl/core/faults.py``), or from outside, mid-fetch,
+(``BEAMCRAWL_CRASH_AT``, see ``beamcrawl/core/runtime/faults.py``), or from outside, mid-fetch,
 once the server has answered a few requests. The killed crawl leaves its round lease
 held by a dead process; the rerun must take it over at once and finish the round. Then,
 from the committed outputs and the store (docs/ARCHITECTURE.md §3, "Nothing lost"):
@@ -12,7 +12,7 @@ from the committed outputs and the store (docs/ARCHITECTURE.md §3, "Nothing los
 - every URL in the seen set is queued, fetched (committed) or refused by robots;
 - every page the server served is committed or still queued (to be fetched again).
 
-Links the crawl refuses by their shape (core/urlshape.py: PDFs, repeated segments ...) and
+Links the crawl refuses by their shape (core/urls/urlshape.py: PDFs, repeated segments ...) and
 links of pages recorded as copies are never offered to the seen set, so they are not
 expected there.
 
@@ -45,9 +45,10 @@ import pyarrow.parquet as pq
 import pytest
 from warcio.archiveiterator import ArchiveIterator
 
-from beamcrawl.core.urlnorm import fingerprint, normalize
-from beamcrawl.core.urlshape import check as shape_check
-from beamcrawl.pipelines.crawl import CrawlError, RoundLease
+from beamcrawl.core.urls.urlnorm import fingerprint, normalize
+from beamcrawl.core.urls.urlshape import check as shape_check
+from beamcrawl.pipelines.crawl_errors import CrawlError
+from beamcrawl.pipelines.lease import RoundLease
 from beamcrawl.schemas.records import FrontierEntry, key_fp
 from beamcrawl.simweb.testing import SimwebHandle, running_simweb
 from beamcrawl.stores.base import Mutation, open_store
@@ -83,7 +84,7 @@ def _command(
     seeds = work / "seeds.txt"
     seeds.write_text("\n".join(web.base_url(h) for h in web.hosts) + "\n")
     return [
-        sys.executable, "-m", "beamcrawl.pipelines.cli", "crawl",
+        sys.executable, "-m", "beamcrawl.cli.main", "crawl",
         "--seeds", str(seeds), "--out", str(work / "out"), "--store", store, "--rounds", str(rounds),
         "--resolve", "*=127.0.0.1", "--allow-private-networks",
         "--min-delay", str(min_delay), "--round-window", str(window), "--runner", "FnApiRunner",

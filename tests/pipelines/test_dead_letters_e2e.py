@@ -25,7 +25,7 @@ import pyarrow.parquet as pq
 import pytest
 from warcio.archiveiterator import ArchiveIterator
 
-from beamcrawl.pipelines.crawl import submit_urls
+from beamcrawl.pipelines.seeding import submit_urls
 from beamcrawl.simweb.testing import running_simweb
 from beamcrawl.stores.base import open_store
 
@@ -39,7 +39,7 @@ PLAIN_ROBOTS = {"allow_all", "none", "private", "wildcard", "private_sitemap", "
 def _cli(args: list[str], env: dict[str, str] | None = None, timeout: float = 600) -> subprocess.CompletedProcess:
     full = {**os.environ, **(env or {})}
     return subprocess.run(
-        [sys.executable, "-m", "beamcrawl.pipelines.cli", *args], capture_output=True, text=True, timeout=timeout, env=full
+        [sys.executable, "-m", "beamcrawl.cli.main", *args], capture_output=True, text=True, timeout=timeout, env=full
     )
 
 

@@ -38,8 +38,8 @@ import pyarrow.parquet as pq
 import pytest
 from warcio.archiveiterator import ArchiveIterator
 
-from beamcrawl.core.urlnorm import normalize
-from beamcrawl.core.warc_revisit import REVISIT_PROFILE_1_1
+from beamcrawl.core.urls.urlnorm import normalize
+from beamcrawl.core.archive.warc_revisit import REVISIT_PROFILE_1_1
 from beamcrawl.schemas.records import FrontierEntry, UrlState
 from beamcrawl.simweb.testing import running_simweb
 from beamcrawl.stores.base import open_store
@@ -74,7 +74,7 @@ def crawl(tmp_path_factory: pytest.TempPathFactory) -> Crawl:
         seeds = [web.base_url(h) for h in web.hosts]
         (work / "seeds.txt").write_text("\n".join(seeds) + "\n")
         cmd = [
-            sys.executable, "-m", "beamcrawl.pipelines.cli", "crawl",
+            sys.executable, "-m", "beamcrawl.cli.main", "crawl",
             "--seeds", str(work / "seeds.txt"), "--out", str(out), "--store", store, "--rounds", "3",
             "--resolve", "*=127.0.0.1", "--allow-private-networks",
             "--min-delay", str(MIN_DELAY), "--round-window", "6", "--runner", "FnApiRunner",

@@ -30,8 +30,8 @@ import pytest
 from aiohttp import web
 from warcio.archiveiterator import ArchiveIterator
 
-from beamcrawl.core import netpolicy
-from beamcrawl.core.config import CrawlConfig
+from beamcrawl.core.net import netpolicy
+from beamcrawl.core.runtime.config import CrawlConfig
 from beamcrawl.pipelines.crawl import crawl
 from loopback import LoopbackServer, serving  # noqa: E402  (tests/loopback.py)
 

@@ -29,11 +29,11 @@ import pyarrow.parquet as pq
 import pytest
 from warcio.archiveiterator import ArchiveIterator
 
-from beamcrawl.core.urlnorm import normalize
+from beamcrawl.core.urls.urlnorm import normalize
 from beamcrawl.stores.base import open_store
 from beamcrawl.stores.emulator import scratch_store
 from beamcrawl.simweb.audit import audit
-from beamcrawl.pipelines import store_admin
+from beamcrawl.cli import store_admin
 from beamcrawl.simweb.testing import running_simweb
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]  # whole crawls: `pytest -m "not slow and not e2e"` leaves it out
@@ -73,7 +73,7 @@ def _crawl(work, out, store, runner):
         seeds = work / "seeds.txt"
         seeds.write_text("# every host's root\n" + "\n".join(web.base_url(h) for h in web.hosts) + "\n")
         cmd = [
-            sys.executable, "-m", "beamcrawl.pipelines.cli", "crawl",
+            sys.executable, "-m", "beamcrawl.cli.main", "crawl",
             "--seeds", str(seeds), "--out", str(out), "--store", store, "--rounds", "2",
             "--resolve", "*=127.0.0.1", "--allow-private-networks",
             "--min-delay", str(MIN_DELAY), "--round-window", "5",
@@ -245,7 +245,7 @@ def flink_parallel_run(tmp_path_factory, bigtable_emulator):
         seeds = work / "seeds.txt"
         seeds.write_text("\n".join(web.base_url(h) for h in web.hosts) + "\n")
         cmd = [
-            sys.executable, "-m", "beamcrawl.pipelines.cli", "crawl",
+            sys.executable, "-m", "beamcrawl.cli.main", "crawl",
             "--seeds", str(seeds), "--out", str(out), "--store", store, "--rounds", "2",
             *[f"--resolve={host}={ip}" for host, ip in ip_of.items()], "--allow-private-networks",
             "--min-delay", str(MIN_DELAY), "--ip-delay", str(IP_DELAY), "--round-window", "4",

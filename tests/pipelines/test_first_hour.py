@@ -24,7 +24,7 @@ from beamcrawl.stores.base import Mutation, StoreError, open_store
 
 MAX_REPORTED = 50  # core/seedfile.MAX_REPORTED (checked below)
 
-CLI = [sys.executable, "-m", "beamcrawl.pipelines.cli"]
+CLI = [sys.executable, "-m", "beamcrawl.cli.main"]
 # Where a crawl is expected to be refused, these keep a regression that runs it anyway on
 # loopback: every name maps to 127.0.0.1, so no DNS lookup and no address outside the machine.
 LOOPBACK_ONLY = ("--resolve", "*=127.0.0.1", "--allow-private-networks")
@@ -78,7 +78,7 @@ def test_demo_refuses_a_folder_that_is_not_a_previous_demo(tmp_path):
 
 
 def test_demo_replaces_only_its_own_output(tmp_path):
-    from beamcrawl.pipelines.demo import MARKER, DemoError, prepare_out
+    from beamcrawl.cli.demo import MARKER, DemoError, prepare_out
 
     out = tmp_path / "demo-out"
     prepare_out(str(out))  # new folder: created, with the marker
@@ -142,13 +142,13 @@ def test_plain_paths_and_known_schemes_stay_accepted(tmp_path):
     ],
 )
 def test_hash_after_whitespace_starts_a_comment(line, url):
-    from beamcrawl.core.seedfile import strip_comment
+    from beamcrawl.core.urls.seedfile import strip_comment
 
     assert strip_comment(line) == url
 
 
 def test_inline_comment_is_not_part_of_a_seed_or_submitted_url(tmp_path):
-    from beamcrawl.pipelines.crawl import read_seeds
+    from beamcrawl.pipelines.seeding import read_seeds
 
     listing = tmp_path / "urls.txt"
     listing.write_text("http://ok.example/ # trailing comment\nhttp://two.example/a\t# why\n")
@@ -208,7 +208,7 @@ def test_loopback_seeds_are_refused_without_the_flag(tmp_path):
 
 
 def test_bad_seed_report_is_capped(tmp_path):
-    from beamcrawl.core import seedfile
+    from beamcrawl.core.urls import seedfile
 
     assert seedfile.MAX_REPORTED == MAX_REPORTED
     seeds = tmp_path / "seeds.txt"
@@ -247,7 +247,7 @@ TRAILING = st.sampled_from(["", " # why", "\t# tab comment", "   "])
     st.tuples(st.just("skip"), st.one_of(COMMENT, BLANK), st.just("")),
 ), max_size=40))  # fmt: skip
 def test_reported_line_numbers_are_exactly_the_bad_ones(tmp_path, lines):
-    from beamcrawl.pipelines.crawl import SeedsError, read_seeds
+    from beamcrawl.pipelines.seeding import SeedsError, read_seeds
 
     path = tmp_path / "seeds.txt"
     path.write_text("".join(f"{text}{tail}\n" for _, text, tail in lines))

@@ -4,7 +4,7 @@ side on one simweb whose pages change at known rates, measured from the server's
 Both crawls run at once, each with its own store and output, told apart by their
 User-Agent; both get the same fetch budget (the same hosts, delay and round window, so the
 same number of slots a round) and the same seeds: every page robots.txt allows, except the
-sitemap-only ones. Freshness (``simweb/freshness.py``) is the share of time the copy a
+sitemap-only ones. Freshness (``simweb/freshness_audit.py``) is the share of time the copy a
 crawler holds matches the live page, computed exactly from the versions simweb served and
 the change times it drew. It is compared in the steady state, from the moment both crawls
 have fetched every seeded page once (before that both are busy with the same first pass),
@@ -35,9 +35,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
 
 import freshness as bench  # noqa: E402  (bench/freshness.py: the side-by-side harness)
 
-from beamcrawl.core.conditional import REVISIT_PROFILE_NOT_MODIFIED  # noqa: E402
+from beamcrawl.core.net.conditional import REVISIT_PROFILE_NOT_MODIFIED  # noqa: E402
 from beamcrawl.simweb.audit import audit  # noqa: E402
-from beamcrawl.simweb.freshness import truth_pages  # noqa: E402
+from beamcrawl.simweb.freshness_audit import truth_pages  # noqa: E402
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]  # two crawls side by side: `pytest -m "not slow and not e2e"` leaves it out
 

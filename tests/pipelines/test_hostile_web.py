@@ -35,7 +35,7 @@ import pyarrow.parquet as pq
 import pytest
 from warcio.archiveiterator import ArchiveIterator
 
-from beamcrawl.pipelines.crawl import submit_urls
+from beamcrawl.pipelines.seeding import submit_urls
 from beamcrawl.stores.base import open_store
 
 HOSTS = ("a.hostile.test", "b.hostile.test", "c.hostile.test", "d.hostile.test", "e.hostile.test")
@@ -255,7 +255,7 @@ def hostile_round(tmp_path_factory) -> Iterator[dict]:
             submitted = submit_urls(store, _sitemaps(web), int(time.time() * 1000), kind="sitemap", source="submit")
         assert submitted.accepted == 4
         cmd = [
-            sys.executable, "-m", "beamcrawl.pipelines.cli", "crawl", "--seeds", str(work / "seeds.txt"),
+            sys.executable, "-m", "beamcrawl.cli.main", "crawl", "--seeds", str(work / "seeds.txt"),
             "--out", str(out), "--rounds", "1", "--resolve", "*=127.0.0.1", "--allow-private-networks",
             "--min-delay", "0.2", "--round-window", "20", "--runner", "FnApiRunner",
         ]  # fmt: skip

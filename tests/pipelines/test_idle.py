@@ -17,12 +17,13 @@ from pathlib import Path
 
 import pytest
 
-from beamcrawl.pipelines.crawl import next_round, submit_urls
+from beamcrawl.pipelines.commit import next_round
+from beamcrawl.pipelines.seeding import submit_urls
 from beamcrawl.schemas.records import FrontierEntry
 from beamcrawl.simweb.testing import running_simweb
 from beamcrawl.stores.base import Mutation, open_store
 
-CLI = [sys.executable, "-m", "beamcrawl.pipelines.cli"]
+CLI = [sys.executable, "-m", "beamcrawl.cli.main"]
 FETCH = ["--resolve", "*=127.0.0.1", "--allow-private-networks", "--min-delay", "0.1", "--round-window", "2",
          "--runner", "FnApiRunner"]  # fmt: skip
 

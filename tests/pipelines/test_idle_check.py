@@ -6,7 +6,7 @@ from __future__ import annotations
 import io
 import time
 
-from beamcrawl.core.config import CrawlConfig
+from beamcrawl.core.runtime.config import CrawlConfig
 from beamcrawl.pipelines.idle import check_idle, wait_until_due
 from beamcrawl.schemas.records import FrontierEntry, HostPolicy, HostRecord
 from beamcrawl.stores.base import Mutation, open_store

@@ -15,8 +15,10 @@ from typing import Any
 import pytest
 from aiohttp import web
 
-from beamcrawl.core.config import CrawlConfig
-from beamcrawl.pipelines.crawl import LeaseHeld, LeaseLost, RoundLease, crawl, next_round
+from beamcrawl.core.runtime.config import CrawlConfig
+from beamcrawl.pipelines.lease import LeaseHeld, LeaseLost, RoundLease
+from beamcrawl.pipelines.crawl import crawl
+from beamcrawl.pipelines.commit import next_round
 from beamcrawl.stores.base import Mutation, open_store
 from loopback import LoopbackServer, serving  # noqa: E402  (tests/loopback.py)
 

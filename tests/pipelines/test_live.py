@@ -2,7 +2,7 @@
 
 A one-element job whose DoFn counts slowly (one increment every 0.4 s, 12 in all, inside
 one bundle) runs through ``live.run``; the poller must see the count part-way, and the
-round's own metrics read after the job (``crawl._metrics``) must still be the final ones.
+round's own metrics read after the job (``launch.round_metrics``) must still be the final ones.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import pytest
 from apache_beam.options.pipeline_options import PipelineOptions
 
 from beamcrawl.pipelines import live
-from beamcrawl.pipelines.crawl import _metrics
+from beamcrawl.pipelines.launch import round_metrics
 from beamcrawl.pipelines.runners import prism_binary
 
 STEPS = 12
@@ -61,7 +61,7 @@ def test_the_poller_sees_a_running_bundle_count(name, monkeypatch):
     assert any(0 < n < STEPS for n in counts[:-1]), lines  # seen while the bundle ran
     assert counts == sorted(counts)  # never steps back
     assert counts[-1] == STEPS and lines[-1].startswith("round 1 [done]")
-    assert _metrics(result)["fetch/received"] == STEPS  # the result's own answer is intact
+    assert round_metrics(result)["fetch/received"] == STEPS  # the result's own answer is intact
 
 
 def test_progress_off_runs_the_plain_runner(monkeypatch):

@@ -14,7 +14,7 @@ import io
 import pytest
 from aiohttp import web
 
-from beamcrawl.core.config import CrawlConfig
+from beamcrawl.core.runtime.config import CrawlConfig
 from beamcrawl.pipelines.crawl import crawl
 from loopback import LoopbackServer, serving  # noqa: E402  (tests/loopback.py)
 

@@ -24,12 +24,12 @@ import time
 import pyarrow.parquet as pq
 import pytest
 
-from beamcrawl.core.urlnorm import normalize
+from beamcrawl.core.urls.urlnorm import normalize
 from beamcrawl.schemas.records import FrontierEntry, UrlState
 from beamcrawl.simweb.audit import audit
 from beamcrawl.simweb.testing import running_simweb
 
-CLI = [sys.executable, "-m", "beamcrawl.pipelines.cli"]
+CLI = [sys.executable, "-m", "beamcrawl.cli.main"]
 MIN_DELAY = 0.2
 IP_DELAY = 0.03
 # simweb logs a response's "end" once its last byte is handed to the socket; on a loaded
@@ -250,14 +250,14 @@ NOW = 1_800_000_000.0
     ],
 )
 def test_pause_until_takes_iso_times_and_durations(text, expected):
-    from beamcrawl.pipelines.hosts import parse_when
+    from beamcrawl.cli.hosts import parse_when
 
     assert parse_when(text, NOW) == expected
 
 
 @pytest.mark.parametrize("text", ["", "2x", "tomorrow", "h2", "12:00"])
 def test_pause_until_rejects_anything_else(text):
-    from beamcrawl.pipelines.hosts import parse_when
+    from beamcrawl.cli.hosts import parse_when
 
     with pytest.raises(ValueError):
         parse_when(text, NOW)
@@ -269,7 +269,7 @@ def test_pause_until_rejects_anything_else(text):
      ("https://Example.com:443/some/page", "example.com"), ("bücher.de", "xn--bcher-kva.de")],
 )
 def test_host_arguments_become_the_crawls_host_keys(given, key):
-    from beamcrawl.pipelines.hosts import policy_key
+    from beamcrawl.cli.hosts import policy_key
 
     assert policy_key(given) == key
 
@@ -277,7 +277,7 @@ def test_host_arguments_become_the_crawls_host_keys(given, key):
 def _hosts(*args: str) -> tuple[int, str]:
     import io
 
-    from beamcrawl.pipelines.hosts import main
+    from beamcrawl.cli.hosts import main
 
     buf = io.StringIO()
     return main(list(args), out=buf), buf.getvalue()

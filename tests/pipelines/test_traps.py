@@ -19,16 +19,16 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from beamcrawl.core.config import CrawlConfig
-from beamcrawl.core.urlnorm import fingerprint, host_of, normalize
-from beamcrawl.core.urlshape import check
+from beamcrawl.core.runtime.config import CrawlConfig
+from beamcrawl.core.urls.urlnorm import fingerprint, host_of, normalize
+from beamcrawl.core.urls.urlshape import check
 from beamcrawl.pipelines.crawl import crawl
 from beamcrawl.schemas.records import QUEUED_CELL, Candidate, FrontierEntry, UrlState, key_fp
 from beamcrawl.simweb.site import TRAP_ENTRY
 from beamcrawl.simweb.testing import running_simweb
 from beamcrawl.stores.base import open_store
 from beamcrawl.transforms.budgets import domain_of, read_domains
-from beamcrawl.transforms.url_seen import queue_new_urls
+from beamcrawl.state.frontier import queue_new_urls
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]  # a crawl of a trap web: `pytest -m "not slow and not e2e"` leaves it out
 

@@ -26,7 +26,7 @@ import pytest
 from aiohttp import web
 from warcio.archiveiterator import ArchiveIterator
 
-from beamcrawl.core.warc_revisit import REVISIT_PROFILE_1_1
+from beamcrawl.core.archive.warc_revisit import REVISIT_PROFILE_1_1
 from loopback import LoopbackServer, serving  # noqa: E402  (tests/loopback.py)
 
 pytestmark = pytest.mark.e2e
@@ -77,7 +77,7 @@ def crawl(site: _Site, tmp_path_factory: pytest.TempPathFactory) -> Path:
     seeds.write_text("".join(f"{base}{p}\n" for p in ("/", "/static", "/changes", "/cut")))
     out = work / "out"
     cmd = [
-        sys.executable, "-m", "beamcrawl.pipelines.cli", "crawl",
+        sys.executable, "-m", "beamcrawl.cli.main", "crawl",
         "--seeds", str(seeds), "--out", str(out), "--rounds", str(ROUNDS), "--allow-private-networks",
         "--min-delay", "0.05", "--round-window", "2", "--runner", "FnApiRunner",
         "--revisit-policy", "uniform", "--min-revisit-interval", "0.001", "--max-body-bytes", str(BODY_CAP),

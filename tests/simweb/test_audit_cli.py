@@ -18,7 +18,7 @@ UA = "Mozilla/5.0 (compatible; beamcrawl/0.1; +https://example.invalid/bot)"
 
 
 def _audit(*args: str) -> subprocess.CompletedProcess[str]:
-    cmd = [sys.executable, "-m", "beamcrawl.pipelines.cli", "simweb", "audit", *args]
+    cmd = [sys.executable, "-m", "beamcrawl.cli.main", "simweb", "audit", *args]
     return subprocess.run(cmd, capture_output=True, text=True, timeout=120)
 
 

@@ -11,8 +11,8 @@ from html.parser import HTMLParser
 
 import pytest
 
-from beamcrawl.core import sitemaps
-from beamcrawl.core.robots import RobotsRules
+from beamcrawl.core.content import sitemaps
+from beamcrawl.core.policy.robots import RobotsRules
 from beamcrawl.simweb.changes import (
     CHANGE_MIX,
     CHANGE_MULTIPLIERS,

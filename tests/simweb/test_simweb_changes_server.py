@@ -15,8 +15,8 @@ import aiohttp
 import pytest
 from multidict import CIMultiDict
 
-from beamcrawl.core import sitemaps
-from beamcrawl.core.robots import RobotsRules
+from beamcrawl.core.content import sitemaps
+from beamcrawl.core.policy.robots import RobotsRules
 from beamcrawl.simweb.changes import ChangeModel, http_date
 from beamcrawl.simweb.server import build_parser, read_log_header
 from beamcrawl.simweb.site import SimWeb

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from beamcrawl.simweb.freshness import main, measure, measure_from_files, page_freshness, truth_pages
+from beamcrawl.simweb.freshness_audit import main, measure, measure_from_files, page_freshness, truth_pages
 from beamcrawl.simweb.site import SimWeb
 from beamcrawl.simweb.truth import web_truth, write_truth
 

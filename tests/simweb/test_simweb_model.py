@@ -9,7 +9,7 @@ import pytest
 
 from beamcrawl.simweb import SimWeb, build_truth, host_names, registered_domain
 from beamcrawl.simweb.audit import RobotsRules, host_policy
-from beamcrawl.simweb.robots import ROBOTS_CYCLE
+from beamcrawl.simweb.robots_variants import ROBOTS_CYCLE
 from beamcrawl.simweb.site import PAGE_CYCLE, _relative
 from beamcrawl.simweb.truth import host_truth
 

@@ -18,7 +18,7 @@ from google.api_core import exceptions as api_exceptions
 from google.cloud.bigtable.data import ReadRowsQuery, SetCell
 from google.cloud.bigtable_v2.types import MutateRowsResponse
 
-from beamcrawl.pipelines import store_admin
+from beamcrawl.cli import store_admin
 from beamcrawl.stores import emulator
 from beamcrawl.stores.base import FAMILIES, TABLES, Mutation, StoreError, open_store
 from beamcrawl.stores.bigtable import BigtableStore, fold_mutations, parse_uri

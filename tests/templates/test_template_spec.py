@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from beamcrawl.pipelines.args import add_crawl_arguments
+from beamcrawl.cli.args import add_crawl_arguments
 
 ROOT = Path(__file__).resolve().parents[2]
 METADATA = ROOT / "templates" / "crawl_round" / "metadata.json"
@@ -145,7 +145,7 @@ def test_a_launch_with_nothing_due_exits_cleanly_without_a_round(tmp_path):
     import sys
     import time
 
-    from beamcrawl.pipelines.crawl import next_round
+    from beamcrawl.pipelines.commit import next_round
     from beamcrawl.schemas.records import FrontierEntry
     from beamcrawl.stores.base import Mutation, open_store
 

@@ -14,7 +14,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Iterable, Mapping, NamedTuple, Sequence
 
-from beamcrawl.core import textfp
+from beamcrawl.core.content import textfp
 from beamcrawl.stores.base import Mutation
 from beamcrawl.transforms.content_seen import MAX_PAIRWISE, SIMHASH_FAMILY, Probe, _usable, order_key
 

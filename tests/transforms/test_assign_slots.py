@@ -9,8 +9,8 @@ from apache_beam.metrics.metric import MetricsFilter
 from apache_beam.testing.test_pipeline import TestPipeline
 from apache_beam.testing.util import assert_that, equal_to
 
-from beamcrawl.core.config import CrawlConfig
-from beamcrawl.core.robots import RobotsRules
+from beamcrawl.core.runtime.config import CrawlConfig
+from beamcrawl.core.policy.robots import RobotsRules
 from beamcrawl.schemas.records import FrontierEntry, HostPolicy, HostRecord
 from beamcrawl.transforms.assign_slots import AssignSlots, fetch_shard, hold_reason, plan_host, shard_of
 

@@ -15,9 +15,9 @@ from apache_beam.metrics.metric import MetricsFilter
 from apache_beam.testing.test_pipeline import TestPipeline
 from apache_beam.testing.util import assert_that, equal_to
 
-from beamcrawl.core.budgets import DAY, BudgetRules, LinkingDomains
-from beamcrawl.core.outputs import RoundOutputs
-from beamcrawl.core.urlnorm import fingerprint
+from beamcrawl.core.policy.budget_rules import DAY, BudgetRules, LinkingDomains
+from beamcrawl.core.runtime.outputs import RoundOutputs
+from beamcrawl.core.urls.urlnorm import fingerprint
 from beamcrawl.schemas.records import FetchResult, FrontierEntry, Link, ParsedPage, packed_by_host
 from beamcrawl.stores.base import Mutation, open_store
 from beamcrawl.transforms.budgets import (

@@ -21,9 +21,9 @@ from hypothesis import strategies as st
 from apache_beam.metrics.metric import MetricsFilter
 from apache_beam.testing.test_pipeline import TestPipeline
 
-from beamcrawl.core import textfp
-from beamcrawl.core.urlnorm import fingerprint
-from beamcrawl.core.warc_revisit import payload_digest
+from beamcrawl.core.content import textfp
+from beamcrawl.core.urls.urlnorm import fingerprint
+from beamcrawl.core.archive.warc_revisit import payload_digest
 from beamcrawl.schemas.records import FetchResult, FrontierEntry, ParsedPage, fp_key
 from beamcrawl.simweb import SimWeb
 from beamcrawl.stores.base import Mutation, open_store

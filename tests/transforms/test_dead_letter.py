@@ -15,8 +15,8 @@ from apache_beam.testing.util import assert_that, equal_to
 from hypothesis import given
 from hypothesis import strategies as st
 
-from beamcrawl.core import faults
-from beamcrawl.core.outputs import RoundOutputs
+from beamcrawl.core.runtime import faults
+from beamcrawl.core.runtime.outputs import RoundOutputs
 from beamcrawl.schemas.arrow import ERRORS_SCHEMA
 from beamcrawl.schemas.records import FetchResult, FrontierEntry, HostRecord, ParsedPage
 from beamcrawl.stores.base import StoreError
@@ -149,7 +149,7 @@ def test_a_row_arrow_refuses_costs_that_row_not_the_part(tmp_path):
 
 def test_a_host_whose_crawl_raised_is_a_dead_letter_of_fetch():
     """The fetcher hands back a host whose crawl raised (its URLs come back deferred)."""
-    from beamcrawl.core.config import CrawlConfig
+    from beamcrawl.core.runtime.config import CrawlConfig
     from beamcrawl.schemas.records import HostPlan
     from beamcrawl.transforms.fetch import _FetchShardsFn
 

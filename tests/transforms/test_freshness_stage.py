@@ -11,15 +11,17 @@ import json
 
 from warcio.archiveiterator import ArchiveIterator
 
-from beamcrawl.core import cdxj, freshness
-from beamcrawl.core.config import CrawlConfig
-from beamcrawl.core.conditional import REVISIT_PROFILE_NOT_MODIFIED
-from beamcrawl.core.urlnorm import fingerprint
+from beamcrawl.core.archive import cdxj
+from beamcrawl.core.policy import change_rate as freshness
+from beamcrawl.core.runtime.config import CrawlConfig
+from beamcrawl.core.net.conditional import REVISIT_PROFILE_NOT_MODIFIED
+from beamcrawl.core.urls.urlnorm import fingerprint
 from beamcrawl.schemas.records import FetchResult, FrontierEntry, Link, ParsedPage, UrlState
 from beamcrawl.transforms.assign_slots import plan_host, ranking
 from beamcrawl.transforms.freshness import UNIFORM_PRIORITY, next_entry, schedule_page
 from beamcrawl.transforms.parse import parse_fetch
-from beamcrawl.transforms.record import read_requeue_line, requeue_line, url_state_cells
+from beamcrawl.state.frontier import read_requeue_line
+from beamcrawl.transforms.record import requeue_line, url_state_cells
 from beamcrawl.transforms.url_seen import page_candidates
 from beamcrawl.transforms.warc_io import archive_fetch, capture_kind, page_event
 
@@ -185,7 +187,7 @@ def test_robots_sitemap_lines_become_depth_zero_sitemaps_of_that_origin():
     assert [(link.url, link.kind) for link in page.links] == [
         ("http://a.test/sitemap_index.xml", "sitemap"), ("http://cdn.test/a.xml.gz", "sitemap"),
     ]  # fmt: skip
-    from beamcrawl.core.urlshape import ShapeRules
+    from beamcrawl.core.urls.urlshape import ShapeRules
 
     cands = page_candidates(page, ShapeRules())  # a gzipped sitemap is no "binary file" to skip
     assert {(c.kind, c.source, c.depth, c.robots_origin) for c in cands} == {("sitemap", "sitemap", 0, "http://a.test")}

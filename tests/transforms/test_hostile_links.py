@@ -21,10 +21,10 @@ from apache_beam.testing.test_pipeline import TestPipeline
 from hypothesis import HealthCheck, given, settings
 
 import hostile_inputs as hostile
-from beamcrawl.core.budgets import DAY, BudgetRules
-from beamcrawl.core.hostkeys import domain_of, host_key
-from beamcrawl.core.outputs import RoundOutputs
-from beamcrawl.core.urlnorm import InvalidURL, fingerprint, host_of, normalize
+from beamcrawl.core.policy.budget_rules import DAY, BudgetRules
+from beamcrawl.core.urls.hostkeys import domain_of, host_key
+from beamcrawl.core.runtime.outputs import RoundOutputs
+from beamcrawl.core.urls.urlnorm import InvalidURL, fingerprint, host_of, normalize
 from beamcrawl.schemas.records import FetchResult, FrontierEntry, packed_by_host
 from beamcrawl.stores.base import open_store
 from beamcrawl.transforms.budgets import ApplyBudgets, CountDomainUsage, CountLinkingDomains
@@ -143,7 +143,7 @@ def test_ipv6_links_record_their_linking_domains(tmp_path) -> None:
 def test_a_policy_on_a_bare_ipv6_host_reaches_its_port_slots(tmp_path) -> None:
     """`hosts set-policy [::1]` is stored under policy_key; select reads a slot's policy under
     the slot or its host_key. The slot [::1]:8080 used to be looked up under "::1"."""
-    from beamcrawl.pipelines.hosts import policy_key
+    from beamcrawl.cli.hosts import policy_key
     from beamcrawl.schemas.records import HostPolicy
     from beamcrawl.stores.base import Mutation
     from beamcrawl.transforms.select import _ReadHostRowsFn

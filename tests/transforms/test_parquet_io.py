@@ -14,8 +14,8 @@ import pyarrow.parquet as pq
 import pytest
 from apache_beam.testing.test_pipeline import TestPipeline
 
-from beamcrawl.core.outputs import RoundOutputs
-from beamcrawl.core.urlnorm import fingerprint, host_of
+from beamcrawl.core.runtime.outputs import RoundOutputs
+from beamcrawl.core.urls.urlnorm import fingerprint, host_of
 from beamcrawl.schemas import arrow
 from beamcrawl.schemas.arrow import LINKS_SCHEMA, PAGES_SCHEMA, SCHEMAS, describe, fp_hex, signed64
 from beamcrawl.schemas.records import FetchResult, FrontierEntry, Link, ParsedPage

@@ -6,9 +6,9 @@ import apache_beam as beam
 from apache_beam.metrics.metric import MetricsFilter
 from apache_beam.testing.test_pipeline import TestPipeline
 
-from beamcrawl.core import textfp
-from beamcrawl.core.htmlparse import checksum
-from beamcrawl.core.urlnorm import fingerprint
+from beamcrawl.core.content import textfp
+from beamcrawl.core.content.htmlparse import checksum
+from beamcrawl.core.urls.urlnorm import fingerprint
 from beamcrawl.schemas.records import FetchResult, FrontierEntry
 from beamcrawl.transforms.parse import ParsePages, body_kind, parse_fetch, skipped_counter_name
 
@@ -78,7 +78,7 @@ def test_skipped_bodies_are_counted_by_kind():
 def test_one_parse_serves_links_and_simhash_as_two_separate_parses_would():
     # parse_fetch builds one tree: links are read from it, then the text (which detaches the
     # page chrome, where links live too). Both must be what separate parses give.
-    from beamcrawl.core.htmlparse import parse_html
+    from beamcrawl.core.content.htmlparse import parse_html
     from beamcrawl.simweb import SimWeb
 
     chrome = (f"<html><body><nav><a href='/nav1'>n</a></nav><header><a href='/h'>h</a></header>"

@@ -8,7 +8,7 @@ import os
 
 import pytest
 
-from beamcrawl.core.urlnorm import fingerprint
+from beamcrawl.core.urls.urlnorm import fingerprint
 from beamcrawl.schemas.records import FetchResult, FrontierEntry, ParsedPage, UrlState, json_cell
 from beamcrawl.transforms.record import DUPLICATE_CELL, REVISIT_FIELDS, STATE_FIELDS, url_state_cells
 
@@ -75,8 +75,8 @@ def test_url_state_cells_are_encoded_as_before():
 from hypothesis import given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-from beamcrawl.core import files  # noqa: E402
-from beamcrawl.core.outputs import REQUEUE, RoundOutputs  # noqa: E402
+from beamcrawl.core.runtime import files  # noqa: E402
+from beamcrawl.core.runtime.outputs import REQUEUE, RoundOutputs  # noqa: E402
 from beamcrawl.transforms.record import _StageLinesFn  # noqa: E402
 
 _LINE = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\n\r"), max_size=30)

@@ -10,7 +10,7 @@ import apache_beam as beam
 from apache_beam.testing.test_pipeline import TestPipeline
 from apache_beam.testing.util import assert_that, equal_to
 
-from beamcrawl.core.config import CrawlConfig
+from beamcrawl.core.runtime.config import CrawlConfig
 from beamcrawl.schemas.records import HostRecord
 from beamcrawl.transforms.assign_slots import fetch_shard
 from beamcrawl.transforms.resolve import ResolveHosts, needs_lookup, resolve_records

@@ -239,7 +239,7 @@ def test_new_urls_are_queued_before_they_are_marked_seen(tmp_path):
 def test_new_urls_are_marked_seen_with_one_small_cell_that_loads_as_url_state(tmp_path):
     import json
 
-    from beamcrawl.core.export import url_row
+    from beamcrawl.state.parquet_export import url_row
     from beamcrawl.schemas.records import QUEUED_CELL
 
     store = EmbeddedStore(tmp_path / "s.sqlite")
@@ -277,7 +277,7 @@ def test_seen_rows_written_one_cell_per_field_still_load():
 
 
 def _page(*links: tuple[str, str], nofollow: bool = False) -> "ParsedPage":
-    from beamcrawl.core.urlnorm import fingerprint, normalize
+    from beamcrawl.core.urls.urlnorm import fingerprint, normalize
     from beamcrawl.schemas.records import FetchResult, Link, ParsedPage
 
     src = FrontierEntry(url="http://a.com/", fp=1, host="a.com", due_ms=0, depth=2)
@@ -289,7 +289,7 @@ def _page(*links: tuple[str, str], nofollow: bool = False) -> "ParsedPage":
 
 
 def test_page_candidates_skip_bad_shapes_and_count_them():
-    from beamcrawl.core.urlshape import ShapeRules
+    from beamcrawl.core.urls.urlshape import ShapeRules
 
     from beamcrawl.transforms.url_seen import page_candidates
 
@@ -311,7 +311,7 @@ def test_page_candidates_skip_bad_shapes_and_count_them():
 
 
 def test_extract_candidates_counts_refusals_by_reason():
-    from beamcrawl.core.urlshape import ShapeRules
+    from beamcrawl.core.urls.urlshape import ShapeRules
     from beamcrawl.transforms.url_seen import ExtractCandidates
 
     pages = [_page(("http://a.com/ok", "a"), ("http://a.com/v.mp4", "a")), _page(("http://a.com/a/a/a", "a"))]

@@ -23,9 +23,9 @@ from apache_beam.testing.test_pipeline import TestPipeline
 from warcio.archiveiterator import ArchiveIterator
 from warcio.warcwriter import WARCWriter
 
-from beamcrawl.core import cdxj
-from beamcrawl.core.outputs import RoundOutputs
-from beamcrawl.core.urlnorm import fingerprint, host_of
+from beamcrawl.core.archive import cdxj
+from beamcrawl.core.runtime.outputs import RoundOutputs
+from beamcrawl.core.urls.urlnorm import fingerprint, host_of
 from beamcrawl.schemas.records import FetchResult, FrontierEntry, ParsedPage
 from beamcrawl.transforms import warc_io
 from beamcrawl.transforms.warc_io import WriteWarc, archive_fetch, page_event, warcinfo_bytes
@@ -517,7 +517,7 @@ def test_copies_in_a_round_are_stored_once_and_pass_warcio_check(tmp_path):
 # --- the records are the ones warcio's writer made of the same fetch --------------------------
 #
 # Records used to be built with warcio's WARCWriter; they are now built as bytes
-# (core/warc_records.py). The reference below builds them the old way, with warcio, for the
+# (core/archive/warc_records.py). The reference below builds them the old way, with warcio, for the
 # same fetch and the same pinned ids, and the tests hold the two to the same bytes once
 # decompressed, the same headers and payloads read back, and the same index line.
 
@@ -525,8 +525,8 @@ from urllib.parse import urlsplit  # noqa: E402
 
 from warcio.statusandheaders import StatusAndHeaders  # noqa: E402
 
-from beamcrawl.core.conditional import revisit_warc_headers  # noqa: E402
-from beamcrawl.core.warc_revisit import REVISIT_PROFILE_1_1, warc_date  # noqa: E402
+from beamcrawl.core.net.conditional import revisit_warc_headers  # noqa: E402
+from beamcrawl.core.archive.warc_revisit import REVISIT_PROFILE_1_1, warc_date  # noqa: E402
 
 CAPTURE_ID = "<urn:uuid:00000000-0000-0000-0000-000000000000>"
 REQUEST_ID = "<urn:uuid:00000000-0000-0000-0000-000000000001>"

@@ -1,0 +1,1 @@
+"""The beamcrawl command: one module per subcommand, their shared argument parsing, and the quick tools."""

@@ -1,0 +1,200 @@
+"""CDXJ index lines for WARC records, in the form Common Crawl publishes.
+
+A CDXJ line is ``<SURT key> <14-digit timestamp> <JSON>``, the JSON holding ``url``, ``mime``,
+``status``, ``digest``, ``length``, ``offset`` and ``filename`` (all strings), plus
+``redirect`` for a 3xx with a Location and ``truncated`` for a record marked
+``WARC-Truncated``. A file of them, sorted by key then timestamp, lets replay tools such as
+pywb find a capture by binary search and read exactly ``length`` bytes at ``offset`` of
+``filename``.
+
+Conventions, each chosen to match what replay tools and Common Crawl's index expect:
+
+- the key is ``surt.surt(url)`` with its default canonicalisation, the same function pywb
+  and cdxj-indexer apply to the URL being looked up (a key made any other way would not be
+  found);
+- ``digest`` is the payload digest without its ``sha1:`` prefix (Common Crawl's form);
+- ``mime`` is the HTTP Content-Type up to the first ``;`` or space, as sent
+  (``warc/revisit`` for revisits); it is omitted when the response had none;
+- ``filename`` is the WARC file's path relative to the crawl's output folder, the same path
+  as in the page events' ``blob``;
+- ``length`` is the record's compressed length (its gzip member), so ``offset`` and
+  ``length`` select one whole gzip member.
+
+The WARC writer builds entries as it writes, from what it knows then (offsets, lengths,
+digests, headers: a :class:`Capture`), without reading or re-parsing a record;
+:func:`index_warc` builds the same entries by reading a file back, for files written
+without an index. Both go through :func:`entry_for_capture`. Nothing here imports Beam.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Any, BinaryIO, Iterable, NamedTuple
+from urllib.parse import urljoin
+
+import surt
+from warcio.archiveiterator import ArchiveIterator
+from warcio.timeutils import iso_date_to_timestamp
+
+__all__ = [
+    "INDEXED_RECORDS",
+    "Capture",
+    "CdxjEntry",
+    "entry_for_capture",
+    "entry_for_record",
+    "index_warc",
+    "mime_of",
+    "surt_key",
+    "timestamp_of",
+    "write_cdxj",
+]
+
+# What a replay tool looks up; requests and warcinfo are not captures of a URL.
+INDEXED_RECORDS = ("response", "revisit", "resource")
+REDIRECTS = (301, 302, 303, 307, 308)
+_MIME_END = re.compile(r"[;\s]")
+
+
+@dataclass(frozen=True, order=True)
+class CdxjEntry:
+    """One CDXJ line; entries order by key, then timestamp, then offset."""
+
+    key: str
+    timestamp: str
+    offset: int
+    fields: dict[str, str] = field(compare=False)
+
+    def line(self) -> str:
+        """The line as written (no newline)."""
+        return f"{self.key} {self.timestamp} {json.dumps(self.fields)}"
+
+
+def surt_key(url: str) -> str:
+    """The SURT sort key of a URL, as pywb computes it for a lookup.
+
+    Falls back to the URL itself when surt cannot parse it (as cdxj-indexer does), so one
+    odd URL never costs a whole index.
+    """
+    try:
+        key: str = surt.surt(url)
+    except (ValueError, IndexError, TypeError, AttributeError):  # surt's failure modes on bad input
+        return url
+    return key
+
+
+class Capture(NamedTuple):
+    """What an index line says about a record, whoever knows it: the writer as it writes the
+    record (:mod:`beamcrawl.transforms.warc_io`), or :func:`entry_for_record` reading it back.
+    Both build lines with :func:`entry_for_capture`, so a file's index is the same either way.
+    """
+
+    url: str  # WARC-Target-URI
+    timestamp: str  # 14 digits, from WARC-Date
+    mime: str | None = None  # already cut (:func:`mime_of`); "warc/revisit" for revisits
+    status: str | None = None  # the HTTP status code as written in the status line
+    digest: str | None = None  # WARC-Payload-Digest, with its "sha1:" prefix
+    location: str | None = None  # the first Location header of the HTTP block
+    truncated: str | None = None  # WARC-Truncated
+
+
+def mime_of(content_type: str | None) -> str | None:
+    """The ``mime`` of an index line: a Content-Type up to its first ``;`` or space."""
+    if not content_type:
+        return None
+    return _MIME_END.split(content_type, 1)[0].strip() or None
+
+
+def timestamp_of(warc_date: str) -> str:
+    """The 14-digit timestamp of a ``WARC-Date`` as our writer makes it
+    (``YYYY-MM-DDThh:mm:ss[.ffffff]Z``), the same as warcio's ``iso_date_to_timestamp``
+    without parsing a date."""
+    return warc_date[:19].replace("-", "").replace("T", "").replace(":", "")
+
+
+def entry_for_capture(capture: Capture, offset: int, length: int, filename: str) -> CdxjEntry:
+    """The index entry of a record.
+
+    Args:
+        capture: What the line says about the record.
+        offset: Where the record starts in the file (compressed bytes).
+        length: The record's length in the file (compressed bytes).
+        filename: The file's path as replay tools should see it.
+    """
+    url = capture.url
+    fields: dict[str, str] = {"url": url}
+    if capture.mime:
+        fields["mime"] = capture.mime
+    status = capture.status
+    if status:
+        fields["status"] = status
+    if capture.digest:
+        fields["digest"] = capture.digest.split(":", 1)[-1]
+    fields["length"] = str(length)
+    fields["offset"] = str(offset)
+    fields["filename"] = filename
+    if capture.location and status and status.isdigit() and int(status) in REDIRECTS:
+        fields["redirect"] = urljoin(url, capture.location.strip())
+    if capture.truncated:
+        fields["truncated"] = capture.truncated
+    return CdxjEntry(surt_key(url), capture.timestamp, offset, fields)
+
+
+def _mime(record: Any) -> str | None:
+    if record.rec_type == "revisit":
+        return "warc/revisit"
+    if record.rec_type == "response":
+        value = record.http_headers.get_header("Content-Type") if record.http_headers else None
+    else:
+        value = record.rec_headers.get_header("Content-Type")
+    return mime_of(value)
+
+
+def entry_for_record(record: Any, offset: int, length: int, filename: str) -> CdxjEntry | None:
+    """The index entry of a warcio record read back, or None for records that are not indexed.
+
+    Args:
+        record: A warcio ``ArcWarcRecord`` (its payload digest must be set: our files carry
+            it).
+        offset: Where the record starts in the file (compressed bytes).
+        length: The record's length in the file (compressed bytes).
+        filename: The file's path as replay tools should see it.
+    """
+    if record.rec_type not in INDEXED_RECORDS:
+        return None
+    http = record.http_headers if record.rec_type in ("response", "revisit") and record.http_headers else None
+    status = http.get_statuscode() if http else None
+    capture = Capture(
+        url=record.rec_headers.get_header("WARC-Target-URI") or "",
+        timestamp=iso_date_to_timestamp(record.rec_headers.get_header("WARC-Date") or ""),
+        mime=_mime(record),
+        status=status or None,
+        digest=record.rec_headers.get_header("WARC-Payload-Digest"),
+        location=http.get_header("Location") if http else None,
+        truncated=record.rec_headers.get_header("WARC-Truncated"),
+    )
+    return entry_for_capture(capture, offset, length, filename)
+
+
+def index_warc(fh: BinaryIO, filename: str) -> list[CdxjEntry]:
+    """Index entries of every indexed record of an open WARC file, in file order."""
+    entries = []
+    it = ArchiveIterator(fh)
+    for record in it:
+        if record.rec_type not in INDEXED_RECORDS:
+            continue
+        entry = entry_for_record(record, it.get_record_offset(), it.get_record_length(), filename)
+        if entry is not None:
+            entries.append(entry)
+    return entries
+
+
+def write_cdxj(path: str, entries: Iterable[CdxjEntry]) -> int:
+    """Writes entries sorted by SURT key then timestamp to ``path`` (via a temporary name);
+    returns the number of lines."""
+    from beamcrawl.core.runtime import files
+
+    lines = [entry.line() for entry in sorted(entries)]
+    files.write_bytes(path, "".join(f"{line}\n" for line in lines).encode("utf-8"))
+    return len(lines)

@@ -1,0 +1,1 @@
+"""The network (the protocol layer): the asyncio fetcher, bounded transfers, conditional requests, the address gate and policy, DNS, signed requests."""

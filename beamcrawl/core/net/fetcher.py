@@ -1,0 +1,669 @@
+"""The polite asynchronous fetcher: one asyncio loop crawling many hosts at once.
+
+Each host gets one coroutine, so a host never has two requests in flight; before every
+request the coroutine waits until the host's next allowed time, counted on the real clock
+from the end of the previous response on that host (carried across rounds in the host
+record). With ``--ip-delay`` set, each server IP has a clock too: one request at a time per
+IP, each starting at least that long after the previous response on the IP ended, whichever
+host it was for (fetch shards are keyed by IP, so this loop owns every host on its IPs).
+robots.txt is fetched first when the cached copy is missing, stale or unreachable, and every
+URL is checked against the rules in force (the last good copy stands in for an unreachable
+file after 24 h, see core/policy/robots.py) before it is requested.
+
+Every response is bounded (docs/ARCHITECTURE.md §3, "Bounded work per input"): aiohttp's connect and
+total timeouts, at most ``--max-response-headers`` header lines of at most 16 KiB each, and a
+body read by :func:`transfer.read_body` up to ``--max-body-bytes`` at no less than
+``--min-transfer-rate`` (a slow-drip server is cut, recorded as ``WARC-Truncated: time``),
+its Content-Encoding undone as it arrives into at most ``--max-decoded-bytes`` (bombs).
+
+The loop runs in a thread of its own (:class:`FetchRunner`) so that a Beam DoFn can hand it
+host plans as they arrive and pass results downstream while other hosts are still being
+crawled. Nothing here imports Beam.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import inspect
+import logging
+import queue
+import threading
+import time
+from dataclasses import replace
+from typing import Any, AsyncIterator, Callable, Iterator
+from urllib.parse import urljoin, urlsplit
+
+import aiohttp
+
+from beamcrawl.core.net import botauth
+from beamcrawl.core.policy import politeness
+from beamcrawl.core.net.conditional import conditional_headers
+from beamcrawl.core.runtime.config import CrawlConfig
+from beamcrawl.core.net.gate import AddressRefused, open_session
+from beamcrawl.core.net.netpolicy import ResolveRules
+from beamcrawl.core.net.resolver import REFUSED, FetchRefused, PolicyResolver, hostname_of
+from beamcrawl.core.policy.robots import RobotsRules, cached_rules
+from beamcrawl.core.net.transfer import (
+    ACCEPT_ENCODING,
+    CappedDecoder,
+    UnsupportedEncoding,
+    decode_content,
+    read_body,
+    warc_truncated,
+)
+from beamcrawl.schemas.records import FetchResult, FrontierEntry, HostPlan, HostRecord
+
+log = logging.getLogger(__name__)
+
+ACCEPT = "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8"
+# Longest response status or header line, and longest header value (aiohttp's own defaults
+# are 8 KiB; real sites send cookies and CSP headers past that).
+MAX_HEADER_LINE = 16 * 1024
+# aiohttp >= 3.10 stops parsing past max_headers lines; older ones are checked after parsing.
+_PARSER_COUNTS_HEADERS = "max_headers" in inspect.signature(aiohttp.ClientSession._request).parameters
+# Seconds between the resolve stage's answers and the fetch loop's start (job set-up) that a
+# stored answer may still be pinned through, on top of the round window.
+PIN_SLACK = 600.0
+# Seconds the draining thread sleeps when nothing is ready (FetchRunner.drain).
+DRAIN_PAUSE = 0.05
+# A refused address's reason starts so (as core/net/resolver.py and core/net/gate.py write it).
+REFUSED_PREFIX = REFUSED
+# The longest a host waits after DNS failures in a row.
+DNS_BACKOFF_MAX = 86400.0
+
+
+__all__ = [
+    "FetchRefused",
+    "FetchRunner",
+    "HostCrawler",
+    "PolicyResolver",
+    "decode_body",
+    "store_robots_answer",
+]
+
+
+class ResponseRefused(aiohttp.ClientError):
+    """A response outside the limits (too many header lines): recorded as a fetch error."""
+
+
+class _IpClock:
+    """One server IP's turn: a FIFO lock (one request at a time) and its last response end."""
+
+    __slots__ = ("last_end", "lock")
+
+    def __init__(self) -> None:
+        self.lock = asyncio.Lock()
+        self.last_end = 0.0
+
+
+def decode_body(raw: bytes, encoding: str | None, cap: int) -> tuple[bytes, bool]:
+    """Undoes Content-Encoding with a cap on the decoded size (no decompression bombs).
+
+    Returns the payload and whether the cap cut it. Unknown encodings and corrupt streams
+    pass through as sent. (A wrapper of :func:`transfer.decode_content`.)
+    """
+    decoded = decode_content(raw, encoding, cap)
+    return decoded.body, decoded.truncated
+
+
+class HostCrawler:
+    """Crawls the hosts of many plans in one event loop, emitting results as they come."""
+
+    def __init__(
+        self,
+        cfg: CrawlConfig,
+        emit: Callable[[str, Any], None],
+        deadline: float,
+    ) -> None:
+        self.cfg = cfg
+        self.emit = emit
+        self.deadline = deadline
+        self.resolver = PolicyResolver(
+            ResolveRules(cfg.resolve), cfg.allow_private_networks, ttl=cfg.dns_ttl
+        )
+        self.session: aiohttp.ClientSession | None = None
+        self._ip_clocks: dict[str, _IpClock] = {}
+        self._slots = asyncio.Semaphore(cfg.max_hosts_in_flight)
+        self._timeout = aiohttp.ClientTimeout(
+            total=cfg.total_timeout, sock_connect=cfg.connect_timeout
+        )
+        # Web Bot Auth: every request signed (core/net/botauth.py); the key is read here, by the
+        # fetch loop, so it never travels in the job's options or graph.
+        self.signer = (
+            botauth.Signer.create(botauth.read_key_file(cfg.signing_key), cfg.signature_agent, source=cfg.signing_key)
+            if cfg.signing_key and cfg.signature_agent
+            else None
+        )
+        # Running totals for live progress (hosts crawling now = started - finished, hosts
+        # sleeping on their delay = waits started - finished): plain ints, bumped on the loop's
+        # thread and read by the DoFn's, which publishes them as counters once a second.
+        self.hosts_started = self.hosts_finished = 0
+        self.waits_started = self.waits_finished = 0
+
+    async def open(self) -> None:
+        # Every connection passes the address policy at the connector (core/net/gate.py).
+        self.session = open_session(
+            self.resolver,
+            self.cfg.allow_private_networks,
+            limit=max(self.cfg.max_hosts_in_flight, 100),
+            limit_per_host=2,
+            ttl_dns_cache=300,
+        )
+
+    async def close(self) -> None:
+        if self.session is not None:
+            await self.session.close()
+        await self.resolver.close()
+
+    # --- one host ---------------------------------------------------------------------
+
+    async def crawl(self, plan: HostPlan) -> None:
+        async with self._slots:
+            self.hosts_started += 1
+            try:
+                record = await self._crawl_host(plan)
+            except Exception as exc:  # never lose a host's work to a bug in one request
+                log.exception("host %s failed", plan.host)
+                self.emit("failed", (plan, exc))  # a dead letter of the fetch stage
+                for entry in plan.entries:
+                    self.emit("result", _deferred(entry, f"internal error: {exc!r}"))
+                record = plan.record
+            finally:
+                self.hosts_finished += 1
+            self.emit("host", record)
+
+    async def _crawl_host(self, plan: HostPlan) -> HostRecord:
+        record = replace(plan.record)
+        delay = plan.delay
+        for entry in plan.disallowed:
+            self.emit("result", _not_fetched(entry, "robots_disallowed"))
+        if not plan.entries and not plan.fetch_robots:
+            return record
+        scheme = urlsplit(plan.entries[0].url).scheme if plan.entries else "http"
+        host_only = hostname_of(plan.host)
+        # The resolve stage's answer is the address this host's fetch shard was chosen by, so
+        # requests must go there for the per-IP clock to hold: it is kept for the whole round
+        # even if its TTL lapses meanwhile (the stage refreshed anything expired at the start).
+        if record.resolution_fresh(time.time() - self.cfg.round_window - PIN_SLACK):
+            self.resolver.pin(
+                host_only, record.ip, record.dns_error, record.resolved_at,
+                max(record.dns_ttl, self.deadline - record.resolved_at),
+            )
+        answer = await self.resolver.resolution(host_only)
+        record.ip, record.dns_error = answer.ip, answer.error
+        record.resolved_at, record.dns_ttl = answer.resolved_at, answer.ttl
+        if answer.error is not None:
+            if is_refusal(answer.error):  # the address policy: recorded, never retried
+                for entry in plan.entries:
+                    self.emit("result", _refused(entry, entry.url, answer.error))
+            else:  # DNS trouble passes: the URLs wait, the host backs off
+                hold_after_dns_failure(record, time.time())
+                for entry in plan.entries:
+                    self.emit("result", _deferred(entry, answer.error))
+            return record
+        record.dns_failures = 0
+        self._book_ip(record.ip, record.last_fetch_end)  # the IP's clock, carried across rounds
+
+        if plan.fetch_robots:
+            # Never sleep past the window: a host held by Retry-After or back-off beyond it
+            # gives its URLs back to the frontier untouched.
+            rules = await self._fetch_robots(plan, record, scheme) if self._may_start(record, delay) else None
+            if rules is None:
+                for entry in plan.entries:
+                    self.emit("result", _deferred(entry, "round window ended"))
+                return record
+        else:
+            rules = cached_rules(
+                record.robots, record.robots_good, good_at=record.robots_good_at,
+                failing_since=record.robots_failing_since, token=self.cfg.robots_token, now=time.time(),
+            )
+        if rules is None:  # robots unknown and not fetched: never fetch blind
+            for entry in plan.entries:
+                self.emit("result", _deferred(entry, "robots.txt unknown"))
+            return record
+        delay = max(delay, politeness.base_delay(self.cfg, rules.crawl_delay(), 0.0))
+        record.delay = max(record.delay, delay)
+
+        for i, entry in enumerate(plan.entries):
+            if rules.kind == "disallow_all":
+                # 5xx or unreachable robots.txt: fetch nothing, try again in a later round.
+                self.emit("result", _deferred(entry, "robots.txt unavailable"))
+                continue
+            if not rules.allowed(entry.url):
+                self.emit("result", _not_fetched(entry, "robots_disallowed"))
+                continue
+            result = None
+            if self._may_start(record, record.delay):
+                result = await self._request(record, entry, entry.url, record.ip, record.delay)
+            if result is None:
+                for rest in plan.entries[i:]:
+                    self.emit("result", _deferred(rest, "round window ended"))
+                break
+            self._after(record, result, rules, plan.delay)
+            self.emit("result", result)
+        return record
+
+    def _may_start(self, record: HostRecord, delay: float) -> bool:
+        """Whether the host's next turn comes before the round window ends."""
+        return politeness.next_allowed(record.last_fetch_end, delay, record.not_before) < self.deadline
+
+    async def _request(
+        self, record: HostRecord, entry: FrontierEntry, url: str, ip: str | None, delay: float
+    ) -> FetchResult | None:
+        """Waits for the host's turn, then the server IP's, then GETs ``url``.
+
+        Returns None, without a request, when the round window ended while waiting.
+        """
+        waited = await self._wait_turn(record, delay)
+        async with self._ip_turn(record.ip) as ip_waited:
+            if time.time() >= self.deadline:
+                return None
+            result = await self._get(entry, url, ip)
+        result.waited = waited + ip_waited
+        return result
+
+    def _book_ip(self, ip: str | None, end: float) -> None:
+        """Moves an IP's clock forward to a response end known from a host record."""
+        if ip is not None and self.cfg.ip_delay > 0 and end > 0:
+            clock = self._ip_clocks.setdefault(ip, _IpClock())
+            clock.last_end = max(clock.last_end, end)
+
+    @contextlib.asynccontextmanager
+    async def _ip_turn(self, ip: str | None) -> AsyncIterator[float]:
+        """Holds the server IP's turn around one request; yields the seconds waited for it.
+
+        One request at a time per IP, each starting at least ``--ip-delay`` after the previous
+        response on that IP ended, counted on the real clock like the host's gap. A no-op when
+        ``--ip-delay`` is 0 or the address is unknown.
+        """
+        gap = self.cfg.ip_delay
+        if gap <= 0 or ip is None:
+            yield 0.0
+            return
+        clock = self._ip_clocks.setdefault(ip, _IpClock())
+        began = time.monotonic()
+        async with clock.lock:  # FIFO: hosts sharing the IP take turns in arrival order
+            while (wait := clock.last_end + gap + politeness.SAFETY_MARGIN - time.time()) > 0:
+                await asyncio.sleep(wait)
+            try:
+                yield time.monotonic() - began
+            finally:
+                clock.last_end = max(clock.last_end, time.time())
+
+    async def _wait_turn(self, record: HostRecord, delay: float) -> float:
+        """Sleeps until the host may be asked again (real clock, from the last response end);
+        returns the seconds slept, for the politeness-wait metric."""
+        began = time.monotonic()
+        gap = politeness.next_allowed(record.last_fetch_end, delay, record.not_before) - time.time()
+        if gap <= 0:
+            return 0.0
+        self.waits_started += 1
+        try:
+            while gap > 0:
+                await asyncio.sleep(gap)
+                gap = politeness.next_allowed(record.last_fetch_end, delay, record.not_before) - time.time()
+        finally:
+            self.waits_finished += 1
+        return time.monotonic() - began
+
+    def _after(
+        self, record: HostRecord, result: FetchResult, rules: RobotsRules | None, floor: float
+    ) -> None:
+        """Books a response on the host's clock and adapts its delay (never below ``floor``,
+        the plan's delay, which carries the operator's minimum)."""
+        end = result.fetched_at + result.elapsed
+        record.last_fetch_end = max(record.last_fetch_end, end)
+        record.fetches += 1
+        status = result.status if result.outcome == "fetched" else None
+        if status is not None:
+            record.last_response_time = result.elapsed
+        steady = politeness.base_delay(
+            self.cfg, rules.crawl_delay() if rules else None, record.last_response_time
+        )
+        decision = politeness.after_response(
+            self.cfg,
+            current_delay=max(record.delay, steady),
+            steady_delay=steady,
+            status=status,
+            retry_after=result.header("retry-after"),
+            end=end,
+            consecutive_errors=record.consecutive_errors,
+        )
+        record.delay = max(decision.delay, floor)
+        record.not_before = max(record.not_before, decision.not_before)
+        record.consecutive_errors = decision.consecutive_errors
+
+    async def _fetch_robots(self, plan: HostPlan, record: HostRecord, scheme: str) -> RobotsRules | None:
+        """Fetches robots.txt (following up to max_redirects), caches the answer in the record
+        and returns the rules in force; None when the round window ended before an answer."""
+        token = self.cfg.robots_token
+        url = f"{scheme}://{plan.host}/robots.txt"
+        entry = FrontierEntry(url=url, fp=0, host=plan.host, due_ms=0, source="robots")
+        status: int | None = None
+        body: bytes | None = None
+        for hop in range(self.cfg.max_redirects + 1):
+            result = await self._request(record, entry, url, record.ip if hop == 0 else None, plan.delay)
+            if result is None:
+                return None  # no answer this round: the cached state stays as it was
+            self._after(record, result, None, plan.delay)
+            self.emit("result", result)
+            if result.outcome != "fetched":
+                status, body = None, None
+                break
+            status, body = result.status, result.body
+            location = result.header("location")
+            if status in (301, 302, 303, 307, 308) and location:
+                url = urljoin(url, location)
+                entry = replace(entry, url=url)
+                continue
+            break
+        else:
+            status, body = 404, None  # too many redirects: RFC 9309 treats it as unavailable (4xx)
+        if status is not None and 300 <= status < 400:
+            status = 404
+        now = time.time()
+        rules = RobotsRules.from_fetch(status, body, token)
+        store_robots_answer(record, rules, status, now)
+        return cached_rules(
+            record.robots, record.robots_good, good_at=record.robots_good_at,
+            failing_since=record.robots_failing_since, token=token, now=now,
+        )
+
+    async def _get(self, entry: FrontierEntry, url: str, ip: str | None) -> FetchResult:
+        """One GET, no redirects followed, body capped; never raises for network trouble."""
+        assert self.session is not None
+        request_headers = [
+            ("User-Agent", self.cfg.user_agent),
+            ("Accept", ACCEPT),
+            ("Accept-Encoding", ACCEPT_ENCODING),
+        ]
+        if entry.revisit:
+            # A page fetched before: ask only for a changed copy (a 304 transfers no body).
+            request_headers += conditional_headers(entry.revisit.get("etag"), entry.revisit.get("last_modified"))
+        if self.signer is not None:
+            # Signed per request, created now: robots.txt, redirect hops, pages and sitemaps alike.
+            request_headers += self.signer.headers(url)
+        started = time.time()
+        t0 = time.monotonic()
+        limits: dict[str, int] = {"max_line_size": MAX_HEADER_LINE, "max_field_size": MAX_HEADER_LINE}
+        if _PARSER_COUNTS_HEADERS:
+            limits["max_headers"] = self.cfg.max_response_headers
+        try:
+            async with self.session.get(
+                url,
+                headers=request_headers,
+                allow_redirects=False,
+                timeout=self._timeout,
+                **limits,
+            ) as resp:
+                if len(resp.raw_headers) > self.cfg.max_response_headers:
+                    resp.close()
+                    raise ResponseRefused(f"more than {self.cfg.max_response_headers} response header lines")
+                peer = resp.connection.transport.get_extra_info("peername") if resp.connection and resp.connection.transport else None
+                raw, body, cut = await self._read_body(resp, sitemap=entry.kind != "page")
+                headers = [(k.decode("latin-1"), v.decode("latin-1")) for k, v in resp.raw_headers]
+                elapsed = time.monotonic() - t0
+                return FetchResult(
+                    entry=entry,
+                    outcome="fetched",
+                    url=url,
+                    final_url=str(resp.url),
+                    status=resp.status,
+                    fetched_at=started,
+                    elapsed=elapsed,
+                    ip=(peer[0] if peer else ip),
+                    http_version=f"{resp.version.major}.{resp.version.minor}" if resp.version else "1.1",
+                    reason=resp.reason or "",
+                    request_headers=request_headers,
+                    response_headers=headers,
+                    raw_body=raw,
+                    body=body,
+                    truncated=warc_truncated(cut),
+                )
+        except AddressRefused as exc:  # the gate refused it: no socket was opened
+            return _refused(entry, url, exc.reason, request_headers, started)
+        except (aiohttp.ClientError, asyncio.TimeoutError, OSError, ValueError) as exc:
+            elapsed = time.monotonic() - t0
+            reason = type(exc).__name__ + (f": {exc}" if str(exc) else "")
+            return FetchResult(
+                entry=entry, outcome="error", url=url, fetched_at=started, elapsed=elapsed,
+                ip=ip, request_headers=request_headers, error=reason[:500],
+            )
+
+    async def _read_body(self, resp: aiohttp.ClientResponse, sitemap: bool = False) -> tuple[bytes, bytes, str | None]:
+        """Reads the body within the transfer limits and undoes its Content-Encoding.
+
+        Returns ``(raw, payload, cut)``: the bytes as transferred (for the WARC record), the
+        decoded payload (for parsing), and why the *transfer* was cut (``"length"``,
+        ``"slow"``) or None. A payload cut by ``max_decoded_bytes`` alone is no cut of the
+        record: the raw bytes go on being read (the decoder then idles) up to the body cap, so
+        ``WARC-Truncated`` says ``length`` only when the recorded bytes are incomplete.
+
+        A sitemap or feed (``sitemap``) may be larger than a page: up to
+        ``max_sitemap_bytes``, transferred and decoded.
+        """
+        cfg = self.cfg
+        body_cap = max(cfg.max_body_bytes, cfg.max_sitemap_bytes) if sitemap else cfg.max_body_bytes
+        decoded_cap = max(cfg.max_decoded_bytes, cfg.max_sitemap_bytes) if sitemap else cfg.max_decoded_bytes
+        try:
+            decoder: CappedDecoder | None = CappedDecoder(resp.headers.get("Content-Encoding"), decoded_cap)
+        except UnsupportedEncoding:
+            decoder = None  # kept as sent (a sniffer then sees compressed bytes, not HTML)
+        if decoder is not None and decoder.stages == 0:
+            decoder = None  # identity: the payload is the raw body
+        parts: list[bytes] = []
+
+        def on_chunk(chunk: bytes) -> bool:
+            assert decoder is not None
+            parts.append(decoder.feed(chunk))
+            return True
+
+        raw, cut = await read_body(
+            resp.content,
+            body_cap,
+            cfg.min_transfer_rate,
+            cfg.transfer_grace,
+            stall=cfg.stall_timeout,
+            on_chunk=on_chunk if decoder is not None else None,
+        )
+        if cut is not None:
+            resp.close()  # drop the connection rather than drain it
+        if decoder is None:
+            return raw, raw, cut
+        parts.append(decoder.finish())
+        if decoder.error is not None:
+            log.debug("cannot decode %s body of %s: %s", resp.headers.get("Content-Encoding"), resp.url, decoder.error)
+            return raw, raw, cut
+        if decoder.truncated:
+            log.debug("payload of %s cut at %d decoded bytes", resp.url, decoded_cap)
+        return raw, b"".join(parts), cut
+
+
+def store_robots_answer(record: HostRecord, rules: RobotsRules, status: int | None, now: float) -> None:
+    """Books a robots.txt answer in the host record, keeping the last good copy apart.
+
+    While answers are good, the latest one is the good copy (``robots_good`` stays empty, so
+    the file is not stored twice). The first unreachable answer after a good one moves that
+    good answer, with its fetch time, to ``robots_good`` and starts the failing run; further
+    unreachable answers keep both; a good answer ends the run.
+    """
+    previous = record.robots
+    if rules.disallow_all:
+        if previous is not None and previous.get("kind") != "disallow_all":
+            record.robots_good = previous
+            record.robots_good_at = record.robots_fetched_at
+            record.robots_failing_since = now
+        elif record.robots_failing_since <= 0:
+            record.robots_failing_since = now
+    else:
+        record.robots_good = None
+        record.robots_good_at = 0.0
+        record.robots_failing_since = 0.0
+    record.robots = rules.to_dict()
+    record.robots_status = status
+    record.robots_fetched_at = now
+
+
+def _not_fetched(entry: FrontierEntry, outcome: str) -> FetchResult:
+    return FetchResult(entry=entry, outcome=outcome, url=entry.url, fetched_at=time.time())
+
+
+def _deferred(entry: FrontierEntry, why: str) -> FetchResult:
+    return FetchResult(entry=entry, outcome="deferred", url=entry.url, error=why)
+
+
+def _refused(
+    entry: FrontierEntry, url: str, why: str, request_headers: list[tuple[str, str]] | None = None,
+    started: float | None = None,
+) -> FetchResult:
+    """A request the address policy refused: no socket was opened, nothing is archived."""
+    reason = why if why.startswith(REFUSED_PREFIX) else f"{REFUSED_PREFIX}{why}"
+    return FetchResult(
+        entry=entry, outcome="refused", url=url, fetched_at=started or time.time(),
+        request_headers=request_headers or [], error=reason[:500],
+    )
+
+
+def is_refusal(error: str) -> bool:
+    """Whether a resolver error is the address policy's refusal (not DNS trouble)."""
+    return error.startswith(REFUSED_PREFIX)
+
+
+def dns_backoff(failures: int, ttl: float) -> float:
+    """Seconds a host waits after its ``failures``-th DNS failure in a row: the negative
+    answer's TTL (at least a minute), doubling with each failure, at most a day."""
+    return min(DNS_BACKOFF_MAX, max(60.0, ttl) * 2 ** max(0, failures - 1))
+
+
+def hold_after_dns_failure(record: HostRecord, now: float) -> None:
+    """Books a DNS failure in the host record: its URLs are held back with back-off."""
+    record.dns_failures += 1
+    record.not_before = max(record.not_before, now + dns_backoff(record.dns_failures, record.dns_ttl))
+
+
+# The kinds a round's report breaks fetch errors and deferrals into (fetch/error_kind/*,
+# fetch/deferred_reason/*): a fixed vocabulary, so the counters are few whatever the web says.
+ERROR_KINDS = ("dns", "refused_address", "timeout", "connect", "connection_lost", "bad_response", "other")
+DEFERRED_REASONS = ("window_ended", "robots_unknown", "robots_unavailable", "internal", "other")
+
+
+def error_kind(reason: str | None) -> str:
+    """The kind of a fetch error (no HTTP answer), from its recorded reason: one of
+    :data:`ERROR_KINDS`."""
+    text = (reason or "").lower()
+    if "address" in text and ("refused" in text or "not allowed" in text or "private" in text or "link-local" in text):
+        return "refused_address"
+    if "dns" in text or "name or service" in text or "resolve" in text or "gaierror" in text or "no address" in text:
+        return "dns"
+    if "timeout" in text or "timed out" in text or "transfer rate" in text or "stalled" in text:
+        return "timeout"
+    if "connectorerror" in text or "connection refused" in text or "cannot connect" in text:
+        return "connect"
+    if "disconnect" in text or "reset" in text or "payload" in text or "connection lost" in text or "broken pipe" in text:
+        return "connection_lost"
+    if "header" in text or "response" in text or "http" in text or "valueerror" in text:
+        return "bad_response"
+    return "other"
+
+
+def deferred_reason(reason: str | None) -> str:
+    """Why an assigned URL was left for a later round, from its recorded reason: one of
+    :data:`DEFERRED_REASONS`."""
+    text = (reason or "").lower()
+    if "window" in text:
+        return "window_ended"
+    if "robots.txt unknown" in text:
+        return "robots_unknown"
+    if "robots.txt unavailable" in text:
+        return "robots_unavailable"
+    if "internal error" in text:
+        return "internal"
+    return "other"
+
+
+class FetchRunner:
+    """Runs a :class:`HostCrawler` on its own thread and event loop.
+
+    ``submit`` hands it host plans from any thread; ``drain`` yields what it emitted as
+    ``(kind, value)`` pairs, either what is ready now or, with ``wait=True``, everything until
+    all submitted plans are done. The round window starts when the runner starts.
+    """
+
+    def __init__(self, cfg: CrawlConfig) -> None:
+        self.cfg = cfg
+        # SimpleQueue: its put and get are C, without queue.Queue's Python-level locks and
+        # conditions, which cost the fetch thread and the draining thread a handoff per page.
+        self._out: queue.SimpleQueue[tuple[str, Any]] = queue.SimpleQueue()
+        self._pending = 0
+        self._lock = threading.Lock()
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, name="beamcrawl-fetch", daemon=True)
+        self._thread.start()
+        self.deadline = time.time() + cfg.round_window
+
+        async def _start() -> HostCrawler:  # aiohttp objects belong to the loop they are made in
+            crawler = HostCrawler(cfg, self._emit, self.deadline)
+            await crawler.open()
+            return crawler
+
+        self._crawler = asyncio.run_coroutine_threadsafe(_start(), self._loop).result()
+
+    def _emit(self, kind: str, value: Any) -> None:
+        self._out.put((kind, value))
+
+    def levels(self) -> tuple[int, int, int, int]:
+        """Hosts started and finished, politeness waits started and finished, so far."""
+        c = self._crawler
+        return c.hosts_started, c.hosts_finished, c.waits_started, c.waits_finished
+
+    def submit(self, plan: HostPlan) -> None:
+        with self._lock:
+            self._pending += 1
+        fut = asyncio.run_coroutine_threadsafe(self._crawler.crawl(plan), self._loop)
+        fut.add_done_callback(lambda _f: self._out.put(("done", None)))
+
+    def drain(self, wait: bool = False) -> Iterator[tuple[str, Any]]:
+        """Yields what the loop emitted: what is ready now, or with ``wait`` everything until
+        all submitted plans are done.
+
+        Waiting, it takes what is ready in batches, pausing :data:`DRAIN_PAUSE` between them
+        rather than waking for every result: each wake of this thread takes the GIL from the
+        fetch loop's thread, and at a thousand results a second per loop those handoffs
+        slowed the loop and cost both threads CPU.
+        """
+        while True:
+            with self._lock:
+                if self._pending == 0 and self._out.empty():
+                    return
+            took = False
+            while True:
+                try:
+                    kind, value = self._out.get_nowait()
+                except queue.Empty:
+                    break
+                took = True
+                if kind == "done":
+                    with self._lock:
+                        self._pending -= 1
+                    continue
+                yield kind, value
+            if not wait:
+                return
+            if not took:
+                time.sleep(DRAIN_PAUSE)
+
+    def close(self) -> None:
+        async def _shutdown() -> None:
+            await self._crawler.close()
+            tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+            for t in tasks:
+                t.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+        try:
+            asyncio.run_coroutine_threadsafe(_shutdown(), self._loop).result(timeout=30)
+        finally:
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            self._thread.join(timeout=30)
+            self._loop.close()

@@ -1,0 +1,1 @@
+"""URLs: normalisation and fingerprints, host keys and registered domains, URL-shape rules, seed lines."""

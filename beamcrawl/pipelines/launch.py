@@ -1,0 +1,172 @@
+"""One round launched, run and committed: the Beam job built and run with live progress, its
+metrics read, its commit, and the report written (``reports/round-NNNNNN.json``)."""
+
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import time
+from typing import Any
+
+from apache_beam.options.pipeline_options import PipelineOptions
+
+from beamcrawl.core.runtime import files, prometheus
+from beamcrawl.core.runtime.config import CrawlConfig
+from beamcrawl.core.runtime.outputs import RoundOutputs
+from beamcrawl.pipelines import live
+from beamcrawl.pipelines import round as round_pipeline
+from beamcrawl.pipelines.commit import commit_round
+from beamcrawl.pipelines.crawl_errors import CrawlError
+from beamcrawl.pipelines.job_metrics import job_shuffle_figures
+from beamcrawl.pipelines.lease import RoundLease
+from beamcrawl.stores.base import Store
+
+
+def round_metrics(result: Any) -> dict[str, Any]:
+    """Committed Beam counters and distributions as ``{"namespace/name": value}``."""
+    out: dict[str, Any] = {}
+    try:
+        results = result.metrics().query()
+    except Exception:  # some runners have no metrics API
+        return out
+    for counter in results.get("counters", []):
+        key = f"{counter.key.metric.namespace}/{counter.key.metric.name}"
+        out[key] = out.get(key, 0) + (counter.committed or 0)
+    for dist in results.get("distributions", []):
+        key = f"{dist.key.metric.namespace}/{dist.key.metric.name}"
+        d = dist.committed
+        if d is not None and d.count:
+            out[key] = {"count": d.count, "sum": d.sum, "min": d.min, "max": d.max, "mean": d.sum / d.count}
+    return out
+
+
+def _root_cause(exc: BaseException) -> str:
+    """One line for a failed round: the store's or filesystem's exception where the
+    runner's wrapping holds one, else the first line of what the runner raised."""
+    from beamcrawl.transforms.dead_letter import is_infrastructure
+
+    chain: list[BaseException] = []
+    seen: BaseException | None = exc
+    while seen is not None and seen not in chain and len(chain) < 20:
+        chain.append(seen)
+        seen = seen.__cause__ or seen.__context__
+    cause = next((e for e in reversed(chain) if is_infrastructure(e)), chain[-1])
+    text = str(cause).strip().splitlines()
+    first = text[0] if text else ""
+    # Runners append "[while running 'Stage/Step']" and the worker's traceback: keep the head.
+    first = first.split(" [while running")[0].strip()
+    return f"{type(cause).__name__}: {first}"[:500]
+
+
+class _QuietInfrastructureFailures(logging.Filter):
+    """Drops the runner's log record of an infrastructure failure (a traceback on stderr):
+    the round's one-line error says it (see :func:`_root_cause`)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        from beamcrawl.transforms.dead_letter import is_infrastructure
+
+        exc = record.exc_info[1] if record.exc_info else None
+        while exc is not None:
+            if is_infrastructure(exc):
+                return False
+            exc = exc.__cause__ or exc.__context__
+        return True
+
+
+# Where the runners log a failed bundle (with its traceback) before they raise.
+_RUNNER_LOGGERS = ("apache_beam.runners.common", "apache_beam.runners.worker.sdk_worker",
+                   "apache_beam.runners.worker.bundle_processor", "apache_beam.runners.portability.fn_api_runner.fn_runner")
+_QUIET = _QuietInfrastructureFailures()
+
+
+def run_round(
+    cfg: CrawlConfig, pipeline_args: list[str], store: Store, round_no: int, lease: RoundLease | None = None
+) -> dict[str, Any]:
+    """Runs and commits one round (only while ``lease`` still holds); returns its report."""
+    outputs = RoundOutputs(cfg.out, round_no)
+    outputs.prepare()
+    started = time.time()
+    options = PipelineOptions(flags=pipeline_args)
+    p = live.pipeline(options)  # FnApiRunner answers metrics polls while it runs
+    round_pipeline.build(p, cfg, outputs, started)
+    for name in _RUNNER_LOGGERS:
+        if _QUIET not in logging.getLogger(name).filters:
+            logging.getLogger(name).addFilter(_QUIET)
+    try:
+        result = live.run(p, round_no, cfg.round_window)  # live progress on stderr
+    except Exception as exc:  # one element's failure never gets here (transforms/dead_letter.py)
+        raise CrawlError(
+            f"round {round_no} failed and committed nothing (rerun the crawl to retry it): {_root_cause(exc)}"
+        ) from None
+    fetch_done = time.time()
+    metrics = round_metrics(result)
+    shuffled = job_shuffle_figures(p, result)
+    if lease is not None:
+        lease.check(f"round {round_no} not committed")  # its files stay staged, its rows queued
+    notes: dict[str, Any] = {}
+    moved = commit_round(store, outputs, notes)
+    finished = time.time()
+    frontier_left = sum(1 for _ in store.read_range("frontier", keys_only=True))
+    pages = metrics.get("fetch/success", 0)
+    report = {
+        "round": round_no,
+        "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),
+        "seconds": round(finished - started, 3),
+        "pipeline_seconds": round(fetch_done - started, 3),
+        "round_window": cfg.round_window,
+        "hosts_planned": metrics.get("assign_slots/hosts_planned", 0),
+        "urls_due": metrics.get("select/due_rows", 0),
+        "urls_assigned": metrics.get("assign_slots/urls_assigned", 0),
+        "responses": pages,
+        "robots_fetches": metrics.get("fetch/robots_fetches", 0),
+        "fetch_errors": metrics.get("fetch/error", 0),
+        "deferred": metrics.get("fetch/deferred", 0),
+        "robots_disallowed": metrics.get("fetch/robots_disallowed", 0),
+        # Connections the address policy refused (no socket opened, nothing archived).
+        "refused": metrics.get("fetch/refused", 0),
+        "bytes": metrics.get("fetch/bytes", 0),
+        "links_found": metrics.get("parse/links", 0),
+        "new_urls": metrics.get("url_seen/new", 0),
+        # Containment (docs/ARCHITECTURE.md §3): links refused by their shape, URLs set aside by budgets.
+        "links_refused_by_shape": sum(v for k, v in metrics.items() if k.startswith("url_seen/shape_")),
+        "deferred_by_budgets": metrics.get("budgets/urls_deferred", 0),
+        # Of those, URLs the operator gave (seeds, submissions): exempt from the host caps,
+        # not from the page budget.
+        "operator_urls_deferred": metrics.get("budgets/operator_urls_deferred", 0),
+        # Content seen: pages checked, new content kept, copies found (their links not
+        # followed), and the copies archived as WARC revisit records.
+        "content_checked": metrics.get("content_seen/pages_checked", 0),
+        "new_content": metrics.get("content_seen/new_originals", 0),
+        "exact_copies": metrics.get("content_seen/exact_copies", 0),
+        "near_copies": metrics.get("content_seen/near_copies_marked", 0),
+        "warc_revisits": metrics.get("store/revisits", 0),
+        # Freshness: what revisits found (a 304 transferred no body), and what was dropped.
+        "not_modified": metrics.get("store/not_modified", 0),
+        "changed": metrics.get("freshness/changed", 0),
+        "unchanged": metrics.get("freshness/unchanged", 0),
+        "dropped": metrics.get("freshness/dropped", 0),
+        "sitemaps_read": metrics.get("parse/sitemaps", 0),
+        # Elements set aside (errors/round=N/), by stage and exception; elements quarantined.
+        "errors": sum(v for k, v in metrics.items() if k.startswith("errors/")),
+        "errors_by_stage": {k[len("errors/") :]: v for k, v in sorted(metrics.items()) if k.startswith("errors/")},
+        "quarantined": notes.get("quarantined", []),
+        "frontier_size": frontier_left,
+        "pages_per_second": round(pages / max(fetch_done - started, 1e-9), 2),
+        # Bytes into GroupByKeys and side inputs, and main inputs held for a side input
+        # (pipelines/job_metrics.py; None when the runner reports no PCollection sizes):
+        # what a round costs a shuffle service.
+        "shuffle_bytes": shuffled.get("shuffle_bytes"),
+        "side_input_bytes": shuffled.get("side_input_bytes"),
+        "materialised_bytes": shuffled.get("materialised_bytes"),
+        "shuffle_bytes_by_step": shuffled.get("by_step"),
+        "files": {kind: [p_[len(cfg.out) :].lstrip("/") for p_ in paths] for kind, paths in moved.items()},
+        "metrics": metrics,
+    }
+    files.write_bytes(outputs.report_path(), json.dumps(report, indent=2, sort_keys=True, default=str).encode())
+    # The latest round for monitoring: one file whatever the round (reports/beamcrawl.prom).
+    prometheus.write_latest(report, os.path.dirname(outputs.report_path()))
+    return report
+
+

@@ -1,0 +1,97 @@
+"""The frontier's and the seen set's row formats, as both the round's stages and the crawl loop
+write and read them: new URLs queued then marked seen, the key of a URL's scheduled visit, and
+the staged requeue lines a round's commit turns into frontier rows."""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Sequence
+
+from beamcrawl.core.policy.change_rate import importance
+from beamcrawl.core.runtime.faults import crash_point
+from beamcrawl.schemas.records import (
+    Candidate,
+    FrontierEntry,
+    UrlState,
+    fp_key,
+    frontier_key,
+)
+from beamcrawl.stores.base import Mutation, Store
+
+WRITE_BATCH = 2000
+
+REASON_CELL = "u:reason"
+
+
+def _json(value: object) -> bytes:
+    return json.dumps(value).encode()
+
+
+def queue_new_urls(store: Store, new: Sequence[Candidate], now_ms: int, reason: str = "") -> list[FrontierEntry]:
+    """Queues never-seen URLs, then marks them seen (in that order: crash-safe).
+
+    A crash between the two writes leaves URLs queued but not seen: a rerun finds them
+    unseen and queues them again (a duplicate frontier row, fetched once: assign_slots
+    folds rows of one fingerprint). The other order could leave a URL seen but never
+    queued, lost for good.
+    """
+    entries = [
+        FrontierEntry(
+            url=c.url,
+            fp=c.fp,
+            host=c.host,
+            due_ms=now_ms,
+            # On the one scale of slot assignment: a URL's importance (its way in, depth
+            # and the other hosts linking to it), or the level it was submitted at.
+            priority=max(c.priority, importance(len(c.inlink_hosts), c.source, c.depth)),
+            depth=c.depth,
+            source=c.source,
+            inlinks=c.inlinks,
+            kind=c.kind,
+            hops=c.hops,
+            lastmod=c.lastmod,
+            robots_origin=c.robots_origin,
+            reason=reason,
+        )
+        for c in new
+    ]
+    discovered = UrlState.discovered_cells
+    for i in range(0, len(entries), WRITE_BATCH):
+        batch = entries[i : i + WRITE_BATCH]
+        store.mutate("frontier", [Mutation.set(e.key, e.to_cells()) for e in batch])
+        crash_point("url_seen.after_frontier_write")
+        # One small cell per URL (UrlState.discovered_cells), not one per UrlState field.
+        store.mutate(
+            "urls",
+            [
+                Mutation.set(
+                    fp_key(e.fp),
+                    # The operator's reason for submitted work rides along in its own cell.
+                    {
+                        **discovered(e.url, now_ms, e.source, e.depth),
+                        **({REASON_CELL: _json(e.reason)} if e.reason else {}),
+                    },
+                )
+                for e in batch
+            ],
+        )
+    return entries
+
+
+def scheduled_key(fp: int, revisit: dict | None, after_ms: int) -> bytes | None:
+    """The frontier key of a URL's scheduled visit, from its revisit state: the row
+    :func:`next_entry` wrote, if it is due after ``after_ms`` (None: none pending). Work that
+    moves the visit forward names it in ``also_keys``, so the visit is moved, not doubled."""
+    due = (revisit or {}).get("next_due")
+    if not isinstance(due, (int, float)) or not math.isfinite(due) or int(due * 1000) <= after_ms:
+        return None
+    return frontier_key(int(due * 1000), fp)
+
+
+def read_requeue_line(line: str) -> tuple[bytes, dict[str, bytes]]:
+    """Inverse of :func:`requeue_line`: the row's key and cells (checked to load)."""
+    key_hex, _, row = line.partition(" ")
+    cells = {"r:json": row.encode()}
+    FrontierEntry.from_cells(cells)
+    return bytes.fromhex(key_hex), cells

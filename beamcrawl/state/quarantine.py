@@ -1,0 +1,219 @@
+"""Quarantine: an element that fails in two rounds is not tried again until released.
+
+A round's dead letters (``errors/round=N/``, transforms/dead_letter.py) name the element
+that failed: a URL, or else a host. At the round's commit each such element's failure is
+booked in the store's ``meta`` table, one row per element (``quarantine/url/<URL>`` or
+``quarantine/host/<host>``) holding the rounds it failed in and its last reason. When the
+rounds reach :data:`ROUNDS_TO_QUARANTINE`, the element is quarantined:
+
+- a URL's frontier rows stay where they are (nothing is lost), and select holds them: no
+  round plans the URL (``select/quarantined_rows``);
+- a host is held like a paused host (select gives it a pause with no end): its URLs stay
+  queued and get no slots.
+
+``beamcrawl hosts release HOST|URL`` ends a quarantine (and the failure count): the next
+round plans the URL or host again, from the frontier rows it kept. ``beamcrawl hosts show``
+lists a host's quarantined URLs and whether the host itself is, ``beamcrawl export quarantine`` all of them as Parquet.
+Nothing here imports Beam.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import replace
+from typing import Any, Iterable
+
+from beamcrawl.schemas.records import HostPolicy
+from beamcrawl.stores.base import Mutation, Store
+
+__all__ = [
+    "PREFIX",
+    "ROUNDS_TO_QUARANTINE",
+    "book_failures",
+    "element_of",
+    "list_quarantine",
+    "quarantine_policy",
+    "quarantined_hosts",
+    "quarantined_urls",
+    "release",
+]
+
+TABLE = "meta"
+CELL = "m:quarantine"
+PREFIX = b"quarantine/"
+ROUNDS_TO_QUARANTINE = 2
+FRONTIER_KEY_HEX = 32  # 8-byte due time + 8-byte fingerprint, as hex
+MAX_ID_BYTES = 3000  # Bigtable row keys are at most 4 KiB
+
+
+def row_key(kind: str, ident: str) -> bytes:
+    return PREFIX + kind.encode() + b"/" + ident.encode("utf-8", "backslashreplace")[:MAX_ID_BYTES]
+
+
+def element_of(letter: dict[str, Any]) -> tuple[str, str] | None:
+    """``("url", URL)`` or ``("host", host)``: what a dead letter's element is; None when it
+    names neither (a domain, a store row)."""
+    if letter.get("url"):
+        return "url", str(letter["url"])
+    if letter.get("host"):
+        return "host", str(letter["host"])
+    return None
+
+
+def _frontier_key(letter: dict[str, Any]) -> bytes | None:
+    key = letter.get("key") or ""
+    if len(key) == FRONTIER_KEY_HEX:
+        try:
+            return bytes.fromhex(key)
+        except ValueError:
+            return None
+    return None
+
+
+def _load(cells: dict[str, bytes] | None) -> dict[str, Any] | None:
+    if not cells or CELL not in cells:
+        return None
+    try:
+        state = json.loads(cells[CELL])
+    except ValueError:
+        return None
+    return state if isinstance(state, dict) else None
+
+
+def book_failures(store: Store, round_no: int, letters: Iterable[dict[str, Any]]) -> list[tuple[str, str]]:
+    """Books a round's dead letters; quarantines the elements that failed in enough rounds.
+
+    Idempotent per round (a resumed commit books the same round again): rounds are a set.
+
+    Returns:
+        The elements quarantined by this call, as ``(kind, id)``.
+    """
+    by_element: dict[tuple[str, str], dict[str, Any]] = {}
+    for letter in letters:
+        element = element_of(letter)
+        if element is not None:
+            by_element.setdefault(element, letter)
+    if not by_element:
+        return []
+    keys = {element: row_key(*element) for element in by_element}
+    stored = store.read_keys(TABLE, sorted(set(keys.values())))
+    writes: list[Mutation] = []
+    newly: list[tuple[str, str]] = []
+    for element, letter in sorted(by_element.items()):
+        kind, ident = element
+        state = _load(stored.get(keys[element])) or {"kind": kind, "id": ident, "rounds": [], "quarantined": False}
+        state["rounds"] = sorted(set(state.get("rounds", [])) | {round_no})
+        state.update(
+            stage=letter.get("stage"), exception=letter.get("exception"),
+            message=letter.get("message"), host=letter.get("host") or (ident if kind == "host" else ""),
+        )  # fmt: skip
+        if not state.get("quarantined") and len(state["rounds"]) >= ROUNDS_TO_QUARANTINE:
+            state["quarantined"] = True
+            state["since"] = round_no
+            newly.append(element)
+        writes.append(Mutation.set(keys[element], {CELL: json.dumps(state, sort_keys=True).encode()}))
+    if writes:
+        store.mutate(TABLE, writes)
+    return newly
+
+
+def quarantined_urls(store: Store) -> set[int]:
+    """Fingerprints of the quarantined URLs (one range scan of their rows: few, as they are
+    failures). Select holds every frontier row of these URLs."""
+    from beamcrawl.core.urls.urlnorm import fingerprint
+
+    start = PREFIX + b"url/"
+    out = set()
+    for _key, cells in store.read_range(TABLE, start, start[:-1] + b"0"):
+        state = _load(cells)
+        if state and state.get("quarantined") and isinstance(state.get("id"), str):
+            out.add(fingerprint(state["id"]))
+    return out
+
+
+def quarantined_hosts(store: Store, hosts: Iterable[str]) -> set[str]:
+    """Which of ``hosts`` are quarantined (one key-set read of their rows)."""
+    keys = {row_key("host", h): h for h in hosts if h}
+    if not keys:
+        return set()
+    rows = store.read_keys(TABLE, sorted(keys))
+    return {keys[k] for k, cells in rows.items() if (state := _load(cells)) and state.get("quarantined")}
+
+
+def quarantine_policy(host: str, policy: HostPolicy | None) -> HostPolicy:
+    """The policy a quarantined host is planned with: paused without end (its URLs stay queued)."""
+    return replace(policy or HostPolicy(host=host), pause_until=math.inf)
+
+
+def list_quarantine(store: Store, host: str | None = None, only_quarantined: bool = True) -> list[dict[str, Any]]:
+    """The booked elements (one scan of the quarantine rows); with ``host``, the host itself
+    and its URLs only."""
+    out = []
+    end = PREFIX[:-1] + bytes([PREFIX[-1] + 1])
+    for _key, cells in store.read_range(TABLE, PREFIX, end):
+        state = _load(cells)
+        if state is None or (only_quarantined and not state.get("quarantined")):
+            continue
+        if host is not None and state.get("host") != host and state.get("id") != host:
+            continue
+        out.append(state)
+    return out
+
+
+def release(store: Store, target: str) -> list[dict[str, Any]]:
+    """Ends the quarantine (and the failure count) of a URL or host ``target``. Returns the
+    released elements."""
+    from beamcrawl.core.urls.urlnorm import InvalidURL, host_of, normalize
+
+    candidates = [("url", target), ("host", target)]
+    try:
+        norm = normalize(target)
+        candidates.append(("url", norm))
+        if "://" not in target:
+            candidates.append(("host", host_of(norm)))
+    except (InvalidURL, ValueError):
+        if "://" not in target:
+            try:
+                candidates.append(("host", host_of(normalize(f"http://{target}/"))))
+            except (InvalidURL, ValueError):
+                pass
+    keys = sorted({row_key(*c) for c in candidates})
+    rows = store.read_keys(TABLE, keys)
+    released = [state for key in keys if (state := _load(rows.get(key))) is not None]
+    if released:
+        store.mutate(TABLE, [Mutation.delete_row(k) for k in keys if k in rows])
+    return released
+
+
+def read_letters(paths: Iterable[str]) -> list[dict[str, Any]]:
+    """A round's dead letters (``errors/round=N/*.parquet``) as row dicts."""
+    import io
+
+    import pyarrow.parquet as pq
+
+    from beamcrawl.core.runtime import files
+
+    rows: list[dict[str, Any]] = []
+    for path in paths:
+        with files.open_read(path) as fh:
+            rows.extend(pq.read_table(io.BytesIO(fh.read())).to_pylist())
+    return rows
+
+
+def kept_fps(letters: Iterable[dict[str, Any]]) -> set[int]:
+    """Fingerprints of the URLs whose frontier rows a round's commit must keep: every URL
+    with a dead letter, though another branch of the round finished it."""
+    from beamcrawl.core.urls.urlnorm import fingerprint
+
+    out: set[int] = set()
+    for letter in letters:
+        frontier = _frontier_key(letter)
+        if frontier is not None:
+            out.add(int.from_bytes(frontier[8:], "big"))
+        elif letter.get("url"):
+            try:
+                out.add(fingerprint(letter["url"]))
+            except (ValueError, TypeError):
+                pass
+    return out

@@ -1,0 +1,309 @@
+"""Tests for beamcrawl.core.content.sniff: content recognition and charset detection, on real bytes."""
+
+from __future__ import annotations
+
+import bz2
+import gzip
+import io
+import lzma
+import sys
+import zipfile
+
+import pytest
+
+from beamcrawl.core.content.sniff import (
+    BINARY_KINDS,
+    Charset,
+    codec_for_label,
+    decode_html,
+    detect_charset,
+    magic,
+    media_type,
+    sniff,
+)
+
+# --- real file headers --------------------------------------------------------------------------
+
+
+def _pillow(fmt: str, **kw: object) -> bytes:
+    image_mod = pytest.importorskip("PIL.Image")
+    buf = io.BytesIO()
+    image_mod.new("RGB", (8, 8), (200, 30, 30)).save(buf, format=fmt, **kw)
+    return buf.getvalue()
+
+
+def _zip() -> bytes:
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as z:
+        z.writestr("word/document.xml", "<w:document/>")
+    return buf.getvalue()
+
+
+# Headers as encoders write them, for formats with no encoder at hand (byte for byte the
+# start of files made by ffmpeg, lame, oggenc and fonttools).
+MP4 = b"\x00\x00\x00\x20ftypisom\x00\x00\x02\x00isomiso2avc1mp41" + b"\x00\x00\x00\x08free"
+MOV = b"\x00\x00\x00\x14ftypqt  \x00\x00\x02\x00qt  \x00\x00\x00\x08wide"
+M4A = b"\x00\x00\x00\x1cftypM4A \x00\x00\x02\x00M4A isomiso2"
+AVIF = b"\x00\x00\x00\x1cftypavif\x00\x00\x00\x00avifmif1miaf"
+WEBM = bytes.fromhex("1a45dfa39f4286810142f7810142f2810442f381084282847765626d42878104428581021853806701")
+MP3_ID3 = b"ID3\x04\x00\x00\x00\x00\x00\x23TSSE\x00\x00\x00\x0f\x00\x00\x03Lavf58.76.100\x00"
+MP3_FRAME = b"\xff\xfb\x90\x64" + bytes(60)
+OGG = b"OggS\x00\x02" + bytes(20) + b"\x01\x1e\x01vorbis"
+FLAC = b"fLaC\x00\x00\x00\x22\x10\x00\x10\x00"
+WAV = b"RIFF\x24\x08\x00\x00WAVEfmt \x10\x00\x00\x00"
+AVI = b"RIFF\x00\x10\x00\x00AVI LIST"
+WOFF2 = b"wOF2\x00\x01\x00\x00\x00\x00\x5c\x1c\x00\x0a"
+WASM = b"\x00asm\x01\x00\x00\x00"
+OLE2 = bytes.fromhex("d0cf11e0a1b11ae1") + bytes(24)
+
+
+def _elf() -> bytes:
+    with open(sys.executable, "rb") as f:
+        return f.read(64)
+
+
+@pytest.mark.parametrize(
+    ("make", "fmt", "kind"),
+    [
+        (lambda: _pillow("PNG"), "png", "image"),
+        (lambda: _pillow("JPEG"), "jpeg", "image"),
+        (lambda: _pillow("GIF"), "gif", "image"),
+        (lambda: _pillow("WEBP"), "webp", "image"),
+        (lambda: _pillow("TIFF"), "tiff", "image"),
+        (lambda: _pillow("PDF"), "pdf", "pdf"),
+        (lambda: gzip.compress(b"<html>" * 100), "gzip", "archive"),
+        (_zip, "zip", "archive"),
+        (lambda: bz2.compress(b"<html>" * 100), "bzip2", "archive"),
+        (lambda: lzma.compress(b"<html>" * 100), "xz", "archive"),
+        (_elf, "elf", "executable"),
+        (lambda: MP4, "mp4", "video"),
+        (lambda: MOV, "mp4", "video"),
+        (lambda: M4A, "m4a", "audio"),
+        (lambda: AVIF, "heif", "image"),
+        (lambda: WEBM, "matroska", "video"),
+        (lambda: MP3_ID3, "mp3", "audio"),
+        (lambda: OGG, "ogg", "audio"),
+        (lambda: FLAC, "flac", "audio"),
+        (lambda: WAV, "wav", "audio"),
+        (lambda: AVI, "avi", "video"),
+        (lambda: WOFF2, "woff2", "font"),
+        (lambda: WASM, "wasm", "executable"),
+        (lambda: OLE2, "ole2", "document"),
+    ],
+)
+def test_magic_recognises_real_headers(make, fmt: str, kind: str) -> None:
+    body = make()
+    assert magic(body) == (fmt, kind)
+    # A lying label does not make it HTML; a missing one does not either.
+    assert sniff("text/html; charset=utf-8", body) == f"binary:{kind}"
+    assert sniff(None, body) == f"binary:{kind}"
+    assert kind in BINARY_KINDS
+
+
+@pytest.mark.parametrize(
+    ("make", "kind"),
+    [(lambda: _pillow("BMP"), "image"), (lambda: _pillow("ICO"), "image"), (lambda: MP3_FRAME, "audio")],
+)
+def test_weak_signatures_only_without_a_label(make, kind: str) -> None:
+    body = make()
+    assert magic(body) is None and magic(body, weak=True)[1] == kind
+    assert sniff(None, body) == f"binary:{kind}"
+    assert sniff("application/octet-stream", body) == f"binary:{kind}"
+    assert sniff("text/html", body) == "html"  # "BM..." could be text: the label stands
+
+
+@pytest.mark.parametrize(
+    ("content_type", "head", "expected"),
+    [
+        ("text/html", b"<!doctype html><p>hi", "html"),
+        ("TEXT/HTML; charset=ISO-8859-1", b"<p>hi", "html"),
+        ("text/html", b"", "html"),
+        ("application/xhtml+xml", b"<?xml version='1.0'?><html>", "xhtml"),
+        ("application/xml", b"<?xml version='1.0'?><urlset>", "xml"),
+        ("text/xml", b"<urlset>", "xml"),
+        ("application/rss+xml", b"<rss>", "xml"),
+        ("application/atom+xml; charset=utf-8", b"<feed>", "xml"),
+        ("image/svg+xml", b"<svg xmlns='http://www.w3.org/2000/svg'>", "binary:image"),
+        ("text/plain", b"<!doctype html><p>hi", "text"),  # never upgraded, as in browsers
+        ("text/css", b"body{}", "text"),
+        ("application/json", b"{}", "text"),
+        ("application/ld+json", b"{}", "text"),
+        ("application/pdf", b"", "binary:pdf"),
+        ("image/jpeg", b"", "binary:image"),
+        ("video/mp4", b"", "binary:video"),
+        ("audio/mpeg", b"", "binary:audio"),
+        ("font/woff2", b"", "binary:font"),
+        ("application/font-woff", b"", "binary:font"),
+        ("application/msword", b"", "binary:document"),
+        (
+            "application/vnd.openxmlformats-officedocument.wordprocessingml.document",
+            b"PK\x03\x04",
+            "binary:document",
+        ),
+        ("application/vnd.openxmlformats-officedocument.wordprocessingml.document", b"", "binary:document"),
+        ("application/zip", b"", "binary:archive"),
+        ("application/x-msdownload", b"", "binary:executable"),
+        ("application/x-shockwave-flash", b"", "binary:other"),
+        # no usable label: the bytes decide (WHATWG MIME sniffing)
+        (None, b"  \n<!DOCTYPE HTML PUBLIC>", "html"),
+        ("", b"<html><body>", "html"),
+        ("application/octet-stream", b"<HTML>", "html"),
+        ("unknown/unknown", b"<!-- comment --><p>", "html"),
+        (None, b"<a href=x>link</a>", "html"),
+        (None, b"<abbr>not a listed tag", "text"),
+        (None, b"<?xml version='1.0'?><urlset/>", "xml"),
+        (None, b"<?xml version='1.0'?><!DOCTYPE html><html xmlns='x'>", "xhtml"),
+        (None, b"<rss version='2.0'>", "xml"),
+        (None, b"\xef\xbb\xbf<html>", "html"),
+        (None, "<html><body>".encode("utf-16"), "html"),
+        (None, "plain words".encode("utf-16"), "text"),
+        (None, b"just some text", "text"),
+        (None, b"\x00\x01\x02\x03binary", "binary:other"),
+        ("foo/bar", b"<p>x", "html"),
+    ],
+)
+def test_sniff(content_type: str | None, head: bytes, expected: str) -> None:
+    assert sniff(content_type, head) == expected
+
+
+def test_media_type() -> None:
+    assert media_type(" Text/HTML ; charset=x") == "text/html"
+    assert media_type(None) == media_type("") == ""
+
+
+# --- charsets ----------------------------------------------------------------------------------
+
+SAMPLES = {
+    "cp1252": "Café crème brûlée — naïve façade, “quotes” and € signs. ",
+    "cp1251": "Привет, как дела? Это тестовая страница на русском языке. ",
+    "koi8-r": "Привет, как дела? Это тестовая страница на русском языке. ",
+    "cp932": "これは日本語のテストページです。東京は大きな都市です。",
+    "euc_jp": "これは日本語のテストページです。東京は大きな都市です。",
+    "gb18030": "这是一个中文测试页面。北京是中国的首都。",
+    "big5hkscs": "這是一個中文測試頁面。台北是一個城市。",
+    "cp949": "이것은 한국어 테스트 페이지입니다. 서울은 큰 도시입니다.",
+    "iso8859-7": "Αυτή είναι μια δοκιμαστική σελίδα στα ελληνικά. ",
+    "cp1250": "Příliš žluťoučký kůň úpěl ďábelské ódy. Zażółć gęślą jaźń. ",
+}
+
+
+def _page(text: str, head: str = "") -> str:
+    return (
+        f"<html><head>{head}<title>t</title></head><body><p>{text * 20}</p><a href='/x'>x</a></body></html>"
+    )
+
+
+@pytest.mark.parametrize("encoding", sorted(SAMPLES))
+def test_undeclared_legacy_pages_decode_right(encoding: str) -> None:
+    """No header, no meta, not UTF-8: the detector (with the windows-1252 preference) gets
+    each of these right; the plain windows-1252 fallback got only the first two."""
+    page = _page(SAMPLES[encoding])
+    body = page.encode(encoding)
+    text, charset = decode_html(body)
+    assert charset.source == "detected"
+    assert text == page
+
+
+def test_without_the_detector_the_fallback_is_windows_1252() -> None:
+    body = _page(SAMPLES["cp1251"]).encode("cp1251")
+    assert detect_charset(body, detect=False) == Charset("cp1252", "default")
+
+
+@pytest.mark.parametrize(
+    ("body", "content_type", "expected"),
+    [
+        (b"\xef\xbb\xbf<p>caf\xc3\xa9", "text/html; charset=iso-8859-1", Charset("utf-8-sig", "bom")),
+        ("\ufeff<p>café".encode("utf-16-le"), None, Charset("utf-16", "bom")),
+        (b"<p>caf\xe9", "text/html; charset=ISO-8859-1", Charset("cp1252", "header")),
+        (b"<p>caf\xe9", 'text/html; charset="windows-1252"', Charset("cp1252", "header")),
+        (b"<p>x", "text/html;charset=Shift_JIS", Charset("cp932", "header")),
+        (b"<p>x", "text/html; charset=gb2312", Charset("gb18030", "header")),
+        (b"<p>x", "text/html; charset=utf-7", Charset("utf-8", "utf-8")),  # UTF-7 is ignored
+        (b"<p>x", "text/html; charset=base64", Charset("utf-8", "utf-8")),  # not a text codec
+        (b"<p>x", "text/html; charset=bogus", Charset("utf-8", "utf-8")),
+        (b'<meta charset="koi8-r"><p>\xf0\xd2\xc9', "text/html", Charset("koi8-r", "meta")),
+        (b"<meta charset=windows-1251>", None, Charset("cp1251", "meta")),
+        (
+            b'<META HTTP-EQUIV="Content-Type" CONTENT="text/html; charset=euc-kr">',
+            None,
+            Charset("cp949", "meta"),
+        ),
+        (
+            b"<meta content='text/html; charset=big5' http-equiv='content-type'>",
+            None,
+            Charset("big5hkscs", "meta"),
+        ),
+        (b'<meta charset="utf-16">\xc3\xa9', None, Charset("utf-8", "meta")),  # ASCII bytes said it
+        (b"<!-- <meta charset=koi8-r> --><p>caf\xc3\xa9", None, Charset("utf-8", "utf-8")),
+        (b"<meta name=description content='charset=koi8-r'>", None, Charset("utf-8", "utf-8")),
+        (b"<?xml version='1.0' encoding='ISO-8859-2'?><html>", None, Charset("iso8859-2", "meta")),
+        (b"<p>caf\xc3\xa9", None, Charset("utf-8", "utf-8")),
+        (b"<p>plain ascii", None, Charset("utf-8", "utf-8")),
+        (b"<p>cut in the middle of \xe2\x82", None, Charset("utf-8", "utf-8")),  # a capped body
+    ],
+)
+def test_detect_charset_order(body: bytes, content_type: str | None, expected: Charset) -> None:
+    assert detect_charset(body, content_type) == expected
+
+
+def test_meta_beyond_the_scan_window_is_not_seen() -> None:
+    body = b"<html><head>" + b" " * 5000 + b"<meta charset=koi8-r>"
+    assert detect_charset(body).source == "utf-8"
+
+
+@pytest.mark.parametrize(
+    ("label", "codec"),
+    [
+        ("utf8", "utf-8"),
+        ("UTF-8", "utf-8"),
+        ("latin1", "cp1252"),
+        ("us-ascii", "cp1252"),
+        ("iso-8859-9", "cp1254"),
+        ("tis-620", "cp874"),
+        ("windows-874", "cp874"),
+        ("x-sjis", "cp932"),
+        ("euc-kr", "cp949"),
+        ("big5", "big5hkscs"),
+        ("x-mac-cyrillic", "mac-cyrillic"),
+        ("iso-8859-8-i", "iso8859-8"),
+        ("utf-16le", "utf-16-le"),
+        ("", None),
+        (None, None),
+        ("rot13", None),
+        ("utf-7", None),
+        ("x" * 100, None),
+    ],
+)
+def test_codec_for_label(label: str | None, codec: str | None) -> None:
+    assert codec_for_label(label) == codec
+
+
+def test_decoding_never_raises_on_undefined_bytes() -> None:
+    # 0x81 is undefined in windows-1252: it becomes U+FFFD, it does not raise.
+    text, charset = decode_html(b"<p>\x81\x8d\x8f\x90\x9d", "text/html; charset=windows-1252")
+    assert charset.encoding == "cp1252" and "\ufffd" in text
+
+
+def test_detection_cost_is_bounded() -> None:
+    """Only undeclared non-UTF-8 pages pay for the detector, and only on 64 KiB of them."""
+    body = _page(SAMPLES["cp1252"]).encode("cp1252") * 2000  # ~2.4 MB
+    assert detect_charset(body).encoding == "cp1252"  # its cost: bench/speed_claims.py
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        b"ID3 tags explained",
+        b"fLaC is a codec",
+        b"MThd header",
+        b"OTTO the bear",
+        b"BZh9 notes",
+        b"dex\nfile",
+        b"8BPS format",
+        b"wOFF fonts",
+        b"MSCF cabinets",
+    ],
+)
+def test_text_that_starts_like_a_signature_stays_text(text: bytes) -> None:
+    assert sniff("text/plain", text) == "text"
+    assert sniff("text/html", text) == "html"

@@ -1,0 +1,481 @@
+"""The asyncio fetcher against a real aiohttp server on loopback (no Beam).
+
+The server records when each request started and ended, so politeness is checked from
+the server's side, as a site owner would see it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gzip
+import time
+from contextlib import AbstractContextManager
+
+import brotli
+import pytest
+from aiohttp import web
+
+from beamcrawl.core.runtime.config import CrawlConfig
+from beamcrawl.core.net.fetcher import DNS_BACKOFF_MAX, FetchRunner, decode_body, dns_backoff
+from beamcrawl.core.policy.robots import RobotsRules
+from beamcrawl.schemas.records import FrontierEntry, HostPlan, HostRecord
+from beamcrawl.transforms.assign_slots import hold_reason, plan_host
+from loopback import LoopbackServer, serving  # noqa: E402  (tests/loopback.py)
+
+
+BOMB_PAYLOAD = bytes(8 * 1024 * 1024)
+BOMBS = {"gzip": gzip.compress(BOMB_PAYLOAD), "br": brotli.compress(BOMB_PAYLOAD, quality=5)}
+
+
+class MockServer(LoopbackServer):
+    """A loopback aiohttp server with scripted routes, run on its own thread."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._log: list[dict] = []
+        self._inflight = 0
+        self.robots: dict[str, tuple[int, str]] = {}
+
+    @property
+    def log(self) -> list[dict]:
+        """The requests served so far. A client can have a whole response a moment before
+        the handler books it, so wait (briefly) until no handler is still running."""
+        deadline = time.monotonic() + 5
+        while self._inflight and time.monotonic() < deadline:
+            time.sleep(0.005)
+        return self._log
+
+    async def handle(self, request: web.Request) -> web.StreamResponse:
+        self._inflight += 1
+        try:
+            return await self._handle(request)
+        finally:
+            self._inflight -= 1
+
+    async def _handle(self, request: web.Request) -> web.StreamResponse:
+        start = time.time()
+        host = request.host.split(":")[0]
+        path = request.path_qs
+        status, body, headers = 200, b"<html><body>ok</body></html>", {"Content-Type": "text/html"}
+        if path == "/robots.txt":
+            status, text = self.robots.get(host, (404, ""))
+            body, headers = text.encode(), {"Content-Type": "text/plain"}
+        elif path.startswith("/slow"):
+            await asyncio.sleep(0.2)
+        elif path.startswith("/429"):
+            status, headers = 429, {"Retry-After": "1", "Content-Type": "text/plain"}
+        elif path.startswith("/503ra"):
+            status, headers = 503, {"Retry-After": "2", "Content-Type": "text/plain"}
+        elif path.startswith("/big"):
+            body = b"x" * 50_000
+        elif path.startswith("/gz"):
+            body, headers = gzip.compress(b"<html>" + b"a" * 1000 + b"</html>"), {"Content-Type": "text/html", "Content-Encoding": "gzip"}
+        elif path.startswith("/redirect"):
+            status, headers = 301, {"Location": "/target"}
+        elif path.startswith("/etag"):  # answers a conditional request for "v1" with a 304
+            headers["ETag"] = '"v1"'
+            headers["Last-Modified"] = "Mon, 01 Jan 2024 00:00:00 GMT"
+            if request.headers.get("If-None-Match") == '"v1"':
+                status, body = 304, b""
+        elif path.startswith("/sitemap"):
+            body = b"x" * 30_000
+        elif path.startswith("/hang"):
+            await asyncio.sleep(5)
+        elif path.startswith("/headers"):  # /headers/N: N extra header lines
+            headers.update({f"X-Filler-{i}": "x" for i in range(int(path.rsplit("/", 1)[1]))})
+        elif path.startswith("/bomb-"):  # /bomb-gzip, /bomb-br: 8 MiB of zeros, compressed
+            coding = path.split("-", 1)[1]
+            body, headers = BOMBS[coding], {"Content-Type": "text/html", "Content-Encoding": coding}
+        elif path.startswith("/drip"):  # one byte every 50 ms for at most 4 s, then the end
+            resp = web.StreamResponse(headers={"Content-Type": "text/html"})
+            resp.enable_chunked_encoding()
+            await resp.prepare(request)
+            try:
+                for _ in range(80):
+                    await resp.write(b"d")
+                    await asyncio.sleep(0.05)
+                await resp.write_eof()
+            except (ConnectionResetError, asyncio.CancelledError):
+                pass  # the client hung up, as it should
+            self._log.append({"start": start, "end": time.time(), "host": host, "path": path, "ua": ""})
+            return resp
+        resp = web.Response(status=status, body=body, headers=headers)
+        await resp.prepare(request)
+        await resp.write_eof()
+        self._log.append({
+            "start": start, "end": time.time(), "host": host, "path": path, "ua": request.headers.get("User-Agent", ""),
+            "inm": request.headers.get("If-None-Match"), "ims": request.headers.get("If-Modified-Since"),
+        })  # fmt: skip
+        return resp
+
+
+
+def mock_server() -> AbstractContextManager[MockServer]:
+    return serving(MockServer())
+
+
+def cfg(**kw) -> CrawlConfig:
+    base = dict(
+        out="/tmp/o", store="sqlite:///tmp/o", min_delay=0.2, round_window=20, allow_private_networks=True,
+        resolve=(("*.test", "127.0.0.1"),), max_body_bytes=10_000, total_timeout=1.0,
+    )
+    base.update(kw)
+    return CrawlConfig(**base)
+
+
+def plan(server: MockServer, host: str, paths: list[str], robots_known: str | None = None, delay: float = 0.2) -> HostPlan:
+    slot = f"{host}:{server.port}"
+    record = HostRecord(host=slot)
+    if robots_known is not None:
+        record.robots = RobotsRules.parse(robots_known, "beamcrawl").to_dict()
+        record.robots_fetched_at = time.time()
+    entries = [FrontierEntry(url=f"http://{slot}{p}", fp=i + 1, host=slot, due_ms=0) for i, p in enumerate(paths)]
+    return HostPlan(host=slot, shard=0, record=record, delay=delay, fetch_robots=robots_known is None, entries=entries)
+
+
+def run(config: CrawlConfig, plans: list[HostPlan]) -> tuple[list, dict]:
+    runner = FetchRunner(config)
+    try:
+        for p in plans:
+            runner.submit(p)
+        out = list(runner.drain(wait=True))
+    finally:
+        runner.close()
+    results = [v for k, v in out if k == "result"]
+    hosts = {v.host: v for k, v in out if k == "host"}
+    return results, hosts
+
+
+def per_host(log: list[dict]) -> dict[str, list[dict]]:
+    by: dict[str, list[dict]] = {}
+    for r in sorted(log, key=lambda r: r["start"]):
+        by.setdefault(r["host"], []).append(r)
+    return by
+
+
+def test_robots_first_one_in_flight_and_gaps_from_the_server_side():
+    with mock_server() as server:
+        server.robots["a.test"] = (200, "User-agent: *\nDisallow: /private\n")
+        server.robots["b.test"] = (200, "User-agent: beamcrawl\nDisallow: /\n\nUser-agent: *\nAllow: /\n")
+        plans = [
+            plan(server, "a.test", ["/1", "/slow1", "/private/x", "/2", "/3"]),
+            plan(server, "b.test", ["/1", "/2"]),
+            plan(server, "c.test", ["/1", "/2", "/3"]),  # robots 404: allow all
+        ]
+        results, hosts = run(cfg(), plans)
+        log = per_host(server.log)
+    assert [r["path"] for r in log["a.test"]] == ["/robots.txt", "/1", "/slow1", "/2", "/3"]
+    assert [r["path"] for r in log["b.test"]] == ["/robots.txt"]
+    assert [r["path"] for r in log["c.test"]] == ["/robots.txt", "/1", "/2", "/3"]
+    for reqs in log.values():
+        for prev, nxt in zip(reqs, reqs[1:]):
+            assert nxt["start"] >= prev["end"], "two requests in flight on one host"
+            assert nxt["start"] - prev["start"] >= 0.2
+            assert nxt["start"] - prev["end"] >= 0.19  # counted from the end of the response
+    outcomes = {(r.entry.host.split(":")[0], r.url.rsplit("/", 1)[-1]): r.outcome for r in results if r.entry.source != "robots"}
+    assert outcomes[("a.test", "x")] == "robots_disallowed"
+    assert outcomes[("b.test", "1")] == "robots_disallowed"
+    assert all(r["ua"].startswith("Mozilla/5.0 (compatible; beamcrawl/") for r in server.log)
+    a = hosts[f"a.test:{server.port}"]
+    assert a.robots is not None and a.last_fetch_end > 0 and a.fetches == 5
+
+
+def test_slow_host_gets_a_longer_delay():
+    with mock_server() as server:
+        results, hosts = run(cfg(), [plan(server, "s.test", ["/slow1", "/slow2", "/slow3"], robots_known="")])
+        log = per_host(server.log)["s.test"]
+    # 10 x ~0.2 s response time = ~2 s between the end of one and the start of the next
+    assert log[2]["start"] - log[1]["end"] >= 1.5
+
+
+def test_429_retry_after_holds_the_host():
+    with mock_server() as server:
+        results, hosts = run(cfg(), [plan(server, "r.test", ["/429", "/1"], robots_known="")])
+        log = per_host(server.log)["r.test"]
+    assert log[1]["start"] - log[0]["end"] >= 0.99
+    # the next answer was fast: the delay recovers towards the floor
+    assert hosts[f"r.test:{server.port}"].delay == pytest.approx(0.2)
+
+
+def test_429_at_least_doubles_the_delay_it_carries_into_the_next_round():
+    with mock_server() as server:
+        _, hosts = run(cfg(), [plan(server, "q.test", ["/429"], robots_known="")])
+        record = hosts[f"q.test:{server.port}"]
+    assert record.delay >= 0.4
+    assert record.not_before >= record.last_fetch_end + 0.99
+
+
+def test_robots_5xx_fetches_nothing_else_and_defers():
+    with mock_server() as server:
+        server.robots["e.test"] = (503, "")
+        results, hosts = run(cfg(), [plan(server, "e.test", ["/1", "/2"])])
+        paths = [r["path"] for r in server.log]
+    assert paths == ["/robots.txt"]
+    assert sorted(r.outcome for r in results if r.entry.source != "robots") == ["deferred", "deferred"]
+    assert RobotsRules.from_dict(hosts[f"e.test:{server.port}"].robots).kind == "disallow_all"
+
+
+def test_body_cap_timeout_redirect_and_gzip():
+    with mock_server() as server:
+        results, _ = run(cfg(), [plan(server, "x.test", ["/big", "/hang", "/redirect", "/gz"], robots_known="", delay=0.05)])
+    by = {r.url.rsplit("/", 1)[-1]: r for r in results}
+    assert by["big"].truncated == "length" and len(by["big"].raw_body) == 10_000
+    assert by["hang"].outcome == "error" and "Timeout" in by["hang"].error
+    assert by["redirect"].status == 301 and by["redirect"].header("location") == "/target"
+    assert by["gz"].body.startswith(b"<html>") and by["gz"].raw_body[:2] == b"\x1f\x8b"
+
+
+def test_private_address_refused_without_the_flag():
+    with mock_server() as server:
+        results, _ = run(cfg(allow_private_networks=False), [plan(server, "p.test", ["/1"], robots_known="")])
+        assert server.log == []
+    assert results[0].outcome == "refused" and results[0].error.startswith("refused address: loopback")
+
+
+def test_link_local_refused_even_with_the_flag():
+    config = cfg(resolve=(("meta.test", "169.254.169.254"),))
+    p = HostPlan(host="meta.test", shard=0, record=HostRecord("meta.test"), delay=0.1, fetch_robots=True,
+                 entries=[FrontierEntry(url="http://meta.test/latest/meta-data/", fp=1, host="meta.test", due_ms=0)])
+    results, _ = run(config, [p])
+    assert [r.outcome for r in results] == ["refused"]
+    assert "link-local" in results[0].error
+
+
+def test_round_window_defers_what_does_not_fit():
+    with mock_server() as server:
+        results, _ = run(cfg(round_window=0.5), [plan(server, "w.test", [f"/{i}" for i in range(10)], robots_known="", delay=0.2)])
+    outcomes = [r.outcome for r in results]
+    assert 1 <= outcomes.count("fetched") <= 3
+    assert outcomes.count("deferred") == 10 - outcomes.count("fetched")
+
+
+@pytest.mark.parametrize("enc", ["gzip", "deflate"])
+def test_decode_body_caps_decompression_bombs(enc):
+    import zlib
+
+    payload = b"\0" * 5_000_000
+    raw = gzip.compress(payload) if enc == "gzip" else zlib.compress(payload)
+    body, cut = decode_body(raw, enc, 100_000)
+    assert cut and len(body) == 100_000
+
+
+def test_brotli_bombs_are_capped_too():
+    body, cut = decode_body(BOMBS["br"], "br", 100_000)
+    assert cut and body == bytes(100_000)
+
+
+def test_hostile_responses_are_bounded():
+    """Too many header lines, a slow-drip body, gzip and brotli bombs: each costs bounded
+    time and memory, and WARC-Truncated says what was cut (and only then)."""
+    config = cfg(
+        total_timeout=10.0, min_transfer_rate=100.0, transfer_grace=0.5, stall_timeout=2.0,
+        max_decoded_bytes=1_000_000, max_response_headers=50, max_body_bytes=100_000,
+    )
+    paths = ["/headers/40", "/headers/60", "/bomb-gzip", "/bomb-br", "/drip"]  # drip last: it slows the host
+    with mock_server() as server:
+        results, _ = run(config, [plan(server, "h.test", paths, robots_known="", delay=0.05)])
+    by = {r.url.split("/", 3)[3]: r for r in results}
+    assert by["headers/40"].outcome == "fetched" and by["headers/40"].status == 200
+    assert by["headers/60"].outcome == "error" and "header" in by["headers/60"].error
+    drip = by["drip"]
+    # ~20 bytes/s against a minimum of 100: cut when the grace ends, not after the 4 s drip.
+    assert drip.outcome == "fetched" and drip.truncated == "time"
+    assert 5 <= len(drip.raw_body) <= 20  # of the ~80 bytes the whole drip would send
+    for coding in ("gzip", "br"):
+        bomb = by[f"bomb-{coding}"]
+        assert bomb.outcome == "fetched" and bomb.body == bytes(1_000_000)
+        # The compressed body arrived whole: the record is complete, only the payload was cut.
+        assert bomb.raw_body == BOMBS[coding] and bomb.truncated is None
+
+
+# --- per-IP politeness -------------------------------------------------------------------
+
+
+def _server_gaps(log: list[dict]) -> list[float]:
+    """Gaps between the end of one request and the start of the next, all hosts together."""
+    reqs = sorted(log, key=lambda r: r["start"])
+    return [nxt["start"] - prev["end"] for prev, nxt in zip(reqs, reqs[1:])]
+
+
+def test_two_hosts_on_one_ip_take_turns_with_the_ip_gap():
+    with mock_server() as server:
+        plans = [plan(server, h, ["/1", "/2", "/3"], robots_known="") for h in ("a.test", "b.test")]
+        run(cfg(ip_delay=0.3), plans)
+        log = list(server.log)
+    assert len(log) == 6 and {r["host"] for r in log} == {"a.test", "b.test"}
+    gaps = _server_gaps(log)
+    # Never two requests in flight on the IP, and each starts >= 0.3 s after the last ended,
+    # whichever host either was for (less 10 ms: the server books "end" a moment after the
+    # client has the response, as in the per-host test above).
+    assert min(gaps) >= 0.29, gaps
+    hosts_in_order = [r["host"] for r in sorted(log, key=lambda r: r["start"])]
+    assert hosts_in_order.count("a.test") == 3 and "a.test" in hosts_in_order[:2]  # both progress
+
+
+def test_without_an_ip_gap_hosts_on_one_ip_overlap():
+    # The control for the test above: the per-host clock alone lets them overlap.
+    with mock_server() as server:
+        plans = [plan(server, h, ["/slow1"], robots_known="") for h in ("a.test", "b.test")]
+        run(cfg(ip_delay=0.0), plans)
+        log = list(server.log)
+    assert min(_server_gaps(log)) < 0
+
+
+def test_the_ip_clock_starts_from_the_hosts_last_response_in_an_earlier_round():
+    with mock_server() as server:
+        # a.test was answered just now (last round) and its own delay keeps it off this round;
+        # b.test shares its IP, so b's first request waits for the IP's gap from a's answer.
+        earlier = plan(server, "a.test", ["/x"], robots_known="")
+        earlier.record.last_fetch_end, earlier.record.delay = time.time(), 60.0
+        later = plan(server, "b.test", ["/1"], robots_known="")
+        started = time.time()
+        run(cfg(ip_delay=0.8, round_window=5), [earlier, later])
+        log = list(server.log)
+    assert [r["host"] for r in log] == ["b.test"]
+    assert log[0]["start"] - started >= 0.75
+
+
+def test_the_address_stored_by_the_resolve_stage_is_the_one_used():
+    with mock_server() as server:
+        config = cfg(resolve=())  # the fetcher could not resolve *.test by itself
+        pinned = plan(server, "pin.test", ["/1"], robots_known="")
+        now = time.time()
+        pinned.record.ip, pinned.record.resolved_at, pinned.record.dns_ttl = "127.0.0.1", now, 300.0
+        failed = plan(server, "gone.test", ["/1"], robots_known="")
+        failed.record.dns_error, failed.record.resolved_at, failed.record.dns_ttl = "dns: NXDOMAIN (cached)", now, 300.0
+        results, hosts = run(config, [pinned, failed])
+        log = list(server.log)
+    assert [r["host"] for r in log] == ["pin.test"]
+    by_host = {r.entry.host.split(":")[0]: r for r in results}
+    assert by_host["pin.test"].outcome == "fetched"
+    # A DNS failure defers the host's URLs (they stay queued) and holds the host back.
+    assert by_host["gone.test"].outcome == "deferred" and by_host["gone.test"].error == "dns: NXDOMAIN (cached)"
+    gone = hosts[f"gone.test:{server.port}"]
+    assert gone.dns_failures == 1 and gone.not_before >= now + 300.0
+
+
+def test_dns_failures_in_a_row_hold_the_host_back_twice_as_long_each_time():
+    assert [dns_backoff(n, 300.0) for n in (1, 2, 3)] == [300.0, 600.0, 1200.0]
+    assert dns_backoff(1, 0.0) == 60.0 and dns_backoff(40, 300.0) == DNS_BACKOFF_MAX
+    with mock_server() as server:
+        now = time.time()
+        again = plan(server, "gone.test", ["/1", "/2"], robots_known="")
+        again.record.dns_error, again.record.resolved_at, again.record.dns_ttl = "dns: NXDOMAIN", now, 300.0
+        again.record.dns_failures = 2
+        back = plan(server, "back.test", ["/1"], robots_known="")
+        back.record.dns_failures = 3  # resolves now (*.test maps to loopback)
+        results, hosts = run(cfg(), [again, back])
+    assert sorted(r.outcome for r in results if r.entry.host.startswith("gone")) == ["deferred", "deferred"]
+    gone = hosts[f"gone.test:{server.port}"]
+    assert gone.dns_failures == 3 and gone.not_before >= now + 1200.0
+    # Held back: slot assignment gives the host nothing until then (its URLs stay queued).
+    assert plan_host(gone.host, again.entries, gone, None, cfg(), time.time()) is None
+    assert hosts[f"back.test:{server.port}"].dns_failures == 0  # an answer ends the run
+
+
+# --- politeness across rounds ---------------------------------------------------------------
+
+
+def test_retry_after_is_honoured_by_the_next_rounds_first_request():
+    config = cfg(round_window=5.0)
+    with mock_server() as server:
+        _, hosts = run(config, [plan(server, "ra.test", ["/503ra"], robots_known="")])
+        record = hosts[f"ra.test:{server.port}"]
+        # The record is what the store keeps between rounds: round-trip it.
+        record = HostRecord.from_cells(record.host, record.to_cells())
+        assert record.not_before >= record.last_fetch_end + 1.99 and record.delay >= 0.4
+
+        # Round 2 starts at once: AssignSlots plans with the host's clock, not the round's.
+        now = time.time()
+        entries = [FrontierEntry(url=f"http://{record.host}/{i}", fp=10 + i, host=record.host, due_ms=0) for i in range(20)]
+        nxt = plan_host(record.host, entries, record, None, config, now)
+        assert nxt is not None and not nxt.fetch_robots
+        # Fewer slots: only the part of the window after the hold counts (12 without it).
+        assert len(nxt.entries) == int((now + config.round_window - record.not_before) // record.delay) < 12
+        run(config, [nxt])
+        log = per_host(server.log)["ra.test"]
+    first_429, second = log[0], log[1]
+    assert second["start"] - first_429["end"] >= 1.99  # Retry-After: 2, counted on the server
+    for prev, nxt_req in zip(log[1:], log[2:]):
+        assert nxt_req["start"] - prev["end"] >= 0.2
+
+
+def test_a_host_held_past_the_window_gets_no_slots_and_no_wait():
+    config = cfg(round_window=1.0)
+    with mock_server() as server:
+        p = plan(server, "held.test", ["/1", "/2"])  # robots unknown: would fetch robots first
+        p.record.not_before = time.time() + 3600  # Retry-After: 1 h from the last round
+        assert plan_host(p.host, p.entries, p.record, None, config, time.time()) is None
+        assert hold_reason(p.host, p.record, None, config, time.time()) == "held"
+        results, _ = run(config, [p])  # even if a plan slipped through, nothing is sent
+        assert server.log == []
+    assert [r.outcome for r in results] == ["deferred", "deferred"]
+
+
+# --- robots.txt fallback -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("failing_hours, expected_paths", [(1, ["/robots.txt"]), (25, ["/robots.txt", "/1"])])
+def test_unreachable_robots_uses_the_last_good_copy_only_after_24h(failing_hours, expected_paths):
+    now = time.time()
+    with mock_server() as server:
+        server.robots["fb.test"] = (503, "")
+        p = plan(server, "fb.test", ["/1", "/private/x"])
+        good = RobotsRules.parse("User-agent: *\nDisallow: /private/\n", "beamcrawl")
+        p.record.robots = RobotsRules.from_fetch(503, b"", "beamcrawl").to_dict()
+        p.record.robots_fetched_at = now - 3600
+        p.record.robots_good, p.record.robots_good_at = good.to_dict(), now - 2 * 86400
+        p.record.robots_failing_since = now - failing_hours * 3600
+        results, hosts = run(cfg(), [p])
+        paths = [r["path"] for r in server.log]
+    assert paths == expected_paths
+    outcomes = {r.url.split(str(server.port), 1)[1]: r.outcome for r in results if r.entry.source != "robots"}
+    if failing_hours < 24:
+        assert outcomes == {"/1": "deferred", "/private/x": "deferred"}
+    else:
+        assert outcomes == {"/1": "fetched", "/private/x": "robots_disallowed"}
+    record = hosts[f"fb.test:{server.port}"]
+    assert record.robots["kind"] == "disallow_all" and record.robots_good == good.to_dict()
+    assert record.robots_failing_since == pytest.approx(now - failing_hours * 3600)
+
+
+def test_a_revisit_asks_conditionally_and_a_304_carries_no_body():
+    with mock_server() as server:
+        p = plan(server, "a.test", ["/etag/1", "/etag/2"], robots_known="")
+        p.entries[0].revisit = {"etag": '"v1"', "last_modified": "Mon, 01 Jan 2024 00:00:00 GMT", "visits": 1}
+        results, _ = run(cfg(), [p])
+        log = {r["path"]: r for r in server.log}
+    by_path = {r.url.rsplit(":", 1)[1].split("/", 1)[1]: r for r in results}
+    revisit, first = by_path["etag/1"], by_path["etag/2"]
+    assert log["/etag/1"]["inm"] == '"v1"' and log["/etag/1"]["ims"] == "Mon, 01 Jan 2024 00:00:00 GMT"
+    assert (revisit.status, revisit.body) == (304, b"")
+    assert ("If-None-Match", '"v1"') in revisit.request_headers  # recorded for the WARC request record
+    assert log["/etag/2"]["inm"] is None and first.status == 200 and first.body  # never fetched: unconditional
+
+
+def test_a_sitemap_may_be_larger_than_a_page():
+    with mock_server() as server:
+        p = plan(server, "a.test", ["/sitemap.xml", "/big"], robots_known="")
+        p.entries[0].kind = "sitemap"
+        results, _ = run(cfg(max_body_bytes=10_000, max_sitemap_bytes=40_000), [p])
+    by_path = {r.url.rsplit("/", 1)[1]: r for r in results}
+    assert len(by_path["sitemap.xml"].body) == 30_000 and by_path["sitemap.xml"].truncated is None
+    assert len(by_path["big"].body) == 10_000 and by_path["big"].truncated == "length"
+
+
+def test_live_progress_totals_count_hosts_and_politeness_waits():
+    with mock_server() as server:
+        runner = FetchRunner(cfg())
+        try:
+            assert runner.levels() == (0, 0, 0, 0)
+            # A 1 s delay: the loop cannot be so late that a.test's next turn is already due.
+            runner.submit(plan(server, "a.test", ["/1", "/2", "/3"], robots_known="", delay=1.0))
+            runner.submit(plan(server, "b.test", ["/1"], robots_known=""))
+            out = list(runner.drain(wait=True))
+            started, finished, waits, waits_done = runner.levels()
+        finally:
+            runner.close()
+    assert sum(1 for k, _ in out if k == "host") == 2
+    assert (started, finished) == (2, 2)  # every host crawled, none still counted active
+    # a.test's 2nd and 3rd requests each waited for its delay; b.test's only one never did
+    assert waits == waits_done == 2

@@ -1,0 +1,213 @@
+"""Tests for beamcrawl.core.net.netpolicy."""
+
+from __future__ import annotations
+
+import pytest
+
+from beamcrawl.core.net.netpolicy import (
+    ForbiddenAddress,
+    ResolveRules,
+    check_address,
+    parse_resolve_rule,
+)
+
+# --- check_address -----------------------------------------------------------------------------
+
+ALWAYS_REFUSED = [
+    ("169.254.169.254", "link-local address 169.254.169.254 (cloud metadata endpoint)"),
+    ("169.254.0.1", "link-local address 169.254.0.1"),
+    ("169.254.255.255", "link-local address 169.254.255.255"),
+    ("fe80::1", "link-local address fe80::1"),
+    ("fe80::1%eth0", "link-local address fe80::1%eth0"),
+    ("[fe80::a:b]", "link-local address fe80::a:b"),
+    ("febf::1", "link-local address febf::1"),
+    # IPv6 forms that carry the metadata address
+    ("::ffff:169.254.169.254", "inside ::ffff:a9fe:a9fe"),
+    ("::ffff:a9fe:a9fe", "cloud metadata endpoint"),
+    ("::169.254.169.254", "link-local address 169.254.169.254"),  # IPv4-compatible
+    ("64:ff9b::169.254.169.254", "link-local address 169.254.169.254"),  # NAT64
+    ("2002:a9fe:a9fe::1", "link-local address 169.254.169.254"),  # 6to4
+]
+
+
+@pytest.mark.parametrize(("ip", "reason"), ALWAYS_REFUSED)
+@pytest.mark.parametrize("allow_private", [False, True])
+def test_link_local_is_always_refused(ip: str, reason: str, allow_private: bool) -> None:
+    with pytest.raises(ForbiddenAddress) as info:
+        check_address(ip, allow_private)
+    assert reason in str(info.value)
+    assert isinstance(info.value, ValueError)
+
+
+PRIVATE = [
+    ("127.0.0.1", "loopback"),
+    ("127.255.0.9", "loopback"),
+    ("::1", "loopback"),
+    ("10.0.0.1", "private"),
+    ("172.16.0.1", "private"),
+    ("172.31.255.255", "private"),
+    ("192.168.1.1", "private"),
+    ("fc00::1", "private"),
+    ("fd12:3456::1", "private"),
+    ("fec0::1", "private"),  # deprecated site-local
+    ("100.64.0.1", "shared (carrier-grade NAT)"),
+    ("100.127.255.255", "shared (carrier-grade NAT)"),
+    ("0.0.0.0", "unspecified"),
+    ("::", "unspecified"),
+    ("224.0.0.1", "multicast"),
+    ("239.255.255.250", "multicast"),
+    ("ff02::1", "multicast"),
+    ("0.1.2.3", "reserved"),
+    ("192.0.0.8", "reserved"),
+    ("192.0.2.1", "reserved"),
+    ("198.18.0.1", "reserved"),
+    ("198.51.100.7", "reserved"),
+    ("203.0.113.9", "reserved"),
+    ("240.0.0.1", "reserved"),
+    ("255.255.255.255", "reserved"),
+    ("2001:db8::1", "reserved"),
+    ("100::1", "reserved"),
+    ("4000::1", "reserved"),  # outside global unicast 2000::/3
+    # IPv4 inside IPv6 is judged as IPv4
+    ("::ffff:127.0.0.1", "loopback"),
+    ("::ffff:10.1.2.3", "private"),
+    ("64:ff9b::10.0.0.1", "private"),
+]
+
+
+@pytest.mark.parametrize(("ip", "kind"), PRIVATE)
+def test_private_and_special_refused_by_default(ip: str, kind: str) -> None:
+    with pytest.raises(ForbiddenAddress) as info:
+        check_address(ip, allow_private=False)
+    assert str(info.value).startswith(f"{kind} address ")
+
+
+@pytest.mark.parametrize(("ip", "kind"), PRIVATE)
+def test_private_and_special_allowed_with_flag(ip: str, kind: str) -> None:
+    check_address(ip, allow_private=True)
+
+
+@pytest.mark.parametrize(
+    "ip",
+    [
+        "8.8.8.8",
+        "93.184.216.34",
+        "172.32.0.1",  # just outside 172.16/12
+        "100.128.0.1",  # just outside 100.64/10
+        "169.253.255.255",
+        "2606:4700:4700::1111",
+        "2a00:1450:4001::200e",
+        "::ffff:8.8.8.8",
+        "64:ff9b::8.8.8.8",
+        "[2606:4700::1]",
+        " 8.8.4.4 ",
+    ],
+)
+@pytest.mark.parametrize("allow_private", [False, True])
+def test_public_addresses_are_fine(ip: str, allow_private: bool) -> None:
+    check_address(ip, allow_private)
+
+
+@pytest.mark.parametrize("ip", ["", "localhost", "example.com", "1.2.3", "999.1.1.1", "::g"])
+def test_not_an_address(ip: str) -> None:
+    with pytest.raises(ForbiddenAddress, match="not an IP address"):
+        check_address(ip, allow_private=True)
+
+
+# --- --resolve rules ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("spec", "expected"),
+    [
+        ("site.test=127.0.0.1", ("site.test", "127.0.0.1")),
+        ("*.SimWeb.Test=127.0.0.2", ("*.simweb.test", "127.0.0.2")),
+        ("*=10.0.0.1", ("*", "10.0.0.1")),
+        ("v6.test=::1", ("v6.test", "::1")),
+        ("v6.test=[::1]", ("v6.test", "::1")),
+        ("v6.test=2001:DB8:0::1", ("v6.test", "2001:db8::1")),
+        (" a.test = 1.2.3.4 ", ("a.test", "1.2.3.4")),
+        ("a.test.=1.2.3.4", ("a.test", "1.2.3.4")),
+        ("host[0-9].test=1.2.3.4", ("host[0-9].test", "1.2.3.4")),
+    ],
+)
+def test_parse_resolve_rule(spec: str, expected: tuple[str, str]) -> None:
+    assert parse_resolve_rule(spec) == expected
+
+
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [
+        ("site.test", "expected HOSTGLOB=IP"),
+        ("site.test:80:127.0.0.1", "expected HOSTGLOB=IP"),
+        ("=127.0.0.1", "empty host pattern"),
+        ("site.test=", "'' is not an IP address"),
+        ("site.test=localhost", "'localhost' is not an IP address"),
+        ("site.test=300.1.1.1", "'300.1.1.1' is not an IP address"),
+        ("site.test=1.2.3.4=5", "is not an IP address"),
+        ("site.test:8080=1.2.3.4", "is not a host name"),
+        ("my site=1.2.3.4", "is not a host name"),
+        ("http://x=1.2.3.4", "is not a host name"),
+    ],
+)
+def test_parse_resolve_rule_errors(spec: str, message: str) -> None:
+    with pytest.raises(ValueError) as info:
+        parse_resolve_rule(spec)
+    text = str(info.value)
+    assert message in text
+    assert "\n" not in text
+    assert text.startswith("bad resolve rule ")
+
+
+def test_resolve_rules_first_match_wins() -> None:
+    rules = ResolveRules.from_specs(
+        ["special.simweb.test=127.0.0.9", "*.simweb.test=127.0.0.1", "*=127.0.0.2"]
+    )
+    assert rules.lookup("special.simweb.test") == "127.0.0.9"
+    assert rules.lookup("a.simweb.test") == "127.0.0.1"
+    assert rules.lookup("simweb.test") == "127.0.0.2"  # "*." needs a label before it
+    assert rules.lookup("anything.else") == "127.0.0.2"
+    assert len(rules) == 3
+    assert bool(rules)
+    assert list(rules) == list(rules.rules)
+
+
+@pytest.mark.parametrize(
+    ("host", "expected"),
+    [
+        ("a.simweb.test", "127.0.0.1"),
+        ("A.SimWeb.TEST", "127.0.0.1"),  # case-insensitive
+        ("a.simweb.test.", "127.0.0.1"),  # trailing dot
+        ("a.simweb.test:8080", "127.0.0.1"),  # port ignored
+        ("deep.a.simweb.test", "127.0.0.1"),  # "*" crosses dots, as in fnmatch
+        ("simweb.test.evil.com", None),  # anchored at the end
+        ("xsimweb.test", None),
+        ("[::1]:8080", None),
+        ("other.test", None),
+    ],
+)
+def test_resolve_rules_lookup(host: str, expected: str | None) -> None:
+    rules = ResolveRules([("*.simweb.test", "127.0.0.1")])
+    assert rules.lookup(host) == expected
+
+
+def test_resolve_rules_ipv6_hosts_and_classes() -> None:
+    rules = ResolveRules([("host[12].test", "::1"), ("?.test", "10.0.0.1")])
+    assert rules.lookup("host1.test") == "::1"
+    assert rules.lookup("host3.test") is None
+    assert rules.lookup("x.test") == "10.0.0.1"
+    assert ResolveRules([("::1", "127.0.0.1")]).lookup("::1") == "127.0.0.1"
+
+
+def test_empty_rules() -> None:
+    rules = ResolveRules()
+    assert rules.lookup("anything") is None
+    assert not rules
+    assert len(rules) == 0
+    assert "ResolveRules" in repr(rules)
+
+
+def test_rules_accept_config_tuples() -> None:
+    # CrawlConfig.resolve holds parse_resolve_rule() results.
+    rules = ResolveRules((parse_resolve_rule("*.test=127.0.0.1"),))
+    assert rules.lookup("x.test") == "127.0.0.1"

@@ -1,0 +1,125 @@
+"""The policy resolver: --resolve rules, the address policy, caching (negative too), pinning."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+
+from beamcrawl.core.net.netpolicy import ResolveRules
+from beamcrawl.core.net.resolver import FetchRefused, PolicyResolver, hostname_of, resolve_many
+
+
+class FakeDNS:
+    """Answers from a table, counting lookups; a missing name is NXDOMAIN."""
+
+    def __init__(self, table: dict[str, list[str]], delay: float = 0.0) -> None:
+        self.table = table
+        self.calls: list[str] = []
+        self.delay = delay
+        self.in_flight = 0
+        self.max_in_flight = 0
+
+    async def __call__(self, host: str) -> list[str]:
+        self.calls.append(host)
+        self.in_flight += 1
+        self.max_in_flight = max(self.max_in_flight, self.in_flight)
+        try:
+            await asyncio.sleep(self.delay)
+        finally:
+            self.in_flight -= 1
+        if host not in self.table:
+            raise OSError(f"no such host {host}")
+        return self.table[host]
+
+
+def run(coro):
+    return asyncio.run(coro)
+
+
+def test_rules_first_then_dns_and_answers_are_cached():
+    dns = FakeDNS({"pub.example": ["93.184.216.34", "2606:2800:220:1::"]})
+    resolver = PolicyResolver(ResolveRules([("*.test", "127.0.0.1")]), allow_private=True, ttl=60, lookup=dns)
+
+    async def go():
+        a = await resolver.resolution("x.test")
+        b = await resolver.resolution("pub.example")
+        c = await resolver.resolution("pub.example")
+        return a, b, c
+
+    a, b, c = run(go())
+    assert a.ip == "127.0.0.1" and a.error is None and a.ttl == 60
+    assert b.ip == "93.184.216.34" and b.addrs == ("93.184.216.34", "2606:2800:220:1::")
+    assert c is b and dns.calls == ["pub.example"]
+
+
+def test_negative_answers_are_cached_for_the_ttl_too():
+    dns = FakeDNS({})
+    resolver = PolicyResolver(ResolveRules(), allow_private=False, ttl=60, lookup=dns)
+
+    async def go():
+        first = await resolver.resolution("nx.example")
+        second = await resolver.resolution("nx.example")
+        with pytest.raises(FetchRefused, match="dns"):
+            await resolver.addresses("nx.example")
+        return first, second
+
+    first, second = run(go())
+    assert first.ip is None and first.error.startswith("dns:")
+    assert second is first and dns.calls == ["nx.example"]
+
+
+def test_address_policy_applies_to_resolved_and_mapped_addresses():
+    dns = FakeDNS({"sneaky.example": ["10.1.2.3"], "meta.example": ["169.254.169.254"]})
+    strict = PolicyResolver(ResolveRules([("local.test", "127.0.0.1")]), allow_private=False, lookup=dns)
+    loose = PolicyResolver(ResolveRules(), allow_private=True, lookup=dns)
+
+    async def go():
+        return (
+            await strict.resolution("sneaky.example"),
+            await strict.resolution("local.test"),
+            await loose.resolution("meta.example"),
+        )
+
+    sneaky, local, meta = run(go())
+    assert sneaky.error.startswith("refused address") and "private" in sneaky.error
+    assert local.error.startswith("refused address") and "loopback" in local.error
+    assert meta.error.startswith("refused address") and "metadata" in meta.error
+
+
+def test_pinned_answers_are_used_without_a_lookup_and_checked_again():
+    dns = FakeDNS({"a.example": ["93.184.216.34"]})
+    resolver = PolicyResolver(ResolveRules(), allow_private=False, lookup=dns)
+    now = time.time()
+    resolver.pin("a.example", "203.0.114.9", None, now, 300)  # what the resolve stage stored
+    resolver.pin("b.example", "127.0.0.1", None, now, 300)  # stored by a run that allowed private
+    resolver.pin("c.example", None, "dns: gone", now, 300)
+    resolver.pin("d.example", "93.184.216.34", None, now - 400, 300)  # expired: looked up again
+
+    async def go():
+        return [await resolver.resolution(h) for h in ("a.example", "b.example", "c.example", "d.example")]
+
+    a, b, c, d = run(go())
+    assert a.ip == "203.0.114.9"
+    assert b.ip is None and "loopback" in b.error  # this run's flags decide
+    assert c.error == "dns: gone"
+    assert d.error.startswith("dns:")  # d.example is not in the fake DNS: it was asked
+    assert dns.calls == ["d.example"]
+
+
+def test_resolve_many_runs_lookups_concurrently_with_a_bound():
+    table = {f"h{i}.example": [f"93.184.216.{i}"] for i in range(40)}
+    dns = FakeDNS(table, delay=0.05)
+    resolver = PolicyResolver(ResolveRules(), allow_private=False, lookup=dns)
+    answers = run(resolve_many(resolver, list(table) + ["h0.example"], concurrency=10))
+    assert {h: a.ip for h, a in answers.items()} == {h: ips[0] for h, ips in table.items()}
+    assert dns.max_in_flight == 10 and len(dns.calls) == 40  # concurrent, not one after another
+
+
+@pytest.mark.parametrize(
+    "slot, name",
+    [("a.com", "a.com"), ("a.com:8080", "a.com"), ("[::1]:8080", "::1"), ("127.0.0.1:80", "127.0.0.1")],
+)
+def test_hostname_of_slot_keys(slot, name):
+    assert hostname_of(slot) == name

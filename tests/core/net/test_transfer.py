@@ -1,0 +1,361 @@
+"""Tests for beamcrawl.core.net.transfer: minimum transfer rate, body cap, capped decompression.
+
+The rate guard is tested against a real aiohttp server on loopback that drips one byte every
+100 ms, and the decoders against real gzip, deflate and brotli bombs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gzip
+import threading
+import time
+import zlib
+from collections.abc import Iterator
+
+import aiohttp
+import pytest
+from aiohttp import web
+
+from beamcrawl.core.net import transfer
+from beamcrawl.core.net.transfer import (
+    ACCEPT_ENCODING,
+    BROTLI,
+    CappedDecoder,
+    UnsupportedEncoding,
+    decode_content,
+    read_body,
+    warc_truncated,
+)
+
+MiB = 1024 * 1024
+BOMB_SIZE = 32 * MiB  # what each bomb expands to (16x the largest cap used here)
+
+
+def _zlib_bomb(wbits: int) -> bytes:
+    c = zlib.compressobj(9, zlib.DEFLATED, wbits)
+    block = bytes(MiB)
+    return b"".join(c.compress(block) for _ in range(BOMB_SIZE // MiB)) + c.flush()
+
+
+def _brotli_bomb() -> bytes:
+    c = BROTLI.Compressor(quality=5)
+    block = bytes(MiB)
+    out = [c.process(block) for _ in range(BOMB_SIZE // MiB)]
+    return b"".join(out) + c.finish()
+
+
+@pytest.fixture(scope="module")
+def bombs() -> dict[str, bytes]:
+    made = {"gzip": _zlib_bomb(31), "deflate": _zlib_bomb(15), "deflate-raw": _zlib_bomb(-15)}
+    if BROTLI is not None:
+        made["br"] = _brotli_bomb()
+    return made
+
+
+# --- a real server ------------------------------------------------------------------------------
+
+
+class DripServer:
+    """Loopback aiohttp server; each route streams its body in a scripted way. Every stream is
+    bounded in bytes and time, and ends by itself."""
+
+    def __init__(self, bombs: dict[str, bytes]) -> None:
+        self.bombs = bombs
+        self.port = 0
+        self.sent: dict[str, int] = {}
+        self._ready = threading.Event()
+
+    async def handle(self, request: web.Request) -> web.StreamResponse:
+        name = request.match_info["name"]
+        headers = {"Content-Type": "text/html"}
+        coding = name.split("-")[0] if name.startswith(("gzip", "deflate", "br")) else None
+        if coding:
+            headers["Content-Encoding"] = "deflate" if coding == "deflate" else coding
+        resp = web.StreamResponse(headers=headers)
+        resp.enable_chunked_encoding()
+        await resp.prepare(request)
+        sent = 0
+        try:
+            if name == "drip":  # one byte per 100 ms, for at most 10 s
+                for _ in range(100):
+                    await resp.write(b"x")
+                    sent += 1
+                    await asyncio.sleep(0.1)
+            elif name == "stall":  # a quick start, then silence for 1.5 s
+                await resp.write(b"y" * 4000)
+                sent += 4000
+                await asyncio.sleep(1.5)
+            elif name == "steady":  # 32 KiB every 20 ms: ~1.6 MB/s, 640 KiB in all
+                for _ in range(20):
+                    await resp.write(b"z" * 32768)
+                    sent += 32768
+                    await asyncio.sleep(0.02)
+            elif name == "big":
+                for _ in range(80):
+                    await resp.write(b"b" * 65536)
+                    sent += 65536
+            elif coding:
+                # In small pieces with short pauses, as a network delivers them, so the
+                # client sees the stream grow and can stop part way.
+                body = self.bombs["deflate-raw" if name == "deflate-raw" else coding]
+                for i in range(0, len(body), 4096):
+                    await resp.write(body[i : i + 4096])
+                    sent += len(body[i : i + 4096])
+                    await asyncio.sleep(0.002)
+            await resp.write_eof()
+        except (ConnectionResetError, asyncio.CancelledError):
+            pass  # the client hung up, as it should after a cut
+        finally:
+            self.sent[name] = sent
+        return resp
+
+    def run(self) -> None:
+        loop = asyncio.new_event_loop()
+        self.loop = loop
+        app = web.Application()
+        app.router.add_get("/{name}", self.handle)
+        runner = web.AppRunner(app, access_log=None)
+        loop.run_until_complete(runner.setup())
+        site = web.TCPSite(runner, "127.0.0.1", 0)
+        loop.run_until_complete(site.start())
+        self.port = site._server.sockets[0].getsockname()[1]
+        self._ready.set()
+        loop.run_forever()
+        loop.run_until_complete(runner.cleanup())
+        loop.close()
+
+
+@pytest.fixture(scope="module")
+def server(bombs: dict[str, bytes]) -> Iterator[DripServer]:
+    srv = DripServer(bombs)
+    thread = threading.Thread(target=srv.run, daemon=True)
+    thread.start()
+    assert srv._ready.wait(10)
+    try:
+        yield srv
+    finally:
+        srv.loop.call_soon_threadsafe(srv.loop.stop)
+        thread.join(10)
+
+
+async def _fetch(port: int, name: str, **kw: object) -> tuple[bytes, str | None, float, CappedDecoder | None]:
+    decoder_cap = kw.pop("decoded_cap", None)
+    async with aiohttp.ClientSession(auto_decompress=False) as session:
+        async with session.get(
+            f"http://127.0.0.1:{port}/{name}", timeout=aiohttp.ClientTimeout(total=15)
+        ) as resp:
+            decoder = None
+            on_chunk = None
+            if decoder_cap is not None:
+                decoder = CappedDecoder(resp.headers.get("Content-Encoding"), decoder_cap)
+                parts: list[bytes] = []
+
+                def on_chunk(chunk: bytes) -> bool:
+                    parts.append(decoder.feed(chunk))
+                    return not decoder.done
+
+            started = time.monotonic()
+            body, reason = await read_body(resp.content, **kw, on_chunk=on_chunk)  # type: ignore[arg-type]
+            took = time.monotonic() - started
+            if reason is not None:
+                resp.close()
+            if decoder is not None:
+                parts.append(decoder.finish())
+                decoder.payload = b"".join(parts)  # type: ignore[attr-defined]
+            return body, reason, took, decoder
+
+
+def test_drip_server_is_abandoned_after_the_grace_period(server: DripServer) -> None:
+    body, reason, took, _ = asyncio.run(_fetch(server.port, "drip", cap=MiB, min_rate=100.0, grace=0.5))
+    assert reason == "slow"
+    assert took >= 0.45  # not before the grace ended
+    assert 3 <= len(body) <= 8  # ~10 bytes/s for half a second: cut when the rule failed, not at the drip's end
+    assert set(body) == {ord("x")}
+
+
+def test_drip_is_also_caught_by_the_rate_long_after_the_grace(server: DripServer) -> None:
+    # 10 B/s against a minimum of 8 B/s passes; against 15 B/s it fails within ~1 s.
+    body, reason, took, _ = asyncio.run(_fetch(server.port, "drip", cap=MiB, min_rate=15.0, grace=0.3))
+    assert reason == "slow" and len(body) < 50  # of the 100 bytes the 10 s drip would send
+
+
+def test_stalled_server_is_abandoned_after_the_stall_timeout(server: DripServer) -> None:
+    body, reason, took, _ = asyncio.run(
+        _fetch(server.port, "stall", cap=MiB, min_rate=0.0, grace=0.0, stall=0.4)
+    )
+    assert reason == "slow" and body == b"y" * 4000
+    assert took >= 0.35  # not before the stall timeout
+
+
+def test_steady_server_is_read_in_full(server: DripServer) -> None:
+    body, reason, took, _ = asyncio.run(
+        _fetch(server.port, "steady", cap=MiB, min_rate=50_000.0, grace=0.2, stall=1.0)
+    )
+    assert reason is None and len(body) == 20 * 32768
+
+
+def test_body_cap(server: DripServer) -> None:
+    body, reason, _, _ = asyncio.run(_fetch(server.port, "big", cap=100_000, min_rate=1000.0, grace=1.0))
+    assert reason == "length" and len(body) == 100_000
+
+
+@pytest.mark.parametrize("name", ["gzip", "deflate", "deflate-raw", "br"])
+def test_bombs_are_cut_while_streaming(server: DripServer, bombs: dict[str, bytes], name: str) -> None:
+    """A 64 MiB bomb, decoded as it arrives with a 1 MiB cap: the transfer stops as soon as
+    the payload reaches the cap, long before the compressed body ends."""
+    if name not in bombs:
+        pytest.fail("no brotli binding with an output limit (brotli>=1.2, setup.py): br bombs are unguarded")
+    raw, reason, _, decoder = asyncio.run(
+        _fetch(server.port, name, cap=8 * MiB, min_rate=0.0, grace=0.0, decoded_cap=MiB)
+    )
+    assert decoder is not None and decoder.error is None
+    assert reason == "length" and decoder.truncated
+    assert len(decoder.payload) == MiB and decoder.payload == bytes(MiB)  # type: ignore[attr-defined]
+    if len(bombs[name]) > 16 * 4096:  # (a brotli bomb is ~100 bytes: nothing to stop early)
+        assert len(raw) < len(bombs[name]) / 4  # stopped early
+
+
+@pytest.mark.parametrize("name", ["gzip", "deflate", "deflate-raw", "br"])
+def test_decode_content_caps_bombs_in_memory(bombs: dict[str, bytes], name: str) -> None:
+    if name not in bombs:
+        pytest.fail("no brotli binding with an output limit (brotli>=1.2, setup.py): br bombs are unguarded")
+    coding = "deflate" if name.startswith("deflate") else name
+    out = decode_content(bombs[name], coding, 2 * MiB)
+    assert out.truncated and out.error is None and out.body == bytes(2 * MiB)
+
+
+# --- decoders without a server ------------------------------------------------------------------
+
+
+def test_decode_content_small_bodies() -> None:
+    page = b"<html>" + b"a" * 5000 + b"</html>"
+    assert decode_content(gzip.compress(page), "gzip", MiB) == (page, False, None)
+    assert decode_content(gzip.compress(page), "X-GZIP", MiB) == (page, False, None)
+    assert decode_content(zlib.compress(page), "deflate", MiB) == (page, False, None)
+    raw_deflate = zlib.compressobj(6, zlib.DEFLATED, -15)
+    assert decode_content(raw_deflate.compress(page) + raw_deflate.flush(), "deflate", MiB).body == page
+    assert decode_content(page, None, MiB) == (page, False, None)
+    assert decode_content(page, "identity", 100) == (page[:100], True, None)
+    # exactly at the cap is not a cut
+    assert decode_content(gzip.compress(page), "gzip", len(page)) == (page, False, None)
+    assert decode_content(gzip.compress(page), "gzip", len(page) - 1) == (page[:-1], True, None)
+
+
+def test_multi_member_gzip_and_trailing_padding() -> None:
+    raw = gzip.compress(b"first,") + gzip.compress(b"second") + b"\x00" * 8
+    assert decode_content(raw, "gzip", MiB) == (b"first,second", False, None)
+
+
+def test_stacked_codings_are_undone_last_first() -> None:
+    page = b"<p>" * 1000
+    raw = gzip.compress(zlib.compress(page))  # deflate applied first, then gzip
+    assert decode_content(raw, "deflate, gzip", MiB).body == page
+    assert decode_content(raw, "deflate, gzip", 10).body == page[:10]
+
+
+def test_truncated_stream_keeps_what_decodes() -> None:
+    page = bytes(range(256)) * 400
+    raw = gzip.compress(page)
+    out = decode_content(raw[: len(raw) // 2], "gzip", MiB)
+    assert out.error is None and 0 < len(out.body) < len(page) and page.startswith(out.body)
+
+
+def test_corrupt_and_unsupported_streams_keep_the_raw_bytes() -> None:
+    junk = b"\x1f\x8b\x08\x00not really gzip at all"
+    out = decode_content(junk, "gzip", MiB)
+    assert out.body == junk and out.error is not None and not out.truncated
+    assert decode_content(b"abc", "zstd", MiB) == (b"abc", False, "unsupported Content-Encoding 'zstd'")
+    with pytest.raises(UnsupportedEncoding):
+        CappedDecoder("compress", 10)
+
+
+def test_accept_encoding_only_advertises_what_decodes() -> None:
+    assert ACCEPT_ENCODING.startswith("gzip, deflate")
+    assert ("br" in ACCEPT_ENCODING) == (BROTLI is not None)
+
+
+def test_old_brotli_without_an_output_limit_is_not_used(monkeypatch: pytest.MonkeyPatch) -> None:
+    class OldDecompressor:
+        def process(self, data: bytes) -> bytes:  # brotli < 1.2: no output_buffer_limit
+            return data
+
+    class OldBrotli:
+        Decompressor = OldDecompressor
+
+    import builtins
+
+    real_import = builtins.__import__
+
+    def fake_import(name: str, *args: object, **kwargs: object) -> object:
+        if name in ("brotli", "brotlicffi"):
+            return OldBrotli
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", fake_import)
+    assert transfer._load_brotli() is None
+
+
+# --- read_body logic with a scripted stream ----------------------------------------------------
+
+
+class _Script:
+    """A StreamReader stand-in: yields (delay, chunk) pairs, then EOF. A chunk with no delay
+    has arrived already (``read_nowait`` returns it); the others are waited for."""
+
+    def __init__(self, steps: list[tuple[float, bytes]]) -> None:
+        self.steps = list(steps)
+        self.waits = 0
+
+    async def readany(self) -> bytes:
+        if not self.steps:
+            return b""
+        delay, chunk = self.steps.pop(0)
+        self.waits += 1
+        await asyncio.sleep(delay)
+        return chunk
+
+    def read_nowait(self, n: int = -1) -> bytes:
+        if self.steps and self.steps[0][0] == 0:
+            return self.steps.pop(0)[1]
+        return b""
+
+    def is_eof(self) -> bool:
+        return not self.steps
+
+
+def test_read_body_exact_cap_is_complete_and_on_chunk_can_stop() -> None:
+    body, reason = asyncio.run(read_body(_Script([(0, b"ab"), (0, b"cd")]), 4, 0.0, 0.0))
+    assert (body, reason) == (b"abcd", None)
+    body, reason = asyncio.run(read_body(_Script([(0, b"ab"), (0, b"cd"), (0, b"e")]), 4, 0.0, 0.0))
+    assert (body, reason) == (b"abcd", "length")
+    seen: list[bytes] = []
+    body, reason = asyncio.run(
+        read_body(_Script([(0, b"ab"), (0, b"cd")]), 10, 0.0, 0.0, on_chunk=lambda c: seen.append(c) or False)
+    )
+    assert (body, reason, seen) == (b"ab", "length", [b"ab"])
+
+
+def test_read_body_takes_what_has_arrived_without_waiting() -> None:
+    arrived = _Script([(0, b"ab"), (0, b"cd")])
+    assert asyncio.run(read_body(arrived, 10, 1000.0, 0.1)) == (b"abcd", None)
+    assert arrived.waits == 0
+    later = _Script([(0, b"ab"), (0.01, b"cd"), (0, b"ef")])
+    assert asyncio.run(read_body(later, 10, 1000.0, 0.1)) == (b"abcdef", None)
+    assert later.waits == 1
+
+
+def test_read_body_fast_burst_then_slow_tail_is_judged_on_the_average() -> None:
+    # 1,000 bytes at once buys 1 s at 1,000 B/s: a 0.5 s pause then more bytes is fine.
+    steps = [(0, b"a" * 1000), (0.5, b"b" * 1000), (0, b"")]
+    body, reason = asyncio.run(read_body(_Script(steps), 10_000, 1000.0, 0.1))
+    assert reason is None and len(body) == 2000
+
+
+def test_warc_truncated_uses_the_standards_words() -> None:
+    assert [warc_truncated(r) for r in (None, "length", "slow", "other")] == [
+        None,
+        "length",
+        "time",
+        "unspecified",
+    ]

@@ -1,0 +1,81 @@
+"""Politeness arithmetic: the delay rule, 429/503 and Retry-After, back-off, recovery."""
+
+from __future__ import annotations
+
+import email.utils
+
+import pytest
+
+from beamcrawl.core.policy import politeness
+from beamcrawl.core.runtime.config import CrawlConfig
+
+CFG = CrawlConfig(out="/o", store="sqlite:///o", min_delay=1.0, max_delay=60.0)
+
+
+@pytest.mark.parametrize(
+    "crawl_delay, response_time, policy, expected",
+    [
+        (None, 0.01, None, 1.0),  # the floor
+        (5.0, 0.01, None, 5.0),  # Crawl-delay
+        (600.0, 0.01, None, 60.0),  # Crawl-delay capped at the ceiling
+        (None, 0.5, None, 5.0),  # 10 x response time
+        (None, 30.0, None, 60.0),  # capped
+        (None, 0.01, 90.0, 90.0),  # the operator's minimum beats the ceiling
+    ],
+)
+def test_base_delay(crawl_delay, response_time, policy, expected):
+    assert politeness.base_delay(CFG, crawl_delay, response_time, policy) == expected
+
+
+def test_429_doubles_and_honours_retry_after_seconds():
+    d = politeness.after_response(
+        CFG, current_delay=2.0, steady_delay=1.0, status=429, retry_after="30", end=1000.0, consecutive_errors=0
+    )
+    assert d.delay == 4.0
+    assert d.not_before == 1030.0
+    assert politeness.next_allowed(1000.0, d.delay, d.not_before) == 1030.0
+
+
+def test_503_retry_after_http_date():
+    date = email.utils.formatdate(1000.0 + 120, usegmt=True)
+    d = politeness.after_response(
+        CFG, current_delay=1.0, steady_delay=1.0, status=503, retry_after=date, end=1000.0, consecutive_errors=0
+    )
+    assert d.delay == 2.0
+    assert d.not_before == pytest.approx(1120.0, abs=1)
+
+
+def test_garbage_retry_after_is_ignored_but_slowdown_stays():
+    d = politeness.after_response(
+        CFG, current_delay=1.0, steady_delay=1.0, status=429, retry_after="soon", end=5.0, consecutive_errors=0
+    )
+    assert d.delay == 2.0 and d.not_before == 0.0
+
+
+def test_run_of_failures_backs_off_exponentially():
+    holds = []
+    errors = 0
+    for _ in range(6):
+        d = politeness.after_response(
+            CFG, current_delay=1.0, steady_delay=1.0, status=None, retry_after=None, end=0.0, consecutive_errors=errors
+        )
+        errors = d.consecutive_errors
+        holds.append(d.not_before)
+    assert holds[:2] == [0.0, 0.0]
+    assert holds[2:] == [2.0, 4.0, 8.0, 16.0]
+
+
+def test_delay_recovers_when_the_host_answers_fast_again():
+    d = politeness.after_response(
+        CFG, current_delay=8.0, steady_delay=1.0, status=200, retry_after=None, end=0.0, consecutive_errors=3
+    )
+    assert d.delay == 4.0 and d.consecutive_errors == 0
+    d = politeness.after_response(
+        CFG, current_delay=1.5, steady_delay=1.0, status=200, retry_after=None, end=0.0, consecutive_errors=0
+    )
+    assert d.delay == 1.0
+
+
+def test_gap_counts_from_the_end_of_the_previous_response():
+    allowed = politeness.next_allowed(last_fetch_end=100.0, delay=1.0, not_before=0.0)
+    assert 101.0 < allowed <= 101.05

@@ -1,0 +1,58 @@
+"""The file helpers on local disk (object stores go through Beam's FileSystems)."""
+
+from __future__ import annotations
+
+import os
+
+from beamcrawl.core.runtime import files
+
+
+def test_join_and_remote_detection():
+    assert files.join("gs://b/out", "warc", "x") == "gs://b/out/warc/x"
+    assert files.is_remote("gs://b/x") and not files.is_remote("/tmp/x")
+    assert files.dirname("gs://b/out/x.json") == "gs://b/out"
+
+
+def test_write_list_move_remove(tmp_path):
+    folder = str(tmp_path / "a" / "b")
+    files.write_bytes(os.path.join(folder, "one.txt"), b"1")
+    files.write_bytes(os.path.join(folder, ".hidden"), b"h")
+    with files.open_write(os.path.join(folder, "two.bin")) as fh:
+        fh.write(b"22")
+    assert [os.path.basename(p) for p in files.list_files(folder)] == ["one.txt", "two.bin"]
+    assert not any(".tmp-" in n for n in os.listdir(folder))  # written whole, then renamed
+    dst = str(tmp_path / "c" / "one.txt")
+    files.move(os.path.join(folder, "one.txt"), dst)
+    with files.open_read(dst) as fh:
+        assert fh.read() == b"1"
+    files.remove_tree(folder)
+    assert not os.path.exists(folder)
+    files.remove_tree(folder)  # a missing folder is fine
+    assert files.list_files(folder) == []
+
+
+def test_ensure_writable(tmp_path):
+    files.ensure_writable(str(tmp_path / "new"))
+    assert os.listdir(tmp_path / "new") == []
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    try:
+        files.ensure_writable(str(blocker / "sub"))
+    except OSError:
+        pass
+    else:
+        raise AssertionError("a folder under a file must not be writable")
+
+
+def test_a_piecewise_file_appears_whole_when_closed(tmp_path):
+    folder = str(tmp_path / "staged")
+    path = os.path.join(folder, "part-1.txt")
+    fh = files.PiecewiseFile(path)
+    fh.write(b"one\n")
+    fh.write(b"two\n")
+    assert files.list_files(folder) == []  # being written: under a hidden name only
+    fh.close()
+    assert files.list_files(folder) == [path]
+    with files.open_read(path) as f:
+        assert f.read() == b"one\ntwo\n"
+    assert os.listdir(folder) == ["part-1.txt"]
