@@ -36,7 +36,8 @@ from typing import Sequence
 from beamcrawl.cli.args import OneLineArgumentParser, add_crawl_arguments, config_from_args
 
 
-def _crawl_parser() -> OneLineArgumentParser:
+def crawl_parser() -> OneLineArgumentParser:
+    """The ``crawl`` command's parser: its own options, then the table's (cli/args.py)."""
     parser = OneLineArgumentParser(
         prog="beamcrawl crawl",
         usage="beamcrawl crawl --seeds FILE --out DIR [options] [Beam options: --runner ...]\n"
@@ -88,7 +89,7 @@ def _with_local_runner(beam_args: list[str]) -> list[str]:
 
 
 def cmd_crawl(argv: Sequence[str]) -> int:
-    parser = _crawl_parser()
+    parser = crawl_parser()
     args, beam_args = parser.parse_known_args(list(argv))
     if not args.out:
         parser.error("--out is required")

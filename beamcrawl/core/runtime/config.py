@@ -1,21 +1,31 @@
-"""The crawl's settings as one small picklable value, handed to every stage.
+"""The crawl's settings: one table of every setting, and the small picklable value built from it.
 
-PipelineOptions (pipelines/options.py) parse the command line; stages receive a
-:class:`CrawlConfig` so they can be built and tested without options plumbing.
+Each :class:`CrawlConfig` field that is a ``beamcrawl crawl`` option carries its
+:class:`Option` (flag, help, bound, unit) as field metadata. That table is the one place a
+setting is written: ``cli/args.py`` builds the argparse options (and so the help and the
+Flex Template's flags) from it, the README's option list is generated from it, and
+``__post_init__`` checks each bound, once, for the command line and for code alike. Stages
+receive a :class:`CrawlConfig` so they can be built and tested without options plumbing.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Iterable
+import math
+from dataclasses import MISSING, Field, dataclass, field, fields
+from typing import Any, Iterable
 from urllib.parse import urlsplit
 
-from beamcrawl import DEFAULT_USER_AGENT, PRODUCT_TOKEN
+from beamcrawl import CONTACT_URL, DEFAULT_USER_AGENT, PRODUCT_TOKEN, __version__
+from beamcrawl.core.content.sitemaps import MAX_BYTES as MAX_SITEMAP_BYTES
 from beamcrawl.core.policy.budget_rules import BudgetRules
 from beamcrawl.core.policy.change_rate import ChangeModel, SchedulePolicy
+from beamcrawl.core.urls.urlnorm import MAX_URL_LENGTH
 from beamcrawl.core.urls.urlshape import ShapeRules
 
 MiB = 1024 * 1024
+# Redirect hops followed for robots.txt (RFC 9309 asks for at least five) and queued for a
+# page's redirect chain.
+MAX_REDIRECTS = 5
 
 
 def parse_blocklist(lines: Iterable[str], source: str = "blocklist") -> tuple[str, ...]:
@@ -42,72 +52,307 @@ def parse_blocklist(lines: Iterable[str], source: str = "blocklist") -> tuple[st
 
 
 @dataclass(frozen=True)
-class CrawlConfig:
-    """Settings of a crawl; every politeness knob has a documented default."""
+class Option:
+    """How one :class:`CrawlConfig` setting is given on the command line: the one place its
+    flag, help, bound and unit are written (``cli/args.py`` builds argparse options from it,
+    the README's option list is generated from it, ``__post_init__`` checks the bound).
 
-    out: str
-    store: str
-    user_agent: str = DEFAULT_USER_AGENT
-    robots_token: str = PRODUCT_TOKEN
+    Attributes:
+        help: What the option does; the default is appended ("Default 1.").
+        flag: The dashed flag; ``--`` and the field name with dashes by default.
+        dest: The argparse attribute, when it cannot be the field name.
+        alias: The hidden second spelling; the flag with underscores by default (Flex
+            Template parameters arrive as ``--name=value``).
+        minimum: The value must be ``>=`` this (and finite).
+        maximum: The value must be ``<=`` this.
+        unit: ``"s"`` or ``"bytes"``: how the default reads in help.
+        metavar: The value's name in help.
+        choices: The only values allowed.
+        switch: A flag without a value (``store_true``); other booleans take an optional
+            ``true``/``false``.
+        repeat: The flag may be given more than once (a list of values).
+        shown: How the default reads in help, where the value itself would not do.
+    """
+
+    help: str
+    flag: str = ""
+    dest: str = ""
+    alias: str = ""
+    minimum: float | None = None
+    maximum: float | None = None
+    unit: str = ""
+    metavar: str | None = None
+    choices: tuple[str, ...] = ()
+    switch: bool = False
+    repeat: bool = False
+    shown: str = ""
+
+
+def _setting(default: Any = MISSING, help: str = "", **option: Any) -> Any:
+    """A CrawlConfig field with its command-line :class:`Option`."""
+    meta = {"option": Option(help=help, **option)}
+    if default is MISSING:
+        return field(metadata=meta)
+    return field(default=default, metadata=meta)
+
+
+def option_fields() -> list[tuple[Field[Any], Option]]:
+    """The settings that are options, in the table's order, each with its :class:`Option`."""
+    return [(f, f.metadata["option"]) for f in fields(CrawlConfig) if "option" in f.metadata]
+
+
+def flag_of(f: Field[Any], opt: Option) -> str:
+    """The dashed flag of a setting (``--min-delay`` for ``min_delay``)."""
+    return opt.flag or "--" + f.name.replace("_", "-")
+
+
+def _bound_problems(cfg: CrawlConfig) -> list[str]:
+    """Each setting outside its option's bound or choices, one phrase each (NaN and infinity
+    are out of bounds too)."""
+    problems = []
+    for f, opt in option_fields():
+        value, flag = getattr(cfg, f.name), flag_of(f, opt)
+        if opt.choices and value not in opt.choices:
+            problems.append(f"{flag} must be {' or '.join(opt.choices)}, got {value!r}")
+        if opt.minimum is None and opt.maximum is None:
+            continue
+        low = -math.inf if opt.minimum is None else opt.minimum
+        high = math.inf if opt.maximum is None else opt.maximum
+        if not low <= value <= high:  # "not <=" also catches NaN
+            if opt.maximum is None:
+                problems.append(f"{flag} must be >= {_number_text(low)}, got {value}")
+            else:
+                problems.append(f"{flag} must be in {_number_text(low)}..{_number_text(high)}, got {value}")
+        elif not math.isfinite(value):
+            problems.append(f"{flag} must be finite, got {value}")
+    return problems
+
+
+def _number_text(value: float) -> str:
+    """A bound as written in a message: ``0``, ``0.001``, ``16``."""
+    return f"{value:g}"
+
+
+@dataclass(frozen=True)
+class CrawlConfig:
+    """Settings of a crawl; every politeness knob has a documented default.
+
+    Each field made with ``_setting`` is a ``beamcrawl crawl`` option (and a Flex Template
+    parameter): its flag, help, bound and unit are written here and nowhere else.
+    """
+
+    out: str = _setting(help="Output folder: warc/, pages/, links/, reports/ (docs/ARCHITECTURE.md §2).", metavar="DIR")
+    store: str = _setting(
+        help="State store URI: sqlite:///PATH, a folder, or bigtable://PROJECT/INSTANCE[/PREFIX]. "
+        "Default: the embedded store under --out.",
+        metavar="URI",
+    )
+    user_agent: str = _setting(
+        DEFAULT_USER_AGENT,
+        "User-Agent header (product token, version and contact URL).",
+        # Beam's SetupOptions owns --user_agent (the agent it reports to Google APIs): a
+        # distinct dest and underscore spelling keep the two from colliding in one parser.
+        dest="crawler_user_agent",
+        alias="--crawler_user_agent",
+        metavar="UA",
+        # The help and the README name no version, so they stay true from release to release.
+        shown=DEFAULT_USER_AGENT.replace(__version__, "VERSION").replace(CONTACT_URL, "CONTACT"),
+    )
+    robots_token: str = _setting(
+        PRODUCT_TOKEN, "Product token matched against robots.txt User-agent lines.", metavar="TOKEN"
+    )
     # Politeness (docs/ARCHITECTURE.md §3): delay = max(min_delay, crawl-delay capped, factor × response time).
-    min_delay: float = 1.0
-    max_delay: float = 120.0
+    min_delay: float = _setting(
+        1.0,
+        "Politeness floor: seconds between the end of one response and the next request "
+        "to the same host (like Scrapy's DOWNLOAD_DELAY).",
+        minimum=0, unit="s",
+    )
+    max_delay: float = _setting(
+        120.0,
+        "Ceiling of the adaptive per-host delay and cap on robots.txt Crawl-delay, seconds.",
+        minimum=0, unit="s",
+    )
     response_time_factor: float = 10.0
     robots_max_age: float = 24 * 3600.0
-    round_window: float = 60.0
+    round_window: float = _setting(
+        60.0,
+        "Seconds a round spends fetching; a host gets at most round_window / delay URLs.",
+        minimum=0.001, unit="s",
+    )
     # Per server IP: the minimum gap from the end of one response on an IP to the next
     # request to it, whichever host it is for. 0 = off (see README: a CDN or a test web puts
     # many unrelated hosts on one address, and the per-host delay already applies).
-    ip_delay: float = 0.0
+    ip_delay: float = _setting(
+        0.0,
+        "Per server IP: seconds between the end of one response on an IP and the next "
+        "request to it, whatever the host; one request at a time per IP when set. 0 = off "
+        "(the per-host delay still applies). Set it (e.g. 0.5) for webs with much shared "
+        "hosting; it throttles every host behind one CDN address together.",
+        minimum=0, unit="s",
+    )
     # How long a DNS answer (or a failure to get one) is kept in the host record. The system
     # resolver (getaddrinfo) reports no TTL, so this stands in for it.
-    dns_ttl: float = 300.0
+    dns_ttl: float = _setting(
+        300.0, "Seconds a host's DNS answer (or failure) is kept in its host record.", minimum=0, unit="s"
+    )
     # Operator steering: host names or globs that get no fetches (their URLs stay queued).
-    blocklist: tuple[str, ...] = ()
+    blocklist: tuple[str, ...] = _setting(
+        (),
+        "Hosts that get no fetches: host names or globs (*.example.com), one per line. "
+        "Their URLs stay queued; the round report counts them (assign_slots/hosts_blocklisted).",
+        metavar="FILE",
+    )
     # Safety.
-    allow_private_networks: bool = False
-    resolve: tuple[tuple[str, str], ...] = ()
+    allow_private_networks: bool = _setting(
+        False,
+        "Allow loopback and private addresses (tests, the demo, intranet crawls). "
+        "Link-local addresses are refused always.",
+        switch=True,
+    )
+    resolve: tuple[tuple[str, str], ...] = _setting(
+        (),
+        "Map host names matching a glob to an address, like curl's --resolve. Repeatable.",
+        metavar="HOSTGLOB=IP",
+        repeat=True,
+    )
     # Bounded work per fetch.
-    connect_timeout: float = 10.0
-    total_timeout: float = 30.0
-    max_body_bytes: int = 2 * 1024 * 1024
-    max_redirects: int = 5
+    connect_timeout: float = _setting(
+        10.0, "Seconds to establish a connection.", minimum=0.001, unit="s"
+    )
+    total_timeout: float = _setting(
+        30.0,
+        "Seconds for a whole request and response (like Scrapy's DOWNLOAD_TIMEOUT).",
+        minimum=0.001, unit="s",
+    )
+    max_body_bytes: int = _setting(
+        2 * MiB,
+        "Bodies are cut at this size and recorded as truncated (like DOWNLOAD_MAXSIZE).",
+        minimum=1, unit="bytes",
+    )
+    max_redirects: int = MAX_REDIRECTS
     # Slow-drip servers (core/net/transfer.py): after ``transfer_grace`` seconds a body must have
     # averaged ``min_transfer_rate`` bytes/s (0 = off), and never be silent for
     # ``stall_timeout`` seconds (0 = off); else it is cut and recorded as WARC-Truncated: time.
-    min_transfer_rate: float = 1024.0
-    transfer_grace: float = 5.0
-    stall_timeout: float = 10.0
+    min_transfer_rate: float = _setting(
+        1024.0,
+        "Slow-drip servers: after --transfer-grace seconds a body must average at least "
+        "this many bytes/s, else it is cut and recorded as WARC-Truncated: time. 0 = off.",
+        minimum=0,
+    )
+    transfer_grace: float = _setting(
+        5.0, "Seconds of a body's transfer before --min-transfer-rate is judged.", minimum=0, unit="s"
+    )
+    stall_timeout: float = _setting(
+        10.0,
+        "Seconds a body may go without a single byte before it is cut (WARC-Truncated: "
+        "time). 0 = off.",
+        minimum=0, unit="s",
+    )
     # Content-Encoding is undone into at most this many bytes (gzip, deflate, brotli bombs).
-    max_decoded_bytes: int = 4 * MiB
+    max_decoded_bytes: int = _setting(
+        4 * MiB,
+        "Content-Encoding (gzip, deflate, br) is undone into at most this many bytes, so a "
+        "compression bomb costs at most this much memory (what is parsed is cut there; the "
+        "record keeps the bytes as sent, up to --max-body-bytes).",
+        minimum=1, unit="bytes",
+    )
     # Response header lines beyond this refuse the response (aiohttp also caps each line).
-    max_response_headers: int = 128
+    max_response_headers: int = _setting(
+        128,
+        "A response with more header lines is refused (an error, not a page). Each line "
+        "is also capped at 16 KiB.",
+        minimum=1,
+    )
     # URL shape (core/urls/urlshape.py): links failing a rule are never offered to the seen check.
-    max_url_length: int = 2048
-    max_url_depth: int = 16
-    max_segment_repeats: int = 3
-    fetch_documents: bool = False  # PDFs and office files are skipped by extension unless set
+    max_url_length: int = _setting(
+        MAX_URL_LENGTH,
+        "Discovered URLs longer than this (characters) are not followed. 0 = no limit "
+        f"(normalisation still refuses URLs over {MAX_URL_LENGTH}).",
+        minimum=0,
+    )
+    max_url_depth: int = _setting(
+        16, "Discovered URLs with more path segments are not followed. 0 = no limit.", minimum=0
+    )
+    max_segment_repeats: int = _setting(
+        3,
+        "Discovered URLs whose path repeats one segment this often (/a/b/a/b/a/) are not "
+        "followed. 0 = off.",
+        minimum=0,
+    )
+    fetch_documents: bool = _setting(
+        False,
+        "Also follow links to PDFs and office documents (skipped by extension by default; "
+        "images, video, audio, archives and executables always are).",
+    )
     # Budgets tied to reputation (core/policy/budget_rules.py, IRLbot's STAR and BEAST). A registered
     # domain may be fetched base + per_linker × (other domains linking to it) times per
     # period, seeded domains counting seed_domain_credit linkers more; URLs over it are
     # deferred by defer_base, doubling up to defer_max, never deleted.
-    domain_budgets: bool = True
-    domain_budget_base: int = 100
-    domain_budget_per_linker: int = 10
-    domain_budget_cap: int = 100_000
-    seed_domain_credit: int = 100
-    budget_period: float = 86400.0
-    defer_base: float = 86400.0
-    defer_max: float = 30 * 86400.0
+    domain_budgets: bool = _setting(
+        True,
+        "Per registered domain page budgets tied to how many other domains link to it "
+        "(IRLbot's STAR); over-budget URLs are deferred, never deleted. --domain-budgets=false "
+        "turns them off.",
+    )
+    domain_budget_base: int = _setting(
+        100, "Pages per budget period for a domain nobody links to.", minimum=0
+    )
+    domain_budget_per_linker: int = _setting(
+        10, "Extra pages per period for each other registered domain linking to it.", minimum=0
+    )
+    domain_budget_cap: int = _setting(100_000, "Most pages per period for any one domain.", minimum=0)
+    seed_domain_credit: int = _setting(
+        100, "Linking domains credited to a domain that holds a seed URL.", minimum=0
+    )
+    budget_period: float = _setting(
+        86400.0,
+        "Seconds of a budget period (budgets refill at each multiple of it).",
+        minimum=1, unit="s",
+    )
+    defer_base: float = _setting(
+        86400.0,
+        "An over-budget URL is set aside until the next multiple of this many seconds "
+        "(when a day-long budget refills); each further deferral doubles the wait.",
+        minimum=1, unit="s",
+    )
+    defer_max: float = _setting(
+        30 * 86400.0,
+        "Longest deferral, seconds (a domain that gains reputation gets its URLs back "
+        "within this long).",
+        minimum=1, unit="s",
+    )
     # Containment: never-fetched URLs per host per round, and new host names per registered
     # domain per round and in all (wildcard DNS). 0 = no cap.
-    max_new_urls_per_host: int = 1000
-    max_new_hosts_per_domain: int = 20
-    max_hosts_per_domain: int = 1000
+    max_new_urls_per_host: int = _setting(
+        1000,
+        "Most never-fetched URLs one host gets per round (revisits are not capped). 0 = no cap.",
+        minimum=0,
+    )
+    max_new_hosts_per_domain: int = _setting(
+        20,
+        "Most new host names one registered domain admits per round (wildcard DNS); the "
+        "others' URLs are deferred. 0 = no cap.",
+        minimum=0,
+    )
+    max_hosts_per_domain: int = _setting(
+        1000, "Most host names one registered domain admits in all. 0 = no cap.", minimum=0
+    )
     # Parallelism.
-    fetch_shards: int = 16
-    max_hosts_in_flight: int = 1000
-    seen_bucket_bits: int = 4
+    fetch_shards: int = _setting(
+        16, "Fetch shards; each host (its clock) is owned by exactly one.", minimum=1
+    )
+    max_hosts_in_flight: int = _setting(
+        1000,
+        "Hosts crawled at once by one fetch loop (like Scrapy's CONCURRENT_REQUESTS).",
+        minimum=1,
+    )
+    seen_bucket_bits: int = _setting(
+        4,
+        "The URL-seen join uses at least 2^bits fingerprint buckets (key ranges of the seen "
+        "set); more as the seen set grows.",
+        minimum=0, maximum=16,
+    )
     warc_max_bytes: int = 1024 * 1024 * 1024
     max_urls_per_host: int = 0  # 0 = only the round window limits a host's slots
     # Freshness (core/policy/change_rate.py). A fetched URL is due again once it has probably changed
@@ -116,39 +361,67 @@ class CrawlConfig:
     # the freshness a fetch buys (revisit_horizon sets that scale against new URLs). A URL
     # gone (404/410) this many times in a row is dropped. "uniform" is the textbook baseline:
     # every page due again after min_revisit_interval, revisited oldest first.
-    revisit_policy: str = "adaptive"  # adaptive | uniform
-    min_revisit_interval: float = 3600.0
-    max_revisit_interval: float = 60 * 86400.0
-    revisit_horizon: float = 86400.0
-    prior_change_interval: float = 7 * 86400.0
-    max_gone_misses: int = 3
+    revisit_policy: str = _setting(
+        "adaptive",
+        "How fetched pages are revisited: adaptive (due once probably changed, ranked by "
+        "the freshness a fetch buys) or uniform (every page again after "
+        "--min-revisit-interval, oldest first; a baseline).",
+        choices=("adaptive", "uniform"),
+    )
+    min_revisit_interval: float = _setting(
+        3600.0,
+        "Shortest time, seconds, before a fetched page is fetched again.",
+        minimum=0.001, unit="s",
+    )
+    max_revisit_interval: float = _setting(
+        60 * 86400.0,
+        "Longest time, seconds, a fetched page waits for its next visit, even if it never changed.",
+        minimum=0.001, unit="s",
+    )
+    revisit_horizon: float = _setting(
+        86400.0,
+        "Seconds of freshness worth one new page of the same importance: how revisits and "
+        "new URLs share a round (smaller favours revisits).",
+        minimum=0.001, unit="s",
+    )
+    prior_change_interval: float = _setting(
+        7 * 86400.0,
+        "How often a page is assumed to change before its visits tell (the change-rate "
+        "prior's median), seconds.",
+        minimum=0.001, unit="s",
+    )
+    max_gone_misses: int = _setting(
+        3, "404/410 answers in a row (a 410 counts twice) after which a URL is dropped.", minimum=1
+    )
     # Sitemaps and feeds are read up to this many bytes (sitemaps.org's 50 MB limit).
-    max_sitemap_bytes: int = 50 * MiB
+    max_sitemap_bytes: int = _setting(
+        MAX_SITEMAP_BYTES,
+        "Largest sitemap or feed read, bytes (decompressed; sitemaps.org's limit is 50 MB).",
+        minimum=1, unit="bytes",
+    )
     # Web Bot Auth (core/net/botauth.py): the Ed25519 key file (a path or gs:// URL, read by each
     # fetch loop, so the key never travels in the job's options) and the Signature-Agent URL.
     # Both or neither; with them every request is signed.
-    signing_key: str | None = None
-    signature_agent: str | None = None
+    signing_key: str | None = _setting(
+        None,
+        "Web Bot Auth: sign every request (RFC 9421) with this Ed25519 private key (PEM; "
+        "make one with 'beamcrawl keys generate'). A path or gs:// URL. Needs --signature-agent.",
+        metavar="FILE",
+    )
+    signature_agent: str | None = _setting(
+        None,
+        "Web Bot Auth: the https URL sent as Signature-Agent, under which the key directory "
+        "(beamcrawl keys directory) is published. Needs --signing-key.",
+        metavar="URL",
+    )
     extra: dict[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        problems = []
-        if self.min_delay < 0:
-            problems.append(f"--min-delay must be >= 0, got {self.min_delay}")
+        problems = _bound_problems(self)
         if self.max_delay < self.min_delay:
             problems.append(
                 f"--max-delay ({self.max_delay}) must be >= --min-delay ({self.min_delay})"
             )
-        if self.ip_delay < 0:
-            problems.append(f"--ip-delay must be >= 0, got {self.ip_delay}")
-        if self.dns_ttl < 0:
-            problems.append(f"--dns-ttl must be >= 0, got {self.dns_ttl}")
-        if self.round_window <= 0:
-            problems.append(f"--round-window must be > 0, got {self.round_window}")
-        if self.fetch_shards < 1:
-            problems.append(f"--fetch-shards must be >= 1, got {self.fetch_shards}")
-        if not 0 <= self.seen_bucket_bits <= 16:
-            problems.append(f"--seen-bucket-bits must be in 0..16, got {self.seen_bucket_bits}")
         if not self.robots_token or any(c.isspace() or c == "/" for c in self.robots_token):
             problems.append(f"--robots-token must be a product token, got {self.robots_token!r}")
         problems.extend(self._limit_problems())
@@ -165,27 +438,9 @@ class CrawlConfig:
             raise ValueError("; ".join(problems))
 
     def _limit_problems(self) -> list[str]:
-        """What is wrong with the fetch limits, shape rules and budgets (one phrase each)."""
+        """What is wrong between the limits, shape rules and budgets (one phrase each); each
+        setting's own bound is its option's (``_bound_problems``)."""
         problems = []
-        at_least = {
-            "--min-transfer-rate": (self.min_transfer_rate, 0),
-            "--transfer-grace": (self.transfer_grace, 0),
-            "--stall-timeout": (self.stall_timeout, 0),
-            "--max-decoded-bytes": (self.max_decoded_bytes, 1),
-            "--max-response-headers": (self.max_response_headers, 1),
-            "--max-url-length": (self.max_url_length, 0),
-            "--max-url-depth": (self.max_url_depth, 0),
-            "--max-segment-repeats": (self.max_segment_repeats, 0),
-            "--domain-budget-base": (self.domain_budget_base, 0),
-            "--domain-budget-per-linker": (self.domain_budget_per_linker, 0),
-            "--seed-domain-credit": (self.seed_domain_credit, 0),
-            "--max-new-urls-per-host": (self.max_new_urls_per_host, 0),
-            "--max-new-hosts-per-domain": (self.max_new_hosts_per_domain, 0),
-            "--max-hosts-per-domain": (self.max_hosts_per_domain, 0),
-        }
-        for flag, (value, minimum) in at_least.items():
-            if not value >= minimum:  # "not >=" also catches NaN
-                problems.append(f"{flag} must be >= {minimum}, got {value}")
         if self.max_segment_repeats == 1:
             problems.append("--max-segment-repeats must be 0 (off) or >= 2, got 1")
         if self.domain_budget_cap < self.domain_budget_base:
@@ -193,26 +448,14 @@ class CrawlConfig:
                 f"--domain-budget-cap ({self.domain_budget_cap}) must be >= "
                 f"--domain-budget-base ({self.domain_budget_base})"
             )
-        if self.revisit_policy not in ("adaptive", "uniform"):
-            problems.append(f"--revisit-policy must be adaptive or uniform, got {self.revisit_policy!r}")
-        if not 0 < self.min_revisit_interval <= self.max_revisit_interval:
+        if not self.min_revisit_interval <= self.max_revisit_interval:
             problems.append(
-                f"need 0 < --min-revisit-interval ({self.min_revisit_interval}) <= "
+                f"need --min-revisit-interval ({self.min_revisit_interval}) <= "
                 f"--max-revisit-interval ({self.max_revisit_interval})"
             )
-        if not self.revisit_horizon > 0:
-            problems.append(f"--revisit-horizon must be > 0, got {self.revisit_horizon}")
-        if not self.prior_change_interval > 0:
-            problems.append(f"--prior-change-interval must be > 0, got {self.prior_change_interval}")
-        if self.max_gone_misses < 1:
-            problems.append(f"--max-gone-misses must be >= 1, got {self.max_gone_misses}")
-        if self.max_sitemap_bytes < 1:
-            problems.append(f"--max-sitemap-bytes must be >= 1, got {self.max_sitemap_bytes}")
-        if not self.budget_period > 0:
-            problems.append(f"--budget-period must be > 0, got {self.budget_period}")
-        if not 0 < self.defer_base <= self.defer_max:
+        if not self.defer_base <= self.defer_max:
             problems.append(
-                f"need 0 < --defer-base ({self.defer_base}) <= --defer-max ({self.defer_max})"
+                f"need --defer-base ({self.defer_base}) <= --defer-max ({self.defer_max})"
             )
         return problems
 

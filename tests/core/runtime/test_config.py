@@ -39,7 +39,7 @@ def test_defaults_are_the_documented_limits() -> None:
         ({"max_segment_repeats": 1}, "--max-segment-repeats must be 0 (off) or >= 2"),
         ({"max_url_depth": -2}, "--max-url-depth must be >= 0"),
         ({"domain_budget_base": 10, "domain_budget_cap": 5}, "--domain-budget-cap (5)"),
-        ({"budget_period": 0.0}, "--budget-period must be > 0"),
+        ({"budget_period": 0.0}, "--budget-period must be >= 1"),  # the one bound: the CLI always had 1
         ({"defer_base": 10.0, "defer_max": 5.0}, "--defer-base (10.0) <= --defer-max (5.0)"),
         ({"max_hosts_per_domain": -1}, "--max-hosts-per-domain must be >= 0"),
     ],

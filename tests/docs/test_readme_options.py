@@ -1,0 +1,56 @@
+"""The README's list of the ``crawl`` command's options is the one the parser builds from the
+settings table (``CrawlConfig``'s field metadata), word for word.
+
+Run this file (``python tests/docs/test_readme_options.py``) to rewrite the list after
+changing a setting.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+README = ROOT / "README.md"
+BEGIN = "<!-- crawl options: generated from CrawlConfig (beamcrawl/core/runtime/config.py) -->"
+END = "<!-- end of crawl options -->"
+
+
+def generated() -> str:
+    from beamcrawl.cli.args import option_list
+    from beamcrawl.cli.main import crawl_parser
+
+    return option_list(crawl_parser())
+
+
+def readme_block(text: str) -> str:
+    (block,) = re.findall(re.escape(BEGIN) + r"\n(.*?)\n" + re.escape(END), text, re.DOTALL)
+    return block
+
+
+def test_readme_lists_every_crawl_option_as_the_parser_defines_it() -> None:
+    text = README.read_text(encoding="utf-8")
+    command_line = text.split("\n## Command line\n", 1)[1].split("\n## ", 1)[0]
+    assert readme_block(command_line) == generated(), "run: python tests/docs/test_readme_options.py"
+
+
+def test_the_list_names_each_default_once_as_the_table_does() -> None:
+    from beamcrawl.cli.args import default_text
+    from beamcrawl.core.runtime.config import MiB, option_fields
+
+    listed = generated()
+    assert "`--max-sitemap-bytes BYTES`" in listed and f"Default {50 * MiB} (50 MiB)." in listed
+    assert "`--fetch-documents[=true|false]`" in listed and "`--exit-when-idle`" in listed
+    for f, opt in option_fields():
+        flag = opt.flag or "--" + f.name.replace("_", "-")
+        (item,) = [line for line in listed.splitlines() if line.startswith(f"- `{flag}")]
+        if isinstance(f.default, (int, float, str)) and not opt.switch:
+            assert item.endswith(f" Default {opt.shown or default_text(f.default, opt.unit)}."), item
+            assert item.count("Default") == 1, item  # no default retyped in the help text
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, str(ROOT))
+    text = README.read_text(encoding="utf-8")
+    README.write_text(text.replace(readme_block(text), generated()), encoding="utf-8")
