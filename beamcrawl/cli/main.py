@@ -42,8 +42,8 @@ def crawl_parser() -> OneLineArgumentParser:
         prog="beamcrawl crawl",
         usage="beamcrawl crawl --seeds FILE --out DIR [options] [Beam options: --runner ...]\n"
         "       beamcrawl crawl --out DIR [options]   (later runs of a seeded crawl: resume)",
-        description="Crawl politely in rounds, each round one Beam job. Unknown options go to Beam "
-        "(--runner, --direct_num_workers, --flink_master, ...).",
+        description="Crawl politely in rounds, each round one Beam job. Beam's pipeline options go "
+        "to Beam (--runner, --direct_num_workers, --flink_master, ...); any other argument is refused.",
     )
     parser.add_argument(
         "--seeds", metavar="FILE",
@@ -91,6 +91,11 @@ def _with_local_runner(beam_args: list[str]) -> list[str]:
 def cmd_crawl(argv: Sequence[str]) -> int:
     parser = crawl_parser()
     args, beam_args = parser.parse_known_args(list(argv))
+    from beamcrawl.pipelines.options import unknown_argument
+
+    unknown = unknown_argument(beam_args, parser)  # a typo must not crawl with a default instead
+    if unknown is not None:
+        parser.error(unknown)
     if not args.out:
         parser.error("--out is required")
     stray = _stray_argument(beam_args)
@@ -115,9 +120,10 @@ def cmd_crawl(argv: Sequence[str]) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     for noisy in ("apache_beam", "aiohttp"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
-    from beamcrawl.pipelines.runners import RunnerSetupError, check_store_for_runner, prepare
+    from beamcrawl.pipelines.runners import RunnerSetupError, check_runner, check_store_for_runner, prepare
 
     try:
+        check_runner(beam_args)
         check_store_for_runner(cfg.store, beam_args)
         runner_args = prepare(beam_args)
     except RunnerSetupError as exc:

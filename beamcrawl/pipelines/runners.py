@@ -14,6 +14,7 @@
 from __future__ import annotations
 
 import contextlib
+import difflib
 import logging
 import os
 import shutil
@@ -63,6 +64,23 @@ def is_remote(args: Sequence[str]) -> bool:
         endpoint = option_value(args, "job_endpoint") or ""
         return not (endpoint == "embed" or endpoint.startswith(("localhost:", "127.0.0.1:")))
     return True  # Dataflow, Spark, and anything we don't know: assume a cluster
+
+
+def check_runner(args: Sequence[str]) -> None:
+    """Refuses a ``--runner`` Beam does not know, listing the ones it does (a typo such as
+    ``FlinkRuner`` would otherwise be taken for some cluster's runner)."""
+    from apache_beam.options.pipeline_options import StandardOptions
+
+    name = runner_name(args)
+    known = StandardOptions.KNOWN_RUNNER_NAMES
+    # As Beam resolves a name: any case, "Runner" optional, or a class's dotted path.
+    if "." in name or {name.lower(), name.lower() + "runner"} & {k.lower() for k in known}:
+        return
+    close = difflib.get_close_matches(name, known, n=1)
+    hint = f"did you mean {close[0]}? " if close else ""
+    raise RunnerSetupError(
+        f"unknown runner {name!r}; {hint}Beam knows {', '.join(known)} (or a PipelineRunner's dotted class path)"
+    )
 
 
 def check_store_for_runner(store_uri: str, args: Sequence[str]) -> None:

@@ -32,18 +32,31 @@ from beamcrawl.cli.args import (
 log = logging.getLogger("beamcrawl.template")
 
 
-def run(argv: Sequence[str] | None = None) -> int:
-    """Runs one round; returns the process exit status (0 also when another round runs)."""
+def round_parser() -> OneLineArgumentParser:
+    """The round's parameters: ``--seeds``, then the crawl's options (the settings table)."""
     parser = OneLineArgumentParser(prog="beamcrawl-round", description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", help="Optional file of seed URLs (gs:// or local) queued before the round.")
     add_crawl_arguments(parser)
+    return parser
+
+
+def run(argv: Sequence[str] | None = None) -> int:
+    """Runs one round; returns the process exit status (0 also when another round runs)."""
+    parser = round_parser()
     args, beam_args = parser.parse_known_args(list(sys.argv[1:] if argv is None else argv))
+    from beamcrawl.pipelines.options import unknown_argument
+
+    unknown = unknown_argument(beam_args, parser)  # a mistyped parameter must not run with its default
+    if unknown is not None:
+        print(f"beamcrawl-round: error: {unknown}", file=sys.stderr)
+        return 2
 
     from beamcrawl.pipelines.crawl import crawl
     from beamcrawl.pipelines.crawl_errors import CrawlError
     from beamcrawl.pipelines.lease import LeaseHeld
     from beamcrawl.pipelines.runners import (
         RunnerSetupError,
+        check_runner,
         check_store_for_runner,
         prepare,
     )
@@ -52,6 +65,7 @@ def run(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
         cfg = config_from_args(args)
+        check_runner(beam_args)
         check_store_for_runner(cfg.store, beam_args)
         runner_args = prepare(beam_args)
         seeds = (

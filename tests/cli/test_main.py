@@ -135,3 +135,33 @@ def test_unreachable_bigtable_store_fails_fast_with_one_line(tmp_path):
     assert len(lines) == 1, proc.stderr
     assert "bigtable://p/i" in lines[0] and f"127.0.0.1:{port}" in lines[0]
     assert not out.exists()
+
+
+@pytest.mark.parametrize(
+    "typo, meant",
+    [
+        (["--block-list", "{tmp}/block.txt"], "--blocklist"),
+        (["--min-dealy", "0.5"], "--min-delay"),
+        (["--roundwindow", "5"], "--round-window"),
+        (["--exit_when_idle"], "--exit-when-idle"),
+    ],
+)
+def test_a_mistyped_option_is_refused_before_anything_is_created(tmp_path, typo, meant):
+    """Issue #27: Beam only warned about these and the crawl ran on without them (no blocklist,
+    the default delay), exit 0."""
+    (tmp_path / "block.txt").write_text("a.example\n")
+    out = tmp_path / "out"
+    proc = run("crawl", "--out", str(out), *[a.format(tmp=tmp_path) for a in typo])
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.splitlines() == [f"beamcrawl crawl: error: unknown option {typo[0]}; did you mean {meant}?"]
+    assert not out.exists()
+
+
+def test_an_unknown_runner_is_named_with_the_known_ones(tmp_path):
+    out = tmp_path / "out"
+    proc = run("crawl", "--out", str(out), "--runner", "FlinkRuner")
+    assert proc.returncode == 2, proc.stderr
+    (line,) = proc.stderr.splitlines()
+    assert line.startswith("beamcrawl crawl: error: unknown runner 'FlinkRuner'; did you mean FlinkRunner?")
+    assert all(name in line for name in ("FnApiRunner", "PrismRunner", "DataflowRunner", "FlinkRunner"))
+    assert "cannot reach" not in line and not out.exists()

@@ -70,15 +70,19 @@ def test_regexes_accept_and_refuse(metadata, name, good, bad):
 
 
 def test_template_parameters_parse_as_pipeline_flags(metadata):
-    """The launcher passes each parameter as --name=value: the pipeline must accept them."""
-    from apache_beam.options.pipeline_options import PipelineOptions
-
-    from beamcrawl.pipelines.options import CrawlOptions, crawl_config
+    """The launcher passes each parameter as --name=value: the round's entry point must accept
+    them as its options (none left over for Beam, where a misspelling would be refused)."""
+    from beamcrawl.cli.args import config_from_args
+    from beamcrawl.pipelines.options import unknown_argument
+    from beamcrawl.pipelines.template import round_parser
 
     flags = ["--out=gs://b/crawl", "--store=bigtable://my-proj/my-inst", "--min_delay=2", "--round_window=30",
              "--fetch_shards=8", "--robots_token=examplebot", "--domain_budgets=false", "--fetch_documents=true",
              "--max_new_hosts_per_domain=5", "--min_transfer_rate=512"]
-    cfg = crawl_config(PipelineOptions(flags=flags).view_as(CrawlOptions))
+    parser = round_parser()
+    args, rest = parser.parse_known_args(flags)
+    assert rest == [] and unknown_argument(rest, parser) is None
+    cfg = config_from_args(args)
     assert (cfg.out, cfg.store, cfg.min_delay, cfg.round_window, cfg.fetch_shards, cfg.robots_token) == (
         "gs://b/crawl", "bigtable://my-proj/my-inst", 2.0, 30.0, 8, "examplebot")
     assert (cfg.domain_budgets, cfg.fetch_documents, cfg.max_new_hosts_per_domain, cfg.min_transfer_rate) == (
@@ -128,15 +132,15 @@ def test_template_entry_refuses_the_embedded_store_on_dataflow(tmp_path, capsys)
 
 
 def test_crawl_options_live_beside_every_beam_option():
-    """Registering CrawlOptions must not clash with Beam's own options (it once did, on
-    --user_agent), or every later PipelineOptions in the process fails to parse."""
-    from apache_beam.options.pipeline_options import PipelineOptions
+    """The crawl's --user-agent must not clash with Beam's own --user_agent (it once did): the
+    crawl's goes to the crawler, Beam's passes through to Beam as one of its options."""
+    from beamcrawl.pipelines.options import unknown_argument
+    from beamcrawl.pipelines.template import round_parser
 
-    from beamcrawl.pipelines.options import CrawlOptions
-
-    everything = PipelineOptions(flags=["--user_agent=beam-reporting/1", "--user-agent=crawler/1"]).get_all_options()
-    assert everything["user_agent"] == "beam-reporting/1"  # Beam's, for Google APIs
-    assert PipelineOptions(flags=["--user-agent=crawler/1"]).view_as(CrawlOptions).crawler_user_agent == "crawler/1"
+    parser = round_parser()
+    args, rest = parser.parse_known_args(["--user_agent=beam-reporting/1", "--user-agent=crawler/1"])
+    assert args.crawler_user_agent == "crawler/1"
+    assert rest == ["--user_agent=beam-reporting/1"] and unknown_argument(rest, parser) is None  # Beam's, for Google APIs
 
 
 def test_a_launch_with_nothing_due_exits_cleanly_without_a_round(tmp_path):
@@ -161,3 +165,14 @@ def test_a_launch_with_nothing_due_exits_cleanly_without_a_round(tmp_path):
     assert not (out / "reports").exists()
     with open_store(store_uri) as store:
         assert next_round(store) == 1
+
+
+def test_a_mistyped_parameter_is_refused_before_anything_is_created(tmp_path, capsys):
+    """A launch with --min_dealy must not run a round at the default delay (issue #27)."""
+    from beamcrawl.pipelines import template
+
+    out = tmp_path / "crawl"
+    assert template.run(["--out", str(out), "--min_dealy=2", "--runner", "FnApiRunner"]) == 2
+    assert capsys.readouterr().err.splitlines() == [
+        "beamcrawl-round: error: unknown option --min_dealy; did you mean --min-delay?"]
+    assert not out.exists()
