@@ -44,6 +44,7 @@ from dataclasses import dataclass
 from typing import Any, Awaitable, Callable, Mapping, Sequence
 
 from beamcrawl.cli.args import OneLineArgumentParser
+from beamcrawl.cli.submit import MAX_REASON_CHARS
 
 __all__ = [
     "ApiError",
@@ -288,7 +289,7 @@ OPENAPI: dict[str, Any] = {
                     "properties": {
                         "urls": {"type": "array", "items": {"type": "string"}, "minItems": 1, "maxItems": MAX_URLS},
                         "priority": {"enum": ["high", "normal", "low"], "default": "normal"},
-                        "reason": {"type": "string", "maxLength": 200},
+                        "reason": {"type": "string", "maxLength": MAX_REASON_CHARS},
                         "kind": {"enum": ["auto", "page", "sitemap"], "default": "auto"},
                     },
                 }}}},

@@ -52,8 +52,7 @@ def commit_round(store: Store, outputs: RoundOutputs, notes: dict[str, Any] | No
     for path in outputs.requeue_files():
         with files.open_read(path) as fh:
             rows = [read_requeue_line(line) for line in fh.read().decode("utf-8").splitlines() if line]
-        for i in range(0, len(rows), 5000):
-            store.mutate("frontier", [Mutation.set(k, cells) for k, cells in rows[i : i + 5000]])
+        store.mutate("frontier", [Mutation.set(k, cells) for k, cells in rows])  # the store batches
         requeued += len(rows)
     crash_point("commit.after_requeue")
     finished = 0
@@ -62,8 +61,7 @@ def commit_round(store: Store, outputs: RoundOutputs, notes: dict[str, Any] | No
             keys = [bytes.fromhex(line) for line in fh.read().decode("ascii").split()]
         if keep:  # a URL with a dead letter keeps its row, though another branch finished it
             keys = [k for k in keys if len(k) != 16 or key_fp(k[8:]) not in keep]
-        for i in range(0, len(keys), 5000):
-            store.mutate("frontier", [Mutation.delete_row(k) for k in keys[i : i + 5000]])
+        store.mutate("frontier", [Mutation.delete_row(k) for k in keys])
         finished += len(keys)
     crash_point("commit.after_frontier_deletes")
     store.mutate("meta", [Mutation.set(ROUND_KEY, {"m:next": str(outputs.round_no + 1).encode()})])

@@ -13,6 +13,7 @@ import threading
 import time
 import uuid
 
+from beamcrawl.core.runtime.config import CrawlConfig
 from beamcrawl.pipelines.crawl_errors import CrawlError
 from beamcrawl.stores.base import Store
 
@@ -20,7 +21,6 @@ log = logging.getLogger(__name__)
 
 
 LEASE_KEY = b"lease"
-LEASE_TTL = 6 * 3600.0
 
 
 class LeaseHeld(CrawlError):
@@ -42,8 +42,10 @@ class RoundLease:
     :class:`LeaseLost`.
     """
 
-    def __init__(self, store: Store, ttl: float = LEASE_TTL, renew_every: float | None = None) -> None:
+    def __init__(self, store: Store, ttl: float | None = None, renew_every: float | None = None) -> None:
         self.store = store
+        # Unless told: as long as a round with the default window may hold it (lease_ttl).
+        ttl = lease_ttl(CrawlConfig.round_window) if ttl is None else ttl
         self.ttl = ttl
         self.renew_every = renew_every if renew_every is not None else max(0.05, ttl / 4)
         self.owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"

@@ -144,8 +144,7 @@ def submit_urls(
     report.accepted = len(new)
     if requeue_known and known:
         again = [_requeued(offered[fp], known[fp_key(fp)], now_ms, reason) for fp in sorted(offered) if fp_key(fp) in known]
-        for i in range(0, len(again), 5000):
-            store.mutate("frontier", [Mutation.set(e.key, e.to_cells()) for e in again[i : i + 5000]])
+        store.mutate("frontier", [Mutation.set(e.key, e.to_cells()) for e in again])  # the store batches
         store.mutate("urls", [Mutation.set(fp_key(e.fp), {"u:reason": json.dumps(reason or None).encode()}) for e in again])
         report.accepted += len(again)
         report.duplicates -= len(again)

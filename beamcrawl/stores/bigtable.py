@@ -88,6 +88,10 @@ _MAX_TABLE_ID = 50
 MAX_MUTATIONS_PER_REQUEST = 50_000
 # Retry a check-and-set whose outcome is unknown (the request failed in transit).
 CAS_ATTEMPTS = 4
+# Back-off between the attempts of a write (MutateRows entries, a check-and-set): the first
+# wait in seconds, doubled after each attempt up to the longest.
+BACKOFF_FIRST = 0.05
+BACKOFF_MAX = 5.0
 # Per-entry status codes of MutateRows worth another try: DEADLINE_EXCEEDED,
 # RESOURCE_EXHAUSTED (throttled), ABORTED, UNAVAILABLE.
 RETRYABLE_CODES = frozenset({4, 8, 10, 14})
@@ -522,7 +526,7 @@ class BigtableStore(Store):
         gapic = self._gapic()
         name = self.table_name(table)
         deadline = time.monotonic() + self.mutate_timeout
-        delay = 0.05
+        delay = BACKOFF_FIRST
         pending = entries
         attempts = 0
         while True:
@@ -557,7 +561,7 @@ class BigtableStore(Store):
                     f"after {attempts} attempts"
                 )
             time.sleep(delay * random.uniform(0.5, 1.0))
-            delay = min(delay * 2, 5.0)
+            delay = min(delay * 2, BACKOFF_MAX)
             pending = again
 
     def check_and_set(
@@ -587,7 +591,7 @@ class BigtableStore(Store):
         val = None if new is None else check_value(new)
         family, _, qualifier = c.partition(":")
         self._ensure_families(table, {family})
-        delay = 0.1
+        delay = BACKOFF_FIRST
         for attempt in range(CAS_ATTEMPTS):
             try:
                 with self._errors(table):
@@ -601,7 +605,7 @@ class BigtableStore(Store):
             if current != exp:
                 return False
             time.sleep(delay)  # not applied: the cell still holds what we expect; try again
-            delay *= 2
+            delay = min(delay * 2, BACKOFF_MAX)
         raise AssertionError("unreachable")  # pragma: no cover
 
     def _check_and_set_once(

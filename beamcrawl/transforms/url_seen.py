@@ -54,6 +54,7 @@ from beamcrawl.core.policy.change_rate import (
     redirect_allowed,
 )
 from beamcrawl.core.runtime import gctune
+from beamcrawl.core.runtime.config import MAX_REDIRECTS
 from beamcrawl.core.urls.urlnorm import host_of
 from beamcrawl.core.urls.urlshape import REASONS, ShapeRules
 from beamcrawl.schemas.records import (
@@ -213,7 +214,7 @@ def page_candidates(
     page: ParsedPage,
     shape: ShapeRules | None = None,
     rejected: MutableMapping[str, int] | None = None,
-    max_redirects: int = 5,
+    max_redirects: int = MAX_REDIRECTS,
 ) -> list[Candidate]:
     """The URLs a parsed page offers to the frontier (links it may follow, redirects, and
     the sitemaps, feeds and listed URLs of robots.txt, sitemaps and feeds).
@@ -320,7 +321,7 @@ class ExtractCandidates(beam.PTransform):
             offers every followable link.
     """
 
-    def __init__(self, shape: ShapeRules | None = None, max_redirects: int = 5) -> None:
+    def __init__(self, shape: ShapeRules | None = None, max_redirects: int = MAX_REDIRECTS) -> None:
         super().__init__()
         self.shape = shape
         self.max_redirects = max_redirects

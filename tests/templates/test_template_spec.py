@@ -176,3 +176,22 @@ def test_a_mistyped_parameter_is_refused_before_anything_is_created(tmp_path, ca
     assert capsys.readouterr().err.splitlines() == [
         "beamcrawl-round: error: unknown option --min_dealy; did you mean --min-delay?"]
     assert not out.exists()
+
+
+def test_a_parameters_stated_default_is_the_settings_tables(metadata):
+    """The template's help texts are its own words, but a default they state is the one the
+    settings table (CrawlConfig) gives the option."""
+    from beamcrawl.cli.args import default_text, dest_of
+    from beamcrawl.core.runtime.config import option_fields
+
+    table = {dest_of(f, opt): f for f, opt in option_fields()}
+    stated = 0
+    for p in metadata["parameters"]:
+        said = re.search(r"\bDefault (\S+?)[ .;,]", p["helpText"] + " ")
+        if p["name"] not in table or said is None:
+            continue
+        default = table[p["name"]].default
+        expected = str(default).lower() if isinstance(default, bool) else default_text(default).split()[0]
+        assert said.group(1) == expected, p["name"]
+        stated += 1
+    assert stated >= 30

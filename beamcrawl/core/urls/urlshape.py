@@ -44,6 +44,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from beamcrawl.core.urls.urlnorm import MAX_URL_LENGTH
+
 __all__ = [
     "ARCHIVE_EXTENSIONS",
     "AUDIO_EXTENSIONS",
@@ -121,7 +123,7 @@ class ShapeRules:
             the module docstring for why this is the default.
     """
 
-    max_length: int = 2048
+    max_length: int = MAX_URL_LENGTH
     max_depth: int = 16
     max_segment_repeats: int = 3
     schemes: frozenset[str] = frozenset({"http", "https"})
