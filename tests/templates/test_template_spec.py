@@ -195,3 +195,65 @@ def test_a_parameters_stated_default_is_the_settings_tables(metadata):
         assert said.group(1) == expected, p["name"]
         stated += 1
     assert stated >= 30
+
+
+# Settings whose bound involves another: that one set out of the way, so each is judged alone.
+PARTNERS = {
+    "max_delay": {"min_delay": 0.0},
+    "min_delay": {"max_delay": 1e12},
+    "domain_budget_cap": {"domain_budget_base": 0},
+    "domain_budget_base": {"domain_budget_cap": 10**12},
+    "defer_base": {"defer_max": 1e12},
+    "defer_max": {"defer_base": 1.0},
+    "min_revisit_interval": {"max_revisit_interval": 1e12},
+    "max_revisit_interval": {"min_revisit_interval": 0.001},
+}
+
+
+def _number_texts(whole: bool):
+    from hypothesis import strategies as st
+
+    digits = st.integers(0, 10**7).map(str)
+    if whole:
+        return digits
+    return digits | st.tuples(digits, st.text("0123456789", min_size=1, max_size=4)).map(".".join)
+
+
+def _bounded_parameters(metadata) -> list:
+    from beamcrawl.cli.args import dest_of
+    from beamcrawl.core.runtime.config import option_fields
+
+    params = {p["name"]: p for p in metadata["parameters"]}
+    return [(f, params[dest_of(f, opt)]) for f, opt in option_fields()
+            if opt.minimum is not None and dest_of(f, opt) in params]
+
+
+def test_a_parameters_regexes_take_what_the_settings_table_takes(metadata):
+    """The launcher checks a value against the template's regexes before the job starts; they
+    must refuse what CrawlConfig refuses and take what it takes, for any number written
+    as the launcher passes it (digits, maybe a fraction)."""
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    from beamcrawl.core.runtime.config import CrawlConfig
+
+    bounded = _bounded_parameters(metadata)
+    assert len(bounded) >= 30
+
+    @given(data=st.data())
+    @settings(max_examples=150, deadline=None)
+    def check(data):
+        f, param = data.draw(st.sampled_from(bounded), label="parameter")
+        text = data.draw(_number_texts(str(f.type) == "int") | st.sampled_from(["0", "1", "2", "0.001", "16", "17"]),
+                         label="value")
+        if str(f.type) == "int" and not text.isdigit():
+            return
+        value = int(text) if str(f.type) == "int" else float(text)
+        try:
+            CrawlConfig(out="/o", store="sqlite:///o/s", **PARTNERS.get(f.name, {}), **{f.name: value})
+            taken = True
+        except ValueError:
+            taken = False
+        assert any(re.fullmatch(rx, text) for rx in param["regexes"]) == taken, (param["name"], text)
+
+    check()
