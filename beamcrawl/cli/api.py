@@ -478,7 +478,8 @@ def make_app(crawl: _Crawl, token: str) -> Any:
     from aiohttp import web
 
     def answer(payload: Any, status: int = 200) -> web.Response:
-        return web.json_response(payload, status=status, dumps=lambda o: json.dumps(o, sort_keys=True, default=str))
+        # One line each, newline-terminated: a shell that curls two answers prints two lines.
+        return web.json_response(payload, status=status, dumps=lambda o: json.dumps(o, sort_keys=True, default=str) + "\n")
 
     @web.middleware
     async def guard(request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]) -> web.StreamResponse:
