@@ -20,7 +20,12 @@ from dataclasses import dataclass
 from typing import Iterable, Iterator
 from urllib.parse import urlsplit
 
-from beamcrawl.core.net.netpolicy import ForbiddenAddress, ResolveRules, check_address, name_refusal
+from beamcrawl.core.net.netpolicy import (
+    ForbiddenAddress,
+    ResolveRules,
+    check_address,
+    name_refusal,
+)
 from beamcrawl.core.urls.urlnorm import InvalidURL, normalize
 from beamcrawl.core.urls.urlshape import ShapeRules
 
