@@ -42,6 +42,8 @@ setup(
             "pytest>=8",
             "hypothesis>=6",
             "duckdb>=1.0",
+            # the `duckdb` command the README's examples run (tests/docs/test_readme_examples.py)
+            "duckdb-cli>=1.1",
             # notebooks/link_graph.ipynb, executed by tests/notebooks
             "matplotlib>=3.7",
             "nbclient>=0.10",
@@ -57,8 +59,12 @@ setup(
             "http-message-signatures>=3,<4",
         ],
         # for analysts: notebooks/ and beamcrawl.analysis over a crawl's Parquet output
-        # (jupyter nbconvert runs it headless; add jupyterlab or notebook to edit it)
-        "notebooks": ["duckdb>=1.0", "matplotlib>=3.7", "ipykernel>=6.25", "jupyter_client>=8", "nbconvert>=7"],
+        # (jupyter nbconvert or papermill runs it headless; add jupyterlab or notebook to edit
+        # it), and the `duckdb` command for quick queries (notebooks/README.md uses each)
+        "notebooks": [
+            "duckdb>=1.0", "duckdb-cli>=1.1", "matplotlib>=3.7", "ipykernel>=6.25", "jupyter_client>=8",
+            "nbconvert>=7", "papermill>=2.6",
+        ],
     },
     entry_points={"console_scripts": ["beamcrawl=beamcrawl.cli.main:main"]},
 )
