@@ -343,7 +343,7 @@ def _epoch(iso: str) -> float:
     import datetime as dt
 
     assert isinstance(iso, str) and iso.endswith("Z"), iso
-    return dt.datetime.fromisoformat(iso).timestamp()
+    return dt.datetime.fromisoformat(iso.replace("Z", "+00:00")).timestamp()
 
 
 def test_times_are_iso_8601_utc_in_every_answer_and_documented(crawl_dir):

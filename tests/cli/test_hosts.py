@@ -32,7 +32,7 @@ def beamcrawl(*args: str) -> subprocess.CompletedProcess[str]:
 
 def parse_iso(text: str) -> float:
     assert isinstance(text, str) and re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z", text), text
-    return dt.datetime.fromisoformat(text).timestamp()
+    return dt.datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
 
 
 def crawl_with_hosts(out: Path, *hosts: str) -> Path:

@@ -278,7 +278,7 @@ def _epoch(iso: str) -> float:
     """Epoch seconds of a time as `hosts` prints it (``2026-05-01T12:00:00.250Z``)."""
     import datetime as dt
 
-    return dt.datetime.fromisoformat(iso).timestamp()
+    return dt.datetime.fromisoformat(iso.replace("Z", "+00:00")).timestamp()
 
 
 def _hosts(*args: str) -> tuple[int, str]:
