@@ -3,7 +3,7 @@
 Raw asyncio, in a thread, keep-alive: each connection answers requests one after another
 until a shape closes it. The path names the shape of the answer:
 
-- ``/page-*``: a plain 200 whose body names the path (unique per path);
+- ``/page-*``: a plain 200 whose body names the host and path (unique per URL);
 - ``/smuggle-now-*``: the page, and an unrequested second response in the same write;
 - ``/smuggle-split-*``: the page, then the second response in a write of its own;
 - ``/smuggle-late-*``: the page, then the second response :data:`LATE` seconds later (the
@@ -35,9 +35,10 @@ LATE = 0.3  # seconds between an answer and the stray bytes of a "late" shape
 SMUGGLED = b'<html><body>SMUGGLED <a href="/evil">evil</a></body></html>'
 
 
-def page(path: str) -> bytes:
-    """The body a plain page of ``path`` is served with (it links to ``path``-next)."""
-    return f'<html><body><p>page {path}</p><a href="{path}-next">next</a></body></html>'.encode()
+def page(path: str, host: str) -> bytes:
+    """The body a plain page of ``path`` on ``host`` is served with (unique to the URL, so
+    no two are copies; it links to ``path``-next)."""
+    return f'<html><body><p>page {path} of {host}</p><a href="{path}-next">next</a></body></html>'.encode()
 
 
 def response(body: bytes, status: bytes = b"200 OK", extra: bytes = b"") -> bytes:
@@ -146,7 +147,7 @@ class ShapeServer:
             writer.write(response(served.body).replace(b"text/html", b"text/plain"))
             await writer.drain()
             return True
-        served.body = page(path)
+        served.body = page(path, host)
         if kind == "te":
             writer.write(
                 b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nTransfer-Encoding: gzip, chunked\r\n\r\n"
