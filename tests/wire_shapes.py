@@ -15,6 +15,10 @@ until a shape closes it. The path names the shape of the answer:
 - ``/lost-close-*``: the connection closed before any byte of an answer;
 - ``/lost-1xx-*``: ``100 Continue``, then a close;
 - ``/te-*``: the page gzipped as ``Transfer-Encoding: gzip, chunked``;
+- shapes the client already held against, which must keep holding: ``/held-1xx-*`` (two
+  interim answers, then the page), ``/held-http09-*`` (a body without a status line, then
+  a close), ``/held-tls-*`` (TLS handshake bytes on the plain port), ``/held-headers-*``
+  (20,000 header lines), ``/held-longline-*`` (a 200 KB header line);
 - ``/robots.txt``: allows everything.
 
 Every request is logged (``requests``: connection number, host, path), with the body the
@@ -55,6 +59,14 @@ STRAY = {
     "late": response(SMUGGLED),
     "head": b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Length: 300\r\n\r\n",
     "junk": b"\x00\xffnot http\r\n",
+}
+
+
+HELD = {
+    "http09": b"<html><body>no status line</body></html>",
+    "tls": bytes.fromhex("160303002a020000260303") + bytes(32) + b"\x00\x13\x01\x00",
+    "headers": b"HTTP/1.1 200 OK\r\n" + b"".join(b"X-H%d: v\r\n" % i for i in range(20_000)) + b"\r\nbody",
+    "longline": b"HTTP/1.1 200 OK\r\nX-Long: " + b"v" * 200_000 + b"\r\nContent-Length: 4\r\n\r\nbody",
 }
 
 
@@ -142,6 +154,10 @@ class ShapeServer:
                 writer.write(b"HTTP/1.1 100 Continue\r\n\r\n")
                 await writer.drain()
             return False
+        if kind == "held" and how != "1xx":
+            writer.write(HELD[how])
+            await writer.drain()
+            return False
         if path == "/robots.txt":
             served.body = b"User-agent: *\nAllow: /\n"
             writer.write(response(served.body).replace(b"text/html", b"text/plain"))
@@ -156,6 +172,8 @@ class ShapeServer:
             await writer.drain()
             return True
         answer = response(served.body, self.reasons.get(path, b"200 OK"))
+        if kind == "held":  # 1xx: interim answers first
+            answer = b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 103 Early Hints\r\nLink: </s.css>\r\n\r\n" + answer
         if kind == "smuggle" and how == "now":
             writer.write(answer + STRAY["now"])
             await writer.drain()

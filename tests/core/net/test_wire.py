@@ -30,6 +30,7 @@ from wire_shapes import SMUGGLED, STRAY, ShapeServer, response  # noqa: E402  (t
 
 LOST = ("rsthdr", "close", "1xx")
 DESYNC = ("now", "split", "late", "head", "junk")
+HELD = ("1xx", "http09", "tls", "headers", "longline")
 # A host's delay well past LATE, so a late stray has arrived before the next request is written
 # (a stray that comes after the next request left is, on HTTP/1.1, that request's answer).
 DELAY = 0.8
@@ -61,6 +62,8 @@ def _plans() -> dict[str, list[str]]:
         plans[f"fresh-{shape}.test"] = [f"/lost-{shape}-a", "/page-b"]
     for how in DESYNC:
         plans[f"desync-{how}.test"] = [f"/smuggle-{how}-a", "/page-b", "/page-c"]
+    for how in HELD:
+        plans[f"held-{how}.test"] = ["/page-a", f"/held-{how}-b", "/page-c"]
     return plans
 
 
@@ -185,3 +188,22 @@ def test_stray_bytes_never_become_the_next_answer_many(shape_server, stray, stra
 
 
 _counter = [0]
+
+
+@pytest.mark.parametrize("how", HELD)
+def test_what_held_before_still_holds(shaped, how):
+    """1xx before the 200, HTTP/0.9, TLS bytes on a plain port, 20,000 headers, a 200 KB
+    header line: one request each, an answer or a bounded error, and the host's next page
+    read from a connection of its own, as served."""
+    server, plans, results = shaped
+    host = f"held-{how}.test"
+    assert server.paths(host) == plans[host]
+    served = {r.path: r.body for r in server.requests if r.host == host}
+    mine = {_path(url): r for url, r in results.items() if f"//{host}:" in url}
+    held = mine[f"/held-{how}-b"]
+    if how == "1xx":
+        assert held.outcome == "fetched" and held.status == 200 and held.body == served[f"/held-{how}-b"]
+    else:
+        assert held.outcome == "error" and error_kind(held.error) in ("bad_response", "connection_lost"), held.error
+    for path in ("/page-a", "/page-c"):
+        assert mine[path].outcome == "fetched" and mine[path].body == served[path], path
