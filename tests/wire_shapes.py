@@ -109,7 +109,7 @@ class ShapeServer:
         server.close()
         self._loop.run_until_complete(server.wait_closed())
 
-    def __enter__(self) -> "ShapeServer":
+    def __enter__(self) -> ShapeServer:
         self._thread.start()
         assert self._ready.wait(10), "the shape server did not start"
         return self

@@ -103,7 +103,7 @@ class OneAnswerConnector(aiohttp.TCPConnector):
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         if not isinstance(getattr(self, "_factory", None), functools.partial):
-            raise RuntimeError(
+            raise TypeError(
                 "this aiohttp makes its connections' protocol differently; beamcrawl.core.net.wire "
                 "must be adapted to it (pin aiohttp to the version in requirements.txt)"
             )
