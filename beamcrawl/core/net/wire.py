@@ -107,7 +107,7 @@ class OneAnswerConnector(aiohttp.TCPConnector):
                 "this aiohttp makes its connections' protocol differently; beamcrawl.core.net.wire "
                 "must be adapted to it (pin aiohttp to the version in requirements.txt)"
             )
-        self._factory = functools.partial(OneAnswerProtocol, loop=self._loop)
+        self._factory = functools.partial(OneAnswerProtocol, loop=self._loop)  # type: ignore[assignment]
 
     def _release(self, key: ConnectionKey, protocol: ResponseHandler, *, should_close: bool = False) -> None:
         if isinstance(protocol, OneAnswerProtocol):
