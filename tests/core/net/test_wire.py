@@ -154,6 +154,9 @@ async def _get_three(server: ShapeServer, host: str, stray_after: int) -> list[b
     return bodies
 
 
+_counter = [0]  # examples so far: each gets a host of its own (and so connections of its own)
+
+
 def _check_strays(server: ShapeServer, n: list[int], stray: bytes, stray_after: int) -> None:
     n[0] += 1
     host = f"h{n[0]}.test"
@@ -186,8 +189,6 @@ def test_stray_bytes_never_become_the_next_answer(shape_server, stray, stray_aft
 def test_stray_bytes_never_become_the_next_answer_many(shape_server, stray, stray_after):
     _check_strays(shape_server, _counter, stray, stray_after)
 
-
-_counter = [0]
 
 
 @pytest.mark.parametrize("how", HELD)
