@@ -15,7 +15,7 @@ setup(
         f"apache-beam[gcp]=={BEAM_VERSION}",
         "google-cloud-bigtable>=2.20,<3",
         "pyarrow>=14,<27",
-        "aiohttp>=3.9,<4",
+        "aiohttp>=3.12,<4",  # client middlewares: core/net/wire.py
         "warcio>=1.7.4,<2",
         "simhash>=2.1,<3",
         "mmh3>=4,<6",
