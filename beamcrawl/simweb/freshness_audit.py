@@ -373,7 +373,7 @@ def measure_from_files(
 ) -> FreshnessReport:
     """:func:`measure` on a request log file and a truth file (the change model's parameters
     come from the truth)."""
-    from beamcrawl.simweb.testing import read_request_log
+    from beamcrawl.simweb.server import read_request_log
     from beamcrawl.simweb.truth import load_truth
 
     return measure(read_request_log(log_path), load_truth(truth_path), token, start, end, pages)
@@ -391,7 +391,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--end", type=float, default=None)
     p.add_argument("--json", action="store_true", help="print the whole report as JSON")
     args = p.parse_args(argv)
-    from beamcrawl.simweb.testing import read_request_log
+    from beamcrawl.simweb.server import read_request_log
     from beamcrawl.simweb.truth import load_truth
 
     requests = read_request_log(args.log)
