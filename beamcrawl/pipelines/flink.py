@@ -96,7 +96,7 @@ def launcher_jar(build: bool = True) -> Path:
             [mvn, "-q", "-B", "-f", str(staging / "pom.xml"), "dependency:copy-dependencies",
              "-DincludeScope=runtime", f"-DoutputDirectory={staging / 'lib'}"],
             capture_output=True, text=True, timeout=3600,
-        )  # fmt: skip
+        )
         jars = sorted(p.name for p in (staging / "lib").glob("*.jar"))
         if proc.returncode != 0 or not any(name.startswith(ARTIFACT[1] + "-") for name in jars):
             raise RunnerSetupError(
@@ -108,7 +108,7 @@ def launcher_jar(build: bool = True) -> Path:
             [jar_tool, "--create", "--file", str(staging / JAR_NAME), "--manifest", str(staging / "MANIFEST.MF"),
              "-C", str(staging), "pom.xml"],
             capture_output=True, text=True, timeout=600,
-        )  # fmt: skip
+        )
         if proc.returncode != 0:
             raise RunnerSetupError(f"the JDK's jar tool could not make the Flink launcher jar: {_last_error(proc.stderr)}")
         try:

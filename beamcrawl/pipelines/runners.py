@@ -24,7 +24,7 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any, Iterator, Sequence
 
 from beamcrawl.pipelines.runner_args import (
     CACHE,
@@ -91,7 +91,7 @@ def prism_binary(build: bool = True) -> Path:
         f"building the Prism runner {version} once (go install {PRISM_MODULE}@v{version}) into "
         f"{target.parent}; this can take a few minutes ...",
         file=sys.stderr, flush=True,
-    )  # fmt: skip
+    )
     started = time.monotonic()
     try:
         with _terminate_as_interrupt():

@@ -154,7 +154,7 @@ class _Pages:
         self.model = ChangeModel(
             int(cm["seed"]), float(cm["change_scale"]), float(cm["epoch"]),
             tuple((c, float(mix[c])) for c in CHANGE_CLASSES) if isinstance(mix, dict) else None,
-        )  # fmt: skip
+        )
         self.origins = {str(h).lower(): str(rec["origin"]) for h, rec in self.truth.items()}
         for rec in self.truth.values():
             for target, entry in rec["pages"].items():

@@ -9,7 +9,6 @@ Example::
 """
 from __future__ import annotations
 
-import json
 import os
 import queue
 import signal

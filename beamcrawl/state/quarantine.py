@@ -109,7 +109,7 @@ def book_failures(store: Store, round_no: int, letters: Iterable[dict[str, Any]]
         state.update(
             stage=letter.get("stage"), exception=letter.get("exception"),
             message=letter.get("message"), host=letter.get("host") or (ident if kind == "host" else ""),
-        )  # fmt: skip
+        )
         if not state.get("quarantined") and len(state["rounds"]) >= ROUNDS_TO_QUARANTINE:
             state["quarantined"] = True
             state["since"] = round_no

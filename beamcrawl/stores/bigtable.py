@@ -435,9 +435,8 @@ class BigtableStore(Store):
         step = max(1, self.keys_chunk)
         with self._errors(table):
             for i in range(0, len(wanted), step):
-                query = ReadRowsQuery(
-                    row_keys=wanted[i : i + step], row_filter=_KEYS_ONLY if keys_only else _LATEST
-                )
+                chunk: list[str | bytes] = list(wanted[i : i + step])  # the client's declared type
+                query = ReadRowsQuery(row_keys=chunk, row_filter=_KEYS_ONLY if keys_only else _LATEST)
                 for row in bt.read_rows(query):
                     out[row.row_key] = {} if keys_only else _cells(row)
         return out

@@ -12,7 +12,6 @@ import shutil
 import threading
 import time
 from concurrent import futures
-from pathlib import Path
 
 import grpc
 import pytest

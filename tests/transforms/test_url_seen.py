@@ -15,7 +15,7 @@ from apache_beam.metrics.metric import MetricsFilter
 from apache_beam.testing.test_pipeline import TestPipeline
 from apache_beam.testing.util import assert_that, equal_to
 
-from beamcrawl.schemas.records import Candidate, FrontierEntry, UrlState, fp_key
+from beamcrawl.schemas.records import Candidate, FrontierEntry, ParsedPage, UrlState, fp_key
 from beamcrawl.stores.base import Mutation, open_store
 from beamcrawl.stores.embedded import EmbeddedStore
 from beamcrawl.transforms.url_seen import (
@@ -278,7 +278,7 @@ def test_seen_rows_written_one_cell_per_field_still_load():
 
 def _page(*links: tuple[str, str], nofollow: bool = False) -> "ParsedPage":
     from beamcrawl.core.urls.urlnorm import fingerprint, normalize
-    from beamcrawl.schemas.records import FetchResult, Link, ParsedPage
+    from beamcrawl.schemas.records import FetchResult, Link
 
     src = FrontierEntry(url="http://a.com/", fp=1, host="a.com", due_ms=0, depth=2)
     page = ParsedPage(fetch=FetchResult(entry=src, outcome="fetched", url=src.url, status=200))
