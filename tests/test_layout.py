@@ -1,5 +1,8 @@
 """The package's import graph: no import circle between beamcrawl modules, no private name of another.
 
+Also: no public class name defined in two modules (``RobotsRules`` for the crawler's robots.txt
+and for the audit's reading of it was one), so a name says which class it is.
+
 Read statically with :mod:`ast`, so a circle hidden in a function body (an import made lazily
 to dodge the cycle at load time) counts as much as one at module level. Imports under
 ``if TYPE_CHECKING:`` are left out: they never run, and name a type only. A private name is
@@ -184,6 +187,16 @@ def test_no_module_imports_a_private_name_of_another() -> None:
     assert not unexpected, "private names used across modules (make them public or move them): " + ", ".join(
         f"{importer} uses {owner}.{name}" for importer, owner, name in unexpected
     )
+
+
+def test_no_public_class_name_is_defined_in_two_modules() -> None:
+    where: dict[str, list[str]] = {}
+    for module, path in module_files().items():
+        for node in ast.parse(path.read_text(encoding="utf-8")).body:
+            if isinstance(node, ast.ClassDef) and not node.name.startswith("_"):
+                where.setdefault(node.name, []).append(module)
+    twice = {name: modules for name, modules in where.items() if len(modules) > 1}
+    assert not twice, f"class names defined in more than one module: {twice}"
 
 
 def test_the_graph_sees_lazy_relative_and_attribute_imports(tmp_path: Path) -> None:

@@ -37,7 +37,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Union
 
-from beamcrawl.simweb.changes import CHANGE_CLASSES, ChangeModel, PageKey
+from beamcrawl.simweb.changes import CHANGE_CLASSES, SeededChanges, PageKey
 
 if TYPE_CHECKING:
     from beamcrawl.simweb.site import SimWeb
@@ -143,7 +143,7 @@ class _Pages:
             if web.changes is None:
                 raise ValueError("this simweb has no change model (change_scale is 0)")
             self.web = web
-            self.model: ChangeModel = web.changes
+            self.model: SeededChanges = web.changes
             self.origins = {name: web.origin(i) for i, name in enumerate(web.names)}
             return
         self.truth = source  # type: ignore[assignment]
@@ -151,7 +151,7 @@ class _Pages:
         if cm is None:
             raise ValueError("the truth has no change model (written with change_scale 0?)")
         mix = cm.get("mix")
-        self.model = ChangeModel(
+        self.model = SeededChanges(
             int(cm["seed"]), float(cm["change_scale"]), float(cm["epoch"]),
             tuple((c, float(mix[c])) for c in CHANGE_CLASSES) if isinstance(mix, dict) else None,
         )
