@@ -15,9 +15,8 @@ setup(
         f"apache-beam[gcp]=={BEAM_VERSION}",
         "google-cloud-bigtable>=2.20,<3",
         "pyarrow>=14,<27",
-        "aiohttp>=3.9,<4",
+        "aiohttp>=3.12,<4",  # client middlewares: core/net/wire.py
         "warcio>=1.7.4,<2",
-        "simhash>=2.1,<3",
         "mmh3>=4,<6",
         "tldextract>=5,<6",
         "protego>=0.3,<1",
@@ -41,7 +40,14 @@ setup(
         "test": [
             "pytest>=8",
             "hypothesis>=6",
+            # the reference SimHash the vectorised one is checked against (tests and bench only)
+            "simhash>=2.1,<3",
+            # `make lint`: ruff's lint rules and formatter, mypy on the annotated packages
+            "ruff>=0.17,<0.18",
+            "mypy>=2.4,<3",
             "duckdb>=1.0",
+            # the `duckdb` command the README's examples run (tests/docs/test_readme_examples.py)
+            "duckdb-cli>=1.1",
             # notebooks/link_graph.ipynb, executed by tests/notebooks
             "matplotlib>=3.7",
             "nbclient>=0.10",
@@ -57,8 +63,12 @@ setup(
             "http-message-signatures>=3,<4",
         ],
         # for analysts: notebooks/ and beamcrawl.analysis over a crawl's Parquet output
-        # (jupyter nbconvert runs it headless; add jupyterlab or notebook to edit it)
-        "notebooks": ["duckdb>=1.0", "matplotlib>=3.7", "ipykernel>=6.25", "jupyter_client>=8", "nbconvert>=7"],
+        # (jupyter nbconvert or papermill runs it headless; add jupyterlab or notebook to edit
+        # it), and the `duckdb` command for quick queries (notebooks/README.md uses each)
+        "notebooks": [
+            "duckdb>=1.0", "duckdb-cli>=1.1", "matplotlib>=3.7", "ipykernel>=6.25", "jupyter_client>=8",
+            "nbconvert>=7", "papermill>=2.6",
+        ],
     },
     entry_points={"console_scripts": ["beamcrawl=beamcrawl.cli.main:main"]},
 )

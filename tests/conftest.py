@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
 from beamcrawl.cli import store_admin
+from beamcrawl.stores.base import Store, open_store
+from beamcrawl.stores.embedded import EmbeddedStore
 from beamcrawl.stores.emulator import EmulatorUnavailable, RunningEmulator, running_emulator, scratch_store
 
 
@@ -50,6 +52,39 @@ def both_stores(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]
     with scratch_store(init=False) as uri:
         assert store_admin.main(["init", "--store", uri]) == 0
         yield uri
+
+
+# The store contract suite (tests/stores/) and the state tests (tests/state/) run once per backend.
+# To add a backend, write a factory ``(request, tmp_path) -> Store`` that returns a fresh, empty
+# store and add it to ``STORE_FACTORIES``; a factory that needs a service gets it with
+# ``request.getfixturevalue(...)``.
+StoreFactory = Callable[[pytest.FixtureRequest, Path], Store]
+
+
+def _embedded(request: pytest.FixtureRequest, tmp_path: Path) -> Store:
+    return EmbeddedStore.from_uri(str(tmp_path / "store"))
+
+
+def _bigtable(request: pytest.FixtureRequest, tmp_path: Path) -> Store:
+    # The emulator runs once per session (tests/conftest.py); each test gets its own
+    # table prefix, created here and dropped when the test ends.
+    return open_store(request.getfixturevalue("bigtable_uri"))
+
+
+STORE_FACTORIES: dict[str, StoreFactory] = {
+    "embedded": _embedded,
+    "bigtable": _bigtable,
+}
+
+
+@pytest.fixture(params=list(STORE_FACTORIES))
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
+    """A fresh, empty store of each backend in turn."""
+    s = STORE_FACTORIES[request.param](request, tmp_path)
+    try:
+        yield s
+    finally:
+        s.close()
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

@@ -1,7 +1,7 @@
 """``beamcrawl api``: the operator control API, an HTTP server on a crawl's store.
 
     beamcrawl api (--crawl OUT_DIR | --store URI [--reports DIR]) [--bind ADDR] [--port P]
-                  [--token-file FILE]
+                  [--token-file FILE] [--allow-private-networks]
 
 Routes (JSON in and out; the OpenAPI 3 document at ``GET /v1/openapi.json`` describes each)::
 
@@ -16,8 +16,11 @@ Routes (JSON in and out; the OpenAPI 3 document at ``GET /v1/openapi.json`` desc
 
 Every other request needs ``Authorization: Bearer TOKEN``, the token read from
 ``--token-file`` or the ``BEAMCRAWL_API_TOKEN`` environment variable (without one the server
-does not start); a missing or wrong token gets 401 and nothing more, compared in constant
-time. It listens on 127.0.0.1 unless ``--bind`` says otherwise. Bodies are at most 1 MiB
+does not start; a token file other users may read gets a warning); a missing or wrong token
+gets 401 and nothing more, compared in constant time. Times in answers are ISO-8601 UTC; a
+host the crawl has neither a record nor a policy of is a 404. A crawl request may carry
+``allow_private_networks`` only on a server started with ``--allow-private-networks`` (403
+otherwise). It listens on 127.0.0.1 unless ``--bind`` says otherwise. Bodies are at most 1 MiB
 (413) and are checked field by field: a bad one gets 400 and ``{"error": "..."}`` naming the
 problem. The work lands where the CLI's does (the frontier, the ``policies`` table): the
 next round picks it up. Store calls run on one thread of their own, which opens the store.
@@ -30,7 +33,6 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import dataclasses
 import hmac
 import json
 import logging
@@ -60,8 +62,10 @@ __all__ = [
     "parse_host",
     "parse_json_body",
     "parse_policy_change",
+    "parse_private_switch",
     "parse_round",
     "read_token",
+    "token_file_warning",
 ]
 
 log = logging.getLogger(__name__)
@@ -121,7 +125,7 @@ def parse_crawl_request(body: Mapping[str, Any]) -> Any:
     """
     from beamcrawl.cli.submit import SubmitError, SubmitRequest
 
-    _unknown_fields(body, ("urls", "priority", "reason", "kind"))
+    _unknown_fields(body, ("urls", "priority", "reason", "kind", "allow_private_networks"))
     if "reason" not in body:
         raise ApiError(400, "reason is required (why, in a few words)")
     urls = body.get("urls")
@@ -134,6 +138,23 @@ def parse_crawl_request(body: Mapping[str, Any]) -> Any:
     except SubmitError as exc:
         raise ApiError(400, str(exc).replace("--reason", "reason")) from None
     return request
+
+
+def parse_private_switch(body: Mapping[str, Any], server_allows: bool) -> bool:
+    """A crawl request's ``allow_private_networks`` (default false), as ``submit``'s flag of
+    that name: loopback and private addresses accepted (link-local ones never). Only a
+    server started with ``--allow-private-networks`` takes it: whoever holds the token must
+    not be able to point the crawler into the network it runs in.
+
+    Raises:
+        ApiError: 400 not a boolean; 403 true on a server started without the flag.
+    """
+    wanted = body.get("allow_private_networks", False)
+    if not isinstance(wanted, bool):
+        raise ApiError(400, f"allow_private_networks must be true or false, got {wanted!r}")
+    if wanted and not server_allows:
+        raise ApiError(403, "allow_private_networks: this server was not started with --allow-private-networks")
+    return wanted
 
 
 @dataclass(frozen=True)
@@ -238,6 +259,19 @@ def read_token(token_file: str | None, environ: Mapping[str, str]) -> str:
     return token
 
 
+def token_file_warning(token_file: str | None) -> str | None:
+    """A warning when the token file may be read or changed by other users (mode beyond 0600)."""
+    if not token_file:
+        return None
+    try:
+        mode = os.stat(token_file).st_mode & 0o777
+    except OSError:
+        return None
+    if not mode & 0o077:
+        return None
+    return f"token file {token_file} is open to other users (mode {mode:04o}); make it private: chmod 600 {token_file}"
+
+
 # --- the OpenAPI document -------------------------------------------------------------------
 
 
@@ -252,14 +286,38 @@ _ERRORS = {
 }
 _HOST_PARAM = {"name": "host", "in": "path", "required": True, "schema": {"type": "string"},
                "description": "Host name, host:port for a non-default port, or a URL."}
+# Every time a person reads is ISO-8601 UTC with milliseconds (2026-05-01T12:00:00.250Z);
+# null means never (hosts.iso_utc).
+_TIME = {"type": ["string", "null"], "format": "date-time", "description": "ISO-8601 UTC; null: never."}
 _POLICY = {
     "type": "object",
     "properties": {
         "host": {"type": "string"},
         "min_delay_ms": {"type": ["integer", "null"]},
-        "pause_until": {"type": ["number", "null"], "description": "Epoch seconds."},
+        "pause_until": _TIME,
         "blocked": {"type": "boolean"},
-        "updated_at": {"type": ["number", "null"]},
+        "updated_at": _TIME,
+    },
+}
+_HOST_RECORD = {
+    "type": ["object", "null"],
+    "description": "The crawl's record of the host (null before its first fetch); its other fields are "
+    "numbers, strings and the robots.txt cache as the crawl keeps them.",
+    "properties": {
+        "host": {"type": "string"},
+        "delay": {"type": "number", "description": "Current gap between requests, seconds."},
+        **{name: _TIME for name in ("last_fetch_end", "not_before", "robots_fetched_at", "robots_good_at",
+                                    "robots_failing_since", "resolved_at")},
+    },
+}  # fmt: skip
+_HOST = {
+    "type": "object",
+    "properties": {
+        "host": {"type": "string"},
+        "record": {"$ref": "#/components/schemas/HostRecord"},
+        "policy": {"oneOf": [{"$ref": "#/components/schemas/Policy"}, {"type": "null"}]},
+        "policy_from": {"type": ["string", "null"], "description": "The key the policy is stored under."},
+        "quarantine": {"type": "array", "items": {"type": "object"}},
     },
 }
 
@@ -271,6 +329,8 @@ OPENAPI: dict[str, Any] = {
         "schemas": {
             "Error": {"type": "object", "required": ["error"], "properties": {"error": {"type": "string"}}},
             "Policy": _POLICY,
+            "HostRecord": _HOST_RECORD,
+            "Host": _HOST,
         },
     },
     "security": [{"bearer": []}],
@@ -291,6 +351,11 @@ OPENAPI: dict[str, Any] = {
                         "priority": {"enum": ["high", "normal", "low"], "default": "normal"},
                         "reason": {"type": "string", "maxLength": MAX_REASON_CHARS},
                         "kind": {"enum": ["auto", "page", "sitemap"], "default": "auto"},
+                        "allow_private_networks": {
+                            "type": "boolean", "default": False,
+                            "description": "Accept URLs on loopback and private addresses, as `submit "
+                            "--allow-private-networks`; 403 unless the server was started with that flag.",
+                        },
                     },
                 }}}},
                 "responses": {
@@ -299,6 +364,7 @@ OPENAPI: dict[str, Any] = {
                         "rejected": {"type": "array", "items": {"type": "object"}},
                     }}),
                     **_ERRORS,
+                    "403": _json_response("allow_private_networks on a server started without it.", _ERROR),
                     "413": _json_response("Body over 1 MiB.", _ERROR),
                 },
             },
@@ -307,7 +373,10 @@ OPENAPI: dict[str, Any] = {
             "get": {
                 "summary": "A host's record (delay, clocks, robots.txt cache, DNS) and policy, as `hosts show`.",
                 "parameters": [_HOST_PARAM],
-                "responses": {"200": _json_response("Record and policy (null when none)."), **_ERRORS},
+                "responses": {"200": _json_response("Record and policy (either may be null).", {"$ref": "#/components/schemas/Host"}),
+                              **_ERRORS, "404": _json_response(
+                                  "The crawl has neither a record nor a policy of the host; the error names the "
+                                  "same host on other ports when the crawl has it there.", _ERROR)},
             },
         },
         "/v1/hosts/{host}/policy": {
@@ -358,9 +427,10 @@ OPENAPI: dict[str, Any] = {
 class _Crawl:
     """The crawl the API serves: its store, on one thread that opened it, and its reports."""
 
-    def __init__(self, store_uri: str, reports: str | None) -> None:
+    def __init__(self, store_uri: str, reports: str | None, allow_private: bool = False) -> None:
         self.store_uri = store_uri
         self.reports = reports
+        self.allow_private = allow_private  # --allow-private-networks: requests may ask for it
         self._pool = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="beamcrawl-api-store")
         self._store: Any = None
 
@@ -409,7 +479,8 @@ def make_app(crawl: _Crawl, token: str) -> Any:
     from aiohttp import web
 
     def answer(payload: Any, status: int = 200) -> web.Response:
-        return web.json_response(payload, status=status, dumps=lambda o: json.dumps(o, sort_keys=True, default=str))
+        # One line each, newline-terminated: a shell that curls two answers prints two lines.
+        return web.json_response(payload, status=status, dumps=lambda o: json.dumps(o, sort_keys=True, default=str) + "\n")
 
     @web.middleware
     async def guard(request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]) -> web.StreamResponse:
@@ -441,34 +512,43 @@ def make_app(crawl: _Crawl, token: str) -> Any:
     async def crawl_requests(request: web.Request) -> web.Response:
         from beamcrawl.cli.submit import submit
 
-        submitted = parse_crawl_request(await body(request))
+        given = await body(request)
+        submitted = parse_crawl_request(given)
+        private = parse_private_switch(given, crawl.allow_private)
         now_ms = int(time.time() * 1000)
-        return answer(await crawl.run(lambda store: submit(store, submitted, now_ms)))
+        return answer(await crawl.run(lambda store: submit(store, submitted, now_ms, allow_private=private)))
 
     async def get_policy(request: web.Request) -> web.Response:
-        from beamcrawl.cli.hosts import read_policy
+        from beamcrawl.cli.hosts import policy_view, read_policy
 
         key = parse_host(request.match_info["host"])
         policy = await crawl.run(lambda store: read_policy(store, key))
         if policy is None:
             raise ApiError(404, f"no policy stored for {key}")
-        return answer(dataclasses.asdict(policy))
+        return answer(policy_view(policy))
 
     async def put_policy(request: web.Request) -> web.Response:
-        from beamcrawl.cli.hosts import apply_policy
+        from beamcrawl.cli.hosts import apply_policy, policy_view
 
         key = parse_host(request.match_info["host"])
         now = time.time()
         change = parse_policy_change(await body(request), now)
         policy = await crawl.run(lambda store: apply_policy(
             store, key, now, min_delay_ms=change.min_delay_ms, pause_until=change.pause_until, block=change.blocked))
-        return answer(dataclasses.asdict(policy))
+        return answer(policy_view(policy))
 
     async def get_host(request: web.Request) -> web.Response:
-        from beamcrawl.cli.hosts import host_view
+        from beamcrawl.cli.hosts import host_view, is_known, no_host_message
 
         key = parse_host(request.match_info["host"])
-        return answer(await crawl.run(lambda store: host_view(store, key)))
+
+        def view(store: Any) -> dict[str, Any]:
+            shown = host_view(store, key)
+            if not is_known(shown):  # as `hosts show`: an unknown host is an error, not nulls
+                raise ApiError(404, no_host_message(store, key))
+            return shown
+
+        return answer(await crawl.run(view))
 
     def _read_report(path: str) -> dict[str, Any]:
         with open(path, encoding="utf-8") as fh:
@@ -515,6 +595,9 @@ def _parser() -> OneLineArgumentParser:
     parser.add_argument("--port", type=int, default=8470, help="Port (0: any free one, printed). Default 8470.")
     parser.add_argument("--token-file", metavar="FILE", default=None,
                         help=f"File holding the bearer token (else the {TOKEN_ENV} environment variable).")
+    parser.add_argument("--allow-private-networks", action="store_true",
+                        help="Let crawl requests ask for loopback and private addresses (their "
+                        "allow_private_networks field), as `submit --allow-private-networks`.")
     return parser
 
 
@@ -555,9 +638,12 @@ def main(argv: list[str] | None = None) -> int:
     if not 0 <= args.port <= 65535:
         print(f"beamcrawl api: error: --port must be 0-65535, got {args.port}", file=sys.stderr)
         return 2
+    warning = token_file_warning(args.token_file)
+    if warning:
+        print(f"beamcrawl api: warning: {warning}", file=sys.stderr)
     reports = args.reports or (os.path.join(os.path.abspath(args.crawl), "reports") if args.crawl else None)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    crawl = _Crawl(uri, reports)
+    crawl = _Crawl(uri, reports, allow_private=args.allow_private_networks)
     try:
         crawl.open()
     except Exception as exc:  # a backend's own errors (sqlite, grpc) differ; all are store trouble here

@@ -5,14 +5,17 @@
     beamcrawl hosts show HOST (--store URI | --crawl OUT_DIR)
     beamcrawl hosts release HOST|URL (--store URI | --crawl OUT_DIR)
 
-``set-policy`` changes only the fields given and prints the policy it stored, as JSON.
+``set-policy`` changes only the fields given and prints the policy it stored, as JSON, times
+as ISO-8601 UTC; for a host the crawl has no record of (a typo, or a host not reached yet) it
+stores the policy all the same and says so on standard error.
 ``--min-delay-ms 0`` removes a minimum delay; ``--pause-until`` takes an ISO-8601 time
 (``2026-05-01T12:00:00Z``; without a zone it is UTC) or a duration from now (``90s``, ``30m``,
 ``2h``, ``1d``, ``1h30m``); ``--pause-until now`` ends a pause. ``show`` prints the host's
 record (delay, clocks, robots cache, DNS) and policy as JSON, times as ISO-8601 UTC, and
 what of the host is quarantined (the host itself, or URLs of it: an element that failed in
 two rounds is not tried again until released; state/quarantine.py); a host the crawl has
-none of these for is an error (exit 1). ``release`` ends the quarantine of a host
+none of these for is an error (exit 1) that names the same host on other ports, if the
+crawl has it there (``site.example:8080`` for ``site.example``). ``release`` ends the quarantine of a host
 or a URL (the frontier rows it kept all along are planned again from the next round) and
 prints what it released.
 
@@ -38,8 +41,13 @@ from typing import Any, Sequence, TextIO
 from beamcrawl.cli.args import OneLineArgumentParser
 from beamcrawl.schemas.records import HostPolicy, HostRecord
 
-__all__ = ["apply_policy", "host_view", "main", "parse_when", "policy_key", "read_policy"]
+__all__ = [
+    "apply_policy", "close_matches", "host_view", "is_known", "iso_utc", "main", "no_host_message", "parse_when", "policy_key",
+    "policy_view", "read_policy", "with_iso_times",
+]  # fmt: skip
 
+# At most this many close matches are named for a host the crawl does not have.
+MAX_CLOSE_MATCHES = 5
 _DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)([smhdw])")
 _UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 
@@ -149,7 +157,8 @@ def apply_policy(
 
 def host_view(store: Any, key: str) -> dict[str, Any]:
     """A host's record and policy, as ``hosts show`` prints them and ``GET /v1/hosts/{host}``
-    answers (``policy_from``: the key the policy is stored under; a bare name covers ports)."""
+    answers, times as ISO-8601 UTC (``policy_from``: the key the policy is stored under; a
+    bare name covers ports)."""
     from beamcrawl.core.urls.hostkeys import host_key
 
     bare = host_key(key)  # what select looks a slot's policy up under, besides the slot
@@ -164,11 +173,43 @@ def host_view(store: Any, key: str) -> dict[str, Any]:
 
     return {
         "host": key,
-        "record": dataclasses.asdict(record) if record is not None else None,
-        "policy": dataclasses.asdict(policy) if policy is not None else None,
+        "record": with_iso_times(dataclasses.asdict(record)) if record is not None else None,
+        "policy": policy_view(policy) if policy is not None else None,
         "policy_from": source,
         "quarantine": list_quarantine(store, key),  # the host or its URLs, set aside after failing in two rounds
     }
+
+
+def is_known(view: dict[str, Any]) -> bool:
+    """Whether a :func:`host_view` found anything of the host (record, policy or quarantine)."""
+    return view["record"] is not None or view["policy"] is not None or bool(view["quarantine"])
+
+
+def close_matches(store: Any, key: str, limit: int = MAX_CLOSE_MATCHES) -> list[str]:
+    """The keys of the same host name on another port (or without one) that the crawl has a
+    record or policy for: ``site.example:8080`` for ``site.example``, and back.
+
+    Two range scans of ``NAME:`` .. ``NAME;`` (``;`` sorts right after ``:``) and one key-set
+    read of the bare name, so it costs the same on a crawl of any size.
+    """
+    from beamcrawl.core.urls.hostkeys import host_key
+
+    bare = host_key(key)
+    found: set[str] = set()
+    for table in ("hosts", "policies"):
+        if bare != key and store.read_keys(table, [bare.encode()], keys_only=True):
+            found.add(bare)
+        rows = store.read_range(table, f"{bare}:".encode(), f"{bare};".encode(), keys_only=True, limit=limit + 1)
+        found.update(row_key.decode("utf-8", "replace") for row_key, _ in rows)
+    found.discard(key)
+    return sorted(found)[:limit]
+
+
+def no_host_message(store: Any, key: str) -> str:
+    """``no host KEY in this crawl ...``, naming the close matches when there are some."""
+    matches = close_matches(store, key)
+    hint = f"; did you mean {' or '.join(matches)}?" if matches else ""
+    return f"no host {key} in this crawl (neither a record nor a policy){hint}"
 
 
 def set_policy(args: argparse.Namespace, out: TextIO, now: float | None = None) -> int:
@@ -178,8 +219,15 @@ def set_policy(args: argparse.Namespace, out: TextIO, now: float | None = None) 
     key = policy_key(args.host)
     pause = parse_when(args.pause_until, now) if args.pause_until is not None else None
     with _open(args) as store:
+        unknown = not is_known(host_view(store, key)) and not close_matches(store, key, limit=1)
         policy = apply_policy(store, key, now, min_delay_ms=args.min_delay_ms, pause_until=pause, block=args.block)
-    json.dump(dataclasses.asdict(policy), out, sort_keys=True)
+    if unknown:  # a typo would steer nothing; a host not seen yet is still a fair target
+        print(
+            f"beamcrawl hosts set-policy: warning: {key} is not a host of this crawl yet (no record, "
+            "no policy); the policy is stored and applies when the crawl reaches it",
+            file=sys.stderr,
+        )
+    json.dump(policy_view(policy), out, sort_keys=True)
     out.write("\n")
     return 0
 
@@ -204,14 +252,17 @@ def with_iso_times(fields: dict[str, Any]) -> dict[str, Any]:
     return {k: iso_utc(v) if k in _TIME_FIELDS and isinstance(v, (int, float, type(None))) else v for k, v in fields.items()}
 
 
+def policy_view(policy: HostPolicy) -> dict[str, Any]:
+    """A policy as ``hosts set-policy`` prints it and the API answers: times as ISO-8601 UTC."""
+    return with_iso_times(dataclasses.asdict(policy))
+
+
 def show(args: argparse.Namespace, out: TextIO) -> int:
     key = policy_key(args.host)
     with _open(args) as store:
         shown = host_view(store, key)
-    if shown["record"] is None and shown["policy"] is None and not shown["quarantine"]:
-        raise HostsError(f"no host {key} in this crawl (neither a record nor a policy)")
-    shown["record"] = with_iso_times(shown["record"]) if shown["record"] is not None else None
-    shown["policy"] = with_iso_times(shown["policy"]) if shown["policy"] is not None else None
+        if not is_known(shown):
+            raise HostsError(no_host_message(store, key))
     json.dump(shown, out, indent=2, sort_keys=True)
     out.write("\n")
     return 0

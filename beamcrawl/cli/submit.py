@@ -13,8 +13,8 @@ scale, core/freshness.SUBMIT_PRIORITY); with ``--priority high`` that includes U
 already knows, queued again now with their validators (an urgent recrawl, fetched
 conditionally). ``duplicates`` were given twice or, below high, are already known to the
 crawl; ``rejected`` ones cannot be crawled (the reason says why: ``refused: ...`` for an
-address the crawler may not connect to, link-local always, loopback and private ones
-without ``--allow-private-networks``). ``--file`` reads URLs one per line (blank lines and
+address the crawler may not connect to, link-local always, loopback and private ones,
+``localhost`` and ``*.localhost`` among them, without ``--allow-private-networks``). ``--file`` reads URLs one per line (blank lines and
 ``#`` comments, at a line's start or after whitespace, skipped; ``-`` is standard input); a
 rejected URL from a file is also named on standard error as ``FILE:LINE``. The work is
 picked up by the next round; no lease is needed, since queueing writes the frontier row

@@ -47,6 +47,20 @@ def _require_gcs_credentials(out: str) -> None:
         raise CrawlError(str(exc)) from None
 
 
+def default_contact_warning(cfg: CrawlConfig) -> str | None:
+    """The warning for a crawl that would reach real sites naming beamcrawl's own contact URL
+    (the default User-Agent) instead of its operator's; None with ``--resolve`` (a test web)."""
+    from beamcrawl import CONTACT_URL, PRODUCT_TOKEN, __version__
+
+    if cfg.resolve or CONTACT_URL not in cfg.user_agent:
+        return None
+    return (
+        f"warning: the User-Agent names beamcrawl's project page (+{CONTACT_URL}) as the contact for "
+        "this crawl; site owners should reach you: give --user-agent 'Mozilla/5.0 (compatible; "
+        f"{PRODUCT_TOKEN}/{__version__}; +https://your.site/crawler)' (README: Crawling real sites, safely)"
+    )
+
+
 def crawl(
     cfg: CrawlConfig, rounds: int, seeds: list[str], pipeline_args: list[str], out: TextIO = sys.stdout,
     *, exit_when_idle: bool = False,
@@ -75,6 +89,9 @@ def crawl(
         if seeds:
             seeded = submit_urls(store, seeds, int(time.time() * 1000))
             print(f"seeds: {seeded.accepted} queued, {seeded.duplicates} already known", file=out)
+        contact = default_contact_warning(cfg)
+        if contact and rounds:
+            print(contact, file=sys.stderr, flush=True)  # once per run, before any request goes out
         for _ in range(rounds):
             round_no = next_round(store)
             unfinished = RoundOutputs(cfg.out, round_no)

@@ -68,6 +68,7 @@ from beamcrawl.core.archive.warc_records import (
     gzip_member,
     http_head,
     record,
+    status_line,
 )
 from beamcrawl.core.archive.warc_revisit import (
     fetch_digest,
@@ -249,8 +250,7 @@ def capture_record(
     date = warc_date(f.fetched_at)
     fields = _capture_fields(kind, page, record_id, date)
     headers = [(HOP_BY_HOP_RENAMED.get(k.lower(), k), v) for k, v in f.response_headers]
-    # the status line as before: code and reason phrase, just the code when there is none
-    head, written = http_head(f"HTTP/{f.http_version} " + f"{f.status} {f.reason}".strip(), headers)
+    head, written = http_head(status_line(f.http_version, f.status, f.reason), headers)
     payload = f.raw_body if kind == "response" else b""  # a revisit's payload stays with its original
     member = gzip_member(record(fields, head, payload, content_type=RESPONSE_CONTENT_TYPE), level)
     named = dict(fields)  # the index line says what the record says

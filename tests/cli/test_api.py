@@ -267,9 +267,9 @@ def test_bad_requests_get_clear_errors(crawl_dir):
         assert len(big) > api.MAX_BODY_BYTES
         status, answer = call(base, "POST", "/v1/crawl-requests", raw=big)
         assert status == 413 and "larger than" in answer["error"]
-        # The server is still there, and the store holds none of it.
+        # The server is still there, and the store holds none of it: the host is unknown (404).
         assert call(base, "GET", "/v1/hosts/a.example") == (
-            200, {"host": "a.example", "record": None, "policy": None, "policy_from": None, "quarantine": []})
+            404, {"error": "no host a.example in this crawl (neither a record nor a policy)"})
 
 
 # --- policies and work set through the API, obeyed by the next round ------------------------------
@@ -325,3 +325,101 @@ def test_policy_and_work_set_through_the_api_are_obeyed_by_the_next_round(tmp_pa
     gaps = [b["start"] - a["end"] for a, b in zip(slow, slow[1:])]
     assert min(gaps) >= slow_ms / 1000 - 0.01, gaps
     assert "/p/37.html" in {r["path"] for r in on(other)}, "the URL queued through the API was fetched"
+
+
+# --- issue #27: times, unknown hosts, the private-networks switch, the token file's mode --------
+
+
+def _with_host_record(out, host: str, now: float) -> None:
+    from beamcrawl.schemas.records import HostRecord
+    from beamcrawl.stores.base import Mutation
+
+    with open_store(f"sqlite:///{out}/store.sqlite") as store:
+        record = HostRecord(host=host, delay=2.0, last_fetch_end=now - 60, resolved_at=now - 90, ip="192.0.2.7")
+        store.mutate("hosts", [Mutation.set(host.encode(), record.to_cells())])
+
+
+def _epoch(iso: str) -> float:
+    import datetime as dt
+
+    assert isinstance(iso, str) and iso.endswith("Z"), iso
+    return dt.datetime.fromisoformat(iso.replace("Z", "+00:00")).timestamp()
+
+
+def test_times_are_iso_8601_utc_in_every_answer_and_documented(crawl_dir):
+    now = time.time()
+    _with_host_record(crawl_dir, "site0003.ch:18811", now)
+    with running_api("--crawl", str(crawl_dir)) as base:
+        status, policy = call(base, "PUT", "/v1/hosts/site0003.ch:18811/policy", {"pause_until": "2h"})
+        assert status == 200, policy
+        assert abs(_epoch(policy["pause_until"]) - (now + 7200)) < 30 and abs(_epoch(policy["updated_at"]) - now) < 30
+        assert call(base, "GET", "/v1/hosts/site0003.ch:18811/policy") == (200, policy)
+        status, shown = call(base, "GET", "/v1/hosts/site0003.ch:18811")
+        assert status == 200 and shown["policy"] == policy
+        assert abs(_epoch(shown["record"]["last_fetch_end"]) - (now - 60)) < 30
+        assert shown["record"]["not_before"] is None  # never
+        status, doc = call(base, "GET", "/v1/openapi.json")
+    schemas = doc["components"]["schemas"]
+    for name in ("pause_until", "updated_at"):
+        assert schemas["Policy"]["properties"][name]["format"] == "date-time"
+    assert schemas["HostRecord"]["properties"]["last_fetch_end"]["format"] == "date-time"
+    assert doc["paths"]["/v1/hosts/{host}"]["get"]["responses"]["200"]["content"]["application/json"]["schema"] == {
+        "$ref": "#/components/schemas/Host"}
+    # The CLI prints the same as the API answers.
+    cli = _cli("hosts", "show", "site0003.ch:18811", "--crawl", str(crawl_dir))
+    assert cli.returncode == 0 and json.loads(cli.stdout)["policy"] == policy, cli.stderr
+
+
+def test_an_unknown_host_is_404_naming_its_other_ports(crawl_dir):
+    _with_host_record(crawl_dir, "site0003.ch:18811", time.time())
+    with running_api("--crawl", str(crawl_dir)) as base:
+        assert call(base, "GET", "/v1/hosts/nope.example") == (
+            404, {"error": "no host nope.example in this crawl (neither a record nor a policy)"})
+        status, answer = call(base, "GET", "/v1/hosts/site0003.ch")
+        assert status == 404 and answer["error"].endswith("did you mean site0003.ch:18811?"), answer
+        assert call(base, "GET", "/v1/hosts/site0003.ch:18811")[0] == 200
+    assert "404" in api.OPENAPI["paths"]["/v1/hosts/{host}"]["get"]["responses"]
+
+
+def test_private_addresses_need_the_servers_switch(crawl_dir):
+    local = {"urls": ["http://localhost:18811/", "http://127.0.0.1:18811/a"], "reason": "local test"}
+    with running_api("--crawl", str(crawl_dir)) as base:
+        status, answer = call(base, "POST", "/v1/crawl-requests", local)
+        assert status == 200 and answer["accepted"] == 0, answer
+        assert [r["reason"].split(" (")[0] for r in answer["rejected"]] == [
+            "refused: loopback name localhost", "refused: loopback address 127.0.0.1"]
+        status, answer = call(base, "POST", "/v1/crawl-requests", {**local, "allow_private_networks": True})
+        assert status == 403 and "--allow-private-networks" in answer["error"], answer
+        status, answer = call(base, "POST", "/v1/crawl-requests", {**local, "allow_private_networks": "yes"})
+        assert status == 400 and "allow_private_networks must be true or false" in answer["error"]
+    with running_api("--crawl", str(crawl_dir), "--allow-private-networks") as base:
+        status, answer = call(base, "POST", "/v1/crawl-requests", local)  # the request must ask for it too
+        assert status == 200 and answer["accepted"] == 0
+        status, answer = call(base, "POST", "/v1/crawl-requests", {**local, "allow_private_networks": True,
+                                                                    "urls": [*local["urls"], "http://169.254.169.254/"]})
+        assert status == 200 and answer["accepted"] == 2, answer
+        assert [r["url"] for r in answer["rejected"]] == ["http://169.254.169.254/"]  # link-local: never
+    assert api.OPENAPI["paths"]["/v1/crawl-requests"]["post"]["requestBody"]["content"]["application/json"]["schema"][
+        "properties"]["allow_private_networks"]["type"] == "boolean"
+
+
+@pytest.mark.parametrize("mode, warned", [(0o644, True), (0o640, True), (0o600, False), (0o400, False)])
+def test_a_token_file_others_can_read_gets_a_warning(crawl_dir, tmp_path, mode, warned):
+    token_file = tmp_path / "api-token"
+    token_file.write_text(TOKEN + "\n")
+    token_file.chmod(mode)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "beamcrawl.cli.main", "api", "--port", "0", "--crawl", str(crawl_dir),
+         "--token-file", str(token_file)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env={k: v for k, v in os.environ.items() if k != api.TOKEN_ENV},
+    )  # fmt: skip
+    try:
+        assert proc.stdout.readline().startswith("beamcrawl api listening on")
+    finally:
+        proc.terminate()
+        _, err = proc.communicate(timeout=30)
+    warning = [line for line in err.splitlines() if line.startswith("beamcrawl api: warning:")]
+    assert bool(warning) == warned, err
+    if warned:
+        assert f"chmod 600 {token_file}" in warning[0] and f"{mode:04o}" in warning[0]

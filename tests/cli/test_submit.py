@@ -9,6 +9,8 @@ import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from beamcrawl.core.policy.change_rate import SUBMIT_PRIORITY
 from beamcrawl.cli.submit import SubmitError, SubmitRequest
@@ -176,3 +178,57 @@ def test_reason_and_kind_are_kept_and_high_requeues_a_known_url_with_its_validat
     assert again.priority == SUBMIT_PRIORITY["high"] and again.reason == "press release"
     assert again.revisit == state  # fetched conditionally, with what the crawl knows
     assert again.also_keys == [scheduled.hex()]  # and its scheduled visit goes when this one is done
+
+
+# --- issue #27 item 10: names that are loopback by definition -----------------------------------
+
+
+def test_localhost_is_refused_like_a_loopback_address_without_the_flag(crawl_dir: Path):
+    urls = ("http://localhost:18811/", "http://simweb.localhost/p/1.html", "http://LOCALHOST./", "http://127.0.0.1:18811/")
+    proc = run_submit(*urls, "--priority", "normal", "--reason", "local test", "--crawl", str(crawl_dir))
+    assert proc.returncode == 0, proc.stderr
+    answer = json.loads(proc.stdout)
+    assert answer["accepted"] == 0 and [r["url"] for r in answer["rejected"]] == list(urls), answer
+    assert all(r["reason"].startswith("refused: loopback ") and "--allow-private-networks" in r["reason"]
+               for r in answer["rejected"]), answer
+    assert frontier(crawl_dir) == []
+    allowed = run_submit(*urls, "--priority", "normal", "--reason", "local test", "--allow-private-networks",
+                         "--crawl", str(crawl_dir))  # fmt: skip
+    assert allowed.returncode == 0 and json.loads(allowed.stdout)["accepted"] == 4, allowed.stdout
+
+
+def test_a_seed_on_localhost_is_refused_without_the_flag(tmp_path: Path):
+    seeds = tmp_path / "seeds.txt"
+    seeds.write_text("http://localhost:18811/\n")
+    proc = subprocess.run(
+        [sys.executable, "-m", "beamcrawl.cli.main", "crawl", "--seeds", str(seeds), "--out", str(tmp_path / "out"),
+         "--rounds", "1"],
+        cwd=REPO, capture_output=True, text=True, timeout=120, check=False, env={**os.environ, "PYTHONPATH": str(REPO)},
+    )  # fmt: skip
+    assert proc.returncode != 0
+    assert f"{seeds}:1: refused: 'http://localhost:18811/': loopback name localhost" in proc.stderr, proc.stderr[-2000:]
+
+_label = st.from_regex(r"[a-z0-9]([a-z0-9-]{0,10}[a-z0-9])?", fullmatch=True)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    labels=st.lists(_label, max_size=3),
+    spelled=st.sampled_from(["localhost", "LOCALHOST", "LocalHost"]),
+    dot=st.booleans(),
+    port=st.none() | st.integers(1, 65535),
+    other=_label,
+)
+def test_every_localhost_name_is_refused_and_no_other(labels, spelled, dot, port, other):
+    """Generated names: ``localhost`` and any name under it, in any case, with a trailing dot or
+    a port, are refused without the flag and allowed with it; a name that only contains the
+    word (``localhost.example``, ``mylocalhost``) is left to DNS and the connector."""
+    from beamcrawl.core.urls.seedfile import address_refusal
+    from beamcrawl.core.urls.urlnorm import normalize
+
+    authority = ".".join([*labels, spelled]) + ("." if dot else "") + (f":{port}" if port else "")
+    url = normalize(f"http://{authority}/")
+    assert address_refusal(url, allow_private=False).startswith("loopback name ")
+    assert address_refusal(url, allow_private=True) is None
+    for name in (f"{spelled}.{other}.example", f"{other}localhost", f"localhost-{other}"):
+        assert address_refusal(normalize(f"http://{name}/"), allow_private=False) is None, name

@@ -145,7 +145,7 @@ def test_policies_set_between_rounds_apply_from_the_next_round(crawl):
     second = crawl["reports"][1]["metrics"]
     assert second["assign_slots/hosts_blocked"] == 1 and second["assign_slots/hosts_paused"] == 1
     assert crawl["policies"]["blocked"]["blocked"] is True
-    assert crawl["policies"]["paused"]["pause_until"] > at + 7100
+    assert _epoch(crawl["policies"]["paused"]["pause_until"]) > at + 7100  # printed as ISO-8601 UTC
     assert crawl["policies"]["slowed"]["min_delay_ms"] == SLOWED_MS
 
 
@@ -274,6 +274,13 @@ def test_host_arguments_become_the_crawls_host_keys(given, key):
     assert policy_key(given) == key
 
 
+def _epoch(iso: str) -> float:
+    """Epoch seconds of a time as `hosts` prints it (``2026-05-01T12:00:00.250Z``)."""
+    import datetime as dt
+
+    return dt.datetime.fromisoformat(iso.replace("Z", "+00:00")).timestamp()
+
+
 def _hosts(*args: str) -> tuple[int, str]:
     import io
 
@@ -291,7 +298,7 @@ def test_set_policy_merges_fields_and_show_falls_back_to_the_bare_name(tmp_path,
     assert code == 0 and json.loads(out)["min_delay_ms"] == 5000
     code, out = _hosts("set-policy", "a.example", "--crawl", str(tmp_path), "--pause-until", "2h", "--block")
     policy = json.loads(out)
-    assert policy["min_delay_ms"] == 5000 and policy["blocked"] is True and policy["pause_until"] > time.time() + 7000
+    assert policy["min_delay_ms"] == 5000 and policy["blocked"] is True and _epoch(policy["pause_until"]) > time.time() + 7000
     code, out = _hosts("set-policy", "a.example", "--store", f"sqlite:///{tmp_path}/store.sqlite",
                        "--unblock", "--pause-until", "now", "--min-delay-ms", "0")
     assert json.loads(out) | {"updated_at": None} == {

@@ -13,7 +13,9 @@ here it is written out directly, with hashlib and zlib doing the work:
 - the named fields are encoded as UTF-8 (WARC 1.1 §4 allows UTF-8 field values, and a
   target URI may be an IRI), the HTTP header block as latin-1, which gives back the bytes
   the HTTP client received (it decodes header bytes as latin-1), not percent-encoded as
-  warcio's ``StatusAndHeaders`` would;
+  warcio's ``StatusAndHeaders`` would; the status line's reason phrase too is written as
+  the bytes received (:func:`status_line`), whatever they are (``200 Успешно``), or, when
+  no status line could hold them (a control character), as the standard phrase;
 - ``WARC-Block-Digest`` is the SHA-1 of the block (the HTTP header block and whatever of
   the payload the record holds), in base 32 with a ``sha1:`` prefix, as warcio writes it;
   ``Content-Length`` is the block's exact length, and the block is followed by CRLF CRLF;
@@ -28,6 +30,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import http
 import uuid
 import zlib
 from typing import Sequence
@@ -41,6 +44,7 @@ __all__ = [
     "http_head",
     "new_record_id",
     "record",
+    "status_line",
 ]
 
 GZIP_LEVEL = 9  # warcio's, and so what every file written so far used
@@ -64,6 +68,35 @@ def first_fields(kind: str, record_id: str, date: str, url: str, ip: str | None)
     if ip:
         fields.append(("WARC-IP-Address", ip))
     return fields
+
+
+def status_line(http_version: str, status: int, reason: str) -> str:
+    """A response record's status line, its reason phrase the bytes the server sent.
+
+    HTTP/1.1 lets a reason phrase hold any byte from 0x80 up (obs-text); the HTTP client
+    gives it decoded as UTF-8 with undecodable bytes escaped (``surrogateescape``), so
+    encoding it back so gives the bytes received, and the line is returned as their latin-1
+    text, which :func:`http_head` writes back as those bytes. A phrase that is not such text,
+    or holds a byte no status line may (a control character other than HTAB), is replaced by
+    the standard phrase of the code (none for an unknown code): the record is written either
+    way. Spaces and tabs around it are dropped, and a line without a phrase is just the code.
+
+    Args:
+        http_version: ``1.1``, ``1.0``.
+        status: The status code.
+        reason: The reason phrase as the HTTP client decoded it.
+    """
+    try:
+        raw = reason.encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError:
+        raw = b"\x00"  # not from the wire: replaced below
+    if any((byte < 0x20 and byte != 0x09) or byte == 0x7F for byte in raw):
+        try:
+            raw = http.HTTPStatus(status).phrase.encode("ascii")
+        except ValueError:
+            raw = b""
+    phrase = raw.decode("latin-1").strip(" \t")
+    return f"HTTP/{http_version} {status} {phrase}" if phrase else f"HTTP/{http_version} {status}"
 
 
 def http_head(first_line: str, headers: Fields) -> tuple[bytes, Fields]:

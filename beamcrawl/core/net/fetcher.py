@@ -48,6 +48,7 @@ from beamcrawl.core.net.transfer import (
     ACCEPT_ENCODING,
     CappedDecoder,
     UnsupportedEncoding,
+    body_codings,
     decode_content,
     read_body,
     warc_truncated,
@@ -432,7 +433,8 @@ class HostCrawler:
             )
 
     async def _read_body(self, resp: aiohttp.ClientResponse, sitemap: bool = False) -> tuple[bytes, bytes, str | None]:
-        """Reads the body within the transfer limits and undoes its Content-Encoding.
+        """Reads the body within the transfer limits and undoes its Content-Encoding (and any
+        transfer coding but ``chunked``, which the client undoes).
 
         Returns ``(raw, payload, cut)``: the bytes as transferred (for the WARC record), the
         decoded payload (for parsing), and why the *transfer* was cut (``"length"``,
@@ -447,7 +449,8 @@ class HostCrawler:
         body_cap = max(cfg.max_body_bytes, cfg.max_sitemap_bytes) if sitemap else cfg.max_body_bytes
         decoded_cap = max(cfg.max_decoded_bytes, cfg.max_sitemap_bytes) if sitemap else cfg.max_decoded_bytes
         try:
-            decoder: CappedDecoder | None = CappedDecoder(resp.headers.get("Content-Encoding"), decoded_cap)
+            codings = body_codings(resp.headers.get("Content-Encoding"), resp.headers.getall("Transfer-Encoding", ()))
+            decoder: CappedDecoder | None = CappedDecoder(codings, decoded_cap)
         except UnsupportedEncoding:
             decoder = None  # kept as sent (a sniffer then sees compressed bytes, not HTML)
         if decoder is not None and decoder.stages == 0:

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 import aiohttp
 
 from beamcrawl.core.net.netpolicy import ForbiddenAddress, check_address
+from beamcrawl.core.net.wire import OneAnswerConnector, no_retry
 
 if TYPE_CHECKING:
     from aiohttp.abc import AbstractResolver, ResolveResult
@@ -47,8 +48,11 @@ class AddressRefused(aiohttp.ClientConnectionError):
         self.reason = reason
 
 
-class GatedConnector(aiohttp.TCPConnector):
+class GatedConnector(OneAnswerConnector):
     """A TCPConnector that opens no socket to an address the policy refuses.
+
+    Its connections also keep the wire discipline of :mod:`beamcrawl.core.net.wire` (an
+    answer is read only while a request awaits it).
 
     Args:
         allow_private_networks: ``--allow-private-networks``; link-local stays refused.
@@ -103,4 +107,5 @@ def open_session(resolver: AbstractResolver, allow_private_networks: bool, **con
         auto_decompress=False,  # WARC records keep the bytes as transferred
         cookie_jar=aiohttp.DummyCookieJar(),
         skip_auto_headers=("User-Agent",),
+        middlewares=(no_retry,),  # one request on the wire per request made (core/net/wire.py)
     )

@@ -21,7 +21,7 @@ import socket
 from collections.abc import Iterable, Iterator
 from urllib.parse import urlsplit
 
-__all__ = ["ForbiddenAddress", "ResolveRules", "check_address", "parse_resolve_rule", "url_refusal"]
+__all__ = ["ForbiddenAddress", "ResolveRules", "check_address", "name_refusal", "parse_resolve_rule", "url_refusal"]
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 
@@ -136,6 +136,33 @@ def check_address(ip: str, allow_private: bool) -> None:
     if judged is not address:
         message += f" inside {address}"
     raise ForbiddenAddress(message)
+
+
+def name_refusal(host: str, allow_private: bool) -> str | None:
+    """Why the address policy refuses a host *name* before any DNS, or None.
+
+    ``localhost`` and every name under ``.localhost`` are loopback by definition (RFC 6761
+    §6.3: resolvers answer them with a loopback address, or not at all), so they are judged
+    as the loopback address they stand for, as an IP literal is. Any other name returns None
+    here: the connector judges its addresses when it connects (core/net/gate.py). Total: any
+    string gives None or a reason.
+
+    Args:
+        host: A host name as a URL holds it (a port, a trailing dot and any case are ignored).
+        allow_private: ``--allow-private-networks``.
+
+    Returns:
+        E.g. ``"loopback name localhost"``.
+    """
+    if allow_private:
+        return None
+    name = host.strip().lower()
+    if not name.startswith("[") and name.count(":") == 1:
+        name = name.partition(":")[0]
+    name = name.rstrip(".")
+    if name == "localhost" or name.endswith(".localhost"):
+        return f"loopback name {name}"
+    return None
 
 
 def url_refusal(url: str, allow_private: bool) -> str | None:

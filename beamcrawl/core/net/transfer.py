@@ -15,7 +15,9 @@ module adds the other two, for the body, plus the cap on what a compressed body 
   binding with an output limit is installed) as the bytes arrive, never producing more than
   its cap: a 2 MiB gzip bomb (2 GiB of zeros) costs 2 MiB of input and ``cap`` of output, and
   the transfer can be stopped as soon as the cap is reached. :func:`decode_content` is the
-  same for a body already in memory.
+  same for a body already in memory. A transfer coding other than ``chunked``
+  (``Transfer-Encoding: gzip, chunked``) is undone the same way, before the content codings
+  (:func:`body_codings`): the HTTP client only undoes ``chunked``.
 
 Brotli is only used through a binding whose ``Decompressor.process`` takes an
 ``output_buffer_limit`` (brotli >= 1.2, brotlicffi >= 1.2): older ones can only decompress a
@@ -30,7 +32,7 @@ from __future__ import annotations
 import asyncio
 import time
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple, Protocol
 
 __all__ = [
@@ -39,6 +41,7 @@ __all__ = [
     "CappedDecoder",
     "Decoded",
     "UnsupportedEncoding",
+    "body_codings",
     "decode_content",
     "read_body",
     "warc_truncated",
@@ -247,6 +250,21 @@ def _codings(encoding: str | None) -> list[str]:
     """The Content-Encoding's codings in the order to undo them (last applied first)."""
     names = [c.strip().lower() for c in (encoding or "").split(",")]
     return [c for c in reversed(names) if c and c != "identity"]
+
+
+def body_codings(content_encoding: str | None, transfer_encodings: Sequence[str] = ()) -> str:
+    """The codings a body arrives in, as one ``Content-Encoding``-style list for
+    :class:`CappedDecoder`: the content codings, then the transfer codings (applied after
+    them, so undone first) without ``chunked``, which the HTTP client has undone already.
+
+    Args:
+        content_encoding: The ``Content-Encoding`` header, or None.
+        transfer_encodings: Every ``Transfer-Encoding`` header line, in order.
+    """
+    transfer = [c.strip() for line in transfer_encodings for c in line.split(",")]
+    codings = [c.strip() for c in (content_encoding or "").split(",")]
+    codings += [c for c in transfer if c.lower() != "chunked"]
+    return ", ".join(c for c in codings if c)
 
 
 class CappedDecoder:

@@ -7,8 +7,9 @@ the URL, and a URL never holds a raw space. Links found in pages are not read he
 follow the WHATWG URL rules (core/urls/urlnorm.py).
 
 Each URL is checked when it is given, not rounds later: it must normalise, pass the crawl's
-URL-shape rules, and, when its host is an IP address (or ``--resolve`` maps it to one), that
-address must be one the crawler may connect to (core/net/netpolicy.py). Every bad line is
+URL-shape rules, and, when its host is an IP address, a loopback name (``localhost``) or
+``--resolve`` maps it to an address, that address must be one the crawler may connect to
+(core/net/netpolicy.py). Every bad line is
 reported with its file and line number, up to :data:`MAX_REPORTED` lines.
 """
 
@@ -19,7 +20,12 @@ from dataclasses import dataclass
 from typing import Iterable, Iterator
 from urllib.parse import urlsplit
 
-from beamcrawl.core.net.netpolicy import ForbiddenAddress, ResolveRules, check_address
+from beamcrawl.core.net.netpolicy import (
+    ForbiddenAddress,
+    ResolveRules,
+    check_address,
+    name_refusal,
+)
 from beamcrawl.core.urls.urlnorm import InvalidURL, normalize
 from beamcrawl.core.urls.urlshape import ShapeRules
 
@@ -67,13 +73,17 @@ def url_lines(lines: Iterable[str]) -> Iterator[tuple[int, str]]:
 def address_refusal(normalized_url: str, allow_private: bool, rules: ResolveRules | None = None) -> str | None:
     """Why the crawler may not connect to a URL's host, when that is known without DNS.
 
-    Judged are an IP-literal host and the address a ``--resolve`` rule maps a name to; a
-    name left to DNS is judged when it resolves, at the connection.
+    Judged are an IP-literal host, a name that is loopback by definition (``localhost``,
+    ``*.localhost``) and the address a ``--resolve`` rule maps a name to; a name left to DNS
+    is judged when it resolves, at the connection.
 
     Returns:
         The reason (``"link-local address 169.254.169.254 (cloud metadata endpoint)"``), or None.
     """
     host = urlsplit(normalized_url).hostname or ""
+    by_name = name_refusal(host, allow_private)
+    if by_name is not None:
+        return f"{by_name} (--allow-private-networks allows it)"
     candidates = []
     try:
         candidates.append(str(ipaddress.ip_address(host.partition("%")[0])))

@@ -12,6 +12,8 @@ import uuid
 import zlib
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from warcio.archiveiterator import ArchiveIterator
 from warcio.statusandheaders import StatusAndHeaders
 
@@ -23,6 +25,7 @@ from beamcrawl.core.archive.warc_records import (
     http_head,
     new_record_id,
     record,
+    status_line,
 )
 
 RID = "<urn:uuid:00000000-0000-4000-8000-000000000001>"
@@ -138,3 +141,155 @@ def test_record_ids_are_fresh_uuid4_urns():
     for rid in ids:
         m = re.fullmatch(r"<urn:uuid:([0-9a-f-]{36})>", rid)
         assert m and uuid.UUID(m.group(1)).version == 4
+
+
+# --- status lines: the reason phrase as received ------------------------------------------
+
+# What a reason phrase may hold on HTTP/1.1 (HTAB, SP, VCHAR, obs-text): any byte from 0x20
+# to 0xFF but DEL, and HTAB; and any text a server might write, sent as UTF-8.
+_PHRASE_BYTES = [0x09, *range(0x20, 0x7F), *range(0x80, 0x100)]
+phrases = st.one_of(
+    st.lists(st.sampled_from(_PHRASE_BYTES), max_size=60).map(bytes),
+    st.text(st.characters(blacklist_categories=("Cc", "Cs")), max_size=30).map(lambda t: t.encode("utf-8")),
+)
+# Control characters a lenient parser lets through (no CR or LF: those end the line).
+_CONTROLS = [c for c in [*range(0x01, 0x20), 0x7F] if c not in (0x09, 0x0A, 0x0D)]
+
+
+def as_the_client_gives_it(raw: bytes) -> str:
+    """The reason phrase as aiohttp hands it over (UTF-8, undecodable bytes escaped;
+    tests/core/archive/test_warc_records.py::test_a_fetched_reason_phrase_is_archived_as_sent
+    checks that against a real server)."""
+    return raw.decode("utf-8", "surrogateescape")
+
+
+def _warcio_check(path: str) -> int:
+    """``warcio check``'s own checker, in process: 0 when every record's digests pass."""
+    import argparse
+
+    from warcio.checker import Checker
+
+    return Checker(argparse.Namespace(inputs=[path], verbose=False)).process_all()
+
+
+def _archive(tmp: str, phrases_sent: list[bytes], status: int = 200) -> tuple[list[bytes], str]:
+    """Writes one response record per reason phrase to a .warc.gz; returns their heads."""
+    import os
+
+    heads, members = [], []
+    for i, raw in enumerate(phrases_sent):
+        head, _ = http_head(status_line("1.1", status, as_the_client_gives_it(raw)), [("Content-Type", "text/html")])
+        heads.append(head)
+        members.append(gzip_member(record(_fields(f"http://a.test/{i}"), head, BODY, content_type=RESPONSE_CONTENT_TYPE)))
+    path = os.path.join(tmp, "phrases.warc.gz")
+    with open(path, "wb") as fh:
+        fh.write(b"".join(members))
+    return heads, path
+
+
+def _check_phrases(phrases_sent: list[bytes]) -> None:
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        heads, path = _archive(tmp, phrases_sent)
+        assert _warcio_check(path) == 0
+        with open(path, "rb") as fh:
+            bodies = [rec.content_stream().read() for rec in ArchiveIterator(fh, check_digests="raise")]
+    assert bodies == [BODY] * len(phrases_sent)
+    for raw, head in zip(phrases_sent, heads):
+        phrase = raw.strip(b" \t")
+        assert head.split(b"\r\n", 1)[0] == b"HTTP/1.1 200" + (b" " + phrase if phrase else b"")
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(phrases, min_size=1, max_size=8))
+def test_any_reason_phrase_is_written_as_received_and_passes_warcio_check(phrases_sent):
+    _check_phrases(phrases_sent)
+
+
+@pytest.mark.slow
+@settings(max_examples=1500, deadline=None)
+@given(st.lists(phrases, min_size=1, max_size=8))
+def test_any_reason_phrase_is_written_as_received_and_passes_warcio_check_many(phrases_sent):
+    _check_phrases(phrases_sent)
+
+
+@pytest.mark.parametrize(
+    ("status", "raw", "line"),
+    [
+        (200, "Ünïcödé ☃".encode(), "HTTP/1.1 200 Ünïcödé ☃".encode()),
+        (200, "OK ✓".encode(), "HTTP/1.1 200 OK ✓".encode()),
+        (200, "Успешно".encode(), "HTTP/1.1 200 Успешно".encode()),
+        (200, b"\xe9t\xe9", b"HTTP/1.1 200 \xe9t\xe9"),  # latin-1, no UTF-8
+        (200, b"", b"HTTP/1.1 200"),
+        (404, b"a\x01b", b"HTTP/1.1 404 Not Found"),  # a control character: the standard phrase
+        (200, b"\x7f", b"HTTP/1.1 200 OK"),
+        (799, b"x\x1b[31m", b"HTTP/1.1 799"),  # no standard phrase for the code: just the code
+    ],
+)
+def test_status_line_keeps_the_phrase_or_gives_the_standard_one(status, raw, line):
+    assert status_line("1.1", status, as_the_client_gives_it(raw)).encode("latin-1") == line
+
+
+@given(st.lists(st.sampled_from(_CONTROLS), min_size=1, max_size=3), phrases)
+def test_a_phrase_with_a_control_character_is_replaced_and_the_record_still_checks(controls, raw):
+    import tempfile
+
+    bad = raw + bytes(controls)
+    with tempfile.TemporaryDirectory() as tmp:
+        (head,), path = _archive(tmp, [bad], status=503)
+        assert _warcio_check(path) == 0
+    assert head.split(b"\r\n", 1)[0] == b"HTTP/1.1 503 Service Unavailable"
+    assert status_line("1.1", 503, "x\ud800") == "HTTP/1.1 503 Service Unavailable"  # not from any wire
+
+
+ISSUE_PHRASES = ["Ünïcödé ☃".encode(), "OK ✓".encode(), "Успешно".encode(), b"\xe9t\xe9 \xff\x80", b"OK", b"", b"a\x01b"]
+
+
+def test_a_fetched_reason_phrase_is_archived_as_sent(tmp_path):
+    """Through the real fetcher and record builder: pages whose status lines carry the
+    issue's phrases (and latin-1 bytes, none, a control character) are each archived, their
+    status line as sent (the control character's as the standard phrase), and the file
+    passes ``warcio check``."""
+    import subprocess
+    import sys
+    import time
+    from pathlib import Path
+
+    from beamcrawl.core.net.fetcher import FetchRunner
+    from beamcrawl.core.policy.robots import RobotsRules
+    from beamcrawl.core.runtime.config import CrawlConfig
+    from beamcrawl.schemas.records import FrontierEntry, HostPlan, HostRecord, ParsedPage
+    from beamcrawl.transforms.warc_io import capture_record
+    from wire_shapes import ShapeServer  # noqa: E402  (tests/wire_shapes.py)
+
+    config = CrawlConfig(
+        out="/tmp/o", store="sqlite:///tmp/o", min_delay=0.02, round_window=20, allow_private_networks=True,
+        resolve=(("*.test", "127.0.0.1"),), total_timeout=5.0,
+    )
+    with ShapeServer() as server:
+        slot = f"reason.test:{server.port}"
+        for i, raw in enumerate(ISSUE_PHRASES):
+            server.reasons[f"/page-{i}"] = b"200 " + raw
+        record_ = HostRecord(host=slot)
+        record_.robots = RobotsRules.parse("", "beamcrawl").to_dict()
+        record_.robots_fetched_at = time.time()
+        entries = [FrontierEntry(url=f"http://{slot}/page-{i}", fp=i + 1, host=slot, due_ms=0) for i in range(len(ISSUE_PHRASES))]
+        runner = FetchRunner(config)
+        try:
+            runner.submit(HostPlan(host=slot, shard=0, record=record_, delay=0.02, fetch_robots=False, entries=entries))
+            results = sorted((v for k, v in runner.drain(wait=True) if k == "result"), key=lambda r: r.url)
+        finally:
+            runner.close()
+    assert [r.outcome for r in results] == ["fetched"] * len(ISSUE_PHRASES)
+    for result, raw in zip(results, ISSUE_PHRASES):
+        assert as_the_client_gives_it(raw) == result.reason  # what as_the_client_gives_it assumes
+    members = [capture_record(ParsedPage(fetch=r), "response", new_record_id()).member for r in results]
+    path = tmp_path / "fetched.warc.gz"
+    path.write_bytes(b"".join(members))
+    warcio = Path(sys.executable).with_name("warcio")
+    check = subprocess.run([str(warcio), "check", str(path)], capture_output=True, text=True, timeout=120)
+    assert check.returncode == 0, check.stdout + check.stderr
+    lines = [gzip.decompress(m).split(b"\r\n\r\n", 1)[1].split(b"\r\n", 1)[0] for m in members]
+    expected = [b"HTTP/1.1 200" + (b" " + raw if raw else b"") for raw in ISSUE_PHRASES[:-1]] + [b"HTTP/1.1 200 OK"]
+    assert lines == expected

@@ -179,7 +179,7 @@ def test_every_connection_of_the_crawler_is_made_by_the_one_session_factory():
             if _CONNECTING.search(line):
                 offenders.append(f"{rel}:{no}: {line.strip()}")
     assert offenders == [], "connect through core/gate.open_session only:\n" + "\n".join(offenders)
-    fetcher = (PACKAGE / "core" / "fetcher.py").read_text(encoding="utf-8")
+    fetcher = (PACKAGE / "core" / "net" / "fetcher.py").read_text(encoding="utf-8")
     assert "open_session(" in fetcher
 
 

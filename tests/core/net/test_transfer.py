@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import gzip
+import io
 import threading
 import time
 import zlib
@@ -23,6 +24,7 @@ from beamcrawl.core.net.transfer import (
     BROTLI,
     CappedDecoder,
     UnsupportedEncoding,
+    body_codings,
     decode_content,
     read_body,
     warc_truncated,
@@ -359,3 +361,68 @@ def test_warc_truncated_uses_the_standards_words() -> None:
         "time",
         "unspecified",
     ]
+
+
+# --- transfer codings -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("content", "codings", "expected"),
+    [
+        (None, (), ""),
+        ("gzip", (), "gzip"),
+        (None, ("chunked",), ""),
+        (None, ("gzip, chunked",), "gzip"),
+        (None, ("gzip", "chunked"), "gzip"),  # two header lines
+        ("br", ("gzip, chunked",), "br, gzip"),  # content coding first applied, so undone last
+        (None, ("GZIP ,Chunked",), "GZIP"),
+        ("identity", ("deflate, gzip, chunked",), "identity, deflate, gzip"),
+    ],
+)
+def test_body_codings_add_the_transfer_codings_but_chunked(content, codings, expected) -> None:
+    assert body_codings(content, codings) == expected
+
+
+def test_a_gzip_transfer_coding_is_decoded_for_parsing_and_kept_as_sent_in_the_warc() -> None:
+    """``Transfer-Encoding: gzip, chunked``: the fetcher undoes the gzip (the client undid
+    the chunks), parse sees the page and its links, the WARC record holds the gzip bytes as
+    sent under the renamed header, and warcio reads it back."""
+    from warcio.archiveiterator import ArchiveIterator
+
+    from beamcrawl.core.archive.warc_records import new_record_id
+    from beamcrawl.core.net.fetcher import FetchRunner
+    from beamcrawl.core.policy.robots import RobotsRules
+    from beamcrawl.core.runtime.config import CrawlConfig
+    from beamcrawl.schemas.records import FrontierEntry, HostPlan, HostRecord
+    from beamcrawl.transforms.parse import parse_fetch
+    from beamcrawl.transforms.warc_io import capture_record
+    from wire_shapes import ShapeServer, page  # noqa: E402  (tests/wire_shapes.py)
+
+    config = CrawlConfig(
+        out="/tmp/o", store="sqlite:///tmp/o", min_delay=0.05, round_window=20, allow_private_networks=True,
+        resolve=(("*.test", "127.0.0.1"),), total_timeout=5.0,
+    )
+    with ShapeServer() as server:
+        slot = f"te.test:{server.port}"
+        record = HostRecord(host=slot)
+        record.robots = RobotsRules.parse("", "beamcrawl").to_dict()
+        record.robots_fetched_at = time.time()
+        entry = FrontierEntry(url=f"http://{slot}/te-a", fp=1, host=slot, due_ms=0)
+        runner = FetchRunner(config)
+        try:
+            runner.submit(HostPlan(host=slot, shard=0, record=record, delay=0.05, fetch_robots=False, entries=[entry]))
+            (result,) = [v for k, v in runner.drain(wait=True) if k == "result"]
+        finally:
+            runner.close()
+    assert result.outcome == "fetched" and result.status == 200
+    assert result.body == page("/te-a", "te.test")
+    assert gzip.decompress(result.raw_body) == page("/te-a", "te.test")  # as transferred, chunks undone
+    parsed = parse_fetch(result, "beamcrawl")
+    assert [link.url for link in parsed.links] == [f"http://{slot}/te-a-next"]
+    member = capture_record(parsed, "response", new_record_id()).member
+    records = [
+        (rec.http_headers.get_header("X-Crawler-Transfer-Encoding"), rec.http_headers.get_header("Transfer-Encoding"),
+         rec.raw_stream.read())
+        for rec in ArchiveIterator(io.BytesIO(member), check_digests="raise")
+    ]  # fmt: skip
+    assert records == [("gzip, chunked", None, result.raw_body)]

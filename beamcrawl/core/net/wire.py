@@ -1,0 +1,115 @@
+"""The HTTP client's wire discipline: one request sent per request planned, one answer per request.
+
+Left to itself, aiohttp does two things a polite crawler that archives what it is served
+cannot allow (both seen on a hostile web, docs/ARCHITECTURE.md §3 "Politeness"):
+
+- when a connection is closed or reset before the answer (a reset after part of the
+  headers, a close before any byte, a ``100 Continue`` and then a close), it sends the
+  request again by itself on a new connection. The server sees two requests a millisecond
+  apart, the crawler counts one, and the host's delay is not kept. :func:`no_retry` (a
+  client middleware) turns those errors into :class:`AnswerLost`, which aiohttp passes to
+  the caller as it is: the lost answer is an outcome of that fetch, and any retry is the
+  scheduler's, after the host's delay;
+- on a kept-alive connection, bytes that arrive while no request is waiting for an answer
+  (a second, unrequested response sent after the real one) are parsed and queued, and
+  handed to the *next* request as its answer: a page archived under a URL it was not served
+  for. :class:`OneAnswerConnector` makes its connections with :class:`OneAnswerProtocol`,
+  which closes a pooled connection the moment a byte arrives on it, so the next request
+  goes out on a fresh connection and its answer is read from there. Bytes left over inside
+  one read, after the end of a response, make aiohttp itself refuse to pool the connection.
+
+Keep-alive itself stays: a connection that is idle and quiet is reused, which saves a
+TCP (and TLS) handshake per page on a host with many pages.
+
+Nothing here imports Beam.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import TYPE_CHECKING, Any
+
+import aiohttp
+from aiohttp.client_proto import ResponseHandler
+
+if TYPE_CHECKING:
+    from aiohttp import ClientRequest, ClientResponse
+    from aiohttp.client_middlewares import ClientHandlerType
+    from aiohttp.client_reqrep import ConnectionKey
+
+__all__ = ["AnswerLost", "OneAnswerConnector", "OneAnswerProtocol", "no_retry"]
+
+
+class AnswerLost(aiohttp.ClientConnectionError):
+    """The connection was closed or reset before the whole head of the answer came.
+
+    The message starts with the client's own error (``ServerDisconnectedError: ...``,
+    ``ClientOSError: [Errno 104] Connection reset by peer``), so a fetch error's reason says
+    what happened on the wire.
+    """
+
+
+async def no_retry(req: ClientRequest, handler: ClientHandlerType) -> ClientResponse:
+    """A client middleware: a connection lost before the answer is the caller's to handle.
+
+    aiohttp retries an idempotent request once when sending it or reading the answer's
+    head fails with :class:`aiohttp.ClientOSError` or
+    :class:`aiohttp.ServerDisconnectedError`; it lets every other :class:`aiohttp.ClientError`
+    through untouched. Raising :class:`AnswerLost` instead keeps the request at one.
+    Connection failures (no request sent) pass as they are.
+    """
+    try:
+        return await handler(req)
+    except aiohttp.ClientConnectorError:
+        raise
+    except (aiohttp.ClientOSError, aiohttp.ServerDisconnectedError) as exc:
+        raise AnswerLost(f"{type(exc).__name__}: {exc}") from exc
+
+
+class OneAnswerProtocol(ResponseHandler):
+    """aiohttp's response reader, closing its connection when bytes come unasked.
+
+    ``answering`` is True from the moment a request is about to be written on the connection
+    until the connection goes back to the pool (:meth:`OneAnswerConnector._release`). A byte
+    received outside that span answers no request: it is counted in ``stray_bytes``, not
+    parsed, and the connection is closed, which the pool then drops instead of reusing.
+    """
+
+    def __init__(self, loop: Any) -> None:
+        super().__init__(loop)
+        self.answering = False
+        self.stray_bytes = 0
+
+    def set_response_params(self, **kwargs: Any) -> None:
+        # Called by the client just before it writes a request on this connection.
+        self.answering = True
+        super().set_response_params(**kwargs)
+
+    def data_received(self, data: bytes) -> None:
+        if data and not self.answering:
+            self.stray_bytes += len(data)
+            self.close()
+            return
+        super().data_received(data)
+
+
+class OneAnswerConnector(aiohttp.TCPConnector):
+    """A TCPConnector whose connections read answers only while a request awaits one.
+
+    Args:
+        **kwargs: Passed to :class:`aiohttp.TCPConnector`.
+    """
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        if not isinstance(getattr(self, "_factory", None), functools.partial):
+            raise TypeError(
+                "this aiohttp makes its connections' protocol differently; beamcrawl.core.net.wire "
+                "must be adapted to it (pin aiohttp to the version in requirements.txt)"
+            )
+        self._factory = functools.partial(OneAnswerProtocol, loop=self._loop)  # type: ignore[assignment]
+
+    def _release(self, key: ConnectionKey, protocol: ResponseHandler, *, should_close: bool = False) -> None:
+        if isinstance(protocol, OneAnswerProtocol):
+            protocol.answering = False  # from now on, whatever arrives answers nothing
+        super()._release(key, protocol, should_close=should_close)

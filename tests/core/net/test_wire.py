@@ -1,0 +1,210 @@
+"""One request on the wire per request planned, and each answer filed under its request.
+
+Checked at the socket level, from the server's own log: a raw asyncio server on loopback
+(tests/wire_shapes.py) resets after part of the headers, closes before answering, answers
+``100 Continue`` and closes, and on kept-alive connections sends what no request asked for
+(a second response at once, in a write of its own, 300 ms later; a response head alone;
+bytes that are no HTTP). The crawler's fetcher (``FetchRunner``, the real fetch loop) and
+its session (``open_session``) are what is tested; nothing is mocked.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Iterator
+
+import aiohttp
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from beamcrawl.core.net.fetcher import FetchRunner, error_kind
+from beamcrawl.core.net.gate import open_session
+from beamcrawl.core.net.netpolicy import ResolveRules
+from beamcrawl.core.net.resolver import PolicyResolver
+from beamcrawl.core.policy.robots import RobotsRules
+from beamcrawl.core.runtime.config import CrawlConfig
+from beamcrawl.schemas.records import FrontierEntry, HostPlan, HostRecord
+from wire_shapes import SMUGGLED, STRAY, ShapeServer, response  # noqa: E402  (tests/wire_shapes.py)
+
+LOST = ("rsthdr", "close", "1xx")
+DESYNC = ("now", "split", "late", "head", "junk")
+HELD = ("1xx", "http09", "tls", "headers", "longline")
+# A host's delay well past LATE, so a late stray has arrived before the next request is written
+# (a stray that comes after the next request left is, on HTTP/1.1, that request's answer).
+DELAY = 0.8
+
+
+def _cfg(**kw) -> CrawlConfig:
+    base = dict(
+        out="/tmp/o", store="sqlite:///tmp/o", min_delay=DELAY, round_window=30, allow_private_networks=True,
+        resolve=(("*.test", "127.0.0.1"),), total_timeout=5.0,
+    )
+    base.update(kw)
+    return CrawlConfig(**base)
+
+
+def _plan(port: int, host: str, paths: list[str]) -> HostPlan:
+    slot = f"{host}:{port}"
+    record = HostRecord(host=slot)
+    record.robots = RobotsRules.parse("", "beamcrawl").to_dict()
+    record.robots_fetched_at = time.time()
+    entries = [FrontierEntry(url=f"http://{slot}{p}", fp=i + 1, host=slot, due_ms=0) for i, p in enumerate(paths)]
+    return HostPlan(host=slot, shard=0, record=record, delay=DELAY, fetch_robots=False, entries=entries)
+
+
+def _plans() -> dict[str, list[str]]:
+    plans = {}
+    for shape in LOST:
+        # after a page, on the kept-alive connection (the trial's case), and on a fresh one
+        plans[f"reuse-{shape}.test"] = ["/page-a", f"/lost-{shape}-b", "/page-c"]
+        plans[f"fresh-{shape}.test"] = [f"/lost-{shape}-a", "/page-b"]
+    for how in DESYNC:
+        plans[f"desync-{how}.test"] = [f"/smuggle-{how}-a", "/page-b", "/page-c"]
+    for how in HELD:
+        plans[f"held-{how}.test"] = ["/page-a", f"/held-{how}-b", "/page-c"]
+    return plans
+
+
+def _fetch(server: ShapeServer, plans: dict[str, list[str]], config: CrawlConfig) -> list:
+    runner = FetchRunner(config)
+    try:
+        for host, paths in plans.items():
+            runner.submit(_plan(server.port, host, paths))
+        out = list(runner.drain(wait=True))
+    finally:
+        runner.close()
+    return [v for k, v in out if k == "result"]
+
+
+@pytest.fixture(scope="module")
+def shaped() -> Iterator[tuple[ShapeServer, dict[str, list[str]], dict[str, object]]]:
+    plans = _plans()
+    with ShapeServer() as server:
+        results = _fetch(server, plans, _cfg())
+    yield server, plans, {r.url: r for r in results}
+
+
+def _path(url: str) -> str:
+    return "/" + url.split("/", 3)[3]
+
+
+@pytest.mark.parametrize("where", ["reuse", "fresh"])
+@pytest.mark.parametrize("shape", LOST)
+def test_a_lost_answer_is_one_request_on_the_wire(shaped, shape, where):
+    server, plans, results = shaped
+    host = f"{where}-{shape}.test"
+    # The server saw each planned request once: the client did not send the lost one again.
+    assert server.paths(host) == plans[host]
+    lost = next(r for url, r in results.items() if f"//{host}:" in url and "/lost-" in url)
+    assert lost.outcome == "error" and error_kind(lost.error) == "connection_lost", lost.error
+    # The scheduler went on with the host's next page, which was fetched as it was served.
+    after = next(r for url, r in results.items() if f"//{host}:" in url and url.endswith(plans[host][-1]))
+    assert after.outcome == "fetched" and after.status == 200
+
+
+@pytest.mark.parametrize("how", DESYNC)
+def test_an_answer_is_only_filed_under_the_request_it_answers(shaped, how):
+    server, plans, results = shaped
+    host = f"desync-{how}.test"
+    assert server.paths(host) == plans[host]
+    served = {r.path: r.body for r in server.requests if r.host == host}
+    mine = {_path(url): r for url, r in results.items() if f"//{host}:" in url}
+    assert set(mine) == set(plans[host])
+    for path, result in mine.items():
+        assert result.outcome == "fetched", (path, result.error)
+        assert result.body == served[path] and result.raw_body == served[path], path
+        assert SMUGGLED not in result.body
+
+
+# --- generated strays, on the crawler's session ------------------------------------------
+
+_strays = st.one_of(
+    st.binary(min_size=0, max_size=200).map(response),  # a whole second response
+    st.binary(min_size=1, max_size=200),  # any bytes at all
+    st.integers(min_value=0, max_value=10_000).map(
+        lambda n: b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n" % n  # a head that would swallow the next answer
+    ),
+    st.sampled_from(list(STRAY.values())),
+)
+
+
+async def _get_three(server: ShapeServer, host: str, stray_after: int) -> list[bytes | None]:
+    """GETs three pages of ``host`` through the crawler's session, one after another, waiting
+    after the ``stray_after``-th until the server has sent its stray bytes. A body is None
+    when the client refused the answer (stray bytes that are no HTTP, read with it)."""
+    resolver = PolicyResolver(ResolveRules((("*.test", "127.0.0.1"),)), True)
+    session = open_session(resolver, True, limit_per_host=1)
+    bodies = []
+    try:
+        for i in range(3):
+            try:
+                async with session.get(f"http://{host}:{server.port}/page-{i}") as resp:
+                    bodies.append(await resp.read())
+            except aiohttp.ClientError:
+                bodies.append(None)
+            if i == stray_after:
+                assert await asyncio.get_running_loop().run_in_executor(None, server.stray_sent.wait, 10)
+                # the bytes are in this socket's buffer now; let the loop read them
+                await asyncio.sleep(0.02)
+    finally:
+        await session.close()
+        await resolver.close()
+    return bodies
+
+
+_counter = [0]  # examples so far: each gets a host of its own (and so connections of its own)
+
+
+def _check_strays(server: ShapeServer, n: list[int], stray: bytes, stray_after: int) -> None:
+    n[0] += 1
+    host = f"h{n[0]}.test"
+    server.stray = {f"/page-{stray_after}": stray}
+    server.stray_sent.clear()
+    bodies = asyncio.run(_get_three(server, host, stray_after))
+    served = [r for r in server.requests if r.host == host]
+    assert [r.path for r in served] == [f"/page-{i}" for i in range(3)]  # one request each
+    for i, (body, answer) in enumerate(zip(bodies, served)):
+        # Each answer is what was served for that URL. The one the stray bytes followed may
+        # be refused, when they came in the same read and are no HTTP; never another.
+        assert body == answer.body or (body is None and i == stray_after), (i, body)
+
+
+@pytest.fixture(scope="module")
+def shape_server() -> Iterator[ShapeServer]:
+    with ShapeServer() as server:
+        yield server
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(stray=_strays, stray_after=st.integers(min_value=0, max_value=1))
+def test_stray_bytes_never_become_the_next_answer(shape_server, stray, stray_after):
+    _check_strays(shape_server, _counter, stray, stray_after)
+
+
+@pytest.mark.slow
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(stray=_strays, stray_after=st.integers(min_value=0, max_value=1))
+def test_stray_bytes_never_become_the_next_answer_many(shape_server, stray, stray_after):
+    _check_strays(shape_server, _counter, stray, stray_after)
+
+
+
+@pytest.mark.parametrize("how", HELD)
+def test_what_held_before_still_holds(shaped, how):
+    """1xx before the 200, HTTP/0.9, TLS bytes on a plain port, 20,000 headers, a 200 KB
+    header line: one request each, an answer or a bounded error, and the host's next page
+    read from a connection of its own, as served."""
+    server, plans, results = shaped
+    host = f"held-{how}.test"
+    assert server.paths(host) == plans[host]
+    served = {r.path: r.body for r in server.requests if r.host == host}
+    mine = {_path(url): r for url, r in results.items() if f"//{host}:" in url}
+    held = mine[f"/held-{how}-b"]
+    if how == "1xx":
+        assert held.outcome == "fetched" and held.status == 200 and held.body == served[f"/held-{how}-b"]
+    else:
+        assert held.outcome == "error" and error_kind(held.error) in ("bad_response", "connection_lost"), held.error
+    for path in ("/page-a", "/page-c"):
+        assert mine[path].outcome == "fetched" and mine[path].body == served[path], path

@@ -1,0 +1,191 @@
+"""A raw HTTP/1.1 server on loopback that breaks the wire in chosen ways, and logs what it served.
+
+Raw asyncio, in a thread, keep-alive: each connection answers requests one after another
+until a shape closes it. The path names the shape of the answer:
+
+- ``/page-*``: a plain 200 whose body names the host and path (unique per URL);
+- ``/smuggle-now-*``: the page, and an unrequested second response in the same write;
+- ``/smuggle-split-*``: the page, then the second response in a write of its own;
+- ``/smuggle-late-*``: the page, then the second response :data:`LATE` seconds later (the
+  trial's shape: kept-alive, the next request not yet written);
+- ``/smuggle-head-*``: the page, then, later, only the head of a response (bytes before the
+  next request, which would swallow the next answer as its body);
+- ``/smuggle-junk-*``: the page, then later a few bytes that are no HTTP at all;
+- ``/lost-rsthdr-*``: part of a status line and headers, then a reset (RST);
+- ``/lost-close-*``: the connection closed before any byte of an answer;
+- ``/lost-1xx-*``: ``100 Continue``, then a close;
+- ``/te-*``: the page gzipped as ``Transfer-Encoding: gzip, chunked``;
+- shapes the client already held against, which must keep holding: ``/held-1xx-*`` (two
+  interim answers, then the page), ``/held-http09-*`` (a body without a status line, then
+  a close), ``/held-tls-*`` (TLS handshake bytes on the plain port), ``/held-headers-*``
+  (20,000 header lines), ``/held-longline-*`` (a 200 KB header line);
+- ``/robots.txt``: allows everything.
+
+Every request is logged (``requests``: connection number, host, path), with the body the
+server sent as *its* answer (``served``), so a test can tell what each URL was really
+served. A stray answer's body says ``SMUGGLED`` and links to ``/evil``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gzip
+import socket
+import struct
+import threading
+from dataclasses import dataclass
+
+LATE = 0.3  # seconds between an answer and the stray bytes of a "late" shape
+SMUGGLED = b'<html><body>SMUGGLED <a href="/evil">evil</a></body></html>'
+
+
+def page(path: str, host: str) -> bytes:
+    """The body a plain page of ``path`` on ``host`` is served with (unique to the URL, so
+    no two are copies; it links to ``path``-next)."""
+    return f'<html><body><p>page {path} of {host}</p><a href="{path}-next">next</a></body></html>'.encode()
+
+
+def response(body: bytes, status: bytes = b"200 OK", extra: bytes = b"") -> bytes:
+    return b"HTTP/1.1 " + status + b"\r\nContent-Type: text/html\r\n" + extra + b"Content-Length: %d\r\n\r\n" % len(body) + body
+
+
+def chunked(body: bytes) -> bytes:
+    return b"%x\r\n" % len(body) + body + b"\r\n0\r\n\r\n"
+
+
+STRAY = {
+    "now": response(SMUGGLED),
+    "split": response(SMUGGLED),
+    "late": response(SMUGGLED),
+    "head": b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Length: 300\r\n\r\n",
+    "junk": b"\x00\xffnot http\r\n",
+}
+
+
+HELD = {
+    "http09": b"<html><body>no status line</body></html>",
+    "tls": bytes.fromhex("160303002a020000260303") + bytes(32) + b"\x00\x13\x01\x00",
+    "headers": b"HTTP/1.1 200 OK\r\n" + b"".join(b"X-H%d: v\r\n" % i for i in range(20_000)) + b"\r\nbody",
+    "longline": b"HTTP/1.1 200 OK\r\nX-Long: " + b"v" * 200_000 + b"\r\nContent-Length: 4\r\n\r\nbody",
+}
+
+
+@dataclass
+class Served:
+    conn: int
+    host: str
+    path: str
+    body: bytes | None  # what the server sent as this request's answer (None: no answer)
+
+
+class ShapeServer:
+    """Serves the shapes above on 127.0.0.1 at a free port, for the ``with`` block.
+
+    Attributes:
+        requests: Every request received, in order, as :class:`Served`.
+        stray_sent: Set each time a stray answer has been written (then cleared by the test).
+        reasons: ``path -> raw status text`` for answers with a chosen status line.
+        stray: ``path -> bytes`` to send unasked after that path's answer (as the "split"
+            shape, at once), besides the named shapes.
+    """
+
+    def __init__(self) -> None:
+        self.requests: list[Served] = []
+        self.reasons: dict[str, bytes] = {}
+        self.stray: dict[str, bytes] = {}
+        self.stray_sent = threading.Event()
+        self.port = 0
+        self._conns = 0
+        self._loop = asyncio.new_event_loop()
+        self._ready = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        asyncio.set_event_loop(self._loop)
+        server = self._loop.run_until_complete(asyncio.start_server(self._serve, "127.0.0.1", 0))
+        self.port = server.sockets[0].getsockname()[1]
+        self._ready.set()
+        self._loop.run_forever()
+        server.close()
+        self._loop.run_until_complete(server.wait_closed())
+
+    def __enter__(self) -> ShapeServer:
+        self._thread.start()
+        assert self._ready.wait(10), "the shape server did not start"
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(10)
+
+    def paths(self, host: str | None = None) -> list[str]:
+        return [r.path for r in self.requests if host is None or r.host == host]
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self._conns += 1
+        conn = self._conns
+        try:
+            while await self._answer(conn, reader, writer):
+                pass
+        except (ConnectionError, asyncio.IncompleteReadError, asyncio.LimitOverrunError):
+            pass
+        finally:
+            writer.close()
+
+    async def _answer(self, conn: int, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> bool:
+        """Answers one request; False when the connection is to be closed."""
+        head = await reader.readuntil(b"\r\n\r\n")
+        lines = head.decode("latin-1").split("\r\n")
+        path = lines[0].split(" ")[1]
+        host = next((v.strip() for k, _, v in (ln.partition(":") for ln in lines[1:]) if k.lower() == "host"), "")
+        host = host.rsplit(":", 1)[0]
+        served = Served(conn, host, path, None)
+        self.requests.append(served)
+        shape = path.lstrip("/").split("-")
+        kind, how = shape[0], shape[1] if len(shape) > 1 else ""
+        if kind == "lost":
+            if how == "rsthdr":
+                writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/ht")
+                await writer.drain()
+                sock = writer.get_extra_info("socket")
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+                writer.transport.abort()
+            elif how == "1xx":
+                writer.write(b"HTTP/1.1 100 Continue\r\n\r\n")
+                await writer.drain()
+            return False
+        if kind == "held" and how != "1xx":
+            writer.write(HELD[how])
+            await writer.drain()
+            return False
+        if path == "/robots.txt":
+            served.body = b"User-agent: *\nAllow: /\n"
+            writer.write(response(served.body).replace(b"text/html", b"text/plain"))
+            await writer.drain()
+            return True
+        served.body = page(path, host)
+        if kind == "te":
+            writer.write(
+                b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nTransfer-Encoding: gzip, chunked\r\n\r\n"
+                + chunked(gzip.compress(served.body))
+            )
+            await writer.drain()
+            return True
+        answer = response(served.body, self.reasons.get(path, b"200 OK"))
+        if kind == "held":  # 1xx: interim answers first
+            answer = b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 103 Early Hints\r\nLink: </s.css>\r\n\r\n" + answer
+        if kind == "smuggle" and how == "now":
+            writer.write(answer + STRAY["now"])
+            await writer.drain()
+            self.stray_sent.set()
+            return True
+        writer.write(answer)
+        await writer.drain()
+        stray = STRAY.get(how) if kind == "smuggle" else self.stray.get(path)
+        if stray is not None:
+            if kind == "smuggle" and how != "split":
+                await asyncio.sleep(LATE)
+            writer.write(stray)
+            await writer.drain()
+            self.stray_sent.set()
+        return True
