@@ -89,8 +89,7 @@ from typing import (
 import apache_beam as beam
 import numpy as np
 from apache_beam.metrics import Metrics
-from apache_beam.transforms.window import GlobalWindow
-from apache_beam.utils.timestamp import MIN_TIMESTAMP
+from apache_beam.transforms.window import GlobalWindows
 from apache_beam.utils.windowed_value import WindowedValue
 
 from beamcrawl.core.archive.warc_revisit import fetch_digest
@@ -666,10 +665,6 @@ def apply_copy(page: ParsedPage, copy: Copy | None) -> ParsedPage:
 # --- DoFns -------------------------------------------------------------------------------
 
 
-def _windowed(value: Any) -> WindowedValue:
-    return WindowedValue(value, MIN_TIMESTAMP, [GlobalWindow()])
-
-
 class _BucketChecksumsFn(beam.DoFn):
     """Collects a bundle's probes per checksum bucket; emits one list per bucket.
 
@@ -695,7 +690,7 @@ class _BucketChecksumsFn(beam.DoFn):
 
     def finish_bundle(self) -> Iterator[WindowedValue]:
         for bucket, probes in self.buckets.items():
-            yield _windowed((bucket, probes))
+            yield GlobalWindows.windowed_value((bucket, probes))
         self.buckets = {}
 
 
@@ -815,7 +810,7 @@ class _BucketPrefixesFn(beam.DoFn):
             for item, value in zip(items, permuted.tolist()):
                 buckets.setdefault(bucket_of(value, self.bits), []).append(item)
             for bucket, bucket_items in buckets.items():
-                yield _windowed(((table, bucket), Packed(bucket_items)))
+                yield GlobalWindows.windowed_value(((table, bucket), Packed(bucket_items)))
         self.probes = []
 
 
@@ -876,7 +871,7 @@ class _MergePrefixesFn(_StoreJoinFn):
         # One evidence a candidate a bundle, not one a table: a page near a stored original
         # matches it in up to 20 tables, each naming the original's URL.
         for item in self.found.items():
-            yield _windowed(item)
+            yield GlobalWindows.windowed_value(item)
         self.found = {}
 
 

@@ -48,9 +48,7 @@ from typing import Any, Callable, Iterable, Iterator, NamedTuple, Sequence, Type
 
 import apache_beam as beam
 from apache_beam.metrics import Metrics
-from apache_beam.transforms.window import GlobalWindow
-from apache_beam.utils.timestamp import MIN_TIMESTAMP
-from apache_beam.utils.windowed_value import WindowedValue
+from apache_beam.transforms.window import GlobalWindows
 
 from beamcrawl.core.runtime import faults
 from beamcrawl.stores.base import StoreError
@@ -215,7 +213,7 @@ class Outlet:
 
     def windowed(self, exc: BaseException, element: Any, host: str | None = None) -> beam.pvalue.TaggedOutput:
         """The dead letter as a tagged output of ``finish_bundle`` (which needs windows)."""
-        return beam.pvalue.TaggedOutput(ERRORS, WindowedValue(self.letter(exc, element, host), MIN_TIMESTAMP, [GlobalWindow()]))
+        return beam.pvalue.TaggedOutput(ERRORS, GlobalWindows.windowed_value(self.letter(exc, element, host)))
 
 
 def each(outlet: Outlet, batch: Sequence[T], work: Callable[[Sequence[T]], Any]) -> list[DeadLetter]:

@@ -30,9 +30,7 @@ from typing import Any, Iterable, Iterator
 
 import apache_beam as beam
 from apache_beam.metrics import Metrics
-from apache_beam.transforms.window import GlobalWindow
-from apache_beam.utils.timestamp import MIN_TIMESTAMP
-from apache_beam.utils.windowed_value import WindowedValue
+from apache_beam.transforms.window import GlobalWindows
 
 from beamcrawl.core.net.fetcher import (
     DEFERRED_REASONS,
@@ -159,9 +157,9 @@ class _FetchShardsFn(beam.DoFn):
             for kind, value in self.runner.drain(wait=True):
                 out = self._route(kind, value)
                 if isinstance(out, beam.pvalue.TaggedOutput):
-                    yield beam.pvalue.TaggedOutput(out.tag, _windowed(out.value))
+                    yield beam.pvalue.TaggedOutput(out.tag, GlobalWindows.windowed_value(out.value))
                 else:
-                    yield _windowed(out)
+                    yield GlobalWindows.windowed_value(out)
         finally:
             self._publish_levels(float("inf"))
             self.runner.close()
@@ -192,10 +190,6 @@ class _FetchShardsFn(beam.DoFn):
         if now >= self.next_levels and self.runner is not None and self.metrics is not None:
             self.next_levels = now + LEVELS_EVERY
             self.metrics.publish_levels(self.runner.levels())
-
-
-def _windowed(value: Any) -> WindowedValue:
-    return WindowedValue(value, MIN_TIMESTAMP, [GlobalWindow()])
 
 
 def needs_processing(result: FetchResult) -> bool:

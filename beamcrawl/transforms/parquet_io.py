@@ -26,9 +26,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from apache_beam.metrics import Metrics
-from apache_beam.transforms.window import GlobalWindow
-from apache_beam.utils.timestamp import MIN_TIMESTAMP
-from apache_beam.utils.windowed_value import WindowedValue
+from apache_beam.transforms.window import GlobalWindows
 
 from beamcrawl.core.runtime import files
 from beamcrawl.core.runtime.outputs import RoundOutputs, part_name
@@ -216,7 +214,7 @@ class _ParquetPartsFn(beam.DoFn):
         return []
 
     def finish_bundle(self) -> list[beam.pvalue.TaggedOutput]:
-        return [beam.pvalue.TaggedOutput(ERRORS, _windowed(letter)) for letter in self._flush()]
+        return [beam.pvalue.TaggedOutput(ERRORS, GlobalWindows.windowed_value(letter)) for letter in self._flush()]
 
     def _bad_rows(self, exc: Exception) -> list[DeadLetter]:
         """Dead letters of the rows Arrow refuses (their values came from the web)."""
@@ -249,10 +247,6 @@ class _ParquetPartsFn(beam.DoFn):
         self.files.inc()
         self.latency_us.update(int((time.perf_counter() - started) * 1e6))
         return letters
-
-
-def _windowed(value: Any) -> WindowedValue:
-    return WindowedValue(value, MIN_TIMESTAMP, [GlobalWindow()])
 
 
 class WritePageEvents(beam.PTransform[beam.PCollection[dict[str, Any]], beam.PCollection[None]]):

@@ -23,8 +23,7 @@ from typing import Any, Iterable, Iterator
 
 import apache_beam as beam
 from apache_beam.metrics import Metrics
-from apache_beam.transforms.window import GlobalWindow
-from apache_beam.utils.timestamp import MIN_TIMESTAMP
+from apache_beam.transforms.window import GlobalWindows
 from apache_beam.utils.windowed_value import WindowedValue
 
 from beamcrawl.core.net.netpolicy import ResolveRules
@@ -171,7 +170,7 @@ class _ResolveFn(beam.DoFn):
             if record.dns_error:
                 self.failed.inc()
             # finish_bundle has no element to inherit a window from.
-            yield WindowedValue((record.host, record), MIN_TIMESTAMP, [GlobalWindow()])
+            yield GlobalWindows.windowed_value((record.host, record))
 
 
 class ResolveHosts(beam.PTransform):

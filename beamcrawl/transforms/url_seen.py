@@ -37,8 +37,7 @@ from typing import Iterable, Iterator, Literal, MutableMapping, Sequence
 import apache_beam as beam
 import mmh3
 from apache_beam.metrics import Metrics
-from apache_beam.transforms.window import GlobalWindow
-from apache_beam.utils.timestamp import MIN_TIMESTAMP
+from apache_beam.transforms.window import GlobalWindows
 from apache_beam.utils.windowed_value import WindowedValue
 
 from beamcrawl.core.content.sitemaps import (
@@ -371,7 +370,7 @@ class _BucketFn(beam.DoFn):
 
     def finish_bundle(self) -> Iterator[WindowedValue]:
         for kv in self._lists():
-            yield WindowedValue(kv, MIN_TIMESTAMP, [GlobalWindow()])
+            yield GlobalWindows.windowed_value(kv)
 
 
 class _MergeBucketFn(beam.DoFn):
