@@ -80,7 +80,6 @@ from typing import (
     Callable,
     Iterable,
     Iterator,
-    Literal,
     Mapping,
     NamedTuple,
     Sequence,
@@ -105,8 +104,8 @@ from beamcrawl.transforms.url_seen import (
     MAX_BUCKET_BITS,
     bucket_of,
     choose_bucket_bits,
-    choose_path,
 )
+from beamcrawl.transforms.store_join import JoinPath, StoreJoin
 
 __all__ = [
     "CONTENT_TABLE",
@@ -142,7 +141,6 @@ WRITE_BATCH = 100_000
 MAX_PAIRWISE = 64
 # Stored originals' names a simhash-merge worker keeps (about 100 bytes each).
 NAME_CACHE = 100_000
-JoinPath = Literal["auto", "scan", "keyset"]
 
 
 # --- records -----------------------------------------------------------------------------
@@ -695,25 +693,17 @@ class _BucketChecksumsFn(beam.DoFn):
 
 
 class _StoreJoinFn(beam.DoFn):
-    """A DoFn that reads one of the content tables by key set or range scan.
-
-    Counters are named after the table: ``<table>_path_scan``, ``<table>_path_keyset``,
-    ``<table>_rows_scanned``, ``<table>_keys_looked_up``.
-    """
+    """A DoFn that reads one of the content tables by key set or range scan
+    (transforms/store_join.py); its counters are named after the table:
+    ``<table>_path_scan``, ``<table>_path_keyset``, ``<table>_rows_scanned``,
+    ``<table>_keys_looked_up``."""
 
     TABLE = ""
 
     def __init__(self, store_uri: str, round_no: int | None, rows: int, ratio: float, path: JoinPath) -> None:
         self.store_uri = store_uri
         self.round_no = round_no
-        self.rows = rows
-        self.ratio = ratio
-        self.path = path
-        t = self.TABLE
-        self.scanned = Metrics.counter("content_seen", f"{t}_rows_scanned")
-        self.looked_up = Metrics.counter("content_seen", f"{t}_keys_looked_up")
-        self.path_scan = Metrics.counter("content_seen", f"{t}_path_scan")
-        self.path_keyset = Metrics.counter("content_seen", f"{t}_path_keyset")
+        self.join = StoreJoin(self.TABLE, "content_seen", rows, ratio, path, prefix=f"{self.TABLE}_")
 
     def setup(self) -> None:
         self.store: Store = open_store(self.store_uri)
@@ -722,28 +712,7 @@ class _StoreJoinFn(beam.DoFn):
         self.store.close()
 
     def _read(self, keys: Sequence[bytes], span: float) -> Iterable[tuple[bytes, Mapping[str, bytes]]]:
-        """Stored rows among (or around) sorted ``keys``, in key order.
-
-        ``span`` is the fraction of the table the keys cover: a scan reads about
-        ``rows * span`` rows, a key-set read ``len(keys)`` keys.
-        """
-        path = self.path
-        if path == "auto":
-            path = choose_path(len(keys), self.rows * span, self.ratio)
-        if path == "keyset":
-            self.path_keyset.inc()
-            self.looked_up.inc(len(keys))
-            found = self.store.read_keys(self.TABLE, keys)
-            return sorted(found.items())
-        self.path_scan.inc()
-        return self._scan(keys[0], keys[-1] + b"\x00")  # keys have one length: just past the last
-
-    def _scan(self, start: bytes, end: bytes) -> Iterator[tuple[bytes, Mapping[str, bytes]]]:
-        n = 0
-        for key, cells in self.store.read_range(self.TABLE, start, end):
-            n += 1
-            yield key, cells
-        self.scanned.inc(n)
+        return self.join.read(self.store, keys, span)
 
 
 class _MergeChecksumsFn(_StoreJoinFn):

@@ -25,7 +25,6 @@ from beamcrawl.transforms.url_seen import (
     bucket_of,
     bucket_range,
     choose_bucket_bits,
-    choose_path,
     combine_candidates,
     merge_unseen,
     queue_new_urls,
@@ -145,13 +144,6 @@ def test_choose_bucket_bits_follows_the_data():
     assert choose_bucket_bits(10, candidates=5 * TARGET_CANDIDATES_PER_BUCKET) == 3
     assert choose_bucket_bits(1 << 60) == 16  # capped
     assert choose_bucket_bits(1 << 60, max_bits=6) == 6
-
-
-def test_choose_path_by_cost():
-    assert choose_path(10, stored_keys=5000, keyset_cost_ratio=4) == "keyset"
-    assert choose_path(2000, stored_keys=5000, keyset_cost_ratio=4) == "scan"
-    assert choose_path(100, stored_keys=5000, keyset_cost_ratio=32) == "keyset"
-    assert choose_path(200, stored_keys=5000, keyset_cost_ratio=32) == "scan"
 
 
 def test_bucket_count_is_sized_from_the_store(tmp_path):
