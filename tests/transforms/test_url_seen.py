@@ -18,6 +18,7 @@ from apache_beam.testing.util import assert_that, equal_to
 from beamcrawl.schemas.records import Candidate, FrontierEntry, UrlState, fp_key
 from beamcrawl.stores.base import Mutation, open_store
 from beamcrawl.stores.embedded import EmbeddedStore
+from beamcrawl.transforms.dead_letter import collected
 from beamcrawl.transforms.url_seen import (
     TARGET_CANDIDATES_PER_BUCKET,
     TARGET_KEYS_PER_BUCKET,
@@ -88,6 +89,7 @@ class TestFilterSeenUrls:
         with TestPipeline(runner="FnApiRunner") as p:
             new = p | beam.Create(pages) | FilterSeenUrls(uri, bits=3, now_ms=5000) | beam.FlatMap(list)
             assert_that(new | beam.Map(lambda e: e.fp), equal_to(sorted(set(fresh) - set(seen))))
+            assert_that(collected(p), equal_to([]), label="No dead letters")
 
         with open_store(uri) as store:
             frontier = [FrontierEntry.from_cells(c) for _, c in store.read_range("frontier")]
@@ -107,6 +109,7 @@ class TestFilterSeenUrls:
             with TestPipeline(runner="FnApiRunner") as p:
                 new = p | beam.Create(pages) | FilterSeenUrls(uri, bits=2, now_ms=1) | beam.FlatMap(list)
                 assert_that(new | beam.combiners.Count.Globally(), equal_to([expected]))
+                assert_that(collected(p), equal_to([]), label="No dead letters")
 
 
 # --- at scale: bucket sizing, the scan and key-set paths, on both backends --------------
@@ -129,6 +132,7 @@ def _run_filter(uri: str, pages: list[list[Candidate]], expected: list[int], **k
     p = TestPipeline(runner="FnApiRunner")
     new = p | beam.Create(pages) | FilterSeenUrls(uri, now_ms=7, **kw) | beam.FlatMap(list)
     assert_that(new | beam.Map(lambda e: e.fp), equal_to(expected))
+    assert_that(collected(p), equal_to([]), label="No dead letters")
     result = p.run()
     result.wait_until_finish()
     counters = result.metrics().query(MetricsFilter().with_namespace("url_seen"))["counters"]
@@ -155,6 +159,7 @@ def test_bucket_count_is_sized_from_the_store(tmp_path):
         pages = p | beam.Create([[cand(5)]])
         _ = pages | "small" >> small
         _ = pages | "big" >> big
+        assert_that(collected(p), equal_to([]), label="No dead letters")
     assert small.seen_rows == 1000 and small.bits == 2  # the floor
     assert big.bits == 6  # 50 target-sized ranges need 64 buckets
 
@@ -310,6 +315,7 @@ def test_extract_candidates_counts_refusals_by_reason():
     p = TestPipeline(runner="FnApiRunner")
     out = p | beam.Create(pages) | ExtractCandidates(ShapeRules())
     assert_that(out | beam.Map(lambda cs: [c.url for c in cs]), equal_to([["http://a.com/ok"]]))
+    assert_that(collected(p), equal_to([]), label="No dead letters")
     result = p.run()
     result.wait_until_finish()
     counters = {
