@@ -55,6 +55,16 @@ def shuffled(cls: type[R]) -> type[R]:
     return cls
 
 
+def field_values(cls: type) -> Callable[[Any], tuple[Any, ...]]:
+    """The function that gives a ``@shuffled`` record's field values, in ``__init__`` order."""
+    return _FIELD_VALUES[cls]
+
+
+def shuffled_classes() -> list[type]:
+    """Every ``@shuffled`` record class (schemas/coders.py registers a coder for each)."""
+    return list(_FIELD_VALUES)
+
+
 class Packed(list):  # type: ignore[type-arg]
     """A list of records that crosses a shuffle as one pickle.
 

@@ -96,6 +96,7 @@ from beamcrawl.core.content import textfp
 from beamcrawl.core.content.htmlparse import checksum as payload_checksum
 from beamcrawl.core.urls.urlnorm import fingerprint
 from beamcrawl.schemas.records import Packed, ParsedPage, fp_key, key_fp, shuffled
+import beamcrawl.schemas.coders  # noqa: F401  (registers the record coders the output types name)
 from beamcrawl.stores.base import Mutation, Store, open_store
 from beamcrawl.transforms import dead_letter
 from beamcrawl.transforms.dead_letter import ERRORS, Outlet, collect
@@ -1064,7 +1065,8 @@ class FindDuplicateContent(beam.PTransform):
         new = checked[_MergeChecksumsFn.NEW]
         merged = (
             new
-            | "Bucket by table and permuted prefix" >> beam.ParDo(_BucketPrefixesFn(self.bits, self.layout))
+            | "Bucket by table and permuted prefix"
+            >> beam.ParDo(_BucketPrefixesFn(self.bits, self.layout)).with_output_types(tuple[tuple[int, int], Packed])
             | "Group by table bucket" >> beam.GroupByKey()
             | "Sort-merge with simhash tables"
             >> beam.ParDo(_MergePrefixesFn(max_distance=self.max_distance, layout=self.layout, **join)).with_outputs(

@@ -42,6 +42,7 @@ from beamcrawl.core.net.fetcher import (
 from beamcrawl.core.runtime import gctune
 from beamcrawl.core.runtime.config import CrawlConfig
 from beamcrawl.schemas.records import FetchResult, HostPlan
+import beamcrawl.schemas.coders  # noqa: F401  (registers the record coders the output types name)
 from beamcrawl.transforms.dead_letter import ERRORS, Outlet, collect
 
 __all__ = ["FetchPages", "needs_processing"]
@@ -212,7 +213,7 @@ class FetchPages(beam.PTransform):
     def expand(self, plans: beam.PCollection) -> beam.pvalue.DoOutputsTuple:
         fetched = (
             plans
-            | "Key by fetch shard" >> beam.Map(lambda plan: (plan.shard, plan))
+            | "Key by fetch shard" >> beam.Map(lambda plan: (plan.shard, plan)).with_output_types(tuple[int, HostPlan])
             | "Group by fetch shard" >> beam.GroupByKey()
             | "Fetch politely"
             >> beam.ParDo(_FetchShardsFn(self.cfg)).with_outputs("hosts", ERRORS, main="results")

@@ -36,6 +36,7 @@ from beamcrawl.core.net.resolver import (
 )
 from beamcrawl.core.runtime.config import CrawlConfig
 from beamcrawl.schemas.records import HostRecord
+import beamcrawl.schemas.coders  # noqa: F401  (registers the record coders the output types name)
 from beamcrawl.transforms.dead_letter import ERRORS, Outlet, collect, is_infrastructure
 
 __all__ = ["ResolveHosts", "needs_lookup", "resolve_records", "with_resolution"]
@@ -188,7 +189,7 @@ class ResolveHosts(beam.PTransform):
         self.now = time.time() if now is None else now
 
     def expand(self, records: beam.PCollection) -> beam.PCollection:
-        resolved = records | "Look up stale addresses" >> beam.ParDo(_ResolveFn(self.cfg, self.now)).with_outputs(
+        resolved = records | "Look up stale addresses" >> beam.ParDo(_ResolveFn(self.cfg, self.now)).with_output_types(tuple[str, HostRecord]).with_outputs(
             ERRORS, main="records"
         )
         collect(resolved[ERRORS])

@@ -62,6 +62,7 @@ from beamcrawl.schemas.records import (
     ParsedPage,
     fp_key,
 )
+import beamcrawl.schemas.coders  # noqa: F401  (registers the record coders the output types name)
 from beamcrawl.state.frontier import queue_new_urls
 from beamcrawl.stores.base import Mutation, open_store
 from beamcrawl.transforms import dead_letter
@@ -504,7 +505,7 @@ class FilterSeenUrls(beam.PTransform):
         buckets = (
             candidate_lists
             | "Combine per fingerprint, bucket by top bits"
-            >> beam.ParDo(_BucketFn(self.bits)).with_outputs(ERRORS, main="buckets")
+            >> beam.ParDo(_BucketFn(self.bits)).with_output_types(tuple[int, Packed]).with_outputs(ERRORS, main="buckets")
         )
         collect(buckets[ERRORS])
         new = (
