@@ -13,7 +13,7 @@ At scale. The bucket count follows the data: at pipeline construction the seen s
 is estimated from the store (``Store.estimate_rows``, cheap) and the bits are chosen so a
 bucket's range holds at most :data:`TARGET_KEYS_PER_BUCKET` stored keys (and, given a
 candidate estimate, at most :data:`TARGET_CANDIDATES_PER_BUCKET` candidates). Each bucket
-then takes the cheaper of two paths, by a cost estimate (``choose_path``): it scans the
+then takes the cheaper of two paths, by a cost estimate (transforms/store_join.py): it scans the
 keys of its range between its first and last candidate, or, where that span holds many
 stored keys and the bucket has few candidates, it reads just the candidates' keys in one
 batched key-set request. Both paths feed the same one-pass merge; the counters
