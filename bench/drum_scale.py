@@ -42,10 +42,10 @@ from pathlib import Path
 from beamcrawl.core.urls.urlnorm import fingerprint
 from beamcrawl.schemas.records import Candidate, FrontierEntry, fp_key, frontier_key
 from beamcrawl.stores.embedded import EmbeddedStore
+from beamcrawl.transforms.store_join import choose_path
 from beamcrawl.transforms.url_seen import (
     bucket_of,
     choose_bucket_bits,
-    choose_path,
     merge_unseen,
     queue_new_urls,
 )

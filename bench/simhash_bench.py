@@ -49,6 +49,7 @@ from beamcrawl.simweb import SimWeb
 from beamcrawl.simweb.content import VOCABULARY
 from beamcrawl.simweb.truth import web_truth
 from beamcrawl.transforms.content_seen import FindDuplicateContent
+from beamcrawl.transforms.dead_letter import collected
 
 
 # --- speed -------------------------------------------------------------------------------
@@ -176,6 +177,7 @@ def detect(pages: list[Page], rounds: int, seed: int, work: str) -> tuple[dict[s
         with beam.Pipeline(options=opts) as p:
             marked = p | f"Round {r}" >> beam.Create(parsed, reshuffle=False) | FindDuplicateContent(store_uri, r + 1)
             _ = marked | beam.ParDo(_AppendDecisions(decisions))
+            _ = collected(p)  # a stage's dead letters must be gathered (transforms/dead_letter.py)
         elapsed += time.process_time() - t0
     out: dict[str, dict[str, Any]] = {}
     with open(decisions, encoding="utf-8") as f:

@@ -16,11 +16,11 @@ from beamcrawl.core.runtime import files, prometheus
 from beamcrawl.core.runtime.config import CrawlConfig
 from beamcrawl.core.runtime.outputs import RoundOutputs
 from beamcrawl.pipelines import live
-from beamcrawl.pipelines import round as round_pipeline
 from beamcrawl.pipelines.commit import commit_round
 from beamcrawl.pipelines.crawl_errors import CrawlError
 from beamcrawl.pipelines.job_metrics import job_shuffle_figures
 from beamcrawl.pipelines.lease import RoundLease
+from beamcrawl.pipelines.round import CrawlRound
 from beamcrawl.stores.base import Store
 
 
@@ -90,7 +90,7 @@ def run_round(
     started = time.time()
     options = PipelineOptions(flags=pipeline_args)
     p = live.pipeline(options)  # FnApiRunner answers metrics polls while it runs
-    round_pipeline.build(p, cfg, outputs, started)
+    _ = p | "Crawl round" >> CrawlRound(cfg, outputs, started)
     for name in _RUNNER_LOGGERS:
         if _QUIET not in logging.getLogger(name).filters:
             logging.getLogger(name).addFilter(_QUIET)

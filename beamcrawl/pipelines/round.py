@@ -10,7 +10,7 @@ as a revisit record) and publish events and edges (Parquet) → URL seen (DRUM, 
 bad shape refused) → record host and URL state, domain usage and linking domains. Every
 stage sets an element that fails aside as a dead letter (errors/, transforms/dead_letter.py)
 and goes on. The round's files are committed by the crawl loop (pipelines/crawl.py) after
-the job finishes.
+the job finishes. :class:`CrawlRound` is the round as one composite transform.
 
 EXAMPLES (one round through the crawl loop; see README for all runners)::
 
@@ -32,10 +32,10 @@ from beamcrawl.transforms.budgets import (
     CountLinkingDomains,
 )
 from beamcrawl.transforms.content_seen import FindDuplicateContent
-from beamcrawl.transforms.dead_letter import WriteDeadLetters, collected
+from beamcrawl.transforms.dead_letter import DeadLetters
 from beamcrawl.transforms.fetch import FetchPages, needs_processing
 from beamcrawl.transforms.freshness import ScheduleRevisits
-from beamcrawl.transforms.parquet_io import WriteLinkEdges, WritePageEvents
+from beamcrawl.transforms.parquet_io import WriteDeadLetters, WriteLinkEdges, WritePageEvents
 from beamcrawl.transforms.parse import ParsePages
 from beamcrawl.transforms.record import RecordHostState, RecordUrlState
 from beamcrawl.transforms.resolve import ResolveHosts
@@ -45,50 +45,78 @@ from beamcrawl.transforms.url_seen import ExtractCandidates, QueueUnseenUrls
 from beamcrawl.transforms.warc_io import WriteWarc
 
 
-def build(p: beam.Pipeline, cfg: CrawlConfig, outputs: RoundOutputs, now: float) -> None:
-    """Adds one round's transforms to ``p``."""
-    now_ms = int(now * 1000)
-    rules = cfg.budget_rules()
-    budgets_on = cfg.domain_budgets or cfg.max_new_hosts_per_domain > 0 or cfg.max_hosts_per_domain > 0
-    due = (
-        p
-        | "Read due frontier" >> ReadDueFrontier(cfg.store, now_ms)
-        | "Apply domain budgets" >> ApplyBudgets(cfg.store, rules, now, outputs, enabled=budgets_on)
-    )
-    host_state = due | "Read host state" >> ReadHostState(cfg.store)
-    resolved = host_state.records | "Resolve hosts" >> ResolveHosts(cfg, now)
-    plans = {
-        "due": due,
-        "hosts": resolved,
-        "policies": host_state.policies,
-    } | "Assign slots" >> AssignSlots(cfg, now)
+class CrawlRound(beam.PTransform[beam.pvalue.PBegin, dict[str, beam.PCollection]]):
+    """One crawl round, from the due frontier to the store and the round's staged files.
 
-    fetched = plans | "Fetch" >> FetchPages(cfg)
-    pages = (
-        fetched.results
-        | "Drop deferred results" >> beam.Filter(needs_processing)
-        | "Parse" >> ParsePages(cfg.robots_token, cfg.max_sitemap_bytes)
-        | "Set bodies aside" >> SetBodiesAside(outputs)
-        | "Content seen" >> FindDuplicateContent(cfg.store, outputs.round_no, bits=cfg.seen_bucket_bits)
-        | "Schedule revisits" >> ScheduleRevisits(cfg.schedule_policy(), cfg.revisit_policy)
-    )
+    Applied to a pipeline's root (``p | CrawlRound(cfg, outputs, now)``), it is one step in
+    a runner's graph with the stages nested inside it. Every stage's dead letters go to the
+    round's :class:`~beamcrawl.transforms.dead_letter.DeadLetters` handler, written once as
+    ``errors/``; a stage applied outside it fails the pipeline's construction.
 
-    events = pages | "Store pages once" >> WriteWarc(outputs, cfg.warc_max_bytes, cfg.user_agent)
-    _ = events | "Publish page events" >> WritePageEvents(outputs)
-    _ = pages | "Publish link edges" >> WriteLinkEdges(outputs)
+    Governed by: every setting of :class:`~beamcrawl.core.runtime.config.CrawlConfig`.
 
-    _ = (
-        pages
-        | "Discovered URLs" >> ExtractCandidates(cfg.shape_rules(), cfg.max_redirects)
-        | "URL seen"
-        >> QueueUnseenUrls(cfg.store, cfg.seen_bucket_bits, now_ms, lastmod_hints=cfg.revisit_policy == "adaptive")
-    )
+    Returns:
+        The round's outputs by name: ``pages`` (scheduled pages), ``fetched`` (fetch
+        results), ``hosts`` (updated host records), ``new_urls`` (per bucket, the URLs
+        queued for the first time) and ``errors`` (what writing the dead letters gives).
+    """
 
-    _ = fetched.hosts | "Record host state" >> RecordHostState(cfg.store)
-    _ = pages | "Record URL state" >> RecordUrlState(cfg.store, outputs)
-    if cfg.domain_budgets:
-        _ = fetched.results | "Record domain usage" >> CountDomainUsage(cfg.store, outputs.round_no, now, rules.period)
-        _ = pages | "Record linking domains" >> CountLinkingDomains(cfg.store)
+    def __init__(self, cfg: CrawlConfig, outputs: RoundOutputs, now: float) -> None:
+        super().__init__()
+        self.cfg = cfg
+        self.outputs = outputs
+        self.now = now
 
-    # Last: every stage above has registered its dead letters (one element's failure).
-    _ = collected(p) | "Write dead letters" >> WriteDeadLetters(outputs)
+    def expand(self, pbegin: beam.pvalue.PBegin) -> dict[str, beam.PCollection]:
+        cfg, outputs, now = self.cfg, self.outputs, self.now
+        now_ms = int(now * 1000)
+        rules = cfg.budget_rules()
+        budgets_on = cfg.domain_budgets or cfg.max_new_hosts_per_domain > 0 or cfg.max_hosts_per_domain > 0
+        # Every stage inside registers its dead letters; leaving the block writes them once.
+        with DeadLetters(pbegin, WriteDeadLetters(outputs), "Gather dead letters") as letters:
+            due = (
+                pbegin
+                | "Read due frontier" >> ReadDueFrontier(cfg.store, now_ms)
+                | "Apply domain budgets" >> ApplyBudgets(cfg.store, rules, now, outputs, enabled=budgets_on)
+            )
+            host_state = due | "Read host state" >> ReadHostState(cfg.store)
+            resolved = host_state.records | "Resolve hosts" >> ResolveHosts(cfg, now)
+            plans = {
+                "due": due,
+                "hosts": resolved,
+                "policies": host_state.policies,
+            } | "Assign slots" >> AssignSlots(cfg, now)
+
+            fetched = plans | "Fetch" >> FetchPages(cfg)
+            pages = (
+                fetched.results
+                | "Drop deferred results" >> beam.Filter(needs_processing)
+                | "Parse" >> ParsePages(cfg.robots_token, cfg.max_sitemap_bytes)
+                | "Set bodies aside" >> SetBodiesAside(outputs)
+                | "Content seen" >> FindDuplicateContent(cfg.store, outputs.round_no, bits=cfg.seen_bucket_bits)
+                | "Schedule revisits" >> ScheduleRevisits(cfg.schedule_policy(), cfg.revisit_policy)
+            )
+
+            events = pages | "Store pages once" >> WriteWarc(outputs, cfg.warc_max_bytes, cfg.user_agent)
+            _ = events | "Publish page events" >> WritePageEvents(outputs)
+            _ = pages | "Publish link edges" >> WriteLinkEdges(outputs)
+
+            new_urls = (
+                pages
+                | "Discovered URLs" >> ExtractCandidates(cfg.shape_rules(), cfg.max_redirects)
+                | "URL seen"
+                >> QueueUnseenUrls(cfg.store, cfg.seen_bucket_bits, now_ms, lastmod_hints=cfg.revisit_policy == "adaptive")
+            )
+
+            _ = fetched.hosts | "Record host state" >> RecordHostState(cfg.store)
+            _ = pages | "Record URL state" >> RecordUrlState(cfg.store, outputs)
+            if cfg.domain_budgets:
+                _ = fetched.results | "Record domain usage" >> CountDomainUsage(cfg.store, outputs.round_no, now, rules.period)
+                _ = pages | "Record linking domains" >> CountLinkingDomains(cfg.store)
+        return {
+            "pages": pages,
+            "fetched": fetched.results,
+            "hosts": fetched.hosts,
+            "new_urls": new_urls,
+            "errors": letters.output(),
+        }

@@ -26,6 +26,8 @@ import datetime as dt
 
 import pyarrow as pa
 
+from beamcrawl.core.urls.urlnorm import fp_hex  # a stored (signed) fingerprint as `beamcrawl normalize` prints it
+
 __all__ = [
     "ERRORS_SCHEMA",
     "HOSTS_SCHEMA",
@@ -228,11 +230,6 @@ def timestamp_ms(seconds: float) -> int:
     column that repeats one time per row (a page's edges) is built from this value.
     """
     return (dt.datetime.fromtimestamp(seconds, dt.timezone.utc) - _EPOCH) // _MS
-
-
-def fp_hex(value: int) -> str:
-    """A stored (signed) fingerprint as the 16 hex digits ``beamcrawl normalize`` prints."""
-    return format(value & 0xFFFF_FFFF_FFFF_FFFF, "016x")
 
 
 def describe(schema: pa.Schema) -> str:

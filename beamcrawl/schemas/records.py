@@ -33,7 +33,9 @@ _FIELD_VALUES: dict[type, Callable[[Any], tuple[Any, ...]]] = {}
 def shuffled(cls: type[R]) -> type[R]:
     """Makes a dataclass pickle as its class and a tuple of its field values.
 
-    A record crossing a shuffle is pickled and unpickled by Beam's fallback coder. By default
+    A record crossing a shuffle is pickled and unpickled by Beam's fallback coder (or, where a
+    transform declares its type, by its coder in schemas/coders.py, which writes the values
+    only). By default
     pickle writes a dataclass as its ``__dict__`` and rebuilds it key by key; as ``(class,
     values)`` it is rebuilt by one ``__init__`` call, which halves the encoding and makes
     decoding three times cheaper (a parsed page with its links: 29 → 16 µs to encode, 31 →
@@ -55,7 +57,17 @@ def shuffled(cls: type[R]) -> type[R]:
     return cls
 
 
-class Packed(list):
+def field_values(cls: type) -> Callable[[Any], tuple[Any, ...]]:
+    """The function that gives a ``@shuffled`` record's field values, in ``__init__`` order."""
+    return _FIELD_VALUES[cls]
+
+
+def shuffled_classes() -> list[type]:
+    """Every ``@shuffled`` record class (schemas/coders.py registers a coder for each)."""
+    return list(_FIELD_VALUES)
+
+
+class Packed(list):  # type: ignore[type-arg]
     """A list of records that crosses a shuffle as one pickle.
 
     Beam's fallback coder encodes a plain ``list`` element by element, one pickle per record

@@ -44,6 +44,7 @@ from beamcrawl.schemas.records import (
     HostRecord,
     Packed,
 )
+import beamcrawl.schemas.coders  # noqa: F401  (registers the record coders the output types name)
 from beamcrawl.transforms.dead_letter import ERRORS, Outlet, collect
 
 __all__ = [
@@ -317,7 +318,7 @@ class AssignSlots(beam.PTransform):
         plans = (
             inputs
             | "Join by host" >> beam.CoGroupByKey()
-            | "Plan each host" >> beam.ParDo(_PlanFn(self.cfg, self.now)).with_outputs(ERRORS, main="plans")
+            | "Plan each host" >> beam.ParDo(_PlanFn(self.cfg, self.now)).with_output_types(HostPlan).with_outputs(ERRORS, main="plans")
         )
         collect(plans[ERRORS])
         return plans.plans

@@ -39,8 +39,7 @@ from dataclasses import dataclass, field, replace
 
 import apache_beam as beam
 from apache_beam.metrics import Metrics
-from apache_beam.transforms.window import GlobalWindow
-from apache_beam.utils.timestamp import MIN_TIMESTAMP
+from apache_beam.transforms.window import GlobalWindows
 from apache_beam.utils.windowed_value import WindowedValue
 
 from beamcrawl.core.policy.budget_rules import (
@@ -421,7 +420,7 @@ class _CountFetchesFn(beam.DoFn):
 
     def finish_bundle(self) -> Iterator[WindowedValue]:
         for domain, n in self.counts.items():
-            yield WindowedValue((domain, n), MIN_TIMESTAMP, [GlobalWindow()])
+            yield GlobalWindows.windowed_value((domain, n))
         self.counts = {}
 
 
@@ -533,7 +532,7 @@ class _LinkersFn(beam.DoFn):
 
     def finish_bundle(self) -> Iterator[WindowedValue]:
         for dst, srcs in self.linkers.items():
-            yield WindowedValue((dst, sorted(srcs)), MIN_TIMESTAMP, [GlobalWindow()])
+            yield GlobalWindows.windowed_value((dst, sorted(srcs)))
         self.linkers = {}
 
 

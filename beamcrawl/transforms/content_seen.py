@@ -80,7 +80,6 @@ from typing import (
     Callable,
     Iterable,
     Iterator,
-    Literal,
     Mapping,
     NamedTuple,
     Sequence,
@@ -89,8 +88,7 @@ from typing import (
 import apache_beam as beam
 import numpy as np
 from apache_beam.metrics import Metrics
-from apache_beam.transforms.window import GlobalWindow
-from apache_beam.utils.timestamp import MIN_TIMESTAMP
+from apache_beam.transforms.window import GlobalWindows
 from apache_beam.utils.windowed_value import WindowedValue
 
 from beamcrawl.core.archive.warc_revisit import fetch_digest
@@ -98,6 +96,7 @@ from beamcrawl.core.content import textfp
 from beamcrawl.core.content.htmlparse import checksum as payload_checksum
 from beamcrawl.core.urls.urlnorm import fingerprint
 from beamcrawl.schemas.records import Packed, ParsedPage, fp_key, key_fp, shuffled
+import beamcrawl.schemas.coders  # noqa: F401  (registers the record coders the output types name)
 from beamcrawl.stores.base import Mutation, Store, open_store
 from beamcrawl.transforms import dead_letter
 from beamcrawl.transforms.dead_letter import ERRORS, Outlet, collect
@@ -106,8 +105,8 @@ from beamcrawl.transforms.url_seen import (
     MAX_BUCKET_BITS,
     bucket_of,
     choose_bucket_bits,
-    choose_path,
 )
+from beamcrawl.transforms.store_join import JoinPath, StoreJoin
 
 __all__ = [
     "CONTENT_TABLE",
@@ -143,7 +142,6 @@ WRITE_BATCH = 100_000
 MAX_PAIRWISE = 64
 # Stored originals' names a simhash-merge worker keeps (about 100 bytes each).
 NAME_CACHE = 100_000
-JoinPath = Literal["auto", "scan", "keyset"]
 
 
 # --- records -----------------------------------------------------------------------------
@@ -666,10 +664,6 @@ def apply_copy(page: ParsedPage, copy: Copy | None) -> ParsedPage:
 # --- DoFns -------------------------------------------------------------------------------
 
 
-def _windowed(value: Any) -> WindowedValue:
-    return WindowedValue(value, MIN_TIMESTAMP, [GlobalWindow()])
-
-
 class _BucketChecksumsFn(beam.DoFn):
     """Collects a bundle's probes per checksum bucket; emits one list per bucket.
 
@@ -695,30 +689,22 @@ class _BucketChecksumsFn(beam.DoFn):
 
     def finish_bundle(self) -> Iterator[WindowedValue]:
         for bucket, probes in self.buckets.items():
-            yield _windowed((bucket, probes))
+            yield GlobalWindows.windowed_value((bucket, probes))
         self.buckets = {}
 
 
 class _StoreJoinFn(beam.DoFn):
-    """A DoFn that reads one of the content tables by key set or range scan.
-
-    Counters are named after the table: ``<table>_path_scan``, ``<table>_path_keyset``,
-    ``<table>_rows_scanned``, ``<table>_keys_looked_up``.
-    """
+    """A DoFn that reads one of the content tables by key set or range scan
+    (transforms/store_join.py); its counters are named after the table:
+    ``<table>_path_scan``, ``<table>_path_keyset``, ``<table>_rows_scanned``,
+    ``<table>_keys_looked_up``."""
 
     TABLE = ""
 
     def __init__(self, store_uri: str, round_no: int | None, rows: int, ratio: float, path: JoinPath) -> None:
         self.store_uri = store_uri
         self.round_no = round_no
-        self.rows = rows
-        self.ratio = ratio
-        self.path = path
-        t = self.TABLE
-        self.scanned = Metrics.counter("content_seen", f"{t}_rows_scanned")
-        self.looked_up = Metrics.counter("content_seen", f"{t}_keys_looked_up")
-        self.path_scan = Metrics.counter("content_seen", f"{t}_path_scan")
-        self.path_keyset = Metrics.counter("content_seen", f"{t}_path_keyset")
+        self.join = StoreJoin(self.TABLE, "content_seen", rows, ratio, path, prefix=f"{self.TABLE}_")
 
     def setup(self) -> None:
         self.store: Store = open_store(self.store_uri)
@@ -727,28 +713,7 @@ class _StoreJoinFn(beam.DoFn):
         self.store.close()
 
     def _read(self, keys: Sequence[bytes], span: float) -> Iterable[tuple[bytes, Mapping[str, bytes]]]:
-        """Stored rows among (or around) sorted ``keys``, in key order.
-
-        ``span`` is the fraction of the table the keys cover: a scan reads about
-        ``rows * span`` rows, a key-set read ``len(keys)`` keys.
-        """
-        path = self.path
-        if path == "auto":
-            path = choose_path(len(keys), self.rows * span, self.ratio)
-        if path == "keyset":
-            self.path_keyset.inc()
-            self.looked_up.inc(len(keys))
-            found = self.store.read_keys(self.TABLE, keys)
-            return sorted(found.items())
-        self.path_scan.inc()
-        return self._scan(keys[0], keys[-1] + b"\x00")  # keys have one length: just past the last
-
-    def _scan(self, start: bytes, end: bytes) -> Iterator[tuple[bytes, Mapping[str, bytes]]]:
-        n = 0
-        for key, cells in self.store.read_range(self.TABLE, start, end):
-            n += 1
-            yield key, cells
-        self.scanned.inc(n)
+        return self.join.read(self.store, keys, span)
 
 
 class _MergeChecksumsFn(_StoreJoinFn):
@@ -815,7 +780,7 @@ class _BucketPrefixesFn(beam.DoFn):
             for item, value in zip(items, permuted.tolist()):
                 buckets.setdefault(bucket_of(value, self.bits), []).append(item)
             for bucket, bucket_items in buckets.items():
-                yield _windowed(((table, bucket), Packed(bucket_items)))
+                yield GlobalWindows.windowed_value(((table, bucket), Packed(bucket_items)))
         self.probes = []
 
 
@@ -876,7 +841,7 @@ class _MergePrefixesFn(_StoreJoinFn):
         # One evidence a candidate a bundle, not one a table: a page near a stored original
         # matches it in up to 20 tables, each naming the original's URL.
         for item in self.found.items():
-            yield _windowed(item)
+            yield GlobalWindows.windowed_value(item)
         self.found = {}
 
 
@@ -1100,7 +1065,8 @@ class FindDuplicateContent(beam.PTransform):
         new = checked[_MergeChecksumsFn.NEW]
         merged = (
             new
-            | "Bucket by table and permuted prefix" >> beam.ParDo(_BucketPrefixesFn(self.bits, self.layout))
+            | "Bucket by table and permuted prefix"
+            >> beam.ParDo(_BucketPrefixesFn(self.bits, self.layout)).with_output_types(tuple[tuple[int, int], Packed])
             | "Group by table bucket" >> beam.GroupByKey()
             | "Sort-merge with simhash tables"
             >> beam.ParDo(_MergePrefixesFn(max_distance=self.max_distance, layout=self.layout, **join)).with_outputs(

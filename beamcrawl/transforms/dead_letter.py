@@ -5,8 +5,8 @@ that element, counts it (``errors/<stage>/<exception type>``), and emits a
 :class:`DeadLetter` on a tagged output (:data:`ERRORS`) instead of failing its bundle; the
 round goes on. The element is not passed on, so nothing downstream records it finished:
 its frontier row stays as it was (and the commit keeps the row of any URL with a dead
-letter even if another branch of the round finished it). :class:`WriteDeadLetters` writes
-a round's dead letters to ``OUT/errors/round=N/*.parquet`` (schema:
+letter even if another branch of the round finished it). The round writes its dead letters
+to ``OUT/errors/round=N/*.parquet`` (transforms/parquet_io.py; schema:
 :data:`beamcrawl.schemas.arrow.ERRORS_SCHEMA`), committed with the round's other files;
 an element that failed in two rounds is quarantined (state/quarantine.py).
 
@@ -28,7 +28,10 @@ How a stage uses it, the same way everywhere::
             yield out
 
 and in the composite transform: ``.with_outputs(ERRORS, main=...)`` then
-``collect(outputs[ERRORS])``. The cost per element is the ``try`` block (nothing when no
+``collect(outputs[ERRORS])``, which hands them to the pipeline's :class:`DeadLetters`
+(Beam's ``ErrorHandler`` shape): a stage applied after the handler closed, a handler never
+closed or an ``ERRORS`` output that nothing reads fails the pipeline's construction, so no
+stage can lose its letters by being added in the wrong place. The cost per element is the ``try`` block (nothing when no
 exception is raised) and one comparison; no extra Beam step per element. ``Map`` and
 ``FlatMap`` here wrap a plain function the same way, in the one step the plain
 ``beam.Map`` would take. :func:`each` gives batch DoFns (one store read for many
@@ -48,9 +51,9 @@ from typing import Any, Callable, Iterable, Iterator, NamedTuple, Sequence, Type
 
 import apache_beam as beam
 from apache_beam.metrics import Metrics
-from apache_beam.transforms.window import GlobalWindow
-from apache_beam.utils.timestamp import MIN_TIMESTAMP
-from apache_beam.utils.windowed_value import WindowedValue
+from apache_beam.pipeline import PipelineVisitor
+from apache_beam.transforms.error_handling import ErrorHandler
+from apache_beam.transforms.window import GlobalWindows
 
 from beamcrawl.core.runtime import faults
 from beamcrawl.stores.base import StoreError
@@ -58,12 +61,13 @@ from beamcrawl.stores.base import StoreError
 __all__ = [
     "ERRORS",
     "DeadLetter",
+    "DeadLetters",
     "FlatMap",
     "Map",
     "Outlet",
-    "WriteDeadLetters",
     "collect",
     "collected",
+    "dead_letter_row",
     "describe",
     "each",
     "is_infrastructure",
@@ -215,7 +219,7 @@ class Outlet:
 
     def windowed(self, exc: BaseException, element: Any, host: str | None = None) -> beam.pvalue.TaggedOutput:
         """The dead letter as a tagged output of ``finish_bundle`` (which needs windows)."""
-        return beam.pvalue.TaggedOutput(ERRORS, WindowedValue(self.letter(exc, element, host), MIN_TIMESTAMP, [GlobalWindow()]))
+        return beam.pvalue.TaggedOutput(ERRORS, GlobalWindows.windowed_value(self.letter(exc, element, host)))
 
 
 def each(outlet: Outlet, batch: Sequence[T], work: Callable[[Sequence[T]], Any]) -> list[DeadLetter]:
@@ -301,49 +305,129 @@ class FlatMap(Map):
         super().__init__(stage, fn, flat=True)
 
 
-_REGISTRY_ATTR = "_beamcrawl_dead_letters"
+_HANDLER_ATTR = "_beamcrawl_dead_letters"  # the pipeline's DeadLetters (open or closed)
+
+
+class DeadLetters(ErrorHandler):
+    """Where every stage's dead letters in a pipeline go: Beam's ``ErrorHandler`` shape.
+
+    ``with DeadLetters(p, consumer):`` around the stages (the round's consumer writes
+    ``errors/``): each stage's :func:`collect` adds its letters to the pipeline's open
+    handler, and leaving the block applies ``consumer`` to all of them, once. Letters cannot be forgotten: a stage applied
+    after the handler closed fails at once (:func:`collect`); a handler never closed, or a
+    stage's ``ERRORS`` output that nothing reads, fails the pipeline's ``run()`` before any
+    work starts (Beam calls :meth:`verify_closed`). A pipeline has one handler; stages
+    applied with none open (a test's) get a collecting one, which :func:`collected` closes.
+    """
+
+    def __init__(
+        self, p: beam.Pipeline | beam.pvalue.PBegin, consumer: beam.PTransform, label: str = "Gather dead letters"
+    ) -> None:
+        super().__init__(consumer)
+        self._creation_traceback = traceback.format_stack()[-2]  # who made it, for the errors
+        self.pipeline: beam.Pipeline = getattr(p, "pipeline", None) or p
+        self.label = label
+        self._registered = False
+
+    def __enter__(self) -> DeadLetters:
+        held = getattr(self.pipeline, _HANDLER_ATTR, None)
+        if held is not None and held is not self:
+            raise RuntimeError(
+                "this pipeline already has a dead-letter handler (made at "
+                f"{held._creation_traceback.strip()}): apply every stage inside that one"
+            )
+        setattr(self.pipeline, _HANDLER_ATTR, self)
+        return self
+
+    def add_error_pcollection(self, pcoll: beam.PCollection) -> None:
+        if self._closed:
+            raise RuntimeError(
+                f"dead letters {pcoll} come after the pipeline's dead-letter handler closed "
+                f"(made at {self._creation_traceback.strip()}): apply the stage inside it"
+            )
+        self._register()
+        self._error_pcolls.append(pcoll)
+
+    def _register(self) -> None:
+        if not self._registered:
+            self.pipeline._register_error_handler(self)  # Beam verifies it when the pipeline runs
+            self._registered = True
+
+    def close(self) -> None:
+        """Applies the consumer to all the letters added (an empty collection if none)."""
+        if self._closed:
+            return
+        self._register()  # with no letters too: the graph's unread ERRORS outputs are checked
+        if self._error_pcolls:
+            letters = tuple(self._error_pcolls) | self.label >> beam.Flatten()
+        else:
+            letters = self.pipeline | self.label >> beam.Create([])
+        self._output = letters | self._consumer
+        self._closed = True
+        setattr(self.pipeline, _HANDLER_ATTR, self)  # stays: a later stage's letters fail
+
+    def verify_closed(self) -> None:
+        super().verify_closed()
+        lost = _unread_letters(self.pipeline)
+        if lost:
+            raise RuntimeError(
+                f"the dead letters of {', '.join(lost)} are read by nothing: pass each stage's "
+                "ERRORS output to dead_letter.collect()"
+            )
+
+
+class _Passed(beam.PTransform):
+    def expand(self, pcoll: beam.PCollection) -> beam.PCollection:
+        return pcoll
+
+
+class _UnreadLetters(PipelineVisitor):
+    def __init__(self) -> None:
+        self.made: dict[int, str] = {}
+        self.read: set[int] = set()
+
+    def visit_transform(self, node: Any) -> None:
+        self.read.update(id(pcoll) for pcoll in node.inputs)
+        for tag, pcoll in node.outputs.items():
+            if tag == ERRORS:
+                self.made[id(pcoll)] = node.full_label
+
+
+def _unread_letters(p: beam.Pipeline) -> list[str]:
+    """The steps whose ``ERRORS`` output no transform reads."""
+    visitor = _UnreadLetters()
+    p.visit(visitor)
+    return sorted(label for key, label in visitor.made.items() if key not in visitor.read)
 
 
 def collect(errors: beam.PCollection) -> None:
-    """Registers a stage's dead letters with its pipeline (see :func:`collected`), so that
-    stages keep their outputs as they were and the round writes all dead letters once."""
-    pipeline = errors.pipeline
-    registered = getattr(pipeline, _REGISTRY_ATTR, None)
-    if registered is None:
-        registered = []
-        setattr(pipeline, _REGISTRY_ATTR, registered)
-    registered.append(errors)
+    """Adds a stage's dead letters to its pipeline's open :class:`DeadLetters`, so that
+    stages keep their outputs as they were and the pipeline handles all its letters once.
+    With none open, a collecting handler is opened, which :func:`collected` must close.
+
+    Raises:
+        RuntimeError: The pipeline's handler has closed (the stage comes too late).
+    """
+    handler = getattr(errors.pipeline, _HANDLER_ATTR, None)
+    if handler is None:
+        handler = DeadLetters(errors.pipeline, _Passed()).__enter__()
+    handler.add_error_pcollection(errors)
 
 
 def collected(p: beam.Pipeline, label: str = "Gather dead letters") -> beam.PCollection:
-    """Every dead-letter output registered so far in ``p``, as one PCollection."""
-    registered = list(getattr(p, _REGISTRY_ATTR, None) or [])
-    if not registered:
-        return p | label >> beam.Create([])
-    return tuple(registered) | label >> beam.Flatten()
+    """Closes ``p``'s collecting handler (see :func:`collect`) and returns every dead letter
+    added to it, as one PCollection: for tests, which apply stages without a consumer."""
+    handler = getattr(p, _HANDLER_ATTR, None)
+    if handler is None:
+        handler = DeadLetters(p, _Passed(), label).__enter__()
+    if not isinstance(handler._consumer, _Passed):
+        raise RuntimeError("this pipeline's dead letters go to its DeadLetters consumer, not to collected()")
+    handler.label = label
+    handler.close()
+    return handler.output()
 
 
 def dead_letter_row(letter: DeadLetter) -> dict[str, Any]:
     """A dead letter as its errors/ row (ERRORS_SCHEMA's names; the round is the folder,
     ``errors/round=N/``, as for pages/ and links/)."""
     return letter._asdict()
-
-
-class WriteDeadLetters(beam.PTransform):
-    """``DeadLetter`` → ``errors/round=N/part-*.parquet``, sorted by stage then key,
-    committed with the round's other files."""
-
-    def __init__(self, outputs: Any) -> None:
-        super().__init__()
-        self.outputs = outputs
-
-    def expand(self, letters: beam.PCollection) -> beam.PCollection:
-        from beamcrawl.schemas.arrow import ERRORS_SCHEMA
-        from beamcrawl.transforms.parquet_io import _ParquetPartsFn
-
-        return (
-            letters
-            | "Dead-letter rows" >> beam.Map(dead_letter_row)
-            | "Write errors Parquet"
-            >> beam.ParDo(_ParquetPartsFn(self.outputs.staged("errors"), ERRORS_SCHEMA, ("stage", "key"), "errors"))
-        )

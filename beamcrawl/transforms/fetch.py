@@ -30,9 +30,7 @@ from typing import Any, Iterable, Iterator
 
 import apache_beam as beam
 from apache_beam.metrics import Metrics
-from apache_beam.transforms.window import GlobalWindow
-from apache_beam.utils.timestamp import MIN_TIMESTAMP
-from apache_beam.utils.windowed_value import WindowedValue
+from apache_beam.transforms.window import GlobalWindows
 
 from beamcrawl.core.net.fetcher import (
     DEFERRED_REASONS,
@@ -44,6 +42,7 @@ from beamcrawl.core.net.fetcher import (
 from beamcrawl.core.runtime import gctune
 from beamcrawl.core.runtime.config import CrawlConfig
 from beamcrawl.schemas.records import FetchResult, HostPlan
+import beamcrawl.schemas.coders  # noqa: F401  (registers the record coders the output types name)
 from beamcrawl.transforms.dead_letter import ERRORS, Outlet, collect
 
 __all__ = ["FetchPages", "needs_processing"]
@@ -159,9 +158,9 @@ class _FetchShardsFn(beam.DoFn):
             for kind, value in self.runner.drain(wait=True):
                 out = self._route(kind, value)
                 if isinstance(out, beam.pvalue.TaggedOutput):
-                    yield beam.pvalue.TaggedOutput(out.tag, _windowed(out.value))
+                    yield beam.pvalue.TaggedOutput(out.tag, GlobalWindows.windowed_value(out.value))
                 else:
-                    yield _windowed(out)
+                    yield GlobalWindows.windowed_value(out)
         finally:
             self._publish_levels(float("inf"))
             self.runner.close()
@@ -194,10 +193,6 @@ class _FetchShardsFn(beam.DoFn):
             self.metrics.publish_levels(self.runner.levels())
 
 
-def _windowed(value: Any) -> WindowedValue:
-    return WindowedValue(value, MIN_TIMESTAMP, [GlobalWindow()])
-
-
 def needs_processing(result: FetchResult) -> bool:
     """Whether a result goes on to parse, store and record: every one but ``deferred`` (a URL
     the round did not get to; its frontier row stays as it was and nothing is archived)."""
@@ -218,7 +213,7 @@ class FetchPages(beam.PTransform):
     def expand(self, plans: beam.PCollection) -> beam.pvalue.DoOutputsTuple:
         fetched = (
             plans
-            | "Key by fetch shard" >> beam.Map(lambda plan: (plan.shard, plan))
+            | "Key by fetch shard" >> beam.Map(lambda plan: (plan.shard, plan)).with_output_types(tuple[int, HostPlan])
             | "Group by fetch shard" >> beam.GroupByKey()
             | "Fetch politely"
             >> beam.ParDo(_FetchShardsFn(self.cfg)).with_outputs("hosts", ERRORS, main="results")

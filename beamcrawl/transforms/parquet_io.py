@@ -1,11 +1,12 @@
-"""Publish: page events to ``pages/`` and link edges to ``links/``, as Parquet per round.
+"""Publish: page events to ``pages/``, link edges to ``links/``, dead letters to ``errors/``, as Parquet per round.
 
 Each writer collects its bundle's rows and writes one zstd-compressed Parquet part file
 (another after every ``FLUSH_ROWS`` rows) with the explicit schema from
 :mod:`beamcrawl.schemas.arrow`, whose field descriptions travel in the file's metadata.
 Page events are sorted by URL, link edges by source then target, so a reader filtering on
 ``src`` skips most row groups by their statistics. Files go to the round's staging folder;
-the round's commit moves them to ``pages/round=N/`` and ``links/round=N/`` (hive partitions).
+the round's commit moves them to ``pages/round=N/``, ``links/round=N/`` and ``errors/round=N/``
+(hive partitions).
 
 Rows are held column by column (:class:`ColumnBuffer`), not as a dict per row: a page's
 ~13 link edges are a dozen list extends (the source's columns are one value repeated),
@@ -26,21 +27,20 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from apache_beam.metrics import Metrics
-from apache_beam.transforms.window import GlobalWindow
-from apache_beam.utils.timestamp import MIN_TIMESTAMP
-from apache_beam.utils.windowed_value import WindowedValue
+from apache_beam.transforms.window import GlobalWindows
 
 from beamcrawl.core.runtime import files
 from beamcrawl.core.runtime.outputs import RoundOutputs, part_name
 from beamcrawl.core.urls.hostkeys import domain_of
 from beamcrawl.core.urls.urlnorm import host_of
-from beamcrawl.schemas.arrow import LINKS_SCHEMA, PAGES_SCHEMA, signed64, timestamp_ms
+from beamcrawl.schemas.arrow import ERRORS_SCHEMA, LINKS_SCHEMA, PAGES_SCHEMA, signed64, timestamp_ms
 from beamcrawl.schemas.records import ParsedPage
 from beamcrawl.transforms import dead_letter
-from beamcrawl.transforms.dead_letter import ERRORS, DeadLetter, Outlet, collect
+from beamcrawl.transforms.dead_letter import ERRORS, DeadLetter, Outlet, collect, dead_letter_row
 
 __all__ = [
     "ColumnBuffer",
+    "WriteDeadLetters",
     "WriteLinkEdges",
     "WritePageEvents",
     "link_edge_columns",
@@ -216,7 +216,7 @@ class _ParquetPartsFn(beam.DoFn):
         return []
 
     def finish_bundle(self) -> list[beam.pvalue.TaggedOutput]:
-        return [beam.pvalue.TaggedOutput(ERRORS, _windowed(letter)) for letter in self._flush()]
+        return [beam.pvalue.TaggedOutput(ERRORS, GlobalWindows.windowed_value(letter)) for letter in self._flush()]
 
     def _bad_rows(self, exc: Exception) -> list[DeadLetter]:
         """Dead letters of the rows Arrow refuses (their values came from the web)."""
@@ -249,10 +249,6 @@ class _ParquetPartsFn(beam.DoFn):
         self.files.inc()
         self.latency_us.update(int((time.perf_counter() - started) * 1e6))
         return letters
-
-
-def _windowed(value: Any) -> WindowedValue:
-    return WindowedValue(value, MIN_TIMESTAMP, [GlobalWindow()])
 
 
 class WritePageEvents(beam.PTransform[beam.PCollection[dict[str, Any]], beam.PCollection[None]]):
@@ -289,3 +285,19 @@ class WriteLinkEdges(beam.PTransform[beam.PCollection[ParsedPage], beam.PCollect
         collect(out[ERRORS])
         return out.written
 
+
+class WriteDeadLetters(beam.PTransform[beam.PCollection[DeadLetter], beam.PCollection[None]]):
+    """``DeadLetter`` → ``errors/round=N/part-*.parquet``, sorted by stage then key,
+    committed with the round's other files (transforms/dead_letter.py)."""
+
+    def __init__(self, outputs: RoundOutputs) -> None:
+        super().__init__()
+        self.outputs = outputs
+
+    def expand(self, letters: beam.PCollection[DeadLetter]) -> beam.PCollection[None]:
+        return (
+            letters
+            | "Dead-letter rows" >> beam.Map(dead_letter_row)
+            | "Write errors Parquet"
+            >> beam.ParDo(_ParquetPartsFn(self.outputs.staged("errors"), ERRORS_SCHEMA, ("stage", "key"), "errors"))
+        )

@@ -23,8 +23,7 @@ from typing import Any, Iterable, Iterator
 
 import apache_beam as beam
 from apache_beam.metrics import Metrics
-from apache_beam.transforms.window import GlobalWindow
-from apache_beam.utils.timestamp import MIN_TIMESTAMP
+from apache_beam.transforms.window import GlobalWindows
 from apache_beam.utils.windowed_value import WindowedValue
 
 from beamcrawl.core.net.netpolicy import ResolveRules
@@ -37,6 +36,7 @@ from beamcrawl.core.net.resolver import (
 )
 from beamcrawl.core.runtime.config import CrawlConfig
 from beamcrawl.schemas.records import HostRecord
+import beamcrawl.schemas.coders  # noqa: F401  (registers the record coders the output types name)
 from beamcrawl.transforms.dead_letter import ERRORS, Outlet, collect, is_infrastructure
 
 __all__ = ["ResolveHosts", "needs_lookup", "resolve_records", "with_resolution"]
@@ -171,7 +171,7 @@ class _ResolveFn(beam.DoFn):
             if record.dns_error:
                 self.failed.inc()
             # finish_bundle has no element to inherit a window from.
-            yield WindowedValue((record.host, record), MIN_TIMESTAMP, [GlobalWindow()])
+            yield GlobalWindows.windowed_value((record.host, record))
 
 
 class ResolveHosts(beam.PTransform):
@@ -189,7 +189,7 @@ class ResolveHosts(beam.PTransform):
         self.now = time.time() if now is None else now
 
     def expand(self, records: beam.PCollection) -> beam.PCollection:
-        resolved = records | "Look up stale addresses" >> beam.ParDo(_ResolveFn(self.cfg, self.now)).with_outputs(
+        resolved = records | "Look up stale addresses" >> beam.ParDo(_ResolveFn(self.cfg, self.now)).with_output_types(tuple[str, HostRecord]).with_outputs(
             ERRORS, main="records"
         )
         collect(resolved[ERRORS])

@@ -25,6 +25,7 @@ from beamcrawl.schemas.records import (
     key_fp,
     packed_by_host,
 )
+import beamcrawl.schemas.coders  # noqa: F401  (registers the record coders the output types name)
 from beamcrawl.state.quarantine import (
     quarantine_policy,
     quarantined_hosts,
@@ -95,7 +96,7 @@ class ReadDueFrontier(beam.PTransform):
         due = (
             pbegin
             | "Due key range" >> beam.Create([due_range])
-            | "Scan due frontier rows" >> beam.ParDo(_ScanDueFn(self.store_uri)).with_outputs(ERRORS, main="due")
+            | "Scan due frontier rows" >> beam.ParDo(_ScanDueFn(self.store_uri)).with_output_types(tuple[str, Packed]).with_outputs(ERRORS, main="due")
         )
         collect(due[ERRORS])
         return due.due

@@ -13,7 +13,7 @@ At scale. The bucket count follows the data: at pipeline construction the seen s
 is estimated from the store (``Store.estimate_rows``, cheap) and the bits are chosen so a
 bucket's range holds at most :data:`TARGET_KEYS_PER_BUCKET` stored keys (and, given a
 candidate estimate, at most :data:`TARGET_CANDIDATES_PER_BUCKET` candidates). Each bucket
-then takes the cheaper of two paths, by a cost estimate (``choose_path``): it scans the
+then takes the cheaper of two paths, by a cost estimate (transforms/store_join.py): it scans the
 keys of its range between its first and last candidate, or, where that span holds many
 stored keys and the bucket has few candidates, it reads just the candidates' keys in one
 batched key-set request. Both paths feed the same one-pass merge; the counters
@@ -32,13 +32,12 @@ from __future__ import annotations
 
 import json
 import math
-from typing import Iterable, Iterator, Literal, MutableMapping, Sequence
+from typing import Iterable, Iterator, MutableMapping, Sequence
 
 import apache_beam as beam
 import mmh3
 from apache_beam.metrics import Metrics
-from apache_beam.transforms.window import GlobalWindow
-from apache_beam.utils.timestamp import MIN_TIMESTAMP
+from apache_beam.transforms.window import GlobalWindows
 from apache_beam.utils.windowed_value import WindowedValue
 
 from beamcrawl.core.content.sitemaps import (
@@ -64,9 +63,12 @@ from beamcrawl.schemas.records import (
     ParsedPage,
     fp_key,
 )
+import beamcrawl.schemas.coders  # noqa: F401  (registers the record coders the output types name)
 from beamcrawl.state.frontier import queue_new_urls
 from beamcrawl.stores.base import Mutation, open_store
-from beamcrawl.transforms.dead_letter import ERRORS, Outlet, collect, is_infrastructure
+from beamcrawl.transforms import dead_letter
+from beamcrawl.transforms.dead_letter import ERRORS, Outlet, collect
+from beamcrawl.transforms.store_join import JoinPath, StoreJoin
 from beamcrawl.state.frontier import scheduled_key
 
 __all__ = [
@@ -75,7 +77,6 @@ __all__ = [
     "bucket_of",
     "bucket_range",
     "choose_bucket_bits",
-    "choose_path",
     "combine_candidates",
     "merge_unseen",
 ]
@@ -89,7 +90,6 @@ MAX_BUCKET_BITS = 16
 TARGET_KEYS_PER_BUCKET = 1 << 20
 # A bucket's candidates are held (and sorted) in one worker's memory.
 TARGET_CANDIDATES_PER_BUCKET = 1 << 16
-JoinPath = Literal["auto", "scan", "keyset"]
 
 
 def link_priority(depth: int) -> float:
@@ -127,18 +127,6 @@ def choose_bucket_bits(
     need = max(seen_rows / TARGET_KEYS_PER_BUCKET, (candidates or 0) / TARGET_CANDIDATES_PER_BUCKET, 1.0)
     bits = max(min_bits, math.ceil(math.log2(need)))
     return max(0, min(bits, max_bits))
-
-
-def choose_path(candidates: int, stored_keys: float, keyset_cost_ratio: float) -> str:
-    """``"keyset"`` when reading the candidates' keys costs less than scanning the range.
-
-    Args:
-        candidates: Distinct fingerprints offered in the bucket.
-        stored_keys: Keys expected in the bucket's range of the seen set.
-        keyset_cost_ratio: Cost of one key read by key set, in scanned keys.
-    """
-    # Either path is one request per bucket, so only the per-key costs differ.
-    return "keyset" if candidates * keyset_cost_ratio < stored_keys else "scan"
 
 
 def combine_candidates(groups: Iterable[Iterable[Candidate]]) -> dict[int, Candidate]:
@@ -372,7 +360,7 @@ class _BucketFn(beam.DoFn):
 
     def finish_bundle(self) -> Iterator[WindowedValue]:
         for kv in self._lists():
-            yield WindowedValue(kv, MIN_TIMESTAMP, [GlobalWindow()])
+            yield GlobalWindows.windowed_value(kv)
 
 
 class _MergeBucketFn(beam.DoFn):
@@ -393,16 +381,10 @@ class _MergeBucketFn(beam.DoFn):
         self.hints = Metrics.counter("url_seen", "lastmod_hints")
         self.bits = bits
         self.now_ms = now_ms
-        self.seen_rows = seen_rows
-        self.keyset_cost_ratio = keyset_cost_ratio
-        self.path = path
+        self.join = StoreJoin("urls", "url_seen", seen_rows, keyset_cost_ratio, path, keys_only=True)
         self.buckets = Metrics.counter("url_seen", "buckets")
         self.distinct = Metrics.counter("url_seen", "distinct")
         self.new = Metrics.counter("url_seen", "new")
-        self.scanned = Metrics.counter("url_seen", "keys_scanned")
-        self.looked_up = Metrics.counter("url_seen", "keys_looked_up")
-        self.path_scan = Metrics.counter("url_seen", "path_scan")
-        self.path_keyset = Metrics.counter("url_seen", "path_keyset")
         self.bucket_bits = Metrics.distribution("url_seen", "bucket_bits")
         self.dead = Outlet("url_seen")
 
@@ -411,44 +393,22 @@ class _MergeBucketFn(beam.DoFn):
         self.store = open_store(self.store_uri)
 
     def process(self, element: tuple[int, Iterable[list[Candidate]]]) -> Iterator[Packed]:
-        bucket, groups = element
-        groups = list(groups)
-        try:
-            for group in groups:
-                for cand in group:
-                    self.dead.check(cand)
-            yield from list(self._merge(groups))
-        except Exception as exc:
-            if is_infrastructure(exc):
-                raise
-            # One bad candidate must not cost the bucket's others: merge each alone.
-            for group in groups:
-                for cand in group:
-                    try:
-                        self.dead.check(cand)
-                        out = list(self._merge([[cand]]))
-                    except Exception as exc:
-                        yield self.dead.tagged(exc, cand)
-                        continue
-                    yield from out
+        _, groups = element
+        cands = [cand for group in groups for cand in group]
+        out: list[Packed] = []
+        # One bad candidate must not cost the bucket's others: each merges them alone then.
+        letters = dead_letter.each(self.dead, cands, lambda part: out.extend(list(self._merge(part))))
+        yield from out
+        for letter in letters:
+            yield beam.pvalue.TaggedOutput(ERRORS, letter)
 
-    def _merge(self, groups: Iterable[list[Candidate]]) -> Iterator[Packed]:
-        combined = combine_candidates(groups)
+    def _merge(self, cands: Sequence[Candidate]) -> Iterator[Packed]:
+        combined = combine_candidates([cands])
         ordered = sorted(combined.values(), key=lambda c: c.fp)
         # Only the keys from the first candidate's to the last's can match: the scan
         # covers that span of the bucket's range, and the cost estimate counts its keys.
-        lo, hi = ordered[0].fp, ordered[-1].fp
-        span = (hi - lo + 1) / (1 << (64 - self.bits))
-        path = self.path
-        if path == "auto":
-            stored = self.seen_rows / (1 << self.bits) * span
-            path = choose_path(len(ordered), stored, self.keyset_cost_ratio)
-        if path == "keyset":
-            keys: Iterable[bytes] = self._keyset(ordered)
-            self.path_keyset.inc()
-        else:
-            keys = self._scan(lo, hi)
-            self.path_scan.inc()
+        span = (ordered[-1].fp - ordered[0].fp + 1) / float(1 << 64)
+        keys = (key for key, _ in self.join.read(self.store, [fp_key(c.fp) for c in ordered], span))
         new = list(merge_unseen(ordered, keys))
         self.buckets.inc()
         self.bucket_bits.update(self.bits)
@@ -471,22 +431,6 @@ class _MergeBucketFn(beam.DoFn):
         if hints:
             self.store.mutate("frontier", [Mutation.set(h.key, h.to_cells()) for h in hints])
             self.hints.inc(len(hints))
-
-    def _scan(self, lo: int, hi: int) -> Iterator[bytes]:
-        """The sorted stored keys from ``lo`` to ``hi`` (inclusive): one keys-only range
-        scan, streamed, read to its end so the scan's stream closes."""
-        end = fp_key(hi + 1) if hi + 1 < (1 << 64) else None
-        n = 0
-        for key, _ in self.store.read_range("urls", fp_key(lo), end, keys_only=True):
-            n += 1
-            yield key
-        self.scanned.inc(n)
-
-    def _keyset(self, ordered: Sequence[Candidate]) -> list[bytes]:
-        """The sorted stored keys among the candidates' (one batched key-set read)."""
-        keys = [fp_key(c.fp) for c in ordered]
-        self.looked_up.inc(len(keys))
-        return sorted(self.store.read_keys("urls", keys, keys_only=True))
 
     def teardown(self) -> None:
         self.store.close()
@@ -562,7 +506,7 @@ class QueueUnseenUrls(beam.PTransform):
         buckets = (
             candidate_lists
             | "Combine per fingerprint, bucket by top bits"
-            >> beam.ParDo(_BucketFn(self.bits)).with_outputs(ERRORS, main="buckets")
+            >> beam.ParDo(_BucketFn(self.bits)).with_output_types(tuple[int, Packed]).with_outputs(ERRORS, main="buckets")
         )
         collect(buckets[ERRORS])
         new = (

@@ -13,6 +13,7 @@ from beamcrawl.core.runtime.config import CrawlConfig
 from beamcrawl.core.policy.robots import RobotsRules
 from beamcrawl.schemas.records import FrontierEntry, HostPolicy, HostRecord
 from beamcrawl.transforms.assign_slots import AssignSlots, fetch_shard, hold_reason, plan_host, shard_of
+from beamcrawl.transforms.dead_letter import collected
 
 NOW = 1_800_000_000.0
 CFG = CrawlConfig(out="/tmp/x", store="sqlite:///tmp/x", min_delay=1.0, round_window=10.0, fetch_shards=8)
@@ -107,6 +108,7 @@ class TestAssignSlotsTransform:
                     ("b.org", 1, True, shard_of("b.org", 8)),
                 ]),
             )
+            assert_that(collected(p), equal_to([]), label="No dead letters")
 
 
 def test_shard_is_stable_and_in_range():
@@ -246,6 +248,7 @@ def test_held_hosts_are_counted_by_reason():
     policies = p | "policies" >> beam.Create([("c.net", HostPolicy("c.net", pause_until=NOW + 60))])
     plans = {"due": p | "due" >> beam.Create(due), "hosts": hosts, "policies": policies} | AssignSlots(cfg, NOW)
     assert_that(plans | beam.Map(lambda pl: pl.host), equal_to(["a.com"]))
+    assert_that(collected(p), equal_to([]), label="No dead letters")
     result = p.run()
     result.wait_until_finish()
     counters = {

@@ -37,6 +37,7 @@ from beamcrawl.transforms.budgets import (
     read_domains,
 )
 from beamcrawl.state.domains import credit_seed_domains
+from beamcrawl.transforms.dead_letter import collected
 
 NOW = 1_800_000_000.0 + 3600.0  # an hour into a budget period
 RULES = BudgetRules(base=5, per_domain=2, cap=50, seed_credit=10, new_hosts_per_round=2, max_hosts=3)
@@ -183,6 +184,7 @@ def test_apply_budgets_defers_in_the_store_and_stages_old_keys(tmp_path):
     due = p | beam.Create(list(packed_by_host(trap + normal)))
     allowed = due | ApplyBudgets(store_uri, rules, NOW, outputs)
     assert_that(allowed | beam.FlatMap(lambda he: [e.url for e in he[1]]), equal_to([e.url for e in trap[:2] + normal]))
+    assert_that(collected(p), equal_to([]), label="No dead letters")
     result = p.run()
     result.wait_until_finish()
     counters = _counters(result, "budgets")
@@ -215,6 +217,7 @@ def test_usage_and_linking_domains_are_recorded_once_per_round(tmp_path):
         p = TestPipeline(runner="FnApiRunner")
         _ = p | "pages" >> beam.Create(pages) | CountLinkingDomains(store_uri)
         _ = p | "results" >> beam.Create([pg.fetch for pg in pages] + [robots]) | CountDomainUsage(store_uri, 7, NOW, DAY)
+        assert_that(collected(p), equal_to([]), label="No dead letters")
         p.run().wait_until_finish()
     with open_store(store_uri) as store:
         states = read_domains(store, ["target.io", "a.com", "b.org"])

@@ -20,6 +20,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from apache_beam.metrics.metric import MetricsFilter
 from apache_beam.testing.test_pipeline import TestPipeline
+from apache_beam.testing.util import assert_that, equal_to
 
 from beamcrawl.core.content import textfp
 from beamcrawl.core.urls.urlnorm import fingerprint
@@ -27,6 +28,7 @@ from beamcrawl.core.archive.warc_revisit import payload_digest
 from beamcrawl.schemas.records import FetchResult, FrontierEntry, ParsedPage, fp_key
 from beamcrawl.simweb import SimWeb
 from beamcrawl.stores.base import Mutation, open_store
+from beamcrawl.transforms.dead_letter import collected
 from beamcrawl.transforms.parse import parse_fetch
 from beamcrawl.transforms.url_seen import bucket_of, page_candidates
 from beamcrawl.transforms.content_seen import (
@@ -101,6 +103,7 @@ def run(uri: str, pages: list[ParsedPage], round_no: int | None = 1, **kw) -> tu
     p = TestPipeline(runner="FnApiRunner")
     marked = p | beam.Create(pages) | FindDuplicateContent(uri, round_no, **kw)
     _ = marked | beam.ParDo(_WriteDecisions(sink))
+    assert_that(collected(p), equal_to([]), label="No dead letters")
     result = p.run()
     result.wait_until_finish()
     counters = result.metrics().query(MetricsFilter().with_namespace("content_seen"))["counters"]

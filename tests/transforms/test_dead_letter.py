@@ -12,7 +12,7 @@ import pyarrow.parquet as pq
 import pytest
 from apache_beam.testing.test_pipeline import TestPipeline
 from apache_beam.testing.util import assert_that, equal_to
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from beamcrawl.core.runtime import faults
@@ -129,7 +129,7 @@ def test_write_dead_letters_writes_errors_parquet(tmp_path):
     # Letters are made safe for Parquet (and for Beam's string coder) when they are made.
     letter = Outlet("parse").letter(ValueError("bad"), {"url": "http://a.test/\udcff", "host": "a.test"})
     with TestPipeline() as p:
-        _ = p | beam.Create([letter]) | dead_letter.WriteDeadLetters(outputs)
+        _ = p | beam.Create([letter]) | parquet_io.WriteDeadLetters(outputs)
     (path,) = (tmp_path / "_staging" / "round=3" / "errors").iterdir()
     table = pq.read_table(path)
     assert table.schema.equals(ERRORS_SCHEMA, check_metadata=True)
@@ -158,3 +158,69 @@ def test_a_host_whose_crawl_raised_is_a_dead_letter_of_fetch():
     out = fn._route("failed", (plan, RuntimeError("bug in one request")))
     assert out.tag == ERRORS
     assert (out.value.stage, out.value.host, out.value.exception) == ("fetch", "a.test:81", "RuntimeError")
+
+
+# --- letters that cannot be forgotten (DeadLetters: Beam's ErrorHandler shape) --------------
+
+
+def _divide(x: int) -> int:
+    return 10 // x
+
+
+def test_the_handler_gives_every_stages_letters_to_its_consumer():
+    p = TestPipeline(runner="FnApiRunner")
+    with dead_letter.DeadLetters(p, beam.Map(lambda l: (l.stage, l.key))) as letters:
+        nums = p | beam.Create([1, 0, 2])
+        _ = nums | "First" >> dead_letter.Map("first", _divide)
+        _ = nums | "Second" >> dead_letter.Map("second", lambda x: _divide(x - 1))
+    assert_that(letters.output(), equal_to([("first", "0"), ("second", "1")]))
+    p.run().wait_until_finish()
+
+
+def test_a_stage_applied_after_the_letters_were_gathered_fails_at_once():
+    p = TestPipeline(runner="FnApiRunner")
+    nums = p | beam.Create([1, 0])
+    _ = nums | "Before" >> dead_letter.Map("before", _divide)
+    _ = collected(p)
+    with pytest.raises(RuntimeError, match="after the pipeline's dead-letter handler closed"):
+        _ = nums | "After" >> dead_letter.Map("after", _divide)
+    # The same with a handler of the round's shape.
+    q = TestPipeline(runner="FnApiRunner")
+    with dead_letter.DeadLetters(q, beam.Map(lambda l: l)):
+        _ = q | "Inside" >> beam.Create([1]) | "Guarded" >> dead_letter.Map("inside", _divide)
+    with pytest.raises(RuntimeError, match="apply the stage inside it"):
+        _ = q | "Late" >> beam.Create([0]) | "Late stage" >> dead_letter.Map("late", _divide)
+
+
+def test_letters_nobody_gathers_fail_the_pipeline_before_it_runs(tmp_path):
+    ran = tmp_path / "ran"
+    p = TestPipeline(runner="FnApiRunner")
+    _ = p | beam.Create([0]) | dead_letter.Map("lost", lambda x: ran.write_text("x") and _divide(x))
+    with pytest.raises(RuntimeError, match="Unclosed error handler"):
+        p.run()
+    assert not ran.exists()  # refused at construction: nothing ran
+
+
+@settings(max_examples=10, deadline=None)
+@given(st.sets(st.sampled_from(["parse", "fetch", "record", "select"]), min_size=1))
+def test_an_errors_output_that_nothing_reads_fails_the_pipeline(forgotten):
+    """Any stage whose ``ERRORS`` output is left unread is named; the gathered ones are not."""
+
+    class _Fn(beam.DoFn):
+        def __init__(self) -> None:
+            self.dead = Outlet("x")
+
+        def process(self, x):
+            yield x
+
+    p = TestPipeline(runner="FnApiRunner")
+    nums = p | beam.Create([1])
+    for stage in ["parse", "fetch", "record", "select"]:
+        out = nums | stage >> beam.ParDo(_Fn()).with_outputs(ERRORS, main="out")
+        if stage not in forgotten:
+            dead_letter.collect(out[ERRORS])
+    _ = collected(p)
+    with pytest.raises(RuntimeError, match="read by nothing") as raised:
+        p.run()
+    named = {stage for stage in ["parse", "fetch", "record", "select"] if f"{stage}/ParDo(_Fn)" in str(raised.value)}
+    assert named == forgotten

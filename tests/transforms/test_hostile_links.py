@@ -18,6 +18,7 @@ import html
 import apache_beam as beam
 import pytest
 from apache_beam.testing.test_pipeline import TestPipeline
+from apache_beam.testing.util import assert_that, equal_to
 from hypothesis import HealthCheck, given, settings
 
 import hostile_inputs as hostile
@@ -28,6 +29,7 @@ from beamcrawl.core.urls.urlnorm import InvalidURL, fingerprint, host_of, normal
 from beamcrawl.schemas.records import FetchResult, FrontierEntry, packed_by_host
 from beamcrawl.stores.base import open_store
 from beamcrawl.transforms.budgets import ApplyBudgets, CountDomainUsage, CountLinkingDomains
+from beamcrawl.transforms.dead_letter import collected
 from beamcrawl.transforms.parse import parse_fetch
 from beamcrawl.transforms.url_seen import ExtractCandidates, QueueUnseenUrls, page_candidates
 
@@ -93,6 +95,7 @@ def test_hostile_link_sets_pass_url_seen_and_budgets(tmp_path_factory, rng) -> N
         | "due" >> beam.Create(list(packed_by_host(due.values())))
         | ApplyBudgets(uri, RULES, NOW, RoundOutputs(str(tmp / "out"), 1))
     )
+    assert_that(collected(p), equal_to([]), label="No dead letters")
     p.run().wait_until_finish()
 
     with open_store(uri) as store:
@@ -129,6 +132,7 @@ def test_ipv6_links_record_their_linking_domains(tmp_path) -> None:
     ]
     with TestPipeline(runner="FnApiRunner") as p:
         _ = p | beam.Create(pages) | CountLinkingDomains(uri)
+        assert_that(collected(p), equal_to([]), label="No dead letters")
     from beamcrawl.transforms.budgets import read_domains
 
     with open_store(uri) as store:

@@ -13,6 +13,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from apache_beam.testing.test_pipeline import TestPipeline
+from apache_beam.testing.util import assert_that, equal_to
 
 from beamcrawl.core.runtime.outputs import RoundOutputs
 from beamcrawl.core.urls.urlnorm import fingerprint, host_of
@@ -20,6 +21,7 @@ from beamcrawl.schemas import arrow
 from beamcrawl.schemas.arrow import LINKS_SCHEMA, PAGES_SCHEMA, SCHEMAS, describe, fp_hex, signed64
 from beamcrawl.schemas.records import FetchResult, FrontierEntry, Link, ParsedPage
 from beamcrawl.transforms import parquet_io
+from beamcrawl.transforms.dead_letter import collected
 from beamcrawl.transforms.parquet_io import (
     ColumnBuffer,
     WriteLinkEdges,
@@ -149,6 +151,7 @@ def test_transforms_write_staged_parts(tmp_path):
         parsed = p | beam.Create(pages)
         _ = parsed | WriteLinkEdges(outputs)
         _ = parsed | beam.Map(lambda page: page_event(page, None)) | WritePageEvents(outputs)
+        assert_that(collected(p), equal_to([]), label="No dead letters")
     moved = outputs.commit_files()
     assert set(moved) == {"pages", "links"}
     # the folder as readers open it: pyarrow and DuckDB both see the round as a column

@@ -5,11 +5,13 @@ from __future__ import annotations
 import apache_beam as beam
 from apache_beam.metrics.metric import MetricsFilter
 from apache_beam.testing.test_pipeline import TestPipeline
+from apache_beam.testing.util import assert_that, equal_to
 
 from beamcrawl.core.content import textfp
 from beamcrawl.core.content.htmlparse import checksum
 from beamcrawl.core.urls.urlnorm import fingerprint
 from beamcrawl.schemas.records import FetchResult, FrontierEntry
+from beamcrawl.transforms.dead_letter import collected
 from beamcrawl.transforms.parse import ParsePages, body_kind, parse_fetch, skipped_counter_name
 
 TEXT = " ".join(f"word{i} topic{i % 7} detail{i % 11}" for i in range(60))
@@ -64,6 +66,7 @@ def test_skipped_bodies_are_counted_by_kind():
                _result(b"%PDF-1.7 y", "application/pdf"), _result(b"<urlset/>", "application/xml")]
     p = TestPipeline(runner="FnApiRunner")
     _ = p | beam.Create(results) | ParsePages("beamcrawl")
+    assert_that(collected(p), equal_to([]), label="No dead letters")
     result = p.run()
     result.wait_until_finish()
     counters = {

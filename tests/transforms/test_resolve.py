@@ -13,6 +13,7 @@ from apache_beam.testing.util import assert_that, equal_to
 from beamcrawl.core.runtime.config import CrawlConfig
 from beamcrawl.schemas.records import HostRecord
 from beamcrawl.transforms.assign_slots import fetch_shard
+from beamcrawl.transforms.dead_letter import collected
 from beamcrawl.transforms.resolve import ResolveHosts, needs_lookup, resolve_records
 
 CFG = CrawlConfig(
@@ -89,6 +90,7 @@ def test_transform_resolves_with_rules_and_policy():
                 ("kept.example", "93.184.216.35", ""),
             ]),
         )
+        assert_that(collected(p), equal_to([]), label="No dead letters")
 
 
 def test_a_stored_refusal_is_judged_again_under_this_runs_flags():

@@ -21,6 +21,7 @@ import zlib
 import apache_beam as beam
 import pytest
 from apache_beam.testing.test_pipeline import TestPipeline
+from apache_beam.testing.util import assert_that, equal_to
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from warcio.archiveiterator import ArchiveIterator
@@ -30,6 +31,7 @@ from beamcrawl.core.archive.spool import SPOOL, SpoolReader
 from beamcrawl.core.urls.urlnorm import fingerprint, host_of
 from beamcrawl.schemas.records import FetchResult, FrontierEntry, ParsedPage
 from beamcrawl.transforms import set_aside as spool
+from beamcrawl.transforms.dead_letter import collected
 from beamcrawl.transforms.parse import parse_fetch
 from beamcrawl.transforms.set_aside import SetBodiesAside, body_still_needed
 from beamcrawl.transforms.warc_io import WriteWarc, capture_record
@@ -105,6 +107,7 @@ def _archive(tmp_path, name: str, pages: list[ParsedPage], spooled: bool) -> tup
             | beam.Map(lambda e: json.dumps(e, default=str))
             | beam.io.WriteToText(str(tmp_path / f"{name}-events"), shard_name_template="")
         )
+        assert_that(collected(p), equal_to([]), label="No dead letters")
     events = [json.loads(line) for line in open(tmp_path / f"{name}-events")]
     return outputs, events
 

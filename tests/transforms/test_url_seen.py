@@ -18,6 +18,7 @@ from apache_beam.testing.util import assert_that, equal_to
 from beamcrawl.schemas.records import Candidate, FrontierEntry, ParsedPage, UrlState, fp_key
 from beamcrawl.stores.base import Mutation, open_store
 from beamcrawl.stores.embedded import EmbeddedStore
+from beamcrawl.transforms.dead_letter import collected
 from beamcrawl.transforms.url_seen import (
     TARGET_CANDIDATES_PER_BUCKET,
     TARGET_KEYS_PER_BUCKET,
@@ -25,7 +26,6 @@ from beamcrawl.transforms.url_seen import (
     bucket_of,
     bucket_range,
     choose_bucket_bits,
-    choose_path,
     combine_candidates,
     merge_unseen,
     queue_new_urls,
@@ -89,6 +89,7 @@ class TestQueueUnseenUrls:
         with TestPipeline(runner="FnApiRunner") as p:
             new = p | beam.Create(pages) | QueueUnseenUrls(uri, bits=3, now_ms=5000) | beam.FlatMap(list)
             assert_that(new | beam.Map(lambda e: e.fp), equal_to(sorted(set(fresh) - set(seen))))
+            assert_that(collected(p), equal_to([]), label="No dead letters")
 
         with open_store(uri) as store:
             frontier = [FrontierEntry.from_cells(c) for _, c in store.read_range("frontier")]
@@ -108,6 +109,7 @@ class TestQueueUnseenUrls:
             with TestPipeline(runner="FnApiRunner") as p:
                 new = p | beam.Create(pages) | QueueUnseenUrls(uri, bits=2, now_ms=1) | beam.FlatMap(list)
                 assert_that(new | beam.combiners.Count.Globally(), equal_to([expected]))
+                assert_that(collected(p), equal_to([]), label="No dead letters")
 
 
 # --- at scale: bucket sizing, the scan and key-set paths, on both backends --------------
@@ -130,6 +132,7 @@ def _run_filter(uri: str, pages: list[list[Candidate]], expected: list[int], **k
     p = TestPipeline(runner="FnApiRunner")
     new = p | beam.Create(pages) | QueueUnseenUrls(uri, now_ms=7, **kw) | beam.FlatMap(list)
     assert_that(new | beam.Map(lambda e: e.fp), equal_to(expected))
+    assert_that(collected(p), equal_to([]), label="No dead letters")
     result = p.run()
     result.wait_until_finish()
     counters = result.metrics().query(MetricsFilter().with_namespace("url_seen"))["counters"]
@@ -147,13 +150,6 @@ def test_choose_bucket_bits_follows_the_data():
     assert choose_bucket_bits(1 << 60, max_bits=6) == 6
 
 
-def test_choose_path_by_cost():
-    assert choose_path(10, stored_keys=5000, keyset_cost_ratio=4) == "keyset"
-    assert choose_path(2000, stored_keys=5000, keyset_cost_ratio=4) == "scan"
-    assert choose_path(100, stored_keys=5000, keyset_cost_ratio=32) == "keyset"
-    assert choose_path(200, stored_keys=5000, keyset_cost_ratio=32) == "scan"
-
-
 def test_bucket_count_is_sized_from_the_store(tmp_path):
     uri = f"sqlite:///{tmp_path}/store.sqlite"
     _seed_seen(uri, list(range(1, 1001)))
@@ -163,6 +159,7 @@ def test_bucket_count_is_sized_from_the_store(tmp_path):
         pages = p | beam.Create([[cand(5)]])
         _ = pages | "small" >> small
         _ = pages | "big" >> big
+        assert_that(collected(p), equal_to([]), label="No dead letters")
     assert small.seen_rows == 1000 and small.bits == 2  # the floor
     assert big.bits == 6  # 50 target-sized ranges need 64 buckets
 
@@ -318,6 +315,7 @@ def test_extract_candidates_counts_refusals_by_reason():
     p = TestPipeline(runner="FnApiRunner")
     out = p | beam.Create(pages) | ExtractCandidates(ShapeRules())
     assert_that(out | beam.Map(lambda cs: [c.url for c in cs]), equal_to([["http://a.com/ok"]]))
+    assert_that(collected(p), equal_to([]), label="No dead letters")
     result = p.run()
     result.wait_until_finish()
     counters = {

@@ -20,6 +20,7 @@ import zlib
 import apache_beam as beam
 import pytest
 from apache_beam.testing.test_pipeline import TestPipeline
+from apache_beam.testing.util import assert_that, equal_to
 from warcio.archiveiterator import ArchiveIterator
 from warcio.warcwriter import WARCWriter
 
@@ -28,6 +29,7 @@ from beamcrawl.core.runtime.outputs import RoundOutputs
 from beamcrawl.core.urls.urlnorm import fingerprint, host_of
 from beamcrawl.schemas.records import FetchResult, FrontierEntry, ParsedPage
 from beamcrawl.transforms import warc_io
+from beamcrawl.transforms.dead_letter import collected
 from beamcrawl.transforms.warc_io import WriteWarc, archive_fetch, page_event, warcinfo_bytes
 
 FETCHED_AT = 1_767_225_600.125  # 2026-01-01T00:00:00.125Z
@@ -263,6 +265,7 @@ def _write_round(tmp_path, pages, max_bytes=1 << 30) -> tuple[RoundOutputs, list
             | beam.Map(lambda e: json.dumps(e, default=str))
             | beam.io.WriteToText(str(tmp_path / "events"), shard_name_template="")
         )
+        assert_that(collected(p), equal_to([]), label="No dead letters")
     events = [json.loads(line) for line in open(tmp_path / "events")]
     outputs.commit_files()
     return outputs, events

@@ -39,18 +39,18 @@ from __future__ import annotations
 import calendar
 import email.utils
 import functools
-import gzip
 import io
 import math
 import re
 import zlib
 from dataclasses import dataclass, field
-from typing import IO, Any, Literal, Protocol, cast
+from typing import Any, Literal, Protocol
 from urllib.parse import urljoin, urlsplit
 
 import defusedxml.ElementTree as SafeET
 from defusedxml import DefusedXmlException
 
+from beamcrawl.core.net.transfer import CappedDecoder
 from beamcrawl.core.urls.urlnorm import InvalidURL, normalize
 
 __all__ = [
@@ -78,6 +78,7 @@ MAX_BYTES = 50 * 1024 * 1024
 MAX_GZIP_LAYERS = 2
 _READ_CHUNK = 64 * 1024
 _GZIP_MAGIC = b"\x1f\x8b"
+_GZIP_CHUNK = 8192  # compressed bytes decoded at a time
 _XML_BASE = "{http://www.w3.org/XML/1998/namespace}base"
 
 # changefreq hints as typical seconds between changes ("always": as fast as we model,
@@ -297,25 +298,43 @@ class _Peekable(io.RawIOBase):
 
 
 class _SafeGzip(io.RawIOBase):
-    """Gzip decompression that reports a corrupt or cut-off stream as an early EOF plus a
-    note (the caller keeps what was read), never as an exception mid-parse."""
+    """One gzip layer, undone as it is read by the fetcher's capped decoder (at most ``limit``
+    bytes out, core/net/transfer.py); a corrupt or cut-off stream ends early with a note
+    (the caller keeps what was read), never as an exception mid-parse."""
 
-    def __init__(self, inner: _Reader) -> None:
+    def __init__(self, inner: _Reader, limit: int) -> None:
         super().__init__()
-        self.gz = gzip.GzipFile(fileobj=cast(IO[bytes], inner), mode="rb")
+        self.inner = inner
+        self.decoder = CappedDecoder("gzip", limit)
+        self.pending = b""
+        self.ended = False
         self.problem: str | None = None
 
     def readable(self) -> bool:
         return True
 
-    def read(self, size: int = -1) -> bytes:
-        if self.problem is not None:
-            return b""
-        try:
-            return self.gz.read(size)
-        except (OSError, EOFError, zlib.error) as exc:
-            self.problem = f"bad gzip data: {exc}"
-            return b""
+    def _more(self) -> None:
+        """Decodes the next raw chunk (a chunk expands to at most ~1,000 times its size)."""
+        raw = self.inner.read(_GZIP_CHUNK)
+        self.pending = self.decoder.feed(raw) if raw else self.decoder.finish()
+        if raw and not self.decoder.done:
+            return
+        self.ended = True
+        if self.decoder.error is not None:
+            self.problem = f"bad gzip data: {self.decoder.error}"
+        elif not raw and not self.decoder.complete:
+            self.problem = "bad gzip data: the compressed stream ended before its end marker"
+
+    def read(self, size: int | None = -1) -> bytes:
+        if size is None or size < 0:
+            parts = []
+            while chunk := self.read(io.DEFAULT_BUFFER_SIZE * 16):
+                parts.append(chunk)
+            return b"".join(parts)
+        while not self.pending and not self.ended:
+            self._more()
+        data, self.pending = self.pending[:size], self.pending[size:]
+        return data
 
     def readinto(self, buffer: bytearray | memoryview) -> int:  # type: ignore[override]
         data = self.read(len(buffer))
@@ -323,13 +342,14 @@ class _SafeGzip(io.RawIOBase):
         return len(data)
 
 
-def _open(data: bytes | _Reader) -> tuple[_Peekable, list[_SafeGzip]]:
-    """The uncompressed stream of ``data`` (gzip layers removed, by magic bytes)."""
+def _open(data: bytes | _Reader, limit: int = MAX_BYTES) -> tuple[_Peekable, list[_SafeGzip]]:
+    """The uncompressed stream of ``data`` (gzip layers removed, by magic bytes), each layer
+    at most one byte past ``limit`` (the byte that shows the limit was passed)."""
     raw: _Reader = io.BytesIO(data) if isinstance(data, (bytes, bytearray, memoryview)) else data
     stream = _Peekable(raw)
     layers: list[_SafeGzip] = []
     while len(layers) < MAX_GZIP_LAYERS and stream.peek(2) == _GZIP_MAGIC:
-        layer = _SafeGzip(stream)
+        layer = _SafeGzip(stream, limit + 1)
         layers.append(layer)
         stream = _Peekable(layer)
     return stream, layers
@@ -624,7 +644,7 @@ def parse(
     except InvalidURL:
         base = url
     collect = _Collector(doc, base, _Scope(base, robots_origins), max_urls)
-    stream, layers = _open(data)
+    stream, layers = _open(data, max_bytes)
     capped = _Capped(stream, max_bytes)
     head = stream.peek(512).lstrip(b"\xef\xbb\xbf \t\r\n")
     try:

@@ -201,6 +201,10 @@ class _Gzip:
     def flush(self, limit: int) -> bytes:
         return self._d.flush(limit) if limit > 0 else b""
 
+    @property
+    def complete(self) -> bool:
+        return self._d.eof
+
 
 class _Deflate:
     """HTTP "deflate": zlib-wrapped per RFC 9110, or raw deflate as some servers send it."""
@@ -221,6 +225,10 @@ class _Deflate:
     def flush(self, limit: int) -> bytes:
         return self._d.flush(limit) if limit > 0 else b""
 
+    @property
+    def complete(self) -> bool:
+        return bool(self._d.eof)
+
 
 class _Brotli:
     def __init__(self) -> None:
@@ -239,6 +247,10 @@ class _Brotli:
 
     def flush(self, limit: int) -> bytes:
         return b""
+
+    @property
+    def complete(self) -> bool:
+        return bool(self._d.is_finished())
 
 
 _CODERS: dict[str, Callable[[], Any]] = {"gzip": _Gzip, "x-gzip": _Gzip, "deflate": _Deflate}
@@ -295,6 +307,11 @@ class CappedDecoder:
     def stages(self) -> int:
         """How many codings are undone (0 for identity: the bytes are only capped)."""
         return len(self._stages)
+
+    @property
+    def complete(self) -> bool:
+        """Every coding reached its end of stream (not so for a body cut off in transfer)."""
+        return all(stage.complete for stage in self._stages)
 
     @property
     def done(self) -> bool:

@@ -42,9 +42,7 @@ __all__ = [
     "MAX_URL_LENGTH",
     "InvalidURL",
     "fingerprint",
-    "fp_from_key",
     "fp_hex",
-    "fp_key",
     "host_of",
     "normalize",
     "normalize_host",
@@ -566,18 +564,9 @@ def fingerprint(normalized_url: str) -> int:
 
 
 def fp_hex(fp: int) -> str:
-    """A fingerprint as 16 lower-case hex digits."""
-    return f"{fp:016x}"
-
-
-def fp_key(fp: int) -> bytes:
-    """A fingerprint as an 8-byte big-endian row key (so key order is numeric order)."""
-    return fp.to_bytes(8, "big")
-
-
-def fp_from_key(key: bytes) -> int:
-    """Inverse of :func:`fp_key`."""
-    return int.from_bytes(key, "big")
+    """A fingerprint as 16 lower-case hex digits, the same for its unsigned value and the
+    signed one the Parquet files hold (the row key is ``schemas.records.fp_key``)."""
+    return format(fp & 0xFFFF_FFFF_FFFF_FFFF, "016x")
 
 
 _NORMAL_PREFIX = re.compile(r"(https?)://([^/?#\\]+)")

@@ -269,6 +269,24 @@ def test_corrupt_gzip_is_an_error_not_a_crash():
     assert doc.error is not None and doc.urls == []
 
 
+@given(st.data())
+def test_a_gzip_cut_anywhere_keeps_what_came_before_and_says_so(data):
+    """A gzipped (or twice gzipped) sitemap cut at any byte: no exception, the URLs before
+    the cut, and an error unless the whole file came."""
+    layers = data.draw(st.sampled_from([1, 2]))
+    whole = SITEMAP
+    for _ in range(layers):
+        whole = gzip.compress(whole)
+    cut = data.draw(st.integers(0, len(whole)))
+    expected = _urls(sm.parse(SITEMAP, BASE))
+    doc = sm.parse(whole[:cut], BASE)
+    assert _urls(doc) == expected[: len(_urls(doc))]
+    if cut == len(whole):
+        assert doc.error is None and _urls(doc) == expected
+    elif cut >= 2:  # fewer bytes are no gzip at all: an empty document, not a broken one
+        assert doc.error is not None
+
+
 def test_gzip_bomb_stops_at_the_size_limit():
     """10 MB of padding gzips to ~10 KB; the parse stops at the uncompressed limit."""
     head = SITEMAP[: SITEMAP.index(b"  <url>")]

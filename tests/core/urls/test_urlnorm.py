@@ -18,12 +18,11 @@ from beamcrawl.core.urls.urlnorm import (
     MAX_URL_LENGTH,
     InvalidURL,
     fingerprint,
-    fp_from_key,
     fp_hex,
-    fp_key,
     host_of,
     normalize,
 )
+from beamcrawl.schemas.records import fp_key, key_fp
 
 # --- the rules, one table each ------------------------------------------------------------------
 
@@ -461,11 +460,11 @@ def test_fingerprint_helpers() -> None:
     fp = fingerprint("http://example.com/")
     assert 0 <= fp < 2**64
     assert fp_hex(0) == "0" * 16
-    assert fp_hex(2**64 - 1) == "f" * 16
+    assert fp_hex(2**64 - 1) == fp_hex(-1) == "f" * 16  # unsigned, or signed as in Parquet
     key = fp_key(fp)
     assert len(key) == 8
     assert key == bytes.fromhex(fp_hex(fp))
-    assert fp_from_key(key) == fp
+    assert key_fp(key) == fp
     # Byte order of keys is numeric order, so fingerprint buckets are key ranges.
     fps = sorted(fingerprint(f"http://example.com/{i}") for i in range(200))
     assert sorted(fps, key=fp_key) == fps

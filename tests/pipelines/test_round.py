@@ -1,0 +1,62 @@
+"""pipelines/round.py: one crawl round as one composite transform, applied in a TestPipeline."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Iterator
+
+import apache_beam as beam
+import pytest
+from aiohttp import web
+from apache_beam.testing.test_pipeline import TestPipeline
+from apache_beam.testing.util import assert_that, equal_to
+
+from beamcrawl.core.runtime.config import CrawlConfig
+from beamcrawl.core.runtime.outputs import RoundOutputs
+from beamcrawl.pipelines.round import CrawlRound
+from beamcrawl.pipelines.seeding import submit_urls
+from beamcrawl.stores.base import open_store
+from loopback import LoopbackServer, serving  # tests/loopback.py
+
+pytestmark = pytest.mark.e2e  # a whole round
+
+
+class _Site(LoopbackServer):
+    """``/`` links to ``/a``; no robots.txt."""
+
+    async def handle(self, request: web.Request) -> web.Response:
+        if request.path == "/":
+            return web.Response(body=b"<html><body><a href='/a'>a</a></body></html>", content_type="text/html")
+        return web.Response(status=404)
+
+
+@pytest.fixture(scope="module")
+def site() -> Iterator[_Site]:
+    with serving(_Site()) as s:
+        yield s
+
+
+def test_a_round_applied_in_a_test_pipeline_is_one_step(site: _Site, tmp_path: Path) -> None:
+    root = f"http://127.0.0.1:{site.port}/"
+    uri = f"sqlite:///{tmp_path}/store.sqlite"
+    now = time.time()
+    with open_store(uri) as store:
+        submit_urls(store, [root], int(now * 1000) - 1)
+    cfg = CrawlConfig(out=str(tmp_path / "out"), store=uri, allow_private_networks=True, min_delay=0.05, round_window=3.0)
+    outputs = RoundOutputs(cfg.out, 1)
+    outputs.prepare()
+
+    p = TestPipeline(runner="FnApiRunner")
+    round_ = p | "Crawl round" >> CrawlRound(cfg, outputs, now)
+    pages = round_["pages"] | "Page URLs" >> beam.Map(lambda page: (page.fetch.url, page.fetch.status))
+    new = round_["new_urls"] | "New URLs" >> beam.FlatMap(lambda entries: [e.url for e in entries])
+    assert_that(pages, equal_to([(root + "robots.txt", 404), (root, 200)]), label="pages")
+    assert_that(new, equal_to([root + "a"]), label="new")
+    # The round nests in the graph: one step at the top, the stages inside it.
+    (top,) = [part for part in p.transforms_stack[0].parts if part.full_label == "Crawl round"]
+    assert not {"Fetch", "URL seen", "Gather dead letters"} & {part.full_label for part in p.transforms_stack[0].parts}
+    inner = {part.full_label for part in top.parts}
+    assert {"Crawl round/Fetch", "Crawl round/URL seen", "Crawl round/Gather dead letters"} <= inner
+    p.run().wait_until_finish()
+    assert list(Path(outputs.staged("pages")).glob("*.parquet"))
