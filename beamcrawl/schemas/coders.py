@@ -49,11 +49,11 @@ class RecordCoder(beam.coders.Coder):
         return self.cls
 
     @classmethod
-    def from_type_hint(cls, typehint: Any, registry: Any) -> RecordCoder:
+    def from_type_hint(cls, typehint: Any, registry: Any) -> RecordCoder:  # type: ignore[override]
         return cls(typehint)
 
     def __eq__(self, other: object) -> bool:
-        return type(other) is type(self) and other.cls is self.cls  # type: ignore[attr-defined]
+        return type(other) is type(self) and other.cls is self.cls
 
     def __hash__(self) -> int:
         return hash((type(self), self.cls))

@@ -67,7 +67,7 @@ def shuffled_classes() -> list[type]:
     return list(_FIELD_VALUES)
 
 
-class Packed(list):  # type: ignore[type-arg]
+class Packed(list):
     """A list of records that crosses a shuffle as one pickle.
 
     Beam's fallback coder encodes a plain ``list`` element by element, one pickle per record
