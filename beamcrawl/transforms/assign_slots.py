@@ -221,7 +221,9 @@ def plan_host(
     first = max(now, politeness.next_allowed(record.last_fetch_end, delay, record.not_before))
     if first >= window_end:
         return None
-    slots = max(1, math.floor((window_end - first) / delay))
+    # No delay at all (``--min-delay 0`` and nothing from the host): the window does not
+    # bound the host's share, its queue (and --max-urls-per-host) does.
+    slots = len(queued) + 1 if delay <= 0 else max(1, math.floor((window_end - first) / delay))
     if fetch_robots:
         slots = max(0, slots - 1)
     if cfg.max_urls_per_host:

@@ -45,6 +45,16 @@ def test_unknown_host_gets_robots_first_and_window_over_delay_slots():
     assert plan.shard == shard_of("a.com", 8)
 
 
+def test_no_delay_at_all_plans_the_whole_queue_and_robots_first():
+    """``--min-delay 0`` on a host that sets no Crawl-delay: no slot arithmetic divides by it."""
+    cfg = dataclasses.replace(CFG, min_delay=0.0)
+    entries = [entry(f"/p/{i}.html") for i in range(30)]
+    plan = plan_host("a.com", entries, None, None, cfg, NOW)
+    assert plan is not None and plan.fetch_robots and len(plan.entries) == 30
+    plan = plan_host("a.com", entries, fresh_record(), None, dataclasses.replace(cfg, max_urls_per_host=7), NOW)
+    assert plan is not None and not plan.fetch_robots and len(plan.entries) == 7
+
+
 def test_stale_robots_is_fetched_again():
     record = fresh_record()
     record.robots_fetched_at = NOW - 25 * 3600
