@@ -32,7 +32,7 @@ import threading
 import time
 from dataclasses import replace
 from typing import Any, AsyncIterator, Callable, Iterator
-from urllib.parse import urljoin, urlsplit
+from urllib.parse import urljoin
 
 import aiohttp
 
@@ -180,7 +180,9 @@ class HostCrawler:
             self.emit("result", _not_fetched(entry, "robots_disallowed"))
         if not plan.entries and not plan.fetch_robots:
             return record
-        scheme = urlsplit(plan.entries[0].url).scheme if plan.entries else "http"
+        record.robots_other = dict(record.robots_other)  # select_robots rewrites it: the plan's stays
+        schemes = list(dict.fromkeys(_scheme(entry.url) for entry in plan.entries))
+        to_fetch = list(plan.robots_schemes) or ([schemes[0] if schemes else "http"] if plan.fetch_robots else [])
         host_only = hostname_of(plan.host)
         # The resolve stage's answer is the address this host's fetch shard was chosen by, so
         # requests must go there for the per-IP clock to hold: it is kept for the whole round
@@ -205,27 +207,35 @@ class HostCrawler:
         record.dns_failures = 0
         self._book_ip(record.ip, record.last_fetch_end)  # the IP's clock, carried across rounds
 
-        if plan.fetch_robots:
+        # robots.txt per scheme (RFC 9309 §2.3): each scheme's answer is looked up, or fetched
+        # first when the plan says so, and every URL is checked against its own scheme's.
+        by_scheme: dict[str, RobotsRules | None] = {}
+        for scheme in to_fetch:
+            record.select_robots(scheme)
             # Never sleep past the window: a host held by Retry-After or back-off beyond it
             # gives its URLs back to the frontier untouched.
-            rules = await self._fetch_robots(plan, record, scheme) if self._may_start(record, delay) else None
-            if rules is None:
+            fetched = await self._fetch_robots(plan, record, scheme) if self._may_start(record, delay) else None
+            if fetched is None:
                 for entry in plan.entries:
                     self.emit("result", _deferred(entry, "round window ended"))
                 return record
-        else:
-            rules = cached_rules(
-                record.robots, record.robots_good, good_at=record.robots_good_at,
-                failing_since=record.robots_failing_since, token=self.cfg.robots_token, now=time.time(),
-            )
-        if rules is None:  # robots unknown and not fetched: never fetch blind
-            for entry in plan.entries:
-                self.emit("result", _deferred(entry, "robots.txt unknown"))
-            return record
-        delay = max(delay, politeness.base_delay(self.cfg, rules.crawl_delay(), 0.0))
+            by_scheme[scheme] = fetched
+        for scheme in schemes:
+            if scheme not in by_scheme:
+                record.select_robots(scheme)
+                by_scheme[scheme] = cached_rules(
+                    record.robots, record.robots_good, good_at=record.robots_good_at,
+                    failing_since=record.robots_failing_since, token=self.cfg.robots_token, now=time.time(),
+                )
+        crawl_delays = [r.crawl_delay() for r in by_scheme.values() if r is not None]
+        delay = max(delay, politeness.base_delay(self.cfg, max((d for d in crawl_delays if d is not None), default=None), 0.0))
         record.delay = max(record.delay, delay)
 
         for i, entry in enumerate(plan.entries):
+            rules = by_scheme.get(_scheme(entry.url))
+            if rules is None:  # robots unknown and not fetched: never fetch blind
+                self.emit("result", _deferred(entry, "robots.txt unknown"))
+                continue
             if rules.kind == "disallow_all":
                 # 5xx or unreachable robots.txt: fetch nothing, try again in a later round.
                 self.emit("result", _deferred(entry, "robots.txt unavailable"))
@@ -503,6 +513,11 @@ def store_robots_answer(record: HostRecord, rules: RobotsRules, status: int | No
     record.robots = rules.to_dict()
     record.robots_status = status
     record.robots_fetched_at = now
+
+
+def _scheme(url: str) -> str:
+    """The scheme of a (normalised) URL: which robots.txt it is under."""
+    return url.partition(":")[0].lower()
 
 
 def _not_fetched(entry: FrontierEntry, outcome: str) -> FetchResult:

@@ -10,6 +10,7 @@ import asyncio
 import gzip
 import time
 from contextlib import AbstractContextManager
+from dataclasses import replace
 
 import brotli
 import pytest
@@ -479,3 +480,23 @@ def test_live_progress_totals_count_hosts_and_politeness_waits():
     assert (started, finished) == (2, 2)  # every host crawled, none still counted active
     # a.test's 2nd and 3rd requests each waited for its delay; b.test's only one never did
     assert waits == waits_done == 2
+
+
+def test_https_robots_failing_leaves_the_same_host_and_port_fetched_over_http():
+    # Issue #24 item 8: robots.txt is per scheme, host and port (RFC 9309 §2.3). The server
+    # speaks plain HTTP only, so https to the same host:port fails its TLS handshake: https
+    # robots.txt is unreachable (disallow all), http's is a 404 (no rules).
+    with mock_server() as server:
+        p = plan(server, "t.test", ["/1", "/2"])
+        slot = p.host
+        https = FrontierEntry(url=f"https://{slot}/s", fp=99, host=slot, due_ms=0)
+        p = replace(p, entries=[https, *p.entries], robots_schemes=["https", "http"])
+        results, hosts = run(cfg(), [p])
+        paths = [r["path"] for r in server.log]
+    assert paths == ["/robots.txt", "/1", "/2"]
+    outcome = {r.url: (r.outcome, r.error) for r in results if r.entry.source != "robots"}
+    assert outcome[f"https://{slot}/s"] == ("deferred", "robots.txt unavailable")
+    assert outcome[f"http://{slot}/1"][0] == outcome[f"http://{slot}/2"][0] == "fetched"
+    record = hosts[slot]
+    assert record.robots_view("https").robots["kind"] == "disallow_all"
+    assert record.robots_view("http").robots["kind"] != "disallow_all" and record.robots_view("http").robots_status == 404
