@@ -436,6 +436,14 @@ class FetchResult:
     body_size: int | None = None  # bytes of the decoded body
     digest: str | None = None  # WARC payload digest of raw_body ("sha1:<base32>")
     spooled: Spooled | None = None  # where its response record waits
+    # Seconds of ``elapsed`` the fetch loop spent late on other work (core/net/fetcher.py
+    # LoopLag): not the host's time, so not charged to its adaptive delay.
+    loop_lag: float = 0.0
+
+    @property
+    def response_time(self) -> float:
+        """The host's part of ``elapsed``: what the adaptive delay is driven by."""
+        return max(0.0, self.elapsed - self.loop_lag)
 
     @property
     def payload_size(self) -> int:

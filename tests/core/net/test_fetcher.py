@@ -7,6 +7,7 @@ the server's side, as a site owner would see it.
 from __future__ import annotations
 
 import asyncio
+import functools
 import gzip
 import time
 from contextlib import AbstractContextManager
@@ -17,7 +18,7 @@ import pytest
 from aiohttp import web
 
 from beamcrawl.core.runtime.config import CrawlConfig
-from beamcrawl.core.net.fetcher import DNS_BACKOFF_MAX, FetchRunner, decode_body, dns_backoff
+from beamcrawl.core.net.fetcher import DNS_BACKOFF_MAX, FetchRunner, LoopLag, decode_body, dns_backoff
 from beamcrawl.core.policy.robots import RobotsRules
 from beamcrawl.schemas.records import FrontierEntry, HostPlan, HostRecord
 from beamcrawl.transforms.assign_slots import hold_reason, plan_host
@@ -500,3 +501,85 @@ def test_https_robots_failing_leaves_the_same_host_and_port_fetched_over_http():
     record = hosts[slot]
     assert record.robots_view("https").robots["kind"] == "disallow_all"
     assert record.robots_view("http").robots["kind"] != "disallow_all" and record.robots_view("http").robots_status == 404
+
+
+@functools.cache
+def big_sitemap() -> bytes:
+    """A sitemap of 50 MiB decoded, sent gzipped (Content-Encoding) in ~150 KiB, as issue #24
+    item 6 found it: one read of the transfer decodes to megabytes."""
+    unit = b"<url><loc>http://big.test/p</loc></url>"
+    return gzip.compress(b"<urlset>" + unit * (50 * 1024 * 1024 // len(unit)) + b"</urlset>", 9)
+
+
+class BigSitemapServer(MockServer):
+    async def _handle(self, request: web.Request) -> web.StreamResponse:
+        if request.path.startswith("/big-sitemap"):
+            start = time.time()
+            resp = web.Response(body=big_sitemap(), headers={"Content-Type": "application/xml", "Content-Encoding": "gzip"})
+            await resp.prepare(request)
+            await resp.write_eof()
+            self._log.append({"start": start, "end": time.time(), "host": request.host.split(":")[0], "path": request.path})
+            return resp
+        return await super()._handle(request)
+
+
+@pytest.mark.slow
+def test_a_big_gzip_sitemap_elsewhere_does_not_slow_a_fast_hosts_measured_time_or_delay():
+    # Issue #24 item 6: decoding other hosts' 50 MiB sitemaps on the fetch loop was timed as
+    # the fast host's response time, and 10x that became its delay. The fast host's measured
+    # time must stay near the server's (a few ms here), and its gaps near --min-delay.
+    big_sitemap()  # made before the clock starts (the server shares this process)
+    with serving(BigSitemapServer()) as server:
+        fast = plan(server, "fast.test", [f"/{i}" for i in range(40)], robots_known="", delay=0.05)
+        big = []
+        for n in range(3):
+            p = plan(server, f"big{n}.test", ["/big-sitemap-1", "/big-sitemap-2"], robots_known="", delay=0.05)
+            big.append(replace(p, entries=[replace(e, kind="sitemap", source="sitemap") for e in p.entries]))
+        runner = FetchRunner(cfg(min_delay=0.05, max_sitemap_bytes=50 * 1024 * 1024, total_timeout=10.0))
+        measured: list[tuple[float, float]] = []
+        decoded = []
+        delays: list[float] = []
+        try:
+            runner.submit(fast)
+            for p in big:
+                runner.submit(p)
+            for kind, value in runner.drain(wait=True):
+                if kind == "host" and value.host == fast.host:
+                    delays.append(value.delay)
+                if kind != "result" or value.outcome != "fetched":
+                    continue
+                if value.entry.host == fast.host:
+                    measured.append((value.elapsed, getattr(value, "response_time", value.elapsed)))
+                else:
+                    decoded.append(len(value.body))
+                value.body = value.raw_body = b""  # 300 MiB decoded in all: not kept
+        finally:
+            runner.close()
+        log = per_host(server.log)
+    served = [r["end"] - r["start"] for r in log["fast.test"]]
+    worst = max(rt for _elapsed, rt in measured)
+    print(f"worst {worst:.3f} served {max(served):.4f} delays {delays}")
+    assert worst < max(served) + 0.1, f"fast host charged {worst:.3f} s against {max(served):.4f} s served"
+    # Its delay is what a host this fast gets: within 10x its time at the server (+ margin).
+    assert max(delays) < 10 * (max(served) + 0.1), f"fast host's delay grew to {max(delays):.2f} s"
+    assert len(measured) == 40
+    # Each big host is charged its transfer, not our decoding: both of its sitemaps fit.
+    assert len(decoded) == 6 and all(n == 50 * 1024 * 1024 for n in decoded)
+
+
+def test_loop_lag_counts_the_time_the_loop_was_held_and_not_its_idle_waits():
+    async def probe() -> tuple[float, float]:
+        lag = LoopLag()
+        lag.start()
+        await asyncio.sleep(0.05)
+        before = lag.now()
+        await asyncio.sleep(0.3)  # idle: the loop is free
+        idle = lag.now() - before
+        time.sleep(0.3)  # noqa: ASYNC251 - CPU work held the loop (a decode, a parse)
+        held = lag.now() - before - idle  # counted even before the probe has woken up
+        lag.stop()
+        return idle, held
+
+    idle, held = asyncio.run(probe())
+    assert idle < 0.2
+    assert 0.25 <= held <= 1.0
