@@ -278,10 +278,12 @@ class UrlState:
 
 
 # The robots.txt fields of a HostRecord kept per scheme, and their values before any answer.
-ROBOTS_FIELDS = ("robots", "robots_fetched_at", "robots_status", "robots_good", "robots_good_at", "robots_failing_since")
+ROBOTS_FIELDS = (
+    "robots", "robots_fetched_at", "robots_status", "robots_good", "robots_good_at", "robots_failing_since", "robots_via",
+)
 _ROBOTS_EMPTY: dict[str, Any] = {
     "robots": None, "robots_fetched_at": 0.0, "robots_status": None,
-    "robots_good": None, "robots_good_at": 0.0, "robots_failing_since": 0.0,
+    "robots_good": None, "robots_good_at": 0.0, "robots_failing_since": 0.0, "robots_via": "",
 }
 
 
@@ -306,6 +308,9 @@ class HostRecord:
     robots_good: dict[str, Any] | None = None
     robots_good_at: float = 0.0
     robots_failing_since: float = 0.0  # start of the current run of unreachable answers; 0 = none
+    # The host (slot key) a robots.txt redirect last led to, when another fetch loop owned
+    # it: the next robots.txt fetch is planned in that host's fetch shard, on its clock.
+    robots_via: str = ""
     # robots.txt is located per scheme, host and port (RFC 9309 §2.3): the fields above are
     # the answer for ``robots_scheme`` ("" in a record written before schemes were told
     # apart: it is taken for the first scheme asked), and ``robots_other`` holds the same

@@ -237,9 +237,15 @@ def plan_host(
         chosen.append(entry)
     if not chosen and not fetch_robots and not disallowed:
         return None
+    # A robots.txt that redirects to another host is fetched in that host's shard, so that
+    # the hop waits on the one clock that host has (core/net/fetcher.py).
+    via = [v for v in (record.robots_view(scheme).robots_via for scheme in to_fetch) if v and v != host]
+    shard = fetch_shard(host, record, cfg.fetch_shards, cfg.ip_delay)
+    if via and cfg.ip_delay <= 0:
+        shard = shard_of(via[0], cfg.fetch_shards)
     return HostPlan(
         host=host,
-        shard=fetch_shard(host, record, cfg.fetch_shards, cfg.ip_delay),
+        shard=shard,
         record=record,
         delay=floor,
         fetch_robots=fetch_robots,

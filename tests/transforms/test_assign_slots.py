@@ -335,3 +335,16 @@ def test_selecting_schemes_never_mixes_their_robots_answers(bookings):
             assert view.robots == {"kind": "empty", "n": last[scheme]} and view.robots_fetched_at == last[scheme]
         else:
             assert view.robots is None and view.robots_fetched_at == 0.0 and view.robots_status is None
+
+
+def test_a_robots_redirect_to_another_host_plans_the_robots_fetch_in_that_hosts_shard():
+    # Issue #24 item 2: the hop is the target's request, so it is made by the loop that owns
+    # the target (and keeps its clock). Once the answer is cached, the host plans as before.
+    record = HostRecord(host="a.com", robots_via="ok.test")
+    shards = next(n for n in range(2, 64) if shard_of("a.com", n) != shard_of("ok.test", n))
+    cfg = dataclasses.replace(CFG, fetch_shards=shards)
+    plan = plan_host("a.com", [entry("/p")], record, None, cfg, NOW)
+    assert plan is not None and plan.fetch_robots and plan.shard == shard_of("ok.test", shards)
+    known = fresh_record(robots_via="ok.test")
+    plan = plan_host("a.com", [entry("/p")], known, None, cfg, NOW)
+    assert plan is not None and not plan.fetch_robots and plan.shard == shard_of("a.com", shards)

@@ -36,7 +36,7 @@ import threading
 import time
 from dataclasses import replace
 from typing import Any, AsyncIterator, Callable, Iterator
-from urllib.parse import urljoin
+from urllib.parse import urljoin, urlsplit
 
 import aiohttp
 
@@ -47,6 +47,8 @@ from beamcrawl.core.runtime.config import CrawlConfig
 from beamcrawl.core.net.gate import AddressRefused, open_session
 from beamcrawl.core.net.netpolicy import ResolveRules
 from beamcrawl.core.net.resolver import REFUSED, FetchRefused, PolicyResolver, hostname_of
+from beamcrawl.core.urls.hostkeys import shard_of
+from beamcrawl.core.urls.urlnorm import host_of
 from beamcrawl.core.policy.robots import RobotsRules, cached_rules
 from beamcrawl.core.net.transfer import (
     ACCEPT_ENCODING,
@@ -75,6 +77,8 @@ DRAIN_PAUSE = 0.05
 REFUSED_PREFIX = REFUSED
 # The longest a host waits after DNS failures in a row.
 DNS_BACKOFF_MAX = 86400.0
+# What _fetch_robots returns when a redirect leads to a host another fetch loop owns.
+ROUTED = object()
 # Bodies past this many bytes are decoded, and robots.txt files parsed, on a worker thread:
 # on the loop, a 50 MiB gzip sitemap held every other host's response for seconds, and that
 # wait was timed as the other hosts' response times (issue #24).
@@ -176,6 +180,11 @@ class HostCrawler:
         )
         self.session: aiohttp.ClientSession | None = None
         self._ip_clocks: dict[str, _IpClock] = {}
+        # Per host slot: its live record (its clock), its turn, and its robots rules in force,
+        # for the hosts this loop crawls and those robots.txt redirects lead to.
+        self._clocks: dict[str, HostRecord] = {}
+        self._turns: dict[str, asyncio.Lock] = {}
+        self._rules: dict[tuple[str, str], RobotsRules] = {}
         self.lag = LoopLag()
         self._slots = asyncio.Semaphore(cfg.max_hosts_in_flight)
         self._timeout = aiohttp.ClientTimeout(
@@ -214,10 +223,11 @@ class HostCrawler:
     # --- one host ---------------------------------------------------------------------
 
     async def crawl(self, plan: HostPlan) -> None:
+        live = self._own_clock(plan)  # before queueing for a slot: hops may need its clock
         async with self._slots:
             self.hosts_started += 1
             try:
-                record = await self._crawl_host(plan)
+                record = await self._crawl_host(plan, live)
             except Exception as exc:  # never lose a host's work to a bug in one request
                 log.exception("host %s failed", plan.host)
                 self.emit("failed", (plan, exc))  # a dead letter of the fetch stage
@@ -228,14 +238,26 @@ class HostCrawler:
                 self.hosts_finished += 1
             self.emit("host", record)
 
-    async def _crawl_host(self, plan: HostPlan) -> HostRecord:
+    def _own_clock(self, plan: HostPlan) -> HostRecord:
+        """The host's live record (its clock) for this loop, registered by its slot so that a
+        redirect hop from another host waits on it too; a clock that hops already started
+        for the host is merged in."""
         record = replace(plan.record)
+        record.robots_other = dict(record.robots_other)  # select_robots rewrites it: the plan's stays
+        started = self._clocks.get(plan.host)
+        if started is not None:
+            record.last_fetch_end = max(record.last_fetch_end, started.last_fetch_end)
+            record.not_before = max(record.not_before, started.not_before)
+            record.delay = max(record.delay, started.delay)
+        self._clocks[plan.host] = record
+        return record
+
+    async def _crawl_host(self, plan: HostPlan, record: HostRecord) -> HostRecord:
         delay = plan.delay
         for entry in plan.disallowed:
             self.emit("result", _not_fetched(entry, "robots_disallowed"))
         if not plan.entries and not plan.fetch_robots:
             return record
-        record.robots_other = dict(record.robots_other)  # select_robots rewrites it: the plan's stays
         schemes = list(dict.fromkeys(_scheme(entry.url) for entry in plan.entries))
         to_fetch = list(plan.robots_schemes) or ([schemes[0] if schemes else "http"] if plan.fetch_robots else [])
         host_only = hostname_of(plan.host)
@@ -270,9 +292,10 @@ class HostCrawler:
             # Never sleep past the window: a host held by Retry-After or back-off beyond it
             # gives its URLs back to the frontier untouched.
             fetched = await self._fetch_robots(plan, record, scheme) if self._may_start(record, delay) else None
-            if fetched is None:
+            if not isinstance(fetched, RobotsRules):
+                why = "round window ended" if fetched is None else f"robots.txt unknown: redirected to {record.robots_via}"
                 for entry in plan.entries:
-                    self.emit("result", _deferred(entry, "round window ended"))
+                    self.emit("result", _deferred(entry, why))
                 return record
             by_scheme[scheme] = fetched
         for scheme in schemes:
@@ -282,6 +305,9 @@ class HostCrawler:
                     record.robots, record.robots_good, good_at=record.robots_good_at,
                     failing_since=record.robots_failing_since, token=self.cfg.robots_token, now=time.time(),
                 )
+        for scheme, known in by_scheme.items():  # what a redirect hop to this host is checked by
+            if known is not None:
+                self._rules[(plan.host, scheme)] = known
         crawl_delays = [r.crawl_delay() for r in by_scheme.values() if r is not None]
         delay = max(delay, politeness.base_delay(self.cfg, max((d for d in crawl_delays if d is not None), default=None), 0.0))
         record.delay = max(record.delay, delay)
@@ -320,13 +346,45 @@ class HostCrawler:
 
         Returns None, without a request, when the round window ended while waiting.
         """
-        waited = await self._wait_turn(record, delay)
-        async with self._ip_turn(record.ip) as ip_waited:
-            if time.time() >= self.deadline:
-                return None
-            result = await self._get(entry, url, ip)
+        # One request in flight per host, whoever asks: the host's own URLs and redirect hops
+        # from other hosts take turns on its lock.
+        async with self._turns.setdefault(record.host, asyncio.Lock()):
+            waited = await self._wait_turn(record, delay)
+            async with self._ip_turn(record.ip) as ip_waited:
+                if time.time() >= self.deadline:
+                    return None
+                result = await self._get(entry, url, ip)
+            if record is not self._clocks.get(record.host, record):  # the host's plan came meanwhile
+                self._clocks[record.host].last_fetch_end = max(
+                    self._clocks[record.host].last_fetch_end, result.fetched_at + result.elapsed
+                )
         result.waited = waited + ip_waited
         return result
+
+    async def _hop_clock(self, plan: HostPlan, target: str, url: str) -> HostRecord | str:
+        """The clock of ``target``, another host a robots.txt redirect of ``plan.host`` leads to.
+
+        Returns the target's live record when this loop owns the target (its fetch shard is
+        this plan's: the loop keeps its clock), ``"elsewhere"`` when it does not (another loop
+        may be fetching it now), ``"forbidden"`` when the target's robots.txt forbids the hop
+        (or is not known here and the hop is not to ``/robots.txt``).
+        """
+        if self.cfg.ip_delay > 0:
+            # Shards are by IP: the target is this loop's when it is on this host's address.
+            answer = await self.resolver.resolution(hostname_of(target))
+            if answer.ip is None or answer.ip != plan.record.ip:
+                return "elsewhere"
+        elif shard_of(target, self.cfg.fetch_shards) != plan.shard:
+            return "elsewhere"
+        parts = urlsplit(url)
+        if parts.path != "/robots.txt":  # /robots.txt is always allowed (RFC 9309 §2.2.2)
+            rules = self._rules.get((target, parts.scheme))
+            if rules is None or rules.kind == "disallow_all" or not rules.allowed(url):
+                return "forbidden"
+        clock = self._clocks.get(target)
+        if clock is None:  # a host with no plan in this loop: its clock starts here
+            clock = self._clocks[target] = HostRecord(host=target, delay=self.cfg.min_delay, ip=plan.record.ip)
+        return clock
 
     def _book_ip(self, ip: str | None, end: float) -> None:
         """Moves an IP's clock forward to a response end known from a host record."""
@@ -399,19 +457,45 @@ class HostCrawler:
         record.not_before = max(record.not_before, decision.not_before)
         record.consecutive_errors = decision.consecutive_errors
 
-    async def _fetch_robots(self, plan: HostPlan, record: HostRecord, scheme: str) -> RobotsRules | None:
+    async def _fetch_robots(self, plan: HostPlan, record: HostRecord, scheme: str) -> RobotsRules | None | object:
         """Fetches robots.txt (following up to max_redirects), caches the answer in the record
-        and returns the rules in force; None when the round window ended before an answer."""
+        and returns the rules in force; None when the round window ended before an answer,
+        :data:`ROUTED` when a redirect leads to a host another loop owns (``robots_via``).
+
+        A hop to another host waits for that host's turn (one request in flight, its delay)
+        and books its response on that host's clock; a hop its robots.txt forbids is not
+        made, and the file counts as unreachable."""
         token = self.cfg.robots_token
         url = f"{scheme}://{plan.host}/robots.txt"
         entry = FrontierEntry(url=url, fp=0, host=plan.host, due_ms=0, source="robots")
         status: int | None = None
         body: bytes | None = None
         for hop in range(self.cfg.max_redirects + 1):
-            result = await self._request(record, entry, url, record.ip if hop == 0 else None, plan.delay)
+            # Every hop is a request to its own host, on that host's clock.
+            clock: HostRecord | str = record
+            floor = wait = plan.delay
+            if hop > 0:
+                try:
+                    target = host_of(url)
+                except ValueError:
+                    target = plan.host  # a Location no URL parser takes: the request errs below
+                if target != plan.host:
+                    record.robots_via = target
+                    clock = await self._hop_clock(plan, target, url)
+                    if clock == "elsewhere":
+                        # Not this loop's host: its own loop may be fetching it now. The answer
+                        # waits for a later round that plans this host in the target's shard.
+                        return ROUTED
+                    if isinstance(clock, str):
+                        status, body = None, None  # the hop is forbidden: no answer (unreachable)
+                        break
+                    floor = self.cfg.min_delay
+                    wait = max(floor, clock.delay)  # the target's delay, not this host's
+            assert not isinstance(clock, str)
+            result = await self._request(clock, entry, url, clock.ip if hop == 0 else None, wait)
             if result is None:
                 return None  # no answer this round: the cached state stays as it was
-            self._after(record, result, None, plan.delay)
+            self._after(clock, result, None, floor)
             self.emit("result", result)
             if result.outcome != "fetched":
                 status, body = None, None

@@ -21,6 +21,7 @@ from beamcrawl.core.runtime.config import CrawlConfig
 from beamcrawl.core.net.fetcher import DNS_BACKOFF_MAX, FetchRunner, LoopLag, decode_body, dns_backoff
 from beamcrawl.core.policy.robots import RobotsRules
 from beamcrawl.schemas.records import FrontierEntry, HostPlan, HostRecord
+from beamcrawl.core.urls.hostkeys import shard_of
 from beamcrawl.transforms.assign_slots import hold_reason, plan_host
 from loopback import LoopbackServer, serving  # noqa: E402  (tests/loopback.py)
 
@@ -583,3 +584,95 @@ def test_loop_lag_counts_the_time_the_loop_was_held_and_not_its_idle_waits():
     idle, held = asyncio.run(probe())
     assert idle < 0.2
     assert 0.25 <= held <= 1.0
+
+
+class RedirectingServer(MockServer):
+    """src*.test send their robots.txt (and /moved) elsewhere, as ``self.moves`` says."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.moves: dict[tuple[str, str], str] = {}
+
+    async def _handle(self, request: web.Request) -> web.StreamResponse:
+        host = request.host.rsplit(":", 1)[0]
+        target = self.moves.get((host, request.path))
+        if target is None:
+            return await super()._handle(request)
+        start = time.time()
+        resp = web.Response(status=301, headers={"Location": target, "Content-Type": "text/plain"})
+        await resp.prepare(request)
+        await resp.write_eof()
+        self._log.append({"start": start, "end": time.time(), "host": host, "path": request.path})
+        return resp
+
+
+def _one_host(log: list[dict], name: str) -> list[dict]:
+    """The requests the server got for ``name``, however its Host header spelled it."""
+    return sorted((r for r in log if r["host"].lower().rstrip(".") == name), key=lambda r: r["start"])
+
+
+def test_robots_and_page_redirects_from_many_hosts_to_one_keep_its_clock():
+    # Issue #24 item 2: ten hosts whose robots.txt (and a page) redirect to ok.test, spelled
+    # OK.TEST. and ok.test. Every hop is a request to ok.test: one in flight, its delay kept,
+    # and the rules it serves are the sources' rules.
+    with serving(RedirectingServer()) as server:
+        port = server.port
+        server.robots["ok.test"] = (200, "User-agent: *\nDisallow: /private\n")
+        plans = [plan(server, "ok.test", ["/1", "/2", "/3"])]
+        for i in range(10):
+            spelling = "OK.TEST." if i % 2 else "ok.test"
+            server.moves[(f"src{i}.test", "/robots.txt")] = f"http://{spelling}:{port}/robots.txt"
+            server.moves[(f"src{i}.test", "/moved")] = f"http://{spelling}:{port}/1"
+            plans.append(plan(server, f"src{i}.test", ["/moved", "/private/x", "/ok"]))
+        results, hosts = run(cfg(fetch_shards=1), plans)
+        log = list(server.log)
+    ok = _one_host(log, "ok.test")
+    assert [r["path"] for r in ok].count("/robots.txt") == 11  # its own and ten hops
+    assert [r["path"] for r in ok if r["path"] != "/robots.txt"] == ["/1", "/2", "/3"]  # no page hop
+    for prev, nxt in zip(ok, ok[1:]):
+        assert nxt["start"] >= prev["end"], "two requests in flight to ok.test"
+        assert nxt["start"] - prev["end"] >= 0.19, "ok.test's delay not kept"
+    outcome = {(r.entry.host.split(":")[0], r.entry.url.rsplit(":", 1)[1].split("/", 1)[1]): r for r in results if r.entry.source != "robots"}
+    for i in range(10):
+        assert outcome[(f"src{i}.test", "private/x")].outcome == "robots_disallowed"  # ok.test's rules, in force for src
+        assert outcome[(f"src{i}.test", "ok")].outcome == "fetched"
+        moved = outcome[(f"src{i}.test", "moved")]
+        assert moved.status == 301 and moved.header("location").endswith("/1")  # queued for ok.test, not followed
+    assert hosts[f"ok.test:{port}"].fetches == 14
+
+
+def test_a_robots_redirect_to_a_path_the_target_forbids_is_not_followed():
+    with serving(RedirectingServer()) as server:
+        port = server.port
+        server.robots["ok.test"] = (200, "User-agent: *\nDisallow: /private\n")
+        server.moves[("src.test", "/robots.txt")] = f"http://ok.test:{port}/private/robots.txt"
+        results, hosts = run(cfg(fetch_shards=1), [plan(server, "ok.test", ["/1"]), plan(server, "src.test", ["/a"])])
+        log = list(server.log)
+    assert "/private/robots.txt" not in [r["path"] for r in log]
+    (a,) = [r for r in results if r.entry.host.startswith("src.test") and r.entry.source != "robots"]
+    assert a.outcome == "deferred" and a.error == "robots.txt unavailable"
+    assert hosts[f"src.test:{server.port}"].robots["kind"] == "disallow_all"
+
+
+def test_a_robots_redirect_to_a_host_another_loop_owns_waits_for_a_round_in_its_shard():
+    with serving(RedirectingServer()) as server:
+        port = server.port
+        src, target = f"src.test:{port}", f"ok.test:{port}"
+        shards = next(n for n in range(2, 64) if shard_of(src, n) != shard_of(target, n))
+        server.moves[("src.test", "/robots.txt")] = f"http://ok.test:{port}/robots.txt"
+        p = replace(plan(server, "src.test", ["/a"]), shard=shard_of(src, shards))
+        results, hosts = run(cfg(fetch_shards=shards), [p])
+        log = list(server.log)
+        assert [(r["host"], r["path"]) for r in log] == [("src.test", "/robots.txt")]  # no hop from here
+        (a,) = [r for r in results if r.entry.source != "robots"]
+        assert a.outcome == "deferred" and "redirected" in a.error
+        record = hosts[src]
+        assert record.robots is None and record.robots_via == target
+        # The next round plans the robots.txt fetch in the target's shard, where the hop is made.
+        again = plan_host(src, p.entries, record, None, cfg(fetch_shards=shards), time.time())
+        assert again is not None and again.fetch_robots and again.shard == shard_of(target, shards)
+        results, hosts = run(cfg(fetch_shards=shards), [again])
+        assert [r.outcome for r in results if r.entry.source != "robots"] == ["fetched"]
+        assert [(r["host"], r["path"]) for r in server.log][1:] == [
+            ("src.test", "/robots.txt"), ("ok.test", "/robots.txt"), ("src.test", "/a"),
+        ]
