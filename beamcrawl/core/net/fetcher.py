@@ -361,17 +361,20 @@ class HostCrawler:
         result.waited = waited + ip_waited
         return result
 
-    async def _hop_clock(self, plan: HostPlan, target: str, url: str) -> HostRecord | str:
+    async def _hop_clock(self, plan: HostPlan, target: str, url: str, entry: FrontierEntry) -> HostRecord | str | FetchResult:
         """The clock of ``target``, another host a robots.txt redirect of ``plan.host`` leads to.
 
         Returns the target's live record when this loop owns the target (its fetch shard is
         this plan's: the loop keeps its clock), ``"elsewhere"`` when it does not (another loop
         may be fetching it now), ``"forbidden"`` when the target's robots.txt forbids the hop
-        (or is not known here and the hop is not to ``/robots.txt``).
+        (or is not known here and the hop is not to ``/robots.txt``), and the refused result
+        when the address policy refuses the target: no request is made, so no clock is needed.
         """
+        answer = await self.resolver.resolution(hostname_of(target))
+        if answer.error is not None and is_refusal(answer.error):
+            return _refused(entry, url, answer.error)
         if self.cfg.ip_delay > 0:
             # Shards are by IP: the target is this loop's when it is on this host's address.
-            answer = await self.resolver.resolution(hostname_of(target))
             if answer.ip is None or answer.ip != plan.record.ip:
                 return "elsewhere"
         elif shard_of(target, self.cfg.fetch_shards) != plan.shard:
@@ -472,7 +475,7 @@ class HostCrawler:
         body: bytes | None = None
         for hop in range(self.cfg.max_redirects + 1):
             # Every hop is a request to its own host, on that host's clock.
-            clock: HostRecord | str = record
+            clock: HostRecord | str | FetchResult = record
             floor = wait = plan.delay
             if hop > 0:
                 try:
@@ -481,7 +484,11 @@ class HostCrawler:
                     target = plan.host  # a Location no URL parser takes: the request errs below
                 if target != plan.host:
                     record.robots_via = target
-                    clock = await self._hop_clock(plan, target, url)
+                    clock = await self._hop_clock(plan, target, url, entry)
+                    if isinstance(clock, FetchResult):  # refused by the address policy
+                        self.emit("result", clock)
+                        status, body = None, None
+                        break
                     if clock == "elsewhere":
                         # Not this loop's host: its own loop may be fetching it now. The answer
                         # waits for a later round that plans this host in the target's shard.
@@ -491,7 +498,7 @@ class HostCrawler:
                         break
                     floor = self.cfg.min_delay
                     wait = max(floor, clock.delay)  # the target's delay, not this host's
-            assert not isinstance(clock, str)
+            assert isinstance(clock, HostRecord)
             result = await self._request(clock, entry, url, clock.ip if hop == 0 else None, wait)
             if result is None:
                 return None  # no answer this round: the cached state stays as it was
