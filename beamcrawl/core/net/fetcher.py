@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import inspect
 import logging
 import queue
@@ -77,6 +78,9 @@ DRAIN_PAUSE = 0.05
 REFUSED_PREFIX = REFUSED
 # The longest a host waits after DNS failures in a row.
 DNS_BACKOFF_MAX = 86400.0
+# When the transfer of the response this task is reading ended (monotonic) and the loop's lag
+# then: set by HostCrawler._read_body, read by its caller (each fetch is a task of its own).
+_TRANSFER_END: contextvars.ContextVar[tuple[float, float] | None] = contextvars.ContextVar("transfer_end", default=None)
 # What _fetch_robots returns when a redirect leads to a host another fetch loop owns.
 ROUTED = object()
 # Bodies past this many bytes are decoded, and robots.txt files parsed, on a worker thread:
@@ -561,12 +565,13 @@ class HostCrawler:
                     resp.close()
                     raise ResponseRefused(f"more than {self.cfg.max_response_headers} response header lines")
                 peer = resp.connection.transport.get_extra_info("peername") if resp.connection and resp.connection.transport else None
-                transfer: list[float] = []
-                raw, body, cut = await self._read_body(resp, sitemap=entry.kind != "page", ended=transfer)
+                _TRANSFER_END.set(None)
+                raw, body, cut = await self._read_body(resp, sitemap=entry.kind != "page")
                 headers = [(k.decode("latin-1"), v.decode("latin-1")) for k, v in resp.raw_headers]
                 # The response ended with its last byte: decoding it afterwards is our time.
-                elapsed = transfer[0] - t0 if transfer else time.monotonic() - t0
-                lag = min(elapsed, transfer[1] - lag0 if transfer else self.lag.now() - lag0)
+                ended, lag_then = _TRANSFER_END.get() or (time.monotonic(), self.lag.now())
+                elapsed = ended - t0
+                lag = min(elapsed, lag_then - lag0)
                 return FetchResult(
                     entry=entry,
                     outcome="fetched",
@@ -595,9 +600,7 @@ class HostCrawler:
                 ip=ip, request_headers=request_headers, error=reason[:500],
             )
 
-    async def _read_body(
-        self, resp: aiohttp.ClientResponse, sitemap: bool = False, ended: list[float] | None = None
-    ) -> tuple[bytes, bytes, str | None]:
+    async def _read_body(self, resp: aiohttp.ClientResponse, sitemap: bool = False) -> tuple[bytes, bytes, str | None]:
         """Reads the body within the transfer limits and undoes its Content-Encoding.
 
         Returns ``(raw, payload, cut)``: the bytes as transferred (for the WARC record), the
@@ -609,8 +612,8 @@ class HostCrawler:
         A sitemap or feed (``sitemap``) may be larger than a page: up to
         ``max_sitemap_bytes``, transferred and decoded.
 
-        ``ended``, if given, gets the monotonic time the transfer ended and the loop's lag
-        (:meth:`LoopLag.now`) then: the response's end, before any decoding.
+        The monotonic time the transfer ended and the loop's lag then (:meth:`LoopLag.now`)
+        are left in :data:`_TRANSFER_END` for the caller: the response's end, before decoding.
         """
         cfg = self.cfg
         body_cap = max(cfg.max_body_bytes, cfg.max_sitemap_bytes) if sitemap else cfg.max_body_bytes
@@ -628,8 +631,7 @@ class HostCrawler:
             cfg.transfer_grace,
             stall=cfg.stall_timeout,
         )
-        if ended is not None:
-            ended[:] = [time.monotonic(), self.lag.now()]
+        _TRANSFER_END.set((time.monotonic(), self.lag.now()))
         if cut is not None:
             resp.close()  # drop the connection rather than drain it
         if decoder is None:
