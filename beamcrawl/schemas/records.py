@@ -289,6 +289,16 @@ class UrlState:
         return cls(**values)
 
 
+# The robots.txt fields of a HostRecord kept per scheme, and their values before any answer.
+ROBOTS_FIELDS = (
+    "robots", "robots_fetched_at", "robots_status", "robots_good", "robots_good_at", "robots_failing_since", "robots_via",
+)
+_ROBOTS_EMPTY: dict[str, Any] = {
+    "robots": None, "robots_fetched_at": 0.0, "robots_status": None,
+    "robots_good": None, "robots_good_at": 0.0, "robots_failing_since": 0.0, "robots_via": "",
+}
+
+
 @shuffled
 @dataclass
 class HostRecord:
@@ -310,6 +320,16 @@ class HostRecord:
     robots_good: dict[str, Any] | None = None
     robots_good_at: float = 0.0
     robots_failing_since: float = 0.0  # start of the current run of unreachable answers; 0 = none
+    # The host (slot key) a robots.txt redirect last led to, when another fetch loop owned
+    # it: the next robots.txt fetch is planned in that host's fetch shard, on its clock.
+    robots_via: str = ""
+    # robots.txt is located per scheme, host and port (RFC 9309 §2.3): the fields above are
+    # the answer for ``robots_scheme`` ("" in a record written before schemes were told
+    # apart: it is taken for the first scheme asked), and ``robots_other`` holds the same
+    # fields (:data:`ROBOTS_FIELDS`) for every other scheme this slot was asked over
+    # (``http://h/`` and ``https://h/`` share the slot ``h``).
+    robots_scheme: str = ""
+    robots_other: dict[str, dict[str, Any]] = field(default_factory=dict)
     # DNS, resolved before slot assignment (transforms/resolve.py); an error is cached too.
     ip: str | None = None
     resolved_at: float = 0.0
@@ -319,6 +339,27 @@ class HostRecord:
     fetches: int = 0
     # DNS failures in a row (each holds the host back twice as long; core/net/fetcher.py).
     dns_failures: int = 0
+
+    def robots_view(self, scheme: str) -> HostRecord:
+        """A shallow copy whose robots fields are those of ``scheme`` (empty if never asked):
+        for reading; the record itself is unchanged."""
+        view = dataclasses.replace(self)
+        view.select_robots(scheme)
+        return view
+
+    def select_robots(self, scheme: str) -> None:
+        """Makes the robots fields describe ``scheme``'s robots.txt, keeping the current
+        scheme's in ``robots_other`` (nothing is lost: selecting back restores them)."""
+        if self.robots_scheme in ("", scheme):
+            self.robots_scheme = scheme
+            return
+        other = dict(self.robots_other)
+        other[self.robots_scheme] = {name: getattr(self, name) for name in ROBOTS_FIELDS}
+        kept = other.pop(scheme, None) or {}
+        for name in ROBOTS_FIELDS:
+            setattr(self, name, kept.get(name, _ROBOTS_EMPTY[name]))
+        self.robots_other = other
+        self.robots_scheme = scheme
 
     def resolution_fresh(self, now: float) -> bool:
         """Whether the stored DNS answer (address or error) may still be used at ``now``."""
@@ -368,6 +409,9 @@ class HostPlan:
     entries: list[FrontierEntry]
     # URLs the cached robots.txt already forbids: marked done without a fetch.
     disallowed: list[FrontierEntry] = field(default_factory=list)
+    # The schemes whose robots.txt is fetched first (``fetch_robots``); empty: the first
+    # entry's scheme (or http).
+    robots_schemes: list[str] = field(default_factory=list)
 
 
 class Spooled(NamedTuple):
@@ -409,6 +453,14 @@ class FetchResult:
     body_size: int | None = None  # bytes of the decoded body
     digest: str | None = None  # WARC payload digest of raw_body ("sha1:<base32>")
     spooled: Spooled | None = None  # where its response record waits
+    # Seconds of ``elapsed`` the fetch loop spent late on other work (core/net/fetcher.py
+    # LoopLag): not the host's time, so not charged to its adaptive delay.
+    loop_lag: float = 0.0
+
+    @property
+    def response_time(self) -> float:
+        """The host's part of ``elapsed``: what the adaptive delay is driven by."""
+        return max(0.0, self.elapsed - self.loop_lag)
 
     @property
     def payload_size(self) -> int:

@@ -34,7 +34,7 @@ from apache_beam.metrics import Metrics
 from beamcrawl.core.policy import change_rate as freshness
 from beamcrawl.core.policy import politeness
 from beamcrawl.core.policy.budget_rules import cap_new_pages
-from beamcrawl.core.policy.robots import cached_rules, retry_unreachable_at
+from beamcrawl.core.policy.robots import RobotsRules, cached_rules, retry_unreachable_at
 from beamcrawl.core.runtime.config import CrawlConfig
 from beamcrawl.core.urls.hostkeys import host_key, hostname_of, shard_of
 from beamcrawl.schemas.records import (
@@ -58,6 +58,7 @@ __all__ = [
     "plan_host",
     "ranking",
     "shard_of",
+    "url_scheme",
 ]
 
 # Frontier sources of URLs fetched before (the revisit scheduler's); any other is new.
@@ -198,20 +199,16 @@ def plan_host(
     queued, _later = cap_new_pages(queued, _capped_as_new, cfg.max_new_urls_per_host)
 
     policy_min = (policy.min_delay_ms / 1000.0) if policy and policy.min_delay_ms else None
-    rules = cached_rules(
-        record.robots, record.robots_good, good_at=record.robots_good_at,
-        failing_since=record.robots_failing_since, token=cfg.robots_token, now=now,
-    )
-    unreachable = (record.robots or {}).get("kind") == "disallow_all"
-    fetch_robots = (
-        rules is None
-        or now - record.robots_fetched_at > cfg.robots_max_age
-        # Unreachable (5xx, 429, no answer): ask again once the retry schedule allows.
-        or (unreachable and now >= retry_unreachable_at(record.robots_fetched_at, record.robots_failing_since))
-    )
-    if not fetch_robots and rules is not None and rules.disallow_all:
-        return None  # unreachable and not due for a retry: nothing may be fetched
-    crawl_delay = None if fetch_robots or rules is None else rules.crawl_delay()
+    # robots.txt is per scheme (RFC 9309 §2.3): each scheme queued here has its own answer.
+    robots = {scheme: _robots_plan(record, scheme, cfg, now) for scheme in dict.fromkeys(map(url_scheme, queued))}
+    to_fetch = [scheme for scheme, (_rules, fetch) in robots.items() if fetch]
+    fetch_robots = bool(to_fetch)
+    # Unreachable and not due for a retry: nothing of that scheme may be fetched.
+    closed = {scheme for scheme, (rules, fetch) in robots.items() if not fetch and rules is not None and rules.disallow_all}
+    if len(closed) == len(robots):
+        return None
+    delays = [rules.crawl_delay() for scheme, (rules, fetch) in robots.items() if rules is not None and not fetch and scheme not in closed]
+    crawl_delay = max((d for d in delays if d is not None), default=None)
     floor = politeness.base_delay(cfg, crawl_delay, 0.0, policy_min)
     delay = max(floor, record.delay)
 
@@ -223,9 +220,8 @@ def plan_host(
         return None
     # No delay at all (``--min-delay 0`` and nothing from the host): the window does not
     # bound the host's share, its queue (and --max-urls-per-host) does.
-    slots = len(queued) + 1 if delay <= 0 else max(1, math.floor((window_end - first) / delay))
-    if fetch_robots:
-        slots = max(0, slots - 1)
+    slots = len(queued) + len(to_fetch) if delay <= 0 else max(1, math.floor((window_end - first) / delay))
+    slots = max(0, slots - len(to_fetch))
     if cfg.max_urls_per_host:
         slots = min(slots, cfg.max_urls_per_host)
 
@@ -234,21 +230,55 @@ def plan_host(
     for entry in queued:
         if len(chosen) >= slots:
             break
-        if not fetch_robots and rules is not None and rules.kind == "parsed" and not rules.allowed(entry.url):
+        scheme = url_scheme(entry)
+        if scheme in closed:
+            continue  # stays queued until its scheme's robots.txt answers again
+        rules, fetch = robots[scheme]
+        if not fetch and rules is not None and rules.kind == "parsed" and not rules.allowed(entry.url):
             disallowed.append(entry)  # costs no slot: no request is made
             continue
         chosen.append(entry)
     if not chosen and not fetch_robots and not disallowed:
         return None
+    # A robots.txt that redirects to another host is fetched in that host's shard, so that
+    # the hop waits on the one clock that host has (core/net/fetcher.py).
+    via = [v for v in (record.robots_view(scheme).robots_via for scheme in to_fetch) if v and v != host]
+    shard = fetch_shard(host, record, cfg.fetch_shards, cfg.ip_delay)
+    if via and cfg.ip_delay <= 0:
+        shard = shard_of(via[0], cfg.fetch_shards)
     return HostPlan(
         host=host,
-        shard=fetch_shard(host, record, cfg.fetch_shards, cfg.ip_delay),
+        shard=shard,
         record=record,
         delay=floor,
         fetch_robots=fetch_robots,
         entries=Packed(chosen),  # crosses the shard shuffle: pickled as rows
         disallowed=Packed(disallowed),
+        robots_schemes=to_fetch,
     )
+
+
+def url_scheme(entry: FrontierEntry) -> str:
+    """The scheme of a queued URL (normalised, so lower-case), which robots.txt it is under."""
+    return entry.url.partition(":")[0]
+
+
+def _robots_plan(record: HostRecord, scheme: str, cfg: CrawlConfig, now: float) -> tuple[RobotsRules | None, bool]:
+    """The robots rules in force for ``scheme`` on the host, and whether its robots.txt is
+    fetched first (missing, older than its maximum age, or unreachable and due a retry)."""
+    view = record.robots_view(scheme)
+    rules = cached_rules(
+        view.robots, view.robots_good, good_at=view.robots_good_at,
+        failing_since=view.robots_failing_since, token=cfg.robots_token, now=now,
+    )
+    unreachable = (view.robots or {}).get("kind") == "disallow_all"
+    fetch = (
+        rules is None
+        or now - view.robots_fetched_at > cfg.robots_max_age
+        # Unreachable (5xx, 429, no answer): ask again once the retry schedule allows.
+        or (unreachable and now >= retry_unreachable_at(view.robots_fetched_at, view.robots_failing_since))
+    )
+    return rules, fetch
 
 
 class _PlanFn(beam.DoFn):

@@ -5,6 +5,8 @@ from __future__ import annotations
 import dataclasses
 
 import apache_beam as beam
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from apache_beam.metrics.metric import MetricsFilter
 from apache_beam.testing.test_pipeline import TestPipeline
 from apache_beam.testing.util import assert_that, equal_to
@@ -291,3 +293,71 @@ def test_seeds_and_submissions_are_not_capped_as_new_urls():
     assert plan is not None
     urls = {e.url for e in plan.entries}
     assert {e.url for e in given} <= urls and len(urls & {e.url for e in found}) == 3
+
+
+def https_entry(path: str) -> FrontierEntry:
+    return dataclasses.replace(entry(path), url=f"https://a.com{path}", fp=abs(hash("s" + path)) % (1 << 60))
+
+
+def test_robots_is_per_scheme_an_unreachable_https_robots_leaves_http_fetched():
+    # Issue #24 item 8: a host first seen over https whose TLS failed (robots unreachable,
+    # not yet due a retry) still gets its http robots.txt asked and its http pages fetched.
+    record = unreachable_record(60, 60)
+    record.robots_scheme = "https"
+    entries = [https_entry("/s1"), entry("/p1"), entry("/p2")]
+    plan = plan_host("a.com", entries, record, None, CFG, NOW)
+    assert plan is not None and plan.fetch_robots and plan.robots_schemes == ["http"]
+    assert sorted(e.url for e in plan.entries) == ["http://a.com/p1", "http://a.com/p2"]  # https waits
+
+
+def test_each_scheme_filters_by_its_own_robots():
+    record = fresh_record(robots="User-agent: *\nDisallow: /private/\n")
+    record.robots_scheme = "http"
+    record.select_robots("https")
+    store = RobotsRules.parse("User-agent: *\nDisallow: /\n", "beamcrawl").to_dict()
+    record.robots, record.robots_fetched_at = store, NOW - 60
+    entries = [https_entry("/x"), entry("/private/no"), entry("/ok")]
+    plan = plan_host("a.com", entries, record, None, CFG, NOW)
+    assert plan is not None and not plan.fetch_robots
+    assert [e.url for e in plan.entries] == ["http://a.com/ok"]
+    assert sorted(e.url for e in plan.disallowed) == ["http://a.com/private/no", "https://a.com/x"]
+    # The record's stored form keeps both schemes' answers.
+    back = HostRecord.from_cells("a.com", record.to_cells())
+    assert back.robots_view("http").robots == fresh_record().robots
+    assert back.robots_view("https").robots == store
+
+
+_SCHEMES = st.sampled_from(["http", "https", "ftp"])
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(_SCHEMES, st.integers(0, 10**6)), max_size=12))
+def test_selecting_schemes_never_mixes_their_robots_answers(bookings):
+    # Whatever order schemes are selected and answered in, each scheme reads back the last
+    # answer booked for it (and nothing for a scheme never answered).
+    record = HostRecord(host="a.com")
+    last: dict[str, int] = {}
+    for scheme, stamp in bookings:
+        record.select_robots(scheme)
+        record.robots, record.robots_fetched_at, record.robots_status = {"kind": "empty", "n": stamp}, float(stamp), 200
+        last[scheme] = stamp
+        record = HostRecord.from_cells("a.com", record.to_cells())
+    for scheme in ("http", "https", "ftp"):
+        view = record.robots_view(scheme)
+        if scheme in last:
+            assert view.robots == {"kind": "empty", "n": last[scheme]} and view.robots_fetched_at == last[scheme]
+        else:
+            assert view.robots is None and view.robots_fetched_at == 0.0 and view.robots_status is None
+
+
+def test_a_robots_redirect_to_another_host_plans_the_robots_fetch_in_that_hosts_shard():
+    # Issue #24 item 2: the hop is the target's request, so it is made by the loop that owns
+    # the target (and keeps its clock). Once the answer is cached, the host plans as before.
+    record = HostRecord(host="a.com", robots_via="ok.test")
+    shards = next(n for n in range(2, 64) if shard_of("a.com", n) != shard_of("ok.test", n))
+    cfg = dataclasses.replace(CFG, fetch_shards=shards)
+    plan = plan_host("a.com", [entry("/p")], record, None, cfg, NOW)
+    assert plan is not None and plan.fetch_robots and plan.shard == shard_of("ok.test", shards)
+    known = fresh_record(robots_via="ok.test")
+    plan = plan_host("a.com", [entry("/p")], known, None, cfg, NOW)
+    assert plan is not None and not plan.fetch_robots and plan.shard == shard_of("a.com", shards)

@@ -7,18 +7,21 @@ the server's side, as a site owner would see it.
 from __future__ import annotations
 
 import asyncio
+import functools
 import gzip
 import time
 from contextlib import AbstractContextManager
+from dataclasses import replace
 
 import brotli
 import pytest
 from aiohttp import web
 
 from beamcrawl.core.runtime.config import CrawlConfig
-from beamcrawl.core.net.fetcher import DNS_BACKOFF_MAX, FetchRunner, decode_body, dns_backoff
+from beamcrawl.core.net.fetcher import DNS_BACKOFF_MAX, FetchRunner, LoopLag, decode_body, dns_backoff
 from beamcrawl.core.policy.robots import RobotsRules
 from beamcrawl.schemas.records import FrontierEntry, HostPlan, HostRecord
+from beamcrawl.core.urls.hostkeys import shard_of
 from beamcrawl.transforms.assign_slots import hold_reason, plan_host
 from loopback import LoopbackServer, serving  # noqa: E402  (tests/loopback.py)
 
@@ -479,3 +482,197 @@ def test_live_progress_totals_count_hosts_and_politeness_waits():
     assert (started, finished) == (2, 2)  # every host crawled, none still counted active
     # a.test's 2nd and 3rd requests each waited for its delay; b.test's only one never did
     assert waits == waits_done == 2
+
+
+def test_https_robots_failing_leaves_the_same_host_and_port_fetched_over_http():
+    # Issue #24 item 8: robots.txt is per scheme, host and port (RFC 9309 §2.3). The server
+    # speaks plain HTTP only, so https to the same host:port fails its TLS handshake: https
+    # robots.txt is unreachable (disallow all), http's is a 404 (no rules).
+    with mock_server() as server:
+        p = plan(server, "t.test", ["/1", "/2"])
+        slot = p.host
+        https = FrontierEntry(url=f"https://{slot}/s", fp=99, host=slot, due_ms=0)
+        p = replace(p, entries=[https, *p.entries], robots_schemes=["https", "http"])
+        results, hosts = run(cfg(), [p])
+        paths = [r["path"] for r in server.log]
+    assert paths == ["/robots.txt", "/1", "/2"]
+    outcome = {r.url: (r.outcome, r.error) for r in results if r.entry.source != "robots"}
+    assert outcome[f"https://{slot}/s"] == ("deferred", "robots.txt unavailable")
+    assert outcome[f"http://{slot}/1"][0] == outcome[f"http://{slot}/2"][0] == "fetched"
+    record = hosts[slot]
+    assert record.robots_view("https").robots["kind"] == "disallow_all"
+    assert record.robots_view("http").robots["kind"] != "disallow_all" and record.robots_view("http").robots_status == 404
+
+
+@functools.cache
+def big_sitemap() -> bytes:
+    """A sitemap of 50 MiB decoded, sent gzipped (Content-Encoding) in ~150 KiB, as issue #24
+    item 6 found it: one read of the transfer decodes to megabytes."""
+    unit = b"<url><loc>http://big.test/p</loc></url>"
+    return gzip.compress(b"<urlset>" + unit * (50 * 1024 * 1024 // len(unit)) + b"</urlset>", 9)
+
+
+class BigSitemapServer(MockServer):
+    async def _handle(self, request: web.Request) -> web.StreamResponse:
+        if request.path.startswith("/big-sitemap"):
+            start = time.time()
+            resp = web.Response(body=big_sitemap(), headers={"Content-Type": "application/xml", "Content-Encoding": "gzip"})
+            await resp.prepare(request)
+            await resp.write_eof()
+            self._log.append({"start": start, "end": time.time(), "host": request.host.split(":")[0], "path": request.path})
+            return resp
+        return await super()._handle(request)
+
+
+@pytest.mark.slow
+def test_a_big_gzip_sitemap_elsewhere_does_not_slow_a_fast_hosts_measured_time_or_delay():
+    # Issue #24 item 6: decoding other hosts' 50 MiB sitemaps on the fetch loop was timed as
+    # the fast host's response time, and 10x that became its delay. The fast host's measured
+    # time must stay near the server's (a few ms here), and its gaps near --min-delay.
+    big_sitemap()  # made before the clock starts (the server shares this process)
+    with serving(BigSitemapServer()) as server:
+        fast = plan(server, "fast.test", [f"/{i}" for i in range(40)], robots_known="", delay=0.05)
+        big = []
+        for n in range(3):
+            p = plan(server, f"big{n}.test", ["/big-sitemap-1", "/big-sitemap-2"], robots_known="", delay=0.05)
+            big.append(replace(p, entries=[replace(e, kind="sitemap", source="sitemap") for e in p.entries]))
+        runner = FetchRunner(cfg(min_delay=0.05, max_sitemap_bytes=50 * 1024 * 1024, total_timeout=10.0))
+        measured: list[tuple[float, float]] = []
+        decoded = []
+        delays: list[float] = []
+        try:
+            runner.submit(fast)
+            for p in big:
+                runner.submit(p)
+            for kind, value in runner.drain(wait=True):
+                if kind == "host" and value.host == fast.host:
+                    delays.append(value.delay)
+                if kind != "result" or value.outcome != "fetched":
+                    continue
+                if value.entry.host == fast.host:
+                    measured.append((value.elapsed, getattr(value, "response_time", value.elapsed)))
+                else:
+                    decoded.append(len(value.body))
+                value.body = value.raw_body = b""  # 300 MiB decoded in all: not kept
+        finally:
+            runner.close()
+        log = per_host(server.log)
+    served = [r["end"] - r["start"] for r in log["fast.test"]]
+    worst = max(rt for _elapsed, rt in measured)
+    print(f"worst {worst:.3f} served {max(served):.4f} delays {delays}")
+    assert worst < max(served) + 0.1, f"fast host charged {worst:.3f} s against {max(served):.4f} s served"
+    # Its delay is what a host this fast gets: within 10x its time at the server (+ margin).
+    assert max(delays) < 10 * (max(served) + 0.1), f"fast host's delay grew to {max(delays):.2f} s"
+    assert len(measured) == 40
+    # Each big host is charged its transfer, not our decoding: both of its sitemaps fit.
+    assert len(decoded) == 6 and all(n == 50 * 1024 * 1024 for n in decoded)
+
+
+def test_loop_lag_counts_the_time_the_loop_was_held_and_not_its_idle_waits():
+    async def probe() -> tuple[float, float]:
+        lag = LoopLag()
+        lag.start()
+        await asyncio.sleep(0.05)
+        before = lag.now()
+        await asyncio.sleep(0.3)  # idle: the loop is free
+        idle = lag.now() - before
+        time.sleep(0.3)  # noqa: ASYNC251 - CPU work held the loop (a decode, a parse)
+        held = lag.now() - before - idle  # counted even before the probe has woken up
+        lag.stop()
+        return idle, held
+
+    idle, held = asyncio.run(probe())
+    assert idle < 0.2
+    assert 0.25 <= held <= 1.0
+
+
+class RedirectingServer(MockServer):
+    """src*.test send their robots.txt (and /moved) elsewhere, as ``self.moves`` says."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.moves: dict[tuple[str, str], str] = {}
+
+    async def _handle(self, request: web.Request) -> web.StreamResponse:
+        host = request.host.rsplit(":", 1)[0]
+        target = self.moves.get((host, request.path))
+        if target is None:
+            return await super()._handle(request)
+        start = time.time()
+        resp = web.Response(status=301, headers={"Location": target, "Content-Type": "text/plain"})
+        await resp.prepare(request)
+        await resp.write_eof()
+        self._log.append({"start": start, "end": time.time(), "host": host, "path": request.path})
+        return resp
+
+
+def _one_host(log: list[dict], name: str) -> list[dict]:
+    """The requests the server got for ``name``, however its Host header spelled it."""
+    return sorted((r for r in log if r["host"].lower().rstrip(".") == name), key=lambda r: r["start"])
+
+
+def test_robots_and_page_redirects_from_many_hosts_to_one_keep_its_clock():
+    # Issue #24 item 2: ten hosts whose robots.txt (and a page) redirect to ok.test, spelled
+    # OK.TEST. and ok.test. Every hop is a request to ok.test: one in flight, its delay kept,
+    # and the rules it serves are the sources' rules.
+    with serving(RedirectingServer()) as server:
+        port = server.port
+        server.robots["ok.test"] = (200, "User-agent: *\nDisallow: /private\n")
+        plans = [plan(server, "ok.test", ["/1", "/2", "/3"])]
+        for i in range(10):
+            spelling = "OK.TEST." if i % 2 else "ok.test"
+            server.moves[(f"src{i}.test", "/robots.txt")] = f"http://{spelling}:{port}/robots.txt"
+            server.moves[(f"src{i}.test", "/moved")] = f"http://{spelling}:{port}/1"
+            plans.append(plan(server, f"src{i}.test", ["/moved", "/private/x", "/ok"]))
+        results, hosts = run(cfg(fetch_shards=1), plans)
+        log = list(server.log)
+    ok = _one_host(log, "ok.test")
+    assert [r["path"] for r in ok].count("/robots.txt") == 11  # its own and ten hops
+    assert [r["path"] for r in ok if r["path"] != "/robots.txt"] == ["/1", "/2", "/3"]  # no page hop
+    for prev, nxt in zip(ok, ok[1:]):
+        assert nxt["start"] >= prev["end"], "two requests in flight to ok.test"
+        assert nxt["start"] - prev["end"] >= 0.19, "ok.test's delay not kept"
+    outcome = {(r.entry.host.split(":")[0], r.entry.url.rsplit(":", 1)[1].split("/", 1)[1]): r for r in results if r.entry.source != "robots"}
+    for i in range(10):
+        assert outcome[(f"src{i}.test", "private/x")].outcome == "robots_disallowed"  # ok.test's rules, in force for src
+        assert outcome[(f"src{i}.test", "ok")].outcome == "fetched"
+        moved = outcome[(f"src{i}.test", "moved")]
+        assert moved.status == 301 and moved.header("location").endswith("/1")  # queued for ok.test, not followed
+    assert hosts[f"ok.test:{port}"].fetches == 14
+
+
+def test_a_robots_redirect_to_a_path_the_target_forbids_is_not_followed():
+    with serving(RedirectingServer()) as server:
+        port = server.port
+        server.robots["ok.test"] = (200, "User-agent: *\nDisallow: /private\n")
+        server.moves[("src.test", "/robots.txt")] = f"http://ok.test:{port}/private/robots.txt"
+        results, hosts = run(cfg(fetch_shards=1), [plan(server, "ok.test", ["/1"]), plan(server, "src.test", ["/a"])])
+        log = list(server.log)
+    assert "/private/robots.txt" not in [r["path"] for r in log]
+    (a,) = [r for r in results if r.entry.host.startswith("src.test") and r.entry.source != "robots"]
+    assert a.outcome == "deferred" and a.error == "robots.txt unavailable"
+    assert hosts[f"src.test:{server.port}"].robots["kind"] == "disallow_all"
+
+
+def test_a_robots_redirect_to_a_host_another_loop_owns_waits_for_a_round_in_its_shard():
+    with serving(RedirectingServer()) as server:
+        port = server.port
+        src, target = f"src.test:{port}", f"ok.test:{port}"
+        shards = next(n for n in range(2, 64) if shard_of(src, n) != shard_of(target, n))
+        server.moves[("src.test", "/robots.txt")] = f"http://ok.test:{port}/robots.txt"
+        p = replace(plan(server, "src.test", ["/a"]), shard=shard_of(src, shards))
+        results, hosts = run(cfg(fetch_shards=shards), [p])
+        log = list(server.log)
+        assert [(r["host"], r["path"]) for r in log] == [("src.test", "/robots.txt")]  # no hop from here
+        (a,) = [r for r in results if r.entry.source != "robots"]
+        assert a.outcome == "deferred" and "redirected" in a.error
+        record = hosts[src]
+        assert record.robots is None and record.robots_via == target
+        # The next round plans the robots.txt fetch in the target's shard, where the hop is made.
+        again = plan_host(src, p.entries, record, None, cfg(fetch_shards=shards), time.time())
+        assert again is not None and again.fetch_robots and again.shard == shard_of(target, shards)
+        results, hosts = run(cfg(fetch_shards=shards), [again])
+        assert [r.outcome for r in results if r.entry.source != "robots"] == ["fetched"]
+        assert [(r["host"], r["path"]) for r in server.log][1:] == [
+            ("src.test", "/robots.txt"), ("ok.test", "/robots.txt"), ("src.test", "/a"),
+        ]
