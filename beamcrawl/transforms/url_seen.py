@@ -235,7 +235,7 @@ def page_candidates(
             continue
         if shape is not None:
             reason = shape.check(link.url)
-            if reason == "binary_extension" and kind in ("sitemap", "feed"):
+            if reason == "binary_extension" and (kind in ("sitemap", "feed") or (kind == "redirect" and entry.kind == "sitemap")):
                 reason = None  # a sitemap may be gzipped (sitemap.xml.gz): read, not archived
             if reason is not None:
                 if rejected is not None:
@@ -269,9 +269,10 @@ def page_candidates(
                 vote = (host_vote(own_host),)
             hosts = vote
         if kind == "redirect":
+            # The target is what the source was: a moved sitemap or feed is still read for URLs.
             out.append(Candidate(
                 fp=link.fp, url=link.url, host=host, depth=entry.depth, priority=max(priority, min(1.0, entry.priority)),
-                source="redirect", hops=entry.hops + 1,
+                source="redirect", hops=entry.hops + 1, kind=entry.kind, robots_origin=entry.robots_origin,
             ))  # fmt: skip
             continue
         out.append(Candidate(fp=link.fp, url=link.url, host=host, depth=depth, priority=priority, source="link", inlink_hosts=hosts))

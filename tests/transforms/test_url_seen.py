@@ -285,6 +285,24 @@ def _page(*links: tuple[str, str], nofollow: bool = False) -> "ParsedPage":
     return page
 
 
+@pytest.mark.parametrize("target", ["http://b.com/sitemap.xml", "http://b.com/sitemap.xml.gz", "http://b.com/feed"])
+def test_a_redirected_sitemap_or_feed_is_still_read_for_urls(target: str):
+    """A sitemap (or feed) that moved keeps its kind at the redirect's target, gzipped or not;
+    a page's redirect stays a page."""
+    import dataclasses
+
+    from beamcrawl.core.urls.urlshape import ShapeRules
+    from beamcrawl.transforms.url_seen import page_candidates
+
+    page = _page((target, "redirect"))
+    page.fetch.entry = dataclasses.replace(page.fetch.entry, kind="sitemap", robots_origin="http://a.com")
+    (cand,) = page_candidates(page, ShapeRules(), {})
+    assert (cand.kind, cand.source, cand.hops, cand.robots_origin) == ("sitemap", "redirect", 1, "http://a.com")
+    plain = _page(("http://b.com/moved.html", "redirect"))
+    (cand,) = page_candidates(plain, ShapeRules(), {})
+    assert cand.kind == "page"
+
+
 def test_page_candidates_skip_bad_shapes_and_count_them():
     from beamcrawl.core.urls.urlshape import ShapeRules
 
