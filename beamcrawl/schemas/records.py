@@ -447,6 +447,9 @@ class ParsedPage:
     simhash: str | None = None
     title: str | None = None
     parse_error: str | None = None
+    # The parse limit that cut an HTML document (core/content/htmlbounds.py: elements | depth |
+    # attributes | tags): its links and text are those before the cut; the body is stored whole.
+    parse_truncated: str | None = None
     # What a 2xx body is, by label and first bytes (core/content/sniff.py): html | xhtml | xml | text
     # | binary:<kind>; None when parse did not look (not 2xx, robots.txt, a parse failure).
     body_kind: str | None = None

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 import mmh3
 from selectolax.lexbor import LexborHTMLParser
 
+from beamcrawl.core.content import htmlbounds
 from beamcrawl.core.content.sniff import decode_html
 from beamcrawl.core.urls.urlnorm import InvalidURL, fingerprint, normalize
 
@@ -88,9 +89,19 @@ def parse_document(body: bytes, content_type: str = "") -> LexborHTMLParser:
     """The Lexbor tree of an HTML payload (at most MAX_PARSE_BYTES of it), decoded by the
     WHATWG order (BOM, header, meta, UTF-8, detector, windows-1252) and labels: a page
     declaring a non-text codec (idna, base64, utf-7) must not lose its links or hide markup.
+    Parsed no further than the limits of :mod:`beamcrawl.core.content.htmlbounds` allow.
     """
+    return parse_bounded(body, content_type)[0]
+
+
+def parse_bounded(body: bytes, content_type: str = "") -> tuple[LexborHTMLParser, str | None]:
+    """:func:`parse_document`, and the limit that cut the document (``elements``, ``depth``,
+    ``attributes``, ``tags``) or None when it was parsed whole."""
     text, _ = decode_html(body[:MAX_PARSE_BYTES], content_type)
-    return LexborHTMLParser(text)
+    bound = htmlbounds.scan(text)
+    if bound is None:
+        return LexborHTMLParser(text), None
+    return LexborHTMLParser(text[: bound.cut]), bound.reason
 
 
 # Everything page_links reads, in one selector: each css() call parses its selector and
