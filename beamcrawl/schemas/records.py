@@ -428,6 +428,7 @@ class Link:
     anchor: str = ""
     nofollow: bool = False
     # a | canonical | redirect | area | frame | feed (an HTML page's RSS/Atom link) |
+    # refresh (a <meta http-equiv=refresh> target) |
     # sitemap (robots.txt Sitemap: line, sitemap index entry) | listed (a sitemap's or feed's URL)
     kind: str = "a"
     lastmod: float | None = None  # a sitemap's or feed's date for a listed URL

@@ -124,8 +124,8 @@ def parse_fetch(result: FetchResult, token: str, max_sitemap_bytes: int = sitema
     if page.body_kind not in PARSED_KINDS:
         return page
     # Parsed once (links, then text), no further than the parse limits allow.
-    tree, page.parse_truncated = parse_bounded(result.body, result.content_type)
-    found = page_links(tree, result.url, token)
+    tree, page.parse_truncated, encoding = parse_bounded(result.body, result.content_type)
+    found = page_links(tree, result.url, token, encoding)
     page.links = Packed(  # the page crosses a shuffle before it is stored: pickled as rows
         Link(url=url, fp=fp, anchor=anchor, nofollow=nofollow, kind=kind)
         for url, fp, anchor, nofollow, kind in found.links
