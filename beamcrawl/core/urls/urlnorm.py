@@ -9,7 +9,9 @@ rules are applied, plus a few learned ones (tracking parameters and session ids 
 * the default port removed, userinfo and the fragment dropped;
 * percent-encoding normalised: hex digits upper-cased, escaped unreserved characters
   decoded, characters that may not appear raw (space, non-ASCII as UTF-8, ``"<>{}|`` ...)
-  encoded; escaped reserved characters such as ``%2F`` are left alone;
+  encoded, and in the query ``'`` too (the WHATWG special-query set: ``?'`` is ``?%27``);
+  escaped reserved characters such as ``%2F`` are left alone; the non-ASCII characters of a
+  query are written in the linking document's encoding when it is not UTF-8 (``encoding``);
 * dot segments removed, an empty path written as ``/``;
 * ``utm_*``, click ids and session ids removed from the query, ``;jsessionid=`` from the path.
 
