@@ -57,8 +57,7 @@ _ATTRIBUTE_VALUE = re.compile(r"""[\t\n\f\r ]*=[\t\n\f\r ]*(?:"[^"]*"|'[^']*'|[^
 
 _FORMATTING = frozenset("a b big code em font i nobr s small strike strong tt u".split())
 _VOID = frozenset(
-    "area base basefont bgsound br col embed frame hr image img input keygen link meta param "
-    "source track wbr".split()
+    "area base basefont bgsound br col embed frame hr image img input keygen link meta param source track wbr".split()
 )
 _SPECIAL = frozenset(
     """address applet area article aside base basefont bgsound blockquote body br button caption
@@ -370,7 +369,7 @@ class _Tree:
             cell = self.find({"td", "th"}, {"table", "html", "template"})
             if cell >= 0:
                 self.pop_with_markers(cell)
-            context = {"tr"}
+            context: frozenset[str] = frozenset({"tr"})
         elif name == "tr":
             row = self.find({"tr"}, {"table", "html", "template"})
             if row >= 0:
@@ -380,7 +379,7 @@ class _Tree:
             section = self.find(_SECTIONS | {"caption", "colgroup"}, {"table", "html", "template"})
             if section >= 0:
                 self.pop_with_markers(section)
-            context = set()
+            context = frozenset()
         # "Clear the stack back to a table (body, row) context": what a new part does not go
         # into (foster-parented elements) is closed; the list keeps its entries.
         at = self.find(context | {"table"}, {"html", "template"})

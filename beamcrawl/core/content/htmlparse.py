@@ -181,7 +181,7 @@ def page_links(tree: LexborHTMLParser, url: str, token: str = "beamcrawl", encod
             if title_node is None:
                 title_node = node
         else:
-            link_nodes.append((tag, node))
+            link_nodes.append((tag or "", node))
 
     base = url
     if base_node is not None:
@@ -254,7 +254,7 @@ def page_links(tree: LexborHTMLParser, url: str, token: str = "beamcrawl", encod
             continue
         seen.add((fp, kind))
         rel = attrs.get("rel")
-        nofollow = bool(rel) and "nofollow" in rel.lower().split()
+        nofollow = bool(rel) and "nofollow" in (rel or "").lower().split()
         anchor = _squeeze(node.text(deep=True))[:MAX_ANCHOR_CHARS] if kind == "a" else ""
         out.links.append((target, fp, anchor, nofollow, kind))
     return out

@@ -65,7 +65,11 @@ def test_the_scan_counts_at_least_about_what_the_parser_builds(soup: str) -> Non
 
 
 def test_pages_within_the_limits_are_parsed_whole() -> None:
-    page = "<html><body>" + "".join(f"<p><a href=/{i}>link {i}</a> <b>bold</b></p>" for i in range(3000)) + "</body></html>"
+    page = (
+        "<html><body>"
+        + "".join(f"<p><a href=/{i}>link {i}</a> <b>bold</b></p>" for i in range(3000))
+        + "</body></html>"
+    )
     assert htmlbounds.scan(page) is None
     tree, truncated, _ = parse_bounded(page.encode())
     assert truncated is None
