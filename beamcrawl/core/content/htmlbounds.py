@@ -575,14 +575,37 @@ def _walk(text: str) -> tuple[Bound | None, _Tree]:
             top = stack[-1] if stack else None
             # The common cases first, written out: they are most of the tags of most pages.
             if closing:
-                if top is not None and top.name == name and top.entry is None and name not in _MARKERS:
-                    names[name] -= 1
-                    stack.pop()
-                    continue
+                if top is not None and top.name == name:
+                    entry = top.entry
+                    if entry is None and name not in _MARKERS:
+                        names[name] -= 1
+                        stack.pop()
+                        continue
+                    if entry is not None and active and active[-1] is entry:
+                        # A formatting element closed where it is the current node: the
+                        # adoption agency only pops it and drops its entry.
+                        level = tree.levels[-1]
+                        same = level.by_name.get(name)
+                        if same and same[-1] is entry:
+                            same.pop()
+                            level.by_key[entry.key].remove(entry)
+                            active.pop()
+                            entry.open = None
+                            names[name] -= 1
+                            stack.pop()
+                            continue
                 tree.end(name)
                 continue
             if top is not None and top.foreign:
                 tree.start(name, attributes, attributes.endswith("/>"))
+                continue
+            if name in _FORMATTING and name != "nobr" and (name != "a" or not tree.levels[-1].by_name.get("a")):
+                # A formatting element with no open <a> to adopt: rebuilt list, then one more.
+                if active and active[-1].open is None and active[-1] is not _MARKER:
+                    tree.reconstruct()
+                entry = _Entry(name, (name, attributes))
+                entry.open = tree.push(name, entry)
+                tree.add_entry(entry)
                 continue
             if name in _PLAIN or name in _BLOCKS:
                 if name in _BLOCKS:
