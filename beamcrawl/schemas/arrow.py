@@ -137,7 +137,7 @@ LINKS_SCHEMA = pa.schema(
         _f("dst_domain", pa.string(), "Registered domain of dst_host (public suffix + 1)."),
         _f("anchor", pa.string(), "Anchor text, whitespace collapsed, at most 256 characters; null if none."),
         _f("nofollow", pa.bool_(), "rel=nofollow on the link, or nofollow for the whole page."),
-        _f("kind", pa.string(), "a | area | frame | canonical | redirect (a 3xx Location) | feed (a page's RSS/Atom link) | sitemap (a robots.txt Sitemap: line or a sitemap index entry) | listed (a URL a sitemap or feed lists)."),
+        _f("kind", pa.string(), "a | area | frame | canonical | redirect (a 3xx Location) | refresh (a <meta http-equiv=refresh> target) | feed (a page's RSS/Atom link) | sitemap (a robots.txt Sitemap: line or a sitemap index entry) | listed (a URL a sitemap or feed lists)."),
         _f("fetched_at", TIMESTAMP, "When src was fetched (UTC)."),
     ]
 )

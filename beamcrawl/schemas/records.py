@@ -492,6 +492,7 @@ class Link:
     anchor: str = ""
     nofollow: bool = False
     # a | canonical | redirect | area | frame | feed (an HTML page's RSS/Atom link) |
+    # refresh (a <meta http-equiv=refresh> target) |
     # sitemap (robots.txt Sitemap: line, sitemap index entry) | listed (a sitemap's or feed's URL)
     kind: str = "a"
     lastmod: float | None = None  # a sitemap's or feed's date for a listed URL
@@ -511,6 +512,9 @@ class ParsedPage:
     simhash: str | None = None
     title: str | None = None
     parse_error: str | None = None
+    # The parse limit that cut an HTML document (core/content/htmlbounds.py: elements | depth |
+    # attributes | tags): its links and text are those before the cut; the body is stored whole.
+    parse_truncated: str | None = None
     # What a 2xx body is, by label and first bytes (core/content/sniff.py): html | xhtml | xml | text
     # | binary:<kind>; None when parse did not look (not 2xx, robots.txt, a parse failure).
     body_kind: str | None = None

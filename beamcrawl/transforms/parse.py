@@ -32,7 +32,7 @@ from beamcrawl.core.content import sitemaps, sniff, textfp
 from beamcrawl.core.content.htmlparse import (
     checksum,
     page_links,
-    parse_document,
+    parse_bounded,
     robots_directives,
 )
 from beamcrawl.core.policy.robots import RobotsRules
@@ -123,8 +123,9 @@ def parse_fetch(result: FetchResult, token: str, max_sitemap_bytes: int = sitema
             return page
     if page.body_kind not in PARSED_KINDS:
         return page
-    tree = parse_document(result.body, result.content_type)  # parsed once: links, then text
-    found = page_links(tree, result.url, token)
+    # Parsed once (links, then text), no further than the parse limits allow.
+    tree, page.parse_truncated, encoding = parse_bounded(result.body, result.content_type)
+    found = page_links(tree, result.url, token, encoding)
     page.links = Packed(  # the page crosses a shuffle before it is stored: pickled as rows
         Link(url=url, fp=fp, anchor=anchor, nofollow=nofollow, kind=kind)
         for url, fp, anchor, nofollow, kind in found.links
@@ -148,6 +149,7 @@ class _ParseFn(beam.DoFn):
         self.sitemaps = Metrics.counter("parse", "sitemaps")  # sitemaps and feeds read
         self.listed = Metrics.counter("parse", "sitemap_links")  # URLs and child sitemaps they gave
         self.skipped: dict[str, Any] = {}  # parse/skipped_<kind>, made as kinds turn up
+        self.truncated: dict[str, Any] = {}  # parse/truncated_<limit>, likewise
         self.dead = Outlet("parse")
 
     def setup(self) -> None:
@@ -164,6 +166,12 @@ class _ParseFn(beam.DoFn):
             yield self.dead.tagged(exc, result)
             self.error.inc()
             page = ParsedPage(fetch=result, parse_error=f"{type(exc).__name__}: {exc}"[:300])
+        if page.parse_truncated is not None:  # parse/truncated_<limit>
+            counter = self.truncated.get(page.parse_truncated)
+            if counter is None:
+                counter = Metrics.counter("parse", "truncated_" + page.parse_truncated)
+                self.truncated[page.parse_truncated] = counter
+            counter.inc()
         if page.links and page.body_kind in PARSED_KINDS:
             self.html.inc()
             self.links.inc(len(page.links))

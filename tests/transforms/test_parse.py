@@ -101,3 +101,22 @@ def test_one_parse_serves_links_and_simhash_as_two_separate_parses_would():
     assert checked > 50
     first = parse_fetch(_result(chrome), "beamcrawl")
     assert {link.url for link in first.links} >= {"http://a.test/nav1", "http://a.test/h", "http://a.test/f"}
+
+
+def test_a_page_past_the_parse_limits_is_parsed_up_to_the_cut_and_counted():
+    # <p><font id=N>x x 4,000 built ~3.4 GB before the limits (#24 item 4): now the links before
+    # the cut are kept, the page goes on whole (checksum of every byte), and the limit is named.
+    bomb = b'<a href="/before">before</a>' + b"".join(b"<p><font id=%d>x" % i for i in range(4000))
+    page = parse_fetch(_result(bomb + b'<a href="/after">after</a>'), "beamcrawl")
+    assert page.parse_truncated == "depth"
+    assert page.parse_error is None
+    assert [link.url for link in page.links] == ["http://a.test/before"]
+    assert page.checksum == checksum(bomb + b'<a href="/after">after</a>')
+
+    p = TestPipeline(runner="FnApiRunner")
+    _ = p | beam.Create([_result(bomb), _result(PAGE)]) | ParsePages("beamcrawl")
+    result = p.run()
+    result.wait_until_finish()
+    counters = result.metrics().query(MetricsFilter().with_namespace("parse"))["counters"]
+    by_name = {c.key.metric.name: c.committed for c in counters}
+    assert by_name.get("truncated_depth") == 1

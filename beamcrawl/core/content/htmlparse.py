@@ -8,10 +8,12 @@ fingerprinted here, once per page, so that later stages carry a page's links as 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import mmh3
 from selectolax.lexbor import LexborHTMLParser
 
+from beamcrawl.core.content import htmlbounds
 from beamcrawl.core.content.sniff import decode_html
 from beamcrawl.core.urls.urlnorm import InvalidURL, fingerprint, normalize
 
@@ -81,28 +83,86 @@ def parse_html(body: bytes, url: str, content_type: str = "", token: str = "beam
         content_type: the response's Content-Type (for the charset).
         token: our robots product token, for bot-scoped meta robots.
     """
-    return page_links(parse_document(body, content_type), url, token)
+    tree, _, encoding = parse_bounded(body, content_type)
+    return page_links(tree, url, token, encoding)
 
 
 def parse_document(body: bytes, content_type: str = "") -> LexborHTMLParser:
     """The Lexbor tree of an HTML payload (at most MAX_PARSE_BYTES of it), decoded by the
     WHATWG order (BOM, header, meta, UTF-8, detector, windows-1252) and labels: a page
     declaring a non-text codec (idna, base64, utf-7) must not lose its links or hide markup.
+    Parsed no further than the limits of :mod:`beamcrawl.core.content.htmlbounds` allow.
     """
-    text, _ = decode_html(body[:MAX_PARSE_BYTES], content_type)
-    return LexborHTMLParser(text)
+    return parse_bounded(body, content_type)[0]
+
+
+class Document(NamedTuple):
+    """A parsed HTML payload: the tree, the limit that cut the document (``elements``,
+    ``depth``, ``attributes``, ``tags``; None when it was parsed whole) and the codec it was
+    decoded with (for its links' queries, :func:`beamcrawl.core.urls.urlnorm.normalize`)."""
+
+    tree: LexborHTMLParser
+    truncated: str | None
+    encoding: str
+
+
+def parse_bounded(body: bytes, content_type: str = "") -> Document:
+    """:func:`parse_document`, with what else the parse found out."""
+    text, charset = decode_html(body[:MAX_PARSE_BYTES], content_type)
+    bound = htmlbounds.scan(text)
+    if bound is None:
+        return Document(LexborHTMLParser(text), None, charset.encoding)
+    return Document(LexborHTMLParser(text[: bound.cut]), bound.reason, charset.encoding)
 
 
 # Everything page_links reads, in one selector: each css() call parses its selector and
 # walks the whole document, and on a small page that costs more than what it finds. No
 # element matches two of these (each names another tag), and css() answers in document order.
 _LINK_SELECTOR = "a[href], area[href], link[rel][href], iframe[src], frame[src]"
-_PAGE_SELECTOR = "base[href], meta[name], title, " + _LINK_SELECTOR
+_PAGE_SELECTOR = "base[href], meta[name], meta[http-equiv], title, " + _LINK_SELECTOR
+_SPACE = "\t\n\f\r "
 
 
-def page_links(tree: LexborHTMLParser, url: str, token: str = "beamcrawl") -> PageLinks:
+def refresh_target(content: str) -> str | None:
+    """The URL of a ``<meta http-equiv=refresh content=...>`` (``"5; url='/next'"`` →
+    ``"/next"``), read as the HTML standard's declarative refresh reads it; None when it names
+    none (a plain reload) or the content is not a refresh."""
+    rest = content.lstrip(_SPACE)
+    i = 0
+    while i < len(rest) and rest[i] in "0123456789":
+        i += 1
+    if i == 0 and not rest.startswith("."):
+        return None
+    while i < len(rest) and rest[i] in "0123456789.":
+        i += 1
+    rest = rest[i:]
+    if not rest or rest[0] not in ";," + _SPACE:
+        return None
+    rest = rest.lstrip(_SPACE)
+    if rest[:1] in (";", ","):
+        rest = rest[1:].lstrip(_SPACE)
+    if rest[:3].lower() == "url":
+        after = rest[3:].lstrip(_SPACE)
+        if after[:1] == "=":
+            rest = after[1:].lstrip(_SPACE)
+    if rest[:1] in ("'", '"'):
+        quote, rest = rest[0], rest[1:]
+        end = rest.find(quote)
+        if end >= 0:
+            rest = rest[:end]
+    return rest.strip(_SPACE) or None
+
+
+def page_links(tree: LexborHTMLParser, url: str, token: str = "beamcrawl", encoding: str | None = None) -> PageLinks:
     """:func:`parse_html` of a document already parsed (:func:`parse_document`); reads the
-    tree without changing it."""
+    tree without changing it.
+
+    Links are resolved as a browser resolves them: against the first ``<base href>``; an
+    empty or fragment-only ``href`` is the base's document, kept when a ``<base>`` makes
+    that another page (a link to the page itself adds nothing); the query of a link on a
+    page that is not UTF-8 is written in the page's ``encoding``. A ``<meta
+    http-equiv=refresh>`` target, which a browser follows, is a link of kind ``refresh``.
+    """
     out = PageLinks()
 
     base_node = title_node = None
@@ -115,18 +175,20 @@ def page_links(tree: LexborHTMLParser, url: str, token: str = "beamcrawl") -> Pa
                 base_node = node
         elif tag == "meta":
             meta_nodes.append(node)
+            if (node.attributes.get("http-equiv") or "").strip().lower() == "refresh":
+                link_nodes.append(("refresh", node))
         elif tag == "title":
             if title_node is None:
                 title_node = node
         else:
-            link_nodes.append((tag, node))
+            link_nodes.append((tag or "", node))
 
     base = url
     if base_node is not None:
         href = (base_node.attributes.get("href") or "").strip()
         if href:
             try:
-                base = normalize(href, url)
+                base = normalize(href, url, encoding)
             except InvalidURL:
                 pass
 
@@ -159,15 +221,26 @@ def page_links(tree: LexborHTMLParser, url: str, token: str = "beamcrawl") -> Pa
             kind = "frame"
         else:
             kind = tag
-        href = attrs.get("src" if kind == "frame" else "href") or ""
+        if kind == "refresh":
+            href = refresh_target(attrs.get("content") or "") or ""
+            if not href:  # a reload of the page itself
+                continue
+        else:
+            href = attrs.get("src" if kind == "frame" else "href") or ""
         href = href.strip()
-        if not href or href.startswith(("#", "javascript:", "mailto:", "tel:", "data:")):
+        if not href or href[0] == "#":
+            # The base's document (RFC 3986 §5.2.2, as browsers resolve it): the page itself
+            # unless a <base> names another.
+            if base == url:
+                continue
+            href = ""
+        elif href.startswith(("javascript:", "mailto:", "tel:", "data:")):
             continue
         if href in targets:
             found = targets[href]
         else:
             try:
-                target = normalize(href, base)
+                target = normalize(href, base, encoding)
                 found = targets[href] = (target, fingerprint(target))
             except InvalidURL:
                 found = targets[href] = None

@@ -70,6 +70,7 @@ import mmh3
 import numpy as np
 from selectolax.lexbor import LexborHTMLParser, LexborNode
 
+from beamcrawl.core.content.htmlbounds import scan
 from beamcrawl.core.content.sniff import decode_html
 
 __all__ = [
@@ -228,7 +229,8 @@ def visible_text(html: bytes | str, content_type: str = "") -> str:
         there is none.
     """
     text = _decode(html, content_type) if isinstance(html, bytes) else html[:MAX_TEXT_BYTES]
-    return tree_text(LexborHTMLParser(text))
+    bound = scan(text)  # no further than the parse limits allow (core/content/htmlbounds.py)
+    return tree_text(LexborHTMLParser(text if bound is None else text[: bound.cut]))
 
 
 def tree_text(tree: LexborHTMLParser) -> str:

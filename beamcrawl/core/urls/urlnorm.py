@@ -9,7 +9,9 @@ rules are applied, plus a few learned ones (tracking parameters and session ids 
 * the default port removed, userinfo and the fragment dropped;
 * percent-encoding normalised: hex digits upper-cased, escaped unreserved characters
   decoded, characters that may not appear raw (space, non-ASCII as UTF-8, ``"<>{}|`` ...)
-  encoded; escaped reserved characters such as ``%2F`` are left alone;
+  encoded, and in the query ``'`` too (the WHATWG special-query set: ``?'`` is ``?%27``);
+  escaped reserved characters such as ``%2F`` are left alone; the non-ASCII characters of a
+  query are written in the linking document's encoding when it is not UTF-8 (``encoding``);
 * dot segments removed, an empty path written as ``/``;
 * ``utm_*``, click ids and session ids removed from the query, ``;jsessionid=`` from the path.
 
@@ -68,15 +70,17 @@ _UNRESERVED = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz012
 # sub-delims, ":" and "@" (pchar), "/" and, in queries, "?"; "%" because escapes have already
 # been normalised by the time quote() runs.
 _PATH_SAFE = "!$&'()*+,;=:@/%"
-_QUERY_SAFE = _PATH_SAFE + "?"
+# In the query of an http(s) URL the WHATWG URL standard also encodes "'" (its special-query
+# percent-encode set), so "?'" and "?%27" are one URL, as they are to browsers.
+_QUERY_SAFE = "!$&()*+,;=:@/%?"
 
 # A component with none of these characters needs no percent-encoding work at all, which is
 # the common case; one search in C is much cheaper than looking at each character in Python.
 _PATH_NEEDS_WORK = re.compile(r"[^A-Za-z0-9\-._~!$&'()*+,;=:@/]").search
-_QUERY_NEEDS_WORK = re.compile(r"[^A-Za-z0-9\-._~!$&'()*+,;=:@/?]").search
+_QUERY_NEEDS_WORK = re.compile(r"[^A-Za-z0-9\-._~!$&()*+,;=:@/?]").search
 # Once its escapes are normalised, a component without these needs no quote() call either.
 _PATH_NEEDS_QUOTING = re.compile(r"[^A-Za-z0-9\-._~!$&'()*+,;=:@/%]").search
-_QUERY_NEEDS_QUOTING = re.compile(r"[^A-Za-z0-9\-._~!$&'()*+,;=:@/?%]").search
+_QUERY_NEEDS_QUOTING = re.compile(r"[^A-Za-z0-9\-._~!$&()*+,;=:@/?%]").search
 _STRAY_PERCENT = re.compile(r"%(?![0-9A-Fa-f]{2})")
 _ESCAPE = re.compile(r"%[0-9A-Fa-f]{2}")
 # Leading/trailing C0 controls and spaces are stripped and tabs/newlines removed, as browsers
@@ -287,6 +291,12 @@ def _normalize_reg_host(host: str) -> str:
     if _ends_in_number(host):
         return _canonical_ipv4(host)
     if len(host) > 253 or not _REG_HOST.fullmatch(host):
+        if ".." in host or host.startswith("."):
+            # The WHATWG host parser (and so a browser's address bar) accepts an empty label,
+            # "www.example..de", but no name with one can be looked up: DNS has no empty
+            # labels (RFC 1035 §3.1) and getaddrinfo refuses them, so such a link can never be
+            # fetched, by a browser or by us. Refused, with its own reason.
+            raise InvalidURL("empty label in host")
         raise InvalidURL("bad host")
     if "xn--" in host:
         _check_a_labels(host)
@@ -461,12 +471,16 @@ def _backslashes_to_slashes(url: str) -> str:
 # --- public API --------------------------------------------------------------------------------
 
 
-def normalize(url: str, base: str | None = None) -> str:
+def normalize(url: str, base: str | None = None, encoding: str | None = None) -> str:
     """Returns the normalised absolute form of ``url``.
 
     Args:
         url: An absolute URL, or a reference relative to ``base`` (a link's ``href``).
         base: The URL the reference appeared on (or its ``<base href>``), if any.
+        encoding: The character encoding of the document the link is on (a Python codec
+            name), if not UTF-8: the WHATWG URL standard writes the non-ASCII characters of a
+            link's *query* in the document's encoding (the path is always UTF-8), so
+            ``?q=日本`` on a Shift_JIS page is ``?q=%93%FA%96%7B``, as a browser requests it.
 
     Returns:
         The normalised URL: ``http`` or ``https``, no userinfo or fragment, at most
@@ -482,7 +496,59 @@ def normalize(url: str, base: str | None = None) -> str:
     if base is not None:
         # An empty reference is the base itself (RFC 3986 §5.2.2), as href="" is.
         url = _resolve(url, base)
+    if encoding is not None and not url.isascii():
+        url = _encode_query(url, encoding)
     return _normalize_resolved(url)
+
+
+# Encodings whose documents' URLs are written in UTF-8 all the same (WHATWG URL standard,
+# "encode" with the document's encoding: UTF-16 and "replacement" documents use UTF-8).
+_UTF8_FOR_URLS = frozenset({"utf-8", "utf-16", "utf-16-le", "utf-16-be", "utf-32", "utf-32-le", "utf-32-be"})
+_NON_ASCII = re.compile(r"[^\x00-\x7f]+")
+_ENCODED_BYTES_SAFE = _QUERY_SAFE.replace("%", "")
+
+
+def _encode_query(url: str, encoding: str) -> str:
+    """``url`` with the non-ASCII characters of its query percent-encoded in ``encoding``; a
+    character the encoding cannot write becomes ``%26%23N%3B`` (``&#N;``, encoded), as the
+    URL standard's "percent-encode after encoding" writes it. The ASCII bytes of a multi-byte
+    character (Shift_JIS's 0x5C, 0x40 ...) are left as the normaliser leaves them anywhere in
+    a query."""
+    question = url.find("?")
+    if question < 0:
+        return url
+    hash_at = url.find("#", question)
+    end = len(url) if hash_at < 0 else hash_at
+    query = url[question + 1 : end]
+    if query.isascii():
+        return url
+    try:
+        import codecs
+
+        name = codecs.lookup(encoding).name
+    except LookupError:
+        return url
+    if name in _UTF8_FOR_URLS or name.startswith("utf"):
+        return url
+
+    def one(char: str) -> str:
+        try:
+            return quote(char.encode(name), safe=_ENCODED_BYTES_SAFE)
+        except UnicodeEncodeError:
+            return f"%26%23{ord(char)}%3B"
+
+    def encoded(match: re.Match[str]) -> str:
+        run = match.group()
+        try:
+            return quote(run.encode(name), safe=_ENCODED_BYTES_SAFE)
+        except UnicodeEncodeError:
+            return "".join(map(one, run))
+
+    try:
+        query = _NON_ASCII.sub(encoded, query)
+    except LookupError:  # pragma: no cover - looked up above
+        return url
+    return f"{url[: question + 1]}{query}{url[end:]}"
 
 
 @lru_cache(maxsize=8192)

@@ -76,3 +76,106 @@ def test_checksum_and_content_types():
     assert len(checksum(b"")) == 16
     assert is_html("text/html; charset=utf-8") and is_html("application/xhtml+xml")
     assert not is_html("application/pdf") and not is_html("")
+
+
+# --- links as a browser resolves them (#24 item 9 and the link classes) ----------------------
+
+import pytest  # noqa: E402
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from beamcrawl.core.content.htmlparse import refresh_target  # noqa: E402
+
+
+@pytest.mark.parametrize(
+    ("base", "href", "expected"),
+    [
+        # No <base>: "" and "#x" are the page itself, which is no new link.
+        (None, "", []),
+        (None, "#x", []),
+        (None, "  #x ", []),
+        # A <base> elsewhere: both are the base's document (fragment dropped), as in a browser;
+        # the two real pages of the issue lost their link to the site's home this way.
+        ("http://a.example/", "", ["http://a.example/"]),
+        ("http://a.example/", "#top", ["http://a.example/"]),
+        ("/home?lang=en", "", ["http://a.example/home?lang=en"]),
+        ("/home?lang=en", "#x", ["http://a.example/home?lang=en"]),
+        ("http://b.example/dir/", "#x", ["http://b.example/dir/"]),
+        # A <base> that is the page itself: nothing.
+        ("http://a.example/dir/page.html", "#x", []),
+    ],
+)
+def test_empty_and_fragment_hrefs_are_the_bases_document(base: str | None, href: str, expected: list[str]) -> None:
+    head = f'<base href="{base}">' if base is not None else ""
+    html = f'<html><head>{head}</head><body><a href="{href}">home</a></body></html>'.encode()
+    out = parse_html(html, "http://a.example/dir/page.html")
+    assert [url for url, *_ in out.links] == expected
+    assert out.invalid_links == 0
+
+
+@pytest.mark.parametrize(
+    ("content", "expected"),
+    [
+        ("0; url=/next", "/next"),
+        ("5;URL='http://b.example/x'", "http://b.example/x"),
+        ('1.5 , url = "/q?a=1" trailing', "/q?a=1"),
+        ("0; /bare", "/bare"),
+        ("0 url=/spaced", "/spaced"),
+        ("3", None),  # a reload of the page itself
+        ("0; url=", None),
+        ("url=/x", None),  # no time: not a refresh (HTML's declarative refresh steps)
+        ("x; url=/x", None),
+        ("0x; url=/x", None),
+    ],
+)
+def test_refresh_target_is_read_as_html_reads_it(content: str, expected: str | None) -> None:
+    assert refresh_target(content) == expected
+
+
+def test_meta_refresh_targets_are_links_of_their_own_kind() -> None:
+    html = b"""<html><head><base href="http://a.example/base/">
+    <meta http-equiv="Refresh" content="0; url=moved.html">
+    <meta http-equiv="refresh" content="30">
+    <meta http-equiv="content-type" content="text/html">
+    </head><body><a href="moved.html">moved</a></body></html>"""
+    out = parse_html(html, "http://a.example/page")
+    assert [(url, kind) for url, _, _, _, kind in out.links] == [
+        ("http://a.example/base/moved.html", "refresh"),
+        ("http://a.example/base/moved.html", "a"),
+    ]
+
+
+_JAPANESE = st.text(st.sampled_from("あいうえおかきくけこ日本語東京検索漢字ソ表能"), min_size=1, max_size=8)
+_CHINESE = st.text(st.sampled_from("中文搜索北京汉字测试网页"), min_size=1, max_size=8)
+
+
+def _percent(data: bytes) -> str:
+    # The bytes as the URL standard's query percent-encode set writes them, and then as the
+    # normaliser writes every query: letters and digits raw, every other byte escaped but
+    # the sub-delimiters it keeps ("\\" and the like are escaped anyway).
+    keep = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~!$&()*+,;=:@/?"
+    return "".join(chr(b) if b in keep else f"%{b:02X}" for b in data)
+
+
+@settings(max_examples=60, deadline=None)
+@given(words=st.one_of(_JAPANESE.map(lambda w: (w, "shift_jis")), _CHINESE.map(lambda w: (w, "gbk"))))
+def test_a_links_query_is_written_in_the_pages_encoding(words: tuple[str, str]) -> None:
+    # WHATWG URL standard: a link on a Shift_JIS or GBK page has its query encoded in that
+    # encoding (the path stays UTF-8), which is what a browser requests.
+    word, encoding = words
+    html = f'<html><head><meta charset="{encoding}"></head><body><a href="/路/?q={word}">x</a></body></html>'
+    out = parse_html(html.encode(encoding, "strict"), "http://a.example/")
+    [(url, *_)] = out.links
+    assert url == "http://a.example/%E8%B7%AF/?q=" + _percent(word.encode(encoding))
+
+
+def test_a_character_the_pages_encoding_cannot_write_is_a_numeric_reference() -> None:
+    # The page writes "&#26085;" (windows-1252 has no 日): the parser gives the character, and
+    # the URL standard writes what the page's encoding cannot as "&#26085;", percent-encoded.
+    out = parse_html(b'<meta charset="windows-1252"><a href="/s?q=&#26085;&amp;r=\xe9">x</a>', "http://a.example/")
+    assert [url for url, *_ in out.links] == ["http://a.example/s?q=%26%2326085%3B&r=%E9"]
+
+
+def test_utf8_pages_keep_utf8_queries() -> None:
+    out = parse_html('<meta charset="utf-8"><a href="/s?q=日本">x</a>'.encode(), "http://a.example/")
+    assert [url for url, *_ in out.links] == ["http://a.example/s?q=%E6%97%A5%E6%9C%AC"]

@@ -21,7 +21,7 @@ from selectolax.lexbor import LexborHTMLParser
 
 from beamcrawl.core.content import textfp
 from beamcrawl.core.urls import urlnorm
-from beamcrawl.core.content.htmlparse import FEED_TYPES, MAX_ANCHOR_CHARS, PageLinks, page_links, parse_document, robots_directives
+from beamcrawl.core.content.htmlparse import FEED_TYPES, MAX_ANCHOR_CHARS, PageLinks, page_links, parse_document, refresh_target, robots_directives
 from beamcrawl.core.urls.urlnorm import InvalidURL, fingerprint, normalize
 from beamcrawl.simweb import SimWeb
 
@@ -71,7 +71,7 @@ def _ref_text_simhash(text: str, width: int = 2, min_features: int = 16, word_we
     return textfp.simhash_features(weighted)
 
 
-def _ref_page_links(tree: LexborHTMLParser, url: str, token: str = "beamcrawl") -> PageLinks:
+def _ref_page_links(tree: LexborHTMLParser, url: str, token: str = "beamcrawl", encoding: str | None = None) -> PageLinks:
     out = PageLinks()
     base = url
     base_node = tree.css_first("base[href]")
@@ -79,7 +79,7 @@ def _ref_page_links(tree: LexborHTMLParser, url: str, token: str = "beamcrawl") 
         href = (base_node.attributes.get("href") or "").strip()
         if href:
             try:
-                base = normalize(href, url)
+                base = normalize(href, url, encoding)
             except InvalidURL:
                 pass
     metas = []
@@ -93,10 +93,14 @@ def _ref_page_links(tree: LexborHTMLParser, url: str, token: str = "beamcrawl") 
     if title is not None:
         out.title = _WS.sub(" ", title.text()).strip()[:512] or None
     seen: set[tuple[int, str]] = set()
-    for node in tree.css("a[href], area[href], link[rel][href], iframe[src], frame[src]"):
+    for node in tree.css("a[href], area[href], link[rel][href], iframe[src], frame[src], meta[http-equiv]"):
         tag = node.tag
         attrs = node.attributes
-        if tag == "link":
+        if tag == "meta":
+            if (attrs.get("http-equiv") or "").strip().lower() != "refresh":
+                continue
+            kind = "refresh"
+        elif tag == "link":
             rels = (attrs.get("rel") or "").lower().split()
             if "canonical" in rels:
                 kind = "canonical"
@@ -108,11 +112,18 @@ def _ref_page_links(tree: LexborHTMLParser, url: str, token: str = "beamcrawl") 
             kind = "frame"
         else:
             kind = tag
-        href = (attrs.get("src" if kind == "frame" else "href") or "").strip()
-        if not href or href.startswith(("#", "javascript:", "mailto:", "tel:", "data:")):
+        if kind == "refresh":
+            href = (refresh_target(attrs.get("content") or "") or "").strip()
+            if not href:
+                continue
+        else:
+            href = (attrs.get("src" if kind == "frame" else "href") or "").strip()
+        if (not href or href.startswith("#")) and base == url:
+            continue  # the page itself
+        if href.startswith(("javascript:", "mailto:", "tel:", "data:")):
             continue
         try:
-            target = normalize(href, base)
+            target = normalize("" if href.startswith("#") else href, base, encoding)
         except InvalidURL:
             out.invalid_links += 1
             continue
