@@ -107,6 +107,12 @@ PAGES_SCHEMA = pa.schema(
             "or of its revisit record for an exact copy; null when nothing was archived (a near copy).",
         ),
         _f("out_links", pa.int32(), "Number of links found on the page (edges in links/)."),
+        _f(
+            "parse_truncated",
+            pa.string(),
+            "Which parse limit cut the page's HTML (elements, depth, attributes, tags: core/content/htmlbounds.py): "
+            "its links and text are those before the cut, its stored bytes whole; null when parsed whole.",
+        ),
         _f("title", pa.string(), "The HTML <title>, whitespace collapsed."),
         _f("meta_noindex", pa.bool_(), "noindex from meta robots or X-Robots-Tag (for us or everyone)."),
         _f("meta_nofollow", pa.bool_(), "nofollow from meta robots or X-Robots-Tag (for us or everyone)."),

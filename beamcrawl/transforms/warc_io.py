@@ -399,6 +399,7 @@ def page_event(page: ParsedPage, blob: str | None, note: str | None = None) -> d
         "duplicate_distance": page.duplicate_distance,
         "blob": blob,
         "out_links": len(page.links),
+        "parse_truncated": page.parse_truncated,
         "title": page.title,
         "meta_noindex": page.meta_noindex,
         "meta_nofollow": page.meta_nofollow,

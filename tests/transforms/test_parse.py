@@ -115,8 +115,19 @@ def test_a_page_past_the_parse_limits_is_parsed_up_to_the_cut_and_counted():
 
     p = TestPipeline(runner="FnApiRunner")
     _ = p | beam.Create([_result(bomb), _result(PAGE)]) | ParsePages("beamcrawl")
+    assert_that(collected(p), equal_to([]), label="No dead letters")
     result = p.run()
     result.wait_until_finish()
     counters = result.metrics().query(MetricsFilter().with_namespace("parse"))["counters"]
     by_name = {c.key.metric.name: c.committed for c in counters}
     assert by_name.get("truncated_depth") == 1
+
+
+def test_a_parse_cut_is_a_column_of_the_page_event():
+    """The page event (pages Parquet) says which limit cut the parse, and is null for a whole parse."""
+    from beamcrawl.transforms.warc_io import page_event
+
+    deep = "<html><body>" + "<div>" * 5000 + "x"
+    for body, expected in ((deep, "depth"), ("<html><body><a href=/a>a</a>", None)):
+        page = parse_fetch(_result(body.encode()), "beamcrawl")
+        assert page_event(page, None)["parse_truncated"] == expected

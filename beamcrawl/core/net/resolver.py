@@ -124,7 +124,9 @@ class PolicyResolver(AbstractResolver):
             answer = Resolution(tuple(addrs), None, now, self._ttl)
         except ForbiddenAddress as exc:
             answer = Resolution((), f"{REFUSED}{exc}", now, self._ttl)
-        except OSError as exc:  # negative answers are cached too
+        except (OSError, UnicodeError) as exc:  # negative answers are cached too
+            # getaddrinfo raises UnicodeError for a name IDNA cannot encode (an empty or
+            # over-long label): that is the name's answer, not the round's failure.
             answer = Resolution((), f"dns: {exc}", now, self._ttl)
         if not answer.addrs and answer.error is None:
             answer = Resolution((), "dns: no address", now, self._ttl)

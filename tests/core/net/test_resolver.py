@@ -123,3 +123,12 @@ def test_resolve_many_runs_lookups_concurrently_with_a_bound():
 )
 def test_hostname_of_slot_keys(slot, name):
     assert hostname_of(slot) == name
+
+
+@pytest.mark.parametrize("name", ["www.example..de", "x" * 64 + ".example", ".lead.example"])
+def test_a_name_the_system_resolver_cannot_encode_is_a_dns_answer_not_a_crash(name: str):
+    """getaddrinfo raises UnicodeError (a ValueError) for an empty or over-long label, before any
+    query is sent; the resolver promises never to raise, so it is that name's negative answer."""
+    resolver = PolicyResolver(ResolveRules(), allow_private=False, ttl=60)
+    answer = run(resolver.resolution(name))
+    assert answer.addrs == () and answer.error is not None and answer.error.startswith("dns:")
