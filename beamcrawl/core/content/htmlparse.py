@@ -96,7 +96,7 @@ def parse_document(body: bytes, content_type: str = "") -> LexborHTMLParser:
     return parse_bounded(body, content_type)[0]
 
 
-class Document(NamedTuple):
+class HtmlTree(NamedTuple):
     """A parsed HTML payload: the tree, the limit that cut the document (``elements``,
     ``depth``, ``attributes``, ``tags``; None when it was parsed whole) and the codec it was
     decoded with (for its links' queries, :func:`beamcrawl.core.urls.urlnorm.normalize`)."""
@@ -106,13 +106,13 @@ class Document(NamedTuple):
     encoding: str
 
 
-def parse_bounded(body: bytes, content_type: str = "") -> Document:
+def parse_bounded(body: bytes, content_type: str = "") -> HtmlTree:
     """:func:`parse_document`, with what else the parse found out."""
     text, charset = decode_html(body[:MAX_PARSE_BYTES], content_type)
     bound = htmlbounds.scan(text)
     if bound is None:
-        return Document(LexborHTMLParser(text), None, charset.encoding)
-    return Document(LexborHTMLParser(text[: bound.cut]), bound.reason, charset.encoding)
+        return HtmlTree(LexborHTMLParser(text), None, charset.encoding)
+    return HtmlTree(LexborHTMLParser(text[: bound.cut]), bound.reason, charset.encoding)
 
 
 # Everything page_links reads, in one selector: each css() call parses its selector and
