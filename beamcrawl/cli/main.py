@@ -138,8 +138,10 @@ def cmd_crawl(argv: Sequence[str]) -> int:
     except KeyboardInterrupt:
         return _interrupted("interrupted outside a round's run; rerun to go on")
     except CrawlError as exc:
+        from beamcrawl.pipelines.out_folder import FolderRefused
+
         print(f"beamcrawl crawl: error: {exc}", file=sys.stderr)
-        return 1
+        return 2 if isinstance(exc, FolderRefused) else 1
     return 0
 
 

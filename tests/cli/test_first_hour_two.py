@@ -1,0 +1,179 @@
+"""A newcomer's first hour, part two (issue 27): the output folder and the crawl's own record.
+
+Each test runs the ``beamcrawl`` command as a user does, through a subprocess, and checks
+what the user sees and what is left on disk. Crawls run on simweb over loopback with a short
+window; one crawled folder is made per module and copied for each test that needs one.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from beamcrawl.simweb.testing import running_simweb
+from beamcrawl.stores.base import Mutation, open_store
+
+CLI = [sys.executable, "-m", "beamcrawl.cli.main"]
+QUICK = ("--resolve", "*=127.0.0.1", "--allow-private-networks", "--min-delay", "0.05", "--round-window", "2",
+         "--runner", "FnApiRunner")  # fmt: skip
+
+
+def run(*args: str, cwd: Path | None = None, env: dict[str, str] | None = None, timeout: float = 180) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*CLI, *args], capture_output=True, text=True, timeout=timeout, cwd=cwd, env=env)
+
+
+def tree(folder: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def one_error_line(proc: subprocess.CompletedProcess[str]) -> str:
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode == 2 and len(lines) == 1, (proc.returncode, proc.stderr)
+    assert lines[0].startswith("beamcrawl crawl: error: ")
+    return lines[0]
+
+
+@pytest.fixture(scope="module")
+def web(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("web")
+    with running_simweb(folder / "web", hosts=6) as handle:
+        seeds = folder / "seeds.txt"
+        seeds.write_text("\n".join(handle.base_url(h) for h in handle.hosts) + "\n")
+        handle.seeds = seeds  # type: ignore[attr-defined]
+        yield handle
+
+
+@pytest.fixture(scope="module")
+def crawled(web, tmp_path_factory):
+    """One round crawled into ``out`` on an embedded store kept outside it (``state/``)."""
+    base = tmp_path_factory.mktemp("crawled")
+    store = f"sqlite:///{base}/state/crawl.sqlite"
+    proc = run("crawl", "--seeds", str(web.seeds), "--out", str(base / "out"), "--store", store, *QUICK)
+    assert proc.returncode == 0, proc.stderr
+    return base, store, proc
+
+
+@pytest.fixture
+def copy_of(crawled, tmp_path):
+    """A copy of the crawled folder and its store, as if the crawl had run here (its record
+    of the other's place rewritten)."""
+    base, _, _ = crawled
+    out, state = tmp_path / "out", tmp_path / "state"
+    shutil.copytree(base / "out", out)
+    shutil.copytree(base / "state", state)
+    store = f"sqlite://{state}/crawl.sqlite"  # the store's own spelling (one slash less is the same)
+    identity = json.loads((out / "crawl.json").read_text())
+    (out / "crawl.json").write_text(json.dumps(identity | {"store": store}))
+    with open_store(store) as opened:
+        opened.mutate("meta", [Mutation.set(b"crawl", {"m:out": str(out).encode()})])
+    return out, store
+
+
+# --- 2. an output folder remembers its store ---------------------------------------------------
+
+
+@pytest.mark.e2e
+def test_out_folder_records_its_crawl_and_store(crawled):
+    base, store, _ = crawled
+    identity = json.loads((base / "out" / "crawl.json").read_text())
+    assert identity["store"] == f"sqlite://{base}/state/crawl.sqlite" and len(identity["crawl_id"]) == 32
+    with open_store(store) as opened:
+        row = opened.read_keys("meta", [b"crawl"])[b"crawl"]
+    assert row["m:id"].decode() == identity["crawl_id"] and row["m:out"].decode() == str(base / "out")
+
+
+@pytest.mark.e2e
+def test_rerun_without_its_store_is_refused_naming_the_store(copy_of, web):
+    out, store = copy_of
+    before = tree(out)
+    proc = run("crawl", "--out", str(out), "--seeds", str(web.seeds), *QUICK)  # no --store
+    line = one_error_line(proc)
+    assert f"--out {out} belongs to the crawl on --store {store}" in line
+    assert tree(out) == before and not (out / "store.sqlite").exists()
+
+    other = f"sqlite://{out.parent}/other.sqlite"
+    proc = run("crawl", "--out", str(out), "--store", other, *QUICK)
+    assert f"belongs to the crawl on --store {store}, not --store {other}" in one_error_line(proc)
+    assert tree(out) == before and not (out.parent / "other.sqlite").exists()
+
+
+@pytest.mark.e2e
+def test_an_emptied_store_or_another_folder_is_refused(copy_of, web, tmp_path):
+    out, store = copy_of
+    before = tree(out)
+    # The store replaced by a new one at the same place: its round 1 would overwrite this one's.
+    state = tmp_path / "state" / "crawl.sqlite"
+    state.rename(tmp_path / "kept.sqlite")
+    proc = run("crawl", "--out", str(out), "--store", store, "--seeds", str(web.seeds), *QUICK)
+    assert "holds no crawl (was it emptied?)" in one_error_line(proc)
+    assert tree(out) == before
+    (tmp_path / "kept.sqlite").rename(state)
+
+    # The crawl's store, given with a new output folder: it belongs to the first one.
+    elsewhere = tmp_path / "elsewhere"
+    proc = run("crawl", "--out", str(elsewhere), "--store", store, *QUICK)
+    assert f"--store {store} belongs to the crawl whose output is {out}; give --out {out}" in one_error_line(proc)
+    assert not elsewhere.exists()
+
+
+@pytest.mark.e2e
+def test_a_folder_of_an_earlier_version_with_rounds_its_store_has_not_run_is_refused(copy_of, web, tmp_path):
+    out, _ = copy_of
+    (out / "crawl.json").unlink()  # written before folders recorded their crawl
+    before = tree(out)
+    proc = run("crawl", "--out", str(out), "--seeds", str(web.seeds), *QUICK)  # a new embedded store
+    assert "holds rounds up to 1 that the embedded store" in one_error_line(proc)
+    assert tree(out) == before and not (out / "store.sqlite").exists()
+
+
+@pytest.mark.e2e
+def test_the_same_store_resumes_into_its_folder(copy_of):
+    out, store = copy_of
+    proc = run("crawl", "--out", str(out), "--store", store, *QUICK)
+    assert proc.returncode == 0, proc.stderr
+    assert "round 2:" in proc.stdout and (out / "reports" / "round-000002.json").is_file()
+
+
+@pytest.mark.e2e
+def test_bigtable_folder_rerun_without_store_is_refused(bigtable_uri, web, tmp_path):
+    """The issue's case: a crawl on Bigtable, then a rerun on its folder without --store."""
+    out = tmp_path / "crawl-bt"
+    first = run("crawl", "--out", str(out), "--store", bigtable_uri, "--seeds", str(web.seeds), *QUICK)
+    assert first.returncode == 0, first.stderr
+    before = tree(out)
+    proc = run("crawl", "--out", str(out), "--seeds", str(web.seeds), *QUICK)
+    assert f"belongs to the crawl on --store {bigtable_uri}, not the embedded store {out}/store.sqlite" in one_error_line(proc)
+    assert tree(out) == before and not (out / "store.sqlite").exists()
+
+
+# --- 3. an unrelated folder is not written into ------------------------------------------------
+
+
+def test_a_folder_of_other_files_is_refused(web, tmp_path):
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "notes.txt").write_text("keep me\n")
+    proc = run("crawl", "--out", str(mine), "--seeds", str(web.seeds), *QUICK)
+    line = one_error_line(proc)
+    assert f"--out {mine} is not empty and not a crawl's output (it holds notes.txt)" in line
+    assert tree(mine) == {"notes.txt": b"keep me\n"}
+
+
+# --- 4. a new crawl needs seeds ----------------------------------------------------------------
+
+
+def test_a_new_crawl_without_seeds_is_an_error(tmp_path):
+    proc = run("crawl", "--out", str(tmp_path / "newdir"), *QUICK)
+    assert "holds no crawl yet: a new crawl needs --seeds FILE" in one_error_line(proc)
+    assert not (tmp_path / "newdir").exists()
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    proc = run("crawl", "--out", str(empty), *QUICK)
+    assert "a new crawl needs --seeds FILE" in one_error_line(proc)
+    assert list(empty.iterdir()) == []
