@@ -15,6 +15,8 @@ import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from beamcrawl.simweb.testing import running_simweb
 from beamcrawl.stores.base import Mutation, open_store
@@ -177,3 +179,54 @@ def test_a_new_crawl_without_seeds_is_an_error(tmp_path):
     proc = run("crawl", "--out", str(empty), *QUICK)
     assert "a new crawl needs --seeds FILE" in one_error_line(proc)
     assert list(empty.iterdir()) == []
+
+
+# --- 6. seeds are a local file -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("url", ["http://127.0.0.1:9/seeds.txt", "https://seeds.example/list.txt"])
+def test_seeds_given_as_a_web_address_say_seeds_are_a_file(tmp_path, url):
+    proc = run("crawl", "--seeds", url, "--out", str(tmp_path / "out"), *QUICK)
+    line = one_error_line(proc)
+    assert f"--seeds takes a file, not a URL: {url}" in line and "curl -o seeds.txt" in line
+    assert "apache-beam[gcp]" not in proc.stderr and not (tmp_path / "out").exists()
+
+
+# --- 7. a byte-order mark opening a seeds file -------------------------------------------------
+
+
+@pytest.mark.e2e
+def test_a_seeds_file_with_a_byte_order_mark_and_crlf_is_crawled(web, tmp_path):
+    seeds = tmp_path / "excel.txt"
+    urls = [web.base_url(h) for h in web.hosts[:2]]
+    seeds.write_bytes(("\ufeff" + "\r\n".join(urls) + "\r\n").encode("utf-8"))
+    proc = run("crawl", "--seeds", str(seeds), "--out", str(tmp_path / "out"), *QUICK)
+    assert proc.returncode == 0, proc.stderr
+    assert "seeds: 2 queued, 0 already known" in proc.stdout
+
+
+def test_submit_file_with_a_byte_order_mark(tmp_path):
+    listing = tmp_path / "urls.txt"
+    listing.write_bytes("\ufeffhttp://ok.example/\r\nhttp://two.example/\r\n".encode())
+    crawl = tmp_path / "crawl"
+    open_store(f"sqlite:///{crawl}/store.sqlite").close()
+    proc = run("submit", "--file", str(listing), "--priority", "normal", "--reason", "r", "--crawl", str(crawl))
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout) == {"accepted": 2, "duplicates": 0, "rejected": []}
+
+
+URL = st.sampled_from(["http://a.example/", "https://b.example/x?q=1", "http://c.example:8080/p#frag"])
+LINE = st.one_of(URL, st.sampled_from(["", "# comment", "   ", "http://d.example/ # why"]))
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(lines=st.lists(LINE, min_size=1, max_size=12).filter(lambda ls: any("example" in x and not x.startswith("#") for x in ls)),
+       newline=st.sampled_from(["\n", "\r\n"]))  # fmt: skip
+def test_a_byte_order_mark_changes_nothing_a_seeds_file_says(tmp_path, lines, newline):
+    from beamcrawl.pipelines.seeding import read_seeds
+
+    plain, marked = tmp_path / "plain.txt", tmp_path / "marked.txt"
+    text = newline.join(lines) + newline
+    plain.write_bytes(text.encode())
+    marked.write_bytes(("\ufeff" + text).encode())
+    assert read_seeds(str(marked)) == read_seeds(str(plain))
