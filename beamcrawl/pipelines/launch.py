@@ -8,7 +8,7 @@ import json
 import logging
 import os
 import time
-from typing import Any
+from typing import Any, Iterable
 
 from apache_beam.options.pipeline_options import PipelineOptions
 
@@ -21,6 +21,7 @@ from beamcrawl.pipelines.commit import commit_round
 from beamcrawl.pipelines.crawl_errors import CrawlError
 from beamcrawl.pipelines.job_metrics import job_shuffle_figures
 from beamcrawl.pipelines.lease import RoundLease
+from beamcrawl.pipelines.progress import Progress, round_rate
 from beamcrawl.stores.base import Store
 
 
@@ -82,12 +83,16 @@ _QUIET = _QuietInfrastructureFailures()
 
 
 def run_round(
-    cfg: CrawlConfig, pipeline_args: list[str], store: Store, round_no: int, lease: RoundLease | None = None
+    cfg: CrawlConfig, pipeline_args: list[str], store: Store, round_no: int, lease: RoundLease | None = None,
+    sinks: Iterable[live.Sink] = (),
 ) -> dict[str, Any]:
-    """Runs and commits one round (only while ``lease`` still holds); returns its report."""
+    """Runs and commits one round (only while ``lease`` still holds); returns its report.
+
+    ``sinks`` get the live progress's fields at every poll (pipelines/live.py)."""
     outputs = RoundOutputs(cfg.out, round_no)
     outputs.prepare()
     started = time.time()
+    progress = Progress(window=cfg.round_window, started=started)
     options = PipelineOptions(flags=pipeline_args)
     p = live.pipeline(options)  # FnApiRunner answers metrics polls while it runs
     round_pipeline.build(p, cfg, outputs, started)
@@ -95,12 +100,12 @@ def run_round(
         if _QUIET not in logging.getLogger(name).filters:
             logging.getLogger(name).addFilter(_QUIET)
     try:
-        result = live.run(p, round_no, cfg.round_window)  # live progress on stderr
+        result = live.run(p, round_no, cfg.round_window, progress=progress, sinks=sinks)  # live progress on stderr
     except Exception as exc:  # one element's failure never gets here (transforms/dead_letter.py)
         raise CrawlError(
             f"round {round_no} failed and committed nothing (rerun the crawl to retry it): {_root_cause(exc)}"
         ) from None
-    fetch_done = time.time()
+    fetch_done = progress.finished_at or time.time()  # the last progress line's time: the same rate
     metrics = round_metrics(result)
     shuffled = job_shuffle_figures(p, result)
     if lease is not None:
@@ -153,7 +158,7 @@ def run_round(
         "errors_by_stage": {k[len("errors/") :]: v for k, v in sorted(metrics.items()) if k.startswith("errors/")},
         "quarantined": notes.get("quarantined", []),
         "frontier_size": frontier_left,
-        "pages_per_second": round(pages / max(fetch_done - started, 1e-9), 2),
+        "pages_per_second": round_rate(pages, fetch_done - started),
         # Bytes into GroupByKeys and side inputs, and main inputs held for a side input
         # (pipelines/job_metrics.py; None when the runner reports no PCollection sizes):
         # what a round costs a shuffle service.
