@@ -16,6 +16,7 @@
     beamcrawl keys generate --out DIR | keys directory DIR
     beamcrawl api (--crawl OUT_DIR | --store URI [--reports DIR]) [--bind ADDR] [--port P] [--token-file F]
     beamcrawl report OUT_DIR [--to DIR]
+    beamcrawl status --crawl OUT_DIR [--json]   (is a round running; its live counters)
     beamcrawl demo [--out DIR] [--hosts N] [--rounds N]   (DIR: new, empty, or a previous demo's)
     beamcrawl simweb --port P --hosts N --log FILE --truth FILE
     beamcrawl simweb audit LOG TRUTH [--min-delay S] [--token TOKEN]
@@ -235,6 +236,12 @@ def cmd_report(argv: Sequence[str]) -> int:
     return report_main(list(argv))
 
 
+def cmd_status(argv: Sequence[str]) -> int:
+    from beamcrawl.cli.status import main as status_main
+
+    return status_main(list(argv))
+
+
 def cmd_demo(argv: Sequence[str]) -> int:
     from beamcrawl.cli.demo import main as demo_main
 
@@ -251,6 +258,7 @@ COMMANDS = {
     "keys": cmd_keys,
     "api": cmd_api,
     "report": cmd_report,
+    "status": cmd_status,
     "simweb": cmd_simweb,
     "normalize": cmd_normalize,
     "robots-check": cmd_robots_check,

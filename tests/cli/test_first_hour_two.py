@@ -12,6 +12,9 @@ import os
 import shutil
 import subprocess
 import sys
+import time
+import urllib.error
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -230,3 +233,91 @@ def test_a_byte_order_mark_changes_nothing_a_seeds_file_says(tmp_path, lines, ne
     plain.write_bytes(text.encode())
     marked.write_bytes(("\ufeff" + text).encode())
     assert read_seeds(str(marked)) == read_seeds(str(plain))
+
+
+# --- 12, 14, 15. one round watched: progress, the crawl's log, status and GET /v1/status ---------
+
+
+def _status(out: Path, *extra: str) -> subprocess.CompletedProcess[str]:
+    return run("status", "--crawl", str(out), *extra, timeout=60)
+
+
+def _api_status(base: str, token: str) -> tuple[int, dict]:
+    request = urllib.request.Request(base + "/v1/status", headers={"Authorization": f"Bearer {token}"})
+    try:
+        with urllib.request.urlopen(request, timeout=30) as resp:
+            return resp.status, json.loads(resp.read())
+    except urllib.error.HTTPError as exc:
+        return exc.code, json.loads(exc.read())
+
+
+@pytest.mark.e2e
+def test_a_running_round_is_watched_from_elsewhere_and_the_crawl_keeps_its_log(tmp_path):
+    from beamcrawl.cli import api
+
+    token = "status-test-token-0123456789"
+    env = dict(os.environ, BEAMCRAWL_PROGRESS="plain", BEAMCRAWL_PROGRESS_EVERY="1", **{api.TOKEN_ENV: token})
+    with running_simweb(tmp_path / "web", hosts=16) as sw:
+        seeds = tmp_path / "seeds.txt"
+        seeds.write_text("\n".join(sw.base_url(h) for h in sw.hosts) + "\n")
+        out = tmp_path / "out"
+        child = subprocess.Popen(
+            [*CLI, "crawl", "--seeds", str(seeds), "--out", str(out), "--resolve", "*=127.0.0.1", "--allow-private-networks",
+             "--min-delay", "0.4", "--round-window", "8", "--runner", "FnApiRunner"],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+        )  # fmt: skip
+        live = None
+        deadline = time.monotonic() + 150
+        while child.poll() is None and time.monotonic() < deadline:
+            proc = _status(out, "--json")
+            if proc.returncode == 0:
+                status = json.loads(proc.stdout)
+                if status["running"] and status["live"] and status["live"]["fetched"] > 0:
+                    live = status
+                    break
+            time.sleep(0.3)
+        assert live is not None, "no live status seen while the round ran"
+        assert live["round"] == 1 and live["alive"] and live["round_started_at"] and live["window_ends_at"]
+        assert set(live["live"]) >= {"fetched", "settled", "planned", "errors", "pages_per_s", "stage"}
+        text = _status(out).stdout
+        assert "round 1: running since " in text and "settled" in text and "pages/s" in text
+        logs = list((out / "logs").glob("crawl-*.log"))
+        assert len(logs) == 1 and "round 1: running (window 8s) ..." in logs[0].read_text()  # written as it goes
+
+        api_proc = subprocess.Popen([*CLI, "api", "--port", "0", "--crawl", str(out)], stdout=subprocess.PIPE,
+                                    stderr=subprocess.PIPE, text=True, env=env)  # fmt: skip
+        try:
+            base = api_proc.stdout.readline().split()[-1]
+            code, during = _api_status(base, token)
+            stdout, stderr = child.communicate(timeout=240)
+            assert child.returncode == 0, stderr
+            code_after, after = _api_status(base, token)
+        finally:
+            api_proc.terminate()
+            api_proc.wait(timeout=30)
+    assert code == 200 and during["round"] in (1, None) and {"running", "alive", "live", "window_ends_at"} <= set(during)
+    assert code_after == 200 and after["running"] is False and after["last_round"]["round"] == 1
+
+    # After the round: not running, and the last round's summary, as the crawl printed it.
+    text = _status(out).stdout.splitlines()
+    assert text[1].startswith("no round running (the last run finished")
+    summary = [line for line in stdout.splitlines() if line.startswith(("round 1: ", "  "))][1:]
+    assert text[text.index("last round:") + 1 :] == summary
+
+    # The log: everything stdout showed, the progress as plain lines, the log records.
+    log = logs[0].read_text()
+    for line in stdout.splitlines():
+        assert line in log
+    plain = [line for line in stderr.splitlines() if line.startswith("round 1 [")]
+    assert plain[-1].startswith("round 1 [done]") and plain[-1] in log
+    assert "INFO beamcrawl.pipelines.commit: round 1 committed" in log
+
+    # 12: the progress lines agree with the summary.
+    report = json.loads((out / "reports" / "round-000001.json").read_text())
+    assert f"{report['responses']} responses ({report['robots_fetches']} robots.txt)" in plain[-1]
+    assert f"| {report['pages_per_second']:.1f} pages/s |" in plain[-1]
+    for line in plain:
+        settled, planned = line.split(" settled")[0].rsplit(", ", 1)[1].replace(",", "").split("/")
+        assert int(settled) <= int(planned) or int(planned) == 0, line
+        if line.startswith(("round 1 [writes]", "round 1 [URL seen]", "round 1 [done]")):
+            assert "left in window" not in line, line
