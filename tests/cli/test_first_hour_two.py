@@ -321,3 +321,25 @@ def test_a_running_round_is_watched_from_elsewhere_and_the_crawl_keeps_its_log(t
         assert int(settled) <= int(planned) or int(planned) == 0, line
         if line.startswith(("round 1 [writes]", "round 1 [URL seen]", "round 1 [done]")):
             assert "left in window" not in line, line
+
+
+# --- 11. the round summary names what operator policies held back ------------------------------
+
+
+@pytest.mark.e2e
+def test_the_round_summary_names_blocked_and_paused_hosts(copy_of, web):
+    out, store = copy_of
+    from urllib.parse import urlsplit
+
+    blocked, paused = (urlsplit(web.base_url(h)).netloc for h in web.hosts[:2])
+    for host, change in ((blocked, ["--block"]), (paused, ["--pause-until", "2h"])):
+        proc = run("hosts", "set-policy", host, *change, "--store", store)
+        assert proc.returncode == 0, proc.stderr
+    proc = run("crawl", "--out", str(out), "--store", store, *QUICK)
+    assert proc.returncode == 0, proc.stderr
+    m = json.loads((out / "reports" / "round-000002.json").read_text())["metrics"]
+    assert m["assign_slots/hosts_blocked"] == 1 and m["assign_slots/hosts_paused"] == 1
+    line = next(line for line in proc.stdout.splitlines() if "hosts given no slots" in line)
+    urls = lambda n: f"{n} URL{'s' if n != 1 else ''}"  # noqa: E731
+    assert f"blocked by operator policy 1 host ({urls(m['assign_slots/urls_blocked'])})" in line
+    assert f"paused by operator policy 1 host ({urls(m['assign_slots/urls_paused'])})" in line
