@@ -285,7 +285,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     if command is None:
         print(f"beamcrawl: error: unknown command {argv[0]!r} (try: {', '.join(COMMANDS)})", file=sys.stderr)
         return 2
-    return command(argv[1:])
+    try:
+        status = command(argv[1:])
+        sys.stdout.flush()
+    except BrokenPipeError:
+        # The reader stopped early (``beamcrawl hosts show ... | head``): that is no error
+        # of ours. Output goes nowhere from here, so that the exit's own flush is quiet.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return BROKEN_PIPE
+    return status
+
+
+# The shell's status for a process ended by SIGPIPE (128 + 13), as ``yes | head`` leaves it.
+BROKEN_PIPE = 141
 
 
 if __name__ == "__main__":

@@ -35,14 +35,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     if status is None:
         print(f"beamcrawl status: error: no crawl at {args.crawl} (no status.json and no round report)", file=sys.stderr)
         return 1
-    try:
-        if args.json:
-            print(json.dumps(status, indent=2, sort_keys=True))
-        else:
-            print("\n".join(status_lines(out, status)))
-        sys.stdout.flush()
-    except BrokenPipeError:  # `beamcrawl status ... | head`
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    if args.json:
+        print(json.dumps(status, indent=2, sort_keys=True))
+    else:
+        print("\n".join(status_lines(out, status)))
     return 0
 
 

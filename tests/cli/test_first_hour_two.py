@@ -343,3 +343,31 @@ def test_the_round_summary_names_blocked_and_paused_hosts(copy_of, web):
     urls = lambda n: f"{n} URL{'s' if n != 1 else ''}"  # noqa: E731
     assert f"blocked by operator policy 1 host ({urls(m['assign_slots/urls_blocked'])})" in line
     assert f"paused by operator policy 1 host ({urls(m['assign_slots/urls_paused'])})" in line
+
+
+# --- 13. small slips ---------------------------------------------------------------------------
+
+
+def _into_a_closed_pipe(*args: str) -> subprocess.CompletedProcess[str]:
+    """Runs the command with stdout a pipe whose reader has already gone (``| head`` that
+    has read its lines)."""
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    try:
+        proc = subprocess.run([*CLI, *args], stdout=write_end, stderr=subprocess.PIPE, text=True, timeout=120)
+    finally:
+        os.close(write_end)
+    return proc
+
+
+def test_output_into_a_closed_pipe_ends_quietly(tmp_path, web):
+    with open_store(f"sqlite:///{tmp_path}/store.sqlite") as store:
+        from beamcrawl.schemas.records import HostRecord
+
+        store.mutate("hosts", [Mutation.set(b"a.example", HostRecord(host="a.example", delay=1.0).to_cells())])
+    web.requests()  # the log complete
+    for args in (["hosts", "show", "a.example", "--crawl", str(tmp_path)],
+                 ["simweb", "audit", str(web.log_path), str(web.truth_path)]):  # fmt: skip
+        proc = _into_a_closed_pipe(*args)
+        assert "Traceback" not in proc.stderr and "BrokenPipeError" not in proc.stderr, proc.stderr
+        assert proc.returncode == 141, (args, proc.returncode, proc.stderr)
