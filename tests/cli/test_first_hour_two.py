@@ -371,3 +371,28 @@ def test_output_into_a_closed_pipe_ends_quietly(tmp_path, web):
         proc = _into_a_closed_pipe(*args)
         assert "Traceback" not in proc.stderr and "BrokenPipeError" not in proc.stderr, proc.stderr
         assert proc.returncode == 141, (args, proc.returncode, proc.stderr)
+
+
+def test_count_charts_have_whole_number_ticks(tmp_path, monkeypatch):
+    from beamcrawl.analysis import charts
+
+    reports = tmp_path / "out" / "reports"
+    reports.mkdir(parents=True)
+    for n, errors in ((1, 1), (2, 2)):
+        report = {"round": n, "responses": n, "pages_per_second": 1.0, "new_urls": 1, "frontier_size": 2, "urls_due": 1,
+                  "metrics": {"errors/parse/ValueError": errors}, "errors": errors, "files": {}}  # fmt: skip
+        (reports / f"round-{n:06d}.json").write_text(json.dumps(report))
+    proc = run("report", str(tmp_path / "out"))
+    assert proc.returncode == 0 and (reports / "errors.png").is_file(), proc.stderr
+
+    ticks: dict[str, list[float]] = {}
+    real_png = charts._png
+
+    def capture(fig):  # the figure's axes as drawn, before the PNG is made
+        ticks[fig._suptitle.get_text()] = [t for ax in fig.axes[:1] for t in ax.get_yticks()]
+        return real_png(fig)
+
+    monkeypatch.setattr(charts, "_png", capture)
+    charts.write_charts(str(tmp_path / "out"), str(tmp_path / "charts"))
+    for title in ("Errors by stage per round", "Responses and pages/s per round", "Frontier size and new URLs per round"):
+        assert ticks[title] and all(float(t).is_integer() for t in ticks[title]), (title, ticks[title])
