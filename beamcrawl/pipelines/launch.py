@@ -76,10 +76,21 @@ class _QuietInfrastructureFailures(logging.Filter):
         return True
 
 
+class _QuietWorkerStart(logging.Filter):
+    """Drops the warning each worker process logs at start-up that no main session was staged
+    (relayed by the local job service): a crawl's code is an installed package, so it stages
+    none, and the line, once per worker, says nothing to act on."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "No semi_persistent_directory found" not in record.getMessage()
+
+
 # Where the runners log a failed bundle (with its traceback) before they raise.
 _RUNNER_LOGGERS = ("apache_beam.runners.common", "apache_beam.runners.worker.sdk_worker",
                    "apache_beam.runners.worker.bundle_processor", "apache_beam.runners.portability.fn_api_runner.fn_runner")
 _QUIET = _QuietInfrastructureFailures()
+_WORKER_RELAY = "apache_beam.runners.portability.local_job_service"
+_QUIET_START = _QuietWorkerStart()
 
 
 def run_round(
@@ -99,6 +110,8 @@ def run_round(
     for name in _RUNNER_LOGGERS:
         if _QUIET not in logging.getLogger(name).filters:
             logging.getLogger(name).addFilter(_QUIET)
+    if _QUIET_START not in logging.getLogger(_WORKER_RELAY).filters:
+        logging.getLogger(_WORKER_RELAY).addFilter(_QUIET_START)
     try:
         result = live.run(p, round_no, cfg.round_window, progress=progress, sinks=sinks)  # live progress on stderr
     except Exception as exc:  # one element's failure never gets here (transforms/dead_letter.py)

@@ -396,3 +396,11 @@ def test_count_charts_have_whole_number_ticks(tmp_path, monkeypatch):
     charts.write_charts(str(tmp_path / "out"), str(tmp_path / "charts"))
     for title in ("Errors by stage per round", "Responses and pages/s per round", "Frontier size and new URLs per round"):
         assert ticks[title] and all(float(t).is_integer() for t in ticks[title]), (title, ticks[title])
+
+
+@pytest.mark.e2e
+def test_multi_processing_workers_start_without_a_warning_each(web, tmp_path):
+    proc = run("crawl", "--seeds", str(web.seeds), "--out", str(tmp_path / "out"), *QUICK,
+               "--direct_running_mode=multi_processing", "--direct_num_workers=2", timeout=300)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert "semi_persistent_directory" not in proc.stderr
