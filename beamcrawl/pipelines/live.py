@@ -249,8 +249,8 @@ class ProgressDisplay:
 
     def close(self) -> None:
         if self.bar is not None:
-            self.status.close()
             self.bar.close()
+            self.status.close()
             self.bar = None
 
 

@@ -404,3 +404,79 @@ def test_multi_processing_workers_start_without_a_warning_each(web, tmp_path):
                "--direct_running_mode=multi_processing", "--direct_num_workers=2", timeout=300)  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     assert "semi_persistent_directory" not in proc.stderr
+
+
+# --- 12. on a terminal: log lines above the bar, which stays whole ------------------------------
+
+
+def _screen(data: str, columns: int) -> list[str]:
+    """What a terminal shows after ``data``: enough of one for tqdm's output (printable text,
+    CR, LF, cursor up ``ESC [ A``; other escape sequences are dropped)."""
+    import re as _re
+
+    lines: list[list[str]] = [[]]
+    row = col = 0
+    for token in _re.findall(r"\x1b\[(\d*)([A-Za-z])|(\r)|(\n)|([^\x1b\r\n])", data):
+        count, code, cr, lf, char = token
+        if code == "A":
+            row = max(0, row - int(count or 1))
+        elif code:
+            continue
+        elif cr:
+            col = 0
+        elif lf:
+            row += 1
+            while len(lines) <= row:
+                lines.append([])
+        elif char:
+            if col >= columns:  # the terminal wraps
+                row, col = row + 1, 0
+                while len(lines) <= row:
+                    lines.append([])
+            line = lines[row]
+            line.extend(" " * (col - len(line) + 1))
+            line[col] = char
+            col += 1
+    return ["".join(line).rstrip() for line in lines]
+
+
+@pytest.mark.e2e
+def test_on_a_terminal_log_lines_do_not_break_the_bar(tmp_path):
+    import fcntl
+    import pty
+    import struct
+    import termios
+
+    columns = 200
+    with running_simweb(tmp_path / "web", hosts=8) as sw:
+        seeds = tmp_path / "seeds.txt"
+        seeds.write_text("\n".join(sw.base_url(h) for h in sw.hosts) + "\n")
+        master, slave = pty.openpty()
+        fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 40, columns, 0, 0))
+        env = {k: v for k, v in os.environ.items() if k != "BEAMCRAWL_PROGRESS"}
+        child = subprocess.Popen(
+            [*CLI, "crawl", "--seeds", str(seeds), "--out", str(tmp_path / "out"), "--resolve", "*=127.0.0.1",
+             "--allow-private-networks", "--min-delay", "0.5", "--round-window", "7", "--runner", "FnApiRunner",
+             "--rounds", "2"],  # round 2 fetches the whole window: the fetch logs how far it got
+            stdin=slave, stdout=slave, stderr=slave, env=env,
+        )  # fmt: skip
+        os.close(slave)
+        received = bytearray()
+        while True:
+            try:
+                chunk = os.read(master, 65536)
+            except OSError:
+                break
+            if not chunk:
+                break
+            received.extend(chunk)
+        os.close(master)
+        assert child.wait(timeout=240) == 0
+    screen = _screen(received.decode("utf-8", "replace"), columns)
+    logged = [line for line in screen if "INFO beamcrawl.transforms.fetch: fetch:" in line]
+    assert logged, "\n".join(screen)
+    for line in logged:  # whole lines of their own, not drawn over by the bar
+        assert line.split(" INFO ", 1)[1].startswith("beamcrawl.transforms.fetch: fetch: ") and line.endswith("in this bundle"), line
+        assert "settled" not in line and "waiting on delay" not in line, line
+    bars = [line for line in screen if "settled [" in line]
+    assert [bar.split()[:3] for bar in bars] == [["round", "1", "done"], ["round", "2", "done"]], "\n".join(screen)
