@@ -101,6 +101,8 @@ def cmd_crawl(argv: Sequence[str]) -> int:
     from beamcrawl.pipelines.crawl import crawl
     from beamcrawl.pipelines.seeding import read_seeds
 
+    from beamcrawl.pipelines.out_folder import check_folder
+
     try:
         cfg = config_from_args(args)
         seeds = (
@@ -108,6 +110,8 @@ def cmd_crawl(argv: Sequence[str]) -> int:
             if args.seeds
             else []
         )
+        # Before a runner is set up: a Flink job server writes its log under --out.
+        check_folder(cfg.out, cfg.store, bool(seeds))
     except (CrawlError, ValueError) as exc:
         for line in str(exc).splitlines():  # a seeds file: one line per bad seed line
             print(f"beamcrawl crawl: error: {line}", file=sys.stderr)

@@ -480,3 +480,31 @@ def test_on_a_terminal_log_lines_do_not_break_the_bar(tmp_path):
         assert "settled" not in line and "waiting on delay" not in line, line
     bars = [line for line in screen if "settled [" in line]
     assert [bar.split()[:3] for bar in bars] == [["round", "1", "done"], ["round", "2", "done"]], "\n".join(screen)
+
+
+@pytest.mark.e2e
+@pytest.mark.slow
+def test_ctrl_c_on_flink_is_one_line(tmp_path):
+    """A local Flink cluster (the job server ``make flink`` caches): the workers' gRPC streams
+    end with the job service, and each thread used to print its 20-line traceback."""
+    import signal
+
+    with running_simweb(tmp_path / "web", hosts=10) as sw:
+        seeds = tmp_path / "seeds.txt"
+        seeds.write_text("\n".join(sw.base_url(h) for h in sw.hosts) + "\n")
+        child = subprocess.Popen(
+            [*CLI, "crawl", "--seeds", str(seeds), "--out", str(tmp_path / "out"), "--resolve", "*=127.0.0.1",
+             "--allow-private-networks", "--min-delay", "0.3", "--round-window", "60", "--runner", "FlinkRunner",
+             "--flink_master", "[local]"],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=dict(os.environ, BEAMCRAWL_PROGRESS="off"),
+        )  # fmt: skip
+        deadline = time.monotonic() + 400
+        while (len([r for r in sw.requests(sync=False) if "beamcrawl" in r.get("ua", "")]) < 12
+               and child.poll() is None and time.monotonic() < deadline):  # fmt: skip
+            time.sleep(0.2)
+        assert child.poll() is None, child.stderr.read() if child.stderr else ""
+        child.send_signal(signal.SIGINT)
+        _, stderr = child.communicate(timeout=180)
+    assert child.returncode == 130
+    lines = [line for line in stderr.strip().splitlines() if " INFO " not in line]  # the job server's start
+    assert lines == ["beamcrawl crawl: interrupted; round 1 was not committed, rerun to redo it"], stderr
