@@ -23,7 +23,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         prog="beamcrawl status",
         description="Say whether a crawl's round is running, its live counters and the last round's summary.",
     )
-    parser.add_argument("--crawl", metavar="OUT_DIR", required=True, help="The crawl's output folder (what crawl --out named).")
+    parser.add_argument(
+        "--crawl", metavar="OUT_DIR", required=True, help="The crawl's output folder (what crawl --out named)."
+    )
     parser.add_argument("--json", action="store_true", help="Print the status as JSON.")
     args = parser.parse_args(list(argv or []))
 
@@ -33,7 +35,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     out = args.crawl if files.is_remote(args.crawl) else os.path.abspath(args.crawl)
     status = read_status(out)
     if status is None:
-        print(f"beamcrawl status: error: no crawl at {args.crawl} (no status.json and no round report)", file=sys.stderr)
+        print(
+            f"beamcrawl status: error: no crawl at {args.crawl} (no status.json and no round report)", file=sys.stderr
+        )
         return 1
     if args.json:
         print(json.dumps(status, indent=2, sort_keys=True))

@@ -139,14 +139,18 @@ def status_lines(out: str, status: dict[str, Any], now: float | None = None) -> 
     lines = [f"crawl {out}" + (f" (store {status['store']})" if status.get("store") else "")]
     if status["running"]:
         since = status.get("round_started_at") or "?"
-        lines.append(f"round {status.get('round')}: running since {since} (pid {status.get('pid')} on {status.get('host')})")
+        lines.append(
+            f"round {status.get('round')}: running since {since} (pid {status.get('pid')} on {status.get('host')})"
+        )
         live = status.get("live")
         if live:
             ends = status.get("window_ends_at")
             fields = dict(live, window_left=None, elapsed=0)
             if ends:
                 fields["window_left"] = max(0.0, calendar.timegm(time.strptime(ends, "%Y-%m-%dT%H:%M:%SZ")) - now)
-            lines.append(f"  [{live['stage']}] {responses(live)}, {live['settled']:,}/{live['planned']:,} settled | {describe(fields)}")
+            lines.append(
+                f"  [{live['stage']}] {responses(live)}, {live['settled']:,}/{live['planned']:,} settled | {describe(fields)}"
+            )
             lines.append(f"  fetch window ends {ends}" if ends else "  fetch window: not started")
             lines.append(f"  (updated {status.get('updated_at')})")
         else:

@@ -191,8 +191,10 @@ def claim(store: Store, out: str, store_uri: str, folder: Folder, has_seeds: boo
     if not store.check_and_set("meta", CRAWL_KEY, "m:id", None, crawl_id.encode()):
         raise FolderRefused(f"{_spoken(name, out)} was claimed by another crawl starting at the same time")
     store.mutate("meta", [Mutation.set(CRAWL_KEY, {"m:out": out.encode()})])
-    embedded_here = not files.is_remote(out) and name.startswith("sqlite:///") and (
-        os.path.dirname(name[len("sqlite://") :]) == os.path.normpath(out)
+    embedded_here = (
+        not files.is_remote(out)
+        and name.startswith("sqlite:///")
+        and (os.path.dirname(name[len("sqlite://") :]) == os.path.normpath(out))
     )
     identity = {
         "crawl_id": crawl_id,

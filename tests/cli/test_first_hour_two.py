@@ -29,7 +29,9 @@ QUICK = ("--resolve", "*=127.0.0.1", "--allow-private-networks", "--min-delay", 
          "--runner", "FnApiRunner")  # fmt: skip
 
 
-def run(*args: str, cwd: Path | None = None, env: dict[str, str] | None = None, timeout: float = 180) -> subprocess.CompletedProcess[str]:
+def run(
+    *args: str, cwd: Path | None = None, env: dict[str, str] | None = None, timeout: float = 180
+) -> subprocess.CompletedProcess[str]:
     return subprocess.run([*CLI, *args], capture_output=True, text=True, timeout=timeout, cwd=cwd, env=env)
 
 
@@ -153,7 +155,10 @@ def test_bigtable_folder_rerun_without_store_is_refused(bigtable_uri, web, tmp_p
     assert first.returncode == 0, first.stderr
     before = tree(out)
     proc = run("crawl", "--out", str(out), "--seeds", str(web.seeds), *QUICK)
-    assert f"belongs to the crawl on --store {bigtable_uri}, not the embedded store {out}/store.sqlite" in one_error_line(proc)
+    assert (
+        f"belongs to the crawl on --store {bigtable_uri}, not the embedded store {out}/store.sqlite"
+        in one_error_line(proc)
+    )
     assert tree(out) == before and not (out / "store.sqlite").exists()
 
 
@@ -295,7 +300,9 @@ def test_a_running_round_is_watched_from_elsewhere_and_the_crawl_keeps_its_log(t
         finally:
             api_proc.terminate()
             api_proc.wait(timeout=30)
-    assert code == 200 and during["round"] in (1, None) and {"running", "alive", "live", "window_ends_at"} <= set(during)
+    assert (
+        code == 200 and during["round"] in (1, None) and {"running", "alive", "live", "window_ends_at"} <= set(during)
+    )
     assert code_after == 200 and after["running"] is False and after["last_round"]["round"] == 1
 
     # After the round: not running, and the last round's summary, as the crawl printed it.
@@ -394,7 +401,11 @@ def test_count_charts_have_whole_number_ticks(tmp_path, monkeypatch):
 
     monkeypatch.setattr(charts, "_png", capture)
     charts.write_charts(str(tmp_path / "out"), str(tmp_path / "charts"))
-    for title in ("Errors by stage per round", "Responses and pages/s per round", "Frontier size and new URLs per round"):
+    for title in (
+        "Errors by stage per round",
+        "Responses and pages/s per round",
+        "Frontier size and new URLs per round",
+    ):
         assert ticks[title] and all(float(t).is_integer() for t in ticks[title]), (title, ticks[title])
 
 
@@ -476,7 +487,9 @@ def test_on_a_terminal_log_lines_do_not_break_the_bar(tmp_path):
     logged = [line for line in screen if "INFO beamcrawl.transforms.fetch: fetch:" in line]
     assert logged, "\n".join(screen)
     for line in logged:  # whole lines of their own, not drawn over by the bar
-        assert line.split(" INFO ", 1)[1].startswith("beamcrawl.transforms.fetch: fetch: ") and line.endswith("in this bundle"), line
+        assert line.split(" INFO ", 1)[1].startswith("beamcrawl.transforms.fetch: fetch: ") and line.endswith(
+            "in this bundle"
+        ), line
         assert "settled" not in line and "waiting on delay" not in line, line
     bars = [line for line in screen if "settled [" in line]
     assert [bar.split()[:3] for bar in bars] == [["round", "1", "done"], ["round", "2", "done"]], "\n".join(screen)
