@@ -123,7 +123,7 @@ def read_status(out: str) -> dict[str, Any] | None:
     status = dict(status or {"state": "unknown"})
     alive = _alive(status) if "pid" in status else False
     if not alive and status.get("state") not in ("stopped", "unknown"):
-        status.update(how=f"its process ({status.get('pid')}) ended without saying so", state="stopped")
+        status.update(how=f"ended unannounced: its process {status.get('pid')} is gone", state="stopped")
     status["alive"] = alive
     status["running"] = alive and status.get("state") == "running"
     status["last_report"] = report

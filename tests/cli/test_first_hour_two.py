@@ -521,3 +521,24 @@ def test_ctrl_c_on_flink_is_one_line(tmp_path):
     assert child.returncode == 130
     lines = [line for line in stderr.strip().splitlines() if " INFO " not in line]  # the job server's start
     assert lines == ["beamcrawl crawl: interrupted; round 1 was not committed, rerun to redo it"], stderr
+
+
+def test_status_of_a_crawl_whose_process_died_says_no_round_runs(tmp_path):
+    import socket
+
+    out = tmp_path / "out"
+    out.mkdir()
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    status = {"state": "running", "pid": int(dead.stdout), "host": socket.gethostname(), "round": 4,
+              "round_started_at": "2026-12-01T10:00:00Z", "live": None, "updated_at": "2026-12-01T10:00:05Z"}  # fmt: skip
+    (out / "status.json").write_text(json.dumps(status))
+    proc = run("status", "--crawl", str(out))
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines()[1].startswith(
+        f"no round running (the last run ended unannounced: its process {dead.stdout.strip()} is gone"
+    )
+    answer = json.loads(run("status", "--crawl", str(out), "--json").stdout)
+    assert answer["running"] is False and answer["alive"] is False
+
+    nothing = run("status", "--crawl", str(tmp_path / "nowhere"))
+    assert nothing.returncode == 1 and nothing.stderr.startswith("beamcrawl status: error: no crawl at ")
