@@ -178,6 +178,10 @@ def claim(store: Store, out: str, store_uri: str, folder: Folder, has_seeds: boo
                 "its rounds would overwrite this folder's: give another --out"
             )
         return Claim(mine, new=False)
+    if stored_id is not None and stored_out == out:
+        # A run killed between recording the crawl in the store and in the folder.
+        _write_identity(out, stored_id, name)
+        return Claim(stored_id, new=False)
     if stored_id is not None:
         raise FolderRefused(
             f"{_spoken(name, out)} belongs to the crawl whose output is {stored_out}; give --out {stored_out}"
@@ -188,9 +192,19 @@ def claim(store: Store, out: str, store_uri: str, folder: Folder, has_seeds: boo
     if first == 1 and not has_seeds and not any(True for _ in store.read_range("frontier", keys_only=True, limit=1)):
         raise FolderRefused(f"--out {out} holds no crawl yet: a new crawl needs --seeds FILE")
     crawl_id = uuid.uuid4().hex
+    # The folder first, then the id (a kill between the two leaves no id without its folder);
+    # the folder again once the id is ours, in case a crawl starting at once wrote its own.
+    store.mutate("meta", [Mutation.set(CRAWL_KEY, {"m:out": out.encode()})])
     if not store.check_and_set("meta", CRAWL_KEY, "m:id", None, crawl_id.encode()):
         raise FolderRefused(f"{_spoken(name, out)} was claimed by another crawl starting at the same time")
     store.mutate("meta", [Mutation.set(CRAWL_KEY, {"m:out": out.encode()})])
+    _write_identity(out, crawl_id, name)
+    return Claim(crawl_id, new=True)
+
+
+def _write_identity(out: str, crawl_id: str, name: str) -> None:
+    """Writes ``OUT/crawl.json``; the embedded store inside the folder is named relative to
+    it, so that the folder moves with its store."""
     embedded_here = (
         not files.is_remote(out)
         and name.startswith("sqlite:///")
@@ -203,4 +217,3 @@ def claim(store: Store, out: str, store_uri: str, folder: Folder, has_seeds: boo
         "note": "beamcrawl: this folder is the output of one crawl; a run with another store is refused",
     }
     files.write_bytes(files.join(out, IDENTITY_FILE), (json.dumps(identity, indent=2) + "\n").encode())
-    return Claim(crawl_id, new=True)

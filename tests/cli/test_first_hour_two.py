@@ -142,9 +142,13 @@ def test_a_folder_of_an_earlier_version_with_rounds_its_store_has_not_run_is_ref
 @pytest.mark.e2e
 def test_the_same_store_resumes_into_its_folder(copy_of):
     out, store = copy_of
+    identity = json.loads((out / "crawl.json").read_text())
+    # As a run killed after recording the crawl in the store, before the folder, leaves it.
+    (out / "crawl.json").unlink()
     proc = run("crawl", "--out", str(out), "--store", store, *QUICK)
     assert proc.returncode == 0, proc.stderr
     assert "round 2:" in proc.stdout and (out / "reports" / "round-000002.json").is_file()
+    assert json.loads((out / "crawl.json").read_text())["crawl_id"] == identity["crawl_id"]
 
 
 @pytest.mark.e2e
