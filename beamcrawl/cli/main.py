@@ -110,8 +110,10 @@ def cmd_crawl(argv: Sequence[str]) -> int:
             if args.seeds
             else []
         )
-        # Before a runner is set up: a Flink job server writes its log under --out.
-        check_folder(cfg.out, cfg.store, bool(seeds))
+        # Before a runner is set up: a Flink job server writes its log under --out. (A gs://
+        # folder is checked by the crawl, once its credentials are known to be there.)
+        if "://" not in cfg.out:
+            check_folder(cfg.out, cfg.store, bool(seeds))
     except (CrawlError, ValueError) as exc:
         for line in str(exc).splitlines():  # a seeds file: one line per bad seed line
             print(f"beamcrawl crawl: error: {line}", file=sys.stderr)
