@@ -182,7 +182,15 @@ def _png(fig: Any) -> bytes:
     return buf.getvalue()
 
 
+def _counts(axis: Any) -> None:
+    """Whole-number ticks on an axis of counts (a round with 1 error has no 0.5 error)."""
+    from matplotlib.ticker import MaxNLocator
+
+    axis.set_major_locator(MaxNLocator(integer=True))
+
+
 def _stacked(ax: Any, rounds: list[int], series: dict[str, list[float]], colors: dict[str, str] | None = None) -> None:
+    _counts(ax.yaxis)
     bottom = [0.0] * len(rounds)
     for name, values in series.items():
         ax.bar(rounds, values, bottom=bottom, label=name, color=(colors or {}).get(name))
@@ -198,6 +206,7 @@ def chart_throughput(reports: list[dict[str, Any]]) -> bytes:
     rounds = [int(r["round"]) for r in reports]
     ax.bar(rounds, [r.get("responses", 0) for r in reports], color="#4c72b0", label="responses")
     ax.set_ylabel("responses")
+    _counts(ax.yaxis)
     ax.set_xlabel("round")
     ax.set_xticks(rounds)
     rate = ax.twinx()
@@ -227,6 +236,7 @@ def chart_status_content(reports: list[dict[str, Any]], data: list[dict[str, Any
     if top:
         names, counts = zip(*reversed(top))
         right.barh(names, counts, color="#8172b3")
+        _counts(right.xaxis)
         right.tick_params(axis="y", labelsize=7)
     else:
         right.text(0.5, 0.5, "no responses yet", ha="center", va="center", transform=right.transAxes)
@@ -244,6 +254,7 @@ def chart_politeness(reports: list[dict[str, Any]], data: list[dict[str, Any]]) 
     left.bar(range(len(names)), [buckets.get(n, 0) for n in names], color="#64b5cd")
     left.set_xticks(range(len(names)), names, rotation=40, fontsize=7)
     left.set_ylabel("fetches (all rounds)")
+    _counts(left.yaxis)
     left.set_title("wait before each fetch", fontsize=9)
     rounds = [int(r["round"]) for r in reports]
     waits = [(r.get("metrics") or {}).get("fetch/politeness_wait_ms") or {} for r in reports]
@@ -267,6 +278,7 @@ def chart_frontier(reports: list[dict[str, Any]]) -> bytes:
     ax.set_xticks(rounds)
     ax.set_xlabel("round")
     ax.set_ylabel("URLs")
+    _counts(ax.yaxis)
     ax.legend(fontsize=7, loc="upper left")
     return _png(fig)
 

@@ -11,6 +11,7 @@ Routes (JSON in and out; the OpenAPI 3 document at ``GET /v1/openapi.json`` desc
     GET  /v1/hosts/{host}          a host's record and policy, as ``beamcrawl hosts show``
     GET  /v1/rounds                the rounds' reports, in short
     GET  /v1/rounds/{n}            one round's report (OUT_DIR/reports/round-N.json)
+    GET  /v1/status                is a round running, its live counters (as ``beamcrawl status``)
     GET  /v1/openapi.json          the OpenAPI document
     GET  /healthz                  liveness (no token needed, says nothing else)
 
@@ -417,6 +418,22 @@ OPENAPI: dict[str, Any] = {
                               "404": _json_response("No such round.", _ERROR)},
             },
         },
+        "/v1/status": {
+            "get": {
+                "summary": "Whether a round is running, since when, its live counters (the progress bar's) and when "
+                "its fetch window ends; the last round's report in short (OUT_DIR/status.json, as beamcrawl status).",
+                "responses": {"200": _json_response("The status.", {"type": "object", "properties": {
+                    "running": {"type": "boolean"}, "alive": {"type": "boolean", "description": "The crawl's process runs."},
+                    "state": {"type": "string", "enum": ["starting", "running", "between rounds", "stopped", "unknown"]},
+                    "round": {"type": ["integer", "null"]}, "round_started_at": {"type": ["string", "null"], "format": "date-time"},
+                    "window_ends_at": {"type": ["string", "null"], "format": "date-time"},
+                    "live": {"type": ["object", "null"], "description": "stage, fetched, robots, settled, planned, errors, "
+                             "pages_per_s, bytes, hosts_active, hosts_waiting"},
+                    "updated_at": {"type": ["string", "null"], "format": "date-time"},
+                    "last_round": {"type": ["object", "null"], "description": "The latest round's report, in short."},
+                }}), **_ERRORS, "404": _json_response("No crawl output to read (no --crawl or --reports).", _ERROR)},
+            },
+        },
     },
 }
 
@@ -573,6 +590,16 @@ def make_app(crawl: _Crawl, token: str) -> Any:
         except (OSError, ValueError):
             raise ApiError(500, f"the report of round {number} cannot be read") from None
 
+    async def status(request: web.Request) -> web.Response:
+        from beamcrawl.pipelines.live_status import read_status
+
+        found = read_status(os.path.dirname(crawl.reports.rstrip("/"))) if crawl.reports else None
+        if found is None:
+            raise ApiError(404, "no crawl output to read: no status.json and no round report")
+        report = found.pop("last_report")
+        found["last_round"] = {**_summary(report), "round": report.get("round")} if report else None
+        return answer(found)
+
     app = web.Application(middlewares=[guard], client_max_size=MAX_BODY_BYTES)
     app.router.add_get("/healthz", healthz, allow_head=False)
     app.router.add_get("/v1/openapi.json", openapi, allow_head=False)
@@ -582,6 +609,7 @@ def make_app(crawl: _Crawl, token: str) -> Any:
     app.router.add_get("/v1/hosts/{host}", get_host, allow_head=False)
     app.router.add_get("/v1/rounds", rounds, allow_head=False)
     app.router.add_get("/v1/rounds/{n}", one_round, allow_head=False)
+    app.router.add_get("/v1/status", status, allow_head=False)
     return app
 
 

@@ -16,6 +16,7 @@
     beamcrawl keys generate --out DIR | keys directory DIR
     beamcrawl api (--crawl OUT_DIR | --store URI [--reports DIR]) [--bind ADDR] [--port P] [--token-file F]
     beamcrawl report OUT_DIR [--to DIR]
+    beamcrawl status --crawl OUT_DIR [--json]   (is a round running; its live counters)
     beamcrawl demo [--out DIR] [--hosts N] [--rounds N]   (DIR: new, empty, or a previous demo's)
     beamcrawl simweb --port P --hosts N --log FILE --truth FILE
     beamcrawl simweb audit LOG TRUTH [--min-delay S] [--token TOKEN]
@@ -100,6 +101,8 @@ def cmd_crawl(argv: Sequence[str]) -> int:
     from beamcrawl.pipelines.crawl import crawl
     from beamcrawl.pipelines.seeding import read_seeds
 
+    from beamcrawl.pipelines.out_folder import check_folder
+
     try:
         cfg = config_from_args(args)
         seeds = (
@@ -107,6 +110,10 @@ def cmd_crawl(argv: Sequence[str]) -> int:
             if args.seeds
             else []
         )
+        # Before a runner is set up: a Flink job server writes its log under --out. (A gs://
+        # folder is checked by the crawl, once its credentials are known to be there.)
+        if "://" not in cfg.out:
+            check_folder(cfg.out, cfg.store, bool(seeds))
     except (CrawlError, ValueError) as exc:
         for line in str(exc).splitlines():  # a seeds file: one line per bad seed line
             print(f"beamcrawl crawl: error: {line}", file=sys.stderr)
@@ -139,8 +146,10 @@ def cmd_crawl(argv: Sequence[str]) -> int:
     except KeyboardInterrupt:
         return _interrupted("interrupted outside a round's run; rerun to go on")
     except CrawlError as exc:
+        from beamcrawl.pipelines.out_folder import FolderRefused
+
         print(f"beamcrawl crawl: error: {exc}", file=sys.stderr)
-        return 1
+        return 2 if isinstance(exc, FolderRefused) else 1
     return 0
 
 
@@ -234,6 +243,12 @@ def cmd_report(argv: Sequence[str]) -> int:
     return report_main(list(argv))
 
 
+def cmd_status(argv: Sequence[str]) -> int:
+    from beamcrawl.cli.status import main as status_main
+
+    return status_main(list(argv))
+
+
 def cmd_demo(argv: Sequence[str]) -> int:
     from beamcrawl.cli.demo import main as demo_main
 
@@ -250,6 +265,7 @@ COMMANDS = {
     "keys": cmd_keys,
     "api": cmd_api,
     "report": cmd_report,
+    "status": cmd_status,
     "simweb": cmd_simweb,
     "normalize": cmd_normalize,
     "robots-check": cmd_robots_check,
@@ -276,7 +292,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     if command is None:
         print(f"beamcrawl: error: unknown command {argv[0]!r} (try: {', '.join(COMMANDS)})", file=sys.stderr)
         return 2
-    return command(argv[1:])
+    try:
+        status = command(argv[1:])
+        sys.stdout.flush()
+    except BrokenPipeError:
+        # The reader stopped early (``beamcrawl hosts show ... | head``): that is no error
+        # of ours. Output goes nowhere from here, so that the exit's own flush is quiet.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return BROKEN_PIPE
+    return status
+
+
+# The shell's status for a process ended by SIGPIPE (128 + 13), as ``yes | head`` leaves it.
+BROKEN_PIPE = 141
 
 
 if __name__ == "__main__":

@@ -19,15 +19,17 @@ from beamcrawl.analysis.charts import charts_after_round
 from beamcrawl.core.runtime import files
 from beamcrawl.core.runtime.config import CrawlConfig
 from beamcrawl.core.runtime.outputs import RoundOutputs
-from beamcrawl.pipelines import idle
+from beamcrawl.pipelines import idle, out_folder
 from beamcrawl.pipelines.commit import commit_round, next_round
 from beamcrawl.pipelines.crawl_errors import CrawlError, RoundInterrupted
+from beamcrawl.pipelines.crawl_log import CrawlLog
 from beamcrawl.pipelines.interrupt import watch_interrupt
 from beamcrawl.pipelines.launch import run_round
 from beamcrawl.pipelines.lease import RoundLease, lease_ttl
+from beamcrawl.pipelines.live_status import LiveStatus
 from beamcrawl.pipelines.round_summary import summary
 from beamcrawl.pipelines.seeding import submit_urls
-from beamcrawl.stores.base import StoreError, open_store
+from beamcrawl.stores.base import Store, StoreError, open_store
 
 log = logging.getLogger(__name__)
 
@@ -74,6 +76,7 @@ def crawl(
     created = not files.is_remote(cfg.out) and not os.path.exists(cfg.out)
     if cfg.out.startswith("gs://"):
         _require_gcs_credentials(cfg.out)
+    folder = out_folder.check_folder(cfg.out, cfg.store, bool(seeds))  # before anything is created
     try:
         files.ensure_writable(cfg.out)
     except OSError as exc:
@@ -84,8 +87,34 @@ def crawl(
         if created:
             _remove_if_empty(cfg.out)  # a crawl that never started leaves nothing behind
         raise CrawlError(str(exc)) from None
+    with store:
+        try:
+            claim = out_folder.claim(store, cfg.out, cfg.store, folder, bool(seeds))
+        except CrawlError:
+            if created:
+                _remove_if_empty(cfg.out)
+            raise
+        status = LiveStatus(cfg.out, claim.crawl_id, out_folder.store_name(cfg.store))
+        with CrawlLog(cfg.out) as record:
+            try:
+                reports = _rounds(cfg, store, rounds, seeds, pipeline_args, record.tee(out), exit_when_idle, status, record)
+            except BaseException as exc:
+                with contextlib.suppress(OSError):
+                    status.stopped("was interrupted" if isinstance(exc, (KeyboardInterrupt, RoundInterrupted)) else f"failed: {exc}")
+                raise
+            status.stopped("finished")
+            return reports
+
+
+def _rounds(
+    cfg: CrawlConfig, store: Store, rounds: int, seeds: list[str], pipeline_args: list[str], out: TextIO,
+    exit_when_idle: bool, status: LiveStatus, record: CrawlLog,
+) -> list[dict[str, Any]]:
+    """The rounds of one run, under the crawl's lease; ``status`` (OUT/status.json) and
+    ``record`` (OUT/logs/) follow them."""
     reports = []
-    with store, RoundLease(store, ttl=lease_ttl(cfg.round_window)) as lease:
+    with RoundLease(store, ttl=lease_ttl(cfg.round_window)) as lease:
+        status.between_rounds()
         if seeds:
             seeded = submit_urls(store, seeds, int(time.time() * 1000))
             print(f"seeds: {seeded.accepted} queued, {seeded.duplicates} already known", file=out)
@@ -101,16 +130,24 @@ def crawl(
                 commit_round(store, unfinished)
                 print(f"round {round_no}: finished the commit a killed run had started", file=out, flush=True)
                 continue
+            written = unfinished.written()
+            if written:  # never overwrite a round another crawl (or store) wrote here
+                raise CrawlError(
+                    f"round {round_no} is already in {cfg.out} ({written}) though the store has not run it: "
+                    "the folder holds another crawl's output; give another --out"
+                )
             if not idle.wait_until_due(store, cfg, out, exit_when_idle=exit_when_idle, label=f"round {round_no}: "):
                 break
             print(f"round {round_no}: running (window {cfg.round_window:g}s) ...", file=out, flush=True)
+            status.round_started(round_no)
             with watch_interrupt() as interrupt:
                 try:
-                    report = run_round(cfg, pipeline_args, store, round_no, lease)
+                    report = run_round(cfg, pipeline_args, store, round_no, lease, sinks=(record.progress, status.progress))
                 except BaseException:
                     if interrupt.hit:  # Beam re-raises a KeyboardInterrupt as its own error
                         raise RoundInterrupted(round_no, unfinished.committing()) from None
                     raise
+            status.between_rounds(round_no)
             print(summary(report), file=out, flush=True)
             reports.append(report)
             charts_after_round(cfg.out)  # OUT/reports/*.png; a failure is logged, never raised

@@ -8,7 +8,7 @@ import json
 import logging
 import os
 import time
-from typing import Any
+from typing import Any, Iterable
 
 from apache_beam.options.pipeline_options import PipelineOptions
 
@@ -20,6 +20,7 @@ from beamcrawl.pipelines.commit import commit_round
 from beamcrawl.pipelines.crawl_errors import CrawlError
 from beamcrawl.pipelines.job_metrics import job_shuffle_figures
 from beamcrawl.pipelines.lease import RoundLease
+from beamcrawl.pipelines.progress import Progress, round_rate
 from beamcrawl.pipelines.round import CrawlRound
 from beamcrawl.stores.base import Store
 
@@ -75,32 +76,49 @@ class _QuietInfrastructureFailures(logging.Filter):
         return True
 
 
+class _QuietWorkerStart(logging.Filter):
+    """Drops the warning each worker process logs at start-up that no main session was staged
+    (relayed by the local job service): a crawl's code is an installed package, so it stages
+    none, and the line, once per worker, says nothing to act on."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "No semi_persistent_directory found" not in record.getMessage()
+
+
 # Where the runners log a failed bundle (with its traceback) before they raise.
 _RUNNER_LOGGERS = ("apache_beam.runners.common", "apache_beam.runners.worker.sdk_worker",
                    "apache_beam.runners.worker.bundle_processor", "apache_beam.runners.portability.fn_api_runner.fn_runner")
 _QUIET = _QuietInfrastructureFailures()
+_WORKER_RELAY = "apache_beam.runners.portability.local_job_service"
+_QUIET_START = _QuietWorkerStart()
 
 
 def run_round(
-    cfg: CrawlConfig, pipeline_args: list[str], store: Store, round_no: int, lease: RoundLease | None = None
+    cfg: CrawlConfig, pipeline_args: list[str], store: Store, round_no: int, lease: RoundLease | None = None,
+    sinks: Iterable[live.Sink] = (),
 ) -> dict[str, Any]:
-    """Runs and commits one round (only while ``lease`` still holds); returns its report."""
+    """Runs and commits one round (only while ``lease`` still holds); returns its report.
+
+    ``sinks`` get the live progress's fields at every poll (pipelines/live.py)."""
     outputs = RoundOutputs(cfg.out, round_no)
     outputs.prepare()
     started = time.time()
+    progress = Progress(window=cfg.round_window, started=started)
     options = PipelineOptions(flags=pipeline_args)
     p = live.pipeline(options)  # FnApiRunner answers metrics polls while it runs
     _ = p | "Crawl round" >> CrawlRound(cfg, outputs, started)
     for name in _RUNNER_LOGGERS:
         if _QUIET not in logging.getLogger(name).filters:
             logging.getLogger(name).addFilter(_QUIET)
+    if _QUIET_START not in logging.getLogger(_WORKER_RELAY).filters:
+        logging.getLogger(_WORKER_RELAY).addFilter(_QUIET_START)
     try:
-        result = live.run(p, round_no, cfg.round_window)  # live progress on stderr
+        result = live.run(p, round_no, cfg.round_window, progress=progress, sinks=sinks)  # live progress on stderr
     except Exception as exc:  # one element's failure never gets here (transforms/dead_letter.py)
         raise CrawlError(
             f"round {round_no} failed and committed nothing (rerun the crawl to retry it): {_root_cause(exc)}"
         ) from None
-    fetch_done = time.time()
+    fetch_done = progress.finished_at or time.time()  # the last progress line's time: the same rate
     metrics = round_metrics(result)
     shuffled = job_shuffle_figures(p, result)
     if lease is not None:
@@ -153,7 +171,7 @@ def run_round(
         "errors_by_stage": {k[len("errors/") :]: v for k, v in sorted(metrics.items()) if k.startswith("errors/")},
         "quarantined": notes.get("quarantined", []),
         "frontier_size": frontier_left,
-        "pages_per_second": round(pages / max(fetch_done - started, 1e-9), 2),
+        "pages_per_second": round_rate(pages, fetch_done - started),
         # Bytes into GroupByKeys and side inputs, and main inputs held for a side input
         # (pipelines/job_metrics.py; None when the runner reports no PCollection sizes):
         # what a round costs a shuffle service.

@@ -22,6 +22,7 @@ The display (:class:`ProgressDisplay`) is a tqdm bar on a terminal and one plain
 
 from __future__ import annotations
 
+import contextlib
 import io
 import logging
 import os
@@ -35,7 +36,7 @@ from apache_beam.metrics.monitoring_infos import consolidate
 from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
 from apache_beam.runners.portability.fn_api_runner import fn_runner
 
-from beamcrawl.pipelines.progress import Progress, describe, format_line
+from beamcrawl.pipelines.progress import Progress, describe, format_line, responses
 
 log = logging.getLogger(__name__)
 
@@ -44,6 +45,9 @@ DATAFLOW_POLL_EVERY = 5.0
 PLAIN_EVERY = 10.0
 
 MetricsMap = dict[str, Any]
+# Told every poll's fields besides the display: (round, fields, time, final). The crawl's log
+# and its live status file (pipelines/crawl_log.py, pipelines/live_status.py) are two.
+Sink = Callable[[int, dict[str, Any], float, bool], None]
 
 
 # --- metrics of a running job -----------------------------------------------------------
@@ -180,15 +184,26 @@ def _mode(stream: TextIO | None = None) -> str:
     if mode in ("off", "plain", "bar"):
         return mode
     stream = stream or sys.stderr
-    return "bar" if getattr(stream, "isatty", lambda: False)() else "plain"
+    if not getattr(stream, "isatty", lambda: False)():
+        return "plain"
+    try:
+        columns = os.get_terminal_size(stream.fileno()).columns
+    except (OSError, ValueError, AttributeError, io.UnsupportedOperation):
+        columns = 0
+    # A terminal that reports no width (some containers' ttys) cannot place a bar: plain lines.
+    return "bar" if columns > 0 else "plain"
 
 
 class ProgressDisplay:
     """Shows :class:`Progress` as a tqdm bar (a terminal) or plain lines (anything else)."""
 
-    def __init__(self, round_no: int, progress: Progress, stream: TextIO | None = None, mode: str | None = None) -> None:
+    def __init__(
+        self, round_no: int, progress: Progress, stream: TextIO | None = None, mode: str | None = None,
+        sinks: Iterable[Sink] = (),
+    ) -> None:
         self.round_no = round_no
         self.progress = progress
+        self.sinks = list(sinks)
         self.stream = stream or sys.stderr
         self.mode = mode or _mode(self.stream)
         self.bar: Any = None
@@ -196,9 +211,14 @@ class ProgressDisplay:
         self.next_line = time.time() + float(os.environ.get("BEAMCRAWL_PROGRESS_EVERY", PLAIN_EVERY))
 
     def show(self, now: float, final: bool = False) -> None:
-        fields = self.progress.fields(now)
+        fields = self.progress.fields(now, final)
         if final:
-            fields["stage"] = "done"
+            self.progress.finished_at = now
+        for sink in self.sinks:
+            try:
+                sink(self.round_no, fields, now, final)
+            except OSError as exc:  # a full disk must not stop the round: say so, go on
+                log.warning("live progress: %s", exc)
         if self.mode == "bar":
             self._bar(fields, final)
         elif self.mode == "plain" and (final or now >= self.next_line):
@@ -210,12 +230,7 @@ class ProgressDisplay:
         from tqdm import tqdm
 
         if self.bar is None:
-            try:
-                columns = os.get_terminal_size(self.stream.fileno()).columns
-            except (OSError, ValueError, AttributeError, io.UnsupportedOperation):
-                columns = 0
-            # A terminal that reports no width (some containers' ttys) gets 100 columns.
-            width: dict[str, Any] = {"dynamic_ncols": True} if columns else {"ncols": 100}
+            width: dict[str, Any] = {"dynamic_ncols": True}
             self.bar = tqdm(
                 total=max(1, int(fields["planned"])), file=self.stream, position=0, **width,
                 bar_format="{desc} {percentage:3.0f}%|{bar:24}| {n_fmt}/{total_fmt} settled [{elapsed}]{postfix}",
@@ -225,7 +240,7 @@ class ProgressDisplay:
         bar.total = max(1, int(fields["planned"]), int(fields["settled"]))
         bar.n = int(fields["settled"])
         bar.set_description_str(f"round {self.round_no} {fields['stage']:<12}", refresh=False)
-        bar.set_postfix_str(f"{fields['fetched']:,} fetched", refresh=False)
+        bar.set_postfix_str(responses(fields), refresh=False)
         self.status.set_description_str("  " + describe(fields), refresh=False)
         bar.refresh()
         self.status.refresh()
@@ -234,8 +249,8 @@ class ProgressDisplay:
 
     def close(self) -> None:
         if self.bar is not None:
-            self.status.close()
             self.bar.close()
+            self.status.close()
             self.bar = None
 
 
@@ -301,23 +316,34 @@ class ProgressPoller:
         log.debug("live progress: %d polls, %.3f s of CPU on the polling thread", self.polls, self.cpu_seconds)
 
 
-def run(p: beam.Pipeline, round_no: int, window: float, stream: TextIO | None = None) -> Any:
+def run(
+    p: beam.Pipeline, round_no: int, window: float, stream: TextIO | None = None,
+    *, progress: Progress | None = None, sinks: Iterable[Sink] = (),
+) -> Any:
     """Runs ``p`` to the end, showing live progress meanwhile; returns its result.
 
     The job runs on the calling thread (a Ctrl-C reaches it as usual); only the polling
-    runs on a daemon thread.
+    runs on a daemon thread. ``progress`` (made here if not given) has ``finished_at`` set
+    when the job is done; ``sinks`` are told every poll's fields too.
     """
+    progress = progress or Progress(window=window, started=time.time())
     mode = _mode(stream)
     if mode == "off":
         result = p.run()
         result.wait_until_finish()
+        progress.finished_at = time.time()
         return result
     runner = p.runner
     source = runner.live.snapshot if isinstance(runner, LiveFnApiRunner) else None
-    display = ProgressDisplay(round_no, Progress(window=window, started=time.time()), stream, mode)
+    display = ProgressDisplay(round_no, progress, stream, mode, sinks)
     # A managed service's metrics API has request quotas: ask it less often.
     every = DATAFLOW_POLL_EVERY if "dataflow" in type(runner).__name__.lower() else POLL_EVERY
-    with ProgressPoller(display, source, every) as poller:
+    with contextlib.ExitStack() as stack:
+        if mode == "bar":  # log lines are written above the bar, which is then redrawn
+            from tqdm.contrib.logging import logging_redirect_tqdm
+
+            stack.enter_context(logging_redirect_tqdm())
+        poller = stack.enter_context(ProgressPoller(display, source, every))
         result = p.run()
         poller.attach(result)
         result.wait_until_finish()

@@ -28,6 +28,14 @@ STAGES: tuple[tuple[str, tuple[str, ...]], ...] = (
 )
 
 RATE_SPAN = 5.0  # seconds of polls the pages/s figure is averaged over
+# Stages that start only once the fetch is over (after a shuffle of the fetch's output).
+AFTER_FETCH = ("URL seen", "writes")
+
+
+def round_rate(responses: float, seconds: float) -> float:
+    """A whole round's responses per second, as its report and summary give it (the last
+    progress line shows this figure, so the two agree)."""
+    return round(responses / max(seconds, 1e-9), 2)
 
 
 def _is_error(key: str) -> bool:
@@ -49,7 +57,8 @@ class Snapshot:
     at: float
     planned: int  # results the fetch will give: URLs given slots, robots.txt, disallowed URLs
     settled: int  # planned fetches with an outcome (fetched, failed, disallowed, deferred)
-    fetched: int  # responses
+    fetched: int  # responses (robots.txt among them, as in the round summary)
+    robots: int  # of those, robots.txt answers
     hosts_active: int  # hosts being crawled now (holding one of the loop's host slots)
     hosts_waiting: int  # of those, hosts sleeping until their politeness delay is up
     bytes: int
@@ -65,6 +74,7 @@ class Snapshot:
             planned=_num(metrics, "assign_slots/results_planned"),
             settled=_num(metrics, "fetch/received"),
             fetched=_num(metrics, "fetch/success"),
+            robots=_num(metrics, "fetch/robots_fetches"),
             hosts_active=max(0, _num(metrics, "fetch/hosts_started") - _num(metrics, "fetch/hosts_finished")),
             hosts_waiting=max(0, _num(metrics, "fetch/waits_started") - _num(metrics, "fetch/waits_finished")),
             bytes=_num(metrics, "fetch/bytes"),
@@ -103,6 +113,7 @@ class Progress:
     stage: str = "starting"
     fetch_began: float | None = None
     latest: Snapshot | None = None
+    finished_at: float | None = None  # when the job was done (its last poll)
 
     peaks: dict[str, float] = field(default_factory=dict)
 
@@ -124,6 +135,8 @@ class Progress:
 
     def window_left(self, now: float) -> float | None:
         """Seconds left in the fetch window; None before the fetch has begun."""
+        if self.stage in AFTER_FETCH:
+            return 0.0  # their input is the whole fetch's output: the fetch is over
         if self.fetch_began is None:
             return None
         snap = self.latest
@@ -140,19 +153,25 @@ class Progress:
             return "fetch"  # parse (and its probes) run beside the fetch during the window
         return self.stage
 
-    def fields(self, now: float) -> dict[str, object]:
-        """Everything the display shows, by name (the same for the bar and the plain line)."""
+    def fields(self, now: float, final: bool = False) -> dict[str, object]:
+        """Everything the display shows, by name (the same for the bar, the plain line, the
+        crawl's log and ``beamcrawl status``). With ``final`` (the job is done) the rate is
+        the whole round's, as in its summary.
+
+        A robots.txt redirect gives a result per hop though one fetch was planned, so the
+        settled count is shown no higher than the planned one."""
         snap = self.latest or Snapshot.of({}, now)
         return {
-            "stage": self.phase(now),
+            "stage": "done" if final else self.phase(now),
             "fetched": snap.fetched,
-            "settled": snap.settled,
+            "robots": snap.robots,
+            "settled": min(snap.settled, snap.planned) if snap.planned else snap.settled,
             "planned": snap.planned,
             "hosts_active": snap.hosts_active,
             "hosts_waiting": snap.hosts_waiting,
             "bytes": snap.bytes,
             "errors": snap.errors,
-            "pages_per_s": pages_per_second(self.history),
+            "pages_per_s": round_rate(snap.fetched, now - self.started) if final else pages_per_second(self.history),
             "window_left": self.window_left(now),
             "elapsed": now - self.started,
         }
@@ -169,6 +188,8 @@ def human_bytes(n: float) -> str:
 def describe(fields: Mapping[str, object]) -> str:
     """The fields after the stage and counts: hosts, bytes, errors, rate, window."""
     left = fields["window_left"]
+    if fields["stage"] in (*AFTER_FETCH, "done"):
+        left = 0.0
     window = "window not started" if left is None else ("window over" if left <= 0 else f"{left:.0f}s left in window")
     return (
         f"hosts {fields['hosts_active']} active ({fields['hosts_waiting']} waiting on delay) | "
@@ -177,15 +198,20 @@ def describe(fields: Mapping[str, object]) -> str:
     )
 
 
+def responses(fields: Mapping[str, object]) -> str:
+    """``812 responses (150 robots.txt)``: responses counted as the round summary counts them."""
+    return f"{fields['fetched']:,} responses ({fields.get('robots', 0):,} robots.txt)"
+
+
 def format_line(round_no: int, fields: Mapping[str, object]) -> str:
     """One plain progress line (logs and CI), e.g.::
 
-        round 3 [fetch] 0:12 pages 812 fetched, 840/2,000 settled | hosts 150 active, 131 waiting
-        on delay | 9.6 MB | errors 2 | 71.0 pages/s | 3s left in window
+        round 3 [fetch] 0:12 812 responses (150 robots.txt), 840/2,000 settled | hosts 150 active
+        (131 waiting on delay) | 9.6 MB | errors 2 | 71.0 pages/s | 3s left in window
     """
     elapsed = int(float(fields["elapsed"]))
     return (
         f"round {round_no} [{fields['stage']}] {elapsed // 60}:{elapsed % 60:02d} "
-        f"pages {fields['fetched']:,} fetched, {fields['settled']:,}/{fields['planned']:,} settled | "
+        f"{responses(fields)}, {fields['settled']:,}/{fields['planned']:,} settled | "
         + describe(fields)
     )

@@ -20,6 +20,7 @@ def summary(report: dict[str, Any]) -> str:
         f"{report['bytes'] / 1e6:.2f} MB",
         f"  due {report['urls_due']}, assigned {report['urls_assigned']} (a host gets at most window / delay; "
         f"the rest stay queued), robots-disallowed {report['robots_disallowed']}",
+        f"  hosts given no slots (their URLs stay queued): {_held(m)}",
         f"  deferred {report['deferred']} (assigned but left queued for the next round: "
         f"{_breakdown(m, 'fetch/deferred_reason/')})",
         f"  errors {report['fetch_errors']} (requests that got no HTTP answer; retried later with back-off: "
@@ -41,6 +42,26 @@ def summary(report: dict[str, Any]) -> str:
     for kind, paths in sorted(report["files"].items()):
         lines.append(f"  {kind}: {len(paths)} file(s)")
     return "\n".join(lines)
+
+
+# Why a host got no slots (transforms/assign_slots.py's hold reasons), as the summary names it.
+HOLD_REASONS = (
+    ("blocked", "blocked by operator policy"),
+    ("paused", "paused by operator policy"),
+    ("blocklisted", "on the --blocklist"),
+    ("held", "held by Retry-After or back-off"),
+    ("robots_unreachable", "robots.txt unreachable"),
+)
+
+
+def _held(metrics: dict[str, Any]) -> str:
+    """``blocked by operator policy 1 host (31 URLs), ...`` or ``none``."""
+    parts = []
+    for reason, label in HOLD_REASONS:
+        hosts, urls = metrics.get(f"assign_slots/hosts_{reason}", 0), metrics.get(f"assign_slots/urls_{reason}", 0)
+        if hosts or urls:
+            parts.append(f"{label} {hosts} host{'s' if hosts != 1 else ''} ({urls} URL{'s' if urls != 1 else ''})")
+    return ", ".join(parts) or "none"
 
 
 def _breakdown(metrics: dict[str, Any], prefix: str) -> str:

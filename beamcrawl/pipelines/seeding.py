@@ -51,7 +51,8 @@ def read_seeds(
     line or after whitespace) skipped (core/urls/seedfile.py).
 
     Args:
-        path: The file (local or any Beam filesystem).
+        path: The file (local or any Beam filesystem such as ``gs://``; not a web address:
+            seeds are the operator's own list, not something fetched from the web).
         shape: The crawl's URL-shape rules (default: the default rules). A seed failing one
             would never be crawled, so it is refused like a malformed one.
         allow_private: ``--allow-private-networks``: else a seed on a loopback or private
@@ -61,12 +62,17 @@ def read_seeds(
     Raises:
         SeedsError: Naming the file and line of every bad seed (up to a cap), or saying the
             file holds no URL.
-        CrawlError: The file cannot be read.
+        CrawlError: The file cannot be read, or ``path`` is a web address.
     """
     from beamcrawl.core.net.netpolicy import ResolveRules
     from beamcrawl.core.urls.seedfile import BadLine, check_url, report_lines, url_lines
 
     rules = shape or ShapeRules()
+    if urlsplit(path).scheme.lower() in ("http", "https", "ftp"):
+        raise CrawlError(
+            f"--seeds takes a file, not a URL: {path}; download it first (curl -o seeds.txt '{path}') "
+            "and give --seeds seeds.txt"
+        )
     try:
         with files.open_read(path) as fh:
             lines = fh.read().decode("utf-8").splitlines()

@@ -19,7 +19,7 @@ from beamcrawl.pipelines.progress import (
     running_stage,
 )
 
-FIELDS = ("pages", "fetched", "settled", "hosts", "active", "waiting on delay", "errors", "pages/s")
+FIELDS = ("responses", "robots.txt", "settled", "hosts", "active", "waiting on delay", "errors", "pages/s")
 
 
 def metrics(**kw: int) -> dict[str, int]:
@@ -103,7 +103,7 @@ def test_format_line_carries_every_field():
                 fetch__waits_started=131, fetch__bytes=9_700_000, fetch__error=2), 6.0,
     )  # fmt: skip
     line = format_line(3, prog.fields(12.0))
-    assert line.startswith("round 3 [fetch] 0:12 pages 883 fetched, 1,000/2,000 settled")
+    assert line.startswith("round 3 [fetch] 0:12 883 responses (0 robots.txt), 1,000/2,000 settled")
     assert "hosts 150 active (131 waiting on delay)" in line
     assert "9.7 MB" in line and "errors 2" in line and "71.0 pages/s" in line and "13s left in window" in line
     assert "\n" not in line
@@ -155,7 +155,7 @@ def test_plain_display_prints_one_line_per_interval_and_a_final_one(monkeypatch)
     display.show(1025.0, final=True)
     lines = out.getvalue().splitlines()
     assert len(lines) == 3  # at 10 s, at 20 s, and the final line
-    assert lines[0].startswith("round 2 [fetch] 0:10 pages 10 fetched")
+    assert lines[0].startswith("round 2 [fetch] 0:10 10 responses (0 robots.txt)")
     assert lines[-1].startswith("round 2 [done]")
 
 
@@ -167,7 +167,7 @@ def test_bar_display_draws_a_tqdm_bar():
     display.show(1.0)
     display.show(2.0, final=True)
     text = out.getvalue()
-    assert "round 4" in text and "4 fetched" in text and "5/10 settled" in text and "50%" in text
+    assert "round 4" in text and "4 responses" in text and "5/10 settled" in text and "50%" in text
     assert "hosts 0 active (0 waiting on delay)" in text and "pages/s" in text and "s left in window" in text
 
 
@@ -177,3 +177,23 @@ def test_a_low_poll_never_steps_the_display_back():
     snap = prog.update({"fetch/received": 4, "fetch/success": 3}, 2.0)  # a bundle between hands
     assert (snap.settled, snap.fetched) == (10, 9)
     assert prog.update({"fetch/received": 12, "fetch/success": 11}, 3.0).settled == 12
+
+
+def test_counts_agree_with_the_round_summary():
+    """Issue 27 item 12: settled never above planned (a robots.txt redirect gives a result per
+    hop), robots.txt named among the responses, no window left once the fetch is over, and
+    the last line's rate the whole round's, as the summary gives it."""
+    from beamcrawl.pipelines.progress import round_rate
+
+    prog = Progress(window=30.0, started=100.0)
+    prog.update(metrics(assign_slots__results_planned=100, fetch__received=110, fetch__success=110,
+                        fetch__robots_fetches=60, fetch__hosts_started=3), 102.0)  # fmt: skip
+    fields = prog.fields(103.0)
+    assert (fields["settled"], fields["planned"], fields["robots"]) == (100, 100, 60)
+    line = format_line(1, fields)
+    assert "110 responses (60 robots.txt), 100/100 settled" in line
+    prog.update(metrics(assign_slots__results_planned=100, fetch__received=110, fetch__success=110,
+                        fetch__robots_fetches=60, fetch__hosts_started=3, url_seen__offered=5), 104.0)  # fmt: skip
+    assert prog.stage == "URL seen" and "window over" in format_line(1, prog.fields(104.0))
+    final = prog.fields(105.5, final=True)
+    assert final["stage"] == "done" and final["pages_per_s"] == round_rate(110, 5.5)

@@ -55,6 +55,16 @@ class RoundOutputs:
     def report_path(self) -> str:
         return files.join(self.out, "reports", f"round-{self.round_no:06d}.json")
 
+    def written(self) -> str | None:
+        """Where this round's committed files already are (relative to OUT), else None:
+        a round is committed once, so a round found written belongs to another crawl."""
+        if self.report_path() in files.list_files(files.dirname(self.report_path())):
+            return f"reports/round-{self.round_no:06d}.json"
+        for kind in KINDS:
+            if files.list_files(self.final(kind)):
+                return self.final_rel(kind)
+        return None
+
     def prepare(self) -> None:
         """Empties staging (leftovers of a failed attempt are discarded, then redone).
 

@@ -1,6 +1,6 @@
 """Files of URLs an operator writes (``--seeds``, ``submit --file``): lines, comments, checks.
 
-One URL per line. Blank lines are skipped; ``#`` starts a comment at the start of a line or
+One URL per line (UTF-8, with or without a byte-order mark; LF or CRLF). Blank lines are skipped; ``#`` starts a comment at the start of a line or
 after whitespace (``http://ok.example/ # why`` is ``http://ok.example/``). A ``#`` inside a
 URL (a fragment, ``http://a.example/#top``) is part of it: only a ``#`` after a space ends
 the URL, and a URL never holds a raw space. Links found in pages are not read here: they
@@ -31,6 +31,7 @@ from beamcrawl.core.urls.urlshape import ShapeRules
 
 __all__ = ["MAX_REPORTED", "BadLine", "address_refusal", "check_url", "report_lines", "url_lines"]
 
+BOM = "\ufeff"
 # Bad lines reported one by one; the rest are counted in one closing line.
 MAX_REPORTED = 50
 
@@ -63,8 +64,12 @@ def strip_comment(line: str) -> str:
 
 
 def url_lines(lines: Iterable[str]) -> Iterator[tuple[int, str]]:
-    """``(line number, text)`` of each line that holds something besides a comment."""
+    """``(line number, text)`` of each line that holds something besides a comment.
+
+    A byte-order mark opening the file (what Excel and Notepad write) is not part of it."""
     for number, line in enumerate(lines, 1):
+        if number == 1:
+            line = line.removeprefix(BOM)
         text = strip_comment(line)
         if text:
             yield number, text
