@@ -14,7 +14,9 @@ $(STAMP): setup.py
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	@echo "installing beamcrawl and its dependencies into $(VENV) (quiet; a minute or two on a fresh machine) ..."
 	$(PY) -m pip install --quiet --upgrade pip wheel
-	$(PY) -m pip install --quiet -e '.[test]'
+	# setuptools warns on every editable install that a folder named like the package may shadow
+	# it; here that folder is the package itself (the install points at it), so the box is noise.
+	PYTHONWARNINGS='ignore:Editable installation' $(PY) -m pip install --quiet -e '.[test]'
 	touch $(STAMP)
 
 # The Bigtable emulator: the Cloud SDK's cbtemulator where present, else built once from its
