@@ -6,7 +6,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: install emulator prism flink flink-cluster flink-cluster-stop requirements demo notebook test bench bench-compare clean
+.PHONY: install emulator prism flink flink-cluster flink-cluster-stop requirements demo notebook lint lint-check test bench bench-compare clean
 
 install: $(STAMP)
 
@@ -58,6 +58,15 @@ notebook: install
 	    --output-dir demo-out --output link_graph notebooks/link_graph.ipynb
 	$(VENV)/bin/jupyter nbconvert --to html --output-dir demo-out demo-out/link_graph.ipynb
 	@echo "notebook: demo-out/link_graph.html (and the executed demo-out/link_graph.ipynb)"
+
+# ruff (lint and format) and mypy, configured in pyproject.toml; .ci/run runs it before the tests.
+lint: lint-check
+	$(VENV)/bin/ruff format --check .
+
+# The checks that do not depend on formatting: ruff's lint rules and mypy.
+lint-check: install
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/mypy
 
 test: install emulator prism flink
 	$(PY) -m pytest -q tests

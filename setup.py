@@ -17,7 +17,6 @@ setup(
         "pyarrow>=14,<27",
         "aiohttp>=3.12,<4",  # client middlewares: core/net/wire.py
         "warcio>=1.7.4,<2",
-        "simhash>=2.1,<3",
         "mmh3>=4,<6",
         "tldextract>=5,<6",
         "protego>=0.3,<1",
@@ -41,6 +40,11 @@ setup(
         "test": [
             "pytest>=8",
             "hypothesis>=6",
+            # the reference SimHash the vectorised one is checked against (tests and bench only)
+            "simhash>=2.1,<3",
+            # `make lint`: ruff's lint rules and formatter, mypy on the annotated packages
+            "ruff>=0.17,<0.18",
+            "mypy>=2.4,<3",
             "duckdb>=1.0",
             # the `duckdb` command the README's examples run (tests/docs/test_readme_examples.py)
             "duckdb-cli>=1.1",

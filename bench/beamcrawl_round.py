@@ -24,7 +24,7 @@ from typing import Any
 
 from beamcrawl import DEFAULT_USER_AGENT
 from beamcrawl.core.runtime.config import CrawlConfig
-from beamcrawl.cli.main import _with_local_runner
+from beamcrawl.pipelines.runners import with_local_runner
 from beamcrawl.pipelines.crawl import crawl
 from beamcrawl.pipelines.seeding import read_seeds
 
@@ -97,7 +97,7 @@ def main(argv: list[str] | None = None) -> int:
         address=args.resolve_all,
     )
     seeds = read_seeds(args.seeds) if args.seeds else []
-    runner_args = _with_local_runner(beam_args)
+    runner_args = with_local_runner(beam_args)
     profiler: Any = None
     if args.profile:
         from pyinstrument import Profiler

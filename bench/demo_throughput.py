@@ -29,7 +29,7 @@ def main() -> int:
     args, beam_args = parser.parse_known_args()
 
     from beamcrawl.core.runtime.config import CrawlConfig
-    from beamcrawl.cli.main import _with_local_runner
+    from beamcrawl.pipelines.runners import with_local_runner
     from beamcrawl.pipelines.crawl import crawl
     from beamcrawl.simweb.audit import audit
     from beamcrawl.simweb.testing import running_simweb
@@ -46,7 +46,7 @@ def main() -> int:
             resolve=(("*", "127.0.0.1"),),
         )
         seeds = [web.base_url(h) for h in web.hosts]
-        runner_args = _with_local_runner(beam_args)
+        runner_args = with_local_runner(beam_args)
         warm = crawl(cfg, 1, seeds, runner_args, out=open(os.devnull, "w"))
         cpu0 = _cpu()
         t0 = time.time()

@@ -26,7 +26,7 @@ def main() -> int:
     args, beam_args = parser.parse_known_args()
 
     from beamcrawl.core.runtime.config import CrawlConfig
-    from beamcrawl.cli.main import _with_local_runner
+    from beamcrawl.pipelines.runners import with_local_runner
     from beamcrawl.pipelines.crawl import crawl
     from beamcrawl.simweb.testing import running_simweb
 
@@ -39,7 +39,7 @@ def main() -> int:
             min_delay=args.delay, max_delay=args.delay, round_window=args.window,
             allow_private_networks=True, resolve=(("*", "127.0.0.1"),),
         )  # fmt: skip
-        runner_args = _with_local_runner(beam_args)
+        runner_args = with_local_runner(beam_args)
         os.environ["BEAMCRAWL_PROGRESS"] = "off"
         # Two warm-up rounds: robots.txt and roots, then the first full one (the measured
         # rounds that follow all fetch from a frontier far larger than a window takes).

@@ -218,7 +218,7 @@ def evaluate(pages: list[Page], marked: dict[str, dict[str, Any]]) -> dict[str, 
     groups: dict[bytes, list[str]] = collections.defaultdict(list)
     for p in pages:
         groups[p.body].append(p.url)
-    for body, urls in groups.items():  # the truth must agree with the bytes
+    for urls in groups.values():  # the truth must agree with the bytes
         assert len({cluster[u] for u in urls}) == 1, urls
 
     # Exact.

@@ -34,7 +34,7 @@ sys.path.insert(0, str(BENCH))
 from beamcrawl_round import bench_config  # noqa: E402
 from harness import free_port, process_tree, simweb_on_port, stat_cpu_seconds  # noqa: E402
 
-from beamcrawl.cli.main import _with_local_runner  # noqa: E402
+from beamcrawl.pipelines.runners import with_local_runner  # noqa: E402
 from beamcrawl.pipelines.crawl import crawl  # noqa: E402
 
 __all__ = ["main"]
@@ -132,8 +132,8 @@ def warmed_up(args: argparse.Namespace, prefix: str) -> Iterator[tuple[Any, Call
             return bench_config(os.path.join(work, "out"), delay=args.delay, window=window,
                                 crawl_delay_cap=2, hosts_in_flight=args.hosts)
 
-        crawl(config(args.warmup_window), 2, seeds, _with_local_runner(list(beam_args)), out=sys.stderr)
-        yield web, lambda: crawl(config(args.window), 1, [], _with_local_runner(list(beam_args)), out=sys.stderr)
+        crawl(config(args.warmup_window), 2, seeds, with_local_runner(list(beam_args)), out=sys.stderr)
+        yield web, lambda: crawl(config(args.window), 1, [], with_local_runner(list(beam_args)), out=sys.stderr)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -292,7 +292,7 @@ def chart_errors(reports: list[dict[str, Any]], data: list[dict[str, Any]]) -> b
     if not stages:
         ax.text(0.5, 0.55, "no errors", ha="center", va="center", fontsize=20, color="#55a868", transform=ax.transAxes)
         ax.text(0.5, 0.35, f"in {len(reports)} round(s): no stage counted a failure", ha="center", va="center",
-                fontsize=9, color="#555555", transform=ax.transAxes)  # fmt: skip
+                fontsize=9, color="#555555", transform=ax.transAxes)
         ax.set_xticks([])
         ax.set_yticks([])
         return _png(fig)

@@ -77,7 +77,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
 
     from beamcrawl.core.runtime.config import CrawlConfig
-    from beamcrawl.cli.main import _with_local_runner
+    from beamcrawl.pipelines.runners import with_local_runner
     from beamcrawl.pipelines.crawl_errors import RoundInterrupted
     from beamcrawl.pipelines.crawl import crawl
     from beamcrawl.simweb.audit import audit
@@ -106,7 +106,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             revisit_horizon=max(args.min_revisit_interval, 60.0),
         )
         try:
-            reports = crawl(cfg, args.rounds, seeds, _with_local_runner(beam_args))
+            reports = crawl(cfg, args.rounds, seeds, with_local_runner(beam_args))
         except RoundInterrupted as exc:
             print(f"beamcrawl demo: {exc}", file=sys.stderr)
             shutil.rmtree(work, ignore_errors=True)

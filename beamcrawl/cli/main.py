@@ -82,12 +82,6 @@ def _stray_argument(beam_args: list[str]) -> str | None:
     return None
 
 
-def _with_local_runner(beam_args: list[str]) -> list[str]:
-    from beamcrawl.pipelines.runners import with_local_runner
-
-    return with_local_runner(beam_args)
-
-
 def cmd_crawl(argv: Sequence[str]) -> int:
     parser = _crawl_parser()
     args, beam_args = parser.parse_known_args(list(argv))

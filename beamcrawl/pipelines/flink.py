@@ -1,8 +1,8 @@
 """A Flink job server for local rounds, built with Maven when Beam's matching one is not served.
 
 Beam's Python FlinkRunner talks to a Java job server through the portable Job API. The job
-server matching the installed Beam (``beam-runners-flink-<FV>-job-server``, see ``runners.py``)
-is preferred; where a Maven repository does not serve it, this module builds one from a job
+server matching the installed Beam (``beam-runners-flink-<FV>-job-server``, fetched with Maven
+by :func:`flink_job_server_jar`) is preferred; where a Maven repository does not serve it, this module builds one from a job
 server that is served: the Flink 1.16 runner library of Beam 2.50
 (``org.apache.beam:beam-runners-flink-1.16:2.50.0``), whose jar holds the job server's main
 class. Maven copies that library and its dependencies into a cache folder, and the JDK's
@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Callable, Iterator, Sequence
 
 from beamcrawl.core.runtime import files
-from beamcrawl.pipelines.runners import (
+from beamcrawl.pipelines.runner_args import (
     CACHE,
     RunnerSetupError,
     option_value,
@@ -96,7 +96,7 @@ def launcher_jar(build: bool = True) -> Path:
             [mvn, "-q", "-B", "-f", str(staging / "pom.xml"), "dependency:copy-dependencies",
              "-DincludeScope=runtime", f"-DoutputDirectory={staging / 'lib'}"],
             capture_output=True, text=True, timeout=3600,
-        )  # fmt: skip
+        )
         jars = sorted(p.name for p in (staging / "lib").glob("*.jar"))
         if proc.returncode != 0 or not any(name.startswith(ARTIFACT[1] + "-") for name in jars):
             raise RunnerSetupError(
@@ -108,7 +108,7 @@ def launcher_jar(build: bool = True) -> Path:
             [jar_tool, "--create", "--file", str(staging / JAR_NAME), "--manifest", str(staging / "MANIFEST.MF"),
              "-C", str(staging), "pom.xml"],
             capture_output=True, text=True, timeout=600,
-        )  # fmt: skip
+        )
         if proc.returncode != 0:
             raise RunnerSetupError(f"the JDK's jar tool could not make the Flink launcher jar: {_last_error(proc.stderr)}")
         try:
@@ -179,6 +179,68 @@ TEARDOWN_NOTE = (
     "'Hanged up for unknown endpoint' (BeamFnDataGrpcMultiplexer), 'Error cleaning up servers' and "
     "'call already closed' (SEVERE). Those are that teardown, not failures: a round's outcome is its report.\n"
 )
+
+
+# How long Maven's failure to fetch the matching job server (not served, or no route) is
+# remembered before Maven is asked again (Maven's own default update interval is a day too).
+MISS_TTL = 24 * 3600.0
+
+
+def flink_job_server_jar(flink_version: str) -> Path:
+    """The Beam Flink job-server jar for the installed Beam, fetched with Maven into the cache."""
+    import apache_beam
+
+    version = apache_beam.__version__
+    artifact = f"beam-runners-flink-{flink_version}-job-server"
+    target = CACHE / "jars" / f"{artifact}-{version}.jar"
+    if target.exists():
+        return target
+    coordinates = f"org.apache.beam:{artifact}:{version}"
+    missing = target.with_name(target.name + ".missing")
+    fix = "pass --flink_job_server_jar=PATH to a copy of it"
+    with contextlib.suppress(OSError):
+        if time.time() - missing.stat().st_mtime < MISS_TTL:
+            raise RunnerSetupError(f"Maven could not fetch {coordinates} (the Flink job server for this Beam) "
+                                   f"within the last day (delete {missing} to ask again); {fix}")
+    mvn = shutil.which("mvn")
+    if mvn is None:
+        raise RunnerSetupError("fetching the Flink job server needs Maven ('mvn' is not on PATH)")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    proc = subprocess.run(
+        [mvn, "-q", "-B", "-U", "dependency:copy", f"-Dartifact={coordinates}",
+         f"-DoutputDirectory={target.parent}"],
+        capture_output=True, text=True, timeout=1800,
+    )
+    if proc.returncode != 0 or not target.exists():
+        missing.write_text(f"{time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())} {coordinates} not fetched\n")
+        raise RunnerSetupError(f"Maven could not fetch {coordinates} (the Flink job server for this Beam); {fix}")
+    missing.unlink(missing_ok=True)
+    return target
+
+
+def flink_job_server(
+    flink_version: str | None = None, local: bool = True, announce: Callable[[str], object] | None = None
+) -> Path:
+    """The job-server jar a Flink round uses: Beam's matching one where Maven serves it, else
+    (for Flink's local mini-cluster) the Flink 1.16 job server built by ``make flink``.
+
+    A remote cluster runs the Flink version it runs, so there the matching jar is required.
+    """
+    from apache_beam.options.pipeline_options import FlinkRunnerOptions
+
+    wanted = flink_version or FlinkRunnerOptions.PUBLISHED_FLINK_VERSIONS[-1]
+    try:
+        return flink_job_server_jar(wanted)
+    except RunnerSetupError as exc:
+        if not local:
+            raise RunnerSetupError(f"{exc} matching the cluster's Flink version") from None
+        jar = launcher_jar()
+        if announce is not None:
+            announce(
+                f"flink: Beam's Flink {wanted} job server could not be fetched here; using the Flink "
+                f"{FLINK_VERSION} job server of Beam {BEAM_VERSION} ({jar})"
+            )
+        return jar
 
 
 def uses_local_job_server(args: Sequence[str]) -> bool:
@@ -371,8 +433,6 @@ def _wait_listening(proc: subprocess.Popen, port: int, log_path: Path) -> None:
 
 
 def main() -> int:
-    from beamcrawl.pipelines.runners import flink_job_server
-
     try:
         print(flink_job_server(announce=print))
     except RunnerSetupError as exc:

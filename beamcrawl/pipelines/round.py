@@ -41,7 +41,7 @@ from beamcrawl.transforms.record import RecordHostState, RecordUrlState
 from beamcrawl.transforms.resolve import ResolveHosts
 from beamcrawl.transforms.select import ReadDueFrontier, ReadHostState
 from beamcrawl.transforms.set_aside import SetBodiesAside
-from beamcrawl.transforms.url_seen import ExtractCandidates, FilterSeenUrls
+from beamcrawl.transforms.url_seen import ExtractCandidates, QueueUnseenUrls
 from beamcrawl.transforms.warc_io import WriteWarc
 
 
@@ -81,7 +81,7 @@ def build(p: beam.Pipeline, cfg: CrawlConfig, outputs: RoundOutputs, now: float)
         pages
         | "Discovered URLs" >> ExtractCandidates(cfg.shape_rules(), cfg.max_redirects)
         | "URL seen"
-        >> FilterSeenUrls(cfg.store, cfg.seen_bucket_bits, now_ms, lastmod_hints=cfg.revisit_policy == "adaptive")
+        >> QueueUnseenUrls(cfg.store, cfg.seen_bucket_bits, now_ms, lastmod_hints=cfg.revisit_policy == "adaptive")
     )
 
     _ = fetched.hosts | "Record host state" >> RecordHostState(cfg.store)

@@ -6,7 +6,8 @@
   toolchain into a cache folder, then passed as ``--prism_location``.
 - Flink: the Beam Flink job-server jar matching the installed Beam, fetched with Maven into
   the cache folder and passed as ``--flink_job_server_jar``; where Maven does not serve it,
-  Flink's local mini-cluster runs the Flink 1.16 job server ``make flink`` builds (``flink.py``).
+  Flink's local mini-cluster runs the Flink 1.16 job server ``make flink`` builds (both are
+  chosen in ``flink.py``).
 - Dataflow, or Flink/Prism on other machines: workers share no disk with the launcher, so
   the embedded (SQLite) store is refused with a message saying what to use instead.
 """
@@ -23,33 +24,18 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any, Iterator, Sequence
 
-CACHE = Path(os.environ.get("BEAMCRAWL_CACHE", Path.home() / ".cache" / "beamcrawl"))
-LOCAL_RUNNER = "FnApiRunner"
-LOCAL_MASTERS = ("[local]", "[auto]", "")
+from beamcrawl.pipelines.runner_args import (
+    CACHE,
+    LOCAL_MASTERS,
+    LOCAL_RUNNER,
+    RunnerSetupError,
+    option_value,
+    runner_name,
+)
 
 log = logging.getLogger(__name__)
-
-
-class RunnerSetupError(Exception):
-    """A runner cannot be prepared; the message is one line saying why and what to do."""
-
-
-def option_value(args: Sequence[str], name: str) -> str | None:
-    """The value of ``--name`` in a Beam argument list (``--name=v`` or ``--name v``)."""
-    flag = f"--{name}"
-    value = None
-    for i, arg in enumerate(args):
-        if arg == flag and i + 1 < len(args):
-            value = args[i + 1]
-        elif arg.startswith(flag + "="):
-            value = arg.split("=", 1)[1]
-    return value
-
-
-def runner_name(args: Sequence[str]) -> str:
-    return option_value(args, "runner") or LOCAL_RUNNER
 
 
 def is_remote(args: Sequence[str]) -> bool:
@@ -105,7 +91,7 @@ def prism_binary(build: bool = True) -> Path:
         f"building the Prism runner {version} once (go install {PRISM_MODULE}@v{version}) into "
         f"{target.parent}; this can take a few minutes ...",
         file=sys.stderr, flush=True,
-    )  # fmt: skip
+    )
     started = time.monotonic()
     try:
         with _terminate_as_interrupt():
@@ -143,72 +129,6 @@ def _terminate_as_interrupt() -> Iterator[None]:
         signal.signal(signal.SIGTERM, previous)
 
 
-# --- Flink ------------------------------------------------------------------------------
-
-# How long Maven's failure to fetch the matching job server (not served, or no route) is
-# remembered before Maven is asked again (Maven's own default update interval is a day too).
-MISS_TTL = 24 * 3600.0
-
-
-def flink_job_server_jar(flink_version: str) -> Path:
-    """The Beam Flink job-server jar for the installed Beam, fetched with Maven into the cache."""
-    import apache_beam
-
-    version = apache_beam.__version__
-    artifact = f"beam-runners-flink-{flink_version}-job-server"
-    target = CACHE / "jars" / f"{artifact}-{version}.jar"
-    if target.exists():
-        return target
-    coordinates = f"org.apache.beam:{artifact}:{version}"
-    missing = target.with_name(target.name + ".missing")
-    fix = "pass --flink_job_server_jar=PATH to a copy of it"
-    with contextlib.suppress(OSError):
-        if time.time() - missing.stat().st_mtime < MISS_TTL:
-            raise RunnerSetupError(f"Maven could not fetch {coordinates} (the Flink job server for this Beam) "
-                                   f"within the last day (delete {missing} to ask again); {fix}")
-    mvn = shutil.which("mvn")
-    if mvn is None:
-        raise RunnerSetupError("fetching the Flink job server needs Maven ('mvn' is not on PATH)")
-    target.parent.mkdir(parents=True, exist_ok=True)
-    proc = subprocess.run(
-        [mvn, "-q", "-B", "-U", "dependency:copy", f"-Dartifact={coordinates}",
-         f"-DoutputDirectory={target.parent}"],
-        capture_output=True, text=True, timeout=1800,
-    )
-    if proc.returncode != 0 or not target.exists():
-        missing.write_text(f"{time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())} {coordinates} not fetched\n")
-        raise RunnerSetupError(f"Maven could not fetch {coordinates} (the Flink job server for this Beam); {fix}")
-    missing.unlink(missing_ok=True)
-    return target
-
-
-def flink_job_server(
-    flink_version: str | None = None, local: bool = True, announce: Callable[[str], object] | None = None
-) -> Path:
-    """The job-server jar a Flink round uses: Beam's matching one where Maven serves it, else
-    (for Flink's local mini-cluster) the Flink 1.16 job server built by ``make flink``.
-
-    A remote cluster runs the Flink version it runs, so there the matching jar is required.
-    """
-    from apache_beam.options.pipeline_options import FlinkRunnerOptions
-
-    from beamcrawl.pipelines import flink
-
-    wanted = flink_version or FlinkRunnerOptions.PUBLISHED_FLINK_VERSIONS[-1]
-    try:
-        return flink_job_server_jar(wanted)
-    except RunnerSetupError as exc:
-        if not local:
-            raise RunnerSetupError(f"{exc} matching the cluster's Flink version") from None
-        jar = flink.launcher_jar()
-        if announce is not None:
-            announce(
-                f"flink: Beam's Flink {wanted} job server could not be fetched here; using the Flink "
-                f"{flink.FLINK_VERSION} job server of Beam {flink.BEAM_VERSION} ({jar})"
-            )
-        return jar
-
-
 def prepare(args: Sequence[str]) -> list[str]:
     """Beam arguments completed with what the chosen runner needs (binary or jar paths)."""
     args = with_local_runner(args)
@@ -217,6 +137,8 @@ def prepare(args: Sequence[str]) -> list[str]:
         args = [*args, f"--prism_location={prism_binary()}"]
     if runner in ("flinkrunner", "flink") and option_value(args, "flink_job_server_jar") is None:
         local = (option_value(args, "flink_master") or "[auto]") in LOCAL_MASTERS
+        from beamcrawl.pipelines.flink import flink_job_server
+
         jar = flink_job_server(option_value(args, "flink_version"), local=local, announce=log.info)
         args = [*args, f"--flink_job_server_jar={jar}"]
         if option_value(args, "environment_type") is None and (option_value(args, "flink_master") or "[auto]") in LOCAL_MASTERS:

@@ -51,11 +51,11 @@ def shuffled(cls: type[R]) -> type[R]:
             return object.__reduce__(self)  # type: ignore[return-value]
         return cls, values(self)
 
-    cls.__reduce__ = __reduce__  # type: ignore[method-assign,assignment]
+    cls.__reduce__ = __reduce__  # type: ignore[method-assign]
     return cls
 
 
-class Packed(list):  # type: ignore[type-arg]
+class Packed(list):
     """A list of records that crosses a shuffle as one pickle.
 
     Beam's fallback coder encodes a plain ``list`` element by element, one pickle per record
@@ -265,7 +265,7 @@ class UrlState:
     @classmethod
     def from_cells(cls, cells: dict[str, bytes]) -> "UrlState":
         known = {f.name for f in dataclasses.fields(cls)}
-        values = {}
+        values: dict[str, Any] = {}
         packed = cells.get(QUEUED_CELL)
         if packed is not None:
             values.update(zip(QUEUED_FIELDS, json.loads(packed)))

@@ -13,14 +13,14 @@ rendering) and ``freshness`` (freshness measured from the request log).
 """
 from __future__ import annotations
 
-from beamcrawl.simweb.audit import AuditReport, RobotsRules, audit, host_policy
+from beamcrawl.simweb.audit import AuditReport, ReferenceRobotsRules, audit, host_policy
 from beamcrawl.simweb.names import host_names, registered_domain
 from beamcrawl.simweb.site import SimWeb
 from beamcrawl.simweb.truth import build_truth, load_truth
 
 __all__ = [
     "AuditReport",
-    "RobotsRules",
+    "ReferenceRobotsRules",
     "SimWeb",
     "audit",
     "build_truth",

@@ -31,8 +31,8 @@ from typing import Any
 
 __all__ = [
     "AuditReport",
-    "HostPolicy",
-    "RobotsRules",
+    "HostRobots",
+    "ReferenceRobotsRules",
     "audit",
     "host_policy",
     "normalise_truth",
@@ -55,8 +55,9 @@ def _agent_matches(agent: str, token: str) -> bool:
 
 
 @dataclass(frozen=True)
-class RobotsRules:
-    """The rules of one robots.txt that apply to one product token.
+class ReferenceRobotsRules:
+    """The rules of one robots.txt that apply to one product token, as the audit reads them
+    (its own reading, independent of the crawler's :class:`beamcrawl.core.policy.robots.RobotsRules`).
 
     Attributes:
         rules: ``(allow, pattern)`` pairs from the selected groups, in file order.
@@ -75,7 +76,7 @@ class RobotsRules:
         object.__setattr__(self, "_compiled", compiled)
 
     @classmethod
-    def parse(cls, text: str, token: str) -> RobotsRules:
+    def parse(cls, text: str, token: str) -> ReferenceRobotsRules:
         """Parse robots.txt text and keep the rules for ``token``.
 
         Args:
@@ -128,7 +129,7 @@ class RobotsRules:
     @classmethod
     def from_rules(
         cls, rules: Iterable[tuple[bool, str]], crawl_delay: float | None = None
-    ) -> RobotsRules:
+    ) -> ReferenceRobotsRules:
         """Build rules from ``(allow, pattern)`` pairs."""
         return cls(tuple(rules), crawl_delay)
 
@@ -152,7 +153,7 @@ class RobotsRules:
 
 
 @dataclass(frozen=True)
-class HostPolicy:
+class HostRobots:
     """What a host's robots.txt means for the crawler.
 
     Attributes:
@@ -164,7 +165,7 @@ class HostPolicy:
     """
 
     mode: str
-    rules: RobotsRules = RobotsRules()
+    rules: ReferenceRobotsRules = ReferenceRobotsRules()
     robots_paths: frozenset[str] = frozenset({"/robots.txt"})
 
     @property
@@ -195,7 +196,7 @@ def _path_of(url_or_path: str) -> str:
     return url_or_path
 
 
-def host_policy(robots: Mapping[str, Any], token: str = "beamcrawl") -> HostPolicy:
+def host_policy(robots: Mapping[str, Any], token: str = "beamcrawl") -> HostRobots:
     """Derive a host's policy from the ``robots`` object of its truth record.
 
     Args:
@@ -215,11 +216,11 @@ def host_policy(robots: Mapping[str, Any], token: str = "beamcrawl") -> HostPoli
             paths.add(_path_of(str(location)).split("?", 1)[0])
         status = int(robots.get("final_status") or 0)
     if 200 <= status < 300:
-        rules = RobotsRules.parse(str(robots.get("text", "")), token)
-        return HostPolicy("rules", rules, frozenset(paths))
+        rules = ReferenceRobotsRules.parse(str(robots.get("text", "")), token)
+        return HostRobots("rules", rules, frozenset(paths))
     if 400 <= status < 500:
-        return HostPolicy("allow_all", RobotsRules(), frozenset(paths))
-    return HostPolicy("disallow_all", RobotsRules(), frozenset(paths))
+        return HostRobots("allow_all", ReferenceRobotsRules(), frozenset(paths))
+    return HostRobots("disallow_all", ReferenceRobotsRules(), frozenset(paths))
 
 
 def normalise_truth(
@@ -389,7 +390,7 @@ def audit(
         reqs = sorted(per_host[host])
         report.requests_per_host[host] = len(reqs)
         record = hosts.get(host)
-        policy: HostPolicy | None = None
+        policy: HostRobots | None = None
         if record is None:
             report.unknown_hosts.append(host)
         else:

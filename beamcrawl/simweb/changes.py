@@ -32,7 +32,7 @@ mirror serves its original's bytes at every moment. Everything below is a pure f
   the epoch;
 * the version at time ``t``: the number of changes in ``(epoch, t]`` (0 before the first);
 * the last change at ``t``: the time of the latest change ``<= t``; for version 0 of a static
-  page it is :attr:`ChangeModel.version0_time`, the epoch rounded down to the second minus 30
+  page it is :attr:`SeededChanges.version0_time`, the epoch rounded down to the second minus 30
   days (:data:`VERSION0_AGE`); for version 0 of a changing page, the epoch (to the second)
   minus an exponential age of the page's own mean interval (its own stream, at least 1 s):
   the web was changing before it started, so a page's Last-Modified never says "unchanged for
@@ -61,7 +61,7 @@ __all__ = [
     "CHANGE_MIX",
     "CHANGE_MULTIPLIERS",
     "VERSION0_AGE",
-    "ChangeModel",
+    "SeededChanges",
     "PageKey",
     "etag_matches",
     "parse_mix",
@@ -149,7 +149,7 @@ class _Stream:
         return times
 
 
-class ChangeModel:
+class SeededChanges:
     """Seeded change processes of a web's pages (pure: no clock is read).
 
     Args:

@@ -37,7 +37,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Union
 
-from beamcrawl.simweb.changes import CHANGE_CLASSES, ChangeModel, PageKey
+from beamcrawl.simweb.changes import CHANGE_CLASSES, SeededChanges, PageKey
 
 if TYPE_CHECKING:
     from beamcrawl.simweb.site import SimWeb
@@ -143,7 +143,7 @@ class _Pages:
             if web.changes is None:
                 raise ValueError("this simweb has no change model (change_scale is 0)")
             self.web = web
-            self.model: ChangeModel = web.changes
+            self.model: SeededChanges = web.changes
             self.origins = {name: web.origin(i) for i, name in enumerate(web.names)}
             return
         self.truth = source  # type: ignore[assignment]
@@ -151,10 +151,10 @@ class _Pages:
         if cm is None:
             raise ValueError("the truth has no change model (written with change_scale 0?)")
         mix = cm.get("mix")
-        self.model = ChangeModel(
+        self.model = SeededChanges(
             int(cm["seed"]), float(cm["change_scale"]), float(cm["epoch"]),
             tuple((c, float(mix[c])) for c in CHANGE_CLASSES) if isinstance(mix, dict) else None,
-        )  # fmt: skip
+        )
         self.origins = {str(h).lower(): str(rec["origin"]) for h, rec in self.truth.items()}
         for rec in self.truth.values():
             for target, entry in rec["pages"].items():
@@ -373,7 +373,7 @@ def measure_from_files(
 ) -> FreshnessReport:
     """:func:`measure` on a request log file and a truth file (the change model's parameters
     come from the truth)."""
-    from beamcrawl.simweb.testing import read_request_log
+    from beamcrawl.simweb.server import read_request_log
     from beamcrawl.simweb.truth import load_truth
 
     return measure(read_request_log(log_path), load_truth(truth_path), token, start, end, pages)
@@ -391,7 +391,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--end", type=float, default=None)
     p.add_argument("--json", action="store_true", help="print the whole report as JSON")
     args = p.parse_args(argv)
-    from beamcrawl.simweb.testing import read_request_log
+    from beamcrawl.simweb.server import read_request_log
     from beamcrawl.simweb.truth import load_truth
 
     requests = read_request_log(args.log)

@@ -91,6 +91,22 @@ def read_log_header(path: str | Path) -> dict[str, Any] | None:
                     header = rec
     return header
 
+
+def read_request_log(path: str | Path) -> list[dict[str, Any]]:
+    """Parse a simweb request log, skipping a partly written last line and the change model's
+    header line (:func:`read_log_header` reads it)."""
+    out: list[dict[str, Any]] = []
+    p = Path(path)
+    if not p.exists():
+        return out
+    with p.open(encoding="utf-8") as f:
+        for line in f:
+            if line.endswith("\n"):
+                rec = json.loads(line)
+                if not rec.get(LOG_HEADER_KEY):
+                    out.append(rec)
+    return out
+
 _SERVER_HEADER = "simweb"
 
 

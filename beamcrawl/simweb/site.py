@@ -88,7 +88,7 @@ from typing import NamedTuple
 from urllib.parse import urljoin, urlsplit, urlunsplit
 
 from beamcrawl.simweb import feeds
-from beamcrawl.simweb.changes import ChangeModel, PageKey, http_date, parse_mix
+from beamcrawl.simweb.changes import SeededChanges, PageKey, http_date, parse_mix
 from beamcrawl.simweb.content import render_page, render_paragraphs, render_pdf, words
 from beamcrawl.simweb.names import host_names
 from beamcrawl.simweb.robots_variants import (
@@ -99,7 +99,7 @@ from beamcrawl.simweb.robots_variants import (
     robots_spec,
 )
 
-__all__ = ["COPY_CYCLE", "COPY_HOSTS_FROM", "HostInfo", "Link", "PageModel", "SimResponse", "SimWeb"]
+__all__ = ["COPY_CYCLE", "COPY_HOSTS_FROM", "HostInfo", "Anchor", "PageModel", "SimResponse", "SimWeb"]
 
 HTML = "text/html; charset=utf-8"
 # Pages take their kind from this cycle, rotated per host. Every non-"p" kind sits between two
@@ -153,7 +153,7 @@ _CAL_RE = re.compile(r"^/cal/([0-9]{4})/([0-9]{2})\.html$")
 _SONLY_RE = re.compile(r"^/s/(0|[1-9][0-9]*)\.html$")
 
 
-class Link(NamedTuple):
+class Anchor(NamedTuple):
     """One ``<a>`` element of a page (a NamedTuple: pages are built on the hot path).
 
     Attributes:
@@ -199,7 +199,7 @@ class PageModel:
     index: int
     path: str
     kind: str
-    links: tuple[Link, ...]
+    links: tuple[Anchor, ...]
     base_href: str | None = None
     canonical: str | None = None
     meta_robots: str | None = None
@@ -405,11 +405,11 @@ class SimWeb:
         # The change model: off unless change_scale > 0. Its offsets come from their own
         # stream, so everything above is what it is without it.
         self.change_scale = float(change_scale)
-        self.changes: ChangeModel | None = None
+        self.changes: SeededChanges | None = None
         self.epoch: float | None = None
         if change_scale > 0:
             self.epoch = time.time() if epoch is None else float(epoch)
-            self.changes = ChangeModel(seed, change_scale, self.epoch, parse_mix(change_mix) if change_mix else None)
+            self.changes = SeededChanges(seed, change_scale, self.epoch, parse_mix(change_mix) if change_mix else None)
         publish = random.Random(f"simweb-publish|{seed}")
         self._sitemap_offset = publish.randrange(2)
         self._lie_offset = publish.randrange(LASTMOD_LIE_CYCLE)
@@ -623,7 +623,7 @@ class SimWeb:
         if base_dir.startswith("http"):
             base_dir = base_dir[len(origin):]
         base_dir = base_dir[: base_dir.rfind("/") + 1]
-        links: list[Link] = []
+        links: list[Anchor] = []
         seen: set[str] = set()
         for target in self._internal_targets(rng, hi, j):
             url = f"{origin}{target}"
@@ -718,7 +718,7 @@ class SimWeb:
                 targets.append(self.page_path(hi, _below(rng, k)))
         return targets
 
-    def _internal_link(self, rng: random.Random, hi: int, target: str, base_dir: str) -> Link:
+    def _internal_link(self, rng: random.Random, hi: int, target: str, base_dir: str) -> Anchor:
         name = self.names[hi]
         r = rng.random()
         if r < 0.35:
@@ -736,7 +736,7 @@ class SimWeb:
             href = f"//{name}:{self.port}{target}"
         return self._finish_link(rng, href, f"http://{name}:{self.port}{target}")
 
-    def _external_link(self, rng: random.Random, other: int, target: str) -> Link:
+    def _external_link(self, rng: random.Random, other: int, target: str) -> Anchor:
         name = self.names[other]
         r = rng.random()
         if r < 0.70:
@@ -748,13 +748,13 @@ class SimWeb:
         return self._finish_link(rng, f"http://{host}:{self.port}{target}", self.url(other, target))
 
     @staticmethod
-    def _finish_link(rng: random.Random, href: str, url: str) -> Link:
+    def _finish_link(rng: random.Random, href: str, url: str) -> Anchor:
         if rng.random() < 0.12:
             href += f"#sec{_between(rng, 1, 7)}"
         nofollow = rng.random() < 0.05
         r = rng.random()
         style = 0 if r < 0.80 else (1 if r < 0.92 else 2)
-        return Link(href=href, url=url, nofollow=nofollow, style=style)
+        return Anchor(href=href, url=url, nofollow=nofollow, style=style)
 
     def _render_body(self, hi: int, j: int) -> tuple[bytes, str]:
         role = self._roles[hi]
@@ -909,7 +909,7 @@ class SimWeb:
         targets = ["/"]
         if self.pages_per_host > 1:
             targets.append(self.page_path(hi, 1 + k % (self.pages_per_host - 1)))
-        links = tuple(Link(href=t, url=origin + t) for t in targets)
+        links = tuple(Anchor(href=t, url=origin + t) for t in targets)
         return PageModel(
             hi, k, f"/s/{k}.html", "sitemap_only", links, text_key=f"simweb-s-text|{self.seed}|{hi}|{k}"
         )

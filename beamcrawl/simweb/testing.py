@@ -9,7 +9,6 @@ Example::
 """
 from __future__ import annotations
 
-import json
 import os
 import queue
 import signal
@@ -27,28 +26,12 @@ import beamcrawl
 from beamcrawl.simweb.audit import AuditReport, audit
 from beamcrawl.simweb.freshness_audit import FreshnessReport, measure
 from beamcrawl.simweb.names import host_names
-from beamcrawl.simweb.server import LOG_HEADER_KEY, SYNC_PATH
+from beamcrawl.simweb.server import SYNC_PATH, read_request_log
 from beamcrawl.simweb.truth import load_truth
 
 __all__ = ["SimwebHandle", "read_request_log", "running_simweb"]
 
 _READY_PREFIX = "simweb listening on http://"
-
-
-def read_request_log(path: str | Path) -> list[dict[str, Any]]:
-    """Parse a simweb request log, skipping a partly written last line and the change model's
-    header line (see ``server.py``; :func:`~beamcrawl.simweb.server.read_log_header` reads it)."""
-    out: list[dict[str, Any]] = []
-    p = Path(path)
-    if not p.exists():
-        return out
-    with p.open(encoding="utf-8") as f:
-        for line in f:
-            if line.endswith("\n"):
-                rec = json.loads(line)
-                if not rec.get(LOG_HEADER_KEY):
-                    out.append(rec)
-    return out
 
 
 @dataclass

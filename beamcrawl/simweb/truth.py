@@ -76,7 +76,7 @@ pages, which are always described) adds::
                     "max_items": 20, "links": [URLs it may list]}
 
 Versions, change times and last changes follow from ``change_model`` and a page's
-``change_key`` alone: ``ChangeModel(seed, change_scale, epoch).version_at(*change_key, t)``.
+``change_key`` alone: ``SeededChanges(seed, change_scale, epoch).version_at(*change_key, t)``.
 Sitemap ``lastmod`` and feed dates are the last change at serving time (``lastmod_honest``).
 """
 from __future__ import annotations
@@ -86,7 +86,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from beamcrawl.simweb.audit import HostPolicy, host_policy
+from beamcrawl.simweb.audit import HostRobots, host_policy
 from beamcrawl.simweb.names import registered_domain
 from beamcrawl.simweb.site import (
     COPY_HOSTS_FROM,
@@ -115,7 +115,7 @@ __all__ = [
 DEFAULT_TRUTH_PAGES = 100
 
 
-def describe(web: SimWeb, hi: int, target: str, policy: HostPolicy) -> dict[str, Any]:
+def describe(web: SimWeb, hi: int, target: str, policy: HostRobots) -> dict[str, Any]:
     """Return the truth entry of one request target on one host.
 
     Args:

@@ -118,7 +118,7 @@ def quarantine_row(key: bytes, cells: dict[str, bytes]) -> dict[str, Any] | None
 
     if not key.startswith(quarantine.PREFIX):
         return None
-    state = quarantine._load(cells)
+    state = quarantine.load_state(cells)
     if state is None:
         return None
     rounds = [r for r in state.get("rounds", []) if isinstance(r, int)]

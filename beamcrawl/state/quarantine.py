@@ -33,6 +33,7 @@ __all__ = [
     "book_failures",
     "element_of",
     "list_quarantine",
+    "load_state",
     "quarantine_policy",
     "quarantined_hosts",
     "quarantined_urls",
@@ -71,7 +72,8 @@ def _frontier_key(letter: dict[str, Any]) -> bytes | None:
     return None
 
 
-def _load(cells: dict[str, bytes] | None) -> dict[str, Any] | None:
+def load_state(cells: dict[str, bytes] | None) -> dict[str, Any] | None:
+    """An element's failure record from its ``meta`` row's cells; None when absent or unreadable."""
     if not cells or CELL not in cells:
         return None
     try:
@@ -102,12 +104,12 @@ def book_failures(store: Store, round_no: int, letters: Iterable[dict[str, Any]]
     newly: list[tuple[str, str]] = []
     for element, letter in sorted(by_element.items()):
         kind, ident = element
-        state = _load(stored.get(keys[element])) or {"kind": kind, "id": ident, "rounds": [], "quarantined": False}
+        state = load_state(stored.get(keys[element])) or {"kind": kind, "id": ident, "rounds": [], "quarantined": False}
         state["rounds"] = sorted(set(state.get("rounds", [])) | {round_no})
         state.update(
             stage=letter.get("stage"), exception=letter.get("exception"),
             message=letter.get("message"), host=letter.get("host") or (ident if kind == "host" else ""),
-        )  # fmt: skip
+        )
         if not state.get("quarantined") and len(state["rounds"]) >= ROUNDS_TO_QUARANTINE:
             state["quarantined"] = True
             state["since"] = round_no
@@ -126,7 +128,7 @@ def quarantined_urls(store: Store) -> set[int]:
     start = PREFIX + b"url/"
     out = set()
     for _key, cells in store.read_range(TABLE, start, start[:-1] + b"0"):
-        state = _load(cells)
+        state = load_state(cells)
         if state and state.get("quarantined") and isinstance(state.get("id"), str):
             out.add(fingerprint(state["id"]))
     return out
@@ -138,7 +140,7 @@ def quarantined_hosts(store: Store, hosts: Iterable[str]) -> set[str]:
     if not keys:
         return set()
     rows = store.read_keys(TABLE, sorted(keys))
-    return {keys[k] for k, cells in rows.items() if (state := _load(cells)) and state.get("quarantined")}
+    return {keys[k] for k, cells in rows.items() if (state := load_state(cells)) and state.get("quarantined")}
 
 
 def quarantine_policy(host: str, policy: HostPolicy | None) -> HostPolicy:
@@ -152,7 +154,7 @@ def list_quarantine(store: Store, host: str | None = None, only_quarantined: boo
     out = []
     end = PREFIX[:-1] + bytes([PREFIX[-1] + 1])
     for _key, cells in store.read_range(TABLE, PREFIX, end):
-        state = _load(cells)
+        state = load_state(cells)
         if state is None or (only_quarantined and not state.get("quarantined")):
             continue
         if host is not None and state.get("host") != host and state.get("id") != host:
@@ -180,7 +182,7 @@ def release(store: Store, target: str) -> list[dict[str, Any]]:
                 pass
     keys = sorted({row_key(*c) for c in candidates})
     rows = store.read_keys(TABLE, keys)
-    released = [state for key in keys if (state := _load(rows.get(key))) is not None]
+    released = [state for key in keys if (state := load_state(rows.get(key))) is not None]
     if released:
         store.mutate(TABLE, [Mutation.delete_row(k) for k in keys if k in rows])
     return released

@@ -1,153 +1,47 @@
-"""The store interface: tables of rows sorted by a byte key, shaped like Bigtable.
+"""Opening a store by its URI; the store interface's names, re-exported so callers import one module.
 
-Every transform talks to state through this small interface, so the embedded backend
-(SQLite, one machine) and the Cloud Bigtable backend are interchangeable. A row is a key
-(bytes) and a set of cells, each named ``"family:qualifier"`` and holding bytes. Reads are
-by key range (sorted, optionally keys only) or by a set of keys in one batched request;
-writes are batches of mutations applied in order. There is no per-key lookup method on
-purpose: callers batch.
-
-Tables (docs/ARCHITECTURE.md §2):
-    urls      the seen set and URL state, keyed by the 8-byte big-endian URL fingerprint
-    frontier  queued URLs, keyed by 8-byte due time (ms since epoch) + 8-byte fingerprint
-    hosts     host records (delay, last fetch, robots cache), keyed by host name
-    policies  operator policies per host, keyed by host name
-    meta      crawl-wide rows: the round counter and the round lease
-    domains   per registered domain budget state (linking domains, pages used, known host
-              names, seed credit), keyed by the domain name
-    content   the content-seen set: where the page with a payload is kept, keyed by the
-              8-byte big-endian payload checksum (transforms/content_seen.py)
-    simhash   kept pages' simhashes in 20 permuted tables, keyed by a table byte and the
-              leading bits of the permuted fingerprint (core/content/textfp.py)
+The interface itself (tables, families, :class:`Store`, :class:`Mutation`, the argument checks
+every backend shares) is :mod:`beamcrawl.stores.interface`, which the backends import; this
+module picks a backend by the URI's scheme and imports it only then, so that a quick command
+never loads the Cloud Bigtable client it does not use.
 """
 
 from __future__ import annotations
 
-import abc
-from dataclasses import dataclass
-from typing import Iterable, Iterator, Mapping, TypeVar
+from beamcrawl.stores.interface import (
+    ESTIMATE_EXACT_ROWS,
+    FAMILIES,
+    TABLES,
+    Cells,
+    Mutation,
+    Row,
+    Store,
+    StoreError,
+    check_bound,
+    check_column,
+    check_key,
+    check_table,
+    check_value,
+)
 
-TABLES = ("urls", "frontier", "hosts", "policies", "meta", "domains", "content", "simhash")
-
-# Column families in use (the part of a cell name before the colon): ``r`` a record as
-# JSON (frontier, hosts, policies), ``u`` URL state in the seen set, ``m`` crawl-wide meta,
-# ``d`` a domain's budget state, ``c`` a content-seen row, ``s`` the originals in a
-# simhash table row.
-# Backends with declared families (Bigtable) create these up front; a new family used by
-# the crawler belongs here, so `beamcrawl store init` creates it.
-FAMILIES = ("r", "u", "m", "d", "c", "s")
-
-# estimate_rows counts up to this many keys exactly before extrapolating.
-ESTIMATE_EXACT_ROWS = 20_000
-
-Cells = Mapping[str, bytes]
-Row = tuple[bytes, dict[str, bytes]]
-
-_S = TypeVar("_S", bound="Store")
-
-
-class StoreError(Exception):
-    """The store cannot be opened or used; the message names the problem."""
-
-
-@dataclass(frozen=True)
-class Mutation:
-    """One row mutation.
-
-    ``cells`` set (or overwrite) the named cells and leave the others as they are, like
-    Bigtable's SetCell. ``delete=True`` deletes the whole row first (then sets ``cells``
-    if any are given).
-    """
-
-    key: bytes
-    cells: Mapping[str, bytes] | None = None
-    delete: bool = False
-
-    @classmethod
-    def set(cls, key: bytes, cells: Mapping[str, bytes]) -> "Mutation":
-        return cls(key=key, cells=dict(cells))
-
-    @classmethod
-    def delete_row(cls, key: bytes) -> "Mutation":
-        return cls(key=key, delete=True)
-
-
-class Store(abc.ABC):
-    """A Bigtable-shaped store. Implementations must be safe to open in several processes."""
-
-    uri: str
-    # What reading one key by key set (read_keys) costs, in keys read by a keys-only range
-    # scan. Batch joins use it to choose between scanning a key range and reading just
-    # the keys they need (transforms/url_seen.py).
-    keyset_cost_ratio: float = 4.0
-
-    @abc.abstractmethod
-    def read_range(
-        self,
-        table: str,
-        start: bytes | None = None,
-        end: bytes | None = None,
-        *,
-        keys_only: bool = False,
-        limit: int | None = None,
-    ) -> Iterator[Row]:
-        """Yields rows with ``start <= key < end`` in key order (None = unbounded).
-
-        With ``keys_only`` the cells dict is empty (Bigtable's strip-value filter).
-        """
-
-    @abc.abstractmethod
-    def read_keys(
-        self, table: str, keys: Iterable[bytes], *, keys_only: bool = False
-    ) -> dict[bytes, dict[str, bytes]]:
-        """Reads a set of keys in one batched request; keys not stored are absent."""
-
-    @abc.abstractmethod
-    def mutate(self, table: str, mutations: Iterable[Mutation]) -> None:
-        """Applies mutations in order, in batches; atomic per row."""
-
-    @abc.abstractmethod
-    def check_and_set(
-        self, table: str, key: bytes, column: str, expected: bytes | None, new: bytes | None
-    ) -> bool:
-        """Sets ``column`` of row ``key`` to ``new`` only if it now holds ``expected``.
-
-        ``expected=None`` means the cell must be absent; ``new=None`` deletes the cell.
-        Returns whether the write happened. Used for the round lease.
-        """
-
-    def estimate_rows(self, table: str) -> int:
-        """A cheap estimate of how many rows ``table`` holds (for sizing batch joins).
-
-        The default counts keys with one keys-only scan of at most
-        :data:`ESTIMATE_EXACT_ROWS` rows, so it is exact for small tables. Past that it
-        extrapolates from how far into the 64-bit key space the last counted key lies,
-        which is accurate for keys that are uniform over that space (the seen set's
-        fingerprints) and only a rough guess for other tables. Backends with a cheaper
-        source (Bigtable's SampleRowKeys) override it.
-
-        Raises:
-            ValueError: Unknown table.
-        """
-        check_table(table)
-        counted = 0
-        last = b""
-        for last, _ in self.read_range(table, keys_only=True, limit=ESTIMATE_EXACT_ROWS):
-            counted += 1
-        if counted < ESTIMATE_EXACT_ROWS:
-            return counted
-        position = int.from_bytes(last[:8].ljust(8, b"\x00"), "big") + 1
-        return max(counted, round(counted * (1 << 64) / position))
-
-    def close(self) -> None:
-        """Releases connections."""
-
-    def __enter__(self: _S) -> _S:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
+__all__ = [
+    "Cells",
+    "ESTIMATE_EXACT_ROWS",
+    "FAMILIES",
+    "Mutation",
+    "Row",
+    "STORE_FORMS",
+    "Store",
+    "StoreError",
+    "TABLES",
+    "check_bound",
+    "check_column",
+    "check_key",
+    "check_store_uri",
+    "check_table",
+    "check_value",
+    "open_store",
+]
 
 STORE_FORMS = "sqlite:///PATH, a folder, or bigtable://PROJECT/INSTANCE[/PREFIX]"
 _SCHEMES = ("sqlite", "bigtable")
@@ -182,78 +76,9 @@ def open_store(uri: str) -> Store:
     if uri.startswith("bigtable://"):
         try:
             from beamcrawl.stores.bigtable import BigtableStore
-        except ImportError as exc:  # the backend lands with its own issue
+        except ImportError as exc:  # google-cloud-bigtable missing or broken in this environment
             raise StoreError(f"bigtable store is not available: {exc}") from exc
         return BigtableStore.from_uri(uri)
     from beamcrawl.stores.embedded import EmbeddedStore
 
     return EmbeddedStore.from_uri(uri)
-
-
-# --- argument checks shared by backends ------------------------------------------------
-
-
-def check_table(table: object) -> str:
-    """Returns ``table`` if it is one of :data:`TABLES`.
-
-    Raises:
-        ValueError: Unknown table (the message names it and the known ones).
-    """
-    if table not in TABLES:
-        raise ValueError(f"unknown table {table!r}; tables are {', '.join(TABLES)}")
-    return table  # type: ignore[return-value]
-
-
-def check_key(key: object) -> bytes:
-    """Returns ``key`` as bytes.
-
-    Raises:
-        TypeError: Not bytes-like (a str key would sort apart from every bytes key).
-        ValueError: Empty (as in Bigtable).
-    """
-    if type(key) is not bytes:
-        if not isinstance(key, (bytes, bytearray, memoryview)):
-            raise TypeError(f"row keys are bytes, got {type(key).__name__}")
-        key = bytes(key)
-    if not key:
-        raise ValueError("row keys must not be empty")
-    return key
-
-
-def check_bound(bound: object) -> bytes:
-    """Returns a range bound as bytes.
-
-    Raises:
-        TypeError: Not bytes-like.
-    """
-    if not isinstance(bound, (bytes, bytearray, memoryview)):
-        raise TypeError(f"range bounds are bytes, got {type(bound).__name__}")
-    return bytes(bound)
-
-
-def check_column(column: object) -> str:
-    """Returns ``column`` if it is a ``"family:qualifier"`` str with a non-empty family.
-
-    Raises:
-        TypeError: Not a str.
-        ValueError: No colon, or an empty family.
-    """
-    if type(column) is not str:
-        raise TypeError(f"column names are str, got {type(column).__name__}")
-    family, sep, _ = column.partition(":")
-    if not sep or not family:
-        raise ValueError(f"column {column!r} is not 'family:qualifier'")
-    return column
-
-
-def check_value(value: object) -> bytes:
-    """Returns a cell value as bytes.
-
-    Raises:
-        TypeError: Not bytes-like.
-    """
-    if type(value) is not bytes:
-        if not isinstance(value, (bytes, bytearray, memoryview)):
-            raise TypeError(f"cell values are bytes, got {type(value).__name__}")
-        value = bytes(value)
-    return value

@@ -1,10 +1,10 @@
 """The Cloud Bigtable store: the store interface on Bigtable tables (docs/ARCHITECTURE.md §2).
 
 ``bigtable://PROJECT/INSTANCE[/TABLE_PREFIX]`` names an instance and a prefix; each of
-:data:`~beamcrawl.stores.base.TABLES` is one Bigtable table, ``PREFIX_TABLE`` (or just
+:data:`~beamcrawl.stores.interface.TABLES` is one Bigtable table, ``PREFIX_TABLE`` (or just
 ``TABLE`` without a prefix). A cell ``"family:qualifier"`` is the Bigtable cell of that
 family and qualifier. The tables and the column families in
-:data:`~beamcrawl.stores.base.FAMILIES` are created by :meth:`BigtableStore.create_tables`
+:data:`~beamcrawl.stores.interface.FAMILIES` are created by :meth:`BigtableStore.create_tables`
 (``beamcrawl store init``), each family with a garbage-collection rule of one version,
 so a set overwrites.
 
@@ -62,7 +62,7 @@ from google.cloud.bigtable.data import (
 from google.cloud.bigtable.data import row_filters as rf
 from google.cloud.bigtable_v2.types import bigtable as _bigtable_types
 
-from beamcrawl.stores.base import (
+from beamcrawl.stores.interface import (
     ESTIMATE_EXACT_ROWS,
     FAMILIES,
     TABLES,
@@ -211,7 +211,7 @@ def _release_clients(key: tuple[int, str, str | None]) -> None:
 
 
 class BigtableStore(Store):
-    """A :class:`~beamcrawl.stores.base.Store` on Cloud Bigtable (or its emulator).
+    """A :class:`~beamcrawl.stores.interface.Store` on Cloud Bigtable (or its emulator).
 
     Open it with :meth:`from_uri` (or :func:`~beamcrawl.stores.base.open_store`), which
     checks that the tables exist; create them once with :meth:`create_tables`.
@@ -435,9 +435,8 @@ class BigtableStore(Store):
         step = max(1, self.keys_chunk)
         with self._errors(table):
             for i in range(0, len(wanted), step):
-                query = ReadRowsQuery(
-                    row_keys=wanted[i : i + step], row_filter=_KEYS_ONLY if keys_only else _LATEST
-                )
+                chunk: list[str | bytes] = list(wanted[i : i + step])  # the client's declared type
+                query = ReadRowsQuery(row_keys=chunk, row_filter=_KEYS_ONLY if keys_only else _LATEST)
                 for row in bt.read_rows(query):
                     out[row.row_key] = {} if keys_only else _cells(row)
         return out
@@ -449,7 +448,7 @@ class BigtableStore(Store):
         the total. Bytes become rows at the table's bytes per row, measured on the first
         sample (rows counted before it, keys only) when that sample is near the start, else
         from the sizes of a few rows. A table estimated below
-        :data:`~beamcrawl.stores.base.ESTIMATE_EXACT_ROWS` rows is simply counted.
+        :data:`~beamcrawl.stores.interface.ESTIMATE_EXACT_ROWS` rows is simply counted.
 
         Raises:
             ValueError: Unknown table.

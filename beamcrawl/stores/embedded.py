@@ -27,7 +27,7 @@ from operator import itemgetter
 from pathlib import Path
 from typing import Any
 
-from beamcrawl.stores.base import TABLES, Mutation, Row, Store, StoreError
+from beamcrawl.stores.interface import TABLES, Mutation, Row, Store, StoreError
 
 _log = logging.getLogger(__name__)
 
@@ -58,7 +58,7 @@ _Phase = tuple[list[tuple[bytes]], list[_Cell]]  # (row deletes, cell sets)
 
 
 class EmbeddedStore(Store):
-    """A :class:`~beamcrawl.stores.base.Store` on one SQLite file.
+    """A :class:`~beamcrawl.stores.interface.Store` on one SQLite file.
 
     Open it with :meth:`from_uri` (or :func:`beamcrawl.stores.base.open_store`), which
     creates the file and its schema if needed. The object can be pickled into other

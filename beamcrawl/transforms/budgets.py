@@ -62,7 +62,7 @@ from beamcrawl.schemas.records import (
     ParsedPage,
     packed_by_host,
 )
-from beamcrawl.state.domains import SEEDED, TABLE, WRITE_BATCH, credit_seed_domains
+from beamcrawl.state.domains import SEEDED, TABLE, WRITE_BATCH
 from beamcrawl.stores.base import Mutation, Store, open_store
 from beamcrawl.transforms import dead_letter
 from beamcrawl.transforms.assign_slots import dedupe_entries, from_operator

@@ -70,7 +70,7 @@ from beamcrawl.state.frontier import scheduled_key
 
 __all__ = [
     "ExtractCandidates",
-    "FilterSeenUrls",
+    "QueueUnseenUrls",
     "bucket_of",
     "bucket_range",
     "choose_bucket_bits",
@@ -491,9 +491,9 @@ class _MergeBucketFn(beam.DoFn):
         self.store.close()
 
 
-class FilterSeenUrls(beam.PTransform):
+class QueueUnseenUrls(beam.PTransform):
     """Lists of candidates → per bucket, a list of the ``FrontierEntry`` of every URL never
-    seen before (now queued).
+    seen before, which it marks seen and queues: it writes the seen set and the frontier.
 
     Args:
         store_uri: The crawl's store.

@@ -143,7 +143,6 @@ def test_each_payload_is_stored_once_and_each_exact_copy_is_one_revisit(crawl: C
             for record in it:
                 h = record.rec_headers
                 if record.rec_type == "response":
-                    status = int(record.http_headers.get_statuscode())
                     payload = record.content_stream().read()
                     digest = h.get_header("WARC-Payload-Digest")
                     url = h.get_header("WARC-Target-URI")

@@ -12,7 +12,6 @@ import shutil
 import threading
 import time
 from concurrent import futures
-from pathlib import Path
 
 import grpc
 import pytest
@@ -20,7 +19,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from beamcrawl.pipelines import flink, runners
-from beamcrawl.pipelines.runners import RunnerSetupError, flink_job_server
+from beamcrawl.pipelines.flink import flink_job_server
+from beamcrawl.pipelines.runners import RunnerSetupError
 
 
 def _unfold(manifest: str) -> dict[str, str]:
@@ -75,6 +75,7 @@ def test_option_values_keeps_every_repeat_in_order():
 def cache(tmp_path, monkeypatch):
     """An empty cache folder, with Beam's matching jar known to be not served (fresh marker)."""
     monkeypatch.setattr(runners, "CACHE", tmp_path / "cache")
+    monkeypatch.setattr(flink, "CACHE", tmp_path / "cache")
     monkeypatch.setattr(flink, "FOLDER", tmp_path / "cache" / "flink" / "built")
     jars = tmp_path / "cache" / "jars"
     jars.mkdir(parents=True)
@@ -95,14 +96,14 @@ def test_local_rounds_fall_back_to_the_built_job_server_and_say_so(cache):
 
 def test_a_day_old_miss_asks_maven_again(cache, tmp_path, monkeypatch):
     marker = cache["matching"].with_name(cache["matching"].name + ".missing")
-    old = time.time() - runners.MISS_TTL - 60
+    old = time.time() - flink.MISS_TTL - 60
     os.utime(marker, (old, old))
     monkeypatch.setenv("PATH", str(tmp_path / "empty"))  # no Maven: asking again is what fails
     with pytest.raises(RunnerSetupError, match="needs Maven"):
-        runners.flink_job_server_jar("2.2")
+        flink.flink_job_server_jar("2.2")
     os.utime(marker, None)  # fresh again: Maven is not asked, and the message says how to ask
     with pytest.raises(RunnerSetupError, match="delete .*missing to ask again"):
-        runners.flink_job_server_jar("2.2")
+        flink.flink_job_server_jar("2.2")
 
 
 def test_the_matching_job_server_is_preferred_when_there(cache):

@@ -10,7 +10,7 @@ from typing import Any
 import aiohttp
 import pytest
 
-from beamcrawl.simweb.audit import RobotsRules, audit, host_policy
+from beamcrawl.simweb.audit import ReferenceRobotsRules, audit, host_policy
 from beamcrawl.simweb.testing import SimwebHandle
 
 UA = "Mozilla/5.0 (compatible; beamcrawl/0.1.0; +https://example.org/bot)"
@@ -226,25 +226,25 @@ Disallow: /
     ],
 )
 def test_robots_rules(path: str, allowed: bool) -> None:
-    rules = RobotsRules.parse(ROBOTS, "beamcrawl")
+    rules = ReferenceRobotsRules.parse(ROBOTS, "beamcrawl")
     assert rules.allowed(path) is allowed
     assert rules.crawl_delay == 1.5
 
 
 def test_robots_group_selection() -> None:
     # No group for the token: the * group applies.
-    star = RobotsRules.parse(ROBOTS, "unknownbot")
+    star = ReferenceRobotsRules.parse(ROBOTS, "unknownbot")
     assert not star.allowed("/p/1.html")
     assert star.allowed("/robots.txt")
     # Several groups for the token are combined.
-    merged = RobotsRules.parse(
+    merged = ReferenceRobotsRules.parse(
         "User-agent: beamcrawl\nDisallow: /a\n\nUser-agent: *\nDisallow: /b\n\n"
         "User-agent: beamcrawl\nDisallow: /c\n",
         "beamcrawl",
     )
     assert not merged.allowed("/a") and not merged.allowed("/c") and merged.allowed("/b")
     # An empty Disallow allows everything; CRLF line ends parse.
-    assert RobotsRules.parse("User-agent: *\r\nDisallow:\r\n", "beamcrawl").allowed("/x")
+    assert ReferenceRobotsRules.parse("User-agent: *\r\nDisallow:\r\n", "beamcrawl").allowed("/x")
 
 
 def test_host_policy_statuses() -> None:

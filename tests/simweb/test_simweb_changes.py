@@ -17,7 +17,7 @@ from beamcrawl.simweb.changes import (
     CHANGE_MIX,
     CHANGE_MULTIPLIERS,
     VERSION0_AGE,
-    ChangeModel,
+    SeededChanges,
     etag_matches,
     http_date,
     not_modified,
@@ -73,8 +73,8 @@ def _pages(web: SimWeb, hi: int) -> list[str]:
 
 
 def test_versions_are_deterministic_for_a_seed_and_differ_across_seeds() -> None:
-    a = ChangeModel(7, 1.0, 1000.0)
-    b = ChangeModel(7, 1.0, 1000.0)
+    a = SeededChanges(7, 1.0, 1000.0)
+    b = SeededChanges(7, 1.0, 1000.0)
     keys = [(h, j) for h in range(5) for j in range(30)]
     # Ask in different orders and horizons: the lazily extended streams must agree.
     for h, j in keys:
@@ -82,17 +82,17 @@ def test_versions_are_deterministic_for_a_seed_and_differ_across_seeds() -> None
     for h, j in reversed(keys):
         assert b.change_times(h, j, 1300.0)[: a.version_at(h, j, 1100.0)] == a.change_times(h, j, 1100.0)
         assert a.change_class(h, j) == b.change_class(h, j)
-    c = ChangeModel(8, 1.0, 1000.0)
+    c = SeededChanges(8, 1.0, 1000.0)
     assert [c.change_times(h, j, 1100.0) for h, j in keys] != [a.change_times(h, j, 1100.0) for h, j in keys]
     # The epoch only shifts the process.
-    d = ChangeModel(7, 1.0, 5000.0)
+    d = SeededChanges(7, 1.0, 5000.0)
     for h, j in keys[:20]:
         shifted = [t - 4000.0 for t in d.change_times(h, j, 5100.0)]
         assert shifted == pytest.approx(a.change_times(h, j, 1100.0), abs=1e-6)
 
 
 def test_class_mix_matches_the_documented_shares() -> None:
-    m = ChangeModel(1, 1.0, 0.0)
+    m = SeededChanges(1, 1.0, 0.0)
     counts = Counter(m.change_class(h, j) for h in range(100) for j in range(100))
     for name, share in CHANGE_MIX:
         assert abs(counts[name] / 10_000 - share) < 0.02, (name, counts)
@@ -101,7 +101,7 @@ def test_class_mix_matches_the_documented_shares() -> None:
 @pytest.mark.parametrize("cls", ["fast", "medium", "slow"])
 def test_empirical_mean_interval_per_class(cls: str) -> None:
     scale = 0.25
-    m = ChangeModel(11, scale, 100.0)
+    m = SeededChanges(11, scale, 100.0)
     mean = CHANGE_MULTIPLIERS[cls] * scale  # type: ignore[operator]
     keys = [(h, j) for h in range(40) for j in range(40) if m.change_class(h, j) == cls][:60]
     assert len(keys) >= 30
@@ -123,7 +123,7 @@ def test_empirical_mean_interval_per_class(cls: str) -> None:
 
 
 def test_static_pages_never_change_and_version_rules() -> None:
-    m = ChangeModel(2, 0.01, 500.0)
+    m = SeededChanges(2, 0.01, 500.0)
     static = [(h, j) for h in range(10) for j in range(20) if m.change_class(h, j) == "static"]
     assert static
     for key in static:
@@ -150,7 +150,7 @@ def test_static_pages_never_change_and_version_rules() -> None:
 
 def test_invalid_parameters() -> None:
     with pytest.raises(ValueError):
-        ChangeModel(1, 0.0, 0.0)
+        SeededChanges(1, 0.0, 0.0)
     with pytest.raises(ValueError):
         SimWeb(3, change_scale=-1.0)
     off = SimWeb(3, port=PORT)
@@ -450,10 +450,10 @@ def test_truth_describes_everything_served_and_unknown_paths_stay_404(web: SimWe
 
 
 def test_a_change_mix_sets_the_class_shares_and_travels_with_the_truth():
-    from beamcrawl.simweb.changes import ChangeModel, parse_mix
+    from beamcrawl.simweb.changes import SeededChanges, parse_mix
 
     mix = parse_mix("static=0.5,slow=0.05,medium=0.2,fast=0.25")
-    model = ChangeModel(3, 1.0, 1_700_000_000.0, mix)
+    model = SeededChanges(3, 1.0, 1_700_000_000.0, mix)
     drawn = [model.change_class(h, j) for h in range(40) for j in range(100)]
     shares = {c: drawn.count(c) / len(drawn) for c in ("static", "slow", "medium", "fast")}
     assert abs(shares["static"] - 0.5) < 0.03 and abs(shares["slow"] - 0.05) < 0.02 and abs(shares["fast"] - 0.25) < 0.03

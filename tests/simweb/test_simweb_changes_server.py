@@ -17,7 +17,7 @@ from multidict import CIMultiDict
 
 from beamcrawl.core.content import sitemaps
 from beamcrawl.core.policy.robots import RobotsRules
-from beamcrawl.simweb.changes import ChangeModel, http_date
+from beamcrawl.simweb.changes import SeededChanges, http_date
 from beamcrawl.simweb.server import build_parser, read_log_header
 from beamcrawl.simweb.site import SimWeb
 from beamcrawl.simweb.testing import SimwebHandle, running_simweb
@@ -154,7 +154,7 @@ def test_if_modified_since_on_a_changing_page(sw: SimwebHandle, model: SimWeb) -
         if rec2["version"] == rec["version"]:
             # Same version: a 304, unless two versions share the Last-Modified second.
             v = rec["version"]
-            cm: ChangeModel = model.changes  # type: ignore[assignment]
+            cm: SeededChanges = model.changes  # type: ignore[assignment]
             key = model.change_key(hi, path)
             ambiguous = v > 0 and math.floor(cm.change_time(*key, v - 1)) == math.floor(cm.change_time(*key, v))  # type: ignore[misc]
             assert r.status == (200 if ambiguous else 304)

@@ -8,7 +8,7 @@ import protego
 import pytest
 
 from beamcrawl.simweb import SimWeb, build_truth, host_names, registered_domain
-from beamcrawl.simweb.audit import RobotsRules, host_policy
+from beamcrawl.simweb.audit import ReferenceRobotsRules, host_policy
 from beamcrawl.simweb.robots_variants import ROBOTS_CYCLE
 from beamcrawl.simweb.site import PAGE_CYCLE, _relative
 from beamcrawl.simweb.truth import host_truth
@@ -199,7 +199,7 @@ def test_truth_robots_agree_with_parsed_text(web: SimWeb) -> None:
         robots = rec["robots"]
         policy = host_policy(robots)
         if robots["status"] == 200 or robots.get("final_status") == 200:
-            parsed = RobotsRules.parse(robots["text"], "beamcrawl")
+            parsed = ReferenceRobotsRules.parse(robots["text"], "beamcrawl")
             assert parsed.crawl_delay == robots["crawl_delay_for_beamcrawl"]
         kind = robots["kind"]
         allowed = {p: e["allowed"] for p, e in rec["pages"].items()}

@@ -388,12 +388,12 @@ def test_estimate_rows_extrapolates_past_its_count(tmp_path: Path, monkeypatch: 
     import random
     import struct
 
-    from beamcrawl.stores import base
+    from beamcrawl.stores import interface
 
     rng = random.Random(9)
     with _open(tmp_path / "s.sqlite") as s:
         s.mutate("urls", [Mutation.set(struct.pack(">Q", rng.getrandbits(64)), {"u:a": b"1"}) for _ in range(20_000)])
-        monkeypatch.setattr(base, "ESTIMATE_EXACT_ROWS", 1_000)
+        monkeypatch.setattr(interface, "ESTIMATE_EXACT_ROWS", 1_000)
         # Uniform 64-bit keys (the seen set's): 1,000 counted, the rest extrapolated.
         assert 17_000 <= s.estimate_rows("urls") <= 23_000
 

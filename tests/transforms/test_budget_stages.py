@@ -31,12 +31,12 @@ from beamcrawl.transforms.budgets import (
     DomainState,
     book_usage,
     budget_domain,
-    credit_seed_domains,
     defer_due,
     domain_of,
     linked_domains,
     read_domains,
 )
+from beamcrawl.state.domains import credit_seed_domains
 
 NOW = 1_800_000_000.0 + 3600.0  # an hour into a budget period
 RULES = BudgetRules(base=5, per_domain=2, cap=50, seed_credit=10, new_hosts_per_round=2, max_hosts=3)
@@ -61,7 +61,7 @@ def test_over_budget_urls_are_deferred_best_first_never_dropped():
     assert [e for e, _ in decision.deferred] == entries[3:] and decision.over_budget == 9
     # Due when the budget refills (the next interval), spread over a quarter of it.
     anchor = NOW // RULES.defer_base * RULES.defer_base
-    for e, due in decision.deferred:
+    for _entry, due in decision.deferred:
         assert NOW < anchor + RULES.defer_base <= due <= anchor + RULES.defer_base * 1.25
 
 

@@ -6,7 +6,7 @@ tests/hostile_inputs.py: 5 examples of 40 pages with 50 links each, plus a hosti
 ``Location`` per page, are 10,000+ URLs as pages write them (IPv6 and IPv4 forms, IDN and
 invalid punycode, ports, userinfo, NUL, undecodable bytes, backslashes). They go through
 ``parse_fetch`` (the parse stage's pure function) and then, on TestPipeline and the embedded
-store, through ExtractCandidates → FilterSeenUrls, CountLinkingDomains, CountDomainUsage and
+store, through ExtractCandidates → QueueUnseenUrls, CountLinkingDomains, CountDomainUsage and
 ApplyBudgets. No exception escapes, every accepted URL is queued once, and every stored key is
 a valid one.
 """
@@ -29,7 +29,7 @@ from beamcrawl.schemas.records import FetchResult, FrontierEntry, packed_by_host
 from beamcrawl.stores.base import open_store
 from beamcrawl.transforms.budgets import ApplyBudgets, CountDomainUsage, CountLinkingDomains
 from beamcrawl.transforms.parse import parse_fetch
-from beamcrawl.transforms.url_seen import ExtractCandidates, FilterSeenUrls, page_candidates
+from beamcrawl.transforms.url_seen import ExtractCandidates, QueueUnseenUrls, page_candidates
 
 NOW = 1_800_000_000.0
 PAGES, LINKS = 40, 50
@@ -85,7 +85,7 @@ def test_hostile_link_sets_pass_url_seen_and_budgets(tmp_path_factory, rng) -> N
 
     p = TestPipeline(runner="FnApiRunner")
     parsed = p | "pages" >> beam.Create(pages)
-    _ = parsed | ExtractCandidates() | FilterSeenUrls(uri, bits=2, now_ms=1000)
+    _ = parsed | ExtractCandidates() | QueueUnseenUrls(uri, bits=2, now_ms=1000)
     _ = parsed | CountLinkingDomains(uri)
     _ = parsed | beam.Map(lambda page: page.fetch) | CountDomainUsage(uri, 1, NOW, DAY)
     _ = (

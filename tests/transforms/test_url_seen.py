@@ -15,13 +15,13 @@ from apache_beam.metrics.metric import MetricsFilter
 from apache_beam.testing.test_pipeline import TestPipeline
 from apache_beam.testing.util import assert_that, equal_to
 
-from beamcrawl.schemas.records import Candidate, FrontierEntry, UrlState, fp_key
+from beamcrawl.schemas.records import Candidate, FrontierEntry, ParsedPage, UrlState, fp_key
 from beamcrawl.stores.base import Mutation, open_store
 from beamcrawl.stores.embedded import EmbeddedStore
 from beamcrawl.transforms.url_seen import (
     TARGET_CANDIDATES_PER_BUCKET,
     TARGET_KEYS_PER_BUCKET,
-    FilterSeenUrls,
+    QueueUnseenUrls,
     bucket_of,
     bucket_range,
     choose_bucket_bits,
@@ -74,7 +74,7 @@ def test_buckets_partition_the_key_space_in_order():
         assert lo <= fp_key(fp) and (hi is None or fp_key(fp) < hi)
 
 
-class TestFilterSeenUrls:
+class TestQueueUnseenUrls:
     def test_only_never_seen_urls_reach_the_frontier(self, tmp_path):
         uri = f"sqlite:///{tmp_path}/store.sqlite"
         rng = random.Random(11)
@@ -87,7 +87,7 @@ class TestFilterSeenUrls:
             [cand(f) for f in seen[30:] + fresh[20:]],  # overlaps: combined per fingerprint
         ]
         with TestPipeline(runner="FnApiRunner") as p:
-            new = p | beam.Create(pages) | FilterSeenUrls(uri, bits=3, now_ms=5000) | beam.FlatMap(list)
+            new = p | beam.Create(pages) | QueueUnseenUrls(uri, bits=3, now_ms=5000) | beam.FlatMap(list)
             assert_that(new | beam.Map(lambda e: e.fp), equal_to(sorted(set(fresh) - set(seen))))
 
         with open_store(uri) as store:
@@ -106,7 +106,7 @@ class TestFilterSeenUrls:
         pages = [[cand(f) for f in range(1000, 1100)]]
         for expected in (100, 0):
             with TestPipeline(runner="FnApiRunner") as p:
-                new = p | beam.Create(pages) | FilterSeenUrls(uri, bits=2, now_ms=1) | beam.FlatMap(list)
+                new = p | beam.Create(pages) | QueueUnseenUrls(uri, bits=2, now_ms=1) | beam.FlatMap(list)
                 assert_that(new | beam.combiners.Count.Globally(), equal_to([expected]))
 
 
@@ -126,9 +126,9 @@ def _seed_seen(uri: str, fps: list[int]) -> None:
 
 
 def _run_filter(uri: str, pages: list[list[Candidate]], expected: list[int], **kw) -> dict[str, int]:
-    """Runs FilterSeenUrls, asserts the new fingerprints, returns the url_seen counters."""
+    """Runs QueueUnseenUrls, asserts the new fingerprints, returns the url_seen counters."""
     p = TestPipeline(runner="FnApiRunner")
-    new = p | beam.Create(pages) | FilterSeenUrls(uri, now_ms=7, **kw) | beam.FlatMap(list)
+    new = p | beam.Create(pages) | QueueUnseenUrls(uri, now_ms=7, **kw) | beam.FlatMap(list)
     assert_that(new | beam.Map(lambda e: e.fp), equal_to(expected))
     result = p.run()
     result.wait_until_finish()
@@ -157,8 +157,8 @@ def test_choose_path_by_cost():
 def test_bucket_count_is_sized_from_the_store(tmp_path):
     uri = f"sqlite:///{tmp_path}/store.sqlite"
     _seed_seen(uri, list(range(1, 1001)))
-    small = FilterSeenUrls(uri, bits=2, now_ms=1)
-    big = FilterSeenUrls(uri, bits=2, now_ms=1, seen_rows=50 * TARGET_KEYS_PER_BUCKET)
+    small = QueueUnseenUrls(uri, bits=2, now_ms=1)
+    big = QueueUnseenUrls(uri, bits=2, now_ms=1, seen_rows=50 * TARGET_KEYS_PER_BUCKET)
     with TestPipeline(runner="FnApiRunner") as p:
         pages = p | beam.Create([[cand(5)]])
         _ = pages | "small" >> small
@@ -278,7 +278,7 @@ def test_seen_rows_written_one_cell_per_field_still_load():
 
 def _page(*links: tuple[str, str], nofollow: bool = False) -> "ParsedPage":
     from beamcrawl.core.urls.urlnorm import fingerprint, normalize
-    from beamcrawl.schemas.records import FetchResult, Link, ParsedPage
+    from beamcrawl.schemas.records import FetchResult, Link
 
     src = FrontierEntry(url="http://a.com/", fp=1, host="a.com", due_ms=0, depth=2)
     page = ParsedPage(fetch=FetchResult(entry=src, outcome="fetched", url=src.url, status=200))

@@ -109,7 +109,7 @@ def page_links(tree: LexborHTMLParser, url: str, token: str = "beamcrawl") -> Pa
     meta_nodes = []
     link_nodes = []
     for node in tree.css(_PAGE_SELECTOR):
-        tag = node.tag
+        tag = node.tag or ""
         if tag == "base":
             if base_node is None:  # the first <base href> is the document's base
                 base_node = node
@@ -181,7 +181,7 @@ def page_links(tree: LexborHTMLParser, url: str, token: str = "beamcrawl") -> Pa
             continue
         seen.add((fp, kind))
         rel = attrs.get("rel")
-        nofollow = bool(rel) and "nofollow" in rel.lower().split()
+        nofollow = rel is not None and "nofollow" in rel.lower().split()
         anchor = _squeeze(node.text(deep=True))[:MAX_ANCHOR_CHARS] if kind == "a" else ""
         out.links.append((target, fp, anchor, nofollow, kind))
     return out

@@ -45,7 +45,7 @@ import math
 import re
 import zlib
 from dataclasses import dataclass, field
-from typing import IO, Literal, Protocol, cast
+from typing import IO, Any, Literal, Protocol, cast
 from urllib.parse import urljoin, urlsplit
 
 import defusedxml.ElementTree as SafeET
@@ -404,13 +404,13 @@ class _Collector:
             target.append(Entry(url, **hints))  # type: ignore[arg-type]
 
 
-def _lastmod_hints(value: tuple[float, float] | None) -> dict[str, object]:
+def _lastmod_hints(value: tuple[float, float] | None) -> dict[str, Any]:
     if value is None:
         return {}
     return {"lastmod": value[0], "lastmod_span": value[1]}
 
 
-def _sitemap_hints(fields: dict[str, str]) -> dict[str, object]:
+def _sitemap_hints(fields: dict[str, str]) -> dict[str, Any]:
     # Google News sitemaps date their entries with <news:news><news:publication_date>.
     hints = _lastmod_hints(parse_w3c_datetime(fields.get("lastmod") or fields.get("publication_date")))
     freq = (fields.get("changefreq") or "").strip().lower()

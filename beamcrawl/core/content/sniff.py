@@ -1,6 +1,6 @@
 """What a response body is, and how its text is encoded. Pure functions over bytes.
 
-The crawler parses HTML only (seeds/002: "bodies cut at 2 MiB, and HTML only"). Servers label
+The crawler parses HTML only (and bodies only up to the body cap). Servers label
 bodies wrongly often enough that the label alone is not trusted: :func:`sniff` reads the
 ``Content-Type`` *and* the first bytes, and answers one of ``"html"``, ``"xhtml"``, ``"xml"``
 (sitemaps, feeds), ``"text"`` or ``"binary:<kind>"`` with ``kind`` one of :data:`BINARY_KINDS`.
@@ -38,8 +38,7 @@ charset-normalizer alone got those two wrong (it guessed windows-1250 for French
 others right (Shift_JIS, EUC-JP, GBK, Big5, EUC-KR, KOI8-R, windows-1251, -1250, ISO-8859-7);
 preferring windows-1252 whenever the detector lists it gets all eleven. It costs 0.3–8 ms per
 page (5 ms on a 64 KiB prefix), paid only by pages that declare nothing and are not UTF-8.
-charset-normalizer is already installed (a dependency of requests, which apache-beam pulls
-in); if it is missing, step 5 is skipped.
+charset-normalizer is a dependency (setup.py); it is imported when a page first needs it.
 
 Labels are mapped as WHATWG's Encoding Standard maps them: ``iso-8859-1`` and ``us-ascii``
 mean windows-1252, ``gb2312`` means GB18030, ``shift_jis`` means Microsoft's cp932, and so on;
@@ -584,10 +583,8 @@ def _is_utf8(body: bytes) -> bool:
 
 
 def _detect(body: bytes) -> str | None:
-    try:
-        import charset_normalizer  # imported on first need: ~50 ms, and most pages never need it
-    except ImportError:  # pragma: no cover - comes with requests
-        return None
+    import charset_normalizer  # imported on first need: ~50 ms, and most pages never need it
+
     try:
         matches = charset_normalizer.from_bytes(body[:DETECT_BYTES])
     except Exception:  # a detector bug must not fail a page: fall back to the default

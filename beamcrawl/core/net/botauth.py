@@ -140,7 +140,7 @@ def read_key_file(path: str) -> bytes:
 
         try:
             with FileSystems.open(path) as fh:
-                return fh.read()  # type: ignore[no-any-return]
+                return fh.read()
         except Exception as exc:  # Beam wraps every filesystem's errors differently
             raise BotAuthError(f"cannot read signing key {path}: {str(exc).splitlines()[0]}") from None
     try:

@@ -225,6 +225,7 @@ def freshen(stored: Validators, answer: Validators) -> Validators:
     the stored one (the server's current spelling), where it sends none, the stored one
     stays.
     """
+    lm: str | None
     if answer.last_modified is not None:
         lm, at = answer.last_modified, answer.last_modified_at
     else:

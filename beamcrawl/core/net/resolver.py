@@ -19,10 +19,10 @@ import ipaddress
 import socket
 import time
 from dataclasses import dataclass
-from typing import Any, Awaitable, Callable, Iterable
+from typing import Awaitable, Callable, Iterable
 
 import aiohttp
-from aiohttp.abc import AbstractResolver
+from aiohttp.abc import AbstractResolver, ResolveResult
 
 from beamcrawl.core.urls import hostkeys
 from beamcrawl.core.net.gate import AddressRefused
@@ -155,7 +155,7 @@ class PolicyResolver(AbstractResolver):
         infos = await self._system.resolve(bare, 0, socket.AF_UNSPEC)
         return list(dict.fromkeys(info["host"] for info in infos))
 
-    async def resolve(self, host: str, port: int = 0, family: int = socket.AF_INET) -> list[dict[str, Any]]:
+    async def resolve(self, host: str, port: int = 0, family: int = socket.AF_INET) -> list[ResolveResult]:
         answer = await self.resolution(host)
         if answer.error is not None:
             if answer.error.startswith(REFUSED):  # the policy, not DNS trouble: say so

@@ -2,9 +2,9 @@
 
 Why budgets. URL-shape rules (core/urls/urlshape.py) stop traps that look like traps; many do not.
 A calendar's ``/cal/2024/01.html`` links to ``/cal/2024/02.html`` for ever, faceted search is
-shallow and wide, and wildcard DNS mints host names without end. seeds/000 ("How do we survive
-spider traps...") rates the answers: a global depth limit is *bad*, per-host caps are *good*
-("but a hard cap cannot tell a trap from a genuinely huge site"), and *great* is IRLbot's pair:
+shallow and wide, and wildcard DNS mints host names without end. Of the known answers, a global
+depth limit is *bad*, per-host caps are *good* (but a hard cap cannot tell a trap from a
+genuinely huge site), and *great* is IRLbot's pair:
 
 * **STAR** (Spam Tracking and Avoidance through Reputation): every registered (pay-level)
   domain gets a page budget that grows with the number of *other domains* linking to it. That
@@ -68,10 +68,10 @@ class BudgetRules:
         base: Pages per period for a domain nobody links to (IRLbot's floor was 10; ours is
             higher because our crawls start from few seeds, so most domains begin unlinked).
         per_domain: Extra pages per period for each other registered domain linking to it.
-        cap: Most pages per period for any domain (seeds/002: "100,000 pages a host").
+        cap: Most pages per period for any domain.
         seed_credit: Linking domains credited to a domain that holds a seed URL: the operator
             vouching for a site counts as that many independent linkers.
-        period: Length of a budget period, seconds (seeds/000: "cap new pages per host per day").
+        period: Length of a budget period, seconds.
         defer_base: First deferral, seconds: one period, when the budget refills.
         defer_max: Longest deferral, seconds: a domain that gains reputation gets its URLs back
             within this long.
@@ -133,8 +133,8 @@ def domain_budget(linking_domains: int, base: int, per_domain: int, cap: int) ->
     """Pages a registered domain may be fetched per budget period.
 
     ``min(cap, base + per_domain × linking_domains)``: linear in the number of distinct *other*
-    registered domains that link to it, as IRLbot's STAR makes it (seeds/000: "a page budget in
-    proportion to the number of other domains linking to it"), from a floor that lets an
+    registered domains that link to it, as IRLbot's STAR makes it (a page budget in proportion
+    to the number of other domains linking to it), from a floor that lets an
     unknown domain be sampled, to a ceiling that bounds any one domain's share of the crawl.
     Linear, not logarithmic: reputation is bought one registration at a time, so each linker
     is worth the same; the cap, not a curve, limits the giants.
@@ -306,9 +306,9 @@ def new_hosts_cap(
 
     A wildcard DNS zone answers for any name, so a trap can link to ``a1.spam.example``,
     ``a2.spam.example``, ... for ever; each new name costs a DNS lookup and a robots.txt
-    fetch that no page budget counts (seeds/000: "a per-domain cap on new host names against
-    wildcard DNS"). Known hosts are always admitted; new ones up to ``per_round`` this round
-    and up to ``max_hosts`` known in all.
+    fetch that no page budget counts, so a per-domain cap on new host names contains them.
+    Known hosts are always admitted; new ones up to ``per_round`` this round and up to
+    ``max_hosts`` known in all.
 
     Args:
         candidates: The domain's host names with URLs due, best first (for instance by the

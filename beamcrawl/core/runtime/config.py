@@ -1,7 +1,7 @@
 """The crawl's settings as one small picklable value, handed to every stage.
 
-PipelineOptions (pipelines/options.py) parse the command line; stages receive a
-:class:`CrawlConfig` so they can be built and tested without options plumbing.
+The command line (``cli/args.py``) is parsed into one; stages receive a :class:`CrawlConfig`
+so they can be built and tested without options plumbing.
 """
 
 from __future__ import annotations

@@ -27,7 +27,7 @@ def dirname(path: str) -> str:
     return posixpath.dirname(path) if is_remote(path) else os.path.dirname(path)
 
 
-def _fs():  # type: ignore[no-untyped-def]
+def _fs():
     from apache_beam.io.filesystems import FileSystems
 
     return FileSystems

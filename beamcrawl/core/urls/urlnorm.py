@@ -1,4 +1,4 @@
-"""URL normalisation, fingerprints and host keys.
+"""URL normalisation and fingerprints (host keys and domains are in :mod:`beamcrawl.core.urls.hostkeys`).
 
 Every discovered link goes through :func:`normalize` before it is fingerprinted, so two
 spellings of one page must come out as one string. Only the *safe* RFC 3986 §6.2.2/§6.2.3
@@ -48,7 +48,6 @@ __all__ = [
     "host_of",
     "normalize",
     "normalize_host",
-    "registered_domain",
 ]
 
 #: Longest normalised URL accepted (the sitemaps protocol's limit; longer ones are mostly traps).
@@ -599,20 +598,3 @@ def host_of(normalized_url: str) -> str:
         # The authority of a normalised URL is its own normal form (a cache hit).
         return _normalize_authority(match.group(2), match.group(1))
     return host_of(normalize(normalized_url))
-
-
-def registered_domain(host: str) -> str:
-    """The registered domain (eTLD+1) of a host, for per-domain budgets; never empty.
-
-    Args:
-        host: A normalised host, optionally with ``:port`` (as :func:`host_of` returns).
-
-    Returns:
-        ``news.example.co.uk`` → ``example.co.uk``. An IP address is its own domain. A name
-        under a suffix the Public Suffix List does not know (``.test``, ``.internal``) is
-        treated as if its last label were a public suffix; a single label is returned as is.
-        See :func:`beamcrawl.core.urls.hostkeys.domain_of`, which this is.
-    """
-    from beamcrawl.core.urls.hostkeys import domain_of  # hostkeys imports this module
-
-    return domain_of(host)

@@ -1,11 +1,9 @@
 """URL-shape rules: cheap tests that keep infinite URL spaces and non-HTML out of the frontier.
 
-A spider trap is a URL space with no end (seeds/000, "How do we survive spider traps"): a
-server that answers any path, so relative links grow ``/a/b/a/b/a/b/...``; session ids minted
-on every visit; ever longer query strings. The first line of defence is the shape of the URL
-itself, checked on every discovered link before the URL-seen check (seeds/000: "Reject URLs
-over 2,048 characters, deeper than about 16 levels or with a repeating segment"; seeds/002:
-"at most 16 links deep, 2,048 characters a URL, ... no path repeating a segment 3 times"):
+A spider trap is a URL space with no end: a server that answers any path, so relative links
+grow ``/a/b/a/b/a/b/...``; session ids minted on every visit; ever longer query strings. The
+first line of defence is the shape of the URL itself, checked on every discovered link before
+the URL-seen check (by default: at most 2,048 characters, 16 path segments, no segment 3 times):
 
 * longer than :attr:`ShapeRules.max_length` characters (the sitemaps protocol's own limit);
 * more than :attr:`ShapeRules.max_depth` path segments;

@@ -109,7 +109,7 @@ def test_next_due_values_and_errors():
 
 
 def test_expected_freshness_matches_the_design_notes():
-    """seeds/000: daily visits keep a weekly-changing page 93% fresh and an hourly one 4%; for a
+    """Daily visits keep a weekly-changing page 93% fresh and an hourly one 4%; for a
     daily-changing page four fetches a day instead of one buy 63% -> 88%."""
     assert f.expected_freshness(1 / (7 * DAY), DAY) == pytest.approx(0.93, abs=0.005)
     assert f.expected_freshness(1 / HOUR, DAY) == pytest.approx(0.04, abs=0.005)

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 import hostile_inputs as hostile
 from beamcrawl.core.urls.hostkeys import domain_of, host_key, hostname_of, is_ip_key, shard_of, split_slot
-from beamcrawl.core.urls.urlnorm import InvalidURL, host_of, normalize, registered_domain
+from beamcrawl.core.urls.urlnorm import InvalidURL, host_of, normalize
 from beamcrawl.cli.hosts import policy_key
 from beamcrawl.schemas.records import FetchResult, FrontierEntry, Link, ParsedPage
 from beamcrawl.transforms import budgets as budget_stage
@@ -63,7 +63,6 @@ def test_host_keys_table(slot: str, key: str, name: str, domain: str) -> None:
     assert host_key(slot) == key
     assert hostname_of(slot) == name
     assert domain_of(slot) == domain
-    assert registered_domain(slot) == domain
 
 
 def test_ipv6_hosts_have_their_own_domains() -> None:
@@ -106,7 +105,7 @@ def test_every_host_key_function_is_total(slot: str) -> None:
     assert host_key(name) == key  # the resolver's name and the key name one host
     assert host_key(key) == key and domain_of(key) == domain  # idempotent
     assert 0 <= shard_of(slot, 7) < 7 and 0 <= fetch_shard(slot, None, 13) < 13
-    assert parquet_io._host_domain(slot) == domain == budget_stage.domain_of(slot) == registered_domain(slot)
+    assert parquet_io._host_domain(slot) == domain == budget_stage.domain_of(slot)
     try:
         policy = policy_key(slot)
     except ValueError:

@@ -13,6 +13,7 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
+from beamcrawl.core.urls.hostkeys import domain_of
 from beamcrawl.core.urls.urlnorm import (
     MAX_URL_LENGTH,
     InvalidURL,
@@ -22,7 +23,6 @@ from beamcrawl.core.urls.urlnorm import (
     fp_key,
     host_of,
     normalize,
-    registered_domain,
 )
 
 # --- the rules, one table each ------------------------------------------------------------------
@@ -516,7 +516,7 @@ def test_host_of_rejects_non_urls() -> None:
     ],
 )
 def test_registered_domain(host: str, domain: str) -> None:
-    assert registered_domain(host) == domain
+    assert domain_of(host) == domain
 
 
 # --- cost --------------------------------------------------------------------------------------

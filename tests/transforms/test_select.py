@@ -1,0 +1,93 @@
+"""Select (transforms/select.py) on a real embedded store and FnApiRunner: what is due, and the
+host records and policies of the hosts with due work.
+
+A frontier row due exactly now is due; one due a millisecond later is not. A row that does not
+decode is counted and left where it is, and the others are still read. A policy set on a bare
+host name covers its slots on other ports unless a slot has its own; a host with no stored
+record gets a fresh one; a host whose stored record does not decode is set aside, and the
+other hosts are still read.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import apache_beam as beam
+from apache_beam.metrics.metric import MetricsFilter
+from apache_beam.runners.runner import PipelineResult
+from apache_beam.testing.test_pipeline import TestPipeline
+from apache_beam.testing.util import assert_that, equal_to
+
+from beamcrawl.schemas.records import FrontierEntry, HostPolicy, HostRecord, frontier_key, packed_by_host
+from beamcrawl.stores.base import Mutation, open_store
+from beamcrawl.transforms.select import ReadDueFrontier, ReadHostState
+
+NOW_MS = 1_000_000
+
+
+def _counters(result: PipelineResult, namespace: str) -> dict[str, int]:
+    query = result.metrics().query(MetricsFilter().with_namespace(namespace))
+    return {c.key.metric.name: c.committed for c in query["counters"]}
+
+
+def _entry(host: str, n: int, due_ms: int) -> FrontierEntry:
+    return FrontierEntry(url=f"http://{host}/{n}", fp=n, host=host, due_ms=due_ms)
+
+
+def test_every_row_due_by_now_is_read_grouped_by_host_and_a_bad_row_stays(tmp_path: Path) -> None:
+    uri = f"sqlite:///{tmp_path}/store.sqlite"
+    due = [_entry("a.example", 1, 0), _entry("b.example", 2, NOW_MS - 5), _entry("a.example", 3, NOW_MS)]
+    later = [_entry("a.example", 4, NOW_MS + 1), _entry("c.example", 5, NOW_MS * 2)]
+    bad_key = frontier_key(NOW_MS - 1, 99)
+    with open_store(uri) as store:
+        store.mutate("frontier", [Mutation.set(e.key, e.to_cells()) for e in due + later])
+        store.mutate("frontier", [Mutation.set(bad_key, {"r:json": b"{not json"})])
+
+    p = TestPipeline(runner="FnApiRunner")
+    out = p | ReadDueFrontier(uri, NOW_MS)
+    assert_that(out | beam.FlatMap(lambda he: [(he[0], e.url) for e in he[1]]), equal_to([(e.host, e.url) for e in due]))
+    result = p.run()
+    result.wait_until_finish()
+
+    counters = _counters(result, "select")
+    assert counters["due_rows"] == len(due) and counters["bad_rows"] == 1
+    with open_store(uri) as store:  # nothing is deleted by reading: the bad row waits for an operator
+        keys = [k for k, _ in store.read_range("frontier", keys_only=True)]
+    assert bad_key in keys and len(keys) == len(due) + len(later) + 1
+
+
+def test_host_rows_and_policies_of_the_due_hosts(tmp_path: Path) -> None:
+    uri = f"sqlite:///{tmp_path}/store.sqlite"
+    bare_policy = HostPolicy("a.example", min_delay_ms=5000)
+    own_policy = HostPolicy("a.example:8443", blocked=True)
+    with open_store(uri) as store:
+        store.mutate(
+            "hosts",
+            [
+                Mutation.set(b"a.example", HostRecord("a.example", delay=2.0, fetches=7).to_cells()),
+                Mutation.set(b"broken.example", {"r:json": b"[1, 2"}),
+            ],
+        )
+        store.mutate(
+            "policies",
+            [Mutation.set(b"a.example", bare_policy.to_cells()), Mutation.set(b"a.example:8443", own_policy.to_cells())],
+        )
+    hosts = ["a.example", "a.example:8080", "a.example:8443", "b.example", "broken.example"]
+    due = list(packed_by_host(_entry(h, i, 0) for i, h in enumerate(hosts)))
+
+    p = TestPipeline(runner="FnApiRunner")
+    state = p | beam.Create(due) | ReadHostState(uri)
+    assert_that(
+        state.records | beam.Map(lambda hr: (hr[0], hr[1].delay, hr[1].fetches)),
+        equal_to([("a.example", 2.0, 7), ("a.example:8080", 0.0, 0), ("a.example:8443", 0.0, 0), ("b.example", 0.0, 0)]),
+        label="records",
+    )
+    assert_that(
+        state.policies | beam.Map(lambda hp: (hp[0], hp[1].min_delay_ms, hp[1].blocked)),
+        equal_to([("a.example", 5000, False), ("a.example:8080", 5000, False), ("a.example:8443", None, True)]),
+        label="policies",
+    )
+    result = p.run()
+    result.wait_until_finish()
+    errors = _counters(result, "errors")
+    assert sum(n for name, n in errors.items() if name.startswith("select/")) == 1
