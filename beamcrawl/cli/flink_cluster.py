@@ -25,17 +25,44 @@ def _parser() -> OneLineArgumentParser:
     defaults = ClusterConfig()
     parser = OneLineArgumentParser(prog="beamcrawl flink-cluster", description=__doc__.splitlines()[0])
     parser.add_argument("action", choices=("start", "stop", "status"))
-    parser.add_argument("--dir", required=True, metavar="DIR", help="The cluster's folder: its config, logs/ and state.")
-    parser.add_argument("--rest-port", type=int, default=defaults.rest_port, metavar="P",
-                        help=f"The JobManager's REST port, the crawl's --flink_master (default {defaults.rest_port}).")
-    parser.add_argument("--rpc-port", type=int, default=defaults.rpc_port, metavar="P",
-                        help=f"The JobManager's RPC port (default {defaults.rpc_port}).")
-    parser.add_argument("--pool-port", type=int, default=defaults.pool_port, metavar="P",
-                        help=f"The SDK worker pool's port, the crawl's --environment_config (default {defaults.pool_port}).")
-    parser.add_argument("--task-managers", type=int, default=defaults.task_managers, metavar="N",
-                        help=f"TaskManagers to start (default {defaults.task_managers}).")
-    parser.add_argument("--slots", type=int, default=defaults.slots, metavar="N",
-                        help=f"Task slots per TaskManager (default {defaults.slots}).")
+    parser.add_argument(
+        "--dir", required=True, metavar="DIR", help="The cluster's folder: its config, logs/ and state."
+    )
+    parser.add_argument(
+        "--rest-port",
+        type=int,
+        default=defaults.rest_port,
+        metavar="P",
+        help=f"The JobManager's REST port, the crawl's --flink_master (default {defaults.rest_port}).",
+    )
+    parser.add_argument(
+        "--rpc-port",
+        type=int,
+        default=defaults.rpc_port,
+        metavar="P",
+        help=f"The JobManager's RPC port (default {defaults.rpc_port}).",
+    )
+    parser.add_argument(
+        "--pool-port",
+        type=int,
+        default=defaults.pool_port,
+        metavar="P",
+        help=f"The SDK worker pool's port, the crawl's --environment_config (default {defaults.pool_port}).",
+    )
+    parser.add_argument(
+        "--task-managers",
+        type=int,
+        default=defaults.task_managers,
+        metavar="N",
+        help=f"TaskManagers to start (default {defaults.task_managers}).",
+    )
+    parser.add_argument(
+        "--slots",
+        type=int,
+        default=defaults.slots,
+        metavar="N",
+        help=f"Task slots per TaskManager (default {defaults.slots}).",
+    )
     return parser  # fmt: skip
 
 

@@ -35,13 +35,12 @@ import socket
 import subprocess
 import sys
 import time
-import urllib.error
 import urllib.request
 from pathlib import Path
 from typing import Iterator
 
 from beamcrawl.pipelines import flink
-from beamcrawl.pipelines.runners import RunnerSetupError
+from beamcrawl.pipelines.runner_args import RunnerSetupError
 
 STATE = "cluster.json"
 ENTRYPOINT = "org.apache.flink.runtime.entrypoint.StandaloneSessionClusterEntrypoint"
@@ -119,7 +118,9 @@ def _memory_params(java: str, conf_dir: Path, what: str) -> tuple[list[str], lis
         [java, "-cp", _classpath(), BASH_JAVA_UTILS, what, "--configDir", str(conf_dir)],
         capture_output=True, text=True, timeout=120,
     )  # fmt: skip
-    results = [line.split(":", 1)[1] for line in proc.stdout.splitlines() if line.startswith("BASH_JAVA_UTILS_EXEC_RESULT:")]
+    results = [
+        line.split(":", 1)[1] for line in proc.stdout.splitlines() if line.startswith("BASH_JAVA_UTILS_EXEC_RESULT:")
+    ]
     if proc.returncode != 0 or len(results) < 2:
         last = (proc.stderr.strip().splitlines() or proc.stdout.strip().splitlines() or ["no output"])[-1]
         raise RunnerSetupError(f"Flink's BashJavaUtils could not size the {conf_dir.name} process: {last[:200]}")
@@ -160,10 +161,14 @@ def start(folder: str | Path, cfg: ClusterConfig = ClusterConfig(), env: dict[st
     """
     folder = Path(folder).resolve()
     if (folder / STATE).exists() and _alive(_read_state(folder)):
-        raise RunnerSetupError(f"a cluster is already running from {folder} (beamcrawl flink-cluster stop --dir {folder})")
+        raise RunnerSetupError(
+            f"a cluster is already running from {folder} (beamcrawl flink-cluster stop --dir {folder})"
+        )
     for name, port in (("REST", cfg.rest_port), ("RPC", cfg.rpc_port), ("worker pool", cfg.pool_port)):
         if not _port_free(port):
-            raise RunnerSetupError(f"the {name} port {port} is in use on localhost; choose another (--{name.lower().replace(' ', '-')}-port)")
+            raise RunnerSetupError(
+                f"the {name} port {port} is in use on localhost; choose another (--{name.lower().replace(' ', '-')}-port)"
+            )
     java = _java()
     _classpath()
     logs = folder / "logs"
@@ -181,7 +186,11 @@ def start(folder: str | Path, cfg: ClusterConfig = ClusterConfig(), env: dict[st
             (conf_dir / "flink-conf.yaml").write_text(flink_conf(cfg, folder, role))
             for sub in ("web", "blobs", "io"):
                 (folder / "tmp" / role / sub).mkdir(parents=True, exist_ok=True)
-            what, main = ("GET_JM_RESOURCE_PARAMS", ENTRYPOINT) if role == "jobmanager" else ("GET_TM_RESOURCE_PARAMS", TASK_MANAGER)
+            what, main = (
+                ("GET_JM_RESOURCE_PARAMS", ENTRYPOINT)
+                if role == "jobmanager"
+                else ("GET_TM_RESOURCE_PARAMS", TASK_MANAGER)
+            )
             if what not in sizes:  # every TaskManager has the same sizes
                 sizes[what] = _memory_params(java, conf_dir, what)
             jvm, dynamic = sizes[what]
@@ -189,13 +198,31 @@ def start(folder: str | Path, cfg: ClusterConfig = ClusterConfig(), env: dict[st
                    "-cp", _classpath(), main, "--configDir", str(conf_dir), *dynamic]  # fmt: skip
             # TaskManagers start beside the JobManager: they retry until it listens.
             state["processes"][role] = _spawn(cmd, logs / f"{role}.log", None)
-        pool_cmd = [sys.executable, "-m", "beamcrawl.pipelines.worker_pool", "--port", str(cfg.pool_port), "--bind", "127.0.0.1"]
+        pool_cmd = [
+            sys.executable,
+            "-m",
+            "beamcrawl.pipelines.worker_pool",
+            "--port",
+            str(cfg.pool_port),
+            "--bind",
+            "127.0.0.1",
+        ]
         state["processes"]["worker-pool"] = _spawn(pool_cmd, logs / "worker-pool.log", env)
         _write_state(folder, state)
-        _wait(lambda: _rest_ok(cfg.rest_port), f"the JobManager's REST API on port {cfg.rest_port}", logs / "jobmanager.log", state)
+        _wait(
+            lambda: _rest_ok(cfg.rest_port),
+            f"the JobManager's REST API on port {cfg.rest_port}",
+            logs / "jobmanager.log",
+            state,
+        )
         _wait(lambda: _registered(cfg.rest_port) >= cfg.task_managers, f"{cfg.task_managers} TaskManagers to register",
               logs / "taskmanager-1.log", state)  # fmt: skip
-        _wait(lambda: not _port_free(cfg.pool_port), f"the worker pool on port {cfg.pool_port}", logs / "worker-pool.log", state)
+        _wait(
+            lambda: not _port_free(cfg.pool_port),
+            f"the worker pool on port {cfg.pool_port}",
+            logs / "worker-pool.log",
+            state,
+        )
     except BaseException:
         _terminate(state)
         raise
@@ -236,7 +263,9 @@ def submit_args(state: dict) -> list[str]:
 
 
 @contextlib.contextmanager
-def running(folder: str | Path, cfg: ClusterConfig = ClusterConfig(), env: dict[str, str] | None = None) -> Iterator[dict]:
+def running(
+    folder: str | Path, cfg: ClusterConfig = ClusterConfig(), env: dict[str, str] | None = None
+) -> Iterator[dict]:
     """A started cluster for the block's length (for tests); stopped however the block ends."""
     state = start(folder, cfg, env)
     try:
@@ -328,7 +357,9 @@ def _wait(ready, what: str, log_path: Path, state: dict) -> None:
     while not ready():
         dead = [role for role, entry in state["processes"].items() if not _is_ours(entry)]
         if dead:
-            raise RunnerSetupError(f"the cluster's {dead[0]} exited while waiting for {what}; see {state['processes'][dead[0]]['log']}")
+            raise RunnerSetupError(
+                f"the cluster's {dead[0]} exited while waiting for {what}; see {state['processes'][dead[0]]['log']}"
+            )
         if time.monotonic() > deadline:
             raise RunnerSetupError(f"timed out after {START_TIMEOUT:g}s waiting for {what}; see {log_path}")
         time.sleep(0.5)
@@ -342,20 +373,3 @@ def _write_state(folder: Path, state: dict) -> None:
 
 def _read_state(folder: Path) -> dict:
     return json.loads((folder / STATE).read_text())
-
-
-def cluster_flink_version(master: str, timeout: float = 5.0) -> str:
-    """The Flink version a session cluster runs (``1.16.0``), from its REST ``/overview``.
-
-    Raises:
-        RunnerSetupError: The cluster does not answer, or not as Flink's REST API.
-    """
-    address = master.removeprefix("http://").removeprefix("https://").rstrip("/")
-    try:
-        with urllib.request.urlopen(f"http://{address}/overview", timeout=timeout) as resp:
-            version = json.loads(resp.read()).get("flink-version")
-    except (OSError, ValueError) as exc:
-        raise RunnerSetupError(f"the Flink cluster at {address} did not answer its REST API (/overview): {exc}") from None
-    if not isinstance(version, str) or not version:
-        raise RunnerSetupError(f"the Flink cluster at {address} did not say its version (/overview has no flink-version)")
-    return version

@@ -151,8 +151,12 @@ def serve(pool: KeyedWorkerPool, bind: str, port: int) -> tuple[grpc.Server, int
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m beamcrawl.pipelines.worker_pool", description=__doc__.splitlines()[0])
-    parser.add_argument("--port", type=int, required=True, help="Port to listen on (the TaskManagers' --environment_config).")
+    parser = argparse.ArgumentParser(
+        prog="python -m beamcrawl.pipelines.worker_pool", description=__doc__.splitlines()[0]
+    )
+    parser.add_argument(
+        "--port", type=int, required=True, help="Port to listen on (the TaskManagers' --environment_config)."
+    )
     parser.add_argument("--bind", default="127.0.0.1", help="Address to listen on (default 127.0.0.1).")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")

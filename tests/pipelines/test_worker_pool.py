@@ -19,6 +19,11 @@ from hypothesis import strategies as st
 from beamcrawl.pipelines import worker_pool
 
 
+# Each caller its own connection, as each TaskManager's (a Java channel's) is: Python's gRPC
+# would otherwise share one connection between channels to the same address.
+OWN_CONNECTION = [("grpc.use_local_subchannel_pool", 1)]
+
+
 def _sleeper(control_url: str, worker_id: str) -> list[str]:
     return [sys.executable, "-c", "import time; time.sleep(120)", control_url, worker_id]
 
@@ -30,7 +35,7 @@ def pool():
     channels: list[grpc.Channel] = []
 
     def caller() -> beam_fn_api_pb2_grpc.BeamFnExternalWorkerPoolStub:
-        channel = grpc.insecure_channel(f"127.0.0.1:{port}")
+        channel = grpc.insecure_channel(f"127.0.0.1:{port}", options=OWN_CONNECTION)
         channels.append(channel)
         return beam_fn_api_pb2_grpc.BeamFnExternalWorkerPoolStub(channel)
 
@@ -98,7 +103,7 @@ def test_interleaved_starts_and_stops_of_two_callers_keep_each_callers_workers(i
     other's stay alive, whichever caller goes first."""
     keyed = worker_pool.KeyedWorkerPool(command=_sleeper)
     server, port = worker_pool.serve(keyed, "127.0.0.1", 0)
-    channels = [grpc.insecure_channel(f"127.0.0.1:{port}") for _ in range(2)]
+    channels = [grpc.insecure_channel(f"127.0.0.1:{port}", options=OWN_CONNECTION) for _ in range(2)]
     try:
         stubs = [beam_fn_api_pb2_grpc.BeamFnExternalWorkerPoolStub(c) for c in channels]
         for worker_id in ids:
