@@ -198,6 +198,7 @@ def start(folder: str | Path, cfg: ClusterConfig = ClusterConfig(), env: dict[st
                    "-cp", _classpath(), main, "--configDir", str(conf_dir), *dynamic]  # fmt: skip
             # TaskManagers start beside the JobManager: they retry until it listens.
             state["processes"][role] = _spawn(cmd, logs / f"{role}.log", None)
+            _write_state(folder, state)  # after each start: `stop` can end what a killed `start` left
         pool_cmd = [
             sys.executable,
             "-m",
