@@ -273,9 +273,13 @@ def cluster_flink_version(master: str, timeout: float = 10.0) -> str:
         with urllib.request.urlopen(f"http://{address}/overview", timeout=timeout) as resp:
             version = json.loads(resp.read()).get("flink-version")
     except (OSError, ValueError, AttributeError) as exc:
-        raise RunnerSetupError(f"the Flink cluster at {address} did not answer on its REST API (/overview): {exc}") from None
+        raise RunnerSetupError(
+            f"the Flink cluster at {address} did not answer on its REST API (/overview): {exc}"
+        ) from None
     if not isinstance(version, str) or not version.strip():
-        raise RunnerSetupError(f"the Flink cluster at {address} did not say its version (no flink-version in /overview)")
+        raise RunnerSetupError(
+            f"the Flink cluster at {address} did not say its version (no flink-version in /overview)"
+        )
     return version.strip()
 
 

@@ -233,7 +233,9 @@ def test_a_job_server_that_cannot_start_fails_in_one_line_pointing_at_its_log(tm
     assert "job server on localhost:" in text and "jarfile" in text.lower()  # java's own complaint
 
 
-@pytest.mark.parametrize("given, heap", [([], f"-Xmx{flink.JOB_SERVER_HEAP}"), (["--job_server_jvm_property=-Xmx384m"], "-Xmx384m")])
+@pytest.mark.parametrize(
+    "given, heap", [([], f"-Xmx{flink.JOB_SERVER_HEAP}"), (["--job_server_jvm_property=-Xmx384m"], "-Xmx384m")]
+)
 def test_the_job_server_gets_a_heap_limit_and_binds_its_job_port_to_loopback(tmp_path, given, heap):
     not_a_jar = tmp_path / "job-server.jar"
     not_a_jar.write_text("not a jar")
