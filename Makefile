@@ -6,7 +6,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: install emulator prism flink requirements demo notebook lint lint-check test bench bench-compare clean
+.PHONY: install emulator prism flink flink-cluster flink-cluster-stop requirements demo notebook lint lint-check test bench bench-compare clean
 
 install: $(STAMP)
 
@@ -33,6 +33,16 @@ prism: install
 # Flink 1.16 job server of Beam 2.50 from its Maven classpath (cached in ~/.cache/beamcrawl/flink).
 flink: install
 	$(PY) -m beamcrawl.pipelines.flink
+
+# A Flink 1.16 session cluster on this machine from those jars (a JobManager, two TaskManagers
+# and an SDK worker pool, all on loopback; README "Running on your own Flink cluster"). Its
+# SDK workers get this environment: set BIGTABLE_EMULATOR_HOST (or credentials) first.
+FLINK_CLUSTER_DIR ?= flink-cluster
+flink-cluster: flink
+	$(VENV)/bin/beamcrawl flink-cluster start --dir $(FLINK_CLUSTER_DIR)
+
+flink-cluster-stop: install
+	$(VENV)/bin/beamcrawl flink-cluster stop --dir $(FLINK_CLUSTER_DIR)
 
 # The image's pinned dependencies (Dockerfile), from setup.py and the versions installed here.
 requirements: install

@@ -18,6 +18,7 @@
     beamcrawl report OUT_DIR [--to DIR]
     beamcrawl status --crawl OUT_DIR [--json]   (is a round running; its live counters)
     beamcrawl demo [--out DIR] [--hosts N] [--rounds N]   (DIR: new, empty, or a previous demo's)
+    beamcrawl flink-cluster start|stop|status --dir DIR [--rest-port P] [--task-managers N]
     beamcrawl simweb --port P --hosts N --log FILE --truth FILE
     beamcrawl simweb audit LOG TRUTH [--min-delay S] [--token TOKEN]
     beamcrawl normalize URL...
@@ -255,9 +256,16 @@ def cmd_demo(argv: Sequence[str]) -> int:
     return demo_main(list(argv))
 
 
+def cmd_flink_cluster(argv: Sequence[str]) -> int:
+    from beamcrawl.cli.flink_cluster import main as flink_cluster_main
+
+    return flink_cluster_main(list(argv))
+
+
 COMMANDS = {
     "crawl": cmd_crawl,
     "demo": cmd_demo,
+    "flink-cluster": cmd_flink_cluster,
     "hosts": cmd_hosts,
     "export": cmd_export,
     "submit": cmd_submit,

@@ -161,6 +161,8 @@ def _last_error(output: str) -> str:
 # --- One job server for a whole crawl ---------------------------------------------------------
 
 LOG_NAME = "flink-job-server.log"
+# The job server's heap unless --job_server_jvm_property=-Xmx... says otherwise.
+JOB_SERVER_HEAP = "1g"
 START_TIMEOUT = 180.0
 # The job server logs through SLF4J to java.util.logging: one line per record, and without
 # the two loudest sources (a dump of every job's metrics, thousands of lines a round, which
@@ -219,15 +221,29 @@ def flink_job_server_jar(flink_version: str) -> Path:
 
 
 def flink_job_server(
-    flink_version: str | None = None, local: bool = True, announce: Callable[[str], object] | None = None
+    flink_version: str | None = None,
+    local: bool = True,
+    announce: Callable[[str], object] | None = None,
+    master: str | None = None,
 ) -> Path:
     """The job-server jar a Flink round uses: Beam's matching one where Maven serves it, else
     (for Flink's local mini-cluster) the Flink 1.16 job server built by ``make flink``.
 
-    A remote cluster runs the Flink version it runs, so there the matching jar is required.
+    A remote cluster runs the Flink version it runs, so there the matching jar is required;
+    with no ``flink_version`` given, the cluster at ``master`` is asked (its REST
+    ``/overview``), and a Flink 1.16 cluster gets the job server ``make flink`` built.
     """
     from apache_beam.options.pipeline_options import FlinkRunnerOptions
 
+    if not local and flink_version is None and master is not None:
+        running = cluster_flink_version(master)
+        flink_version = ".".join(running.split(".")[:2])
+        if flink_version == FLINK_VERSION:
+            jar = launcher_jar()
+            if announce is not None:
+                announce(f"flink: the cluster at {master} runs Flink {running}: using the Flink {FLINK_VERSION} "
+                         f"job server of Beam {BEAM_VERSION} ({jar})")  # fmt: skip
+            return jar
     wanted = flink_version or FlinkRunnerOptions.PUBLISHED_FLINK_VERSIONS[-1]
     try:
         return flink_job_server_jar(wanted)
@@ -241,6 +257,30 @@ def flink_job_server(
                 f"{FLINK_VERSION} job server of Beam {BEAM_VERSION} ({jar})"
             )
         return jar
+
+
+def cluster_flink_version(master: str, timeout: float = 10.0) -> str:
+    """The Flink version a session cluster runs (``1.16.0``), from its REST ``/overview``.
+
+    Raises:
+        RunnerSetupError: The cluster does not answer, or not as Flink's REST API does.
+    """
+    import json
+    import urllib.request
+
+    address = master.removeprefix("http://").removeprefix("https://").rstrip("/")
+    try:
+        with urllib.request.urlopen(f"http://{address}/overview", timeout=timeout) as resp:
+            version = json.loads(resp.read()).get("flink-version")
+    except (OSError, ValueError, AttributeError) as exc:
+        raise RunnerSetupError(
+            f"the Flink cluster at {address} did not answer on its REST API (/overview): {exc}"
+        ) from None
+    if not isinstance(version, str) or not version.strip():
+        raise RunnerSetupError(
+            f"the Flink cluster at {address} did not say its version (no flink-version in /overview)"
+        )
+    return version.strip()
 
 
 def uses_local_job_server(args: Sequence[str]) -> bool:
@@ -285,13 +325,16 @@ def job_server(args: Sequence[str], out: str, announce: Callable[[str], object] 
     artifacts = tempfile.mkdtemp(prefix="beamcrawl-flink-artifacts-")
     logging_config = Path(artifacts) / "logging.properties"
     logging_config.write_text(JAVA_LOGGING)
+    jvm = option_values(args, "job_server_jvm_property")
     cmd = [
         option_value(args, "job_server_java_launcher") or "java",
         f"-Djava.util.logging.config.file={logging_config}",
-        *option_values(args, "job_server_jvm_property"),
+        # A heap limit unless one is given: the JVM's default is a quarter of the machine.
+        *([] if any(p.startswith("-Xmx") for p in jvm) else [f"-Xmx{JOB_SERVER_HEAP}"]),
+        *jvm,
         "-jar", str(option_value(args, "flink_job_server_jar")),
         "--flink-master", FlinkRunner.add_http_scheme(option_value(args, "flink_master") or "[auto]"),
-        "--job-port", str(port), "--artifact-port", "0", "--expansion-port", "0",
+        "--job-host", "localhost", "--job-port", str(port), "--artifact-port", "0", "--expansion-port", "0",
         "--artifacts-dir", artifacts,
     ]  # fmt: skip
     with open(log_path, "a", encoding="utf-8") as log_file:

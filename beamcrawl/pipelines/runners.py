@@ -44,11 +44,14 @@ def is_remote(args: Sequence[str]) -> bool:
     runner = runner_name(args).lower().removesuffix("runner")
     if runner in ("fnapi", "direct", "prism", "bundlebaseddirect", "switchingdirect"):
         return False
+    # Workers in a pool or in containers are not this process, whatever the job server's address:
+    # a job endpoint or Flink master on localhost may front a cluster.
+    outside = (option_value(args, "environment_type") or "").upper() in ("EXTERNAL", "DOCKER")
     if runner == "flink":
-        return (option_value(args, "flink_master") or "[auto]") not in LOCAL_MASTERS
+        return outside or (option_value(args, "flink_master") or "[auto]") not in LOCAL_MASTERS
     if runner == "portable":
         endpoint = option_value(args, "job_endpoint") or ""
-        return not (endpoint == "embed" or endpoint.startswith(("localhost:", "127.0.0.1:")))
+        return outside or not (endpoint == "embed" or endpoint.startswith(("localhost:", "127.0.0.1:")))
     return True  # Dataflow, Spark, and anything we don't know: assume a cluster
 
 
@@ -157,7 +160,8 @@ def prepare(args: Sequence[str]) -> list[str]:
         local = (option_value(args, "flink_master") or "[auto]") in LOCAL_MASTERS
         from beamcrawl.pipelines.flink import flink_job_server
 
-        jar = flink_job_server(option_value(args, "flink_version"), local=local, announce=log.info)
+        jar = flink_job_server(option_value(args, "flink_version"), local=local, announce=log.info,
+                               master=None if local else option_value(args, "flink_master"))  # fmt: skip
         args = [*args, f"--flink_job_server_jar={jar}"]
         if option_value(args, "environment_type") is None and (option_value(args, "flink_master") or "[auto]") in LOCAL_MASTERS:
             args = [*args, "--environment_type=LOOPBACK"]

@@ -6,8 +6,11 @@ The rounds themselves run on Flink in ``test_end_to_end.py``.
 
 from __future__ import annotations
 
+import contextlib
+import http.server
 import logging
 import os
+import socket
 import shutil
 import threading
 import time
@@ -149,6 +152,70 @@ def test_prepare_adds_the_job_server_and_loopback_for_a_local_master(cache):
     assert not flink.uses_local_job_server(["--runner=FnApiRunner"])
 
 
+@contextlib.contextmanager
+def _rest_api(body: bytes, status: int = 200):
+    """A real HTTP server on loopback answering every GET as a Flink REST API would (or not)."""
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"localhost:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_a_flink_1_16_cluster_gets_the_built_job_server_and_says_so(cache):
+    cache["launcher"].parent.mkdir(parents=True)
+    cache["launcher"].write_bytes(b"PK")
+    with _rest_api(b'{"taskmanagers": 2, "flink-version": "1.16.0"}') as master:
+        args = runners.prepare(["--runner=FlinkRunner", f"--flink_master={master}", "--environment_type=EXTERNAL"])
+    assert runners.option_value(args, "flink_job_server_jar") == str(cache["launcher"])
+    assert runners.option_value(args, "environment_type") == "EXTERNAL"  # not turned into LOOPBACK
+    assert flink.uses_local_job_server(args)
+
+
+@pytest.mark.parametrize(
+    "body, status, says",
+    [
+        (b'{"flink-version": "1.19.1"}', 200, "flink-1.19-job-server"),  # another Flink: its matching jar
+        (b'{"taskmanagers": 2}', 200, "did not say its version"),
+        (b"<html>not flink</html>", 200, "did not answer"),
+        (b"{}", 503, "did not answer"),
+    ],
+)
+def test_a_cluster_whose_job_server_cannot_be_had_fails_in_one_line(cache, body, status, says):
+    cache["launcher"].parent.mkdir(parents=True)
+    cache["launcher"].write_bytes(b"PK")
+    import apache_beam
+
+    jars = cache["matching"].parent
+    (jars / f"beam-runners-flink-1.19-job-server-{apache_beam.__version__}.jar.missing").write_text("not served\n")
+    with _rest_api(body, status) as master, pytest.raises(RunnerSetupError) as exc:
+        runners.prepare(["--runner=FlinkRunner", f"--flink_master={master}"])
+    assert "\n" not in str(exc.value) and says in str(exc.value)
+
+
+def test_a_cluster_that_does_not_answer_is_named(cache):
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]  # nothing listens here once closed
+    with pytest.raises(RunnerSetupError, match=f"localhost:{port}"):
+        flink.cluster_flink_version(f"http://localhost:{port}", timeout=2)
+
+
 # --- the job server process -----------------------------------------------------------------
 
 
@@ -164,6 +231,21 @@ def test_a_job_server_that_cannot_start_fails_in_one_line_pointing_at_its_log(tm
     assert "\n" not in message and "exited" in message and str(log) in message
     text = log.read_text()
     assert "job server on localhost:" in text and "jarfile" in text.lower()  # java's own complaint
+
+
+@pytest.mark.parametrize(
+    "given, heap", [([], f"-Xmx{flink.JOB_SERVER_HEAP}"), (["--job_server_jvm_property=-Xmx384m"], "-Xmx384m")]
+)
+def test_the_job_server_gets_a_heap_limit_and_binds_its_job_port_to_loopback(tmp_path, given, heap):
+    not_a_jar = tmp_path / "job-server.jar"
+    not_a_jar.write_text("not a jar")
+    args = ["--runner=FlinkRunner", "--flink_master=[local]", f"--flink_job_server_jar={not_a_jar}", *given]
+    with pytest.raises(RunnerSetupError):
+        with flink.job_server(args, str(tmp_path / "out")):
+            pytest.fail("a job server that exits must not be used")
+    cmd = (tmp_path / "out" / "logs" / flink.LOG_NAME).read_text().splitlines()[0].split(": ", 1)[1].split()
+    assert [arg for arg in cmd if arg.startswith("-Xmx")] == [heap]
+    assert cmd[cmd.index("--job-host") + 1] == "localhost"
 
 
 def test_other_runners_get_their_arguments_unchanged(tmp_path):

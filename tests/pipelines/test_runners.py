@@ -32,6 +32,13 @@ def test_option_value_reads_both_spellings_last_wins():
         (["--runner=FlinkRunner", "--flink_master=flink.internal:8081"], True),
         (["--runner=PortableRunner", "--job_endpoint=embed"], False),
         (["--runner=PortableRunner", "--job_endpoint=jobs.internal:8099"], True),
+        # a session cluster on this machine: its workers are the pool's, not this process
+        (["--runner=FlinkRunner", "--flink_master=localhost:8081", "--environment_type=EXTERNAL"], True),
+        (["--runner=FlinkRunner", "--flink_master=[local]", "--environment_type=EXTERNAL"], True),
+        (["--runner=FlinkRunner", "--flink_master=[local]", "--environment_type=LOOPBACK"], False),
+        (["--runner=PortableRunner", "--job_endpoint=localhost:8099", "--environment_type=EXTERNAL"], True),
+        (["--runner=PortableRunner", "--job_endpoint=localhost:8099", "--environment_type=docker"], True),
+        (["--runner=PortableRunner", "--job_endpoint=localhost:8099", "--environment_type=LOOPBACK"], False),
         (["--runner=DataflowRunner"], True),
         (["--runner=SomeFutureRunner"], True),
     ],
@@ -47,6 +54,9 @@ def test_embedded_store_refused_on_a_cluster_with_a_reason_and_a_fix():
     assert "\n" not in message and "cannot reach" in message and "bigtable://" in message
     check_store_for_runner("bigtable://p/i", ["--runner=DataflowRunner"])
     check_store_for_runner("sqlite:///tmp/x/store.sqlite", ["--runner=FlinkRunner", "--flink_master=[local]"])
+    with pytest.raises(RunnerSetupError):  # a cluster on localhost is still a cluster
+        check_store_for_runner("sqlite:///tmp/x/store.sqlite", ["--runner=FlinkRunner", "--flink_master=localhost:8081",
+                                                                 "--environment_type=EXTERNAL"])  # fmt: skip
 
 
 def test_local_runner_is_the_default_and_never_overrides():

@@ -1,0 +1,154 @@
+"""Rounds on a real Flink session cluster: a JobManager, two TaskManagers and an SDK worker
+pool, each its own process, started and stopped with ``beamcrawl flink-cluster`` as the
+README's "Running on your own Flink cluster" says.
+
+Two rounds of simweb go to the cluster with ``--parallelism 4`` (two slots on each
+TaskManager), the Bigtable emulator as the store, the SDK workers in the pool
+(``--environment_type EXTERNAL``). The same crawl of the same web (same seed, same port) runs
+on the FnApiRunner, and the two outputs must be equal by the golden summary's comparison.
+The server-side audit must be clean, and Flink's REST API must show the rounds' jobs with
+subtasks on both TaskManagers.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from beamcrawl.simweb.audit import audit
+from beamcrawl.simweb.testing import running_simweb
+from beamcrawl.stores.emulator import scratch_store
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "golden"))
+from golden_summary import diff, summarize  # noqa: E402
+
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
+
+MIN_DELAY = 0.05
+# As the golden crawl: no server latency and a window far longer than any host's work, so
+# every due URL gets its slot whatever the machine's load (outputs depend on the web only).
+# --max-delay 2 caps nothing (simweb's longest Crawl-delay is 2 s), so the audit's delays hold.
+WEB = {"hosts": 10, "seed": 5, "pages_per_host": 12, "latency_scale": 0.0}
+CRAWL = [
+    "--rounds", "2", "--resolve", "*=127.0.0.1", "--allow-private-networks",
+    "--min-delay", str(MIN_DELAY), "--max-delay", "2", "--round-window", "60", "--max-body-bytes", "4096",
+]  # fmt: skip
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _beamcrawl(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "beamcrawl.cli.main", *args], capture_output=True, text=True, timeout=timeout
+    )
+
+
+def _rest(port: int, path: str) -> dict:
+    with urllib.request.urlopen(f"http://localhost:{port}{path}", timeout=10) as resp:
+        return json.loads(resp.read())
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory, bigtable_emulator):
+    """The cluster, as ``beamcrawl flink-cluster start`` starts it; its SDK workers get this
+    process's environment, BIGTABLE_EMULATOR_HOST among it (the emulator fixture sets it)."""
+    folder = tmp_path_factory.mktemp("flink-cluster")
+    ports = {"rest": _free_port(), "rpc": _free_port(), "pool": _free_port()}
+    started = _beamcrawl(
+        "flink-cluster", "start", "--dir", str(folder),
+        "--rest-port", str(ports["rest"]), "--rpc-port", str(ports["rpc"]), "--pool-port", str(ports["pool"]),
+    )  # fmt: skip
+    try:
+        assert started.returncode == 0, started.stderr[-3000:]
+        yield {"dir": folder, **ports, "start": started}
+    finally:
+        stopped = _beamcrawl("flink-cluster", "stop", "--dir", str(folder))
+        assert stopped.returncode == 0, stopped.stderr
+
+
+def _crawl(work: Path, port: int, runner: list[str]) -> dict:
+    """One two-round crawl of the web on ``port`` (a fresh simweb, same seed), into ``work``."""
+    with scratch_store() as store, running_simweb(str(work), port=port, **WEB) as web:
+        seeds = work / "seeds.txt"
+        seeds.write_text("\n".join(web.base_url(h) for h in web.hosts) + "\n")
+        proc = _beamcrawl("crawl", "--seeds", str(seeds), "--out", str(work / "out"), "--store", store, *CRAWL, *runner)
+        assert proc.returncode == 0, proc.stderr[-4000:]
+        return {
+            "proc": proc,
+            "requests": web.requests(),
+            "truth": web.truth(),
+            "summary": summarize(work / "out", store),
+        }
+
+
+@pytest.fixture(scope="module")
+def runs(cluster, tmp_path_factory):
+    port = _free_port()
+    on_cluster = [
+        "--runner", "FlinkRunner", f"--flink_master=localhost:{cluster['rest']}",
+        "--environment_type=EXTERNAL", f"--environment_config=localhost:{cluster['pool']}", "--parallelism", "4",
+        # one SDK worker per TaskManager for a whole round, not one per stage (each a Python start)
+        "--environment_cache_millis=10000",
+    ]  # fmt: skip
+    flink = _crawl(tmp_path_factory.mktemp("on-cluster"), port, on_cluster)
+    local = _crawl(tmp_path_factory.mktemp("on-fnapi"), port, ["--runner", "FnApiRunner"])
+    return {"flink": flink, "local": local}
+
+
+def test_the_cluster_has_two_task_managers_of_two_slots(cluster):
+    overview = _rest(cluster["rest"], "/overview")
+    assert overview["taskmanagers"] == 2 and overview["slots-total"] == 4
+    assert overview["flink-version"].startswith("1.16.")
+    assert f"--flink_master=localhost:{cluster['rest']}" in cluster["start"].stdout  # what to crawl with
+    status = _beamcrawl("flink-cluster", "status", "--dir", str(cluster["dir"]))
+    assert status.returncode == 0 and json.loads(status.stdout)["running"]
+
+
+def test_rounds_on_the_cluster_keep_politeness_on_the_server(runs):
+    report = audit(runs["flink"]["requests"], runs["flink"]["truth"], agent_token="beamcrawl", min_delay=MIN_DELAY)
+    assert report.robots_violations == 0 and report.overlaps == 0 and report.short_gaps == 0, report.summary()
+    assert report.violations == 0, report.summary()
+    assert report.distinct_hosts == WEB["hosts"]
+
+
+def test_each_rounds_job_ran_on_both_task_managers(runs, cluster):
+    assert "round 1:" in runs["flink"]["proc"].stdout and "round 2:" in runs["flink"]["proc"].stdout
+    jobs = _rest(cluster["rest"], "/jobs/overview")["jobs"]
+    finished = [job for job in jobs if job["state"] == "FINISHED"]
+    assert len(finished) == 2, jobs  # one Flink job a round
+    for job in finished:
+        vertices = _rest(cluster["rest"], f"/jobs/{job['jid']}")["vertices"]
+        where: dict[str, set[str]] = {}
+        for vertex in vertices:
+            detail = _rest(cluster["rest"], f"/jobs/{job['jid']}/vertices/{vertex['id']}/taskmanagers")
+            where[vertex["name"]] = {tm["taskmanager-id"] for tm in detail["taskmanagers"]}
+        assert set().union(*where.values()) == {"taskmanager-1", "taskmanager-2"}, where
+        fetch = [tms for name, tms in where.items() if "Fetch" in name]
+        assert fetch and all(tms == {"taskmanager-1", "taskmanager-2"} for tms in fetch), where
+
+
+def test_outputs_equal_those_of_the_same_crawl_on_the_fnapi_runner(runs):
+    lines = diff(runs["local"]["summary"], runs["flink"]["summary"])
+    assert lines == [], "\n".join(lines)
+    assert runs["flink"]["summary"]["pages"]["rows"]  # not two empty crawls
+
+
+def test_an_embedded_store_is_refused_for_the_cluster(cluster, tmp_path):
+    seeds = tmp_path / "seeds.txt"
+    seeds.write_text("http://example.invalid/\n")
+    proc = _beamcrawl(
+        "crawl", "--seeds", str(seeds), "--out", str(tmp_path / "out"), "--store", f"sqlite:///{tmp_path}/s.sqlite",
+        "--runner", "FlinkRunner", f"--flink_master=localhost:{cluster['rest']}",
+        "--environment_type=EXTERNAL", f"--environment_config=localhost:{cluster['pool']}",
+    )  # fmt: skip
+    assert proc.returncode == 2 and "embedded store" in proc.stderr and "bigtable://" in proc.stderr
