@@ -103,8 +103,10 @@ def cmd_crawl(argv: Sequence[str]) -> int:
     from beamcrawl.pipelines.seeding import read_seeds
 
     from beamcrawl.pipelines.out_folder import check_folder
+    from beamcrawl.pipelines.runners import RunnerSetupError, check_runner, check_store_for_runner, prepare
 
     try:
+        check_runner(beam_args)  # an argument like any other: named before any folder is looked at
         cfg = config_from_args(args)
         seeds = (
             read_seeds(args.seeds, cfg.shape_rules(), allow_private=cfg.allow_private_networks, resolve=cfg.resolve)
@@ -115,17 +117,14 @@ def cmd_crawl(argv: Sequence[str]) -> int:
         # folder is checked by the crawl, once its credentials are known to be there.)
         if "://" not in cfg.out:
             check_folder(cfg.out, cfg.store, bool(seeds))
-    except (CrawlError, ValueError) as exc:
+    except (CrawlError, ValueError, RunnerSetupError) as exc:
         for line in str(exc).splitlines():  # a seeds file: one line per bad seed line
             print(f"beamcrawl crawl: error: {line}", file=sys.stderr)
         return 2
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     for noisy in ("apache_beam", "aiohttp"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
-    from beamcrawl.pipelines.runners import RunnerSetupError, check_runner, check_store_for_runner, prepare
-
     try:
-        check_runner(beam_args)
         check_store_for_runner(cfg.store, beam_args)
         runner_args = prepare(beam_args)
     except RunnerSetupError as exc:
