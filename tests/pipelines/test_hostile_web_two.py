@@ -46,7 +46,7 @@ from wire_shapes import SMUGGLED, Served, ShapeServer  # noqa: E402  (tests/wire
 MIN_DELAY = 0.5
 ROUND_WINDOW = 8
 ROUNDS = 3
-TAIL = 60.0  # seconds a round may take beyond its window (start-up, commit, tear-down)
+TAIL = 25.0  # seconds a round may take beyond its window (start-up, commit, tear-down; seen: 0-6)
 RSS_LIMIT = 2**30
 # The server books an answer's end once its last byte is handed to the socket; the client
 # sees it a little later on a loaded machine (test_politeness_e2e measured 12 ms).
