@@ -33,6 +33,8 @@ import gzip
 import socket
 import struct
 import threading
+import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 LATE = 0.3  # seconds between an answer and the stray bytes of a "late" shape
@@ -76,6 +78,13 @@ class Served:
     host: str
     path: str
     body: bytes | None  # what the server sent as this request's answer (None: no answer)
+    start: float = 0.0  # when the request's head had been read (time.time())
+    end: float = 0.0  # when its answer (or the loss of it) had been handed to the socket
+
+
+#: A site of its own on the shape server: ``(served, writer) -> keep the connection open``;
+#: it sets ``served.body`` to what it sent as the answer.
+Site = Callable[[Served, asyncio.StreamWriter], Awaitable[bool]]
 
 
 class ShapeServer:
@@ -87,12 +96,15 @@ class ShapeServer:
         reasons: ``path -> raw status text`` for answers with a chosen status line.
         stray: ``path -> bytes`` to send unasked after that path's answer (as the "split"
             shape, at once), besides the named shapes.
+        sites: ``host -> Site`` for hosts that answer every path themselves (``Host``
+            compared as sent, port removed), instead of by the path's shape.
     """
 
     def __init__(self) -> None:
         self.requests: list[Served] = []
         self.reasons: dict[str, bytes] = {}
         self.stray: dict[str, bytes] = {}
+        self.sites: dict[str, Site] = {}
         self.stray_sent = threading.Event()
         self.port = 0
         self._conns = 0
@@ -139,8 +151,22 @@ class ShapeServer:
         path = lines[0].split(" ")[1]
         host = next((v.strip() for k, _, v in (ln.partition(":") for ln in lines[1:]) if k.lower() == "host"), "")
         host = host.rsplit(":", 1)[0]
-        served = Served(conn, host, path, None)
+        served = Served(conn, host, path, None, start=time.time())
         self.requests.append(served)
+        site = self.sites.get(host)
+        if site is not None:
+            try:
+                return await site(served, writer)
+            finally:
+                served.end = time.time()
+        try:
+            return await self._shape(served, writer)
+        finally:
+            served.end = served.end or time.time()
+
+    async def _shape(self, served: Served, writer: asyncio.StreamWriter) -> bool:
+        """Answers ``served`` by its path's shape (its ``end`` set before any stray bytes)."""
+        host, path = served.host, served.path
         shape = path.lstrip("/").split("-")
         kind, how = shape[0], shape[1] if len(shape) > 1 else ""
         if kind == "lost":
@@ -181,6 +207,7 @@ class ShapeServer:
             return True
         writer.write(answer)
         await writer.drain()
+        served.end = time.time()
         stray = STRAY.get(how) if kind == "smuggle" else self.stray.get(path)
         if stray is not None:
             if kind == "smuggle" and how != "split":
