@@ -1,4 +1,5 @@
 """beamcrawl: a polite, web-scale crawler written as a batch Apache Beam pipeline."""
+
 from setuptools import find_packages, setup
 
 BEAM_VERSION = "2.77.0"  # must match Dockerfile
@@ -66,8 +67,13 @@ setup(
         # (jupyter nbconvert or papermill runs it headless; add jupyterlab or notebook to edit
         # it), and the `duckdb` command for quick queries (notebooks/README.md uses each)
         "notebooks": [
-            "duckdb>=1.0", "duckdb-cli>=1.1", "matplotlib>=3.7", "ipykernel>=6.25", "jupyter_client>=8",
-            "nbconvert>=7", "papermill>=2.6",
+            "duckdb>=1.0",
+            "duckdb-cli>=1.1",
+            "matplotlib>=3.7",
+            "ipykernel>=6.25",
+            "jupyter_client>=8",
+            "nbconvert>=7",
+            "papermill>=2.6",
         ],
     },
     entry_points={"console_scripts": ["beamcrawl=beamcrawl.cli.main:main"]},

@@ -114,8 +114,23 @@ def main(argv: list[str] | None = None) -> int:
             with open(os.path.splitext(args.profile)[0] + ".txt", "w", encoding="utf-8") as fh:
                 fh.write(profiler.output_text(unicode=False, color=False, show_all=False))
     for r in reports:
-        print(json.dumps({k: r[k] for k in ("round", "responses", "seconds", "pipeline_seconds",
-                                            "urls_due", "urls_assigned", "deferred", "frontier_size")}))
+        print(
+            json.dumps(
+                {
+                    k: r[k]
+                    for k in (
+                        "round",
+                        "responses",
+                        "seconds",
+                        "pipeline_seconds",
+                        "urls_due",
+                        "urls_assigned",
+                        "deferred",
+                        "frontier_size",
+                    )
+                }
+            )
+        )
     if args.report_out:
         with open(args.report_out, "w", encoding="utf-8") as fh:
             json.dump(reports, fh, indent=2, sort_keys=True, default=str)

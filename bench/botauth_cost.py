@@ -57,8 +57,12 @@ def main() -> None:
             key_resolver=hms.MappingKeyResolver(public_keys={signer.keyid: key.public_key()}, private_keys={}),
         )
         message = SimpleNamespace(method="GET", url=urls[1], headers=headers)
-        rows.append(("site-side verify (http-message-signatures)",
-                     *_per_call_us(lambda: verifier.verify(message, expect_tag="web-bot-auth"), max(args.n // 10, 100))))
+        rows.append(
+            (
+                "site-side verify (http-message-signatures)",
+                *_per_call_us(lambda: verifier.verify(message, expect_tag="web-bot-auth"), max(args.n // 10, 100)),
+            )
+        )
     except ImportError:
         pass
     print(f"{'what':45s} {'median µs':>10s} {'best µs':>9s}")

@@ -69,8 +69,10 @@ def per_page(out: str, skip: int = 1) -> dict[str, float]:
         "host records and policies": 2 * g("fetch/hosts", 0),
         "URL seen: keys scanned": g("url_seen/keys_scanned", 0),
         "URL seen: keys looked up": g("url_seen/keys_looked_up", 0),
-        "content seen: content rows": g("content_seen/content_rows_scanned", 0) + g("content_seen/content_keys_looked_up", 0),
-        "content seen: simhash rows": g("content_seen/simhash_rows_scanned", 0) + g("content_seen/simhash_keys_looked_up", 0),
+        "content seen: content rows": g("content_seen/content_rows_scanned", 0)
+        + g("content_seen/content_keys_looked_up", 0),
+        "content seen: simhash rows": g("content_seen/simhash_rows_scanned", 0)
+        + g("content_seen/simhash_keys_looked_up", 0),
     }
     writes = {
         "URL state": g("record/urls_rows", 0),
@@ -84,7 +86,9 @@ def per_page(out: str, skip: int = 1) -> dict[str, float]:
     fig = {
         "pages": pages,
         "rounds": len(reports),
-        "shuffle_bytes": (sum(s for s in shuffled if s is not None) / pages) if pages and all(s is not None for s in shuffled) else float("nan"),
+        "shuffle_bytes": (sum(s for s in shuffled if s is not None) / pages)
+        if pages and all(s is not None for s in shuffled)
+        else float("nan"),
         "side_input_bytes": sum(r.get("side_input_bytes") or 0 for r in reports) / max(pages, 1),
         "materialised_bytes": sum(r.get("materialised_bytes") or 0 for r in reports) / max(pages, 1),
         "new_urls": new_urls / max(pages, 1),
@@ -99,7 +103,9 @@ def per_page(out: str, skip: int = 1) -> dict[str, float]:
     return fig
 
 
-def model(fig: dict[str, float], pages_month: float, cpu_ms: float, reads_node: float, writes_node: float, row_bytes: float) -> str:
+def model(
+    fig: dict[str, float], pages_month: float, cpu_ms: float, reads_node: float, writes_node: float, row_bytes: float
+) -> str:
     """The model's lines, arithmetic shown."""
     rate = pages_month / SECONDS_PER_MONTH
     vcpu_h = pages_month * cpu_ms / 1000 / 3600
@@ -143,7 +149,16 @@ def main(argv: list[str] | None = None) -> int:
         if key not in ("pages", "rounds"):
             print(f"  {key:<44} {value:12,.2f}")
     print()
-    print(model(fig, args.pages_per_month, args.cpu_ms, args.bigtable_reads_per_node, args.bigtable_writes_per_node, args.row_bytes))
+    print(
+        model(
+            fig,
+            args.pages_per_month,
+            args.cpu_ms,
+            args.bigtable_reads_per_node,
+            args.bigtable_writes_per_node,
+            args.row_bytes,
+        )
+    )
     return 0
 
 

@@ -202,8 +202,7 @@ def wait_quiet(max_wait: float, threshold: float = 0.3) -> float:
     while busy > threshold and time.monotonic() < deadline:
         busy = _quiet_check(2.0)
     if busy > threshold:
-        print(f"bench: machine still busy ({busy:.2f} cores) after {max_wait:g}s; running anyway",
-              flush=True)
+        print(f"bench: machine still busy ({busy:.2f} cores) after {max_wait:g}s; running anyway", flush=True)
     return busy
 
 
@@ -213,28 +212,66 @@ def run_beamcrawl(args: argparse.Namespace, work: Path, port: int, seeds: Path, 
     py = sys.executable
     script = str(BENCH / "beamcrawl_round.py")
     common = [
-        "--delay", str(args.delay), "--hosts-in-flight", str(args.hosts), "--user-agent", ua,
-        "--crawl-delay-cap", "2",
+        "--delay",
+        str(args.delay),
+        "--hosts-in-flight",
+        str(args.hosts),
+        "--user-agent",
+        ua,
+        "--crawl-delay-cap",
+        "2",
     ]
     warm_out = work / "beamcrawl-warm"
     # Generous: a round runs well past its window (every page fetched is then parsed, stored
     # and its links merged), and a round stopped before its end measures nothing valid.
     timeout = args.window + 900
-    with simweb_on_port(work, port, hosts=args.hosts, seed=args.seed,
-                        pages_per_host=args.pages_per_host, log_name="beamcrawl-warm.jsonl") as web:
+    with simweb_on_port(
+        work,
+        port,
+        hosts=args.hosts,
+        seed=args.seed,
+        pages_per_host=args.pages_per_host,
+        log_name="beamcrawl-warm.jsonl",
+    ) as web:
         wait_quiet(args.wait_quiet)
         cold = run_measured(
             "beamcrawl-cold",
-            [py, script, "--out", str(warm_out), "--seeds", str(seeds), "--window", str(args.window),
-             "--report-out", str(work / "beamcrawl-cold.json"), *common],
-            log_dir=work, timeout=timeout, server_pid=web.process.pid, cwd=work,
+            [
+                py,
+                script,
+                "--out",
+                str(warm_out),
+                "--seeds",
+                str(seeds),
+                "--window",
+                str(args.window),
+                "--report-out",
+                str(work / "beamcrawl-cold.json"),
+                *common,
+            ],
+            log_dir=work,
+            timeout=timeout,
+            server_pid=web.process.pid,
+            cwd=work,
         )
         warm_cold = web.requests()
         warm = run_measured(
             "beamcrawl-warmup",
-            [py, script, "--out", str(warm_out), "--window", str(args.warmup_window),
-             "--report-out", str(work / "beamcrawl-warmup.json"), *common],
-            log_dir=work, timeout=timeout, server_pid=web.process.pid, cwd=work,
+            [
+                py,
+                script,
+                "--out",
+                str(warm_out),
+                "--window",
+                str(args.warmup_window),
+                "--report-out",
+                str(work / "beamcrawl-warmup.json"),
+                *common,
+            ],
+            log_dir=work,
+            timeout=timeout,
+            server_pid=web.process.pid,
+            cwd=work,
         )
         warm_log = web.requests()
         truth = web.truth()
@@ -256,14 +293,29 @@ def run_beamcrawl(args: argparse.Namespace, work: Path, port: int, seeds: Path, 
         out = work / f"{key}-out"
         shutil.rmtree(out, ignore_errors=True)
         shutil.copytree(warm_out, out)
-        with simweb_on_port(work, port, hosts=args.hosts, seed=args.seed,
-                            pages_per_host=args.pages_per_host, log_name=f"{key}.jsonl") as web:
+        with simweb_on_port(
+            work, port, hosts=args.hosts, seed=args.seed, pages_per_host=args.pages_per_host, log_name=f"{key}.jsonl"
+        ) as web:
             wait_quiet(args.wait_quiet)
             m = run_measured(
                 key,
-                [py, script, "--out", str(out), "--window", str(args.window),
-                 "--report-out", str(work / f"{key}.json"), *common, "--", *beam_args],
-                log_dir=work, timeout=timeout, server_pid=web.process.pid, cwd=work,
+                [
+                    py,
+                    script,
+                    "--out",
+                    str(out),
+                    "--window",
+                    str(args.window),
+                    "--report-out",
+                    str(work / f"{key}.json"),
+                    *common,
+                    "--",
+                    *beam_args,
+                ],
+                log_dir=work,
+                timeout=timeout,
+                server_pid=web.process.pid,
+                cwd=work,
             )
             own = _own_requests(web.requests(), PRODUCT_TOKEN)
         row = Row(label, m)
@@ -288,16 +340,34 @@ def run_scrapy(args: argparse.Namespace, work: Path, port: int, seeds: Path, ua:
         row.note = "not run: Scrapy could not be installed"
         return row
     stats = work / "scrapy-stats.json"
-    with simweb_on_port(work, port, hosts=args.hosts, seed=args.seed,
-                        pages_per_host=args.pages_per_host, log_name="scrapy.jsonl") as web:
+    with simweb_on_port(
+        work, port, hosts=args.hosts, seed=args.seed, pages_per_host=args.pages_per_host, log_name="scrapy.jsonl"
+    ) as web:
         wait_quiet(args.wait_quiet)
         m = run_measured(
             "scrapy",
-            [str(python), str(BENCH / "scrapy_crawler.py"), "--seeds", str(seeds),
-             "--window", str(args.window), "--delay", str(args.delay), "--user-agent", ua,
-             "--robots-token", PRODUCT_TOKEN, "--concurrency", str(args.scrapy_concurrency),
-             "--stats-out", str(stats)],
-            log_dir=work, timeout=args.window + 180, server_pid=web.process.pid, cwd=work,
+            [
+                str(python),
+                str(BENCH / "scrapy_crawler.py"),
+                "--seeds",
+                str(seeds),
+                "--window",
+                str(args.window),
+                "--delay",
+                str(args.delay),
+                "--user-agent",
+                ua,
+                "--robots-token",
+                PRODUCT_TOKEN,
+                "--concurrency",
+                str(args.scrapy_concurrency),
+                "--stats-out",
+                str(stats),
+            ],
+            log_dir=work,
+            timeout=args.window + 180,
+            server_pid=web.process.pid,
+            cwd=work,
         )
         requests = web.requests()
         truth = web.truth()
@@ -316,16 +386,34 @@ def run_floor(args: argparse.Namespace, work: Path, port: int, seeds: Path, ua: 
     processes = args.processes or os.cpu_count() or 1
     row = Row(f"floor: asyncio+aiohttp, {processes} processes")
     stats = work / "floor-stats.json"
-    with simweb_on_port(work, port, hosts=args.hosts, seed=args.seed,
-                        pages_per_host=args.pages_per_host, log_name="floor.jsonl") as web:
+    with simweb_on_port(
+        work, port, hosts=args.hosts, seed=args.seed, pages_per_host=args.pages_per_host, log_name="floor.jsonl"
+    ) as web:
         wait_quiet(args.wait_quiet)
         m = run_measured(
             "floor",
-            [sys.executable, str(BENCH / "floor_crawler.py"), "--seeds", str(seeds),
-             "--window", str(args.window), "--delay", str(args.delay), "--user-agent", ua,
-             "--robots-token", PRODUCT_TOKEN, "--processes", str(processes),
-             "--stats-out", str(stats)],
-            log_dir=work, timeout=args.window + 120, server_pid=web.process.pid, cwd=work,
+            [
+                sys.executable,
+                str(BENCH / "floor_crawler.py"),
+                "--seeds",
+                str(seeds),
+                "--window",
+                str(args.window),
+                "--delay",
+                str(args.delay),
+                "--user-agent",
+                ua,
+                "--robots-token",
+                PRODUCT_TOKEN,
+                "--processes",
+                str(processes),
+                "--stats-out",
+                str(stats),
+            ],
+            log_dir=work,
+            timeout=args.window + 120,
+            server_pid=web.process.pid,
+            cwd=work,
         )
         requests = web.requests()
         truth = web.truth()
@@ -346,8 +434,12 @@ def _violations(row: Row) -> str:
     if not r.violations:
         return "0"
     parts = []
-    for name, n in (("overlaps", r.overlaps), ("short gaps", r.short_gaps),
-                    ("robots", r.robots_violations), ("robots not first", r.robots_not_first)):
+    for name, n in (
+        ("overlaps", r.overlaps),
+        ("short gaps", r.short_gaps),
+        ("robots", r.robots_violations),
+        ("robots not first", r.robots_not_first),
+    ):
         if n:
             parts.append(f"{n} {name}")
     return f"**{r.violations}**: " + ", ".join(parts)
@@ -384,13 +476,13 @@ def violation_details(rows: list[Row]) -> str:
             continue
         out.append(f"- {row.name}:")
         for kind, counts in row.audit.by_kind.items():
-            found = ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in counts.items()
-                              if k not in ("hosts", "requests") and v)
+            found = ", ".join(
+                f"{k.replace('_', ' ')} {v}" for k, v in counts.items() if k not in ("hosts", "requests") and v
+            )
             out.append(f"  - robots kind `{kind}` ({counts['hosts']} hosts): {found}")
         r = row.audit.report
         if r.min_gap is not None:
-            out.append(f"  - smallest start-to-start gap {r.min_gap:.3f} s "
-                       f"(end-to-start {r.min_end_gap:.3f} s)")
+            out.append(f"  - smallest start-to-start gap {r.min_gap:.3f} s (end-to-start {r.min_end_gap:.3f} s)")
     return "\n".join(out)
 
 
@@ -407,8 +499,10 @@ def moved_bytes(rows: list[Row], top: int = 6) -> str:
         n = report["responses"]
         shuffle, side = report["shuffle_bytes"] / n, (report.get("side_input_bytes") or 0) / n
         held = (report.get("materialised_bytes") or 0) / n
-        out.append(f"- {row.name}: {shuffle:,.0f} B a page into shuffles + {side:,.0f} side inputs + "
-                   f"{held:,.0f} held for a side input = {shuffle + side + held:,.0f}")
+        out.append(
+            f"- {row.name}: {shuffle:,.0f} B a page into shuffles + {side:,.0f} side inputs + "
+            f"{held:,.0f} held for a side input = {shuffle + side + held:,.0f}"
+        )
         steps = sorted((report.get("shuffle_bytes_by_step") or {}).items(), key=lambda kv: -kv[1])[:top]
         out.extend(f"  - {name}: {b / n:,.0f}" for name, b in steps)
     return "\n".join(out)
@@ -417,15 +511,19 @@ def moved_bytes(rows: list[Row], top: int = 6) -> str:
 def _git_state() -> dict[str, Any]:
     """The commit the tree is at, whether it has local changes (read-only git calls), and the
     snapshot folder when the run used one."""
+
     def git(*a: str) -> str:
         try:
-            return subprocess.run(["git", *a], cwd=ROOT, capture_output=True, text=True,
-                                  timeout=20).stdout.strip()
+            return subprocess.run(["git", *a], cwd=ROOT, capture_output=True, text=True, timeout=20).stdout.strip()
         except (OSError, subprocess.SubprocessError):
             return ""
-    return {"head": git("rev-parse", "HEAD"), "dirty": bool(git("status", "--porcelain")),
-            "snapshot": os.environ.get(SNAPSHOT_ENV),
-            "snapshot_commit": os.environ.get(SNAPSHOT_ENV + "_REV")}
+
+    return {
+        "head": git("rev-parse", "HEAD"),
+        "dirty": bool(git("status", "--porcelain")),
+        "snapshot": os.environ.get(SNAPSHOT_ENV),
+        "snapshot_commit": os.environ.get(SNAPSHOT_ENV + "_REV"),
+    }
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -436,24 +534,33 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--delay", type=float, default=0.5, help="fixed per-host delay in seconds")
     p.add_argument("--seed", type=int, default=3, help="simweb seed")
     p.add_argument("--pages-per-host", type=int, default=1_000_000)
-    p.add_argument("--warmup-window", type=float, default=10.0,
-                   help="window of beamcrawl's unmeasured warm-up round")
-    p.add_argument("--crawlers", default=",".join(ALL_CRAWLERS),
-                   help=f"comma-separated subset of {','.join(ALL_CRAWLERS)}")
-    p.add_argument("--wait-quiet", type=float, default=30.0,
-                   help="before each measured run, wait up to this many seconds for other "
-                   "processes to leave the CPU (default 30)")
+    p.add_argument("--warmup-window", type=float, default=10.0, help="window of beamcrawl's unmeasured warm-up round")
+    p.add_argument(
+        "--crawlers", default=",".join(ALL_CRAWLERS), help=f"comma-separated subset of {','.join(ALL_CRAWLERS)}"
+    )
+    p.add_argument(
+        "--wait-quiet",
+        type=float,
+        default=30.0,
+        help="before each measured run, wait up to this many seconds for other processes to leave the CPU (default 30)",
+    )
     p.add_argument("--processes", type=int, default=0, help="floor processes (default: cores)")
-    p.add_argument("--scrapy-concurrency", type=int, default=100,
-                   help="Scrapy's CONCURRENT_REQUESTS (default 100, the Broad Crawls page's "
-                   "starting value and the fastest of 50/100/200/500/3000 here)")
-    p.add_argument("--bench-venv", default=str(ROOT / ".bench-venv"),
-                   help="virtualenv for Scrapy (created if missing)")
+    p.add_argument(
+        "--scrapy-concurrency",
+        type=int,
+        default=100,
+        help="Scrapy's CONCURRENT_REQUESTS (default 100, the Broad Crawls page's "
+        "starting value and the fastest of 50/100/200/500/3000 here)",
+    )
+    p.add_argument("--bench-venv", default=str(ROOT / ".bench-venv"), help="virtualenv for Scrapy (created if missing)")
     p.add_argument("--work", default=None, help="working folder (default: a new temporary one)")
     p.add_argument("--json", default=None, help="write all figures here (default: WORK/compare.json)")
-    p.add_argument("--snapshot", action="store_true",
-                   help="run every crawler and server from `git archive REV` (one consistent, "
-                   "committed tree while others edit the working copy)")
+    p.add_argument(
+        "--snapshot",
+        action="store_true",
+        help="run every crawler and server from `git archive REV` (one consistent, "
+        "committed tree while others edit the working copy)",
+    )
     p.add_argument("--snapshot-rev", default="HEAD", help="the commit --snapshot uses (default HEAD)")
     return p
 
@@ -465,8 +572,9 @@ def _reexec_in_snapshot(argv: list[str], rev: str) -> None:
     """Extract ``rev``'s ``beamcrawl`` package to a temporary folder and rerun this script with
     it first on ``PYTHONPATH`` (read-only git: ``git archive``, no worktree, no checkout)."""
     snap = Path(tempfile.mkdtemp(prefix="beamcrawl-snapshot-"))
-    archive = subprocess.run(["git", "archive", "--format=tar", rev, "beamcrawl"], cwd=ROOT,
-                             capture_output=True, check=True).stdout
+    archive = subprocess.run(
+        ["git", "archive", "--format=tar", rev, "beamcrawl"], cwd=ROOT, capture_output=True, check=True
+    ).stdout
     subprocess.run(["tar", "-x", "-C", str(snap)], input=archive, check=True)
     env = dict(os.environ)
     env[SNAPSHOT_ENV] = str(snap)
@@ -492,11 +600,9 @@ def main(argv: list[str] | None = None) -> int:
     work = Path(args.work or tempfile.mkdtemp(prefix="beamcrawl-compare-"))
     work.mkdir(parents=True, exist_ok=True)
     busy = _quiet_check(2.0)
-    print(f"bench: work folder {work}; machine busy before start: {busy:.2f} cores of "
-          f"{os.cpu_count()}", flush=True)
+    print(f"bench: work folder {work}; machine busy before start: {busy:.2f} cores of {os.cpu_count()}", flush=True)
     if busy > 0.3:
-        print("bench: WARNING: other processes are using CPU; figures will be lower and noisier",
-              flush=True)
+        print("bench: WARNING: other processes are using CPU; figures will be lower and noisier", flush=True)
     port = free_port()
     seeds = work / "seeds.txt"
     seeds.write_text("".join(f"http://{h}:{port}/\n" for h in host_names(args.hosts, args.seed)))
@@ -512,8 +618,10 @@ def main(argv: list[str] | None = None) -> int:
     text = table(rows)
     details = violation_details(rows)
     print()
-    print(f"{args.hosts} hosts, {args.delay} s per-host delay, {args.window:g} s window, "
-          f"seed {args.seed}, {os.cpu_count()} cores; total {time.time() - started:.0f} s")
+    print(
+        f"{args.hosts} hosts, {args.delay} s per-host delay, {args.window:g} s window, "
+        f"seed {args.seed}, {os.cpu_count()} cores; total {time.time() - started:.0f} s"
+    )
     print()
     print(text)
     if details:
@@ -524,14 +632,17 @@ def main(argv: list[str] | None = None) -> int:
         print("\nbytes that crossed shuffles, per fetched page (round reports):")
         print(moved)
     out = Path(args.json) if args.json else work / "compare.json"
-    dump_json(out, {
-        "git": _git_state(),
-        "settings": {k: (sorted(v) if isinstance(v, set) else v) for k, v in vars(args).items()},
-        "user_agent": ua,
-        "machine_busy_before": busy,
-        "rows": [r.to_dict() for r in rows],
-        "table": text,
-    })
+    dump_json(
+        out,
+        {
+            "git": _git_state(),
+            "settings": {k: (sorted(v) if isinstance(v, set) else v) for k, v in vars(args).items()},
+            "user_agent": ua,
+            "machine_busy_before": busy,
+            "rows": [r.to_dict() for r in rows],
+            "table": text,
+        },
+    )
     print(f"\nbench: figures in {out}")
     return 0
 

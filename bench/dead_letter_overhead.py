@@ -93,5 +93,6 @@ def main() -> None:
     for v in ("tagged", "guarded"):
         print(f"  {v} - plain: {(best[v] - best['plain']) / args.elements * 1e6:.2f} us/element")
 
+
 if __name__ == "__main__":
     main()

@@ -57,10 +57,11 @@ def main() -> int:
     pages = reports[0]["responses"]
     print(f"hosts={args.hosts} delay={args.delay}s window={args.window}s runner={' '.join(runner_args)}")
     print(f"warm-up round: {warm[0]['responses']} responses in {warm[0]['seconds']:.1f}s")
-    print(f"measured round: {pages} responses in {wall:.1f}s wall = {pages / wall:.1f} pages/s "
-          f"(ceiling hosts/delay = {args.hosts / args.delay:.0f}/s)")
-    print(f"CPU: {cpu:.1f}s = {1000 * cpu / max(pages, 1):.2f} CPU-s per 1,000 pages; "
-          f"peak RSS {_peak_rss_mb():.0f} MB")
+    print(
+        f"measured round: {pages} responses in {wall:.1f}s wall = {pages / wall:.1f} pages/s "
+        f"(ceiling hosts/delay = {args.hosts / args.delay:.0f}/s)"
+    )
+    print(f"CPU: {cpu:.1f}s = {1000 * cpu / max(pages, 1):.2f} CPU-s per 1,000 pages; peak RSS {_peak_rss_mb():.0f} MB")
     print(report.summary())
     return 0 if report.violations == 0 else 1
 
@@ -72,7 +73,10 @@ def _cpu() -> float:
 
 
 def _peak_rss_mb() -> float:
-    return max(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss) / 1024
+    return (
+        max(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)
+        / 1024
+    )
 
 
 if __name__ == "__main__":

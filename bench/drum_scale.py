@@ -183,7 +183,10 @@ def main(argv: list[str] | None = None) -> int:
         if not path.exists():
             print(f"filling {n:,} known URLs into {path}", flush=True)
             filled = fill(path, n)
-            print(f"  {filled['fill_s']:.0f} s, {filled['fill_us_per_url']:.1f} µs a URL, {filled['bytes'] / 1e9:.2f} GB", flush=True)
+            print(
+                f"  {filled['fill_s']:.0f} s, {filled['fill_us_per_url']:.1f} µs a URL, {filled['bytes'] / 1e9:.2f} GB",
+                flush=True,
+            )
         else:
             filled = {"fill_s": float("nan"), "fill_us_per_url": float("nan"), "bytes": path.stat().st_size}
         proc = subprocess.run(
@@ -198,7 +201,9 @@ def main(argv: list[str] | None = None) -> int:
     if not args.keep and not args.dir:
         shutil.rmtree(base, ignore_errors=True)
     print()
-    print("| known URLs | batch s | per-URL s | batch × faster | bucket bits, scan/keyset buckets | peak RSS MB | select: due rows, s | fill µs/URL |")
+    print(
+        "| known URLs | batch s | per-URL s | batch × faster | bucket bits, scan/keyset buckets | peak RSS MB | select: due rows, s | fill µs/URL |"
+    )
     print("|---:|---:|---:|---:|---|---:|---:|---:|")
     for r in results:
         p = r["paths"]
@@ -207,7 +212,9 @@ def main(argv: list[str] | None = None) -> int:
             f"| {r['rss_mb']:.0f} | {r['due_rows']:,}, {r['select_s']:.2f} | {r['fill_us_per_url']:.1f} |"
         )
     if len(results) > 1:
-        print(f"\npeak RSS at {results[-1]['n']:,} / at {results[0]['n']:,}: {results[-1]['rss_mb'] / results[0]['rss_mb']:.2f}×")
+        print(
+            f"\npeak RSS at {results[-1]['n']:,} / at {results[0]['n']:,}: {results[-1]['rss_mb'] / results[0]['rss_mb']:.2f}×"
+        )
     return 0 if all(r["ok"] for r in results) else 1
 
 

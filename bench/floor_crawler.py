@@ -168,8 +168,14 @@ class FloorStats:
         """Add another process's counts to these."""
         self.processes += other.processes
         for name in (
-            "hosts", "requests", "errors", "robots_requests", "robots_disallowed",
-            "hosts_disallow_all", "bytes", "links",
+            "hosts",
+            "requests",
+            "errors",
+            "robots_requests",
+            "robots_disallowed",
+            "hosts_disallow_all",
+            "bytes",
+            "links",
         ):
             setattr(self, name, getattr(self, name) + getattr(other, name))
         for status, n in other.statuses.items():
@@ -349,9 +355,7 @@ class FloorCrawler:
         """Crawl from ``seeds`` until the window ends; return the counts."""
         started = time.time()
         self.deadline = started + self.cfg.window
-        connector = aiohttp.TCPConnector(
-            limit=0, limit_per_host=1, resolver=FixedResolver(self.cfg.address), ssl=False
-        )
+        connector = aiohttp.TCPConnector(limit=0, limit_per_host=1, resolver=FixedResolver(self.cfg.address), ssl=False)
         timeout = aiohttp.ClientTimeout(total=self.cfg.timeout, sock_connect=self.cfg.timeout)
         async with aiohttp.ClientSession(
             connector=connector,

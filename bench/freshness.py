@@ -90,7 +90,15 @@ def run_side_by_side(work: Path, **overrides: Any) -> dict[str, Any]:
         ended = time.time()
         web.sync()
         requests = web.requests()
-    return {"work": work, "params": p, "truth": truth, "pages": pages, "requests": requests, "start": started, "end": ended}
+    return {
+        "work": work,
+        "params": p,
+        "truth": truth,
+        "pages": pages,
+        "requests": requests,
+        "start": started,
+        "end": ended,
+    }
 
 
 def requests_of(run: dict[str, Any], policy: str) -> list[dict[str, Any]]:
@@ -122,7 +130,9 @@ def table(steady: dict[str, Any]) -> str:
     for p in POLICIES:
         by = changing[p].by_class
         cells = " | ".join(f"{by[c]:.3f}" for c in classes)
-        lines.append(f"| {p} | {changing[p].mean:.3f} | {cells} | {steady['all'][p].mean:.3f} | {steady['requests'][p]:,} |")
+        lines.append(
+            f"| {p} | {changing[p].mean:.3f} | {cells} | {steady['all'][p].mean:.3f} | {steady['requests'][p]:,} |"
+        )
     ratio = changing["adaptive"].mean / max(changing["uniform"].mean, 1e-9)
     lines.append(f"\nadaptive / uniform over the changing pages: {ratio:.2f}x; steady state {steady['seconds']:.0f} s")
     return "\n".join(lines)

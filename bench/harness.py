@@ -366,8 +366,15 @@ def simweb_on_port(
         A handle with ``requests()``, ``truth()``, ``audit()`` and ``stop()``.
     """
     with running_simweb(
-        work, hosts, seed, pages_per_host, port=port, log_name=log_name, latency_scale=0,
-        startup_timeout=startup_timeout, truth_max_pages=0,
+        work,
+        hosts,
+        seed,
+        pages_per_host,
+        port=port,
+        log_name=log_name,
+        latency_scale=0,
+        startup_timeout=startup_timeout,
+        truth_max_pages=0,
     ) as handle:
         yield handle
 

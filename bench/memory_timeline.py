@@ -65,8 +65,21 @@ MB = 1024 * 1024
 
 
 class _MallInfo2(ctypes.Structure):
-    _fields_ = [(name, ctypes.c_size_t) for name in (
-        "arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks", "uordblks", "fordblks", "keepcost")]
+    _fields_ = [
+        (name, ctypes.c_size_t)
+        for name in (
+            "arena",
+            "ordblks",
+            "smblks",
+            "hblks",
+            "hblkhd",
+            "usmblks",
+            "fsmblks",
+            "uordblks",
+            "fordblks",
+            "keepcost",
+        )
+    ]
 
 
 def _libc_mallinfo2() -> Any:
@@ -81,14 +94,14 @@ def _libc_mallinfo2() -> Any:
 _MALLINFO2 = _libc_mallinfo2()
 
 
-
-
 def malloc_trim() -> None:
     """Gives glibc malloc's free memory back to the system (``malloc_trim(0)``)."""
     try:
         ctypes.CDLL(None).malloc_trim(0)
     except (OSError, AttributeError):
         pass
+
+
 _STAT_LINES = {
     "# arenas allocated current": "pymalloc_arenas",
     "# bytes in allocated blocks": "pymalloc_used",
@@ -215,8 +228,9 @@ class _Sampler(PeriodicSampler):
 class _Recorder:
     """Wraps the runner's bundle execution: (stage, t0, t1, rss before, rss after, held after)."""
 
-    def __init__(self, sampler: _Sampler, trace_stage: str = "", frames: int = 0, sizes: bool = False,
-                 trim: bool = False) -> None:
+    def __init__(
+        self, sampler: _Sampler, trace_stage: str = "", frames: int = 0, sizes: bool = False, trim: bool = False
+    ) -> None:
         self.sampler = sampler
         self.trim = trim
         self.sizes = sizes
@@ -289,23 +303,30 @@ def report(recorder: _Recorder, sampler: _Sampler, t_start: float, pages: int, t
     for i, run in enumerate(runs):
         big = {k: v for k, v in run[5][3].items() if v >= 2 * MB}
         if big:
-            held_lines.append(f"- after #{i}: " + "; ".join(
-                f"{k[:90]} {v / MB:,.1f}" for k, v in sorted(big.items(), key=lambda kv: -kv[1])))
+            held_lines.append(
+                f"- after #{i}: "
+                + "; ".join(f"{k[:90]} {v / MB:,.1f}" for k, v in sorted(big.items(), key=lambda kv: -kv[1]))
+            )
     if held_lines:
         lines += ["", "What the runner holds after each stage (buffers of 2 MB or more, MB):", "", *held_lines]
     for i in peak_in:
         lines += ["", f"The peak's stage, whole: {_short(runs[i][0], 10_000)}"]
     if sampler.peak_allocators:
-        lines += ["", f"This process at its highest RSS ({sampler.peak_rss / MB:,.0f} MB): "
-                  f"pymalloc arenas (in use) / malloc in use (free kept) / of which SQLite MB {_alloc_cell(sampler.peak_allocators)}"]
+        lines += [
+            "",
+            f"This process at its highest RSS ({sampler.peak_rss / MB:,.0f} MB): "
+            f"pymalloc arenas (in use) / malloc in use (free kept) / of which SQLite MB {_alloc_cell(sampler.peak_allocators)}",
+        ]
     return "\n".join(lines)
 
 
 def _alloc_cell(alloc: dict[str, int]) -> str:
     """pymalloc arenas (blocks in use) / malloc in use (free kept) / SQLite's share of it, MB."""
-    return (f"{alloc.get('pymalloc_arenas', 0) / MB:,.0f} ({alloc.get('pymalloc_used', 0) / MB:,.0f}) / "
-            f"{alloc.get('malloc_used', 0) / MB:,.0f} ({alloc.get('malloc_free', 0) / MB:,.0f}) / "
-            f"{alloc.get('sqlite_used', 0) / MB:,.0f}")
+    return (
+        f"{alloc.get('pymalloc_arenas', 0) / MB:,.0f} ({alloc.get('pymalloc_used', 0) / MB:,.0f}) / "
+        f"{alloc.get('malloc_used', 0) / MB:,.0f} ({alloc.get('malloc_free', 0) / MB:,.0f}) / "
+        f"{alloc.get('sqlite_used', 0) / MB:,.0f}"
+    )
 
 
 def tracemalloc_report(sampler: _Sampler, t_start: float, frames: int, top: int) -> str:
@@ -336,7 +357,11 @@ def tracemalloc_report(sampler: _Sampler, t_start: float, frames: int, top: int)
 def _site(filename: str) -> str:
     for marker in ("site-packages/", "/beamcrawl/", "/lib/python3"):
         if marker in filename:
-            return filename[filename.index(marker) + len(marker):] if marker != "/beamcrawl/" else "beamcrawl/" + filename.split("/beamcrawl/", 1)[1]
+            return (
+                filename[filename.index(marker) + len(marker) :]
+                if marker != "/beamcrawl/"
+                else "beamcrawl/" + filename.split("/beamcrawl/", 1)[1]
+            )
     return filename
 
 
@@ -345,12 +370,22 @@ def main(argv: list[str] | None = None) -> int:
     add_round_arguments(p, "multi_processing with two workers (RSS summed)")
     p.add_argument("--interval", type=float, default=0.2, help="seconds between RSS samples")
     p.add_argument("--tracemalloc", type=int, default=0, metavar="N", help="trace allocations, N frames each")
-    p.add_argument("--trace-stage", default="", metavar="TEXT",
-                   help="with --tracemalloc: trace only the bundles of stages whose name holds TEXT")
-    p.add_argument("--sizes", action="store_true",
-                   help="after every bundle, measure each runner buffer (grouping buffers decoded, deep: slow)")
-    p.add_argument("--trim", action="store_true",
-                   help="malloc_trim(0) after every bundle: what returning malloc's free memory would give")
+    p.add_argument(
+        "--trace-stage",
+        default="",
+        metavar="TEXT",
+        help="with --tracemalloc: trace only the bundles of stages whose name holds TEXT",
+    )
+    p.add_argument(
+        "--sizes",
+        action="store_true",
+        help="after every bundle, measure each runner buffer (grouping buffers decoded, deep: slow)",
+    )
+    p.add_argument(
+        "--trim",
+        action="store_true",
+        help="malloc_trim(0) after every bundle: what returning malloc's free memory would give",
+    )
     p.add_argument("--snapshot-step", type=float, default=0.05, help="re-snapshot when the traced total grew by this")
     p.add_argument("--top", type=int, default=20, help="stages (and allocation sites) shown")
     args = p.parse_args(argv)
@@ -365,7 +400,9 @@ def main(argv: list[str] | None = None) -> int:
         sampler.sample()
         t_start = time.monotonic()
         sampler.start()
-        with _Recorder(sampler, args.trace_stage if args.tracemalloc else "", args.tracemalloc, args.sizes, args.trim) as recorder:
+        with _Recorder(
+            sampler, args.trace_stage if args.tracemalloc else "", args.tracemalloc, args.sizes, args.trim
+        ) as recorder:
             reports = measured_round()
         sampler.stop()
     print(report(recorder, sampler, t_start, int(reports[-1]["responses"]), args.top))

@@ -42,16 +42,25 @@ COMPONENTS: list[tuple[str, re.Pattern[str]]] = [
     ("parse: selectolax (HTML tree, CSS select, text)", re.compile(r"selectolax|lexbor")),
     ("parse: URL normalise + fingerprint (urlnorm)", re.compile(r"beamcrawl/core/urlnorm\.py")),
     ("parse: urllib (urljoin/urlsplit/quote)", re.compile(r"urllib/parse\.py")),
-    ("parse: parse_html/parse stage incl. selectolax C code", re.compile(r"beamcrawl/core/htmlparse\.py|beamcrawl/transforms/parse\.py")),
+    (
+        "parse: parse_html/parse stage incl. selectolax C code",
+        re.compile(r"beamcrawl/core/htmlparse\.py|beamcrawl/transforms/parse\.py"),
+    ),
     ("WARC: warcio + gzip/zlib + digests", re.compile(r"warcio/|/gzip\.py|zlib|hashlib|base64")),
-    ("Parquet/Arrow: pyarrow + row building", re.compile(r"pyarrow|beamcrawl/transforms/parquet_io\.py|beamcrawl/schemas/arrow\.py")),
+    (
+        "Parquet/Arrow: pyarrow + row building",
+        re.compile(r"pyarrow|beamcrawl/transforms/parquet_io\.py|beamcrawl/schemas/arrow\.py"),
+    ),
     ("domains: tldextract", re.compile(r"tldextract")),
     ("store: SQLite (frontier, seen set, hosts)", re.compile(r"sqlite3|beamcrawl/stores/")),
     ("DRUM: bucket/combine/merge, candidates", re.compile(r"beamcrawl/transforms/url_seen\.py")),
     ("record: URL/host state rows", re.compile(r"beamcrawl/transforms/record\.py|beamcrawl/schemas/records\.py")),
     ("fetch: aiohttp client", re.compile(r"aiohttp/|multidict|yarl/|aiohappyeyeballs")),
     ("fetch: asyncio event loop", re.compile(r"asyncio/|selectors\.py")),
-    ("fetch: beamcrawl fetcher/politeness/robots", re.compile(r"beamcrawl/core/(fetcher|politeness|robots|netpolicy)\.py|beamcrawl/transforms/fetch\.py|protego")),
+    (
+        "fetch: beamcrawl fetcher/politeness/robots",
+        re.compile(r"beamcrawl/core/(fetcher|politeness|robots|netpolicy)\.py|beamcrawl/transforms/fetch\.py|protego"),
+    ),
     ("Beam: coders/pickling", re.compile(r"apache_beam/coders|pickle|dill|cloudpickle")),
     ("Beam: runner, operations, bundle processing", re.compile(r"apache_beam/")),
     ("threads: queue/locks/waits", re.compile(r"threading\.py|queue\.py")),
@@ -80,7 +89,10 @@ INCLUSIVE: list[tuple[str, re.Pattern[str]]] = [
     ("DRUM merge + queue new URLs (_MergeBucketFn.process)", re.compile(r"^_MergeBucketFn\.process ")),
     ("- queue_new_urls (frontier + seen-set rows)", re.compile(r"^queue_new_urls ")),
     ("Record URL/host state rows (_WriteRowsFn)", re.compile(r"^_WriteRowsFn\.process ")),
-    ("row encoding: to_cells / dataclasses.asdict / json", re.compile(r"^(\w+\.to_cells|_encode|asdict|dumps|json_cell) ")),
+    (
+        "row encoding: to_cells / dataclasses.asdict / json",
+        re.compile(r"^(\w+\.to_cells|_encode|asdict|dumps|json_cell) "),
+    ),
     ("SQLite writes: EmbeddedStore.mutate", re.compile(r"^EmbeddedStore\.mutate ")),
     ("SQLite reads: EmbeddedStore.read_*", re.compile(r"^EmbeddedStore\.(read_range|read_keys)")),
     ("Beam coders (encode/decode)", re.compile(r"apache_beam/coders")),
@@ -152,8 +164,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=3)
     p.add_argument("--pages-per-host", type=int, default=1_000_000)
     p.add_argument("--rate", type=int, default=100, help="py-spy samples per second")
-    p.add_argument("--gil", action="store_true",
-                   help="sample only the thread holding the GIL (shares are then CPU, not waits)")
+    p.add_argument(
+        "--gil", action="store_true", help="sample only the thread holding the GIL (shares are then CPU, not waits)"
+    )
     p.add_argument("--mp", action="store_true", help="multi_processing with 2 workers")
     p.add_argument("--out", default=None, help="folder for the raw profile (default: a new temp folder)")
     p.add_argument("--summarise", default=None, help="only summarise this py-spy raw file")
@@ -184,24 +197,42 @@ def main(argv: list[str] | None = None) -> int:
     seeds = work / "seeds.txt"
     seeds.write_text("".join(f"http://{h}:{port}/\n" for h in host_names(args.hosts, args.seed)))
     script = str(BENCH / "beamcrawl_round.py")
-    common = ["--out", str(work / "out"), "--delay", str(args.delay), "--hosts-in-flight",
-              str(args.hosts), "--user-agent", DEFAULT_USER_AGENT, "--crawl-delay-cap", "2"]
+    common = [
+        "--out",
+        str(work / "out"),
+        "--delay",
+        str(args.delay),
+        "--hosts-in-flight",
+        str(args.hosts),
+        "--user-agent",
+        DEFAULT_USER_AGENT,
+        "--crawl-delay-cap",
+        "2",
+    ]
     label = "mp" if args.mp else "inprocess"
     raw = out / f"round-{label}.raw"
-    with simweb_on_port(work, port, hosts=args.hosts, seed=args.seed,
-                        pages_per_host=args.pages_per_host, log_name="requests.jsonl"):
-        subprocess.run([sys.executable, script, *common, "--seeds", str(seeds), "--window",
-                        str(args.window)], check=True, cwd=work)
-        subprocess.run([sys.executable, script, *common, "--window", str(args.warmup_window)],
-                       check=True, cwd=work)
-        cmd = [py_spy, "record", "-r", str(args.rate), "-f", "raw", "--threads", "--nonblocking",
-               "-o", str(raw)]
+    with simweb_on_port(
+        work, port, hosts=args.hosts, seed=args.seed, pages_per_host=args.pages_per_host, log_name="requests.jsonl"
+    ):
+        subprocess.run(
+            [sys.executable, script, *common, "--seeds", str(seeds), "--window", str(args.window)], check=True, cwd=work
+        )
+        subprocess.run([sys.executable, script, *common, "--window", str(args.warmup_window)], check=True, cwd=work)
+        cmd = [py_spy, "record", "-r", str(args.rate), "-f", "raw", "--threads", "--nonblocking", "-o", str(raw)]
         if args.mp:
             cmd.append("--subprocesses")
         if args.gil:
             cmd.append("--gil")
-        cmd += ["--", sys.executable, script, *common, "--window", str(args.window),
-                "--report-out", str(work / "round.json")]
+        cmd += [
+            "--",
+            sys.executable,
+            script,
+            *common,
+            "--window",
+            str(args.window),
+            "--report-out",
+            str(work / "round.json"),
+        ]
         if args.mp:
             cmd += ["--", "--direct_running_mode=multi_processing", "--direct_num_workers=2"]
         t0 = time.monotonic()
@@ -212,8 +243,20 @@ def main(argv: list[str] | None = None) -> int:
     if report.exists():
         shutil.copy(report, out / f"round-{label}.json")
         r = json.loads(report.read_text())[0]
-        print({k: r.get(k) for k in ("responses", "seconds", "pipeline_seconds", "links_found",
-                                     "new_urls", "deferred", "frontier_size")})
+        print(
+            {
+                k: r.get(k)
+                for k in (
+                    "responses",
+                    "seconds",
+                    "pipeline_seconds",
+                    "links_found",
+                    "new_urls",
+                    "deferred",
+                    "frontier_size",
+                )
+            }
+        )
     print(summarise(raw))
     shutil.rmtree(work, ignore_errors=True)
     return 0

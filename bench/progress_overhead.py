@@ -49,8 +49,11 @@ def main() -> int:
             os.environ["BEAMCRAWL_PROGRESS"] = mode
             report = crawl(cfg, 1, [], runner_args, out=devnull)[0]
             rates[mode].append(report["pages_per_second"])
-            print(f"round {report['round']} progress={mode}: {report['responses']} responses, "
-                  f"{report['pages_per_second']:.1f} pages/s over {report['pipeline_seconds']:.1f}s", flush=True)
+            print(
+                f"round {report['round']} progress={mode}: {report['responses']} responses, "
+                f"{report['pages_per_second']:.1f} pages/s over {report['pipeline_seconds']:.1f}s",
+                flush=True,
+            )
     for mode, values in rates.items():
         print(f"progress={mode}: mean {statistics.mean(values):.1f} pages/s over {len(values)} rounds ({values})")
     off, on = statistics.mean(rates["off"]), statistics.mean(rates["plain"])

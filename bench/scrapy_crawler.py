@@ -138,8 +138,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--robots-token", default="beamcrawl", help="ROBOTSTXT_USER_AGENT")
     p.add_argument("--concurrency", type=int, default=100, help="CONCURRENT_REQUESTS (0: one per seed host)")
     p.add_argument("--resolve-all", default="127.0.0.1", help="address every host resolves to")
-    p.add_argument("--priority-queue", default="scrapy.pqueues.DownloaderAwarePriorityQueue",
-                   help="SCHEDULER_PRIORITY_QUEUE (to compare with Scrapy's default queue)")
+    p.add_argument(
+        "--priority-queue",
+        default="scrapy.pqueues.DownloaderAwarePriorityQueue",
+        help="SCHEDULER_PRIORITY_QUEUE (to compare with Scrapy's default queue)",
+    )
     p.add_argument("--stats-out", default=None, help="write Scrapy's final stats here as JSON")
     return p
 

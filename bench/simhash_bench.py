@@ -74,8 +74,11 @@ def _big_page(words: int, seed: int = 1) -> bytes:
         n = min(left, rng.randint(40, 120))
         paras.append("<p>" + " ".join(VOCABULARY[b] for b in rng.randbytes(n)) + ".</p>")
         left -= n
-    return ("<html><head><title>big</title></head><body><nav>Home News</nav>" + "\n".join(paras)
-            + "<footer>legal</footer></body></html>").encode()
+    return (
+        "<html><head><title>big</title></head><body><nav>Home News</nav>"
+        + "\n".join(paras)
+        + "<footer>legal</footer></body></html>"
+    ).encode()
 
 
 def speed(web: SimWeb, pages: int) -> None:
@@ -94,15 +97,19 @@ def speed(web: SimWeb, pages: int) -> None:
         textfp.html_simhash(body)
     per = (time.process_time() - t0) / len(bodies)
     mean_kb = sum(map(len, bodies)) / len(bodies) / 1024
-    print(f"simweb pages ({mean_kb:.1f} KB avg): {per * 1e3:7.3f} ms/page  {1 / per:9,.0f} pages/s/core  (text + features + simhash)")
+    print(
+        f"simweb pages ({mean_kb:.1f} KB avg): {per * 1e3:7.3f} ms/page  {1 / per:9,.0f} pages/s/core  (text + features + simhash)"
+    )
     texts = [textfp.visible_text(b) for b in bodies[:100]]
     feats = [textfp.features(t) for t in texts]
     t_text = _per_page(lambda: [textfp.visible_text(b) for b in bodies[:100]], 1) / 100
     t_feat = _per_page(lambda: [textfp.features(t) for t in texts], 1) / 100
     t_np = _per_page(lambda: [textfp.simhash_features(f) for f in feats], 1) / 100
     t_ref = _per_page(lambda: [textfp.simhash_reference(f) for f in feats], 1) / 100
-    print(f"  of which: visible text {t_text * 1e3:.3f} ms, features {t_feat * 1e3:.3f} ms, "
-          f"simhash numpy {t_np * 1e3:.3f} ms (package: {t_ref * 1e3:.3f} ms, {t_ref / t_np:.1f}x slower)")
+    print(
+        f"  of which: visible text {t_text * 1e3:.3f} ms, features {t_feat * 1e3:.3f} ms, "
+        f"simhash numpy {t_np * 1e3:.3f} ms (package: {t_ref * 1e3:.3f} ms, {t_ref / t_np:.1f}x slower)"
+    )
     for label, body in (("8,000-word page", _big_page(8000)), ("1 MB page", _big_page(150_000))):
         n = 20 if len(body) < 200_000 else 3
         total = _per_page(lambda: textfp.html_simhash(body), n)
@@ -110,8 +117,10 @@ def speed(web: SimWeb, pages: int) -> None:
         ref = _per_page(lambda: textfp.simhash_reference(f), max(1, n // 2))
         fast = _per_page(lambda: textfp.simhash_features(f), n)
         assert textfp.simhash_reference(f) == textfp.simhash_features(f)
-        print(f"{label} ({len(body) / 1024:.0f} KB, {len(f):,} features): {total * 1e3:8.2f} ms/page "
-              f"{1 / total:8,.1f} pages/s/core; simhash step numpy {fast * 1e3:.2f} ms vs package {ref * 1e3:.2f} ms")
+        print(
+            f"{label} ({len(body) / 1024:.0f} KB, {len(f):,} features): {total * 1e3:8.2f} ms/page "
+            f"{1 / total:8,.1f} pages/s/core; simhash step numpy {fast * 1e3:.2f} ms vs package {ref * 1e3:.2f} ms"
+        )
 
 
 # --- detection ---------------------------------------------------------------------------
@@ -148,16 +157,33 @@ def simweb_pages(web: SimWeb) -> list[Page]:
                     reason = "one word changed (template)" if entry["template"] else "one word changed"
             else:
                 reason = ""
-            out.append(Page(url, resp.body, resp.content_type, urljoin(url, pointer) if pointer else None,
-                            reason, bool(entry["template"])))
+            out.append(
+                Page(
+                    url,
+                    resp.body,
+                    resp.content_type,
+                    urljoin(url, pointer) if pointer else None,
+                    reason,
+                    bool(entry["template"]),
+                )
+            )
     return out
 
 
 def _parsed(page: Page, t: float) -> ParsedPage:
     fp = fingerprint(page.url)
     entry = FrontierEntry(url=page.url, fp=fp, host=page.url.split("/")[2], due_ms=0)
-    fetch = FetchResult(entry=entry, outcome="fetched", url=page.url, final_url=page.url, status=200, fetched_at=t,
-                        response_headers=[("Content-Type", page.content_type)], body=page.body, raw_body=page.body)
+    fetch = FetchResult(
+        entry=entry,
+        outcome="fetched",
+        url=page.url,
+        final_url=page.url,
+        status=200,
+        fetched_at=t,
+        response_headers=[("Content-Type", page.content_type)],
+        body=page.body,
+        raw_body=page.body,
+    )
     return ParsedPage(fetch=fetch)
 
 
@@ -290,35 +316,55 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--hosts", type=int, default=200)
     ap.add_argument("--pages", type=int, default=40, help="pages per host")
     ap.add_argument("--seed", type=int, default=7)
-    ap.add_argument("--copy-hosts-from", type=int, default=0,
-                    help="first host that may be a mirror, near-copy or template host (simweb's default is 40)")
+    ap.add_argument(
+        "--copy-hosts-from",
+        type=int,
+        default=0,
+        help="first host that may be a mirror, near-copy or template host (simweb's default is 40)",
+    )
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--speed-pages", type=int, default=400)
     ap.add_argument("--skip-detection", action="store_true")
     args = ap.parse_args(argv)
 
-    web = SimWeb(args.hosts, seed=args.seed, pages_per_host=args.pages, port=8080,
-                 copy_hosts_from=args.copy_hosts_from, cache_size=1 << 16)
+    web = SimWeb(
+        args.hosts,
+        seed=args.seed,
+        pages_per_host=args.pages,
+        port=8080,
+        copy_hosts_from=args.copy_hosts_from,
+        cache_size=1 << 16,
+    )
     speed(web, args.speed_pages)
     if args.skip_detection:
         return 0
 
     pages = simweb_pages(web)
     roles = collections.Counter(web.host(i).role or "ordinary" for i in range(web.hosts))
-    print(f"\n== detection on simweb: {args.hosts} hosts x {args.pages} pages, seed {args.seed}, "
-          f"copy hosts from {args.copy_hosts_from} ({dict(roles)}), {len(pages):,} pages, {args.rounds} rounds")
+    print(
+        f"\n== detection on simweb: {args.hosts} hosts x {args.pages} pages, seed {args.seed}, "
+        f"copy hosts from {args.copy_hosts_from} ({dict(roles)}), {len(pages):,} pages, {args.rounds} rounds"
+    )
     with tempfile.TemporaryDirectory() as tmp:
         marked, elapsed = detect(pages, args.rounds, args.seed, tmp)
     r = evaluate(pages, marked)
-    print(f"FindDuplicateContent: {elapsed:.1f} CPU s for {len(pages):,} pages ({len(pages) / elapsed:,.0f} pages per CPU second, FnApiRunner in process, pipeline start-up included)")
+    print(
+        f"FindDuplicateContent: {elapsed:.1f} CPU s for {len(pages):,} pages ({len(pages) / elapsed:,.0f} pages per CPU second, FnApiRunner in process, pipeline start-up included)"
+    )
     exact_recall = 1 - r["missed_exact"] / max(1, r["expected_exact"])
-    print(f"exact copies: {r['expected_exact']:,} expected, {r['missed_exact']} missed (recall {exact_recall:.4f}), "
-          f"{r['wrong_exact']} marked exact with other bytes")
+    print(
+        f"exact copies: {r['expected_exact']:,} expected, {r['missed_exact']} missed (recall {exact_recall:.4f}), "
+        f"{r['wrong_exact']} marked exact with other bytes"
+    )
     precision = r["tp"] / max(1, r["tp"] + r["fp"])
     recall = r["tp"] / max(1, r["expected_near"])
-    print(f"near copies: {r['expected_near']:,} expected (groups of identical bytes), TP {r['tp']:,}, FP {r['fp']}, "
-          f"precision {precision:.4f}, recall {recall:.4f}")
-    print(f"  false positives by kind: {r['fp_reasons'] or 'none'}; look-alike pages in the set: {r['lookalike_pages']:,}")
+    print(
+        f"near copies: {r['expected_near']:,} expected (groups of identical bytes), TP {r['tp']:,}, FP {r['fp']}, "
+        f"precision {precision:.4f}, recall {recall:.4f}"
+    )
+    print(
+        f"  false positives by kind: {r['fp_reasons'] or 'none'}; look-alike pages in the set: {r['lookalike_pages']:,}"
+    )
     for reason, (tp, expected) in sorted(r["per_reason"].items()):
         print(f"  recall, {reason:<45} {tp:5,}/{expected:<5,} = {tp / max(1, expected):.3f}")
     ok = exact_recall == 1.0 and r["wrong_exact"] == 0 and precision >= 0.95 and recall >= 0.95

@@ -57,7 +57,10 @@ def urlshape_per_url() -> float:
 def charset_detection() -> float:
     from beamcrawl.core.content.sniff import detect_charset
 
-    page = "<html><head><title>Caf\u00e9</title></head><body>" + "na\u00efve r\u00e9sum\u00e9 \u2013 \u201cquoted\u201d " * 20
+    page = (
+        "<html><head><title>Caf\u00e9</title></head><body>"
+        + "na\u00efve r\u00e9sum\u00e9 \u2013 \u201cquoted\u201d " * 20
+    )
     body = page.encode("cp1252") * 2000  # ~2.4 MB, undeclared, not UTF-8
     detect_charset(body)  # imports
     return _best(lambda: detect_charset(body))
@@ -99,8 +102,13 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         robots = Path(tmp) / "r.txt"
         robots.write_text("User-agent: *\nDisallow: /x\n")
-        for args in (["normalize", "http://a.com/b"], ["robots-check", "--robots", str(robots), "--agent", "a", "http://a.com/x"]):
-            print(f"beamcrawl {args[0]:22} {cli_quick_tool(args) * 1e3:8.1f} ms       (old test bound 1000 ms, process start included)")
+        for args in (
+            ["normalize", "http://a.com/b"],
+            ["robots-check", "--robots", str(robots), "--agent", "a", "http://a.com/x"],
+        ):
+            print(
+                f"beamcrawl {args[0]:22} {cli_quick_tool(args) * 1e3:8.1f} ms       (old test bound 1000 ms, process start included)"
+            )
 
 
 if __name__ == "__main__":

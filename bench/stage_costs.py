@@ -64,15 +64,25 @@ def sample_results(hosts: int, pages: int, seed: int = 3) -> list[FetchResult]:
             host = f"{web.names[hi]}:{PORT}"
             url = f"http://{host}{path}"
             sim = web.respond(web.names[hi], path)
-            headers = [("Content-Type", sim.content_type), ("Content-Length", str(len(sim.body))),
-                       ("Server", "simweb")]
+            headers = [("Content-Type", sim.content_type), ("Content-Length", str(len(sim.body))), ("Server", "simweb")]
             entry = FrontierEntry(url=url, fp=zlib.crc32(url.encode()) << 20, host=host, due_ms=0, depth=2)
-            out.append(FetchResult(
-                entry=entry, outcome="fetched", url=url, final_url=url, status=sim.status,
-                fetched_at=time.time(), elapsed=0.002, ip="127.0.0.1", reason="OK",
-                request_headers=[("User-Agent", DEFAULT_USER_AGENT)], response_headers=headers,
-                raw_body=sim.body, body=sim.body,
-            ))
+            out.append(
+                FetchResult(
+                    entry=entry,
+                    outcome="fetched",
+                    url=url,
+                    final_url=url,
+                    status=sim.status,
+                    fetched_at=time.time(),
+                    elapsed=0.002,
+                    ip="127.0.0.1",
+                    reason="OK",
+                    request_headers=[("User-Agent", DEFAULT_USER_AGENT)],
+                    response_headers=headers,
+                    raw_body=sim.body,
+                    body=sim.body,
+                )
+            )
             if len(out) >= pages:
                 break
         j += 1
@@ -112,8 +122,11 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--pages", type=int, default=3000)
     p.add_argument("--hosts", type=int, default=300)
-    p.add_argument("--default-gc", action="store_true",
-                   help="keep CPython's default GC thresholds (the round's workers raise them: core/runtime/gctune.py)")
+    p.add_argument(
+        "--default-gc",
+        action="store_true",
+        help="keep CPython's default GC thresholds (the round's workers raise them: core/runtime/gctune.py)",
+    )
     args = p.parse_args(argv)
     if not args.default_gc:
         gctune.tune()
@@ -130,8 +143,12 @@ def main(argv: list[str] | None = None) -> int:
     for level in (6, 1):
         t, arch = _timed(pages, lambda pg: archive_fetch(pg, level=level))
         size = sum(len(a.data) for a in arch)
-        rows.append((f"  same records, gzip level {level}", t, f"{size / n:,.0f} B/page ({100 * size / size9:.0f}% of level 9)"))
-    t, _ = _timed(archived, lambda a: cdxj.entry_for_capture(a.capture, 1 << 20, a.response_length, "warc/x.warc.gz").line())
+        rows.append(
+            (f"  same records, gzip level {level}", t, f"{size / n:,.0f} B/page ({100 * size / size9:.0f}% of level 9)")
+        )
+    t, _ = _timed(
+        archived, lambda a: cdxj.entry_for_capture(a.capture, 1 << 20, a.response_length, "warc/x.warc.gz").line()
+    )
     rows.append(("CDXJ index line of the capture (entry_for_capture + line)", t, ""))
     t, events = _timed(pages, lambda pg: page_event(pg, "warc/x@0"))
     rows.append(("page_event (pages/ row)", t, ""))
@@ -161,8 +178,13 @@ def main(argv: list[str] | None = None) -> int:
         wall = time.perf_counter() - w0
         store.close()
     per_new = 1e6 * t / max(1, len(ordered))
-    rows.append(("queue_new_urls: frontier + seen-set rows of the new URLs", t,
-                 f"{len(ordered) / n:.1f} new URLs/page, {per_new:.0f} µs CPU each ({wall:.2f} s wall)"))
+    rows.append(
+        (
+            "queue_new_urls: frontier + seen-set rows of the new URLs",
+            t,
+            f"{len(ordered) / n:.1f} new URLs/page, {per_new:.0f} µs CPU each ({wall:.2f} s wall)",
+        )
+    )
 
     # Content seen: each page taken as a new original (the common case), its content row and
     # its simhash's row in each of the 20 permuted tables written, as _SettleFn writes them.
@@ -184,8 +206,9 @@ def main(argv: list[str] | None = None) -> int:
         store.mutate(CONTENT_TABLE, content)
         t = time.process_time() - t0
         store.close()
-    rows.append(("content seen: content + 20 simhash-table rows per new original", t,
-                 f"{len(probes) / n:.2f} originals/page"))
+    rows.append(
+        ("content seen: content + 20 simhash-table rows per new original", t, f"{len(probes) / n:.2f} originals/page")
+    )
 
     policy = SchedulePolicy()
     scheduled = [schedule_page(pg, policy) for pg in pages]

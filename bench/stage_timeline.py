@@ -124,13 +124,19 @@ def warmed_up(args: argparse.Namespace, prefix: str) -> Iterator[tuple[Any, Call
     beam_args = list(MP) if args.mp else []
     work = tempfile.mkdtemp(prefix=prefix)
     port = free_port()
-    with simweb_on_port(work, port, hosts=args.hosts, seed=args.seed, pages_per_host=1_000_000,
-                        log_name="requests.jsonl") as web:
+    with simweb_on_port(
+        work, port, hosts=args.hosts, seed=args.seed, pages_per_host=1_000_000, log_name="requests.jsonl"
+    ) as web:
         seeds = [f"http://{name}:{port}/" for name in web.truth()]
 
         def config(window: float) -> Any:
-            return bench_config(os.path.join(work, "out"), delay=args.delay, window=window,
-                                crawl_delay_cap=2, hosts_in_flight=args.hosts)
+            return bench_config(
+                os.path.join(work, "out"),
+                delay=args.delay,
+                window=window,
+                crawl_delay_cap=2,
+                hosts_in_flight=args.hosts,
+            )
 
         crawl(config(args.warmup_window), 2, seeds, with_local_runner(list(beam_args)), out=sys.stderr)
         yield web, lambda: crawl(config(args.window), 1, [], with_local_runner(list(beam_args)), out=sys.stderr)

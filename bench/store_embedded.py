@@ -43,9 +43,7 @@ def _temp_table_read(store: EmbeddedStore, keys: list[bytes]) -> dict[bytes, dic
         try:
             conn.execute("DELETE FROM temp.want")
             conn.executemany("INSERT OR IGNORE INTO temp.want VALUES (?)", [(k,) for k in keys])
-            for k, c, v in conn.execute(
-                "SELECT u.k, u.c, u.v FROM temp.want w JOIN urls u ON u.k = w.k"
-            ):
+            for k, c, v in conn.execute("SELECT u.k, u.c, u.v FROM temp.want w JOIN urls u ON u.k = w.k"):
                 out.setdefault(k, {})[c] = v
         finally:
             conn.execute("COMMIT")
@@ -132,11 +130,7 @@ def main(argv: list[str] | None = None) -> int:
             "cells",
             lambda: store.mutate(
                 "urls",
-                (
-                    m
-                    for fp, mm in zip(fps, muts, strict=True)
-                    for m in (Mutation.delete_row(fp), mm)
-                ),
+                (m for fp, mm in zip(fps, muts, strict=True) for m in (Mutation.delete_row(fp), mm)),
             ),
         )
         store.close()

@@ -59,10 +59,14 @@ async def _run(mode: str, port: int, hosts: int, per_host: int) -> tuple[float, 
     if mode == "aiohttp":
         session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0), auto_decompress=False)
     elif mode == "aiohttp+wire":
-        session = aiohttp.ClientSession(connector=OneAnswerConnector(limit=0), auto_decompress=False, middlewares=(no_retry,))
+        session = aiohttp.ClientSession(
+            connector=OneAnswerConnector(limit=0), auto_decompress=False, middlewares=(no_retry,)
+        )
     else:
         session = open_session(resolver, True, limit=0, limit_per_host=2, force_close=mode == "force_close")
-    urls = [f"http://{'127.0.0.1' if mode.startswith('aiohttp') else f'h{i}.test'}:{port}/p?h={i}" for i in range(hosts)]
+    urls = [
+        f"http://{'127.0.0.1' if mode.startswith('aiohttp') else f'h{i}.test'}:{port}/p?h={i}" for i in range(hosts)
+    ]
     try:
         await asyncio.gather(*(_host(session, u, 1) for u in urls))  # warm: resolver, first connections
         wall, cpu = time.perf_counter(), time.process_time()
@@ -86,8 +90,10 @@ def main() -> None:
         print(f"{total} requests, {args.hosts} hosts at once, loopback")
         for mode in ("reuse", "force_close", "aiohttp", "aiohttp+wire"):
             wall, cpu = asyncio.run(_run(mode, port, args.hosts, per_host))
-            print(f"  {mode:12s} {wall / total * 1e3:8.3f} ms wall/request  {cpu / total * 1e6:8.1f} us client CPU/request"
-                  f"  ({total / wall:7.0f} requests/s)")
+            print(
+                f"  {mode:12s} {wall / total * 1e3:8.3f} ms wall/request  {cpu / total * 1e6:8.1f} us client CPU/request"
+                f"  ({total / wall:7.0f} requests/s)"
+            )
     finally:
         server.kill()
         server.wait()

@@ -28,11 +28,46 @@ _XN = [
     "xn--zckzah", "XN--BCHER-KVA", "xn--i-7iq", "xn--99999999999", "xn--ab--", "xn--0",
 ]  # fmt: skip
 _TLDS = ["com", "org", "co.uk", "github.io", "test", "internal", "example", "xn--zckzah", "", "1", "0x7f", "co"]
-_PORTS = ["", "", "", ":", ":0", ":1", ":80", ":443", ":8080", ":65535", ":65536", ":99999", ":-1", ":08080", ":8o", ":８０"]
+_PORTS = [
+    "",
+    "",
+    "",
+    ":",
+    ":0",
+    ":1",
+    ":80",
+    ":443",
+    ":8080",
+    ":65535",
+    ":65536",
+    ":99999",
+    ":-1",
+    ":08080",
+    ":8o",
+    ":８０",
+]
 _USERINFO = ["", "", "", "user@", "u:p@", "@", "a@b@", "us%40er@", "\x00@", ":@"]
 _SEPARATORS = ["://", "://", "://", "://", ":\\\\", ":/\\", ":/", ":", ":///", ":\\/\\/", "://\\"]
 _SCHEMES = ["http", "https", "HTTP", "hTtPs", "ftp", "javascript", "mailto", "data", "file", "", "ht tp"]
-_SEGMENTS = ["", ".", "..", "%2e", "%2E%2e", "a", "B", "\\", "..\\", "%zz", "%", "é", "\x00", "a b", "\udcff", ";jsessionid=1", "@"]
+_SEGMENTS = [
+    "",
+    ".",
+    "..",
+    "%2e",
+    "%2E%2e",
+    "a",
+    "B",
+    "\\",
+    "..\\",
+    "%zz",
+    "%",
+    "é",
+    "\x00",
+    "a b",
+    "\udcff",
+    ";jsessionid=1",
+    "@",
+]
 
 
 def _label(rng: random.Random) -> str:
@@ -120,7 +155,9 @@ def hostile_url(rng: random.Random) -> str:
     if kind == 0:  # a relative reference
         return rng.choice(["", "/", "//", "\\\\", "\\", "../", "./", "?x", "#y", "..\\..\\"]) + path + query + fragment
     if kind == 1:
-        return rng.choice(["javascript:alert(1)", "data:text/html,x", "mailto:a@b.c", "file:///etc/passwd", "tel:1", "about:blank"])
+        return rng.choice(
+            ["javascript:alert(1)", "data:text/html,x", "mailto:a@b.c", "file:///etc/passwd", "tel:1", "about:blank"]
+        )
     scheme = rng.choice(_SCHEMES[:4]) if kind < 8 else rng.choice(_SCHEMES)
     sep = rng.choice(_SEPARATORS)
     return f"{scheme}{sep}{rng.choice(_USERINFO)}{hostile_slot(rng)}/{path}{query}{fragment}"

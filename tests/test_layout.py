@@ -235,7 +235,5 @@ def test_circles_are_the_mutually_reachable_groups(graph: dict[str, set[str]]) -
     """On any graph, two nodes share a circle exactly when each reaches the other."""
     edges = {node: set(targets) - {node} for node, targets in graph.items()}
     reach = {node: _reachable(edges, node) for node in edges}
-    expected = {
-        frozenset({n} | {m for m in edges if m in reach[n] and n in reach.get(m, set())}) for n in edges
-    }
+    expected = {frozenset({n} | {m for m in edges if m in reach[n] and n in reach.get(m, set())}) for n in edges}
     assert set(circles(edges)) == {group for group in expected if len(group) > 1}

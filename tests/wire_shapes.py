@@ -48,7 +48,14 @@ def page(path: str, host: str) -> bytes:
 
 
 def response(body: bytes, status: bytes = b"200 OK", extra: bytes = b"") -> bytes:
-    return b"HTTP/1.1 " + status + b"\r\nContent-Type: text/html\r\n" + extra + b"Content-Length: %d\r\n\r\n" % len(body) + body
+    return (
+        b"HTTP/1.1 "
+        + status
+        + b"\r\nContent-Type: text/html\r\n"
+        + extra
+        + b"Content-Length: %d\r\n\r\n" % len(body)
+        + body
+    )
 
 
 def chunked(body: bytes) -> bytes:

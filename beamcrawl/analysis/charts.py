@@ -273,8 +273,17 @@ def chart_frontier(reports: list[dict[str, Any]]) -> bytes:
     fig, ax = _figure("Frontier size and new URLs per round")
     rounds = [int(r["round"]) for r in reports]
     ax.bar(rounds, [r.get("new_urls", 0) for r in reports], color="#55a868", label="new URLs found")
-    ax.plot(rounds, [r.get("frontier_size", 0) for r in reports], color="#c44e52", marker="o", label="frontier after round")
-    ax.plot(rounds, [r.get("urls_due", 0) for r in reports], color="#4c72b0", marker=".", linestyle="--", label="URLs due at start")
+    ax.plot(
+        rounds, [r.get("frontier_size", 0) for r in reports], color="#c44e52", marker="o", label="frontier after round"
+    )
+    ax.plot(
+        rounds,
+        [r.get("urls_due", 0) for r in reports],
+        color="#4c72b0",
+        marker=".",
+        linestyle="--",
+        label="URLs due at start",
+    )
     ax.set_xticks(rounds)
     ax.set_xlabel("round")
     ax.set_ylabel("URLs")
@@ -303,8 +312,16 @@ def chart_errors(reports: list[dict[str, Any]], data: list[dict[str, Any]]) -> b
     stages = sorted({s for counts in per_round for s, n in counts.items() if n})
     if not stages:
         ax.text(0.5, 0.55, "no errors", ha="center", va="center", fontsize=20, color="#55a868", transform=ax.transAxes)
-        ax.text(0.5, 0.35, f"in {len(reports)} round(s): no stage counted a failure", ha="center", va="center",
-                fontsize=9, color="#555555", transform=ax.transAxes)
+        ax.text(
+            0.5,
+            0.35,
+            f"in {len(reports)} round(s): no stage counted a failure",
+            ha="center",
+            va="center",
+            fontsize=9,
+            color="#555555",
+            transform=ax.transAxes,
+        )
         ax.set_xticks([])
         ax.set_yticks([])
         return _png(fig)

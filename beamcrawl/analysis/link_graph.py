@@ -87,7 +87,10 @@ def _reports_table(folder: str) -> pa.Table:
         with open(path, encoding="utf-8") as fh:
             report = json.load(fh)
         rows.append({c: report.get(c) for c in REPORT_COLUMNS})
-    fields = [pa.field(c, pa.int64() if c not in ("seconds", "pipeline_seconds", "pages_per_second") else pa.float64()) for c in REPORT_COLUMNS]
+    fields = [
+        pa.field(c, pa.int64() if c not in ("seconds", "pipeline_seconds", "pages_per_second") else pa.float64())
+        for c in REPORT_COLUMNS
+    ]
     return pa.Table.from_pylist(rows, schema=pa.schema(fields))
 
 
@@ -115,7 +118,9 @@ def _kinds(kinds: Sequence[str]) -> str:
     return ", ".join("'" + k.replace("'", "''") + "'" for k in kinds)
 
 
-def in_degree_distribution(con: duckdb.DuckDBPyConnection, kinds: Sequence[str] = LINK_KINDS) -> duckdb.DuckDBPyRelation:
+def in_degree_distribution(
+    con: duckdb.DuckDBPyConnection, kinds: Sequence[str] = LINK_KINDS
+) -> duckdb.DuckDBPyRelation:
     """``(in_degree, urls)``: how many URLs are linked from exactly that many distinct pages
     (self-links excluded), by in-degree; the classic heavy-tailed plot of a web graph."""
     return con.sql(
@@ -130,7 +135,9 @@ def in_degree_distribution(con: duckdb.DuckDBPyConnection, kinds: Sequence[str] 
     )
 
 
-def top_hosts(con: duckdb.DuckDBPyConnection, n: int = 20, kinds: Sequence[str] = LINK_KINDS) -> duckdb.DuckDBPyRelation:
+def top_hosts(
+    con: duckdb.DuckDBPyConnection, n: int = 20, kinds: Sequence[str] = LINK_KINDS
+) -> duckdb.DuckDBPyRelation:
     """Hosts by how many other hosts link to them, with link and fetched-page counts."""
     return con.sql(
         f"""
@@ -151,7 +158,9 @@ def top_hosts(con: duckdb.DuckDBPyConnection, n: int = 20, kinds: Sequence[str] 
     )
 
 
-def top_domains(con: duckdb.DuckDBPyConnection, n: int = 20, kinds: Sequence[str] = LINK_KINDS) -> duckdb.DuckDBPyRelation:
+def top_domains(
+    con: duckdb.DuckDBPyConnection, n: int = 20, kinds: Sequence[str] = LINK_KINDS
+) -> duckdb.DuckDBPyRelation:
     """Registered domains by how many other domains link to them."""
     return con.sql(
         f"""
@@ -222,7 +231,9 @@ def host_graph(con: duckdb.DuckDBPyConnection, kinds: Sequence[str] = LINK_KINDS
     return HostGraph(hosts, src, dst)
 
 
-def pagerank(n: int, src: np.ndarray, dst: np.ndarray, damping: float = 0.85, tol: float = 1e-10, max_iter: int = 200) -> np.ndarray:
+def pagerank(
+    n: int, src: np.ndarray, dst: np.ndarray, damping: float = 0.85, tol: float = 1e-10, max_iter: int = 200
+) -> np.ndarray:
     """PageRank of a directed graph by power iteration; the ranks sum to 1.
 
     A node without out-edges spreads its rank over all nodes (the usual dangling-node

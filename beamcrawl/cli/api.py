@@ -285,8 +285,13 @@ _ERRORS = {
     "400": _json_response("Bad request: the error names the problem.", _ERROR),
     "401": _json_response("No or wrong bearer token.", _ERROR),
 }
-_HOST_PARAM = {"name": "host", "in": "path", "required": True, "schema": {"type": "string"},
-               "description": "Host name, host:port for a non-default port, or a URL."}
+_HOST_PARAM = {
+    "name": "host",
+    "in": "path",
+    "required": True,
+    "schema": {"type": "string"},
+    "description": "Host name, host:port for a non-default port, or a URL.",
+}
 # Every time a person reads is ISO-8601 UTC with milliseconds (2026-05-01T12:00:00.250Z);
 # null means never (hosts.iso_utc).
 _TIME = {"type": ["string", "null"], "format": "date-time", "description": "ISO-8601 UTC; null: never."}
@@ -340,30 +345,55 @@ OPENAPI: dict[str, Any] = {
             "get": {"summary": "Liveness.", "security": [], "responses": {"200": _json_response("Up.")}},
         },
         "/v1/openapi.json": {
-            "get": {"summary": "This document.", "responses": {"200": _json_response("OpenAPI 3 document."), **_ERRORS}},
+            "get": {
+                "summary": "This document.",
+                "responses": {"200": _json_response("OpenAPI 3 document."), **_ERRORS},
+            },
         },
         "/v1/crawl-requests": {
             "post": {
                 "summary": "Queue URLs (seeds, sitemaps, feeds, urgent recrawls), as `beamcrawl submit`.",
-                "requestBody": {"required": True, "content": {"application/json": {"schema": {
-                    "type": "object", "required": ["urls", "reason"], "additionalProperties": False,
-                    "properties": {
-                        "urls": {"type": "array", "items": {"type": "string"}, "minItems": 1, "maxItems": MAX_URLS},
-                        "priority": {"enum": ["high", "normal", "low"], "default": "normal"},
-                        "reason": {"type": "string", "maxLength": MAX_REASON_CHARS},
-                        "kind": {"enum": ["auto", "page", "sitemap"], "default": "auto"},
-                        "allow_private_networks": {
-                            "type": "boolean", "default": False,
-                            "description": "Accept URLs on loopback and private addresses, as `submit "
-                            "--allow-private-networks`; 403 unless the server was started with that flag.",
-                        },
+                "requestBody": {
+                    "required": True,
+                    "content": {
+                        "application/json": {
+                            "schema": {
+                                "type": "object",
+                                "required": ["urls", "reason"],
+                                "additionalProperties": False,
+                                "properties": {
+                                    "urls": {
+                                        "type": "array",
+                                        "items": {"type": "string"},
+                                        "minItems": 1,
+                                        "maxItems": MAX_URLS,
+                                    },
+                                    "priority": {"enum": ["high", "normal", "low"], "default": "normal"},
+                                    "reason": {"type": "string", "maxLength": MAX_REASON_CHARS},
+                                    "kind": {"enum": ["auto", "page", "sitemap"], "default": "auto"},
+                                    "allow_private_networks": {
+                                        "type": "boolean",
+                                        "default": False,
+                                        "description": "Accept URLs on loopback and private addresses, as `submit "
+                                        "--allow-private-networks`; 403 unless the server was started with that flag.",
+                                    },
+                                },
+                            }
+                        }
                     },
-                }}}},
+                },
                 "responses": {
-                    "200": _json_response("What was queued.", {"type": "object", "properties": {
-                        "accepted": {"type": "integer"}, "duplicates": {"type": "integer"},
-                        "rejected": {"type": "array", "items": {"type": "object"}},
-                    }}),
+                    "200": _json_response(
+                        "What was queued.",
+                        {
+                            "type": "object",
+                            "properties": {
+                                "accepted": {"type": "integer"},
+                                "duplicates": {"type": "integer"},
+                                "rejected": {"type": "array", "items": {"type": "object"}},
+                            },
+                        },
+                    ),
                     **_ERRORS,
                     "403": _json_response("allow_private_networks on a server started without it.", _ERROR),
                     "413": _json_response("Body over 1 MiB.", _ERROR),
@@ -374,64 +404,120 @@ OPENAPI: dict[str, Any] = {
             "get": {
                 "summary": "A host's record (delay, clocks, robots.txt cache, DNS) and policy, as `hosts show`.",
                 "parameters": [_HOST_PARAM],
-                "responses": {"200": _json_response("Record and policy (either may be null).", {"$ref": "#/components/schemas/Host"}),
-                              **_ERRORS, "404": _json_response(
-                                  "The crawl has neither a record nor a policy of the host; the error names the "
-                                  "same host on other ports when the crawl has it there.", _ERROR)},
+                "responses": {
+                    "200": _json_response(
+                        "Record and policy (either may be null).", {"$ref": "#/components/schemas/Host"}
+                    ),
+                    **_ERRORS,
+                    "404": _json_response(
+                        "The crawl has neither a record nor a policy of the host; the error names the "
+                        "same host on other ports when the crawl has it there.",
+                        _ERROR,
+                    ),
+                },
             },
         },
         "/v1/hosts/{host}/policy": {
             "get": {
                 "summary": "A host's stored policy.",
                 "parameters": [_HOST_PARAM],
-                "responses": {"200": _json_response("The policy.", {"$ref": "#/components/schemas/Policy"}),
-                              **_ERRORS, "404": _json_response("No policy stored.", _ERROR)},
+                "responses": {
+                    "200": _json_response("The policy.", {"$ref": "#/components/schemas/Policy"}),
+                    **_ERRORS,
+                    "404": _json_response("No policy stored.", _ERROR),
+                },
             },
             "put": {
                 "summary": "Change the fields given of a host's policy (the others keep their values), "
                 "as `hosts set-policy`; applied from the next round.",
                 "parameters": [_HOST_PARAM],
-                "requestBody": {"required": True, "content": {"application/json": {"schema": {
-                    "type": "object", "minProperties": 1, "additionalProperties": False,
-                    "properties": {
-                        "min_delay_ms": {"type": "integer", "minimum": 0, "description": "0 removes it."},
-                        "pause_until": {"type": "string", "description": "ISO-8601 time, duration (2h, 30m) or now."},
-                        "blocked": {"type": "boolean"},
+                "requestBody": {
+                    "required": True,
+                    "content": {
+                        "application/json": {
+                            "schema": {
+                                "type": "object",
+                                "minProperties": 1,
+                                "additionalProperties": False,
+                                "properties": {
+                                    "min_delay_ms": {"type": "integer", "minimum": 0, "description": "0 removes it."},
+                                    "pause_until": {
+                                        "type": "string",
+                                        "description": "ISO-8601 time, duration (2h, 30m) or now.",
+                                    },
+                                    "blocked": {"type": "boolean"},
+                                },
+                            }
+                        }
                     },
-                }}}},
-                "responses": {"200": _json_response("The stored policy.", {"$ref": "#/components/schemas/Policy"}),
-                              **_ERRORS, "413": _json_response("Body over 1 MiB.", _ERROR)},
+                },
+                "responses": {
+                    "200": _json_response("The stored policy.", {"$ref": "#/components/schemas/Policy"}),
+                    **_ERRORS,
+                    "413": _json_response("Body over 1 MiB.", _ERROR),
+                },
             },
         },
         "/v1/rounds": {
             "get": {
                 "summary": "The rounds run so far, in short, oldest first.",
-                "responses": {"200": _json_response("Rounds.", {"type": "object", "properties": {
-                    "rounds": {"type": "array", "items": {"type": "object"}}}}), **_ERRORS},
+                "responses": {
+                    "200": _json_response(
+                        "Rounds.",
+                        {"type": "object", "properties": {"rounds": {"type": "array", "items": {"type": "object"}}}},
+                    ),
+                    **_ERRORS,
+                },
             },
         },
         "/v1/rounds/{n}": {
             "get": {
                 "summary": "One round's report (reports/round-N.json).",
-                "parameters": [{"name": "n", "in": "path", "required": True, "schema": {"type": "integer", "minimum": 1}}],
-                "responses": {"200": _json_response("The report."), **_ERRORS,
-                              "404": _json_response("No such round.", _ERROR)},
+                "parameters": [
+                    {"name": "n", "in": "path", "required": True, "schema": {"type": "integer", "minimum": 1}}
+                ],
+                "responses": {
+                    "200": _json_response("The report."),
+                    **_ERRORS,
+                    "404": _json_response("No such round.", _ERROR),
+                },
             },
         },
         "/v1/status": {
             "get": {
                 "summary": "Whether a round is running, since when, its live counters (the progress bar's) and when "
                 "its fetch window ends; the last round's report in short (OUT_DIR/status.json, as beamcrawl status).",
-                "responses": {"200": _json_response("The status.", {"type": "object", "properties": {
-                    "running": {"type": "boolean"}, "alive": {"type": "boolean", "description": "The crawl's process runs."},
-                    "state": {"type": "string", "enum": ["starting", "running", "between rounds", "stopped", "unknown"]},
-                    "round": {"type": ["integer", "null"]}, "round_started_at": {"type": ["string", "null"], "format": "date-time"},
-                    "window_ends_at": {"type": ["string", "null"], "format": "date-time"},
-                    "live": {"type": ["object", "null"], "description": "stage, fetched, robots, settled, planned, errors, "
-                             "pages_per_s, bytes, hosts_active, hosts_waiting"},
-                    "updated_at": {"type": ["string", "null"], "format": "date-time"},
-                    "last_round": {"type": ["object", "null"], "description": "The latest round's report, in short."},
-                }}), **_ERRORS, "404": _json_response("No crawl output to read (no --crawl or --reports).", _ERROR)},
+                "responses": {
+                    "200": _json_response(
+                        "The status.",
+                        {
+                            "type": "object",
+                            "properties": {
+                                "running": {"type": "boolean"},
+                                "alive": {"type": "boolean", "description": "The crawl's process runs."},
+                                "state": {
+                                    "type": "string",
+                                    "enum": ["starting", "running", "between rounds", "stopped", "unknown"],
+                                },
+                                "round": {"type": ["integer", "null"]},
+                                "round_started_at": {"type": ["string", "null"], "format": "date-time"},
+                                "window_ends_at": {"type": ["string", "null"], "format": "date-time"},
+                                "live": {
+                                    "type": ["object", "null"],
+                                    "description": "stage, fetched, robots, settled, planned, errors, "
+                                    "pages_per_s, bytes, hosts_active, hosts_waiting",
+                                },
+                                "updated_at": {"type": ["string", "null"], "format": "date-time"},
+                                "last_round": {
+                                    "type": ["object", "null"],
+                                    "description": "The latest round's report, in short.",
+                                },
+                            },
+                        },
+                    ),
+                    **_ERRORS,
+                    "404": _json_response("No crawl output to read (no --crawl or --reports).", _ERROR),
+                },
             },
         },
     },
@@ -497,10 +583,14 @@ def make_app(crawl: _Crawl, token: str) -> Any:
 
     def answer(payload: Any, status: int = 200) -> web.Response:
         # One line each, newline-terminated: a shell that curls two answers prints two lines.
-        return web.json_response(payload, status=status, dumps=lambda o: json.dumps(o, sort_keys=True, default=str) + "\n")
+        return web.json_response(
+            payload, status=status, dumps=lambda o: json.dumps(o, sort_keys=True, default=str) + "\n"
+        )
 
     @web.middleware
-    async def guard(request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]) -> web.StreamResponse:
+    async def guard(
+        request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
+    ) -> web.StreamResponse:
         if request.path != "/healthz" and not check_token(request.headers.get("Authorization"), token):
             return web.json_response({"error": "unauthorized"}, status=401, headers={"WWW-Authenticate": "Bearer"})
         try:
@@ -550,8 +640,11 @@ def make_app(crawl: _Crawl, token: str) -> Any:
         key = parse_host(request.match_info["host"])
         now = time.time()
         change = parse_policy_change(await body(request), now)
-        policy = await crawl.run(lambda store: apply_policy(
-            store, key, now, min_delay_ms=change.min_delay_ms, pause_until=change.pause_until, block=change.blocked))
+        policy = await crawl.run(
+            lambda store: apply_policy(
+                store, key, now, min_delay_ms=change.min_delay_ms, pause_until=change.pause_until, block=change.blocked
+            )
+        )
         return answer(policy_view(policy))
 
     async def get_host(request: web.Request) -> web.Response:
@@ -614,18 +707,29 @@ def make_app(crawl: _Crawl, token: str) -> Any:
 
 
 def _parser() -> OneLineArgumentParser:
-    parser = OneLineArgumentParser(prog="beamcrawl api", description="Serve the operator control API on a crawl's store.")
+    parser = OneLineArgumentParser(
+        prog="beamcrawl api", description="Serve the operator control API on a crawl's store."
+    )
     where = parser.add_mutually_exclusive_group(required=True)
     where.add_argument("--crawl", metavar="OUT_DIR", help="The crawl's --out folder (its embedded store and reports/).")
     where.add_argument("--store", metavar="URI", help="The crawl's store URI (then --reports for the round reports).")
-    parser.add_argument("--reports", metavar="DIR", default=None, help="Folder of the round reports (default OUT_DIR/reports).")
+    parser.add_argument(
+        "--reports", metavar="DIR", default=None, help="Folder of the round reports (default OUT_DIR/reports)."
+    )
     parser.add_argument("--bind", default="127.0.0.1", metavar="ADDR", help="Address to listen on. Default 127.0.0.1.")
     parser.add_argument("--port", type=int, default=8470, help="Port (0: any free one, printed). Default 8470.")
-    parser.add_argument("--token-file", metavar="FILE", default=None,
-                        help=f"File holding the bearer token (else the {TOKEN_ENV} environment variable).")
-    parser.add_argument("--allow-private-networks", action="store_true",
-                        help="Let crawl requests ask for loopback and private addresses (their "
-                        "allow_private_networks field), as `submit --allow-private-networks`.")
+    parser.add_argument(
+        "--token-file",
+        metavar="FILE",
+        default=None,
+        help=f"File holding the bearer token (else the {TOKEN_ENV} environment variable).",
+    )
+    parser.add_argument(
+        "--allow-private-networks",
+        action="store_true",
+        help="Let crawl requests ask for loopback and private addresses (their "
+        "allow_private_networks field), as `submit --allow-private-networks`.",
+    )
     return parser
 
 

@@ -247,4 +247,3 @@ def _read_blocklist(path: str) -> tuple[str, ...]:
     except (OSError, UnicodeDecodeError) as exc:
         raise ValueError(f"cannot read blocklist file {path}: {exc}") from None
     return parse_blocklist(text.splitlines(), path)
-

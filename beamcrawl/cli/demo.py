@@ -90,7 +90,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     t0 = time.time()
     with running_simweb(work, hosts=args.hosts, seed=7, change_scale=args.change_scale) as web:
         seeds = [web.base_url(h) for h in web.hosts[::4]]
-        print(f"simweb: {len(web.hosts)} hosts on 127.0.0.1:{web.port}; {len(seeds)} seeds; crawling {args.rounds} rounds into {out}")
+        print(
+            f"simweb: {len(web.hosts)} hosts on 127.0.0.1:{web.port}; {len(seeds)} seeds; crawling {args.rounds} rounds into {out}"
+        )
         cfg = CrawlConfig(
             out=out,
             store=f"sqlite:///{out}/store.sqlite",
@@ -119,15 +121,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     fetch_seconds = sum(r["pipeline_seconds"] for r in reports)
     hosts = max((r["hosts_planned"] for r in reports), default=0)
     print()
-    print(f"demo: {pages} responses in {len(reports)} rounds, {pages / max(fetch_seconds, 1e-9):.1f} pages/s "
-          f"over the rounds' pipeline time ({fetch_seconds:.1f}s), up to {hosts} hosts in rotation; {elapsed:.1f}s in all")
+    print(
+        f"demo: {pages} responses in {len(reports)} rounds, {pages / max(fetch_seconds, 1e-9):.1f} pages/s "
+        f"over the rounds' pipeline time ({fetch_seconds:.1f}s), up to {hosts} hosts in rotation; {elapsed:.1f}s in all"
+    )
     print(f"politeness audit (server side): {report.summary()}")
     revisits = {k: sum(r.get(k, 0) for r in reports) for k in ("changed", "unchanged", "not_modified", "sitemaps_read")}
-    print(f"revisits: {revisits['changed']} found changed, {revisits['unchanged']} unchanged "
-          f"({revisits['not_modified']} answered 304, no body); {revisits['sitemaps_read']} sitemaps and feeds read")
+    print(
+        f"revisits: {revisits['changed']} found changed, {revisits['unchanged']} unchanged "
+        f"({revisits['not_modified']} answered 304, no body); {revisits['sitemaps_read']} sitemaps and feeds read"
+    )
     print(f"outputs: {out}/warc  {out}/pages  {out}/links  {out}/reports  (store: {out}/store.sqlite)")
-    print(f"try: .venv/bin/python -c \"import duckdb; print(duckdb.sql(\\\"select status, count(*) from "
-          f"'{out}/pages/*/*.parquet' group by 1\\\"))\"")
+    print(
+        f'try: .venv/bin/python -c "import duckdb; print(duckdb.sql(\\"select status, count(*) from '
+        f"'{out}/pages/*/*.parquet' group by 1\\\"))\""
+    )
     shutil.rmtree(work, ignore_errors=True)
     return 0 if report.violations == 0 else 1
 

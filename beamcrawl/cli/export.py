@@ -35,14 +35,19 @@ PROG = "beamcrawl export"
 def _parser() -> OneLineArgumentParser:
     parser = OneLineArgumentParser(prog=PROG, description="Export the crawl's URL state or host state as Parquet.")
     parser.add_argument(
-        "what", choices=("urls", "hosts", "quarantine"),
+        "what",
+        choices=("urls", "hosts", "quarantine"),
         help="urls: the seen set; hosts: host records; quarantine: URLs and hosts that failed in a round.",
     )
     parser.add_argument("--out", required=True, metavar="DIR", help="Folder to write DIR/<what>/part-*.parquet in.")
     source = parser.add_mutually_exclusive_group(required=True)
-    source.add_argument("--store", metavar="URI", help="Store URI: sqlite:///PATH, a folder, or bigtable://PROJECT/INSTANCE[/PREFIX].")
+    source.add_argument(
+        "--store", metavar="URI", help="Store URI: sqlite:///PATH, a folder, or bigtable://PROJECT/INSTANCE[/PREFIX]."
+    )
     source.add_argument("--crawl", metavar="CRAWL_OUT", help="A crawl's output folder (its store.sqlite is read).")
-    parser.add_argument("--chunk-rows", type=_positive_int, default=None, help="Rows per range scan and row group (default 20000).")
+    parser.add_argument(
+        "--chunk-rows", type=_positive_int, default=None, help="Rows per range scan and row group (default 20000)."
+    )
     return parser
 
 
@@ -103,7 +108,9 @@ def main(argv: Sequence[str]) -> int:
         print(f"{PROG}: error: cannot write {args.out}: {exc.strerror or exc}", file=sys.stderr)
         return 1
     skipped = f", {result.skipped} unreadable rows skipped" if result.skipped else ""
-    print(f"{args.what}: {result.rows} rows in {len(result.files)} file(s) under {os.path.join(args.out, args.what)}{skipped}")
+    print(
+        f"{args.what}: {result.rows} rows in {len(result.files)} file(s) under {os.path.join(args.out, args.what)}{skipped}"
+    )
     return 0
 
 

@@ -74,9 +74,7 @@ def parse_when(text: str, now: float) -> float:
     try:
         when = dt.datetime.fromisoformat(iso)
     except ValueError:
-        raise ValueError(
-            f"not an ISO-8601 time or a duration like 2h or 30m: {text!r}"
-        ) from None
+        raise ValueError(f"not an ISO-8601 time or a duration like 2h or 30m: {text!r}") from None
     if when.tzinfo is None:
         when = when.replace(tzinfo=dt.timezone.utc)
     return when.timestamp()
@@ -132,7 +130,12 @@ def read_policy(store: Any, key: str) -> HostPolicy | None:
 
 
 def apply_policy(
-    store: Any, key: str, now: float, *, min_delay_ms: int | None = None, pause_until: float | None = None,
+    store: Any,
+    key: str,
+    now: float,
+    *,
+    min_delay_ms: int | None = None,
+    pause_until: float | None = None,
     block: bool | None = None,
 ) -> HostPolicy:
     """Changes the fields given of a host's stored policy and stores it; returns it.
@@ -249,7 +252,9 @@ def iso_utc(epoch: float | None) -> str | None:
 
 def with_iso_times(fields: dict[str, Any]) -> dict[str, Any]:
     """A record's or policy's fields with its times as ISO-8601 UTC strings."""
-    return {k: iso_utc(v) if k in _TIME_FIELDS and isinstance(v, (int, float, type(None))) else v for k, v in fields.items()}
+    return {
+        k: iso_utc(v) if k in _TIME_FIELDS and isinstance(v, (int, float, type(None))) else v for k, v in fields.items()
+    }
 
 
 def policy_view(policy: HostPolicy) -> dict[str, Any]:
@@ -305,10 +310,20 @@ def _parser() -> OneLineArgumentParser:
         where.add_argument("--store", metavar="URI", help="The crawl's store URI.")
         where.add_argument("--crawl", metavar="OUT_DIR", help="The crawl's --out folder (its embedded store).")
         if name == "set-policy":
-            p.add_argument("--min-delay-ms", dest="min_delay_ms", type=_non_negative_int, default=None,
-                           help="Minimum gap between requests in ms (0 removes it).")
-            p.add_argument("--pause-until", dest="pause_until", metavar="T", default=None,
-                           help="ISO-8601 time or duration (2h, 30m, 1d); 'now' ends a pause.")
+            p.add_argument(
+                "--min-delay-ms",
+                dest="min_delay_ms",
+                type=_non_negative_int,
+                default=None,
+                help="Minimum gap between requests in ms (0 removes it).",
+            )
+            p.add_argument(
+                "--pause-until",
+                dest="pause_until",
+                metavar="T",
+                default=None,
+                help="ISO-8601 time or duration (2h, 30m, 1d); 'now' ends a pause.",
+            )
             block = p.add_mutually_exclusive_group()
             block.add_argument("--block", dest="block", action="store_const", const=True, default=None)
             block.add_argument("--unblock", dest="block", action="store_const", const=False)

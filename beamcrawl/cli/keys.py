@@ -76,7 +76,9 @@ def run(argv: Sequence[str], out: TextIO) -> int:
             kid = thumbprint(load_public_key(fh.read(), public_path))
         out.write(f"private key: {private_path} (mode 0600; pass it to crawl --signing-key)\n")
         out.write(f"public key:  {public_path}\nkeyid:       {kid}\n")
-        out.write(f"publish the output of 'beamcrawl keys directory {args.out}' at SIGNATURE_AGENT_URL{DIRECTORY_PATH}\n")
+        out.write(
+            f"publish the output of 'beamcrawl keys directory {args.out}' at SIGNATURE_AGENT_URL{DIRECTORY_PATH}\n"
+        )
         return 0
     json.dump(directory(args.folder), out, indent=2)
     out.write("\n")

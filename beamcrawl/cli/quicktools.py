@@ -40,9 +40,7 @@ def normalize_cmd(urls: list[str], out: TextIO) -> int:
     return EXIT_OK
 
 
-def robots_check_cmd(
-    robots_file: str, agent: str, urls: list[str], out: TextIO, err: TextIO
-) -> int:
+def robots_check_cmd(robots_file: str, agent: str, urls: list[str], out: TextIO, err: TextIO) -> int:
     r"""Prints ``allowed\tURL`` or ``disallowed\tURL`` per URL for a local robots.txt, or
     ``invalid\tURL\t<reason>`` for one that is no absolute http(s) URL.
 

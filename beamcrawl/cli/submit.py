@@ -186,14 +186,20 @@ def _parser() -> OneLineArgumentParser:
         description="Queue seeds, sitemaps, feeds and urgent recrawls with a priority and a reason.",
     )
     parser.add_argument("urls", nargs="*", metavar="URL", help="URLs to queue.")
-    parser.add_argument("--file", action="append", default=[], metavar="F", help="File of URLs, one per line ('-': stdin). Repeatable.")
+    parser.add_argument(
+        "--file", action="append", default=[], metavar="F", help="File of URLs, one per line ('-': stdin). Repeatable."
+    )
     parser.add_argument("--priority", required=True, help="high | normal | low.")
     parser.add_argument("--reason", required=True, help="Why, in a few words (kept with the work).")
     parser.add_argument(
-        "--kind", default="auto", help="page | sitemap (a sitemap or feed, read for URLs) | auto (by path). Default auto."
+        "--kind",
+        default="auto",
+        help="page | sitemap (a sitemap or feed, read for URLs) | auto (by path). Default auto.",
     )
     where = parser.add_mutually_exclusive_group(required=True)
-    where.add_argument("--store", help="The crawl's store: sqlite:///PATH, a folder, or bigtable://PROJECT/INSTANCE[/PREFIX].")
+    where.add_argument(
+        "--store", help="The crawl's store: sqlite:///PATH, a folder, or bigtable://PROJECT/INSTANCE[/PREFIX]."
+    )
     where.add_argument("--crawl", metavar="OUT_DIR", help="The crawl's output folder (its embedded store).")
     parser.add_argument(
         "--allow-private-networks", action="store_true",
@@ -253,7 +259,9 @@ def run(argv: Sequence[str], out: TextIO, stdin: TextIO | None = None, now: floa
     out.flush()
     for item in answer["rejected"]:  # the lines of a file to fix, where they came from one
         if item["url"] in where:
-            print(f"beamcrawl submit: {where[item['url']]}: rejected {item['url']!r}: {item['reason']}", file=sys.stderr)
+            print(
+                f"beamcrawl submit: {where[item['url']]}: rejected {item['url']!r}: {item['reason']}", file=sys.stderr
+            )
     return 0
 
 

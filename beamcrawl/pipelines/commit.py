@@ -1,7 +1,6 @@
 """A round's commit: staged files moved into place, finished frontier rows deleted, dead
 letters booked, the round counter advanced; resumable from a marker written first."""
 
-
 from __future__ import annotations
 
 import logging
@@ -19,6 +18,8 @@ log = logging.getLogger(__name__)
 
 
 ROUND_KEY = b"round"
+
+
 def next_round(store: Store) -> int:
     raw = store.read_keys("meta", [ROUND_KEY]).get(ROUND_KEY, {}).get("m:next")
     return int(raw) if raw else 1
@@ -68,5 +69,3 @@ def commit_round(store: Store, outputs: RoundOutputs, notes: dict[str, Any] | No
     outputs.discard_staging()
     log.info("round %d committed: %d frontier rows finished, %d revisits queued", outputs.round_no, finished, requeued)
     return moved
-
-

@@ -33,6 +33,7 @@ from beamcrawl.stores.base import Store, StoreError, open_store
 
 log = logging.getLogger(__name__)
 
+
 def _remove_if_empty(folder: str) -> None:
     """Removes a local folder this run created, if nothing was written into it."""
     with contextlib.suppress(OSError):
@@ -64,8 +65,13 @@ def default_contact_warning(cfg: CrawlConfig) -> str | None:
 
 
 def crawl(
-    cfg: CrawlConfig, rounds: int, seeds: list[str], pipeline_args: list[str], out: TextIO = sys.stdout,
-    *, exit_when_idle: bool = False,
+    cfg: CrawlConfig,
+    rounds: int,
+    seeds: list[str],
+    pipeline_args: list[str],
+    out: TextIO = sys.stdout,
+    *,
+    exit_when_idle: bool = False,
 ) -> list[dict[str, Any]]:
     """Seeds the frontier and runs ``rounds`` rounds; returns their reports.
 
@@ -97,18 +103,31 @@ def crawl(
         status = LiveStatus(cfg.out, claim.crawl_id, out_folder.store_name(cfg.store))
         with CrawlLog(cfg.out) as record:
             try:
-                reports = _rounds(cfg, store, rounds, seeds, pipeline_args, record.tee(out), exit_when_idle, status, record)
+                reports = _rounds(
+                    cfg, store, rounds, seeds, pipeline_args, record.tee(out), exit_when_idle, status, record
+                )
             except BaseException as exc:
                 with contextlib.suppress(OSError):
-                    status.stopped("was interrupted" if isinstance(exc, (KeyboardInterrupt, RoundInterrupted)) else f"failed: {exc}")
+                    status.stopped(
+                        "was interrupted"
+                        if isinstance(exc, (KeyboardInterrupt, RoundInterrupted))
+                        else f"failed: {exc}"
+                    )
                 raise
             status.stopped("finished")
             return reports
 
 
 def _rounds(
-    cfg: CrawlConfig, store: Store, rounds: int, seeds: list[str], pipeline_args: list[str], out: TextIO,
-    exit_when_idle: bool, status: LiveStatus, record: CrawlLog,
+    cfg: CrawlConfig,
+    store: Store,
+    rounds: int,
+    seeds: list[str],
+    pipeline_args: list[str],
+    out: TextIO,
+    exit_when_idle: bool,
+    status: LiveStatus,
+    record: CrawlLog,
 ) -> list[dict[str, Any]]:
     """The rounds of one run, under the crawl's lease; ``status`` (OUT/status.json) and
     ``record`` (OUT/logs/) follow them."""
@@ -142,7 +161,9 @@ def _rounds(
             status.round_started(round_no)
             with watch_interrupt() as interrupt:
                 try:
-                    report = run_round(cfg, pipeline_args, store, round_no, lease, sinks=(record.progress, status.progress))
+                    report = run_round(
+                        cfg, pipeline_args, store, round_no, lease, sinks=(record.progress, status.progress)
+                    )
                 except BaseException:
                     if interrupt.hit:  # Beam re-raises a KeyboardInterrupt as its own error
                         raise RoundInterrupted(round_no, unfinished.committing()) from None

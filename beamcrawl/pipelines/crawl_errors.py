@@ -1,6 +1,5 @@
 """Why a crawl stopped: the errors the crawl loop raises, each a one-line message for the CLI."""
 
-
 from __future__ import annotations
 
 
@@ -20,5 +19,3 @@ class RoundInterrupted(CrawlError):
         super().__init__(message)
         self.round_no = round_no
         self.committing = committing
-
-

@@ -70,7 +70,9 @@ _POM = """<?xml version="1.0" encoding="UTF-8"?>
 """
 _POM_TEXT = _POM.format(group=ARTIFACT[0], artifact=ARTIFACT[1], version=ARTIFACT[2], slf4j=SLF4J_VERSION)
 # Named after the POM's content too, so a changed POM builds afresh beside an older build.
-FOLDER = CACHE / "flink" / f"beam-{BEAM_VERSION}-flink-{FLINK_VERSION}-{hashlib.sha256(_POM_TEXT.encode()).hexdigest()[:8]}"
+FOLDER = (
+    CACHE / "flink" / f"beam-{BEAM_VERSION}-flink-{FLINK_VERSION}-{hashlib.sha256(_POM_TEXT.encode()).hexdigest()[:8]}"
+)
 
 
 def launcher_jar(build: bool = True) -> Path:
@@ -93,9 +95,19 @@ def launcher_jar(build: bool = True) -> Path:
     try:
         (staging / "pom.xml").write_text(_POM_TEXT)
         proc = subprocess.run(
-            [mvn, "-q", "-B", "-f", str(staging / "pom.xml"), "dependency:copy-dependencies",
-             "-DincludeScope=runtime", f"-DoutputDirectory={staging / 'lib'}"],
-            capture_output=True, text=True, timeout=3600,
+            [
+                mvn,
+                "-q",
+                "-B",
+                "-f",
+                str(staging / "pom.xml"),
+                "dependency:copy-dependencies",
+                "-DincludeScope=runtime",
+                f"-DoutputDirectory={staging / 'lib'}",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=3600,
         )
         jars = sorted(p.name for p in (staging / "lib").glob("*.jar"))
         if proc.returncode != 0 or not any(name.startswith(ARTIFACT[1] + "-") for name in jars):
@@ -105,12 +117,25 @@ def launcher_jar(build: bool = True) -> Path:
             )
         (staging / "MANIFEST.MF").write_text(manifest(MAIN_CLASS, [f"lib/{name}" for name in jars]))
         proc = subprocess.run(
-            [jar_tool, "--create", "--file", str(staging / JAR_NAME), "--manifest", str(staging / "MANIFEST.MF"),
-             "-C", str(staging), "pom.xml"],
-            capture_output=True, text=True, timeout=600,
+            [
+                jar_tool,
+                "--create",
+                "--file",
+                str(staging / JAR_NAME),
+                "--manifest",
+                str(staging / "MANIFEST.MF"),
+                "-C",
+                str(staging),
+                "pom.xml",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=600,
         )
         if proc.returncode != 0:
-            raise RunnerSetupError(f"the JDK's jar tool could not make the Flink launcher jar: {_last_error(proc.stderr)}")
+            raise RunnerSetupError(
+                f"the JDK's jar tool could not make the Flink launcher jar: {_last_error(proc.stderr)}"
+            )
         try:
             os.rename(staging, FOLDER)
         except OSError:
@@ -202,16 +227,19 @@ def flink_job_server_jar(flink_version: str) -> Path:
     fix = "pass --flink_job_server_jar=PATH to a copy of it"
     with contextlib.suppress(OSError):
         if time.time() - missing.stat().st_mtime < MISS_TTL:
-            raise RunnerSetupError(f"Maven could not fetch {coordinates} (the Flink job server for this Beam) "
-                                   f"within the last day (delete {missing} to ask again); {fix}")
+            raise RunnerSetupError(
+                f"Maven could not fetch {coordinates} (the Flink job server for this Beam) "
+                f"within the last day (delete {missing} to ask again); {fix}"
+            )
     mvn = shutil.which("mvn")
     if mvn is None:
         raise RunnerSetupError("fetching the Flink job server needs Maven ('mvn' is not on PATH)")
     target.parent.mkdir(parents=True, exist_ok=True)
     proc = subprocess.run(
-        [mvn, "-q", "-B", "-U", "dependency:copy", f"-Dartifact={coordinates}",
-         f"-DoutputDirectory={target.parent}"],
-        capture_output=True, text=True, timeout=1800,
+        [mvn, "-q", "-B", "-U", "dependency:copy", f"-Dartifact={coordinates}", f"-DoutputDirectory={target.parent}"],
+        capture_output=True,
+        text=True,
+        timeout=1800,
     )
     if proc.returncode != 0 or not target.exists():
         missing.write_text(f"{time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())} {coordinates} not fetched\n")
@@ -338,7 +366,9 @@ def job_server(args: Sequence[str], out: str, announce: Callable[[str], object] 
         "--artifacts-dir", artifacts,
     ]  # fmt: skip
     with open(log_path, "a", encoding="utf-8") as log_file:
-        log_file.write(f"# {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())} job server on localhost:{port}: {' '.join(cmd)}\n")
+        log_file.write(
+            f"# {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())} job server on localhost:{port}: {' '.join(cmd)}\n"
+        )
         log_file.write(TEARDOWN_NOTE)
         log_file.flush()
         try:
@@ -471,7 +501,9 @@ def _wait_listening(proc: subprocess.Popen, port: int, log_path: Path) -> None:
         with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=1.0):
             return
         if time.monotonic() > deadline:
-            raise RunnerSetupError(f"the Flink job server did not listen on port {port} within {START_TIMEOUT:g}s; see {log_path}")
+            raise RunnerSetupError(
+                f"the Flink job server did not listen on port {port} within {START_TIMEOUT:g}s; see {log_path}"
+            )
         time.sleep(0.25)
 
 

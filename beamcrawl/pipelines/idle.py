@@ -85,7 +85,9 @@ class Idle:
         if self.wake_at is None:
             head = "nothing due, and nothing will fall due by itself"
         else:
-            head = f"nothing due now; the next URL falls due at {_iso(self.wake_at)} (in {_span(self.wake_at - self.now)})"
+            head = (
+                f"nothing due now; the next URL falls due at {_iso(self.wake_at)} (in {_span(self.wake_at - self.now)})"
+            )
         parts = [f"{n} {word}" for word, n in sorted(self.waiting.items(), key=lambda kv: (-kv[1], kv[0]))]
         scope = f" (of the first {sum(self.waiting.values())} queued)" if self.sampled else ""
         return f"{head}; waiting{scope}: {', '.join(parts)}"
@@ -202,7 +204,9 @@ def check_idle(store: Store, cfg: CrawlConfig, now: float) -> Idle | None:
     return idle
 
 
-def wait_until_due(store: Store, cfg: CrawlConfig, out: TextIO, *, exit_when_idle: bool = False, label: str = "") -> bool:
+def wait_until_due(
+    store: Store, cfg: CrawlConfig, out: TextIO, *, exit_when_idle: bool = False, label: str = ""
+) -> bool:
     """Returns at once when a round has work; else says why not and waits until it has.
 
     Args:
@@ -228,7 +232,11 @@ def wait_until_due(store: Store, cfg: CrawlConfig, out: TextIO, *, exit_when_idl
             said = state
         if exit_when_idle or idle.wake_at is None:
             if exit_when_idle and idle.wake_at is not None:
-                print(f"{label}exiting (--exit-when-idle); run the crawl again after {_iso(idle.wake_at)}", file=out, flush=True)
+                print(
+                    f"{label}exiting (--exit-when-idle); run the crawl again after {_iso(idle.wake_at)}",
+                    file=out,
+                    flush=True,
+                )
             return False
         # Interruptible: Ctrl-C raises KeyboardInterrupt here like anywhere else.
         time.sleep(min(max(idle.wake_at - time.time(), 0.0) + 0.05, RECHECK_SECONDS))

@@ -1,7 +1,6 @@
 """Ctrl-C during a round: noted, so a runner's re-raised KeyboardInterrupt is told apart
 from a failure."""
 
-
 from __future__ import annotations
 
 import contextlib
@@ -65,5 +64,3 @@ def watch_interrupt() -> Iterator[Interrupt]:
         # each hangup) until the process ends, which it does next (cli/main.py); a caller that
         # goes on instead turns it back on with logging.disable(logging.NOTSET).
         signal.signal(signal.SIGINT, previous)
-
-

@@ -1,7 +1,6 @@
 """One round launched, run and committed: the Beam job built and run with live progress, its
 metrics read, its commit, and the report written (``reports/round-NNNNNN.json``)."""
 
-
 from __future__ import annotations
 
 import json
@@ -86,15 +85,23 @@ class _QuietWorkerStart(logging.Filter):
 
 
 # Where the runners log a failed bundle (with its traceback) before they raise.
-_RUNNER_LOGGERS = ("apache_beam.runners.common", "apache_beam.runners.worker.sdk_worker",
-                   "apache_beam.runners.worker.bundle_processor", "apache_beam.runners.portability.fn_api_runner.fn_runner")
+_RUNNER_LOGGERS = (
+    "apache_beam.runners.common",
+    "apache_beam.runners.worker.sdk_worker",
+    "apache_beam.runners.worker.bundle_processor",
+    "apache_beam.runners.portability.fn_api_runner.fn_runner",
+)
 _QUIET = _QuietInfrastructureFailures()
 _WORKER_RELAY = "apache_beam.runners.portability.local_job_service"
 _QUIET_START = _QuietWorkerStart()
 
 
 def run_round(
-    cfg: CrawlConfig, pipeline_args: list[str], store: Store, round_no: int, lease: RoundLease | None = None,
+    cfg: CrawlConfig,
+    pipeline_args: list[str],
+    store: Store,
+    round_no: int,
+    lease: RoundLease | None = None,
     sinks: Iterable[live.Sink] = (),
 ) -> dict[str, Any]:
     """Runs and commits one round (only while ``lease`` still holds); returns its report.
@@ -186,5 +193,3 @@ def run_round(
     # The latest round for monitoring: one file whatever the round (reports/beamcrawl.prom).
     prometheus.write_latest(report, os.path.dirname(outputs.report_path()))
     return report
-
-

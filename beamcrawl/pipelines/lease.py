@@ -2,7 +2,6 @@
 so two rounds never run at once on one crawl (renewed by a thread; a dead local owner
 releases it at once)."""
 
-
 from __future__ import annotations
 
 import json
@@ -204,5 +203,3 @@ def lease_ttl(round_window: float) -> float:
     and tear-down on a cluster. A crashed launcher on another machine blocks the crawl at
     most this long; a dead local process releases it at once (see _owner_gone)."""
     return 3 * round_window + 3600.0
-
-

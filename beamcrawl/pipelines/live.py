@@ -198,7 +198,11 @@ class ProgressDisplay:
     """Shows :class:`Progress` as a tqdm bar (a terminal) or plain lines (anything else)."""
 
     def __init__(
-        self, round_no: int, progress: Progress, stream: TextIO | None = None, mode: str | None = None,
+        self,
+        round_no: int,
+        progress: Progress,
+        stream: TextIO | None = None,
+        mode: str | None = None,
         sinks: Iterable[Sink] = (),
     ) -> None:
         self.round_no = round_no
@@ -317,8 +321,13 @@ class ProgressPoller:
 
 
 def run(
-    p: beam.Pipeline, round_no: int, window: float, stream: TextIO | None = None,
-    *, progress: Progress | None = None, sinks: Iterable[Sink] = (),
+    p: beam.Pipeline,
+    round_no: int,
+    window: float,
+    stream: TextIO | None = None,
+    *,
+    progress: Progress | None = None,
+    sinks: Iterable[Sink] = (),
 ) -> Any:
     """Runs ``p`` to the end, showing live progress meanwhile; returns its result.
 

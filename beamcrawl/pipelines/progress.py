@@ -24,7 +24,10 @@ STAGES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("parse", ("parse/received",)),
     ("content seen", ("content_seen/pages_checked",)),
     ("URL seen", ("url_seen/offered", "url_seen/buckets")),
-    ("writes", ("store/received", "publish_pages/received", "publish_links/received", "record/hosts_rows", "record/urls_rows")),
+    (
+        "writes",
+        ("store/received", "publish_pages/received", "publish_links/received", "record/hosts_rows", "record/urls_rows"),
+    ),
 )
 
 RATE_SPAN = 5.0  # seconds of polls the pages/s figure is averaged over
@@ -206,12 +209,11 @@ def responses(fields: Mapping[str, object]) -> str:
 def format_line(round_no: int, fields: Mapping[str, object]) -> str:
     """One plain progress line (logs and CI), e.g.::
 
-        round 3 [fetch] 0:12 812 responses (150 robots.txt), 840/2,000 settled | hosts 150 active
-        (131 waiting on delay) | 9.6 MB | errors 2 | 71.0 pages/s | 3s left in window
+    round 3 [fetch] 0:12 812 responses (150 robots.txt), 840/2,000 settled | hosts 150 active
+    (131 waiting on delay) | 9.6 MB | errors 2 | 71.0 pages/s | 3s left in window
     """
     elapsed = int(float(fields["elapsed"]))
     return (
         f"round {round_no} [{fields['stage']}] {elapsed // 60}:{elapsed % 60:02d} "
-        f"{responses(fields)}, {fields['settled']:,}/{fields['planned']:,} settled | "
-        + describe(fields)
+        f"{responses(fields)}, {fields['settled']:,}/{fields['planned']:,} settled | " + describe(fields)
     )

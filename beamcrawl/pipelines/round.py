@@ -105,13 +105,17 @@ class CrawlRound(beam.PTransform[beam.pvalue.PBegin, dict[str, beam.PCollection]
                 pages
                 | "Discovered URLs" >> ExtractCandidates(cfg.shape_rules(), cfg.max_redirects)
                 | "URL seen"
-                >> QueueUnseenUrls(cfg.store, cfg.seen_bucket_bits, now_ms, lastmod_hints=cfg.revisit_policy == "adaptive")
+                >> QueueUnseenUrls(
+                    cfg.store, cfg.seen_bucket_bits, now_ms, lastmod_hints=cfg.revisit_policy == "adaptive"
+                )
             )
 
             _ = fetched.hosts | "Record host state" >> RecordHostState(cfg.store)
             _ = pages | "Record URL state" >> RecordUrlState(cfg.store, outputs)
             if cfg.domain_budgets:
-                _ = fetched.results | "Record domain usage" >> CountDomainUsage(cfg.store, outputs.round_no, now, rules.period)
+                _ = fetched.results | "Record domain usage" >> CountDomainUsage(
+                    cfg.store, outputs.round_no, now, rules.period
+                )
                 _ = pages | "Record linking domains" >> CountLinkingDomains(cfg.store)
         return {
             "pages": pages,

@@ -1,6 +1,5 @@
 """The one-screen console summary of a round, from its report."""
 
-
 from __future__ import annotations
 
 from typing import Any
@@ -38,7 +37,9 @@ def summary(report: dict[str, Any]) -> str:
     ]
     if report.get("errors") or report.get("quarantined"):
         by_stage = " ".join(f"{k}={v}" for k, v in sorted(report.get("errors_by_stage", {}).items()))
-        lines.append(f"  set aside {report.get('errors', 0)} (errors/: {by_stage or '-'}); quarantined now {len(report.get('quarantined', []))}")
+        lines.append(
+            f"  set aside {report.get('errors', 0)} (errors/: {by_stage or '-'}); quarantined now {len(report.get('quarantined', []))}"
+        )
     for kind, paths in sorted(report["files"].items()):
         lines.append(f"  {kind}: {len(paths)} file(s)")
     return "\n".join(lines)
@@ -66,7 +67,8 @@ def _held(metrics: dict[str, Any]) -> str:
 
 def _breakdown(metrics: dict[str, Any], prefix: str) -> str:
     """``a 3, b 1`` from the counters under ``prefix`` (largest first), or ``none``."""
-    parts = sorted(((k[len(prefix) :], v) for k, v in metrics.items() if k.startswith(prefix) and v), key=lambda kv: (-kv[1], kv[0]))
+    parts = sorted(
+        ((k[len(prefix) :], v) for k, v in metrics.items() if k.startswith(prefix) and v),
+        key=lambda kv: (-kv[1], kv[0]),
+    )
     return ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in parts) or "none"
-
-

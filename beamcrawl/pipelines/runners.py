@@ -111,7 +111,8 @@ def prism_binary(build: bool = True) -> Path:
     print(
         f"building the Prism runner {version} once (go install {PRISM_MODULE}@v{version}) into "
         f"{target.parent}; this can take a few minutes ...",
-        file=sys.stderr, flush=True,
+        file=sys.stderr,
+        flush=True,
     )
     started = time.monotonic()
     try:
@@ -163,6 +164,9 @@ def prepare(args: Sequence[str]) -> list[str]:
         jar = flink_job_server(option_value(args, "flink_version"), local=local, announce=log.info,
                                master=None if local else option_value(args, "flink_master"))  # fmt: skip
         args = [*args, f"--flink_job_server_jar={jar}"]
-        if option_value(args, "environment_type") is None and (option_value(args, "flink_master") or "[auto]") in LOCAL_MASTERS:
+        if (
+            option_value(args, "environment_type") is None
+            and (option_value(args, "flink_master") or "[auto]") in LOCAL_MASTERS
+        ):
             args = [*args, "--environment_type=LOOPBACK"]
     return list(args)

@@ -1,7 +1,6 @@
 """Work in: seed files read and checked line by line, and URLs queued (seeds and operator
 submissions), never-seen ones with one batched key-set read, known ones requeued on request."""
 
-
 from __future__ import annotations
 
 import json
@@ -139,7 +138,9 @@ def submit_urls(
             report.duplicates += 1
             continue
         what = document_kind(norm) if kind == "auto" else kind
-        offered[fp] = Candidate(fp=fp, url=norm, host=host_of(norm), depth=0, priority=priority, source=source, inlinks=0, kind=what)
+        offered[fp] = Candidate(
+            fp=fp, url=norm, host=host_of(norm), depth=0, priority=priority, source=source, inlinks=0, kind=what
+        )
     known = store.read_keys("urls", [fp_key(fp) for fp in offered], keys_only=not requeue_known)
     new = [c for fp, c in sorted(offered.items()) if fp_key(fp) not in known]
     report.duplicates += len(offered) - len(new)
@@ -149,9 +150,13 @@ def submit_urls(
     queue_new_urls(store, new, now_ms, reason=reason)
     report.accepted = len(new)
     if requeue_known and known:
-        again = [_requeued(offered[fp], known[fp_key(fp)], now_ms, reason) for fp in sorted(offered) if fp_key(fp) in known]
+        again = [
+            _requeued(offered[fp], known[fp_key(fp)], now_ms, reason) for fp in sorted(offered) if fp_key(fp) in known
+        ]
         store.mutate("frontier", [Mutation.set(e.key, e.to_cells()) for e in again])  # the store batches
-        store.mutate("urls", [Mutation.set(fp_key(e.fp), {"u:reason": json.dumps(reason or None).encode()}) for e in again])
+        store.mutate(
+            "urls", [Mutation.set(fp_key(e.fp), {"u:reason": json.dumps(reason or None).encode()}) for e in again]
+        )
         report.accepted += len(again)
         report.duplicates -= len(again)
     return report
@@ -173,5 +178,3 @@ def _requeued(cand: Candidate, cells: dict[str, bytes], now_ms: int, reason: str
         depth=depth if isinstance(depth, int) else 0, source=cand.source, kind=cand.kind, reason=reason,
         revisit=revisit, also_keys=[scheduled.hex()] if scheduled else [],
     )  # fmt: skip
-
-

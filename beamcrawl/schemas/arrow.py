@@ -74,7 +74,12 @@ PAGES_SCHEMA = pa.schema(
         _f("host", pa.string(), "Host of url, with the port when it is not the default.", nullable=False),
         _f("final_url", pa.string(), "The URL that answered (redirects are not followed, so it is url)."),
         _f("status", pa.int32(), "HTTP status code; null when no response arrived."),
-        _f("outcome", pa.string(), "fetched | error (no response: timeout, reset, connection refused) | refused (the address policy refused the connection before any socket: link-local, or loopback/private without --allow-private-networks; nothing archived).", nullable=False),
+        _f(
+            "outcome",
+            pa.string(),
+            "fetched | error (no response: timeout, reset, connection refused) | refused (the address policy refused the connection before any socket: link-local, or loopback/private without --allow-private-networks; nothing archived).",
+            nullable=False,
+        ),
         _f("fetched_at", TIMESTAMP, "When the request started (UTC)."),
         _f("elapsed_ms", pa.float64(), "Request start to last body byte, milliseconds."),
         _f("waited_ms", pa.float64(), "How long the request waited for its host's turn (politeness), milliseconds."),
@@ -99,7 +104,11 @@ PAGES_SCHEMA = pa.schema(
             "part in exact matching, so a site's identical 404 or 500 pages are exact copies of its first "
             "one (stored once); filter on status for copies of 2xx content. Only 2xx pages are near copies.",
         ),
-        _f("duplicate_distance", pa.int32(), "Differing bits between this page's simhash and its original's (0 for an exact copy)."),
+        _f(
+            "duplicate_distance",
+            pa.int32(),
+            "Differing bits between this page's simhash and its original's (0 for an exact copy).",
+        ),
         _f(
             "blob",
             pa.string(),
@@ -117,7 +126,11 @@ PAGES_SCHEMA = pa.schema(
         _f("meta_noindex", pa.bool_(), "noindex from meta robots or X-Robots-Tag (for us or everyone)."),
         _f("meta_nofollow", pa.bool_(), "nofollow from meta robots or X-Robots-Tag (for us or everyone)."),
         _f("ip", pa.string(), "Server address the response came from (WARC-IP-Address)."),
-        _f("error", pa.string(), "Why the fetch failed (outcome = error) or was refused (outcome = refused: 'refused address: <reason>'), or a note on archiving."),
+        _f(
+            "error",
+            pa.string(),
+            "Why the fetch failed (outcome = error) or was refused (outcome = refused: 'refused address: <reason>'), or a note on archiving.",
+        ),
         _f("depth", pa.int32(), "Link distance from a seed."),
         _f("source", pa.string(), "Why it was fetched: seed | link | redirect | robots (a robots.txt request) | ..."),
         _f("etag", pa.string(), "ETag response header."),
@@ -143,7 +156,11 @@ LINKS_SCHEMA = pa.schema(
         _f("dst_domain", pa.string(), "Registered domain of dst_host (public suffix + 1)."),
         _f("anchor", pa.string(), "Anchor text, whitespace collapsed, at most 256 characters; null if none."),
         _f("nofollow", pa.bool_(), "rel=nofollow on the link, or nofollow for the whole page."),
-        _f("kind", pa.string(), "a | area | frame | canonical | redirect (a 3xx Location) | refresh (a <meta http-equiv=refresh> target) | feed (a page's RSS/Atom link) | sitemap (a robots.txt Sitemap: line or a sitemap index entry) | listed (a URL a sitemap or feed lists)."),
+        _f(
+            "kind",
+            pa.string(),
+            "a | area | frame | canonical | redirect (a 3xx Location) | refresh (a <meta http-equiv=refresh> target) | feed (a page's RSS/Atom link) | sitemap (a robots.txt Sitemap: line or a sitemap index entry) | listed (a URL a sitemap or feed lists).",
+        ),
         _f("fetched_at", TIMESTAMP, "When src was fetched (UTC)."),
     ]
 )
@@ -174,7 +191,11 @@ HOSTS_SCHEMA = pa.schema(
         _f("robots_kind", pa.string(), "Cached robots.txt: parsed | allow_all | disallow_all; null if never fetched."),
         _f("robots_status", pa.int32(), "HTTP status of the last robots.txt fetch."),
         _f("robots_fetched_at", TIMESTAMP, "When robots.txt was last fetched (UTC)."),
-        _f("robots_failing_since", TIMESTAMP, "Start of the current run of unreachable robots.txt answers; null if none."),
+        _f(
+            "robots_failing_since",
+            TIMESTAMP,
+            "Start of the current run of unreachable robots.txt answers; null if none.",
+        ),
         _f("ip", pa.string(), "Last server address used."),
         _f("dns_error", pa.string(), "Why the host's name did not resolve to an allowed address, if it did not."),
         _f("consecutive_errors", pa.int32(), "Errors in a row (drives back-off)."),
@@ -184,11 +205,25 @@ HOSTS_SCHEMA = pa.schema(
 
 ERRORS_SCHEMA = pa.schema(
     [
-        _f("stage", pa.string(), "The stage the element failed in: select | resolve | assign_slots | fetch | parse | content_seen | freshness | store | publish_pages | publish_links | url_seen | budgets | record.", nullable=False),
-        _f("key", pa.string(), "The element's key: a frontier row key (hex; that row is kept) for a URL, else the host, domain or store row key."),
+        _f(
+            "stage",
+            pa.string(),
+            "The stage the element failed in: select | resolve | assign_slots | fetch | parse | content_seen | freshness | store | publish_pages | publish_links | url_seen | budgets | record.",
+            nullable=False,
+        ),
+        _f(
+            "key",
+            pa.string(),
+            "The element's key: a frontier row key (hex; that row is kept) for a URL, else the host, domain or store row key.",
+        ),
         _f("url", pa.string(), "The element's URL, if it has one (as received: it may be malformed)."),
         _f("host", pa.string(), "The element's host (host[:port]), if it has one."),
-        _f("exception", pa.string(), "The exception's type name (the errors/<stage>/<type> counter of the round report).", nullable=False),
+        _f(
+            "exception",
+            pa.string(),
+            "The exception's type name (the errors/<stage>/<type> counter of the round report).",
+            nullable=False,
+        ),
         _f("message", pa.string(), "The exception's message, at most 500 characters (bytes from the web escaped)."),
         _f("traceback", pa.string(), "The last frames of the traceback, at most 2,000 characters."),
     ]
@@ -196,7 +231,12 @@ ERRORS_SCHEMA = pa.schema(
 
 QUARANTINE_SCHEMA = pa.schema(
     [
-        _f("kind", pa.string(), "url | host: what failed (a dead letter with a URL names the URL, else its host).", nullable=False),
+        _f(
+            "kind",
+            pa.string(),
+            "url | host: what failed (a dead letter with a URL names the URL, else its host).",
+            nullable=False,
+        ),
         _f("id", pa.string(), "The URL or host (host[:port]); give it to `beamcrawl hosts release`.", nullable=False),
         _f("host", pa.string(), "The host of the element."),
         _f("quarantined", pa.bool_(), "True once it failed in two rounds: not fetched again until released."),
@@ -243,5 +283,7 @@ def describe(schema: pa.Schema) -> str:
     lines = ["| column | type | null | description |", "|---|---|---|---|"]
     for field in schema:
         doc = (field.metadata or {}).get(DESCRIPTION, b"").decode()
-        lines.append(f"| `{field.name}` | `{field.type}` | {'yes' if field.nullable else 'no'} | {doc.replace('|', '/')} |")
+        lines.append(
+            f"| `{field.name}` | `{field.type}` | {'yes' if field.nullable else 'no'} | {doc.replace('|', '/')} |"
+        )
     return "\n".join(lines)

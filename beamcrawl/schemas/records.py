@@ -282,20 +282,29 @@ class UrlState:
         if packed is not None:
             values.update(zip(QUEUED_FIELDS, json.loads(packed)))
         values.update(
-            (col[2:], json.loads(raw))
-            for col, raw in cells.items()
-            if col.startswith("u:") and col[2:] in known
+            (col[2:], json.loads(raw)) for col, raw in cells.items() if col.startswith("u:") and col[2:] in known
         )
         return cls(**values)
 
 
 # The robots.txt fields of a HostRecord kept per scheme, and their values before any answer.
 ROBOTS_FIELDS = (
-    "robots", "robots_fetched_at", "robots_status", "robots_good", "robots_good_at", "robots_failing_since", "robots_via",
+    "robots",
+    "robots_fetched_at",
+    "robots_status",
+    "robots_good",
+    "robots_good_at",
+    "robots_failing_since",
+    "robots_via",
 )
 _ROBOTS_EMPTY: dict[str, Any] = {
-    "robots": None, "robots_fetched_at": 0.0, "robots_status": None,
-    "robots_good": None, "robots_good_at": 0.0, "robots_failing_since": 0.0, "robots_via": "",
+    "robots": None,
+    "robots_fetched_at": 0.0,
+    "robots_status": None,
+    "robots_good": None,
+    "robots_good_at": 0.0,
+    "robots_failing_since": 0.0,
+    "robots_via": "",
 }
 
 

@@ -11,6 +11,7 @@ Modules: ``names`` (host names), ``robots`` (robots.txt specs), ``site`` (the mo
 (``change_scale > 0``), ``changes`` (change classes and times), ``feeds`` (sitemap and feed
 rendering) and ``freshness`` (freshness measured from the request log).
 """
+
 from __future__ import annotations
 
 from beamcrawl.simweb.audit import AuditReport, ReferenceRobotsRules, audit, host_policy

@@ -1,4 +1,5 @@
 """``python -m beamcrawl.simweb``: run the synthetic web server (see ``server.py``)."""
+
 from __future__ import annotations
 
 import sys

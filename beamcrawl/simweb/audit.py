@@ -21,6 +21,7 @@ plain ASCII paths, so percent-encoding normalisation is not needed).
 Only requests whose User-Agent contains the product token are audited; other traffic (a test's
 own probes, another crawler) is counted as ignored.
 """
+
 from __future__ import annotations
 
 import math
@@ -66,9 +67,7 @@ class ReferenceRobotsRules:
 
     rules: tuple[tuple[bool, str], ...] = ()
     crawl_delay: float | None = None
-    _compiled: tuple[tuple[bool, int, re.Pattern[str]], ...] = field(
-        default=(), init=False, repr=False, compare=False
-    )
+    _compiled: tuple[tuple[bool, int, re.Pattern[str]], ...] = field(default=(), init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         # Compile once per file, not per request; frozen, hence object.__setattr__.
@@ -127,9 +126,7 @@ class ReferenceRobotsRules:
         return cls.from_rules(rules_out, delays_out[0] if delays_out else None)
 
     @classmethod
-    def from_rules(
-        cls, rules: Iterable[tuple[bool, str]], crawl_delay: float | None = None
-    ) -> ReferenceRobotsRules:
+    def from_rules(cls, rules: Iterable[tuple[bool, str]], crawl_delay: float | None = None) -> ReferenceRobotsRules:
         """Build rules from ``(allow, pattern)`` pairs."""
         return cls(tuple(rules), crawl_delay)
 
@@ -302,8 +299,7 @@ class AuditReport:
             return "n/a" if x is None else f"{x:.3f}s"
 
         lines = [
-            f"politeness audit for '{self.agent_token}': "
-            + ("OK" if self.ok else f"{self.violations} VIOLATION(S)"),
+            f"politeness audit for '{self.agent_token}': " + ("OK" if self.ok else f"{self.violations} VIOLATION(S)"),
             f"  requests: {self.total_requests} to {self.distinct_hosts} hosts in "
             f"{self.duration:.1f}s ({self.request_rate:.1f}/s); ignored (other agents): "
             f"{self.ignored_requests}",

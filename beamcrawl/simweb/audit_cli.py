@@ -28,7 +28,9 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("log", metavar="LOG", help="simweb's request log (its --log file).")
     parser.add_argument("truth", metavar="TRUTH", help="simweb's ground truth (its --truth file).")
-    parser.add_argument("--token", default="beamcrawl", help="Product token of the audited crawler (default beamcrawl).")
+    parser.add_argument(
+        "--token", default="beamcrawl", help="Product token of the audited crawler (default beamcrawl)."
+    )
     parser.add_argument(
         "--min-delay", type=float, default=1.0,
         help="The crawl's --min-delay, seconds (default 1.0); a host's Crawl-delay raises it.",
@@ -45,15 +47,32 @@ def check_lines(report: AuditReport) -> list[str]:
         first = f"; e.g. {json.dumps(examples[0], sort_keys=True)}" if count and examples else ""
         return f"{name}: {verdict} ({count} {what}{extra}{first})"
 
-    gap = "" if report.min_gap is None else f"; shortest start-to-start gap {report.min_gap:.3f}s on {report.min_gap_host}"
+    gap = (
+        ""
+        if report.min_gap is None
+        else f"; shortest start-to-start gap {report.min_gap:.3f}s on {report.min_gap_host}"
+    )
     lines = [
         line("robots", report.robots_violations, "requests robots.txt forbids", report.robots_violation_examples),
-        line("overlaps", report.overlaps, "requests while another to the same host was in flight", report.overlap_examples),
         line(
-            "gaps", report.short_gaps, f"gaps below the host's delay (at least {report.min_delay:g}s)",
-            report.short_gap_examples, gap,
+            "overlaps",
+            report.overlaps,
+            "requests while another to the same host was in flight",
+            report.overlap_examples,
+        ),
+        line(
+            "gaps",
+            report.short_gaps,
+            f"gaps below the host's delay (at least {report.min_delay:g}s)",
+            report.short_gap_examples,
+            gap,
         ),  # fmt: skip
-        line("robots-first", report.robots_not_first, "hosts whose first request was not robots.txt", report.robots_not_first_examples),
+        line(
+            "robots-first",
+            report.robots_not_first,
+            "hosts whose first request was not robots.txt",
+            report.robots_not_first_examples,
+        ),
         f"audited {report.total_requests} requests to {report.distinct_hosts} hosts "
         f"({report.ignored_requests} of other agents ignored)"
         + (f"; {len(report.unknown_hosts)} hosts not in the truth" if report.unknown_hosts else ""),
@@ -73,7 +92,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         truth = load_truth(args.truth)
     except (OSError, ValueError, KeyError) as exc:
         detail = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-        print(f"beamcrawl simweb audit: error: cannot read {getattr(exc, 'filename', None) or 'input'}: {detail}", file=sys.stderr)
+        print(
+            f"beamcrawl simweb audit: error: cannot read {getattr(exc, 'filename', None) or 'input'}: {detail}",
+            file=sys.stderr,
+        )
         return 2
     report = audit(requests, truth, args.token, args.min_delay, args.tolerance)
     print("\n".join(check_lines(report)))

@@ -46,6 +46,7 @@ Also here, because the server and the tests share them: HTTP-date and W3C dateti
 HTTP-date parsing, and the conditional-request decision (:func:`not_modified`, RFC 9110
 §13.2.2).
 """
+
 from __future__ import annotations
 
 import bisect
@@ -90,6 +91,7 @@ CHANGE_MULTIPLIERS: dict[str, float | None] = {
 CHANGE_CLASSES: tuple[str, ...] = tuple(name for name, _ in CHANGE_MIX)
 VERSION0_AGE = 30 * 86400  # version 0 was last modified this long before the epoch
 
+
 def _cumulative(mix: tuple[tuple[str, float], ...]) -> tuple[tuple[float, str], ...]:
     return tuple((sum(share for _, share in mix[: i + 1]), name) for i, (name, _) in enumerate(mix))
 
@@ -106,7 +108,9 @@ def parse_mix(text: str) -> tuple[tuple[str, float], ...]:
     for part in text.split(","):
         name, sep, value = part.strip().partition("=")
         if not sep or name not in CHANGE_CLASSES or name in shares:
-            raise ValueError(f"change mix: expected class=share for each of {', '.join(CHANGE_CLASSES)}, got {part.strip()!r}")
+            raise ValueError(
+                f"change mix: expected class=share for each of {', '.join(CHANGE_CLASSES)}, got {part.strip()!r}"
+            )
         try:
             shares[name] = float(value)
         except ValueError:
@@ -159,7 +163,9 @@ class SeededChanges:
         mix: The classes' shares (:func:`parse_mix`); default :data:`CHANGE_MIX`.
     """
 
-    def __init__(self, seed: int, change_scale: float, epoch: float, mix: tuple[tuple[str, float], ...] | None = None) -> None:
+    def __init__(
+        self, seed: int, change_scale: float, epoch: float, mix: tuple[tuple[str, float], ...] | None = None
+    ) -> None:
         if not change_scale > 0 or not math.isfinite(change_scale):
             raise ValueError("change_scale must be a positive number of seconds")
         if not math.isfinite(epoch):

@@ -4,6 +4,7 @@ Bodies are rendered on demand from a :class:`~beamcrawl.simweb.site.PageModel` a
 All randomness comes from :class:`random.Random` seeded with a string, which Python hashes with
 SHA-512, so bodies are identical across processes and runs (``PYTHONHASHSEED`` plays no part).
 """
+
 from __future__ import annotations
 
 import random
@@ -163,11 +164,28 @@ def _stamp(rng: random.Random) -> str:
 
 
 MONTHS: tuple[str, ...] = (
-    "January", "February", "March", "April", "May", "June", "July", "August", "September",
-    "October", "November", "December",
+    "January",
+    "February",
+    "March",
+    "April",
+    "May",
+    "June",
+    "July",
+    "August",
+    "September",
+    "October",
+    "November",
+    "December",
 )
 SECTION_NAMES: tuple[str, ...] = (
-    "World", "Business", "Technology", "Science", "Culture", "Sport", "Travel", "Opinion",
+    "World",
+    "Business",
+    "Technology",
+    "Science",
+    "Culture",
+    "Sport",
+    "Travel",
+    "Opinion",
 )
 # The news template's fixed texts: one CMS theme shared by every template host, so its pages
 # look alike (same chrome, same boilerplate) while their articles differ.

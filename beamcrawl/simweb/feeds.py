@@ -14,6 +14,7 @@ Dates are written by :func:`~beamcrawl.simweb.changes.w3c_datetime` (sitemaps, A
 the millisecond, truncated) and :func:`~beamcrawl.simweb.changes.http_date` (RSS: to the second,
 rounded down). URLs are simweb URLs (plain ASCII, no ``&``), escaped anyway.
 """
+
 from __future__ import annotations
 
 import gzip
@@ -31,8 +32,7 @@ _SITEMAP_NS = "http://www.sitemaps.org/schemas/sitemap/0.9"
 def sitemap_index(children: Sequence[tuple[str, float]]) -> bytes:
     """A sitemap index listing ``(url, lastmod)`` children."""
     items = "".join(
-        f"  <sitemap><loc>{escape(url)}</loc><lastmod>{w3c_datetime(t)}</lastmod></sitemap>\n"
-        for url, t in children
+        f"  <sitemap><loc>{escape(url)}</loc><lastmod>{w3c_datetime(t)}</lastmod></sitemap>\n" for url, t in children
     )
     return (f'{_XML_DECL}<sitemapindex xmlns="{_SITEMAP_NS}">\n{items}</sitemapindex>\n').encode()
 
@@ -40,8 +40,7 @@ def sitemap_index(children: Sequence[tuple[str, float]]) -> bytes:
 def urlset(entries: Sequence[tuple[str, float]]) -> bytes:
     """A sitemap listing ``(url, lastmod)`` entries."""
     items = "".join(
-        f"  <url><loc>{escape(url)}</loc><lastmod>{w3c_datetime(t)}</lastmod></url>\n"
-        for url, t in entries
+        f"  <url><loc>{escape(url)}</loc><lastmod>{w3c_datetime(t)}</lastmod></url>\n" for url, t in entries
     )
     return (f'{_XML_DECL}<urlset xmlns="{_SITEMAP_NS}">\n{items}</urlset>\n').encode()
 

@@ -26,6 +26,7 @@ The pages measured are, by default, every page in the change model that the trut
 sitemaps or feeds), including pages robots.txt keeps a polite crawler from: narrow them with
 ``pages`` (see :func:`truth_pages`). The report's mean is unweighted over pages.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -115,9 +116,7 @@ class FreshnessReport:
     def summary(self) -> str:
         """One line: the mean, per class, and the fetch counts."""
         classes = " ".join(
-            f"{c}={self.by_class[c]:.3f}/{self.pages_by_class[c]}"
-            for c in CHANGE_CLASSES
-            if c in self.by_class
+            f"{c}={self.by_class[c]:.3f}/{self.pages_by_class[c]}" for c in CHANGE_CLASSES if c in self.by_class
         )
         return (
             f"freshness[{self.token}] {self.mean:.3f} over {self.pages} pages "
@@ -152,7 +151,9 @@ class _Pages:
             raise ValueError("the truth has no change model (written with change_scale 0?)")
         mix = cm.get("mix")
         self.model = SeededChanges(
-            int(cm["seed"]), float(cm["change_scale"]), float(cm["epoch"]),
+            int(cm["seed"]),
+            float(cm["change_scale"]),
+            float(cm["epoch"]),
             tuple((c, float(mix[c])) for c in CHANGE_CLASSES) if isinstance(mix, dict) else None,
         )
         self.origins = {str(h).lower(): str(rec["origin"]) for h, rec in self.truth.items()}
@@ -164,7 +165,7 @@ class _Pages:
 
     def default_urls(self) -> list[str]:
         if self.truth is not None:
-            return [url for url in self.known if "?" not in url[len("http://"):]]
+            return [url for url in self.known if "?" not in url[len("http://") :]]
         from beamcrawl.simweb.truth import DEFAULT_TRUTH_PAGES
 
         web = self.web
@@ -193,9 +194,7 @@ class _Pages:
         return found
 
 
-def page_freshness(
-    change_times: list[float], fetches: Iterable[tuple[float, int]], start: float, end: float
-) -> float:
+def page_freshness(change_times: list[float], fetches: Iterable[tuple[float, int]], start: float, end: float) -> float:
     """Seconds in ``[start, end]`` during which the stored version equalled the live one.
 
     Args:

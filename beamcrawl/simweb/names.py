@@ -7,6 +7,7 @@ web: bare registered domains (``site0001.com``), ``www`` and other subdomains
 hosts that share one registered domain with the host before them. Nothing resolves for real: the
 crawler maps every name to the loopback address.
 """
+
 from __future__ import annotations
 
 import random
@@ -16,8 +17,28 @@ __all__ = ["host_names", "registered_domain"]
 # ICANN public suffixes only (no private PSL entries such as github.io), weighted towards the
 # common ones so most hosts look like ordinary .com/.org sites.
 _SUFFIXES: tuple[str, ...] = (
-    "com", "com", "com", "com", "org", "org", "net", "net", "co.uk", "co.uk", "de", "io",
-    "com.au", "org.uk", "fr", "info", "nl", "co.jp", "ca", "es", "ch", "se",
+    "com",
+    "com",
+    "com",
+    "com",
+    "org",
+    "org",
+    "net",
+    "net",
+    "co.uk",
+    "co.uk",
+    "de",
+    "io",
+    "com.au",
+    "org.uk",
+    "fr",
+    "info",
+    "nl",
+    "co.jp",
+    "ca",
+    "es",
+    "ch",
+    "se",
 )
 # The empty label means "no subdomain"; it is listed several times so bare domains dominate.
 _SUBDOMAINS: tuple[str, ...] = ("", "", "", "", "www", "www", "www", "blog", "shop", "docs", "m")

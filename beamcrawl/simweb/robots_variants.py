@@ -27,6 +27,7 @@ The kinds, and what a correct crawler must do on each:
 ``redirect``        robots.txt answers 301 to ``/robots-real.txt``, which holds the rules.
 ==================  ==========================================================================
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
@@ -36,9 +37,25 @@ __all__ = ["ROBOTS_CYCLE", "ROBOTS_REDIRECT_TARGET", "ROBOTS_TEXT_KINDS", "Robot
 # Hosts take their kind from this cycle (rotated by a seed-derived offset), so any 20 consecutive
 # hosts cover every kind: a 50-host test web has each variant at least twice.
 ROBOTS_CYCLE: tuple[str, ...] = (
-    "allow_all", "private", "none", "agent_group", "wildcard", "allow_override",
-    "private_sitemap", "crawl_delay", "none", "forbidden", "unavailable", "private", "redirect",
-    "wildcard", "agent_group", "allow_all", "private_sitemap", "crawl_delay_agent", "private",
+    "allow_all",
+    "private",
+    "none",
+    "agent_group",
+    "wildcard",
+    "allow_override",
+    "private_sitemap",
+    "crawl_delay",
+    "none",
+    "forbidden",
+    "unavailable",
+    "private",
+    "redirect",
+    "wildcard",
+    "agent_group",
+    "allow_all",
+    "private_sitemap",
+    "crawl_delay_agent",
+    "private",
     "allow_override",
 )
 
@@ -89,15 +106,11 @@ def _lines(*lines: str, newline: str = "\n") -> str:
     return newline.join(lines) + newline
 
 
-ROBOTS_TEXT_KINDS: frozenset[str] = frozenset(
-    k for k in ROBOTS_CYCLE if k not in ("none", "forbidden", "unavailable")
-)
+ROBOTS_TEXT_KINDS: frozenset[str] = frozenset(k for k in ROBOTS_CYCLE if k not in ("none", "forbidden", "unavailable"))
 """Kinds whose robots.txt has a text (so it can carry ``Sitemap:`` lines)."""
 
 
-def robots_spec(
-    kind: str, host: str, origin: str, sitemaps: tuple[str, ...] | None = None
-) -> RobotsSpec:
+def robots_spec(kind: str, host: str, origin: str, sitemaps: tuple[str, ...] | None = None) -> RobotsSpec:
     """Build the robots.txt spec of one host.
 
     Args:

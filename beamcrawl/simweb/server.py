@@ -41,6 +41,7 @@ change model) once it serves (after the truth file is written) and stops cleanly
 SIGINT. ``--change-scale S`` turns the change model on; ``--epoch E`` fixes its epoch (default:
 the server's start time).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -106,6 +107,7 @@ def read_request_log(path: str | Path) -> list[dict[str, Any]]:
                 if not rec.get(LOG_HEADER_KEY):
                     out.append(rec)
     return out
+
 
 _SERVER_HEADER = "simweb"
 
@@ -223,9 +225,7 @@ def make_handler(sim_web: SimWeb, log: RequestLog) -> Handler:
         finally:
             inflight -= 1
 
-    async def serve(
-        request: web.BaseRequest, start: float, host: str, target: str
-    ) -> web.StreamResponse:
+    async def serve(request: web.BaseRequest, start: float, host: str, target: str) -> web.StreamResponse:
         method = request.method
         if method in ("GET", "HEAD"):
             sim = sim_web.respond(host, target, start)
@@ -421,9 +421,7 @@ class SimwebServer:
 
 def build_parser() -> argparse.ArgumentParser:
     """Return the command-line parser of ``python -m beamcrawl.simweb``."""
-    p = argparse.ArgumentParser(
-        prog="beamcrawl simweb", description="Serve a deterministic synthetic web on one port."
-    )
+    p = argparse.ArgumentParser(prog="beamcrawl simweb", description="Serve a deterministic synthetic web on one port.")
     p.add_argument("--port", type=int, default=0, help="port to listen on; 0 picks a free one")
     p.add_argument("--hosts", type=int, default=50, help="number of virtual hosts (default 50)")
     p.add_argument("--log", default=None, help="append one JSON line per request to this file")
@@ -443,9 +441,7 @@ def build_parser() -> argparse.ArgumentParser:
         default=DEFAULT_TRUTH_PAGES,
         help=f"pages per host described in the truth file (default {DEFAULT_TRUTH_PAGES})",
     )
-    p.add_argument(
-        "--cache-size", type=int, default=4096, help="rendered pages kept in memory (default 4096)"
-    )
+    p.add_argument("--cache-size", type=int, default=4096, help="rendered pages kept in memory (default 4096)")
     p.add_argument(
         "--copy-hosts-from",
         type=int,

@@ -76,6 +76,7 @@ any link into the copy, change: every ordinary host is what it was without copy 
 keeps its own robots.txt and latency and serves its original's trap and changing page; a host
 with no earlier host of its layout stays ordinary.
 """
+
 from __future__ import annotations
 
 import functools
@@ -106,8 +107,26 @@ HTML = "text/html; charset=utf-8"
 # "p" pages, so the chain links (page j links to j+1 and j+2) always step over one blocked page,
 # and every duplicate ("dup", "near") follows the ordinary page it copies.
 PAGE_CYCLE: tuple[str, ...] = (
-    "p", "docs", "p", "private", "p", "draft", "p", "dup", "p", "public", "p", "pdf", "p",
-    "near", "p", "docs", "p", "private", "p", "p",
+    "p",
+    "docs",
+    "p",
+    "private",
+    "p",
+    "draft",
+    "p",
+    "dup",
+    "p",
+    "public",
+    "p",
+    "pdf",
+    "p",
+    "near",
+    "p",
+    "docs",
+    "p",
+    "private",
+    "p",
+    "p",
 )
 SECTIONS: tuple[str, ...] = ("guide", "api", "howto", "ref")
 ROOT_LINKS = 12  # the root page links to pages 1..ROOT_LINKS
@@ -144,9 +163,7 @@ _FEED_KINDS: dict[int, tuple[str, ...]] = {0: ("rss",), 1: ("atom",), 2: ("rss",
 GZIP_TYPE = "application/gzip"
 XML_TYPE = "application/xml"
 
-_PAGE_RE = re.compile(
-    r"^/(?:p|private|docs/[a-z]+|files)/(?:draft-)?(0|[1-9][0-9]*)\.(?:html|pdf)$"
-)
+_PAGE_RE = re.compile(r"^/(?:p|private|docs/[a-z]+|files)/(?:draft-)?(0|[1-9][0-9]*)\.(?:html|pdf)$")
 _REDIRECT_RE = re.compile(r"^/r/(0|[1-9][0-9]*)$")
 _ERROR_RE = re.compile(r"^/err/(0|[1-9][0-9]*)\.html$")
 _CAL_RE = re.compile(r"^/cal/([0-9]{4})/([0-9]{2})\.html$")
@@ -215,9 +232,7 @@ class PageModel:
     @property
     def nofollow_page(self) -> bool:
         """Whether the page as a whole says nofollow (meta robots or X-Robots-Tag)."""
-        return self.header_nofollow or (
-            self.meta_robots is not None and "nofollow" in self.meta_robots
-        )
+        return self.header_nofollow or (self.meta_robots is not None and "nofollow" in self.meta_robots)
 
     @property
     def noindex(self) -> bool:
@@ -394,9 +409,7 @@ class SimWeb:
         self._trap_offset = roles.randrange(30)
         self._changing_offset = roles.randrange(12)
         # Page-cycle rotation of every host, needed for each cross-host link target.
-        self._offsets = [
-            zlib.crc32(f"simweb-pages|{seed}|{i}".encode()) % len(PAGE_CYCLE) for i in range(hosts)
-        ]
+        self._offsets = [zlib.crc32(f"simweb-pages|{seed}|{i}".encode()) % len(PAGE_CYCLE) for i in range(hosts)]
         self._roles = self._assign_roles(hosts)
         self._hosts: dict[int, HostInfo] = {}
         self._news_counter: dict[int, int] = {}
@@ -487,13 +500,9 @@ class SimWeb:
             if sitemap_index:
                 honest = (i // 2 + self._lie_offset) % LASTMOD_LIE_CYCLE != 0
                 low, high = SITEMAP_ONLY_PAGES
-                sitemap_only = low + zlib.crc32(f"simweb-sitemap-only|{self.seed}|{i}".encode()) % (
-                    high - low + 1
-                )
+                sitemap_only = low + zlib.crc32(f"simweb-sitemap-only|{self.seed}|{i}".encode()) % (high - low + 1)
             host_feeds = self.site_feeds(site)
-            named = ([origin + SITEMAP_INDEX] if sitemap_index else []) + [
-                origin + FEED_PATHS[f] for f in host_feeds
-            ]
+            named = ([origin + SITEMAP_INDEX] if sitemap_index else []) + [origin + FEED_PATHS[f] for f in host_feeds]
             robots = robots_spec(kind, name, origin, tuple(named))
         return HostInfo(
             index=i,
@@ -621,7 +630,7 @@ class SimWeb:
             header_nofollow = rng.random() < 0.02
         base_dir = base_href if base_href is not None else path
         if base_dir.startswith("http"):
-            base_dir = base_dir[len(origin):]
+            base_dir = base_dir[len(origin) :]
         base_dir = base_dir[: base_dir.rfind("/") + 1]
         links: list[Anchor] = []
         seen: set[str] = set()
@@ -910,9 +919,7 @@ class SimWeb:
         if self.pages_per_host > 1:
             targets.append(self.page_path(hi, 1 + k % (self.pages_per_host - 1)))
         links = tuple(Anchor(href=t, url=origin + t) for t in targets)
-        return PageModel(
-            hi, k, f"/s/{k}.html", "sitemap_only", links, text_key=f"simweb-s-text|{self.seed}|{hi}|{k}"
-        )
+        return PageModel(hi, k, f"/s/{k}.html", "sitemap_only", links, text_key=f"simweb-s-text|{self.seed}|{hi}|{k}")
 
     def _sitemap_only_body(self, hi: int, k: int) -> bytes:
         return render_page(self.sitemap_only_model(hi, k), f"simweb-s-text|{self.seed}|{hi}|{k}", self.names[hi])
@@ -927,9 +934,7 @@ class SimWeb:
         body, etag = self._versioned(hi, page, version)
         modified = changes.change_time(*key, version)
         previous = changes.change_time(*key, version - 1) if version > 0 else None
-        return SimResponse(
-            200, body, HTML, headers, etag, http_date(modified), delay, version, modified, previous
-        )
+        return SimResponse(200, body, HTML, headers, etag, http_date(modified), delay, version, modified, previous)
 
     # ---------------------------------------------------------------------- sitemaps and feeds
 
@@ -979,7 +984,7 @@ class SimWeb:
         return [(self.url(hi, p), t) for t, _, p in dated[:FEED_ITEMS]]
 
     def _feed_body(self, hi: int, kind: str, now: float) -> bytes:
-        items = [(url, "Page " + url[len(self.origin(hi)):], t) for url, t in self.feed_items(hi, now)]
+        items = [(url, "Page " + url[len(self.origin(hi)) :], t) for url, t in self.feed_items(hi, now)]
         title = self.names[self._site(hi)]
         root = self.url(hi, "/")
         if kind == "rss":
@@ -994,12 +999,10 @@ class SimWeb:
 
     def _news_body(self, hi: int, edition: int) -> bytes:
         rng = random.Random(f"simweb-news|{self.seed}|{hi}|{edition}")
-        paras = "\n".join(
-            "<p>" + " ".join(words) + ".</p>" for words in render_paragraphs(rng, 3, 30, 60)
-        )
+        paras = "\n".join("<p>" + " ".join(words) + ".</p>" for words in render_paragraphs(rng, 3, 30, 60))
         links = "\n".join(f'<li><a href="{u}">{u}</a></li>' for u in self.news_links(hi))
         return (
-            "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\">"
+            '<!DOCTYPE html>\n<html><head><meta charset="utf-8">'
             f"<title>News edition {edition}</title></head>\n<body>\n"
             f"<h1>Edition {edition}</h1>\n{paras}\n<ul>\n{links}\n</ul>\n</body></html>\n"
         ).encode()
@@ -1012,10 +1015,7 @@ class SimWeb:
 
     def cal_links(self, hi: int, year: int, month: int) -> list[str]:
         """Return the absolute links of a calendar trap page."""
-        return [
-            self.url(hi, f"/cal/{y:04d}/{m:02d}.html")
-            for y, m in self._cal_neighbours(year, month)
-        ]
+        return [self.url(hi, f"/cal/{y:04d}/{m:02d}.html") for y, m in self._cal_neighbours(year, month)]
 
     def _cal_body(self, year: int, month: int) -> bytes:
         # Relative links, as real calendars have: "../2024/02.html" keeps the trap infinite.
@@ -1177,8 +1177,7 @@ class SimWeb:
                 return SimResponse(200, body, "text/plain; charset=utf-8")
             if path == "/":
                 items = "".join(
-                    f'<li><a href="{self.origin(i)}/">{self.names[i]}</a></li>\n'
-                    for i in range(self.hosts)
+                    f'<li><a href="{self.origin(i)}/">{self.names[i]}</a></li>\n' for i in range(self.hosts)
                 )
                 body = f"<html><body><h1>simweb</h1><ul>\n{items}</ul></body></html>\n".encode()
                 return SimResponse(200, body)

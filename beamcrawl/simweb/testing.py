@@ -7,6 +7,7 @@ Example::
         report = sw.audit(min_delay=1.0)
         assert report.violations == 0, report.summary()
 """
+
 from __future__ import annotations
 
 import os
@@ -103,15 +104,11 @@ class SimwebHandle:
             self.sync()
         return read_request_log(self.log_path)
 
-    def audit(
-        self, agent_token: str = "beamcrawl", min_delay: float = 1.0, tolerance: float = 0.0
-    ) -> AuditReport:
+    def audit(self, agent_token: str = "beamcrawl", min_delay: float = 1.0, tolerance: float = 0.0) -> AuditReport:
         """Audit the politeness of everything logged so far (see :func:`audit`)."""
         return audit(self.requests(), self.truth(), agent_token, min_delay, tolerance)
 
-    def freshness(
-        self, token: str, start: float, end: float, pages: set[str] | None = None
-    ) -> FreshnessReport:
+    def freshness(self, token: str, start: float, end: float, pages: set[str] | None = None) -> FreshnessReport:
         """Measure a crawler's freshness over ``[start, end]`` from everything logged so far
         (see :func:`beamcrawl.simweb.freshness_audit.measure`); needs the change model and the truth."""
         return measure(self.requests(), self.truth(), token, start, end, pages)
@@ -223,7 +220,7 @@ def running_simweb(
                 f"simweb failed to start (exit {proc.returncode}): {line!r}\n"
                 + stderr_path.read_text(errors="replace")[-4000:]
             )
-        fields = line[len(_READY_PREFIX):].split()
+        fields = line[len(_READY_PREFIX) :].split()
         hostport = fields[0]
         port = int(hostport.rsplit(":", 1)[1])
         served_epoch = next((float(f[6:]) for f in fields if f.startswith("epoch=")), None)

@@ -79,6 +79,7 @@ Versions, change times and last changes follow from ``change_model`` and a page'
 ``change_key`` alone: ``SeededChanges(seed, change_scale, epoch).version_at(*change_key, t)``.
 Sitemap ``lastmod`` and feed dates are the last change at serving time (``lastmod_honest``).
 """
+
 from __future__ import annotations
 
 import json
@@ -175,14 +176,10 @@ def describe(web: SimWeb, hi: int, target: str, policy: HostRobots) -> dict[str,
         child = SITEMAP_FILES[args[0]]
         gz = child.endswith(".gz")
         links = [web.url(hi, p) for p in web.sitemap_entries(hi)[child]]
-        entry.update(
-            status=200, content_type=GZIP_TYPE if gz else XML_TYPE, sitemap="urlset", gzip=gz, links=links
-        )
+        entry.update(status=200, content_type=GZIP_TYPE if gz else XML_TYPE, sitemap="urlset", gzip=gz, links=links)
     elif what == "feed":
         links = sorted(web.url(hi, p) for p in web.listed_pages(hi))
-        entry.update(
-            status=200, content_type=FEED_TYPES[args[0]], feed=args[0], max_items=FEED_ITEMS, links=links
-        )
+        entry.update(status=200, content_type=FEED_TYPES[args[0]], feed=args[0], max_items=FEED_ITEMS, links=links)
     elif what == "redirect":
         location, url = web.redirect_target(hi, args[0])
         entry.update(status=301, location=location, target=url)
@@ -235,7 +232,7 @@ def host_truth(
     for entry in list(pages.values()):
         for url in entry.get("links", ()):
             if url.startswith(prefix):
-                target = url[len(info.origin):]
+                target = url[len(info.origin) :]
                 if target not in pages:
                     extra.append(target)
     if info.robots.sitemaps and web.changes is None:

@@ -1,7 +1,6 @@
 """The ``domains`` table's seeded mark: a seed's registered domain earns budget credit
 (``--seed-domain-credit``); written by the crawl loop, read by the budget stages."""
 
-
 from __future__ import annotations
 
 from collections.abc import Iterable
@@ -19,5 +18,3 @@ def credit_seed_domains(store: Store, hosts: Iterable[str]) -> None:
     domains = sorted({domain_of(h) for h in hosts})
     for i in range(0, len(domains), WRITE_BATCH):
         store.mutate(TABLE, [Mutation.set(d.encode(), {SEEDED: b"1"}) for d in domains[i : i + WRITE_BATCH]])
-
-

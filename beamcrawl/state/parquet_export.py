@@ -84,7 +84,9 @@ def host_row(key: bytes, cells: dict[str, bytes]) -> dict[str, Any] | None:
     data = json.loads(raw)
     known = {f.name for f in dataclasses.fields(HostRecord)}
     # Fields added to the record later are ignored here rather than failing the export.
-    record = HostRecord(**{k: v for k, v in data.items() if k in known} | {"host": data.get("host") or key.decode("utf-8", "replace")})
+    record = HostRecord(
+        **{k: v for k, v in data.items() if k in known} | {"host": data.get("host") or key.decode("utf-8", "replace")}
+    )
     robots = record.robots or {}
     return {
         "host": record.host,

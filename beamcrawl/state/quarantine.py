@@ -107,8 +107,10 @@ def book_failures(store: Store, round_no: int, letters: Iterable[dict[str, Any]]
         state = load_state(stored.get(keys[element])) or {"kind": kind, "id": ident, "rounds": [], "quarantined": False}
         state["rounds"] = sorted(set(state.get("rounds", [])) | {round_no})
         state.update(
-            stage=letter.get("stage"), exception=letter.get("exception"),
-            message=letter.get("message"), host=letter.get("host") or (ident if kind == "host" else ""),
+            stage=letter.get("stage"),
+            exception=letter.get("exception"),
+            message=letter.get("message"),
+            host=letter.get("host") or (ident if kind == "host" else ""),
         )
         if not state.get("quarantined") and len(state["rounds"]) >= ROUNDS_TO_QUARANTINE:
             state["quarantined"] = True

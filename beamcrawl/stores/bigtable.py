@@ -419,9 +419,7 @@ class BigtableStore(Store):
             for row in self._table(table).read_rows_stream(query):
                 yield row.row_key, ({} if keys_only else _cells(row))
 
-    def read_keys(
-        self, table: str, keys: Iterable[bytes], *, keys_only: bool = False
-    ) -> dict[bytes, dict[str, bytes]]:
+    def read_keys(self, table: str, keys: Iterable[bytes], *, keys_only: bool = False) -> dict[bytes, dict[str, bytes]]:
         """Reads a set of keys, one ReadRows request (a row set) per ``keys_chunk`` keys.
 
         Duplicate keys are read once; keys not stored are absent from the result.
@@ -549,7 +547,11 @@ class BigtableStore(Store):
                 # The stream broke: entries it did not report are sent again below.
                 _log.info("%s: MutateRows attempt %d broke (%s); retrying", name, attempts, _first_line(exc))
             if failure is not None:
-                hint = f"; is the store initialised? beamcrawl store init --store {self.uri}" if "family" in failure else ""
+                hint = (
+                    f"; is the store initialised? beamcrawl store init --store {self.uri}"
+                    if "family" in failure
+                    else ""
+                )
                 raise StoreError(f"store {self.uri}: writing to {self.table_id(table)} failed: {failure}{hint}")
             again = [entry for entry, done in zip(pending, ok) if not done]
             if not again:
@@ -563,9 +565,7 @@ class BigtableStore(Store):
             delay = min(delay * 2, BACKOFF_MAX)
             pending = again
 
-    def check_and_set(
-        self, table: str, key: bytes, column: str, expected: bytes | None, new: bytes | None
-    ) -> bool:
+    def check_and_set(self, table: str, key: bytes, column: str, expected: bytes | None, new: bytes | None) -> bool:
         """Sets ``column`` of ``key`` to ``new`` only if its newest value is ``expected``.
 
         One CheckAndMutateRow: the predicate selects the newest version of the cell (and,
@@ -623,9 +623,7 @@ class BigtableStore(Store):
             write.append(SetCell(family, q, new, self._timestamp_micros()))
         bt = self._table(table)
         if expected is None:
-            present = bt.check_and_mutate_row(
-                key, rf.RowFilterChain(cell), false_case_mutations=write
-            )
+            present = bt.check_and_mutate_row(key, rf.RowFilterChain(cell), false_case_mutations=write)
             return not present
         predicate = rf.RowFilterChain(
             [*cell, rf.ValueRangeFilter(expected, expected, inclusive_start=True, inclusive_end=True)]
@@ -681,8 +679,7 @@ class BigtableStore(Store):
                 emulator = os.environ.get(EMULATOR_HOST_ENV)
                 where = f" (the emulator at {emulator})" if emulator else ""
                 raise StoreError(
-                    f"store {self.uri}: no answer from Bigtable{where} within "
-                    f"{self.probe_timeout:g}s; is it reachable?"
+                    f"store {self.uri}: no answer from Bigtable{where} within {self.probe_timeout:g}s; is it reachable?"
                 ) from exc
             except api_exceptions.GoogleAPIError as exc:
                 raise StoreError(f"store {self.uri}: {_first_line(exc)}") from exc
@@ -706,9 +703,7 @@ class BigtableStore(Store):
             with self._errors(table), _quiet():
                 admin = self._admin_table(table)
                 try:
-                    admin.create(
-                        column_families={f: column_family.MaxVersionsGCRule(1) for f in families}
-                    )
+                    admin.create(column_families={f: column_family.MaxVersionsGCRule(1) for f in families})
                     created.append(admin.table_id)
                 except api_exceptions.AlreadyExists:
                     created.extend(f"{admin.table_id}:{f}" for f in _ensure_families(admin, set(families)))
@@ -831,4 +826,3 @@ def _quiet() -> Iterator[None]:
 def _first_line(exc: BaseException) -> str:
     text = str(getattr(exc, "message", "") or exc).strip()
     return text.splitlines()[0] if text else type(exc).__name__
-

@@ -142,9 +142,7 @@ class EmbeddedStore(Store):
         try:
             directory.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
-            raise StoreError(
-                f"store {path} cannot be created: {directory}: {exc.strerror or exc}"
-            ) from exc
+            raise StoreError(f"store {path} cannot be created: {directory}: {exc.strerror or exc}") from exc
         if is_dir:
             path = path / STORE_FILENAME
         return cls(path)
@@ -157,8 +155,7 @@ class EmbeddedStore(Store):
                 raise StoreError(f"store {self.path} cannot be opened: {parent} is not a directory")
         elif not os.path.exists(self.path):
             raise StoreError(
-                f"store {self.path} does not exist (an embedded store is only visible on "
-                "the machine that created it)"
+                f"store {self.path} does not exist (an embedded store is only visible on the machine that created it)"
             )
         if os.path.exists(self.path) and not (
             os.access(self.path, os.W_OK) and os.access(os.path.dirname(self.path), os.W_OK)
@@ -236,9 +233,7 @@ class EmbeddedStore(Store):
     @staticmethod
     def _schema_problem(conn: sqlite3.Connection) -> str | None:
         """Returns what is wrong with the schema, worded to follow the path, or None."""
-        tables = {
-            name for (name,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
-        }
+        tables = {name for (name,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
         app_id = conn.execute("PRAGMA application_id").fetchone()[0]
         version = conn.execute("PRAGMA user_version").fetchone()[0]
         if not tables and app_id == 0:
@@ -370,9 +365,7 @@ class EmbeddedStore(Store):
         resume = keys[-1] + b"\x00" if len(keys) == n else None
         return [(k, {}) for k in keys], resume
 
-    def _row_chunk(
-        self, sql: _TableSQL, lo: bytes, hi: bytes | None
-    ) -> tuple[list[Row], bytes | None]:
+    def _row_chunk(self, sql: _TableSQL, lo: bytes, hi: bytes | None) -> tuple[list[Row], bytes | None]:
         """Reads whole rows from ``lo``, about ``read_chunk`` cells of them.
 
         The chunk is one read transaction, so each row is one consistent snapshot.
@@ -397,9 +390,7 @@ class EmbeddedStore(Store):
         # The last row may continue past the chunk: drop it and start there next time.
         return rows[:-1], rows[-1][0]
 
-    def read_keys(
-        self, table: str, keys: Iterable[bytes], *, keys_only: bool = False
-    ) -> dict[bytes, dict[str, bytes]]:
+    def read_keys(self, table: str, keys: Iterable[bytes], *, keys_only: bool = False) -> dict[bytes, dict[str, bytes]]:
         """Reads a set of keys with ``IN (...)`` queries of ``keys_chunk`` keys each.
 
         Duplicate keys are read once; keys not stored are absent from the result. All
@@ -470,9 +461,7 @@ class EmbeddedStore(Store):
                 _rollback(conn)
                 raise
 
-    def check_and_set(
-        self, table: str, key: bytes, column: str, expected: bytes | None, new: bytes | None
-    ) -> bool:
+    def check_and_set(self, table: str, key: bytes, column: str, expected: bytes | None, new: bytes | None) -> bool:
         """Sets ``column`` of ``key`` to ``new`` only if it holds ``expected``, atomically.
 
         The read and the write share one ``BEGIN IMMEDIATE`` transaction, which holds the

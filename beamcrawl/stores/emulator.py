@@ -176,9 +176,7 @@ def build_emulator(dest: Path | None = None, *, go: str | None = None) -> Path:
             built = Path(gobin) / "emulator"
             if proc.returncode != 0 or not built.is_file():
                 tail = (proc.stderr or proc.stdout).strip().splitlines()[-5:]
-                raise EmulatorUnavailable(
-                    f"building {GO_PACKAGE}@{GO_MODULE_VERSION} failed: " + " | ".join(tail)
-                )
+                raise EmulatorUnavailable(f"building {GO_PACKAGE}@{GO_MODULE_VERSION} failed: " + " | ".join(tail))
             os.replace(built, dest)
     return dest
 

@@ -97,9 +97,7 @@ class Store(abc.ABC):
         """
 
     @abc.abstractmethod
-    def read_keys(
-        self, table: str, keys: Iterable[bytes], *, keys_only: bool = False
-    ) -> dict[bytes, dict[str, bytes]]:
+    def read_keys(self, table: str, keys: Iterable[bytes], *, keys_only: bool = False) -> dict[bytes, dict[str, bytes]]:
         """Reads a set of keys in one batched request; keys not stored are absent."""
 
     @abc.abstractmethod
@@ -107,9 +105,7 @@ class Store(abc.ABC):
         """Applies mutations in order, in batches; atomic per row."""
 
     @abc.abstractmethod
-    def check_and_set(
-        self, table: str, key: bytes, column: str, expected: bytes | None, new: bytes | None
-    ) -> bool:
+    def check_and_set(self, table: str, key: bytes, column: str, expected: bytes | None, new: bytes | None) -> bool:
         """Sets ``column`` of row ``key`` to ``new`` only if it now holds ``expected``.
 
         ``expected=None`` means the cell must be absent; ``new=None`` deletes the cell.

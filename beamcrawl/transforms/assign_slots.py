@@ -103,8 +103,7 @@ def hold_reason(
     if policy is not None and (policy.pause_until or 0) > now:
         return "paused"
     if record is not None and (
-        politeness.next_allowed(record.last_fetch_end, record.delay, record.not_before)
-        >= now + cfg.round_window
+        politeness.next_allowed(record.last_fetch_end, record.delay, record.not_before) >= now + cfg.round_window
     ):
         return "held"
     return None
@@ -132,7 +131,9 @@ def dedupe_entries(entries: Iterable[FrontierEntry]) -> list[FrontierEntry]:
         if kept is None:
             by_fp[entry.fp] = entry
             continue
-        first, other = (kept, entry) if (kept.due_ms, kept.priority) <= (entry.due_ms, entry.priority) else (entry, kept)
+        first, other = (
+            (kept, entry) if (kept.due_ms, kept.priority) <= (entry.due_ms, entry.priority) else (entry, kept)
+        )
         first.also_keys = sorted(set(first.also_keys) | {other.key.hex()} | set(other.also_keys))
         # A URL submitted again by hand keeps what its scheduled revisit knows (validators),
         # and the revisit takes the higher priority of the two.
@@ -204,10 +205,16 @@ def plan_host(
     to_fetch = [scheme for scheme, (_rules, fetch) in robots.items() if fetch]
     fetch_robots = bool(to_fetch)
     # Unreachable and not due for a retry: nothing of that scheme may be fetched.
-    closed = {scheme for scheme, (rules, fetch) in robots.items() if not fetch and rules is not None and rules.disallow_all}
+    closed = {
+        scheme for scheme, (rules, fetch) in robots.items() if not fetch and rules is not None and rules.disallow_all
+    }
     if len(closed) == len(robots):
         return None
-    delays = [rules.crawl_delay() for scheme, (rules, fetch) in robots.items() if rules is not None and not fetch and scheme not in closed]
+    delays = [
+        rules.crawl_delay()
+        for scheme, (rules, fetch) in robots.items()
+        if rules is not None and not fetch and scheme not in closed
+    ]
     crawl_delay = max((d for d in delays if d is not None), default=None)
     floor = politeness.base_delay(cfg, crawl_delay, 0.0, policy_min)
     delay = max(floor, record.delay)
@@ -268,8 +275,12 @@ def _robots_plan(record: HostRecord, scheme: str, cfg: CrawlConfig, now: float) 
     fetched first (missing, older than its maximum age, or unreachable and due a retry)."""
     view = record.robots_view(scheme)
     rules = cached_rules(
-        view.robots, view.robots_good, good_at=view.robots_good_at,
-        failing_since=view.robots_failing_since, token=cfg.robots_token, now=now,
+        view.robots,
+        view.robots_good,
+        good_at=view.robots_good_at,
+        failing_since=view.robots_failing_since,
+        token=cfg.robots_token,
+        now=now,
     )
     unreachable = (view.robots or {}).get("kind") == "disallow_all"
     fetch = (
@@ -319,7 +330,12 @@ class _PlanFn(beam.DoFn):
             return
         if plan is None:
             reason = hold_reason(host, record, policy, self.cfg, self.now) if entries else None
-            if reason is None and entries and record is not None and (record.robots or {}).get("kind") == "disallow_all":
+            if (
+                reason is None
+                and entries
+                and record is not None
+                and (record.robots or {}).get("kind") == "disallow_all"
+            ):
                 reason = "robots_unreachable"  # and not yet due for a retry (nor a fallback)
             if reason is not None:
                 self.held_hosts[reason].inc()
@@ -350,7 +366,8 @@ class AssignSlots(beam.PTransform):
         plans = (
             inputs
             | "Join by host" >> beam.CoGroupByKey()
-            | "Plan each host" >> beam.ParDo(_PlanFn(self.cfg, self.now)).with_output_types(HostPlan).with_outputs(ERRORS, main="plans")
+            | "Plan each host"
+            >> beam.ParDo(_PlanFn(self.cfg, self.now)).with_output_types(HostPlan).with_outputs(ERRORS, main="plans")
         )
         collect(plans[ERRORS])
         return plans.plans

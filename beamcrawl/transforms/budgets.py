@@ -358,7 +358,9 @@ class ApplyBudgets(beam.PTransform):
         enabled: False passes every entry through (budgets and host caps off).
     """
 
-    def __init__(self, store_uri: str, rules: BudgetRules, now: float, outputs: RoundOutputs, enabled: bool = True) -> None:
+    def __init__(
+        self, store_uri: str, rules: BudgetRules, now: float, outputs: RoundOutputs, enabled: bool = True
+    ) -> None:
         super().__init__()
         self.store_uri = store_uri
         self.rules = rules
@@ -378,7 +380,9 @@ class ApplyBudgets(beam.PTransform):
             | "Hold each domain's URLs" >> beam.MapTuple(lambda domain, items: (domain, list(items)))
             | "Batch domains" >> beam.BatchElements(min_batch_size=16, max_batch_size=512)
             | "Allow or defer"
-            >> beam.ParDo(_BudgetFn(self.store_uri, self.rules, self.now, self.outputs)).with_outputs(ERRORS, main="allowed")
+            >> beam.ParDo(_BudgetFn(self.store_uri, self.rules, self.now, self.outputs)).with_outputs(
+                ERRORS, main="allowed"
+            )
         )
         collect(allowed[ERRORS])
         return allowed.allowed
@@ -476,7 +480,9 @@ class CountDomainUsage(beam.PTransform):
             | "Pages per domain" >> beam.CombinePerKey(sum)
             | "Batch domains" >> beam.BatchElements(min_batch_size=16, max_batch_size=1000)
             | "Book pages used"
-            >> beam.ParDo(_BookUsageFn(self.store_uri, self.round_no, self.now, self.period)).with_outputs(ERRORS, main="booked")
+            >> beam.ParDo(_BookUsageFn(self.store_uri, self.round_no, self.now, self.period)).with_outputs(
+                ERRORS, main="booked"
+            )
         )
         collect(counted[ERRORS])
         collect(booked[ERRORS])
@@ -586,7 +592,8 @@ class CountLinkingDomains(beam.PTransform):
             | "Group by linked domain" >> beam.GroupByKey()
             | "Union per domain" >> beam.MapTuple(lambda domain, groups: (domain, sorted(set().union(*groups))))
             | "Batch domains" >> beam.BatchElements(min_batch_size=16, max_batch_size=1000)
-            | "Merge linking-domain counts" >> beam.ParDo(_MergeLinkersFn(self.store_uri)).with_outputs(ERRORS, main="merged")
+            | "Merge linking-domain counts"
+            >> beam.ParDo(_MergeLinkersFn(self.store_uri)).with_outputs(ERRORS, main="merged")
         )
         collect(found[ERRORS])
         collect(merged[ERRORS])

@@ -604,7 +604,9 @@ def _name_key(fp: int, layout: textfp.TableLayout = textfp.LAYOUT) -> bytes:
 
 
 def names_from_rows(
-    wanted: Iterable[tuple[int, int]], rows: Mapping[bytes, Mapping[str, bytes]], layout: textfp.TableLayout = textfp.LAYOUT
+    wanted: Iterable[tuple[int, int]],
+    rows: Mapping[bytes, Mapping[str, bytes]],
+    layout: textfp.TableLayout = textfp.LAYOUT,
 ) -> dict[tuple[int, int], str]:
     """The URLs of stored originals ``(fingerprint, url fingerprint)``, from their first
     tables' rows (read by key set: ``rows`` maps each :func:`_name_key` to its cells). An
@@ -736,10 +738,7 @@ class _MergeChecksumsFn(_StoreJoinFn):
         ordered = sorted(merged.items())
         keys = [fp_key(check) for check, _ in ordered]
         span = (ordered[-1][0] - ordered[0][0] + 1) / float(1 << 64)
-        stored = (
-            (key_fp(key), ContentRecord.from_cells(cells))
-            for key, cells in self._read(keys, span)
-        )
+        stored = ((key_fp(key), ContentRecord.from_cells(cells)) for key, cells in self._read(keys, span))
         copies, new = decide_checksums(ordered, stored, self.round_no)
         self.exact.inc(len(copies))
         self.new_content.inc(len(new))

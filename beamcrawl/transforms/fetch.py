@@ -215,8 +215,7 @@ class FetchPages(beam.PTransform):
             plans
             | "Key by fetch shard" >> beam.Map(lambda plan: (plan.shard, plan)).with_output_types(tuple[int, HostPlan])
             | "Group by fetch shard" >> beam.GroupByKey()
-            | "Fetch politely"
-            >> beam.ParDo(_FetchShardsFn(self.cfg)).with_outputs("hosts", ERRORS, main="results")
+            | "Fetch politely" >> beam.ParDo(_FetchShardsFn(self.cfg)).with_outputs("hosts", ERRORS, main="results")
         )
         collect(fetched[ERRORS])
         return fetched

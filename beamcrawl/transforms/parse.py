@@ -41,7 +41,15 @@ from beamcrawl.core.urls.urlnorm import InvalidURL, fingerprint, normalize
 from beamcrawl.schemas.records import FetchResult, Link, Packed, ParsedPage
 from beamcrawl.transforms.dead_letter import ERRORS, Outlet, collect
 
-__all__ = ["PARSED_KINDS", "ParsePages", "body_kind", "parse_fetch", "robots_sitemap_links", "sitemap_links", "skipped_counter_name"]
+__all__ = [
+    "PARSED_KINDS",
+    "ParsePages",
+    "body_kind",
+    "parse_fetch",
+    "robots_sitemap_links",
+    "sitemap_links",
+    "skipped_counter_name",
+]
 
 REDIRECTS = (301, 302, 303, 307, 308)
 PARSED_KINDS = ("html", "xhtml")  # the body kinds parsed for links and text

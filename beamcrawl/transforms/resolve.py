@@ -88,10 +88,7 @@ def resolve_records(
         PolicyResolver(ResolveRules(cfg.resolve), cfg.allow_private_networks, cfg.dns_ttl, lookup),
         [hostname_of(r.host) for r in stale],
     )
-    return [
-        with_resolution(r, answers[hostname_of(r.host)]) if needs_lookup(r, now) else r
-        for r in records
-    ]
+    return [with_resolution(r, answers[hostname_of(r.host)]) if needs_lookup(r, now) else r for r in records]
 
 
 def _run(resolver: PolicyResolver, names: list[str]) -> dict[str, Resolution]:
@@ -189,8 +186,8 @@ class ResolveHosts(beam.PTransform):
         self.now = time.time() if now is None else now
 
     def expand(self, records: beam.PCollection) -> beam.PCollection:
-        resolved = records | "Look up stale addresses" >> beam.ParDo(_ResolveFn(self.cfg, self.now)).with_output_types(tuple[str, HostRecord]).with_outputs(
-            ERRORS, main="records"
-        )
+        resolved = records | "Look up stale addresses" >> beam.ParDo(_ResolveFn(self.cfg, self.now)).with_output_types(
+            tuple[str, HostRecord]
+        ).with_outputs(ERRORS, main="records")
         collect(resolved[ERRORS])
         return resolved.records

@@ -96,7 +96,10 @@ class ReadDueFrontier(beam.PTransform):
         due = (
             pbegin
             | "Due key range" >> beam.Create([due_range])
-            | "Scan due frontier rows" >> beam.ParDo(_ScanDueFn(self.store_uri)).with_output_types(tuple[str, Packed]).with_outputs(ERRORS, main="due")
+            | "Scan due frontier rows"
+            >> beam.ParDo(_ScanDueFn(self.store_uri))
+            .with_output_types(tuple[str, Packed])
+            .with_outputs(ERRORS, main="due")
         )
         collect(due[ERRORS])
         return due.due

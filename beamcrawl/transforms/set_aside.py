@@ -93,7 +93,9 @@ class _SetBodiesAsideFn(beam.DoFn):
                 yield dataclasses.replace(page, fetch=dataclasses.replace(f, digest=digest))
                 return
             path, offset = self.writer.append(capture.member)
-            spooled = Spooled(path, offset, len(capture.member), capture.record_id, capture.index.mime, capture.index.location)
+            spooled = Spooled(
+                path, offset, len(capture.member), capture.record_id, capture.index.mime, capture.index.location
+            )
             self.spooled.inc()
             self.spooled_bytes.inc(len(capture.member))
         light = dataclasses.replace(f, body=b"", raw_body=b"", body_size=len(f.body), digest=digest, spooled=spooled)

@@ -94,7 +94,7 @@ TARGET_CANDIDATES_PER_BUCKET = 1 << 16
 
 def link_priority(depth: int) -> float:
     """Breadth first by default: each hop from a seed halves the priority."""
-    return max(0.5 ** depth, 1e-3)
+    return max(0.5**depth, 1e-3)
 
 
 def bucket_of(fp: int, bits: int) -> int:
@@ -235,7 +235,9 @@ def page_candidates(
             continue
         if shape is not None:
             reason = shape.check(link.url)
-            if reason == "binary_extension" and (kind in ("sitemap", "feed") or (kind == "redirect" and entry.kind == "sitemap")):
+            if reason == "binary_extension" and (
+                kind in ("sitemap", "feed") or (kind == "redirect" and entry.kind == "sitemap")
+            ):
                 reason = None  # a sitemap may be gzipped (sitemap.xml.gz): read, not archived
             if reason is not None:
                 if rejected is not None:
@@ -275,7 +277,11 @@ def page_candidates(
                 source="redirect", hops=entry.hops + 1, kind=entry.kind, robots_origin=entry.robots_origin,
             ))  # fmt: skip
             continue
-        out.append(Candidate(fp=link.fp, url=link.url, host=host, depth=depth, priority=priority, source="link", inlink_hosts=hosts))
+        out.append(
+            Candidate(
+                fp=link.fp, url=link.url, host=host, depth=depth, priority=priority, source="link", inlink_hosts=hosts
+            )
+        )
     return out
 
 
@@ -498,17 +504,19 @@ class QueueUnseenUrls(beam.PTransform):
     def expand(self, candidate_lists: beam.PCollection) -> beam.PCollection:
         self._size()
         assert self.seen_rows is not None and self.keyset_cost_ratio is not None
-        self.bits = choose_bucket_bits(
-            self.seen_rows, self.candidates, min_bits=self.min_bits, max_bits=self.max_bits
-        )
+        self.bits = choose_bucket_bits(self.seen_rows, self.candidates, min_bits=self.min_bits, max_bits=self.max_bits)
         merge = _MergeBucketFn(
-            self.store_uri, self.bits, self.now_ms, self.seen_rows, self.keyset_cost_ratio, self.path, self.lastmod_hints
+            self.store_uri,
+            self.bits,
+            self.now_ms,
+            self.seen_rows,
+            self.keyset_cost_ratio,
+            self.path,
+            self.lastmod_hints,
         )
-        buckets = (
-            candidate_lists
-            | "Combine per fingerprint, bucket by top bits"
-            >> beam.ParDo(_BucketFn(self.bits)).with_output_types(tuple[int, Packed]).with_outputs(ERRORS, main="buckets")
-        )
+        buckets = candidate_lists | "Combine per fingerprint, bucket by top bits" >> beam.ParDo(
+            _BucketFn(self.bits)
+        ).with_output_types(tuple[int, Packed]).with_outputs(ERRORS, main="buckets")
         collect(buckets[ERRORS])
         new = (
             buckets.buckets

@@ -233,9 +233,7 @@ class ArchivedFetch:
     capture: cdxj.Capture  # what the CDXJ line of the capture record says
 
 
-def capture_record(
-    page: ParsedPage, kind: str, record_id: str, level: int = warc_records.GZIP_LEVEL
-) -> CaptureRecord:
+def capture_record(page: ParsedPage, kind: str, record_id: str, level: int = warc_records.GZIP_LEVEL) -> CaptureRecord:
     """Serialises a fetch's capture record of ``kind`` (see :func:`capture_kind`); pure.
 
     Its block is the status line and the response headers as received (Transfer-Encoding
@@ -319,9 +317,7 @@ def archive_fetch(
     return ArchivedFetch(capture.member + request, len(capture.member), capture.index)
 
 
-def warcinfo_bytes(
-    filename: str, user_agent: str, is_part_of: str, make_writer: WriterFactory = _new_writer
-) -> bytes:
+def warcinfo_bytes(filename: str, user_agent: str, is_part_of: str, make_writer: WriterFactory = _new_writer) -> bytes:
     """The ``warcinfo`` record that heads every file (IIPC's recommended fields).
 
     Written with warcio: once per file, its cost does not matter.

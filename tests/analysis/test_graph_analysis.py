@@ -50,32 +50,58 @@ def crawl(tmp_path):
     for rnd, edges in ((1, EDGES[:5]), (2, EDGES[5:])):
         rows = [
             {
-                "src": _url(s), "dst": _url(d), "src_fp": signed64(fingerprint(_url(s))), "dst_fp": signed64(fingerprint(_url(d))),
-                "src_host": s.split("/")[0], "dst_host": d.split("/")[0], "src_domain": _domain(s), "dst_domain": _domain(d),
-                "anchor": None, "nofollow": False, "kind": k, "fetched_at": T,
+                "src": _url(s),
+                "dst": _url(d),
+                "src_fp": signed64(fingerprint(_url(s))),
+                "dst_fp": signed64(fingerprint(_url(d))),
+                "src_host": s.split("/")[0],
+                "dst_host": d.split("/")[0],
+                "src_domain": _domain(s),
+                "dst_domain": _domain(d),
+                "anchor": None,
+                "nofollow": False,
+                "kind": k,
+                "fetched_at": T,
             }
             for s, d, k in edges
         ]
         _write(out / "links" / f"round={rnd}", LINKS_SCHEMA, rows)
     pages = []
-    for i, (host, status, ctype, source) in enumerate([
-        ("a.test", 200, "text/html; charset=utf-8", "seed"),
-        ("a.test", 200, "TEXT/HTML", "link"),
-        ("b.test", 404, "text/html", "link"),
-        ("b.test", None, None, "link"),
-        ("c.test", 200, "application/pdf", "link"),
-        ("c.test", 200, "text/plain", "robots"),
-    ]):
+    for i, (host, status, ctype, source) in enumerate(
+        [
+            ("a.test", 200, "text/html; charset=utf-8", "seed"),
+            ("a.test", 200, "TEXT/HTML", "link"),
+            ("b.test", 404, "text/html", "link"),
+            ("b.test", None, None, "link"),
+            ("c.test", 200, "application/pdf", "link"),
+            ("c.test", 200, "text/plain", "robots"),
+        ]
+    ):
         empty = {name: None for name in PAGES_SCHEMA.names}
-        pages.append(empty | {
-            "url": f"http://{host}/{i}", "url_fp": i, "host": host, "status": status,
-            "outcome": "fetched" if status else "error", "content_type": ctype, "content_length": 10 if status else None,
-            "source": source,
-        })
+        pages.append(
+            empty
+            | {
+                "url": f"http://{host}/{i}",
+                "url_fp": i,
+                "host": host,
+                "status": status,
+                "outcome": "fetched" if status else "error",
+                "content_type": ctype,
+                "content_length": 10 if status else None,
+                "source": source,
+            }
+        )
     _write(out / "pages" / "round=1", PAGES_SCHEMA, pages)
     os.makedirs(out / "reports")
     for rnd, responses in ((1, 4), (2, 6)):
-        report = {"round": rnd, "responses": responses, "new_urls": 3, "frontier_size": 10 - rnd, "pages_per_second": 2.5, "metrics": {}}
+        report = {
+            "round": rnd,
+            "responses": responses,
+            "new_urls": 3,
+            "frontier_size": 10 - rnd,
+            "pages_per_second": 2.5,
+            "metrics": {},
+        }
         (out / "reports" / f"round-{rnd:06d}.json").write_text(json.dumps(report))
     return lg.open_crawl(str(out))
 
@@ -100,7 +126,8 @@ def test_top_hosts_and_domains(crawl):
 def test_status_and_content_type_mix(crawl):
     assert lg.status_mix(crawl).fetchall() == [("200", "2xx", 3), ("404", "4xx", 1), ("error", "error", 1)]
     assert dict((r[0], r[1]) for r in lg.content_type_mix(crawl).fetchall()) == {
-        "text/html": 3, "application/pdf": 1,
+        "text/html": 3,
+        "application/pdf": 1,
     }
 
 
@@ -190,7 +217,9 @@ def test_crawl_out_path_resolves_against_the_caller(tmp_path, monkeypatch):
     monkeypatch.chdir(kernel)
     env = {"BEAMCRAWL_CRAWL_OUT": "demo-out", "PWD": str(caller)}
     assert crawl_out_path(env=env) == str(caller / "demo-out")
-    assert crawl_out_path("demo-out", env={"BEAMCRAWL_CALLER_CWD": str(caller), "PWD": str(kernel)}) == str(caller / "demo-out")
+    assert crawl_out_path("demo-out", env={"BEAMCRAWL_CALLER_CWD": str(caller), "PWD": str(kernel)}) == str(
+        caller / "demo-out"
+    )
     assert crawl_out_path(str(tmp_path / "x" / ".." / "abs"), env={}) == str(tmp_path / "abs")
     # Found nowhere: the caller's meaning, so the error names the folder the user meant.
     assert crawl_out_path("missing", env={"PWD": str(caller)}) == str(caller / "missing")

@@ -32,14 +32,28 @@ def test_floor_crawler_is_polite_and_measured(tmp_path: Path) -> None:
     port = free_port()
     seeds = tmp_path / "seeds.txt"
     seeds.write_text("".join(f"http://{h}:{port}/\n" for h in host_names(HOSTS, 1)))
-    with simweb_on_port(tmp_path, port, hosts=HOSTS, seed=1, pages_per_host=10_000,
-                        log_name="floor.jsonl") as web:
+    with simweb_on_port(tmp_path, port, hosts=HOSTS, seed=1, pages_per_host=10_000, log_name="floor.jsonl") as web:
         m = run_measured(
             "floor",
-            [sys.executable, str(BENCH / "floor_crawler.py"), "--seeds", str(seeds),
-             "--window", str(WINDOW), "--delay", str(DELAY), "--processes", "2",
-             "--user-agent", DEFAULT_USER_AGENT, "--stats-out", str(tmp_path / "stats.json")],
-            log_dir=tmp_path, timeout=60, server_pid=web.process.pid,
+            [
+                sys.executable,
+                str(BENCH / "floor_crawler.py"),
+                "--seeds",
+                str(seeds),
+                "--window",
+                str(WINDOW),
+                "--delay",
+                str(DELAY),
+                "--processes",
+                "2",
+                "--user-agent",
+                DEFAULT_USER_AGENT,
+                "--stats-out",
+                str(tmp_path / "stats.json"),
+            ],
+            log_dir=tmp_path,
+            timeout=60,
+            server_pid=web.process.pid,
         )
         requests = web.requests()
         truth = web.truth()
@@ -73,7 +87,9 @@ def test_floor_crawler_is_polite_and_measured(tmp_path: Path) -> None:
     ],
 )
 def test_floor_links_resolve_against_base(href: str, expected: str) -> None:
-    body = f'<html><head><base href="/x/"></head><body><a href="{href}">l</a>' \
-           '<a rel="nofollow" href="/skip">s</a></body></html>'
+    body = (
+        f'<html><head><base href="/x/"></head><body><a href="{href}">l</a>'
+        '<a rel="nofollow" href="/skip">s</a></body></html>'
+    )
     links = floor_crawler.extract_links(body.encode(), "http://h.com:1/page.html")
     assert [floor_crawler.normalise(u)[1] for u in links] == [expected]  # type: ignore[index]

@@ -149,8 +149,11 @@ def test_token_sources(tmp_path):
     path.write_text(TOKEN + "\n")
     assert api.read_token(str(path), {}) == TOKEN
     assert api.read_token(None, {api.TOKEN_ENV: TOKEN}) == TOKEN
-    for file, env, needle in ((None, {}, "no API token"), (str(tmp_path / "nope"), {}, "cannot read"),
-                              (None, {api.TOKEN_ENV: "short"}, "at least 16")):
+    for file, env, needle in (
+        (None, {}, "no API token"),
+        (str(tmp_path / "nope"), {}, "cannot read"),
+        (None, {api.TOKEN_ENV: "short"}, "at least 16"),
+    ):
         with pytest.raises(api.ApiError, match=needle):
             api.read_token(file, env)
 
@@ -182,15 +185,25 @@ def running_api(*args: str, env_token: str | None = TOKEN):
     )  # fmt: skip
     try:
         line = proc.stdout.readline()
-        assert line.startswith("beamcrawl api listening on http://127.0.0.1:"), (line, proc.stderr.read() if proc.poll() is not None else "")
+        assert line.startswith("beamcrawl api listening on http://127.0.0.1:"), (
+            line,
+            proc.stderr.read() if proc.poll() is not None else "",
+        )
         yield line.split()[-1]
     finally:
         proc.terminate()
         proc.wait(timeout=30)
 
 
-def call(base: str, method: str, path: str, body=None, token: str | None = TOKEN, raw: bytes | None = None,
-         headers: dict | None = None):
+def call(
+    base: str,
+    method: str,
+    path: str,
+    body=None,
+    token: str | None = TOKEN,
+    raw: bytes | None = None,
+    headers: dict | None = None,
+):
     data = raw if raw is not None else (json.dumps(body).encode() if body is not None else None)
     request = urllib.request.Request(base + path, data=data, method=method, headers=dict(headers or {}))
     if token is not None:
@@ -234,12 +247,20 @@ def test_auth_refused_and_accepted(crawl_dir, tmp_path):
     token_file = tmp_path / "token"
     token_file.write_text("file-token-abcdefghijklmnop\n")
     with running_api("--crawl", str(crawl_dir), "--token-file", str(token_file)) as base:
-        for token, headers in ((None, {}), ("wrong-token-abcdefghijklmnop", {}), (None, {"Authorization": "file-token-abcdefghijklmnop"}),
-                               (TOKEN, {})):  # the environment's token is not the file's
-            for method, path, body in (("GET", "/v1/rounds", None), ("GET", "/v1/hosts/a.example", None),
-                                       ("PUT", "/v1/hosts/a.example/policy", {"blocked": True}),
-                                       ("POST", "/v1/crawl-requests", {"urls": ["http://a.example/"], "reason": "r"}),
-                                       ("GET", "/v1/openapi.json", None), ("GET", "/no/such/route", None)):
+        for token, headers in (
+            (None, {}),
+            ("wrong-token-abcdefghijklmnop", {}),
+            (None, {"Authorization": "file-token-abcdefghijklmnop"}),
+            (TOKEN, {}),
+        ):  # the environment's token is not the file's
+            for method, path, body in (
+                ("GET", "/v1/rounds", None),
+                ("GET", "/v1/hosts/a.example", None),
+                ("PUT", "/v1/hosts/a.example/policy", {"blocked": True}),
+                ("POST", "/v1/crawl-requests", {"urls": ["http://a.example/"], "reason": "r"}),
+                ("GET", "/v1/openapi.json", None),
+                ("GET", "/no/such/route", None),
+            ):
                 assert call(base, method, path, body, token=token, headers=headers) == (401, {"error": "unauthorized"})
         # Nothing was stored by the refused requests.
         assert call(base, "GET", "/v1/hosts/a.example/policy", token="file-token-abcdefghijklmnop")[0] == 404
@@ -253,7 +274,9 @@ def test_bad_requests_get_clear_errors(crawl_dir):
     with running_api("--crawl", str(crawl_dir)) as base:
         status, answer = call(base, "POST", "/v1/crawl-requests", raw=b"{not json")
         assert status == 400 and answer["error"].startswith("body is not JSON")
-        status, answer = call(base, "POST", "/v1/crawl-requests", {"urls": ["http://a.example/"], "reason": "r", "priority": "now"})
+        status, answer = call(
+            base, "POST", "/v1/crawl-requests", {"urls": ["http://a.example/"], "reason": "r", "priority": "now"}
+        )
         assert status == 400 and "priority must be one of" in answer["error"]
         status, answer = call(base, "PUT", "/v1/hosts/a.example/policy", {"min_delay_ms": -5})
         assert status == 400 and "min_delay_ms" in answer["error"]
@@ -269,14 +292,18 @@ def test_bad_requests_get_clear_errors(crawl_dir):
         assert status == 413 and "larger than" in answer["error"]
         # The server is still there, and the store holds none of it: the host is unknown (404).
         assert call(base, "GET", "/v1/hosts/a.example") == (
-            404, {"error": "no host a.example in this crawl (neither a record nor a policy)"})
+            404,
+            {"error": "no host a.example in this crawl (neither a record nor a policy)"},
+        )
 
 
 # --- policies and work set through the API, obeyed by the next round ------------------------------
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "beamcrawl.cli.main", *args], capture_output=True, text=True, timeout=600)
+    return subprocess.run(
+        [sys.executable, "-m", "beamcrawl.cli.main", *args], capture_output=True, text=True, timeout=600
+    )
 
 
 def test_policy_and_work_set_through_the_api_are_obeyed_by_the_next_round(tmp_path):
@@ -297,8 +324,12 @@ def test_policy_and_work_set_through_the_api_are_obeyed_by_the_next_round(tmp_pa
             status, policy = call(base, "PUT", f"/v1/hosts/{slowed}/policy", {"min_delay_ms": slow_ms})
             assert status == 200 and policy["min_delay_ms"] == slow_ms
             assert call(base, "GET", f"/v1/hosts/{slowed}/policy")[1]["min_delay_ms"] == slow_ms
-            status, answer = call(base, "POST", "/v1/crawl-requests",
-                                  {"urls": [submitted, "ftp://x.example/"], "reason": "api test", "priority": "high"})
+            status, answer = call(
+                base,
+                "POST",
+                "/v1/crawl-requests",
+                {"urls": [submitted, "ftp://x.example/"], "reason": "api test", "priority": "high"},
+            )
             assert status == 200 and answer["accepted"] == 1 and answer["rejected"][0]["url"] == "ftp://x.example/"
             status, rounds = call(base, "GET", "/v1/rounds")
             assert status == 200 and [r["round"] for r in rounds["rounds"]] == [1]
@@ -364,7 +395,8 @@ def test_times_are_iso_8601_utc_in_every_answer_and_documented(crawl_dir):
         assert schemas["Policy"]["properties"][name]["format"] == "date-time"
     assert schemas["HostRecord"]["properties"]["last_fetch_end"]["format"] == "date-time"
     assert doc["paths"]["/v1/hosts/{host}"]["get"]["responses"]["200"]["content"]["application/json"]["schema"] == {
-        "$ref": "#/components/schemas/Host"}
+        "$ref": "#/components/schemas/Host"
+    }
     # The CLI prints the same as the API answers.
     cli = _cli("hosts", "show", "site0003.ch:18811", "--crawl", str(crawl_dir))
     assert cli.returncode == 0 and json.loads(cli.stdout)["policy"] == policy, cli.stderr
@@ -374,7 +406,9 @@ def test_an_unknown_host_is_404_naming_its_other_ports(crawl_dir):
     _with_host_record(crawl_dir, "site0003.ch:18811", time.time())
     with running_api("--crawl", str(crawl_dir)) as base:
         assert call(base, "GET", "/v1/hosts/nope.example") == (
-            404, {"error": "no host nope.example in this crawl (neither a record nor a policy)"})
+            404,
+            {"error": "no host nope.example in this crawl (neither a record nor a policy)"},
+        )
         status, answer = call(base, "GET", "/v1/hosts/site0003.ch")
         assert status == 404 and answer["error"].endswith("did you mean site0003.ch:18811?"), answer
         assert call(base, "GET", "/v1/hosts/site0003.ch:18811")[0] == 200
@@ -387,7 +421,9 @@ def test_private_addresses_need_the_servers_switch(crawl_dir):
         status, answer = call(base, "POST", "/v1/crawl-requests", local)
         assert status == 200 and answer["accepted"] == 0, answer
         assert [r["reason"].split(" (")[0] for r in answer["rejected"]] == [
-            "refused: loopback name localhost", "refused: loopback address 127.0.0.1"]
+            "refused: loopback name localhost",
+            "refused: loopback address 127.0.0.1",
+        ]
         status, answer = call(base, "POST", "/v1/crawl-requests", {**local, "allow_private_networks": True})
         assert status == 403 and "--allow-private-networks" in answer["error"], answer
         status, answer = call(base, "POST", "/v1/crawl-requests", {**local, "allow_private_networks": "yes"})
@@ -395,12 +431,20 @@ def test_private_addresses_need_the_servers_switch(crawl_dir):
     with running_api("--crawl", str(crawl_dir), "--allow-private-networks") as base:
         status, answer = call(base, "POST", "/v1/crawl-requests", local)  # the request must ask for it too
         assert status == 200 and answer["accepted"] == 0
-        status, answer = call(base, "POST", "/v1/crawl-requests", {**local, "allow_private_networks": True,
-                                                                    "urls": [*local["urls"], "http://169.254.169.254/"]})
+        status, answer = call(
+            base,
+            "POST",
+            "/v1/crawl-requests",
+            {**local, "allow_private_networks": True, "urls": [*local["urls"], "http://169.254.169.254/"]},
+        )
         assert status == 200 and answer["accepted"] == 2, answer
         assert [r["url"] for r in answer["rejected"]] == ["http://169.254.169.254/"]  # link-local: never
-    assert api.OPENAPI["paths"]["/v1/crawl-requests"]["post"]["requestBody"]["content"]["application/json"]["schema"][
-        "properties"]["allow_private_networks"]["type"] == "boolean"
+    assert (
+        api.OPENAPI["paths"]["/v1/crawl-requests"]["post"]["requestBody"]["content"]["application/json"]["schema"][
+            "properties"
+        ]["allow_private_networks"]["type"]
+        == "boolean"
+    )
 
 
 @pytest.mark.parametrize("mode, warned", [(0o644, True), (0o640, True), (0o600, False), (0o400, False)])

@@ -38,12 +38,18 @@ def test_the_parser_converts_and_leaves_bounds_to_the_config(tmp_path):
 
 def _out_of_bounds(f, opt) -> st.SearchStrategy:
     whole = str(f.type) == "int"
-    low = st.integers(max_value=int(opt.minimum) - 1) if whole else st.floats(
-        max_value=opt.minimum, exclude_max=True, allow_nan=False, allow_infinity=False)
+    low = (
+        st.integers(max_value=int(opt.minimum) - 1)
+        if whole
+        else st.floats(max_value=opt.minimum, exclude_max=True, allow_nan=False, allow_infinity=False)
+    )
     if opt.maximum is None:
         return low
-    return low | (st.integers(min_value=int(opt.maximum) + 1) if whole else st.floats(
-        min_value=opt.maximum, exclude_min=True, allow_nan=False, allow_infinity=False))
+    return low | (
+        st.integers(min_value=int(opt.maximum) + 1)
+        if whole
+        else st.floats(min_value=opt.maximum, exclude_min=True, allow_nan=False, allow_infinity=False)
+    )
 
 
 @given(data=st.data())
@@ -55,8 +61,11 @@ def test_a_value_out_of_bounds_gets_the_same_one_line_refusal_from_the_command_l
     with pytest.raises(ValueError) as from_cli:
         parse("/tmp/beamcrawl-never-created", f"{flag}={value!r}")
     with pytest.raises(ValueError) as from_code:
-        CrawlConfig(out="/tmp/beamcrawl-never-created", store="sqlite:///tmp/beamcrawl-never-created/store.sqlite",
-                    **{f.name: value})
+        CrawlConfig(
+            out="/tmp/beamcrawl-never-created",
+            store="sqlite:///tmp/beamcrawl-never-created/store.sqlite",
+            **{f.name: value},
+        )
     message = str(from_cli.value)
     assert message == str(from_code.value) and "\n" not in message
     assert message.startswith(f"{flag} must be ")
@@ -64,7 +73,9 @@ def test_a_value_out_of_bounds_gets_the_same_one_line_refusal_from_the_command_l
 
 @pytest.mark.parametrize("text", ["inf", "-inf", "nan"])
 def test_a_number_that_is_not_finite_is_refused_naming_the_flag(tmp_path, text):
-    with pytest.raises(ValueError, match=r"^--min-delay must be (finite|>= 0), got " + ("-?inf" if "inf" in text else "nan")):
+    with pytest.raises(
+        ValueError, match=r"^--min-delay must be (finite|>= 0), got " + ("-?inf" if "inf" in text else "nan")
+    ):
         parse(str(tmp_path / "o"), f"--min-delay={text}", "--max-delay=inf" if text == "inf" else "--max-delay=120")
     assert not math.isfinite(float(text))
 

@@ -25,7 +25,20 @@ def test_exports_hosts_from_a_crawl_folder(crawl_out, tmp_path, capsys):
 
 
 def test_exports_urls_from_a_store_uri(crawl_out, tmp_path):
-    assert main(["urls", "--store", f"sqlite:///{crawl_out}/store.sqlite", "--out", str(tmp_path / "s"), "--chunk-rows", "5"]) == 0
+    assert (
+        main(
+            [
+                "urls",
+                "--store",
+                f"sqlite:///{crawl_out}/store.sqlite",
+                "--out",
+                str(tmp_path / "s"),
+                "--chunk-rows",
+                "5",
+            ]
+        )
+        == 0
+    )
     assert pq.read_table(str(tmp_path / "s" / "urls")).num_rows == 0
 
 

@@ -105,8 +105,12 @@ _label = st.text(alphabet="abcdefghijklmnopqrstuvwxyz0123456789-", min_size=1, m
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(name=_label, ports=st.lists(st.integers(1, 65535), min_size=1, max_size=4, unique=True), asked=st.integers(1, 65535))
-def test_close_matches_are_exactly_the_same_name_on_other_ports(tmp_path: Path, name: str, ports: list[int], asked: int) -> None:
+@given(
+    name=_label, ports=st.lists(st.integers(1, 65535), min_size=1, max_size=4, unique=True), asked=st.integers(1, 65535)
+)
+def test_close_matches_are_exactly_the_same_name_on_other_ports(
+    tmp_path: Path, name: str, ports: list[int], asked: int
+) -> None:
     """Generated host names and ports: the suggestions are the name's other ports (and never
     a neighbour in key order, such as ``NAME-x`` or ``NAMEx``)."""
     from beamcrawl.cli.hosts import close_matches

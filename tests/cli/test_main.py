@@ -29,8 +29,17 @@ def test_normalize_prints_fingerprint_tab_url_or_invalid():
 def test_robots_check(tmp_path):
     robots = tmp_path / "robots.txt"
     robots.write_text("User-agent: beamcrawl\nDisallow: /private\nAllow: /private/ok\n\nUser-agent: *\nDisallow: /\n")
-    proc = run("robots-check", "--robots", str(robots), "--agent", "beamcrawl",
-               "http://e.com/public", "http://e.com/private/x", "http://e.com/private/ok/1", "http://e.com/robots.txt")
+    proc = run(
+        "robots-check",
+        "--robots",
+        str(robots),
+        "--agent",
+        "beamcrawl",
+        "http://e.com/public",
+        "http://e.com/private/x",
+        "http://e.com/private/ok/1",
+        "http://e.com/robots.txt",
+    )
     assert proc.returncode == 0
     assert proc.stdout.splitlines() == [
         "allowed\thttp://e.com/public",
@@ -56,7 +65,10 @@ def test_quick_tools_answer(tmp_path):
     """They answer (how fast: bench/speed_claims.py)."""
     robots = tmp_path / "r.txt"
     robots.write_text("User-agent: *\nDisallow: /x\n")
-    for args in (("normalize", "http://a.com/b"), ("robots-check", "--robots", str(robots), "--agent", "a", "http://a.com/x")):
+    for args in (
+        ("normalize", "http://a.com/b"),
+        ("robots-check", "--robots", str(robots), "--agent", "a", "http://a.com/x"),
+    ):
         assert run(*args).returncode == 0
 
 
@@ -74,12 +86,27 @@ def test_quick_tools_answer(tmp_path):
         (["crawl", "--out", "/proc/beamcrawl-out", "--seeds", "{good}"], "not writable"),
         (["crawl", "--out", "{out}", "--seeds", "{good}", "stray"], "unexpected argument 'stray'"),
         (["crawl", "--out", "{out}", "--seeds", "{shape}"], "shape.txt:3: bad seed 'http://ok.com/a/a/a/x'"),
-        (["crawl", "--out", "{out}", "--seeds", "{good}", "--max-segment-repeats", "1"], "--max-segment-repeats must be 0"),
-        (["crawl", "--out", "{out}", "--seeds", "{good}", "--fetch-documents=maybe"], "--fetch-documents must be true or false"),
-        (["crawl", "--out", "{out}", "--seeds", "{good}", "--domain_budget_cap=5"], "--domain-budget-cap (5) must be >="),
+        (
+            ["crawl", "--out", "{out}", "--seeds", "{good}", "--max-segment-repeats", "1"],
+            "--max-segment-repeats must be 0",
+        ),
+        (
+            ["crawl", "--out", "{out}", "--seeds", "{good}", "--fetch-documents=maybe"],
+            "--fetch-documents must be true or false",
+        ),
+        (
+            ["crawl", "--out", "{out}", "--seeds", "{good}", "--domain_budget_cap=5"],
+            "--domain-budget-cap (5) must be >=",
+        ),
         (["crawl", "--out", "{out}", "--seeds", "{good}", "--defer-base", "600", "--defer-max", "60"], "--defer-base"),
-        (["crawl", "--out", "{out}", "--seeds", "{good}", "--min-transfer-rate", "-5"], "--min-transfer-rate must be >= 0"),
-        (["crawl", "--out", "{out}", "--seeds", "{good}", "--max-decoded-bytes", "lots"], "--max-decoded-bytes must be a number"),
+        (
+            ["crawl", "--out", "{out}", "--seeds", "{good}", "--min-transfer-rate", "-5"],
+            "--min-transfer-rate must be >= 0",
+        ),
+        (
+            ["crawl", "--out", "{out}", "--seeds", "{good}", "--max-decoded-bytes", "lots"],
+            "--max-decoded-bytes must be a number",
+        ),
         (["robots-check", "--robots", "{tmp}/missing", "--agent", "a", "http://a/"], "missing"),
         (["nosuchcommand"], "unknown command"),
     ],
@@ -128,7 +155,10 @@ def test_unreachable_bigtable_store_fails_fast_with_one_line(tmp_path):
     out = tmp_path / "out"
     proc = subprocess.run(
         [*CLI, "crawl", "--out", str(out), "--store", "bigtable://p/i", "--seeds", str(seeds)],
-        capture_output=True, text=True, timeout=90, env=env,
+        capture_output=True,
+        text=True,
+        timeout=90,
+        env=env,
     )
     assert proc.returncode != 0
     lines = proc.stderr.strip().splitlines()

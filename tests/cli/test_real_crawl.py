@@ -55,7 +55,9 @@ def test_a_real_crawl_with_the_default_contact_url_says_so_once(tmp_path: Path) 
     report = json.loads((tmp_path / "default" / "reports" / "round-000001.json").read_text())
     assert report["round"] == 1
 
-    own = crawl_offline(tmp_path, "own", "--user-agent", "Mozilla/5.0 (compatible; examplebot/1.0; +https://bot.example.org/)")
+    own = crawl_offline(
+        tmp_path, "own", "--user-agent", "Mozilla/5.0 (compatible; examplebot/1.0; +https://bot.example.org/)"
+    )
     assert own.returncode == 0, own.stderr[-3000:]
     assert "contact for this crawl" not in own.stderr, own.stderr[-3000:]
 
@@ -63,5 +65,8 @@ def test_a_real_crawl_with_the_default_contact_url_says_so_once(tmp_path: Path) 
 def test_only_the_default_contact_on_a_real_web_is_warned_about() -> None:
     real = CrawlConfig(out="out", store="sqlite:///s")
     assert real.user_agent == DEFAULT_USER_AGENT and default_contact_warning(real)
-    assert default_contact_warning(CrawlConfig(out="out", store="s", user_agent="mybot/1.0 (+https://me.example/)")) is None
+    assert (
+        default_contact_warning(CrawlConfig(out="out", store="s", user_agent="mybot/1.0 (+https://me.example/)"))
+        is None
+    )
     assert default_contact_warning(CrawlConfig(out="out", store="s", resolve=(("*", "127.0.0.1"),))) is None

@@ -56,9 +56,12 @@ def test_submit_queues_counts_duplicates_and_rejects(crawl_dir: Path):
         "https://shop.example.com/",
         "HTTPS://SHOP.example.com:443/#top",  # the same URL, spelled differently
         "ftp://files.example.com/",
-        "--priority", "high",
-        "--reason", "sitemap_lastmod",
-        "--crawl", str(crawl_dir),
+        "--priority",
+        "high",
+        "--reason",
+        "sitemap_lastmod",
+        "--crawl",
+        str(crawl_dir),
     )
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout == (
@@ -86,11 +89,16 @@ def test_submit_from_files_and_stdin(crawl_dir: Path, tmp_path: Path):
     )
     proc = run_submit(
         "https://c.example/",
-        "--file", str(listing),
-        "--file", "-",
-        "--priority", "normal",
-        "--reason", "spring seeds",
-        "--store", f"sqlite://{crawl_dir}/store.sqlite",
+        "--file",
+        str(listing),
+        "--file",
+        "-",
+        "--priority",
+        "normal",
+        "--reason",
+        "spring seeds",
+        "--store",
+        f"sqlite://{crawl_dir}/store.sqlite",
         stdin="https://d.example/feed.xml\n",
     )
     assert proc.returncode == 0, proc.stderr
@@ -108,7 +116,10 @@ def test_submit_from_files_and_stdin(crawl_dir: Path, tmp_path: Path):
         (["https://a.example/", "--priority", "high", "--reason", "  "], "--reason must not be empty"),
         (["https://a.example/", "--priority", "high", "--reason", "x" * 201], "longer than 200"),
         (["--priority", "high", "--reason", "x"], "no URLs given"),
-        (["--file", "/nonexistent/urls.txt", "--priority", "high", "--reason", "x"], "file not found: /nonexistent/urls.txt"),
+        (
+            ["--file", "/nonexistent/urls.txt", "--priority", "high", "--reason", "x"],
+            "file not found: /nonexistent/urls.txt",
+        ),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(crawl_dir: Path, args: list[str], message: str):
@@ -120,14 +131,28 @@ def test_bad_input_is_one_line_and_exit_2(crawl_dir: Path, args: list[str], mess
 
 
 def test_store_and_crawl_are_exclusive_and_one_is_required(crawl_dir: Path):
-    both = run_submit("https://a.example/", "--priority", "high", "--reason", "x", "--crawl", str(crawl_dir), "--store", str(crawl_dir))
+    both = run_submit(
+        "https://a.example/",
+        "--priority",
+        "high",
+        "--reason",
+        "x",
+        "--crawl",
+        str(crawl_dir),
+        "--store",
+        str(crawl_dir),
+    )
     neither = run_submit("https://a.example/", "--priority", "high", "--reason", "x")
     assert both.returncode == neither.returncode == 2
-    assert "not allowed with" in both.stderr and "--store --crawl" in neither.stderr.replace("(", "").replace(")", "").replace(" |", "")
+    assert "not allowed with" in both.stderr and "--store --crawl" in neither.stderr.replace("(", "").replace(
+        ")", ""
+    ).replace(" |", "")
 
 
 def test_unreachable_store_is_one_line_and_exit_1(tmp_path: Path):
-    missing = run_submit("https://a.example/", "--priority", "high", "--reason", "x", "--crawl", str(tmp_path / "nowhere"))
+    missing = run_submit(
+        "https://a.example/", "--priority", "high", "--reason", "x", "--crawl", str(tmp_path / "nowhere")
+    )
     assert missing.returncode == 1 and missing.stderr.count("\n") == 1
     assert "no crawl store at" in missing.stderr
     assert not (tmp_path / "nowhere").exists()  # a typo does not create an empty crawl
@@ -168,11 +193,15 @@ def test_reason_and_kind_are_kept_and_high_requeues_a_known_url_with_its_validat
     state = {"etag": '"v7"', "visits": 3, "next_due": 9_000_000_000.0}
     with open_store(f"sqlite://{crawl_dir}/store.sqlite") as store:
         store.mutate("frontier", [Mutation.delete_row(page.key)])
-        store.mutate("urls", [Mutation.set(fp_key(page.fp), {"u:revisit": json.dumps(state).encode(), "u:state": b'"fetched"'})])
+        store.mutate(
+            "urls", [Mutation.set(fp_key(page.fp), {"u:revisit": json.dumps(state).encode(), "u:state": b'"fetched"'})]
+        )
 
     low = run_submit("https://a.example/page", "--priority", "low", "--reason", "meh", "--crawl", str(crawl_dir))
     assert json.loads(low.stdout)["duplicates"] == 1  # known, and not urgent: left to its schedule
-    urgent = run_submit("https://a.example/page", "--priority", "high", "--reason", "press release", "--crawl", str(crawl_dir))
+    urgent = run_submit(
+        "https://a.example/page", "--priority", "high", "--reason", "press release", "--crawl", str(crawl_dir)
+    )
     assert json.loads(urgent.stdout) == {"accepted": 1, "duplicates": 0, "rejected": []}
     (again,) = [r for r in frontier(crawl_dir) if r.url == "https://a.example/page"]
     assert again.priority == SUBMIT_PRIORITY["high"] and again.reason == "press release"
@@ -184,13 +213,20 @@ def test_reason_and_kind_are_kept_and_high_requeues_a_known_url_with_its_validat
 
 
 def test_localhost_is_refused_like_a_loopback_address_without_the_flag(crawl_dir: Path):
-    urls = ("http://localhost:18811/", "http://simweb.localhost/p/1.html", "http://LOCALHOST./", "http://127.0.0.1:18811/")
+    urls = (
+        "http://localhost:18811/",
+        "http://simweb.localhost/p/1.html",
+        "http://LOCALHOST./",
+        "http://127.0.0.1:18811/",
+    )
     proc = run_submit(*urls, "--priority", "normal", "--reason", "local test", "--crawl", str(crawl_dir))
     assert proc.returncode == 0, proc.stderr
     answer = json.loads(proc.stdout)
     assert answer["accepted"] == 0 and [r["url"] for r in answer["rejected"]] == list(urls), answer
-    assert all(r["reason"].startswith("refused: loopback ") and "--allow-private-networks" in r["reason"]
-               for r in answer["rejected"]), answer
+    assert all(
+        r["reason"].startswith("refused: loopback ") and "--allow-private-networks" in r["reason"]
+        for r in answer["rejected"]
+    ), answer
     assert frontier(crawl_dir) == []
     allowed = run_submit(*urls, "--priority", "normal", "--reason", "local test", "--allow-private-networks",
                          "--crawl", str(crawl_dir))  # fmt: skip
@@ -207,6 +243,7 @@ def test_a_seed_on_localhost_is_refused_without_the_flag(tmp_path: Path):
     )  # fmt: skip
     assert proc.returncode != 0
     assert f"{seeds}:1: refused: 'http://localhost:18811/': loopback name localhost" in proc.stderr, proc.stderr[-2000:]
+
 
 _label = st.from_regex(r"[a-z0-9]([a-z0-9-]{0,10}[a-z0-9])?", fullmatch=True)
 

@@ -120,7 +120,9 @@ def test_readme_crawl_example_crawls_simweb(session: dict) -> None:
 
 def test_readme_audit_example_passes_every_check(session: dict) -> None:
     lines = session["stdout"].splitlines()
-    checks = {line.split(":", 1)[0]: line for line in lines if re.match(r"^(robots|overlaps|gaps|robots-first): ", line)}
+    checks = {
+        line.split(":", 1)[0]: line for line in lines if re.match(r"^(robots|overlaps|gaps|robots-first): ", line)
+    }
     assert set(checks) == {"robots", "overlaps", "gaps", "robots-first"}, session["stdout"][-3000:]
     assert all(": ok (" in line for line in checks.values()), checks
 
@@ -150,11 +152,17 @@ def test_readme_hosts_submit_and_export_examples(session: dict) -> None:
     # The answer the README shows under its `submit` line is the one the command gives.
     (shown,) = [line[2:] for line in text.splitlines() if line.startswith('# {"accepted"')]
     assert shown.replace("8800", port) in session["stdout"].splitlines(), session["stdout"][-3000:]
-    policies = [d for d in _json_lines(session["stdout"]) if set(d) == {"host", "min_delay_ms", "pause_until", "blocked", "updated_at"}]
+    policies = [
+        d
+        for d in _json_lines(session["stdout"])
+        if set(d) == {"host", "min_delay_ms", "pause_until", "blocked", "updated_at"}
+    ]
     assert {"site0003.ch", "www.site0002.fr"} <= {p["host"] for p in policies}, policies
     paused = next(p for p in policies if p["host"] == "www.site0002.fr")
     assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z", paused["pause_until"]), paused
-    assert sorted((work / "state" / "urls").glob("part-*.parquet")) and sorted((work / "state" / "hosts").glob("part-*.parquet"))
+    assert sorted((work / "state" / "urls").glob("part-*.parquet")) and sorted(
+        (work / "state" / "hosts").glob("part-*.parquet")
+    )
     rows = [line.split("│")[1].strip() for line in session["stdout"].splitlines() if line.count("│") == 3]
     assert {"state", "fetched", "queued"} <= set(rows), rows  # duckdb's table of the exported seen set
 
@@ -166,7 +174,9 @@ def test_readme_api_example_runs_on_a_fresh_home(session: dict) -> None:
     assert "beamcrawl api: warning" not in session["stderr"]
     answers = _json_lines(session["stdout"])
     assert {"accepted": 1, "duplicates": 0, "rejected": []} in answers, answers
-    (policy,) = [a for a in answers if a.get("host") == "site0003.ch" and a.get("min_delay_ms") == 5000 and "record" not in a]
+    (policy,) = [
+        a for a in answers if a.get("host") == "site0003.ch" and a.get("min_delay_ms") == 5000 and "record" not in a
+    ]
     (view,) = [a for a in answers if a.get("host") == f"site0003.ch:{port}" and "record" in a]
     assert view["policy"] == policy and view["policy_from"] == "site0003.ch"
     assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z", view["record"]["last_fetch_end"]), view["record"]
@@ -176,7 +186,9 @@ def test_readme_api_example_runs_on_a_fresh_home(session: dict) -> None:
 
 def test_readme_duckdb_examples_read_the_crawl(session: dict) -> None:
     rows = [[cell.strip() for cell in line.split("│")[1:-1]] for line in session["stdout"].splitlines() if "│" in line]
-    assert ["status", "count_star()"] in rows and any(r[0] == "200" and int(r[1]) > 20 for r in rows if len(r) == 2), rows
+    assert ["status", "count_star()"] in rows and any(r[0] == "200" and int(r[1]) > 20 for r in rows if len(r) == 2), (
+        rows
+    )
     port = session["ports"]["8800"]
     assert any(r[0] == f"site0003.ch:{port}" for r in rows), rows  # linked to from other hosts
 

@@ -56,8 +56,19 @@ PROSE_DEFAULT = re.compile(
     r"`(--[a-z-]+)(?: [A-Z]+)?`[\s(,]{1,6}(?:default )?([0-9][0-9,]*(?:\.[0-9]+)?)"
     r"(?: ?(s|h|d|days?|weeks?|MiB|B/s|segments)\b)?"
 )
-UNITS = {None: 1, "s": 1, "B/s": 1, "segments": 1, "h": 3600, "d": 86400, "day": 86400, "days": 86400,
-         "week": 7 * 86400, "weeks": 7 * 86400, "MiB": 1024 * 1024}
+UNITS = {
+    None: 1,
+    "s": 1,
+    "B/s": 1,
+    "segments": 1,
+    "h": 3600,
+    "d": 86400,
+    "day": 86400,
+    "days": 86400,
+    "week": 7 * 86400,
+    "weeks": 7 * 86400,
+    "MiB": 1024 * 1024,
+}
 
 
 def test_the_prose_names_each_default_as_the_table_has_it() -> None:
@@ -66,8 +77,11 @@ def test_the_prose_names_each_default_as_the_table_has_it() -> None:
     defaults = {flag_of(f, opt): f.default for f, opt in option_fields()}
     text = README.read_text(encoding="utf-8")
     prose = text.split("\n## Command line\n", 1)[1].split("\n## ", 1)[0].split(END, 1)[1]
-    named = [(m.group(1), float(m.group(2).replace(",", "")) * UNITS[m.group(3)], m.group(0))
-             for m in PROSE_DEFAULT.finditer(prose) if m.group(1) in defaults]
+    named = [
+        (m.group(1), float(m.group(2).replace(",", "")) * UNITS[m.group(3)], m.group(0))
+        for m in PROSE_DEFAULT.finditer(prose)
+        if m.group(1) in defaults
+    ]
     assert len(named) >= 25
     wrong = [said for flag, value, said in named if value != defaults[flag]]
     assert not wrong, wrong

@@ -16,7 +16,11 @@ def _tracked_text_files() -> list[Path]:
     for name in names:
         path = ROOT / name
         # This file names what it looks for.
-        if path.is_file() and path.suffix not in {".gz", ".parquet", ".png", ".warc"} and path != Path(__file__).resolve():
+        if (
+            path.is_file()
+            and path.suffix not in {".gz", ".parquet", ".png", ".warc"}
+            and path != Path(__file__).resolve()
+        ):
             out.append(path)
     return out
 

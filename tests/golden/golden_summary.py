@@ -102,7 +102,14 @@ EXCLUDED: dict[str, dict[str, str]] = {
 PAGES_DROPPED = ("fetched_at", "elapsed_ms", "waited_ms", "blob")
 CDXJ_DROPPED = ("length", "offset", "filename")
 CDXJ_COLUMNS = ["round", "urlkey", "url", "mime", "status", "digest", "redirect", "truncated", "extra", "record"]
-HOSTS_DROPPED = ("delay", "last_response_time", "last_fetch_end", "not_before", "robots_fetched_at", "robots_failing_since")
+HOSTS_DROPPED = (
+    "delay",
+    "last_response_time",
+    "last_fetch_end",
+    "not_before",
+    "robots_fetched_at",
+    "robots_failing_since",
+)
 LINKS_DROPPED = ("fetched_at",)
 URLS_DROPPED = ("first_seen", "fetched_at")
 REVISIT_KEPT = (

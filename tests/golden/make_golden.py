@@ -65,7 +65,9 @@ def encode(golden: dict[str, Any]) -> bytes:
         table = golden[name]
         lines.append(f'"{name}": {{"columns": {json.dumps(table["columns"])}, "rows": [')
         rows = table["rows"]
-        lines.extend(json.dumps(r, separators=(",", ":")) + ("," if j < len(rows) - 1 else "") for j, r in enumerate(rows))
+        lines.extend(
+            json.dumps(r, separators=(",", ":")) + ("," if j < len(rows) - 1 else "") for j, r in enumerate(rows)
+        )
         lines.append("]}" + ("," if i < len(sections) - 1 else ""))
     lines.append("}")
     return gzip.compress(("\n".join(lines) + "\n").encode(), compresslevel=9, mtime=0)

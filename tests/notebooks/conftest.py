@@ -27,10 +27,25 @@ def demo_crawl(tmp_path_factory) -> dict:
         seeds = work / "seeds.txt"
         seeds.write_text("\n".join(web.base_url(h) for h in web.hosts) + "\n")
         cmd = [
-            sys.executable, "-m", "beamcrawl.cli.main", "crawl",
-            "--seeds", str(seeds), "--out", str(out), "--rounds", str(ROUNDS),
-            "--resolve", "*=127.0.0.1", "--allow-private-networks",
-            "--min-delay", str(MIN_DELAY), "--round-window", "3", "--runner", "FnApiRunner",
+            sys.executable,
+            "-m",
+            "beamcrawl.cli.main",
+            "crawl",
+            "--seeds",
+            str(seeds),
+            "--out",
+            str(out),
+            "--rounds",
+            str(ROUNDS),
+            "--resolve",
+            "*=127.0.0.1",
+            "--allow-private-networks",
+            "--min-delay",
+            str(MIN_DELAY),
+            "--round-window",
+            "3",
+            "--runner",
+            "FnApiRunner",
         ]
         # Live progress as plain lines (stderr is no terminal here), one a second.
         env = dict(os.environ, BEAMCRAWL_PROGRESS_EVERY="1")

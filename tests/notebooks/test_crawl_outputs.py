@@ -50,7 +50,10 @@ def test_every_warc_has_a_sorted_cdxj_equal_to_cdxj_indexers(demo_crawl):
             assert t["digest"] == "sha1:" + m["digest"]
             compared += 1
     fetched = sum(
-        1 for f in glob.glob(f"{out}/pages/*/*.parquet") for r in pq.read_table(f, columns=["blob"]).to_pylist() if r["blob"]
+        1
+        for f in glob.glob(f"{out}/pages/*/*.parquet")
+        for r in pq.read_table(f, columns=["blob"]).to_pylist()
+        if r["blob"]
     )
     assert compared == fetched > 50
 
@@ -109,8 +112,11 @@ def test_round_summary_says_what_its_figures_count(demo_crawl):
     assert re.search(rf"responses: \d+ pages, {robots} robots.txt, \d+ sitemaps and feeds", text), text
     assert re.search(r"deferred \d+ \(assigned but left queued for the next round: (none|[a-z ]+ \d+)", text), text
     assert re.search(r"errors \d+ \(requests that got no HTTP answer; retried later with back-off: ", text), text
-    assert re.search(r"deferred by budgets \d+ \(queued URLs set aside, due again later, never deleted: over the "
-                     r"domain's page budget \d+", text), text
+    assert re.search(
+        r"deferred by budgets \d+ \(queued URLs set aside, due again later, never deleted: over the "
+        r"domain's page budget \d+",
+        text,
+    ), text
     # The breakdowns add up to their totals.
     m = report["metrics"]
     assert sum(v for k, v in m.items() if k.startswith("fetch/deferred_reason/")) == report["deferred"]

@@ -41,7 +41,9 @@ def executed(demo_crawl, tmp_path_factory, monkeypatch_module):
     monkeypatch_module.setenv("BEAMCRAWL_CRAWL_OUT", str(demo_crawl["out"]))
     monkeypatch_module.setenv("MPLBACKEND", "module://matplotlib_inline.backend_inline")
     started = time.monotonic()
-    NotebookClient(nb, timeout=120, kernel_name="python3", resources={"metadata": {"path": str(NOTEBOOK.parent)}}).execute()
+    NotebookClient(
+        nb, timeout=120, kernel_name="python3", resources={"metadata": {"path": str(NOTEBOOK.parent)}}
+    ).execute()
     seconds = time.monotonic() - started
     nbformat.write(nb, tmp_path_factory.mktemp("nb") / "link_graph.executed.ipynb")  # for a look after a failure
     return nb, seconds
@@ -87,9 +89,13 @@ def test_outputs_say_what_the_sections_promise(executed):
     first = _text(nb.cells[2].outputs)
     assert "fetch_events" in first and "edges" in first
     assert "responses_total" in _text(sections["Crawl progress across rounds"])
-    assert "2xx" in _text(sections["Status and content-type mix"]) and "text/html" in _text(sections["Status and content-type mix"])
+    assert "2xx" in _text(sections["Status and content-type mix"]) and "text/html" in _text(
+        sections["Status and content-type mix"]
+    )
     assert "max in-degree" in _text(sections["In-degree distribution"])
-    assert "linking_hosts" in _text(sections["Top hosts and domains"]) and "linking_domains" in _text(sections["Top hosts and domains"])
+    assert "linking_hosts" in _text(sections["Top hosts and domains"]) and "linking_domains" in _text(
+        sections["Top hosts and domains"]
+    )
     giant = _text(sections["The host graph's largest component"])
     assert "largest component:" in giant and " 0 hosts" not in giant
     assert "PageRank, top hosts:" in _text(sections["PageRank over the host graph"])

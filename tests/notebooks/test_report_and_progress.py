@@ -117,13 +117,18 @@ def test_errors_by_stage_prefers_dead_letter_counters():
                           "fetch/error": 9, "freshness/error": 5}}  # fmt: skip
     assert charts.errors_by_stage(report) == {"parse": 3, "fetch": 4}
     assert charts.errors_by_stage({"metrics": {"fetch/error": 9, "freshness/error": 5}}, {"store": 2}) == {"store": 2}
-    assert charts.errors_by_stage({"metrics": {"fetch/error": 9, "parse/error": 0, "freshness/error": 5}}) == {"fetch": 9}
+    assert charts.errors_by_stage({"metrics": {"fetch/error": 9, "parse/error": 0, "freshness/error": 5}}) == {
+        "fetch": 9
+    }
     assert charts.errors_by_stage({"metrics": {}}) == {}
 
 
 @pytest.mark.parametrize("with_errors", [False, True])
 def test_errors_chart_draws_both_states(tmp_path, with_errors):
-    reports = [{"round": 1, "metrics": {"errors/parse/ValueError": 3} if with_errors else {}}, {"round": 2, "metrics": {}}]
+    reports = [
+        {"round": 1, "metrics": {"errors/parse/ValueError": 3} if with_errors else {}},
+        {"round": 2, "metrics": {}},
+    ]
     png = charts.chart_errors(reports, [{}, {}])
     path = tmp_path / "errors.png"
     path.write_bytes(png)
@@ -143,5 +148,10 @@ def test_content_kind_and_wait_bucket():
     assert charts.content_kind("Text/HTML; charset=utf-8") == "text/html"
     assert charts.content_kind(None) == charts.content_kind("  ") == "(none)"
     assert [charts.wait_bucket(ms) for ms in (0, 99, 700, 59_999, 60_000, -5)] == [
-        "0-0.1s", "0-0.1s", "0.5-1s", "30-60s", ">=60s", "0-0.1s",
+        "0-0.1s",
+        "0-0.1s",
+        "0.5-1s",
+        "30-60s",
+        ">=60s",
+        "0-0.1s",
     ]

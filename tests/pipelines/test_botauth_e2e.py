@@ -39,7 +39,9 @@ class _VerifierAt(hms.HTTPMessageVerifier):
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "beamcrawl.cli.main", *args], capture_output=True, text=True, timeout=600)
+    return subprocess.run(
+        [sys.executable, "-m", "beamcrawl.cli.main", *args], capture_output=True, text=True, timeout=600
+    )
 
 
 @pytest.fixture(scope="module")
@@ -77,7 +79,9 @@ def _verify(record: dict, keys: dict, host: str | None = None, agent: str | None
         record["start"], signature_algorithm=hms.algorithms.ED25519,
         key_resolver=hms.MappingKeyResolver(public_keys=keys, private_keys={}),
     )  # fmt: skip
-    message = SimpleNamespace(method=record["method"], url=f"http://{host or sig['Host']}{record['path']}", headers=headers)
+    message = SimpleNamespace(
+        method=record["method"], url=f"http://{host or sig['Host']}{record['path']}", headers=headers
+    )
     return verifier.verify(message, expect_tag="web-bot-auth", require_components=("@authority", "signature-agent"))
 
 
@@ -134,7 +138,7 @@ def test_warc_request_records_carry_the_signature(signed_crawl):
                     headers = record.http_headers
                     assert headers.get_header("Signature-Agent") == f'"{AGENT}"'
                     assert headers.get_header("Signature").startswith("sig1=:")
-                    assert "tag=\"web-bot-auth\"" in headers.get_header("Signature-Input")
+                    assert 'tag="web-bot-auth"' in headers.get_header("Signature-Input")
                     seen += 1
     assert seen > 0
 

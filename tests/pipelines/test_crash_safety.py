@@ -158,7 +158,9 @@ def check_nothing_lost(out: Path, store_uri: str, served: list[dict[str, Any]], 
     assert not unseen, f"linked from committed pages but never seen: {unseen[:5]}"
     lost_links = sorted(url for fp, url in followable.items() if not done(fp))
     assert not lost_links, f"linked, seen, but neither queued nor fetched: {lost_links[:5]}"
-    lost_seen = sorted(cells.get("u:url") or cells.get("u:q") or b"%x" % fp for fp, cells in seen.items() if not done(fp))
+    lost_seen = sorted(
+        cells.get("u:url") or cells.get("u:q") or b"%x" % fp for fp, cells in seen.items() if not done(fp)
+    )
     assert not lost_seen, f"seen but neither queued nor fetched: {lost_seen[:5]}"
     fetched = {
         fingerprint(normalize(f"http://{r['host']}:{port}{r['path']}"))
@@ -178,7 +180,9 @@ def check_nothing_lost(out: Path, store_uri: str, served: list[dict[str, Any]], 
 def test_killed_round_reruns_and_loses_nothing(
     web: SimwebHandle, tmp_path: Path, request: pytest.FixtureRequest, point: str, backend: str
 ) -> None:
-    store = request.getfixturevalue("bigtable_uri") if backend == "bigtable" else f"sqlite:///{tmp_path}/out/store.sqlite"
+    store = (
+        request.getfixturevalue("bigtable_uri") if backend == "bigtable" else f"sqlite:///{tmp_path}/out/store.sqlite"
+    )
     cmd = _command(web, tmp_path, store)
     since = len(web.requests())
 
@@ -212,7 +216,9 @@ def _stored_responses(out: Path) -> list[tuple[str, str]]:
             records = ArchiveIterator(fh)
             for record in records:
                 if record.rec_type == "response":
-                    found.append((record.rec_headers.get_header("WARC-Target-URI"), f"{rel}@{records.get_record_offset()}"))
+                    found.append(
+                        (record.rec_headers.get_header("WARC-Target-URI"), f"{rel}@{records.get_record_offset()}")
+                    )
     return found
 
 

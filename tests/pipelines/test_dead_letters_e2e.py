@@ -31,7 +31,17 @@ from beamcrawl.stores.base import open_store
 
 # Stages whose element is a URL (the fault names the host's root URL: "host:port/$") and
 # stages whose element is a host ("host:port$"). fetch handles both: results per URL.
-URL_STAGES = ("fetch", "parse", "content_seen", "freshness", "store", "publish_pages", "publish_links", "url_seen", "record")
+URL_STAGES = (
+    "fetch",
+    "parse",
+    "content_seen",
+    "freshness",
+    "store",
+    "publish_pages",
+    "publish_links",
+    "url_seen",
+    "record",
+)
 HOST_STAGES = ("select", "resolve", "assign_slots", "budgets")
 PLAIN_ROBOTS = {"allow_all", "none", "private", "wildcard", "private_sitemap", "allow_override"}
 
@@ -52,7 +62,9 @@ def _warc_responses(out) -> list[str]:
     urls = []
     for path in glob.glob(str(out / "warc" / "*" / "*.warc.gz")):
         with open(path, "rb") as fh:
-            urls += [r.rec_headers.get_header("WARC-Target-URI") for r in ArchiveIterator(fh) if r.rec_type == "response"]
+            urls += [
+                r.rec_headers.get_header("WARC-Target-URI") for r in ArchiveIterator(fh) if r.rec_type == "response"
+            ]
     return urls
 
 
@@ -73,7 +85,8 @@ def run(tmp_path_factory):
         target = {stage: f"{host}:{web.port}" for stage, host in zip(stages, plain)}
         controls = [f"{h}:{web.port}" for h in plain[len(stages) :]]
         faults = ",".join(
-            f"{stage}:{hostport}/$" if stage in URL_STAGES else f"{stage}:{hostport}$" for stage, hostport in target.items()
+            f"{stage}:{hostport}/$" if stage in URL_STAGES else f"{stage}:{hostport}$"
+            for stage, hostport in target.items()
         )
         os.makedirs(out)
         with open_store(store_uri) as store:

@@ -65,7 +65,6 @@ class EgressWeb(LoopbackServer):
         return web.Response(text=PAGES.get(request.path, "<html>leaf</html>"), content_type="text/html")
 
 
-
 def egress_web() -> contextlib.AbstractContextManager[EgressWeb]:
     return serving(EgressWeb())
 
@@ -189,7 +188,9 @@ def test_an_answer_allowed_when_cached_is_refused_when_the_flag_is_gone(tmp_path
     ("allow_private", "moved_to", "kind"),
     [(True, "169.254.7.7", "link-local"), (False, "10.9.9.9", "private")],
 )
-def test_a_name_rebound_between_rounds_is_refused(request, tmp_path, store_uri, connect_log, allow_private, moved_to, kind):
+def test_a_name_rebound_between_rounds_is_refused(
+    request, tmp_path, store_uri, connect_log, allow_private, moved_to, kind
+):
     """Rebinding: b.test answers loopback in round 1 (for a second) and a refused address
     in round 2: link-local with private networks allowed, a private one without the flag
     (loopback counting as public there, see the module's docstring). Round 2 looks the name
@@ -198,7 +199,9 @@ def test_a_name_rebound_between_rounds_is_refused(request, tmp_path, store_uri, 
         request.getfixturevalue("loopback_is_public")
     with egress_web() as web_:
         url = f"http://b.test:{web_.port}/"
-        first = _cfg(tmp_path, store_uri, allow_private_networks=allow_private, resolve=(("b.test", "127.0.0.1"),), dns_ttl=1.0)
+        first = _cfg(
+            tmp_path, store_uri, allow_private_networks=allow_private, resolve=(("b.test", "127.0.0.1"),), dns_ttl=1.0
+        )
         crawl(first, 1, [url], ["--runner=FnApiRunner"], out=io.StringIO())
         fetched = len(connect_log)
         assert fetched >= 1

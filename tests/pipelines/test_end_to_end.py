@@ -73,10 +73,25 @@ def _crawl(work, out, store, runner):
         seeds = work / "seeds.txt"
         seeds.write_text("# every host's root\n" + "\n".join(web.base_url(h) for h in web.hosts) + "\n")
         cmd = [
-            sys.executable, "-m", "beamcrawl.cli.main", "crawl",
-            "--seeds", str(seeds), "--out", str(out), "--store", store, "--rounds", "2",
-            "--resolve", "*=127.0.0.1", "--allow-private-networks",
-            "--min-delay", str(MIN_DELAY), "--round-window", "5",
+            sys.executable,
+            "-m",
+            "beamcrawl.cli.main",
+            "crawl",
+            "--seeds",
+            str(seeds),
+            "--out",
+            str(out),
+            "--store",
+            store,
+            "--rounds",
+            "2",
+            "--resolve",
+            "*=127.0.0.1",
+            "--allow-private-networks",
+            "--min-delay",
+            str(MIN_DELAY),
+            "--round-window",
+            "5",
             *runner,
         ]
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
@@ -140,7 +155,9 @@ def test_every_request_has_one_fetch_event_and_every_warc_reads(crawl_run):
                 if record.rec_type in ("response", "revisit"):
                     body = record.content_stream().read()
                     captures[record.rec_headers.get_header("WARC-Target-URI")] = (
-                        record.rec_type, record.http_headers.get_statuscode(), len(body),
+                        record.rec_type,
+                        record.http_headers.get_statuscode(),
+                        len(body),
                     )
     stored = [row for row in fetched if row["duplicate_kind"] != "near"]
     assert len(captures) == len(stored)
@@ -168,7 +185,9 @@ def test_parquet_loads_in_duckdb(crawl_run):
     con = duckdb.connect()
     n_pages = con.execute(f"select count(*) from read_parquet('{out}/pages/*/*.parquet')").fetchone()[0]
     assert n_pages == len(_page_rows(out))
-    by_round = dict(con.execute(f"select round, count(*) from read_parquet('{out}/links/*/*.parquet') group by 1").fetchall())
+    by_round = dict(
+        con.execute(f"select round, count(*) from read_parquet('{out}/links/*/*.parquet') group by 1").fetchall()
+    )
     assert set(by_round) == {1, 2}
     tz = con.execute(f"select typeof(fetched_at) from read_parquet('{out}/pages/*/*.parquet') limit 1").fetchone()[0]
     assert "TIME ZONE" in tz.upper()
@@ -182,7 +201,11 @@ def test_every_fetched_html_page_has_its_out_links_in_links(crawl_run):
             links[row["src"]].add(row["dst"])
     checked = 0
     for row in _page_rows(out):
-        if row["outcome"] != "fetched" or row["status"] != 200 or not (row["content_type"] or "").startswith("text/html"):
+        if (
+            row["outcome"] != "fetched"
+            or row["status"] != 200
+            or not (row["content_type"] or "").startswith("text/html")
+        ):
             continue
         host = row["host"].split(":")[0]
         path = row["url"].split(str(port), 1)[1] if str(port) in row["url"] else None

@@ -30,7 +30,9 @@ CLI = [sys.executable, "-m", "beamcrawl.cli.main"]
 LOOPBACK_ONLY = ("--resolve", "*=127.0.0.1", "--allow-private-networks")
 
 
-def run(*args: str, cwd: Path | None = None, env: dict[str, str] | None = None, timeout: float = 180) -> subprocess.CompletedProcess[str]:
+def run(
+    *args: str, cwd: Path | None = None, env: dict[str, str] | None = None, timeout: float = 180
+) -> subprocess.CompletedProcess[str]:
     return subprocess.run([*CLI, *args], capture_output=True, text=True, timeout=timeout, cwd=cwd, env=env)
 
 
@@ -231,7 +233,9 @@ def test_empty_seeds_file_is_an_error(tmp_path, text):
     assert not (tmp_path / "out").exists()
 
 
-GOOD = st.sampled_from(["http://a.example/", "https://b.example/x?q=1", "http://c.example:8080/p#frag", "http://8.8.8.8/"])
+GOOD = st.sampled_from(
+    ["http://a.example/", "https://b.example/x?q=1", "http://c.example:8080/p#frag", "http://8.8.8.8/"]
+)
 BAD = st.sampled_from(
     ["not a url", "ftp://x.example/", "http://169.254.169.254/", "http://10.0.0.7/", "http://[::1]/",
      "http://[fe80::1]/", "http://0x7f000001/", "mailto:a@b.example", "http://ok.example/a/a/a/a/"]
@@ -335,7 +339,9 @@ def test_ctrl_c_mid_round_is_one_line_rc_130_and_the_rerun_resumes(tmp_path):
         out = tmp_path / "out"
         common = ["crawl", "--seeds", str(seeds), "--out", str(out), "--resolve", "*=127.0.0.1",
                   "--allow-private-networks", "--min-delay", "0.05", "--runner", "FnApiRunner"]  # fmt: skip
-        child = subprocess.Popen([*CLI, *common, "--round-window", "60"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        child = subprocess.Popen(
+            [*CLI, *common, "--round-window", "60"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
         deadline = time.monotonic() + 180
         while (len([r for r in web.requests(sync=False) if "beamcrawl" in r.get("ua", "")]) < 25
                and child.poll() is None and time.monotonic() < deadline):  # fmt: skip
@@ -344,7 +350,9 @@ def test_ctrl_c_mid_round_is_one_line_rc_130_and_the_rerun_resumes(tmp_path):
         child.send_signal(signal.SIGINT)
         stdout, stderr = child.communicate(timeout=120)
         assert child.returncode == 130
-        assert stderr.strip().splitlines() == ["beamcrawl crawl: interrupted; round 1 was not committed, rerun to redo it"]
+        assert stderr.strip().splitlines() == [
+            "beamcrawl crawl: interrupted; round 1 was not committed, rerun to redo it"
+        ]
         assert "round 1: running" in stdout
         assert not (out / "reports" / "round-000001.json").exists()
 
@@ -396,10 +404,23 @@ def test_interrupted_prism_build_says_what_it_does_and_leaves_nothing(tmp_path, 
 def test_robots_check_says_invalid_for_what_is_no_url(tmp_path):
     robots = tmp_path / "robots.txt"
     robots.write_text("User-agent: *\nDisallow: /private\n")
-    proc = run("robots-check", "--robots", str(robots), "--agent", "beamcrawl", "notaurl", "/relative", "http://e.com/private/x")
+    proc = run(
+        "robots-check",
+        "--robots",
+        str(robots),
+        "--agent",
+        "beamcrawl",
+        "notaurl",
+        "/relative",
+        "http://e.com/private/x",
+    )
     assert proc.returncode == 0
     rows = [line.split("\t") for line in proc.stdout.splitlines()]
-    assert [r[:2] for r in rows] == [["invalid", "notaurl"], ["invalid", "/relative"], ["disallowed", "http://e.com/private/x"]]
+    assert [r[:2] for r in rows] == [
+        ["invalid", "notaurl"],
+        ["invalid", "/relative"],
+        ["disallowed", "http://e.com/private/x"],
+    ]
     assert rows[0][2] and rows[1][2] and len(rows[2]) == 2
 
 
@@ -412,7 +433,9 @@ def test_normalize_prints_the_input_of_an_invalid_url():
 
 def test_hosts_show_prints_iso_times_and_refuses_an_unknown_host(tmp_path):
     with open_store(f"sqlite:///{tmp_path}/store.sqlite") as store:
-        record = HostRecord(host="a.example", delay=1.5, last_fetch_end=1764547200.25, resolved_at=1764547200.0, ip="192.0.2.1")
+        record = HostRecord(
+            host="a.example", delay=1.5, last_fetch_end=1764547200.25, resolved_at=1764547200.0, ip="192.0.2.1"
+        )
         store.mutate("hosts", [Mutation.set(b"a.example", record.to_cells())])
     proc = run("hosts", "show", "a.example", "--crawl", str(tmp_path))
     assert proc.returncode == 0, proc.stderr
@@ -445,10 +468,16 @@ def test_out_naming_a_file_says_not_a_folder(tmp_path):
 @pytest.mark.parametrize(
     "args, prefix",
     [
-        (["robots-check", "--robots", "/nonexistent/robots.txt", "--agent", "a", "http://a.example/"], "beamcrawl robots-check: error: "),
+        (
+            ["robots-check", "--robots", "/nonexistent/robots.txt", "--agent", "a", "http://a.example/"],
+            "beamcrawl robots-check: error: ",
+        ),
         (["crawl", "--out", "{tmp}/o", "--seeds", "{tmp}/missing.txt"], "beamcrawl crawl: error: "),
         (["hosts", "show", "a.example", "--crawl", "{tmp}/nowhere"], "beamcrawl hosts show: error: "),
-        (["submit", "http://a.example/", "--priority", "x", "--reason", "r", "--crawl", "{tmp}"], "beamcrawl submit: error: "),
+        (
+            ["submit", "http://a.example/", "--priority", "x", "--reason", "r", "--crawl", "{tmp}"],
+            "beamcrawl submit: error: ",
+        ),
         (["demo", "--out", "{tmp}"], "beamcrawl demo: error: "),
         (["nosuch"], "beamcrawl: error: "),
     ],
@@ -463,7 +492,9 @@ def test_error_prefixes_are_uniform(tmp_path, args, prefix):
 def test_help_texts_read_as_plain_text():
     top = run("--help")
     assert top.returncode == 0 and top.stdout.startswith("usage:\n")
-    assert "``" not in top.stdout and ":func:" not in top.stdout and "beamcrawl crawl --seeds FILE --out DIR" in top.stdout
+    assert (
+        "``" not in top.stdout and ":func:" not in top.stdout and "beamcrawl crawl --seeds FILE --out DIR" in top.stdout
+    )
 
     simweb = run("simweb", "--help")
     assert simweb.stdout.startswith("usage: beamcrawl simweb ")

@@ -267,9 +267,7 @@ def hangup():
         context.abort(grpc.StatusCode.CANCELLED, request.decode())
 
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
-    handler = grpc.method_handlers_generic_handler(
-        "t", {"s": grpc.unary_stream_rpc_method_handler(stream)}
-    )
+    handler = grpc.method_handlers_generic_handler("t", {"s": grpc.unary_stream_rpc_method_handler(stream)})
     server.add_generic_rpc_handlers((handler,))
     port = server.add_insecure_port("127.0.0.1:0")
     server.start()

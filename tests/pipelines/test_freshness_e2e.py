@@ -39,7 +39,10 @@ from beamcrawl.core.net.conditional import REVISIT_PROFILE_NOT_MODIFIED  # noqa:
 from beamcrawl.simweb.audit import audit  # noqa: E402
 from beamcrawl.simweb.freshness_audit import truth_pages  # noqa: E402
 
-pytestmark = [pytest.mark.e2e, pytest.mark.slow]  # two crawls side by side: `pytest -m "not slow and not e2e"` leaves it out
+pytestmark = [
+    pytest.mark.e2e,
+    pytest.mark.slow,
+]  # two crawls side by side: `pytest -m "not slow and not e2e"` leaves it out
 
 TARGET = 1.5  # the bar: adaptive at least 1.5x fresher than uniform
 

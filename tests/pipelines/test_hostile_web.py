@@ -42,7 +42,9 @@ HOSTS = ("a.hostile.test", "b.hostile.test", "c.hostile.test", "d.hostile.test",
 
 
 def _html(body: str) -> bytes:
-    return f"<!doctype html><html><head><title>t</title></head><body>{body}<p>{'words ' * 40}</p></body></html>".encode()
+    return (
+        f"<!doctype html><html><head><title>t</title></head><body>{body}<p>{'words ' * 40}</p></body></html>".encode()
+    )
 
 
 def _links(hrefs: list[str]) -> bytes:
@@ -120,38 +122,103 @@ def _build(web: HostileWeb) -> tuple[list[str], set[str]]:
     a, b, c, d, e = HOSTS
     good: dict[tuple[str, str], bytes] = {
         (a, "/"): _html('<a href="/links-ipv6">6</a>'),
-        (a, "/links-ipv6"): _links([
-            f"http://[::1]:{port}/", "http://[::1]/", "http://[2001:db8::1]/", "http://[2001:db8::1]:8080/x",
-            "http://[2001:4860::8888]/", "http://[::ffff:127.0.0.1]/", "http://[fe80::1%25eth0]/", "http://[::]/",
-            "http://[1:2:3:4:5:6:7:8:9]/", "http://[::1/", "http://[]/", "http://[zz::1]/",
-        ]),
-        (a, "/links-ipv4"): _links([
-            "http://2130706433/", "http://0x7f000001/", "http://0177.0.0.1/", "http://127.1/", "http://0x7f.1/",
-            "http://1.2.3.4.5/", "http://256.256.256.256/", "http://4294967296/", "http://0/", "http://127.0.0.1.:99999/",
-            "http://1.2.3.4:0/", "http://1.2.3.4:65535/", "http://%31%32%37.0.0.1/",
-        ]),
-        (a, "/links-backslash"): _links([
-            "http:\\\\a.hostile.test\\foo", "/\\@", "\\\\b.hostile.test\\x", "http://a.hostile.test/\\@",
-            "http:/\\/\\c.hostile.test", "..\\..\\up",
-        ]),
-        (a, "/links-punycode"): _links([
-            "http://xn--/", "http://a.b.c.xn--pokxncvks/", "http://xn--a.test/", "http://xn--zz-.test/",
-            "http://\u2603.test/", "http://ex\u00e4mple.test/", "http://" + "a" * 64 + ".test/", "http://a..b.test/",
-            "http://.test/", "http://test./", "http://user:pw@a.hostile.test/", "http://a.hostile.test%00.x/",
-        ]),
-        (a, "/links-dots"): _links([
-            "http://example.com////../..", "../../../../x", "./././y", "/a/b/../../../../z", "/%2e%2e/%2E/w",
-            "?q=1#frag", "#only-a-fragment", "//", "///", "http:", "http://", "", " ", "\t\n/ws\n",
-        ]),
-        (a, "/links-schemes"): _links([
-            "javascript:alert(1)", "JaVaScRiPt:void(0)", "data:text/html;base64,PGgxPg==", "mailto:a@b.test",
-            "file:///etc/passwd", "ftp://a.hostile.test/", "tel:+1", "about:blank", "blob:http://a/x", "ws://a/",
-            "vbscript:x", "view-source:http://a/",
-        ]),
+        (a, "/links-ipv6"): _links(
+            [
+                f"http://[::1]:{port}/",
+                "http://[::1]/",
+                "http://[2001:db8::1]/",
+                "http://[2001:db8::1]:8080/x",
+                "http://[2001:4860::8888]/",
+                "http://[::ffff:127.0.0.1]/",
+                "http://[fe80::1%25eth0]/",
+                "http://[::]/",
+                "http://[1:2:3:4:5:6:7:8:9]/",
+                "http://[::1/",
+                "http://[]/",
+                "http://[zz::1]/",
+            ]
+        ),
+        (a, "/links-ipv4"): _links(
+            [
+                "http://2130706433/",
+                "http://0x7f000001/",
+                "http://0177.0.0.1/",
+                "http://127.1/",
+                "http://0x7f.1/",
+                "http://1.2.3.4.5/",
+                "http://256.256.256.256/",
+                "http://4294967296/",
+                "http://0/",
+                "http://127.0.0.1.:99999/",
+                "http://1.2.3.4:0/",
+                "http://1.2.3.4:65535/",
+                "http://%31%32%37.0.0.1/",
+            ]
+        ),
+        (a, "/links-backslash"): _links(
+            [
+                "http:\\\\a.hostile.test\\foo",
+                "/\\@",
+                "\\\\b.hostile.test\\x",
+                "http://a.hostile.test/\\@",
+                "http:/\\/\\c.hostile.test",
+                "..\\..\\up",
+            ]
+        ),
+        (a, "/links-punycode"): _links(
+            [
+                "http://xn--/",
+                "http://a.b.c.xn--pokxncvks/",
+                "http://xn--a.test/",
+                "http://xn--zz-.test/",
+                "http://\u2603.test/",
+                "http://ex\u00e4mple.test/",
+                "http://" + "a" * 64 + ".test/",
+                "http://a..b.test/",
+                "http://.test/",
+                "http://test./",
+                "http://user:pw@a.hostile.test/",
+                "http://a.hostile.test%00.x/",
+            ]
+        ),
+        (a, "/links-dots"): _links(
+            [
+                "http://example.com////../..",
+                "../../../../x",
+                "./././y",
+                "/a/b/../../../../z",
+                "/%2e%2e/%2E/w",
+                "?q=1#frag",
+                "#only-a-fragment",
+                "//",
+                "///",
+                "http:",
+                "http://",
+                "",
+                " ",
+                "\t\n/ws\n",
+            ]
+        ),
+        (a, "/links-schemes"): _links(
+            [
+                "javascript:alert(1)",
+                "JaVaScRiPt:void(0)",
+                "data:text/html;base64,PGgxPg==",
+                "mailto:a@b.test",
+                "file:///etc/passwd",
+                "ftp://a.hostile.test/",
+                "tel:+1",
+                "about:blank",
+                "blob:http://a/x",
+                "ws://a/",
+                "vbscript:x",
+                "view-source:http://a/",
+            ]
+        ),
         (a, "/links-10000"): _links([f"/many/{i}" for i in range(10_000)]),
         (a, "/dup-attrs"): _html(
             '<base href="/base1/" href="/base2/"><a href="/dup1" href="/dup2" rel="nofollow" rel="">d</a>'
-            '<a href=/unquoted>u</a><a href=\'/single\'>s</a><a>nohref</a><a href="">empty</a>'
+            "<a href=/unquoted>u</a><a href='/single'>s</a><a>nohref</a><a href=\"\">empty</a>"
             '<link rel="canonical" href="/c1"><link rel="canonical" href="http://[::1]/c2">'
             '<meta name="robots" content="noindex" content="index"><meta http-equiv="refresh" content="0;url=javascript:x">'
             '<link rel="alternate" type="application/rss+xml" href="http://[2001:db8::1]/feed">'
@@ -164,23 +231,35 @@ def _build(web: HostileWeb) -> tuple[list[str], set[str]]:
         web.pages[(host, path)] = (200, HTML, body)
     # Bytes that are no HTML at all, labelled HTML; NULs and broken UTF-8 in a page.
     web.pages[(a, "/binary")] = (200, HTML, bytes(range(256)) * 40)
-    web.pages[(a, "/nul-html")] = (200, HTML, b"<html><body>\x00<a href='/\x00x'>\xff\xfe</a><a href='\xc3\x28'>z</a>" + b"\x00" * 100)
+    web.pages[(a, "/nul-html")] = (
+        200,
+        HTML,
+        b"<html><body>\x00<a href='/\x00x'>\xff\xfe</a><a href='\xc3\x28'>z</a>" + b"\x00" * 100,
+    )
     good[(a, "/nul-html")] = b""
     # robots.txt: a's names hostile sitemaps; b's redirects (relative, then once more);
     # c's is plain; d's is garbage; e's redirects to IPv6 loopback on this server's port (no
     # one listens there: robots.txt unreachable, so e's pages wait, as RFC 9309 says).
-    web.pages[(a, "/robots.txt")] = (200, [(b"Content-Type", b"text/plain")], (
-        "User-agent: *\nAllow: /\n"
-        f"Sitemap: http://[::1]:{port}/s.xml\nSitemap: javascript:alert(1)\nSitemap: \\\\evil\\s.xml\n"
-        "Sitemap: http://xn--/s.xml\nSitemap: \nSitemap: http://[2001:db8::1]/s.xml\nSitemap: ::::\n"
-    ).encode())
+    web.pages[(a, "/robots.txt")] = (
+        200,
+        [(b"Content-Type", b"text/plain")],
+        (
+            "User-agent: *\nAllow: /\n"
+            f"Sitemap: http://[::1]:{port}/s.xml\nSitemap: javascript:alert(1)\nSitemap: \\\\evil\\s.xml\n"
+            "Sitemap: http://xn--/s.xml\nSitemap: \nSitemap: http://[2001:db8::1]/s.xml\nSitemap: ::::\n"
+        ).encode(),
+    )
     web.pages[(b, "/robots.txt")] = (301, [(b"Location", b"/robots-2.txt")], b"")
     web.pages[(b, "/robots-2.txt")] = (302, [(b"Location", b"//b.hostile.test:%d/robots-3.txt" % port)], b"")
     web.pages[(b, "/robots-3.txt")] = (200, [(b"Content-Type", b"text/plain")], b"User-agent: *\nDisallow:\n")
     web.pages[(c, "/robots.txt")] = (200, [(b"Content-Type", b"text/plain")], b"User-agent: *\nAllow: /\n")
     web.pages[(e, "/robots.txt")] = (301, [(b"Location", b"http://[::1]:%d/robots.txt" % port)], b"")
     web.pages[(e, "/")] = (200, HTML, _html("<p>e</p>"))
-    web.pages[(d, "/robots.txt")] = (200, [(b"Content-Type", b"text/plain")], b"\xff\xfe\x00User-agent\x00: *\r\rDisallow: \xff\n" * 50)
+    web.pages[(d, "/robots.txt")] = (
+        200,
+        [(b"Content-Type", b"text/plain")],
+        b"\xff\xfe\x00User-agent\x00: *\r\rDisallow: \xff\n" * 50,
+    )
     # Location headers of every shape (b): each is a seed.
     locations = {
         "/r-relative": b"/target", "/r-protocol-relative": b"//c.hostile.test:%d/x" % port, "/r-garbage": b"::::%%%",
@@ -218,24 +297,36 @@ def _build(web: HostileWeb) -> tuple[list[str], set[str]]:
     seeds += [web.url(e, "/")]
     # Sitemaps (d), submitted as sitemaps: hostile entries, entities (refused: no DTDs), a
     # lie about gzip, a malformed index.
-    web.pages[(d, "/sitemap.xml")] = (200, [(b"Content-Type", b"application/xml")], (
-        '<?xml version="1.0"?>\n<urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">\n'
-        f"<url><loc>http://[::1]:{port}/from-sitemap</loc><lastmod>not a date</lastmod></url>\n"
-        "<url><loc>http://[2001:db8::1]/x</loc></url><url><loc>javascript:alert(1)</loc></url>\n"
-        "<url><loc>http://xn--/</loc></url><url><loc>&amp;&lt;</loc></url><url><loc></loc></url>\n"
-        f"<url><loc>http://d.hostile.test:{port}/listed</loc><lastmod>2026-13-45T99:99:99Z</lastmod></url>\n"
-        f"<url><loc>http://d.hostile.test:{port}/\\back</loc><lastmod>99999999999999999999</lastmod></url>\n"
-    ).encode())
-    web.pages[(d, "/bomb.xml")] = (200, [(b"Content-Type", b"application/xml")], (
-        '<?xml version="1.0"?>\n<!DOCTYPE x [<!ENTITY a "aaaaaaaaaa"><!ENTITY b "&a;&a;&a;&a;&a;&a;&a;&a;">'
-        '<!ENTITY c SYSTEM "file:///etc/passwd">]>\n<urlset><url><loc>&b;&c;</loc></url></urlset>'
-    ).encode())
+    web.pages[(d, "/sitemap.xml")] = (
+        200,
+        [(b"Content-Type", b"application/xml")],
+        (
+            '<?xml version="1.0"?>\n<urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">\n'
+            f"<url><loc>http://[::1]:{port}/from-sitemap</loc><lastmod>not a date</lastmod></url>\n"
+            "<url><loc>http://[2001:db8::1]/x</loc></url><url><loc>javascript:alert(1)</loc></url>\n"
+            "<url><loc>http://xn--/</loc></url><url><loc>&amp;&lt;</loc></url><url><loc></loc></url>\n"
+            f"<url><loc>http://d.hostile.test:{port}/listed</loc><lastmod>2026-13-45T99:99:99Z</lastmod></url>\n"
+            f"<url><loc>http://d.hostile.test:{port}/\\back</loc><lastmod>99999999999999999999</lastmod></url>\n"
+        ).encode(),
+    )
+    web.pages[(d, "/bomb.xml")] = (
+        200,
+        [(b"Content-Type", b"application/xml")],
+        (
+            '<?xml version="1.0"?>\n<!DOCTYPE x [<!ENTITY a "aaaaaaaaaa"><!ENTITY b "&a;&a;&a;&a;&a;&a;&a;&a;">'
+            '<!ENTITY c SYSTEM "file:///etc/passwd">]>\n<urlset><url><loc>&b;&c;</loc></url></urlset>'
+        ).encode(),
+    )
     web.pages[(d, "/sitemap.xml.gz")] = (200, [(b"Content-Type", b"application/x-gzip")], b"\x1f\x8b\x08garbage" * 10)
-    web.pages[(d, "/index.xml")] = (200, [(b"Content-Type", b"text/xml")], (
-        '<sitemapindex xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">'
-        + "".join(f"<sitemap><loc>http://[::1]:{port}/s{i}.xml</loc></sitemap>" for i in range(3))
-        + "<sitemap><loc>file:///etc/passwd</loc></sitemap><sitemap><loc>http://[2001:db8::1]/s.xml</loc></sitemap>"
-    ).encode())  # unterminated: malformed XML
+    web.pages[(d, "/index.xml")] = (
+        200,
+        [(b"Content-Type", b"text/xml")],
+        (
+            '<sitemapindex xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">'
+            + "".join(f"<sitemap><loc>http://[::1]:{port}/s{i}.xml</loc></sitemap>" for i in range(3))
+            + "<sitemap><loc>file:///etc/passwd</loc></sitemap><sitemap><loc>http://[2001:db8::1]/s.xml</loc></sitemap>"
+        ).encode(),
+    )  # unterminated: malformed XML
     return seeds, {web.url(h, p) for (h, p) in good}
 
 
@@ -263,7 +354,14 @@ def hostile_round(tmp_path_factory) -> Iterator[dict]:
         requests = list(web.requests)
     with open_store(f"sqlite:///{out}/store.sqlite") as store:
         frontier = {json.loads(cells["r:json"])["url"] for _, cells in store.read_range("frontier")}
-    yield {"proc": proc, "out": out, "seeds": seeds + _sitemaps(web), "good": good, "requests": requests, "frontier": frontier}
+    yield {
+        "proc": proc,
+        "out": out,
+        "seeds": seeds + _sitemaps(web),
+        "good": good,
+        "requests": requests,
+        "frontier": frontier,
+    }
 
 
 def test_the_round_completes(hostile_round):
@@ -285,7 +383,9 @@ def test_every_good_page_is_stored(hostile_round):
     warc = set()
     for path in glob.glob(str(out / "warc" / "*" / "*.warc.gz")):
         with open(path, "rb") as fh:
-            warc |= {r.rec_headers.get_header("WARC-Target-URI") for r in ArchiveIterator(fh) if r.rec_type == "response"}
+            warc |= {
+                r.rec_headers.get_header("WARC-Target-URI") for r in ArchiveIterator(fh) if r.rec_type == "response"
+            }
     for url in sorted(hostile_round["good"]):
         assert url in by_url and by_url[url]["status"] == 200, url
         assert url in warc, url

@@ -80,10 +80,14 @@ def test_only_blocked_hosts_or_an_empty_frontier_end_the_crawl(tmp_path):
         assert wait_until_due(store, _cfg(tmp_path), out) is False
         assert "the frontier is empty" in out.getvalue()
         _queue(store, _entry(1, time.time() - 1, host="blocked.example"))
-        store.mutate("policies", [Mutation.set(b"blocked.example", HostPolicy("blocked.example", blocked=True).to_cells())])
+        store.mutate(
+            "policies", [Mutation.set(b"blocked.example", HostPolicy("blocked.example", blocked=True).to_cells())]
+        )
         out = io.StringIO()
         assert wait_until_due(store, _cfg(tmp_path), out, label="round 4: ") is False
-        assert out.getvalue().startswith("round 4: nothing due, and nothing will fall due by itself; waiting: 1 due URLs on hosts blocked")
+        assert out.getvalue().startswith(
+            "round 4: nothing due, and nothing will fall due by itself; waiting: 1 due URLs on hosts blocked"
+        )
 
 
 def test_an_unreadable_due_row_is_left_to_the_round(tmp_path):

@@ -37,7 +37,6 @@ class AnyHost(LoopbackServer):
         return web.Response(text=f"<html><body><a href='{found}'>x</a></body></html>", content_type="text/html")
 
 
-
 def any_host() -> contextlib.AbstractContextManager[AnyHost]:
     return serving(AnyHost())
 

@@ -39,8 +39,20 @@ def test_the_issues_typos_are_named_with_the_spelling_meant(argv, meant):
 
 
 def test_beam_options_and_the_crawls_underscore_spellings_pass():
-    argv = ["--runner", "FnApiRunner", "--job_name=j", "--direct_num_workers=2", "--flink_master=[local]",
-            "--experiments", "a", "--experiments=b", "--user_agent=beam/1", "--min_delay=0.5", "--round_window", "5"]
+    argv = [
+        "--runner",
+        "FnApiRunner",
+        "--job_name=j",
+        "--direct_num_workers=2",
+        "--flink_master=[local]",
+        "--experiments",
+        "a",
+        "--experiments=b",
+        "--user_agent=beam/1",
+        "--min_delay=0.5",
+        "--round_window",
+        "5",
+    ]
     assert unknown_argument(leftover(*argv), PARSER) is None
 
 
@@ -52,7 +64,8 @@ def test_known_beam_options_come_from_beams_own_options_classes():
 
 def test_a_beam_option_without_its_value_is_one_line():
     assert unknown_argument(leftover("--direct_num_workers"), PARSER) == (
-        "argument --direct_num_workers: expected one argument")
+        "argument --direct_num_workers: expected one argument"
+    )
 
 
 def _typo(flag: str) -> st.SearchStrategy[str]:
@@ -62,7 +75,9 @@ def _typo(flag: str) -> st.SearchStrategy[str]:
     i = st.integers(0, len(name) - 1)
     dropped = i.map(lambda k: name[:k] + name[k + 1 :])
     doubled = i.map(lambda k: name[:k] + name[k] + name[k:])
-    swapped = st.integers(0, max(0, len(name) - 2)).map(lambda k: name[:k] + name[k + 1 : k + 2] + name[k] + name[k + 2 :])
+    swapped = st.integers(0, max(0, len(name) - 2)).map(
+        lambda k: name[:k] + name[k + 1 : k + 2] + name[k] + name[k + 2 :]
+    )
     dashes = st.just(name.replace("-", "_") if "-" in name else name.replace("_", "-"))
     return (dropped | doubled | swapped | dashes).map(lambda n: "--" + n)
 

@@ -61,13 +61,17 @@ def crawl(tmp_path_factory):
         blocklist.write_text(f"# hosts that asked us to stay away\n{listed}\n")
         # Besides every root, a few pages known to say nofollow or noindex, on hosts open to
         # any token, so the meta robots checks never depend on how far the crawl got.
-        open_to_all = [h for h in web.hosts if kinds[h] in ("none", "allow_all", "forbidden")
-                       and h not in (listed, blocked, paused, slowed)]
+        open_to_all = [
+            h
+            for h in web.hosts
+            if kinds[h] in ("none", "allow_all", "forbidden") and h not in (listed, blocked, paused, slowed)
+        ]
         marked = [
             web.url(h, path)
             for flag in ("nofollow_page", "noindex")
-            for h, path in [(h, path) for h in open_to_all for path, page in sorted(truth[h]["pages"].items())
-                            if page.get(flag)][:3]
+            for h, path in [
+                (h, path) for h in open_to_all for path, page in sorted(truth[h]["pages"].items()) if page.get(flag)
+            ][:3]
         ]
         seeds = work / "seeds.txt"
         seeds.write_text("\n".join([web.base_url(h) for h in web.hosts] + marked) + "\n")
@@ -75,10 +79,27 @@ def crawl(tmp_path_factory):
         # noindex page is seeded on these hosts); in one process the loop now shares its
         # core with parsing, and 3 s windows reached 2-5 of them, 5 s windows 7-9.
         common = [
-            "--out", str(out), "--rounds", "1", "--resolve", "*=127.0.0.1", "--allow-private-networks",
-            "--min-delay", str(MIN_DELAY), "--round-window", "5", "--ip-delay", str(IP_DELAY),
-            "--robots-token", TOKEN, "--user-agent", USER_AGENT, "--blocklist", str(blocklist),
-            "--runner", "FnApiRunner",
+            "--out",
+            str(out),
+            "--rounds",
+            "1",
+            "--resolve",
+            "*=127.0.0.1",
+            "--allow-private-networks",
+            "--min-delay",
+            str(MIN_DELAY),
+            "--round-window",
+            "5",
+            "--ip-delay",
+            str(IP_DELAY),
+            "--robots-token",
+            TOKEN,
+            "--user-agent",
+            USER_AGENT,
+            "--blocklist",
+            str(blocklist),
+            "--runner",
+            "FnApiRunner",
         ]
         _cli("crawl", "--seeds", str(seeds), *common)
         web.sync()
@@ -86,18 +107,32 @@ def crawl(tmp_path_factory):
         slot = lambda h: f"{h}:{web.port}"  # noqa: E731 - the store keys hosts with their port
         policies = {
             "blocked": json.loads(_cli("hosts", "set-policy", slot(blocked), "--crawl", str(out), "--block").stdout),
-            "paused": json.loads(_cli("hosts", "set-policy", slot(paused), "--crawl", str(out), "--pause-until", "2h").stdout),
-            "slowed": json.loads(_cli("hosts", "set-policy", slot(slowed), "--crawl", str(out),
-                                      "--min-delay-ms", str(SLOWED_MS)).stdout),
+            "paused": json.loads(
+                _cli("hosts", "set-policy", slot(paused), "--crawl", str(out), "--pause-until", "2h").stdout
+            ),
+            "slowed": json.loads(
+                _cli("hosts", "set-policy", slot(slowed), "--crawl", str(out), "--min-delay-ms", str(SLOWED_MS)).stdout
+            ),
         }
         _cli("crawl", *common)
         shown = json.loads(_cli("hosts", "show", slot(blocked), "--crawl", str(out)).stdout)
         requests = [r for r in web.requests() if TOKEN in r.get("ua", "")]
     reports = [json.load(open(p)) for p in sorted(glob.glob(str(out / "reports" / "round-*.json")))]
     return {
-        "out": out, "truth": truth, "kinds": kinds, "requests": requests, "reports": reports,
-        "listed": listed, "blocked": blocked, "paused": paused, "slowed": slowed, "port": web.port,
-        "steered_at": steered_at, "policies": policies, "shown": shown, "hosts": web.hosts,
+        "out": out,
+        "truth": truth,
+        "kinds": kinds,
+        "requests": requests,
+        "reports": reports,
+        "listed": listed,
+        "blocked": blocked,
+        "paused": paused,
+        "slowed": slowed,
+        "port": web.port,
+        "steered_at": steered_at,
+        "policies": policies,
+        "shown": shown,
+        "hosts": web.hosts,
         "seeds": seeds.read_text().split(),
     }
 
@@ -243,9 +278,15 @@ NOW = 1_800_000_000.0
 @pytest.mark.parametrize(
     "text, expected",
     [
-        ("2h", NOW + 7200), ("30m", NOW + 1800), ("90s", NOW + 90), ("1d", NOW + 86400),
-        ("1h30m", NOW + 5400), ("1.5h", NOW + 5400), ("now", NOW),
-        ("2027-01-15T12:00:00Z", 1_800_014_400.0), ("2027-01-15T13:00:00+01:00", 1_800_014_400.0),
+        ("2h", NOW + 7200),
+        ("30m", NOW + 1800),
+        ("90s", NOW + 90),
+        ("1d", NOW + 86400),
+        ("1h30m", NOW + 5400),
+        ("1.5h", NOW + 5400),
+        ("now", NOW),
+        ("2027-01-15T12:00:00Z", 1_800_014_400.0),
+        ("2027-01-15T13:00:00+01:00", 1_800_014_400.0),
         ("2027-01-15T12:00:00", 1_800_014_400.0),  # no zone: UTC
     ],
 )
@@ -265,8 +306,13 @@ def test_pause_until_rejects_anything_else(text):
 
 @pytest.mark.parametrize(
     "given, key",
-    [("Example.COM", "example.com"), ("example.com:80", "example.com"), ("site.test:8800", "site.test:8800"),
-     ("https://Example.com:443/some/page", "example.com"), ("bücher.de", "xn--bcher-kva.de")],
+    [
+        ("Example.COM", "example.com"),
+        ("example.com:80", "example.com"),
+        ("site.test:8800", "site.test:8800"),
+        ("https://Example.com:443/some/page", "example.com"),
+        ("bücher.de", "xn--bcher-kva.de"),
+    ],
 )
 def test_host_arguments_become_the_crawls_host_keys(given, key):
     from beamcrawl.cli.hosts import policy_key
@@ -298,11 +344,28 @@ def test_set_policy_merges_fields_and_show_falls_back_to_the_bare_name(tmp_path,
     assert code == 0 and json.loads(out)["min_delay_ms"] == 5000
     code, out = _hosts("set-policy", "a.example", "--crawl", str(tmp_path), "--pause-until", "2h", "--block")
     policy = json.loads(out)
-    assert policy["min_delay_ms"] == 5000 and policy["blocked"] is True and _epoch(policy["pause_until"]) > time.time() + 7000
-    code, out = _hosts("set-policy", "a.example", "--store", f"sqlite:///{tmp_path}/store.sqlite",
-                       "--unblock", "--pause-until", "now", "--min-delay-ms", "0")
+    assert (
+        policy["min_delay_ms"] == 5000
+        and policy["blocked"] is True
+        and _epoch(policy["pause_until"]) > time.time() + 7000
+    )
+    code, out = _hosts(
+        "set-policy",
+        "a.example",
+        "--store",
+        f"sqlite:///{tmp_path}/store.sqlite",
+        "--unblock",
+        "--pause-until",
+        "now",
+        "--min-delay-ms",
+        "0",
+    )
     assert json.loads(out) | {"updated_at": None} == {
-        "host": "a.example", "min_delay_ms": None, "pause_until": None, "blocked": False, "updated_at": None,
+        "host": "a.example",
+        "min_delay_ms": None,
+        "pause_until": None,
+        "blocked": False,
+        "updated_at": None,
     }
     _hosts("set-policy", "a.example", "--crawl", str(tmp_path), "--block")
     code, out = _hosts("show", "a.example:8080", "--crawl", str(tmp_path))
@@ -327,8 +390,9 @@ def test_hosts_command_errors_are_one_line(tmp_path, args, code, needle):
     from beamcrawl.stores.base import open_store
 
     open_store(f"sqlite:///{tmp_path}/store.sqlite").close()
-    proc = subprocess.run([*CLI, "hosts", *(a.replace("{tmp}", str(tmp_path)) for a in args)],
-                          capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        [*CLI, "hosts", *(a.replace("{tmp}", str(tmp_path)) for a in args)], capture_output=True, text=True, timeout=60
+    )
     assert proc.returncode == code, proc.stderr
     assert needle in proc.stderr and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
     assert proc.stdout == ""

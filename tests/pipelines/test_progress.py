@@ -80,12 +80,18 @@ def test_window_clock_starts_when_the_fetch_is_seen_and_the_stage_after_it():
     prog = Progress(window=10.0, started=100.0)
     prog.update({"select/due_rows": 50, "assign_slots/results_planned": 40}, 101.0)
     assert prog.window_left(101.0) is None and prog.phase(101.0) == "planning"
-    prog.update({"assign_slots/results_planned": 40, "fetch/received": 4, "fetch/success": 4, "parse/received": 2}, 103.0)
+    prog.update(
+        {"assign_slots/results_planned": 40, "fetch/received": 4, "fetch/success": 4, "parse/received": 2}, 103.0
+    )
     assert prog.window_left(104.0) == pytest.approx(9.0)
     assert prog.phase(104.0) == "fetch"  # parse runs beside the fetch during the window
-    prog.update({"assign_slots/results_planned": 40, "fetch/received": 40, "parse/received": 40, "url_seen/offered": 9}, 106.0)
+    prog.update(
+        {"assign_slots/results_planned": 40, "fetch/received": 40, "parse/received": 40, "url_seen/offered": 9}, 106.0
+    )
     assert prog.window_left(106.0) == 0.0  # all planned fetches settled: over before the window
-    prog.update({"assign_slots/results_planned": 40, "fetch/received": 40, "parse/received": 40, "url_seen/offered": 9}, 114.0)
+    prog.update(
+        {"assign_slots/results_planned": 40, "fetch/received": 40, "parse/received": 40, "url_seen/offered": 9}, 114.0
+    )
     assert prog.window_left(114.0) == 0.0
     assert prog.phase(114.0) == "URL seen"
     fields = prog.fields(114.0)
@@ -109,10 +115,25 @@ def test_format_line_carries_every_field():
     assert "\n" not in line
 
 
-@given(st.dictionaries(st.sampled_from([k for _, keys in STAGES for k in keys] + [
-    "fetch/success", "fetch/bytes", "fetch/error", "fetch/hosts_started", "fetch/hosts_finished",
-    "fetch/waits_started", "fetch/waits_finished", "assign_slots/results_planned"]),
-    st.integers(min_value=0, max_value=10**12)), st.floats(min_value=0, max_value=1e6))
+@given(
+    st.dictionaries(
+        st.sampled_from(
+            [k for _, keys in STAGES for k in keys]
+            + [
+                "fetch/success",
+                "fetch/bytes",
+                "fetch/error",
+                "fetch/hosts_started",
+                "fetch/hosts_finished",
+                "fetch/waits_started",
+                "fetch/waits_finished",
+                "assign_slots/results_planned",
+            ]
+        ),
+        st.integers(min_value=0, max_value=10**12),
+    ),
+    st.floats(min_value=0, max_value=1e6),
+)
 def test_any_metrics_make_one_line(m, now):
     prog = Progress(window=5.0, started=0.0)
     prog.update(m, now)

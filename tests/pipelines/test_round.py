@@ -43,7 +43,9 @@ def test_a_round_applied_in_a_test_pipeline_is_one_step(site: _Site, tmp_path: P
     now = time.time()
     with open_store(uri) as store:
         submit_urls(store, [root], int(now * 1000) - 1)
-    cfg = CrawlConfig(out=str(tmp_path / "out"), store=uri, allow_private_networks=True, min_delay=0.05, round_window=3.0)
+    cfg = CrawlConfig(
+        out=str(tmp_path / "out"), store=uri, allow_private_networks=True, min_delay=0.05, round_window=3.0
+    )
     outputs = RoundOutputs(cfg.out, 1)
     outputs.prepare()
 

@@ -30,7 +30,10 @@ from beamcrawl.stores.base import open_store
 from beamcrawl.transforms.budgets import domain_of, read_domains
 from beamcrawl.state.frontier import queue_new_urls
 
-pytestmark = [pytest.mark.e2e, pytest.mark.slow]  # a crawl of a trap web: `pytest -m "not slow and not e2e"` leaves it out
+pytestmark = [
+    pytest.mark.e2e,
+    pytest.mark.slow,
+]  # a crawl of a trap web: `pytest -m "not slow and not e2e"` leaves it out
 
 BASE = 2  # the trap domain's budget per period, before linkers
 PER_LINKER = 1

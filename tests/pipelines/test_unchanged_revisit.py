@@ -62,7 +62,6 @@ class _Site(LoopbackServer):
         return web.Response(body=self._page(path), content_type="text/html")
 
 
-
 @pytest.fixture(scope="module")
 def site() -> Iterator[_Site]:
     with serving(_Site()) as s:

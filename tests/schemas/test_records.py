@@ -34,7 +34,7 @@ text = st.text(max_size=40)
 @settings(max_examples=200, deadline=None)
 @given(st.lists(st.tuples(due, u64), min_size=2, max_size=20))
 def test_frontier_keys_sort_by_due_time_then_fingerprint(pairs: list[tuple[int, int]]) -> None:
-    """"Everything due by now" is one range scan from the start of the table."""
+    """ "Everything due by now" is one range scan from the start of the table."""
     assert sorted(pairs, key=lambda p: frontier_key(*p)) == sorted(pairs)
     assert all(key_fp(frontier_key(d, fp)[8:]) == fp for d, fp in pairs)
 

@@ -50,7 +50,9 @@ RECORDS = [
     UrlState(url="u", first_seen_ms=3, state="fetched", revisit={"a": 1}),
     HostRecord(host="h", delay=1.5, robots={"rules": []}, ip="127.0.0.1"),
     HostPolicy(host="h", min_delay_ms=100, blocked=True),
-    HostPlan(host="h", shard=3, record=HostRecord(host="h"), delay=0.5, fetch_robots=False, entries=[_page().fetch.entry]),
+    HostPlan(
+        host="h", shard=3, record=HostRecord(host="h"), delay=0.5, fetch_robots=False, entries=[_page().fetch.entry]
+    ),
     Candidate(fp=1, url="u", host="h", depth=2, priority=0.5, inlink_hosts=(3, 4), lastmod=2.0),
     Probe(url="u", url_fp=1, checksum=2, simhash=3, fetched_at=1.0, digest="sha1:X"),
     ContentRecord(url="u", kind="near", fetched_at=1.0, digest="d", distance=2, round=2),

@@ -1,4 +1,5 @@
 """Shared fixtures for the simweb tests: one running server per test session."""
+
 from __future__ import annotations
 
 from collections.abc import Iterator

@@ -29,15 +29,23 @@ def web(tmp_path: Path) -> dict:
     truth = {json.loads(line)["host"]: json.loads(line) for line in truth_path.read_text().splitlines() if line.strip()}
     # A host whose robots.txt allows everything and sets no Crawl-delay: the log's requests
     # are judged by the delay alone.
-    host = next(h for h, rec in truth.items() if host_policy(rec.get("robots", {})).mode in ("rules", "allow_all")
-                and host_policy(rec.get("robots", {})).allows("/") and not host_policy(rec.get("robots", {})).crawl_delay)
+    host = next(
+        h
+        for h, rec in truth.items()
+        if host_policy(rec.get("robots", {})).mode in ("rules", "allow_all")
+        and host_policy(rec.get("robots", {})).allows("/")
+        and not host_policy(rec.get("robots", {})).crawl_delay
+    )
     return {"truth": truth_path, "host": host}
 
 
 def _log(path: Path, host: str, starts: list[tuple[float, str]]) -> Path:
     with path.open("w") as fh:
         for start, p in starts:
-            fh.write(json.dumps({"start": start, "end": start + 0.01, "host": host, "path": p, "ua": UA, "status": 200}) + "\n")
+            fh.write(
+                json.dumps({"start": start, "end": start + 0.01, "host": host, "path": p, "ua": UA, "status": 200})
+                + "\n"
+            )
     return path
 
 
@@ -73,4 +81,6 @@ def test_missing_log_is_one_line(web: dict, tmp_path: Path) -> None:
     assert proc.returncode == 2
     assert proc.stdout == ""
     lines = proc.stderr.strip().splitlines()
-    assert len(lines) == 1 and "nope.jsonl" in lines[0] and lines[0].startswith("beamcrawl simweb audit: error:"), proc.stderr
+    assert len(lines) == 1 and "nope.jsonl" in lines[0] and lines[0].startswith("beamcrawl simweb audit: error:"), (
+        proc.stderr
+    )

@@ -1,4 +1,5 @@
 """Tests of the politeness audit: it must pass clean crawls and catch every kind of violation."""
+
 from __future__ import annotations
 
 import asyncio
@@ -25,8 +26,7 @@ TRUTH: dict[str, dict[str, Any]] = {
         "host": "slow.net",
         "robots": {
             "status": 200,
-            "text": "User-agent: *\nDisallow: /x/\n\nUser-agent: beamcrawl\nCrawl-delay: 2\n"
-            "Disallow: /y/\n",
+            "text": "User-agent: *\nDisallow: /x/\n\nUser-agent: beamcrawl\nCrawl-delay: 2\nDisallow: /y/\n",
         },
     },
     "moved.co.uk": {
@@ -42,9 +42,7 @@ TRUTH: dict[str, dict[str, Any]] = {
 }
 
 
-def req(
-    host: str, path: str, start: float, duration: float = 0.05, ua: str = UA, status: int = 200
-) -> dict[str, Any]:
+def req(host: str, path: str, start: float, duration: float = 0.05, ua: str = UA, status: int = 200) -> dict[str, Any]:
     return {
         "start": start,
         "end": start + duration,
@@ -238,8 +236,7 @@ def test_robots_group_selection() -> None:
     assert star.allowed("/robots.txt")
     # Several groups for the token are combined.
     merged = ReferenceRobotsRules.parse(
-        "User-agent: beamcrawl\nDisallow: /a\n\nUser-agent: *\nDisallow: /b\n\n"
-        "User-agent: beamcrawl\nDisallow: /c\n",
+        "User-agent: beamcrawl\nDisallow: /a\n\nUser-agent: *\nDisallow: /b\n\nUser-agent: beamcrawl\nDisallow: /c\n",
         "beamcrawl",
     )
     assert not merged.allowed("/a") and not merged.allowed("/c") and merged.allowed("/b")

@@ -1,6 +1,7 @@
 """The change model, without a server: seeded Poisson versions, versioned bodies and validators,
 conditional-request decisions, sitemaps (index, gzipped and plain children, sitemap-only pages,
 honest and lying lastmod), feeds, and the truth of all of it."""
+
 from __future__ import annotations
 
 import gzip
@@ -325,7 +326,7 @@ def _read_sitemaps(web: SimWeb, hi: int, now: float) -> tuple[list[sitemaps.Entr
     assert [e.url for e in index.sitemaps] == [info.origin + p for p in SITEMAP_FILES]
     entries: list[sitemaps.Entry] = []
     for child in index.sitemaps:
-        path = child.url[len(info.origin):]
+        path = child.url[len(info.origin) :]
         c = web.respond(info.name, path, now=now)
         assert c.status == 200
         if path.endswith(".gz"):
@@ -352,18 +353,24 @@ def test_sitemaps_parse_to_the_truth_with_true_lastmod(web: SimWeb, truth: dict)
         children, entries = _read_sitemaps(web, hi, now)
         urls = [e.url for e in entries]
         assert len(urls) == len(set(urls))
-        listed = [u for child in rec["sitemap_files"] for u in rec["pages"][child[len(info.origin):]]["links"]]
+        listed = [u for child in rec["sitemap_files"] for u in rec["pages"][child[len(info.origin) :]]["links"]]
         assert urls == listed
         only = {info.origin + p for p in rec["sitemap_only"]}
         assert len(only) == info.sitemap_only and only <= set(urls)
         # Sitemap-only pages are linked from no page of the web.
-        linked = {u for r in truth.values() for e in r["pages"].values() for u in e.get("links", ()) if "sitemap" not in e and "feed" not in e}
+        linked = {
+            u
+            for r in truth.values()
+            for e in r["pages"].values()
+            for u in e.get("links", ())
+            if "sitemap" not in e and "feed" not in e
+        }
         assert not only & linked
         for p in rec["sitemap_only"]:
             assert rec["pages"][p]["sitemap_only"] is True and rec["pages"][p]["change_class"]
             assert web.respond(info.name, p, now=now).status == 200
         for e in entries:
-            path = e.url[len(info.origin):]
+            path = e.url[len(info.origin) :]
             stated = e.lastmod
             if info.lastmod_honest:
                 assert stated == math.floor(web.last_change(hi, path, now)), e.url
@@ -374,8 +381,8 @@ def test_sitemaps_parse_to_the_truth_with_true_lastmod(web: SimWeb, truth: dict)
             changed = [e for e in entries if e.lastmod and e.lastmod > EPOCH]
             assert changed  # some pages have changed by now, and the sitemap says so
             for child in children:
-                path = child.url[len(info.origin):]
-                newest = max(web.last_change(hi, p[len(info.origin):], now) for p in rec["pages"][path]["links"])
+                path = child.url[len(info.origin) :]
+                newest = max(web.last_change(hi, p[len(info.origin) :], now) for p in rec["pages"][path]["links"])
                 assert child.lastmod == math.floor(newest)
         else:
             liar_seen += 1
@@ -403,17 +410,15 @@ def test_feeds_parse_to_the_most_recently_changed_pages(web: SimWeb, truth: dict
             doc = sitemaps.parse(r.body, info.origin + path)
             assert doc.kind == f and doc.error is None
             pool = rec["pages"][path]["links"]
-            dated = sorted(
-                ((web.last_change(hi, u[len(info.origin):], now), u) for u in pool), key=lambda x: -x[0]
-            )
+            dated = sorted(((web.last_change(hi, u[len(info.origin) :], now), u) for u in pool), key=lambda x: -x[0])
             assert len(doc.urls) == min(FEED_ITEMS, len(pool))
             stamps = [e.lastmod for e in doc.urls]
             assert stamps == sorted(stamps, reverse=True)  # newest first
             for e in doc.urls:
                 assert e.url in pool
-                assert e.lastmod == math.floor(web.last_change(hi, e.url[len(info.origin):], now))
+                assert e.lastmod == math.floor(web.last_change(hi, e.url[len(info.origin) :], now))
             # Nothing left out changed later than the oldest item listed.
-            cutoff = min(web.last_change(hi, e.url[len(info.origin):], now) for e in doc.urls)
+            cutoff = min(web.last_change(hi, e.url[len(info.origin) :], now) for e in doc.urls)
             assert all(t <= cutoff for t, u in dated if u not in {e.url for e in doc.urls})
             assert not {info.origin + p for p in rec["sitemap_only"]} & {e.url for e in doc.urls}
     assert seen["rss"] and seen["atom"]
@@ -442,8 +447,14 @@ def test_truth_describes_everything_served_and_unknown_paths_stay_404(web: SimWe
                 assert r.version == web.version_at(hi, target, now)
             elif entry["status"] == 200:
                 assert r.version is None
-        for path in ("/s/10.html", f"/s/{info.sitemap_only}.html", "/sitemaps/pages-3.xml", "/sitemaps/pages-1.xml",
-                     "/feed.xml", "/s/01.html"):
+        for path in (
+            "/s/10.html",
+            f"/s/{info.sitemap_only}.html",
+            "/sitemaps/pages-3.xml",
+            "/sitemaps/pages-1.xml",
+            "/feed.xml",
+            "/s/01.html",
+        ):
             assert web.respond(info.name, path, now=now).status == 404
     # build_truth with the same parameters is the same truth.
     assert build_truth(60, seed=3, pages_per_host=40, port=PORT, change_scale=SCALE, epoch=EPOCH) == truth
@@ -456,7 +467,9 @@ def test_a_change_mix_sets_the_class_shares_and_travels_with_the_truth():
     model = SeededChanges(3, 1.0, 1_700_000_000.0, mix)
     drawn = [model.change_class(h, j) for h in range(40) for j in range(100)]
     shares = {c: drawn.count(c) / len(drawn) for c in ("static", "slow", "medium", "fast")}
-    assert abs(shares["static"] - 0.5) < 0.03 and abs(shares["slow"] - 0.05) < 0.02 and abs(shares["fast"] - 0.25) < 0.03
+    assert (
+        abs(shares["static"] - 0.5) < 0.03 and abs(shares["slow"] - 0.05) < 0.02 and abs(shares["fast"] - 0.25) < 0.03
+    )
     assert model.describe()["mix"] == dict(mix)
     for bad in ("static=1", "static=0.5,slow=0.5,medium=0,fast=0.1", "static=x,slow=0,medium=0,fast=1", "odd=1"):
         with pytest.raises(ValueError):

@@ -2,6 +2,7 @@
 epoch. Bodies and ETags change when the version does, conditional requests follow RFC 9110
 (If-None-Match before If-Modified-Since), log lines carry the version, and sitemaps (gzipped
 too) and feeds are served as the truth says."""
+
 from __future__ import annotations
 
 import asyncio
@@ -47,8 +48,13 @@ def fetch(sw: SimwebHandle, host: str, path: str, headers: dict[str, str] | None
 def sw(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SimwebHandle]:
     epoch = math.floor(time.time()) - 30.0 + 0.5  # explicit, and already half a minute old
     with running_simweb(
-        tmp_path_factory.mktemp("simweb-changes"), hosts=HOSTS, seed=SEED, pages_per_host=PAGES,
-        latency_scale=0, change_scale=SCALE, epoch=epoch,
+        tmp_path_factory.mktemp("simweb-changes"),
+        hosts=HOSTS,
+        seed=SEED,
+        pages_per_host=PAGES,
+        latency_scale=0,
+        change_scale=SCALE,
+        epoch=epoch,
     ) as handle:
         yield handle
 
@@ -67,7 +73,11 @@ def _page_of_class(model: SimWeb, cls: str, avoid: set[str] = frozenset()) -> tu
     for hi in range(model.hosts):
         for j in range(model.pages_per_host):
             path = model.page_path(hi, j)
-            if model.change_class(hi, path) == cls and model.host(hi).robots.kind != "unavailable" and f"{hi}{path}" not in avoid:
+            if (
+                model.change_class(hi, path) == cls
+                and model.host(hi).robots.kind != "unavailable"
+                and f"{hi}{path}" not in avoid
+            ):
                 return hi, path
     raise AssertionError(f"no {cls} page")
 
@@ -78,7 +88,9 @@ def test_handle_truth_and_log_header(sw: SimwebHandle, model: SimWeb) -> None:
     assert header is not None and header["epoch"] == sw.epoch and header["change_scale"] == SCALE
     assert header["seed"] == SEED and header["port"] == sw.port
     truth = sw.truth()
-    assert truth == build_truth(HOSTS, seed=SEED, pages_per_host=PAGES, port=sw.port, change_scale=SCALE, epoch=sw.epoch)
+    assert truth == build_truth(
+        HOSTS, seed=SEED, pages_per_host=PAGES, port=sw.port, change_scale=SCALE, epoch=sw.epoch
+    )
     assert all(rec["change_model"]["epoch"] == sw.epoch for rec in truth.values())
     # The header is not a request.
     assert all("host" in r for r in sw.requests())
@@ -191,7 +203,7 @@ def test_sitemaps_and_feeds_over_http(sw: SimwebHandle, model: SimWeb) -> None:
         assert [e.url for e in index.sitemaps] == rec["sitemap_files"]
         urls = []
         for child in index.sitemaps:
-            path = child.url[len(rec["origin"]):]
+            path = child.url[len(rec["origin"]) :]
             reply = fetch(sw, host, path)
             assert reply.status == 200
             if path.endswith(".gz"):
@@ -201,7 +213,11 @@ def test_sitemaps_and_feeds_over_http(sw: SimwebHandle, model: SimWeb) -> None:
             assert doc.kind == "urlset" and doc.error is None
             served_at = _log_of(sw, host, path)["start"]
             for e in doc.urls:
-                expected = model.last_change(hi, e.url[len(rec["origin"]):], served_at) if rec["lastmod_honest"] else served_at
+                expected = (
+                    model.last_change(hi, e.url[len(rec["origin"]) :], served_at)
+                    if rec["lastmod_honest"]
+                    else served_at
+                )
                 assert e.lastmod == math.floor(expected)
             urls.extend(e.url for e in doc.urls)
         assert set(urls) >= {rec["origin"] + p for p in rec["sitemap_only"]}
@@ -212,7 +228,7 @@ def test_sitemaps_and_feeds_over_http(sw: SimwebHandle, model: SimWeb) -> None:
     feed_hosts = [(h, url) for h, rec in truth.items() for url in rec["feeds"]]
     assert feed_hosts
     for host, url in feed_hosts[:4]:
-        path = url[len(truth[host]["origin"]):]
+        path = url[len(truth[host]["origin"]) :]
         reply = fetch(sw, host, path)
         assert reply.status == 200
         doc = sitemaps.parse(reply.body, url)

@@ -1,4 +1,5 @@
 """simweb's copies and look-alikes: mirror hosts, near-copy hosts, template hosts, and their truth."""
+
 from __future__ import annotations
 
 import urllib.request

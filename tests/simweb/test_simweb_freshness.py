@@ -1,4 +1,5 @@
 """freshness.measure on hand-built request logs with known answers."""
+
 from __future__ import annotations
 
 import json
@@ -31,10 +32,26 @@ def _page(web: SimWeb, cls: str, min_changes: int = 0) -> tuple[int, str, list[f
     raise AssertionError(cls)
 
 
-def req(web: SimWeb, hi: int, path: str, t: float, status: int = 200, version: int | None = None,
-        ua: str = "Mozilla/5.0 (compatible; BeamCrawl/0.1)", **extra: Any) -> dict[str, Any]:
-    rec: dict[str, Any] = {"start": t - 0.01, "end": t, "host": web.names[hi], "path": path, "ua": ua,
-                           "status": status, "bytes": 100, "method": "GET"}
+def req(
+    web: SimWeb,
+    hi: int,
+    path: str,
+    t: float,
+    status: int = 200,
+    version: int | None = None,
+    ua: str = "Mozilla/5.0 (compatible; BeamCrawl/0.1)",
+    **extra: Any,
+) -> dict[str, Any]:
+    rec: dict[str, Any] = {
+        "start": t - 0.01,
+        "end": t,
+        "host": web.names[hi],
+        "path": path,
+        "ua": ua,
+        "status": status,
+        "bytes": 100,
+        "method": "GET",
+    }
     if version is not None:
         rec["version"] = version
     rec.update(extra)
@@ -58,14 +75,14 @@ def test_one_page_with_known_changes_200_and_304(web: SimWeb) -> None:
     c1, c2, c3 = times[:3]
     url = web.url(hi, path)
     start, end = EPOCH, c3 + 0.5 * (times[3] - c3)
-    f0 = EPOCH + 0.25 * (c1 - EPOCH)          # 200 of version 0: fresh until c1
-    f1 = c1 + 0.5 * (c2 - c1)                  # 200 of version 1: fresh until c2
-    f2 = c2 + 0.3 * (c3 - c2)                  # 304 while version 2: fresh until c3
+    f0 = EPOCH + 0.25 * (c1 - EPOCH)  # 200 of version 0: fresh until c1
+    f1 = c1 + 0.5 * (c2 - c1)  # 200 of version 1: fresh until c2
+    f2 = c2 + 0.3 * (c3 - c2)  # 304 while version 2: fresh until c3
     log = [
         req(web, hi, path, f0, 200, 0),
         req(web, hi, path, f1, 200, 1),
         req(web, hi, path, f2, 304, 2),
-        req(web, hi, path, f2 + 1e-4, 500),     # an error leaves the copy as it was
+        req(web, hi, path, f2 + 1e-4, 500),  # an error leaves the copy as it was
         req(web, hi, "/robots.txt", f0 - 0.1, 200),
     ]
     report = measure(log, web, "beamcrawl", start, end, pages={url})
@@ -101,7 +118,9 @@ def test_user_agent_filter_and_two_crawlers_side_by_side(web: SimWeb) -> None:
     a = req(web, hi, path, fa, 200, 0, ua="Mozilla/5.0 (compatible; beamcrawl/0.1)")
     b = req(web, hi, path, fb, 200, 1, ua="SimpleCrawler/2.0 (+http://example.test)")
     head = req(web, hi, path, EPOCH + 0.1 * (c1 - EPOCH), 200, 0, ua="simplecrawler/2.0", method="HEAD")
-    broken = req(web, hi, path, EPOCH + 0.2 * (c1 - EPOCH), 200, 0, ua="simplecrawler/2.0", error="ConnectionResetError")
+    broken = req(
+        web, hi, path, EPOCH + 0.2 * (c1 - EPOCH), 200, 0, ua="simplecrawler/2.0", error="ConnectionResetError"
+    )
     log = [head, broken, a, b]
     ra = measure(log, web, "BeamCrawl", start, end, {url})
     rb = measure(log, web, "simplecrawler", start, end, {url})
@@ -139,8 +158,11 @@ def test_never_fetched_pages_count_zero_and_default_page_set(web: SimWeb) -> Non
     assert truth_pages(truth, sitemap_only=True) == {
         rec["origin"] + p for rec in truth.values() for p in rec["sitemap_only"]
     }
-    assert all(truth[h]["pages"][u[len(truth[h]["origin"]):]]["change_class"] == "fast"
-               for u in truth_pages(truth, classes=["fast"]) for h in [u.split("/")[2].split(":")[0]])
+    assert all(
+        truth[h]["pages"][u[len(truth[h]["origin"]) :]]["change_class"] == "fast"
+        for u in truth_pages(truth, classes=["fast"])
+        for h in [u.split("/")[2].split(":")[0]]
+    )
 
 
 def test_errors(web: SimWeb) -> None:

@@ -1,4 +1,5 @@
 """Tests of the simweb model and its truth, without a server."""
+
 from __future__ import annotations
 
 from html.parser import HTMLParser

@@ -1,4 +1,5 @@
 """Tests of the running simweb server (subprocess), fetched with aiohttp and Host headers."""
+
 from __future__ import annotations
 
 import asyncio

@@ -6,6 +6,7 @@ target the truth names plus robots.txt, its redirect target, the legacy sitemap,
 (served twice: it counts its servings) and the paths the change model adds (which must stay 404
 when it is off). The 60-host web has mirror, near-copy and template hosts (from host 40 on).
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -23,9 +24,18 @@ EXPECTED = {
     (60, 3, 40): "f6b0340dea7caf711aef2ca46d654ac45ea4358ee01101ea9cb496ca3a9b3b0c",
 }
 EXTRA_TARGETS = {
-    "/robots.txt", "/robots-real.txt", "/sitemap.xml", "/news.html", "/feed.rss", "/feed.atom",
-    "/sitemap_index.xml", "/sitemaps/pages-1.xml.gz", "/sitemaps/pages-2.xml", "/s/0.html",
-    "/s/1.html", "/nope",
+    "/robots.txt",
+    "/robots-real.txt",
+    "/sitemap.xml",
+    "/news.html",
+    "/feed.rss",
+    "/feed.atom",
+    "/sitemap_index.xml",
+    "/sitemaps/pages-1.xml.gz",
+    "/sitemaps/pages-2.xml",
+    "/s/0.html",
+    "/s/1.html",
+    "/nope",
 }
 
 
@@ -41,8 +51,17 @@ def fingerprint(hosts: int, seed: int, pages: int, port: int = 8123, **kw: Any) 
                 r = web.respond(name, t)
             h.update(
                 repr(
-                    (name, t, r.status, r.body, r.content_type, sorted((r.headers or {}).items()),
-                     r.etag, r.last_modified, r.delay)
+                    (
+                        name,
+                        t,
+                        r.status,
+                        r.body,
+                        r.content_type,
+                        sorted((r.headers or {}).items()),
+                        r.etag,
+                        r.last_modified,
+                        r.delay,
+                    )
                 ).encode()
             )
     return h.hexdigest()

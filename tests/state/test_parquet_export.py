@@ -39,16 +39,29 @@ def store(tmp_path):
             url = f"http://h{i % 7}.test/p{i}"
             state = UrlState(url=url, first_seen_ms=1_767_225_600_000 + i, source="link", depth=i % 3)
             if i % 2:
-                state.state, state.status, state.fetched_at_ms, state.checksum = "fetched", 200, 1_767_225_700_000, "ab" * 8
+                state.state, state.status, state.fetched_at_ms, state.checksum = (
+                    "fetched",
+                    200,
+                    1_767_225_700_000,
+                    "ab" * 8,
+                )
             urls.append(Mutation.set(fp_key(fingerprint(url)), state.to_cells()))
         urls.append(Mutation.set(fp_key(1), {"u:state": json.dumps("queued").encode()}))  # no url: skipped
         s.mutate("urls", urls)
         hosts = [
-            Mutation.set(f"h{i}.test".encode(), HostRecord(
-                host=f"h{i}.test", delay=1.5, last_fetch_end=1_767_225_600.25 if i else 0.0, fetches=i,
-                robots={"kind": "parsed", "token": "beamcrawl", "status": 200, "text": ""}, robots_status=200,
-                robots_fetched_at=1_767_225_000.0, ip="127.0.0.1",
-            ).to_cells())
+            Mutation.set(
+                f"h{i}.test".encode(),
+                HostRecord(
+                    host=f"h{i}.test",
+                    delay=1.5,
+                    last_fetch_end=1_767_225_600.25 if i else 0.0,
+                    fetches=i,
+                    robots={"kind": "parsed", "token": "beamcrawl", "status": 200, "text": ""},
+                    robots_status=200,
+                    robots_fetched_at=1_767_225_000.0,
+                    ip="127.0.0.1",
+                ).to_cells(),
+            )
             for i in range(7)
         ]
         s.mutate("hosts", hosts)
@@ -116,7 +129,9 @@ def test_exports_from_bigtable_too(bigtable_uri, tmp_path):
     """The same chunked scans against the Bigtable emulator (skipped when there is none)."""
     with open_store(bigtable_uri) as bt:
         urls = [f"http://e.test/{i}" for i in range(30)]
-        bt.mutate("urls", [Mutation.set(fp_key(fingerprint(u)), UrlState(url=u, first_seen_ms=1).to_cells()) for u in urls])
+        bt.mutate(
+            "urls", [Mutation.set(fp_key(fingerprint(u)), UrlState(url=u, first_seen_ms=1).to_cells()) for u in urls]
+        )
         result = export_table(bt, "urls", str(tmp_path / "bt"), chunk_rows=7)
     assert result.rows == 30
     assert sorted(pq.read_table(str(tmp_path / "bt" / "urls")).column("url").to_pylist()) == sorted(urls)

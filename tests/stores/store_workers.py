@@ -17,9 +17,7 @@ def worker_key(worker: int, i: int) -> bytes:
     return struct.pack(">IQ", worker, i)
 
 
-def write_rows(
-    store: Store, worker: int, rows: int, batch: int, barrier: Any, results: Any
-) -> None:
+def write_rows(store: Store, worker: int, rows: int, batch: int, barrier: Any, results: Any) -> None:
     """Writes ``rows`` rows in small batches, then races for the lease in ``meta``.
 
     Args:

@@ -174,7 +174,13 @@ def test_check_and_set_compares_exact_bytes(bigtable_uri: str) -> None:
 def test_fold_mutations_keeps_the_effect_of_the_order() -> None:
     d, s = Mutation.delete_row, Mutation.set
     plans = fold_mutations(
-        [s(b"a", {"f:x": b"1", "f:y": b"1"}), d(b"a"), s(b"a", {"f:x": b"2"}), s(b"b", {"f:x": b"1"}), s(b"a", {"f:x": b"3"})]
+        [
+            s(b"a", {"f:x": b"1", "f:y": b"1"}),
+            d(b"a"),
+            s(b"a", {"f:x": b"2"}),
+            s(b"b", {"f:x": b"1"}),
+            s(b"a", {"f:x": b"3"}),
+        ]
     )
     assert plans == [(b"a", True, {"f:x": b"3"}), (b"b", False, {"f:x": b"1"})]
     assert fold_mutations([s(b"c", {"f:x": b"1"}), d(b"c")]) == [(b"c", True, {})]
@@ -293,9 +299,14 @@ def test_estimate_rows_from_samples(bigtable_uri: str) -> None:
     rng = random.Random(4)
     with open_store(bigtable_uri) as store:
         assert store.estimate_rows("urls") == 0
-        store.mutate("urls", [Mutation.set(struct.pack(">Q", rng.getrandbits(64)), {"u:url": b"x" * 40}) for _ in range(30_000)])
+        store.mutate(
+            "urls", [Mutation.set(struct.pack(">Q", rng.getrandbits(64)), {"u:url": b"x" * 40}) for _ in range(30_000)]
+        )
         assert 27_000 <= store.estimate_rows("urls") <= 33_000
-        store.mutate("frontier", [Mutation.set(struct.pack(">QQ", 1_700_000_000_000 + i, i), {"r:json": b"{}"}) for i in range(25_000)])
+        store.mutate(
+            "frontier",
+            [Mutation.set(struct.pack(">QQ", 1_700_000_000_000 + i, i), {"r:json": b"{}"}) for i in range(25_000)],
+        )
         assert 22_500 <= store.estimate_rows("frontier") <= 27_500  # keys not uniform: bytes work
 
 

@@ -94,8 +94,7 @@ def test_blob_keys_compare_with_memcmp(tmp_path: Path) -> None:
             got = [
                 r[0]
                 for r in conn.execute(
-                    "SELECT k FROM (SELECT ? AS k " + "UNION ALL SELECT ? " * (len(keys) - 1) + ")"
-                    " ORDER BY k",
+                    "SELECT k FROM (SELECT ? AS k " + "UNION ALL SELECT ? " * (len(keys) - 1) + ") ORDER BY k",
                     keys,
                 )
             ]
@@ -111,9 +110,7 @@ def _one_line(exc: pytest.ExceptionInfo[StoreError]) -> str:
     return message
 
 
-@pytest.mark.parametrize(
-    "garbage", [b"hello", os.urandom(8192), b"SQLite format 3\x00" + b"\x01" * 200]
-)
+@pytest.mark.parametrize("garbage", [b"hello", os.urandom(8192), b"SQLite format 3\x00" + b"\x01" * 200])
 def test_corrupt_file(tmp_path: Path, garbage: bytes) -> None:
     path = tmp_path / "bad.sqlite"
     path.write_bytes(garbage)
@@ -261,9 +258,7 @@ def test_small_write_batches_keep_order(tmp_path: Path) -> None:
 @pytest.mark.parametrize("chunk", [2, 3, 5, 7, 64])
 def test_read_range_chunking(tmp_path: Path, chunk: int) -> None:
     widths = [1, 2, 9, 1, 3, 7, 2, 1, 12, 1]  # rows both narrower and wider than chunks
-    expected = [
-        (b"r%02d" % i, {f"f:{j:02d}": b"%d" % j for j in range(w)}) for i, w in enumerate(widths)
-    ]
+    expected = [(b"r%02d" % i, {f"f:{j:02d}": b"%d" % j for j in range(w)}) for i, w in enumerate(widths)]
     with _open(tmp_path / "s.sqlite") as s:
         s.mutate("urls", [Mutation.set(k, c) for k, c in expected])
         s.read_chunk = chunk
@@ -271,9 +266,7 @@ def test_read_range_chunking(tmp_path: Path, chunk: int) -> None:
         assert list(s.read_range("urls", keys_only=True)) == [(k, {}) for k, _ in expected]
         for limit in range(len(expected) + 1):
             assert list(s.read_range("urls", limit=limit)) == expected[:limit]
-            assert [k for k, _ in s.read_range("urls", keys_only=True, limit=limit)] == [
-                k for k, _ in expected[:limit]
-            ]
+            assert [k for k, _ in s.read_range("urls", keys_only=True, limit=limit)] == [k for k, _ in expected[:limit]]
         assert list(s.read_range("urls", b"r02", b"r09")) == expected[2:9]
 
 
@@ -335,9 +328,7 @@ def _forked_write(store: EmbeddedStore) -> None:
     store.mutate("urls", [Mutation.set(b"child", {"f:a": b"1"})])
 
 
-@pytest.mark.skipif(
-    "fork" not in multiprocessing.get_all_start_methods(), reason="no fork on this platform"
-)
+@pytest.mark.skipif("fork" not in multiprocessing.get_all_start_methods(), reason="no fork on this platform")
 def test_fork_after_open(tmp_path: Path) -> None:
     s = _open(tmp_path / "s.sqlite")
     s.mutate("urls", [Mutation.set(b"parent", {"f:a": b"1"})])  # the connection is open
@@ -359,10 +350,7 @@ def test_threads_share_a_store(tmp_path: Path) -> None:
             for i in range(0, 300, 10):
                 s.mutate(
                     "urls",
-                    [
-                        Mutation.set(b"%02d-%03d" % (t, j), {"f:t": b"%d" % t})
-                        for j in range(i, i + 10)
-                    ],
+                    [Mutation.set(b"%02d-%03d" % (t, j), {"f:t": b"%d" % t}) for j in range(i, i + 10)],
                 )
                 assert len(list(s.read_range("urls", b"%02d-" % t, b"%02d." % t))) == i + 10
             if s.check_and_set("meta", b"lease", "m:owner", None, b"%d" % t):
@@ -398,7 +386,9 @@ def test_estimate_rows_extrapolates_past_its_count(tmp_path: Path, monkeypatch: 
         assert 17_000 <= s.estimate_rows("urls") <= 23_000
 
 
-def test_page_caches_of_many_stores_stay_under_the_process_limit(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_page_caches_of_many_stores_stay_under_the_process_limit(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     # Each store object's connection has a page cache of its own; a worker opens several.
     # Together they stay near the process-wide soft limit instead of growing one cache each.
     import beamcrawl.stores.embedded as embedded

@@ -291,10 +291,7 @@ def test_processes_write_concurrently(store: Store) -> None:
     ctx = multiprocessing.get_context("spawn")
     barrier = ctx.Barrier(workers)
     results = ctx.Queue()
-    procs = [
-        ctx.Process(target=write_rows, args=(store, w, rows, 10, barrier, results))
-        for w in range(workers)
-    ]
+    procs = [ctx.Process(target=write_rows, args=(store, w, rows, 10, barrier, results)) for w in range(workers)]
     for p in procs:
         p.start()
     outcomes = dict(results.get(timeout=60) for _ in procs)
@@ -306,9 +303,7 @@ def test_processes_write_concurrently(store: Store) -> None:
     got = _rows(store.read_range("urls"))
     assert len(got) == workers * rows
     expected = sorted(
-        (worker_key(w, i), {"u:w": str(w).encode(), "u:i": b"%d" % i})
-        for w in range(workers)
-        for i in range(rows)
+        (worker_key(w, i), {"u:w": str(w).encode(), "u:i": b"%d" % i}) for w in range(workers) for i in range(rows)
     )
     assert got == expected
     owner = store.read_keys("meta", [b"lease"])[b"lease"]["m:owner"]
@@ -318,9 +313,7 @@ def test_processes_write_concurrently(store: Store) -> None:
 # --- the store against a model ----------------------------------------------------------
 
 _key_st = st.sampled_from([b"a", b"ab", b"b", b"\x80", b"\xff", b"\xff\x00"])
-_cells_st = st.dictionaries(
-    st.sampled_from(["f:x", "f:y", "g:z"]), st.binary(max_size=3), max_size=3
-)
+_cells_st = st.dictionaries(st.sampled_from(["f:x", "f:y", "g:z"]), st.binary(max_size=3), max_size=3)
 _mutation_st = st.one_of(
     st.builds(Mutation.set, _key_st, _cells_st.filter(bool)),
     st.builds(Mutation.delete_row, _key_st),

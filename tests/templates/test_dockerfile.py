@@ -100,14 +100,16 @@ def test_flex_template_variables_name_files_the_image_holds(docker):
         if source is None:
             *sources, dest = paths
             for s in sources:
-                target = dest if not dest.endswith("/") and len(sources) == 1 and dest != "./" else f"{dest.rstrip('/')}/{s}"
+                target = (
+                    dest if not dest.endswith("/") and len(sources) == 1 and dest != "./" else f"{dest.rstrip('/')}/{s}"
+                )
                 copied[str(Path(workdir, target)).replace("/./", "/")] = s
     for name, expected in [("FLEX_TEMPLATE_PYTHON_PY_FILE", "beamcrawl/pipelines/template.py"),
                            ("FLEX_TEMPLATE_PYTHON_SETUP_FILE", "setup.py")]:  # fmt: skip
         path = env[name]
         holder = next((img for img in copied if path == img or path.startswith(img.rstrip("/") + "/")), None)
         assert holder is not None, (name, path, copied)
-        relative = copied[holder] + path[len(holder):]
+        relative = copied[holder] + path[len(holder) :]
         assert relative.lstrip("./") == expected and (ROOT / expected).is_file(), (name, relative)
 
 
@@ -121,7 +123,7 @@ def test_dependencies_are_installed_before_the_code_is_copied(docker):
     before = [args for kw, args in steps[: installs_deps[0]] if kw == "COPY" and "--from=" not in args]
     assert before == ["requirements.txt ./"]
     # the package itself goes in afterwards without re-resolving, and conflicts fail the build
-    after = " ".join(args for kw, args in steps[copies_code[0]:] if kw == "RUN")
+    after = " ".join(args for kw, args in steps[copies_code[0] :] if kw == "RUN")
     assert "--no-deps" in after and "pip check" in after
 
 
@@ -149,7 +151,9 @@ def test_requirements_pin_what_setup_py_asks_for():
 
 
 def test_dockerignore_keeps_venvs_output_and_caches_out():
-    patterns = [p.strip() for p in (ROOT / ".dockerignore").read_text().splitlines() if p.strip() and not p.startswith("#")]
+    patterns = [
+        p.strip() for p in (ROOT / ".dockerignore").read_text().splitlines() if p.strip() and not p.startswith("#")
+    ]
 
     def ignored(path: str) -> bool:
         parts = path.split("/")

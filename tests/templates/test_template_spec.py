@@ -76,17 +76,36 @@ def test_template_parameters_parse_as_pipeline_flags(metadata):
     from beamcrawl.pipelines.options import unknown_argument
     from beamcrawl.pipelines.template import round_parser
 
-    flags = ["--out=gs://b/crawl", "--store=bigtable://my-proj/my-inst", "--min_delay=2", "--round_window=30",
-             "--fetch_shards=8", "--robots_token=examplebot", "--domain_budgets=false", "--fetch_documents=true",
-             "--max_new_hosts_per_domain=5", "--min_transfer_rate=512"]
+    flags = [
+        "--out=gs://b/crawl",
+        "--store=bigtable://my-proj/my-inst",
+        "--min_delay=2",
+        "--round_window=30",
+        "--fetch_shards=8",
+        "--robots_token=examplebot",
+        "--domain_budgets=false",
+        "--fetch_documents=true",
+        "--max_new_hosts_per_domain=5",
+        "--min_transfer_rate=512",
+    ]
     parser = round_parser()
     args, rest = parser.parse_known_args(flags)
     assert rest == [] and unknown_argument(rest, parser) is None
     cfg = config_from_args(args)
     assert (cfg.out, cfg.store, cfg.min_delay, cfg.round_window, cfg.fetch_shards, cfg.robots_token) == (
-        "gs://b/crawl", "bigtable://my-proj/my-inst", 2.0, 30.0, 8, "examplebot")
+        "gs://b/crawl",
+        "bigtable://my-proj/my-inst",
+        2.0,
+        30.0,
+        8,
+        "examplebot",
+    )
     assert (cfg.domain_budgets, cfg.fetch_documents, cfg.max_new_hosts_per_domain, cfg.min_transfer_rate) == (
-        False, True, 5, 512.0)
+        False,
+        True,
+        5,
+        512.0,
+    )
 
 
 def test_dockerfile_and_setup_pin_the_same_beam():
@@ -140,7 +159,9 @@ def test_crawl_options_live_beside_every_beam_option():
     parser = round_parser()
     args, rest = parser.parse_known_args(["--user_agent=beam-reporting/1", "--user-agent=crawler/1"])
     assert args.crawler_user_agent == "crawler/1"
-    assert rest == ["--user_agent=beam-reporting/1"] and unknown_argument(rest, parser) is None  # Beam's, for Google APIs
+    assert (
+        rest == ["--user_agent=beam-reporting/1"] and unknown_argument(rest, parser) is None
+    )  # Beam's, for Google APIs
 
 
 def test_a_launch_with_nothing_due_exits_cleanly_without_a_round(tmp_path):
@@ -174,7 +195,8 @@ def test_a_mistyped_parameter_is_refused_before_anything_is_created(tmp_path, ca
     out = tmp_path / "crawl"
     assert template.run(["--out", str(out), "--min_dealy=2", "--runner", "FnApiRunner"]) == 2
     assert capsys.readouterr().err.splitlines() == [
-        "beamcrawl-round: error: unknown option --min_dealy; did you mean --min-delay?"]
+        "beamcrawl-round: error: unknown option --min_dealy; did you mean --min-delay?"
+    ]
     assert not out.exists()
 
 
@@ -226,8 +248,11 @@ def _bounded_parameters(metadata) -> list:
     from beamcrawl.core.runtime.config import option_fields
 
     params = {p["name"]: p for p in metadata["parameters"]}
-    return [(f, params[dest_of(f, opt)]) for f, opt in option_fields()
-            if opt.minimum is not None and dest_of(f, opt) in params]
+    return [
+        (f, params[dest_of(f, opt)])
+        for f, opt in option_fields()
+        if opt.minimum is not None and dest_of(f, opt) in params
+    ]
 
 
 def test_a_parameters_regexes_take_what_the_settings_table_takes(metadata):
@@ -246,8 +271,9 @@ def test_a_parameters_regexes_take_what_the_settings_table_takes(metadata):
     @settings(max_examples=150, deadline=None)
     def check(data):
         f, param = data.draw(st.sampled_from(bounded), label="parameter")
-        text = data.draw(_number_texts(str(f.type) == "int") | st.sampled_from(["0", "1", "2", "0.001", "16", "17"]),
-                         label="value")
+        text = data.draw(
+            _number_texts(str(f.type) == "int") | st.sampled_from(["0", "1", "2", "0.001", "16", "17"]), label="value"
+        )
         if str(f.type) == "int" and not text.isdigit():
             return
         value = int(text) if str(f.type) == "int" else float(text)

@@ -182,7 +182,6 @@ def resolve_round(candidates: Iterable[Evidence]) -> list[tuple[str, tuple[str, 
     return out
 
 
-
 def simhash_cells(probe: Probe, round_no: int | None, layout: textfp.TableLayout = textfp.LAYOUT) -> list[Mutation]:
     """The mutations that record an original's simhash in every permuted table."""
     assert probe.simhash is not None

@@ -21,10 +21,15 @@ NOW = 1_800_000_000.0
 CFG = CrawlConfig(out="/tmp/x", store="sqlite:///tmp/x", min_delay=1.0, round_window=10.0, fetch_shards=8)
 
 
-def entry(path: str, priority: float = 0.5, host: str = "a.com", due_ms: int = 1000, fp: int | None = None) -> FrontierEntry:
+def entry(
+    path: str, priority: float = 0.5, host: str = "a.com", due_ms: int = 1000, fp: int | None = None
+) -> FrontierEntry:
     return FrontierEntry(
-        url=f"http://{host}{path}", fp=fp if fp is not None else abs(hash(path)) % (1 << 60), host=host,
-        due_ms=due_ms, priority=priority,
+        url=f"http://{host}{path}",
+        fp=fp if fp is not None else abs(hash(path)) % (1 << 60),
+        host=host,
+        due_ms=due_ms,
+        priority=priority,
     )
 
 
@@ -65,7 +70,9 @@ def test_stale_robots_is_fetched_again():
 
 
 def test_fresh_robots_filters_without_spending_slots_and_orders_by_priority():
-    entries = [entry(f"/p/{i}", priority=i / 100) for i in range(30)] + [entry(f"/private/{i}", priority=1.0) for i in range(5)]
+    entries = [entry(f"/p/{i}", priority=i / 100) for i in range(30)] + [
+        entry(f"/private/{i}", priority=1.0) for i in range(5)
+    ]
     plan = plan_host("a.com", entries, fresh_record(), None, CFG, NOW)
     assert plan is not None and not plan.fetch_robots
     assert len(plan.entries) == 10
@@ -101,10 +108,12 @@ def test_duplicate_frontier_rows_become_one_fetch():
 
 class TestAssignSlotsTransform:
     # Due work comes a list per host, and a host may come in more than one list.
-    SAMPLE_DUE = [("a.com", [entry(f"/p/{i}", host="a.com") for i in range(12)]),
-                  ("a.com", [entry(f"/p/{i}", host="a.com") for i in range(12, 25)]),
-                  ("b.org", [entry("/only", host="b.org")]),
-                  ("c.net", [entry("/blocked", host="c.net")])]
+    SAMPLE_DUE = [
+        ("a.com", [entry(f"/p/{i}", host="a.com") for i in range(12)]),
+        ("a.com", [entry(f"/p/{i}", host="a.com") for i in range(12, 25)]),
+        ("b.org", [entry("/only", host="b.org")]),
+        ("c.net", [entry("/blocked", host="c.net")]),
+    ]
 
     def test_one_plan_per_host_with_polite_slots(self):
         with TestPipeline(runner="FnApiRunner") as p:
@@ -115,10 +124,12 @@ class TestAssignSlotsTransform:
             summary = plans | beam.Map(lambda pl: (pl.host, len(pl.entries), pl.fetch_robots, pl.shard))
             assert_that(
                 summary,
-                equal_to([
-                    ("a.com", 10, False, shard_of("a.com", 8)),
-                    ("b.org", 1, True, shard_of("b.org", 8)),
-                ]),
+                equal_to(
+                    [
+                        ("a.com", 10, False, shard_of("a.com", 8)),
+                        ("b.org", 1, True, shard_of("b.org", 8)),
+                    ]
+                ),
             )
             assert_that(collected(p), equal_to([]), label="No dead letters")
 
@@ -126,7 +137,6 @@ class TestAssignSlotsTransform:
 def test_shard_is_stable_and_in_range():
     assert shard_of("example.com", 16) == shard_of("example.com", 16)
     assert {shard_of(f"h{i}.com", 4) for i in range(200)} == {0, 1, 2, 3}
-
 
 
 # --- the host's clock across rounds -------------------------------------------------------
@@ -209,7 +219,9 @@ def test_an_expired_pause_no_longer_holds():
 # --- robots.txt: unreachable, fallback, token ---------------------------------------------------
 
 
-def unreachable_record(fetched_ago: float, failing_for: float, good: str | None = None, good_age: float = 0.0) -> HostRecord:
+def unreachable_record(
+    fetched_ago: float, failing_for: float, good: str | None = None, good_age: float = 0.0
+) -> HostRecord:
     record = HostRecord(
         host="a.com",
         robots=RobotsRules.from_fetch(503, b"", "beamcrawl").to_dict(),
@@ -249,14 +261,23 @@ def test_cached_robots_are_read_for_the_crawls_token():
 
 def test_held_hosts_are_counted_by_reason():
     cfg = dataclasses.replace(CFG, blocklist=("b.org",))
-    due = [("a.com", [entry("/1", host="a.com")]), ("b.org", [entry("/1", host="b.org"), entry("/2", host="b.org")]),
-           ("c.net", [entry("/1", host="c.net")]), ("d.io", [entry("/1", host="d.io")]), ("e.fi", [entry("/1", host="e.fi")])]
+    due = [
+        ("a.com", [entry("/1", host="a.com")]),
+        ("b.org", [entry("/1", host="b.org"), entry("/2", host="b.org")]),
+        ("c.net", [entry("/1", host="c.net")]),
+        ("d.io", [entry("/1", host="d.io")]),
+        ("e.fi", [entry("/1", host="e.fi")]),
+    ]
     p = TestPipeline(runner="FnApiRunner")
-    hosts = p | "hosts" >> beam.Create([
-        ("a.com", fresh_record("a.com")), ("b.org", HostRecord("b.org")), ("c.net", HostRecord("c.net")),
-        ("d.io", HostRecord("d.io", not_before=NOW + 3600)),
-        ("e.fi", dataclasses.replace(unreachable_record(60, 60), host="e.fi")),
-    ])
+    hosts = p | "hosts" >> beam.Create(
+        [
+            ("a.com", fresh_record("a.com")),
+            ("b.org", HostRecord("b.org")),
+            ("c.net", HostRecord("c.net")),
+            ("d.io", HostRecord("d.io", not_before=NOW + 3600)),
+            ("e.fi", dataclasses.replace(unreachable_record(60, 60), host="e.fi")),
+        ]
+    )
     policies = p | "policies" >> beam.Create([("c.net", HostPolicy("c.net", pause_until=NOW + 60))])
     plans = {"due": p | "due" >> beam.Create(due), "hosts": hosts, "policies": policies} | AssignSlots(cfg, NOW)
     assert_that(plans | beam.Map(lambda pl: pl.host), equal_to(["a.com"]))
@@ -281,7 +302,9 @@ def test_new_urls_per_host_are_capped_and_revisits_are_not():
     assert plan is not None
     assert [e.url for e in plan.entries][:3] == [e.url for e in fresh[:3]]
     assert sorted(e.url for e in plan.entries[3:]) == sorted(e.url for e in revisits)
-    uncapped = plan_host("a.com", fresh + revisits, fresh_record(), None, dataclasses.replace(cfg, max_new_urls_per_host=0), NOW)
+    uncapped = plan_host(
+        "a.com", fresh + revisits, fresh_record(), None, dataclasses.replace(cfg, max_new_urls_per_host=0), NOW
+    )
     assert uncapped is not None and len(uncapped.entries) == 14
 
 

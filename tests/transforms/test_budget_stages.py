@@ -123,7 +123,9 @@ def test_the_operators_hosts_are_exempt_from_the_new_host_caps():
 
 def test_the_page_budget_still_applies_to_the_operators_urls():
     seeds = [dataclasses.replace(entry(f"http://d{i}.uni.example/"), source="seed") for i in range(8)]
-    decision = budget_domain(DomainState("uni.example"), seeds, dataclasses.replace(RULES, new_hosts_per_round=0, max_hosts=0), NOW)
+    decision = budget_domain(
+        DomainState("uni.example"), seeds, dataclasses.replace(RULES, new_hosts_per_round=0, max_hosts=0), NOW
+    )
     assert len(decision.allowed) == RULES.base and decision.over_budget == 8 - RULES.base
 
 
@@ -211,12 +213,20 @@ def test_usage_and_linking_domains_are_recorded_once_per_round(tmp_path):
         page = ParsedPage(fetch=FetchResult(entry=src, outcome="fetched", url=src.url, status=200))
         page.links.append(Link(url="http://target.io/x", fp=fingerprint("http://target.io/x")))
         pages.append(page)
-    robots = FetchResult(entry=FrontierEntry(url="http://a.com/robots.txt", fp=0, host="a.com", due_ms=0, source="robots"),
-                         outcome="fetched", url="http://a.com/robots.txt", status=200)
+    robots = FetchResult(
+        entry=FrontierEntry(url="http://a.com/robots.txt", fp=0, host="a.com", due_ms=0, source="robots"),
+        outcome="fetched",
+        url="http://a.com/robots.txt",
+        status=200,
+    )
     for _attempt in range(2):  # the round, then its rerun after a crash
         p = TestPipeline(runner="FnApiRunner")
         _ = p | "pages" >> beam.Create(pages) | CountLinkingDomains(store_uri)
-        _ = p | "results" >> beam.Create([pg.fetch for pg in pages] + [robots]) | CountDomainUsage(store_uri, 7, NOW, DAY)
+        _ = (
+            p
+            | "results" >> beam.Create([pg.fetch for pg in pages] + [robots])
+            | CountDomainUsage(store_uri, 7, NOW, DAY)
+        )
         assert_that(collected(p), equal_to([]), label="No dead letters")
         p.run().wait_until_finish()
     with open_store(store_uri) as store:

@@ -84,11 +84,28 @@ def html(words: list[str], extra: str = "") -> bytes:
     return f"<html><head><title>t</title></head><body><p>{paras}</p>{extra}</body></html>".encode()
 
 
-def page(url: str, body: bytes, *, status: int = 200, ctype: str = HTML, at: float = 1000.0, source: str = "link",
-         outcome: str = "fetched") -> ParsedPage:
+def page(
+    url: str,
+    body: bytes,
+    *,
+    status: int = 200,
+    ctype: str = HTML,
+    at: float = 1000.0,
+    source: str = "link",
+    outcome: str = "fetched",
+) -> ParsedPage:
     entry = FrontierEntry(url=url, fp=fingerprint(url), host=url.split("/")[2], due_ms=0, source=source)
-    fetch = FetchResult(entry=entry, outcome=outcome, url=url, final_url=url, status=status, fetched_at=at,
-                        response_headers=[("Content-Type", ctype)], body=body, raw_body=body)
+    fetch = FetchResult(
+        entry=entry,
+        outcome=outcome,
+        url=url,
+        final_url=url,
+        status=status,
+        fetched_at=at,
+        response_headers=[("Content-Type", ctype)],
+        body=body,
+        raw_body=body,
+    )
     return ParsedPage(fetch=fetch)
 
 
@@ -124,8 +141,10 @@ class _WriteDecisions(beam.DoFn):
         self.path = path
 
     def process(self, pg: ParsedPage) -> None:
-        row = [pg.fetch.url, [pg.duplicate_of, pg.duplicate_kind, pg.duplicate_distance,
-                              pg.original_fetched_at, pg.original_digest]]
+        row = [
+            pg.fetch.url,
+            [pg.duplicate_of, pg.duplicate_kind, pg.duplicate_distance, pg.original_fetched_at, pg.original_digest],
+        ]
         with open(self.path, "a", encoding="utf-8") as f:
             f.write(json.dumps(row) + "\n")
 
@@ -135,7 +154,12 @@ class _WriteDecisions(beam.DoFn):
 
 def test_order_key_prefers_no_query_then_short_then_small():
     urls = ["http://b.com/a?print=1", "http://bb.com/a", "http://b.com/a", "http://a.com/a"]
-    assert sorted(urls, key=order_key) == ["http://a.com/a", "http://b.com/a", "http://bb.com/a", "http://b.com/a?print=1"]
+    assert sorted(urls, key=order_key) == [
+        "http://a.com/a",
+        "http://b.com/a",
+        "http://bb.com/a",
+        "http://b.com/a?print=1",
+    ]
 
 
 def test_eligible_pages_are_fetched_payloads_of_any_status():
@@ -189,7 +213,10 @@ def test_decide_checksums_merges_in_one_pass_and_keeps_one_original():
         Copy("http://x.com/7", "http://kept.com/seven", "near", 2),
     ]
     assert [n.checksum for n in new] == [6, 9]
-    assert new[0].first.url == "http://z.com/6" and [p.url for p in new[0].others] == ["http://yy.com/6", "http://z.com/6?print=1"]
+    assert new[0].first.url == "http://z.com/6" and [p.url for p in new[0].others] == [
+        "http://yy.com/6",
+        "http://z.com/6?print=1",
+    ]
 
 
 def test_stored_prefix_rows_give_the_closest_original_but_never_the_page_itself():
@@ -199,8 +226,12 @@ def test_stored_prefix_rows_give_the_closest_original_but_never_the_page_itself(
     items, _ = key_items(t, [_Item(fp, fingerprint("http://new.com/"))])
     assert items[0].key == keys[t]
     row_cells = {}
-    for other, url, rnd in ((fp ^ 0b111, "http://far3.com/", 1), (fp ^ 0b1, "http://close.com/", 1),
-                            (fp, "http://new.com/", 1), (fp, "http://later.com/", 5)):
+    for other, url, rnd in (
+        (fp ^ 0b111, "http://far3.com/", 1),
+        (fp ^ 0b1, "http://close.com/", 1),
+        (fp, "http://new.com/", 1),
+        (fp, "http://later.com/", 5),
+    ):
         for m in simhash_cells(probe(url, simhash=other), rnd):
             if m.key == keys[t]:
                 row_cells.update(m.cells or {})
@@ -228,7 +259,9 @@ def test_a_crowded_row_is_named_before_its_pairs_are_found():
     fps = [fingerprint(u) for u in urls]
     items, _ = key_items(0, [_Item(fp ^ (1 << i), f) for i, f in enumerate(fps)])
     found, crowded, _, pairs = merge_prefix_rows(items, [], max_pairwise=3)
-    assert pairs == 0 and len(crowded) == 1 and sorted(crowded[0]) == sorted((fp ^ (1 << i), f) for i, f in enumerate(fps))
+    assert (
+        pairs == 0 and len(crowded) == 1 and sorted(crowded[0]) == sorted((fp ^ (1 << i), f) for i, f in enumerate(fps))
+    )
     assert all(found[f] == Evidence(crowded=True) and found[f].pending for f in fps)
     named = [(u, f, found[f]) for u, f in zip(urls, fps)]
     # In URL order h0 is the row's first original; the others are compared with it only.
@@ -264,7 +297,7 @@ def _buckets(cands, bits, rnd, item_of):
     for key, items in buckets.items():
         rnd.shuffle(items)
         cuts = sorted(rnd.sample(range(len(items) + 1), min(2, len(items) + 1)))
-        out.append((key, [items[:cuts[0]], items[cuts[0]:cuts[-1]], items[cuts[-1]:]]))
+        out.append((key, [items[: cuts[0]], items[cuts[0] : cuts[-1]], items[cuts[-1] :]]))
     rnd.shuffle(out)
     return out
 
@@ -289,8 +322,9 @@ def _decide_with_url_items(cands, originals, round_no, bits, rnd, max_pairwise):
     evidence: dict[str, before.Evidence] = {}
     for _, lists in _buckets(cands, bits, rnd, lambda t, p, url, f, s: before._Item(textfp.table_key(t, p), p, s, url)):
         items = sorted((it for lst in lists for it in lst), key=lambda it: it.key)
-        found, _, _ = before.merge_prefix_rows(items, _rows_of([it.key for it in items], stored), round_no,
-                                               max_pairwise=max_pairwise)
+        found, _, _ = before.merge_prefix_rows(
+            items, _rows_of([it.key for it in items], stored), round_no, max_pairwise=max_pairwise
+        )
         for url, ev in found.items():
             evidence[url] = evidence[url].merge(ev) if url in evidence else ev
     out = {url: (ev.stored[1], ev.stored[0]) for url, ev in evidence.items() if ev.stored is not None}
@@ -313,8 +347,9 @@ def _decide_with_fp_items(cands, originals, round_no, bits, rnd, max_pairwise, c
         for lst in lists:
             assert all(type(it) is tuple and all(type(v) is int for v in it) for it in lst)
         items, _ = key_items(table, [it for lst in lists for it in lst])
-        found, rows, _, _ = merge_prefix_rows(items, _rows_of([it.key for it in items], stored), round_no,
-                                              max_pairwise=max_pairwise, names=names)
+        found, rows, _, _ = merge_prefix_rows(
+            items, _rows_of([it.key for it in items], stored), round_no, max_pairwise=max_pairwise, names=names
+        )
         crowded += rows
         for fp, ev in found.items():
             evidence[fp] = evidence[fp].merge(ev) if fp in evidence else ev
@@ -341,8 +376,14 @@ def near_rounds(draw):
             fp ^= 1 << bit
         return fp
 
-    urls = draw(st.lists(st.tuples(st.sampled_from(["a.com", "b.org", "cc.net", "a.com:81"]), _PATHS),
-                         min_size=1, max_size=24, unique=True))
+    urls = draw(
+        st.lists(
+            st.tuples(st.sampled_from(["a.com", "b.org", "cc.net", "a.com:81"]), _PATHS),
+            min_size=1,
+            max_size=24,
+            unique=True,
+        )
+    )
     cands = []
     for host, path in urls:
         url = f"http://{host}/{path}"
@@ -392,10 +433,12 @@ def test_two_urls_sharing_a_fingerprint_do_not_fail_the_round(store_uri):
     shared = 0x0123_4567_89AB_CDEF
     pages = []
     for i, url in enumerate(("http://one.com/a", "http://two.com/b", "http://three.com/c")):
-        words = [*a[:i], f"changed{i}", *a[i + 1:]]
+        words = [*a[:i], f"changed{i}", *a[i + 1 :]]
         pg = page(url, html(words), at=float(i))
         if i < 2:
-            pg = dataclasses.replace(pg, fetch=dataclasses.replace(pg.fetch, entry=dataclasses.replace(pg.fetch.entry, fp=shared)))
+            pg = dataclasses.replace(
+                pg, fetch=dataclasses.replace(pg.fetch, entry=dataclasses.replace(pg.fetch.entry, fp=shared))
+            )
         pages.append(pg)
     got, _ = run(store_uri, pages)
     assert set(got) == {p.fetch.url for p in pages}
@@ -408,10 +451,15 @@ def test_settle_records_originals_and_copies():
     copies, content, hashes = settle(NewContent(42, first, (other,)), None, round_no=4)
     assert copies == [Copy("http://b.com/", "http://a.com/", "exact", 0, 7.0, "sha1:http://a.com/")]
     assert [m.key for m in content] == [fp_key(42)]
-    assert ContentRecord.from_cells(content[0].cells) == ContentRecord("http://a.com/", "exact", 7.0, "sha1:http://a.com/", 0, 4)
+    assert ContentRecord.from_cells(content[0].cells) == ContentRecord(
+        "http://a.com/", "exact", 7.0, "sha1:http://a.com/", 0, 4
+    )
     assert len(hashes) == 20 and {m.key[0] for m in hashes} == set(range(20))
     copies, content, hashes = settle(NewContent(42, first, (other,)), ("http://o.com/", 2), round_no=4)
-    assert [(c.url, c.original, c.kind) for c in copies] == [("http://a.com/", "http://o.com/", "near"), ("http://b.com/", "http://o.com/", "near")]
+    assert [(c.url, c.original, c.kind) for c in copies] == [
+        ("http://a.com/", "http://o.com/", "near"),
+        ("http://b.com/", "http://o.com/", "near"),
+    ]
     assert ContentRecord.from_cells(content[0].cells).kind == "near" and hashes == []
 
 
@@ -480,7 +528,9 @@ def test_copies_in_one_round(store_uri):
     assert got["http://mirror.org/f.pdf"][:2] == ("http://site.com/f.pdf", "exact")
     assert got["http://site.com/robots.txt"][0] is None and got["http://other.com/robots.txt"][0] is None
     assert counters["new_originals"] == 3  # a, b, the PDF
-    assert counters["exact_copies"] == 4 and counters["near_copies_marked"] == 1  # mirror.org/a, ?print=1, gone (404), mirror.org/f.pdf
+    assert (
+        counters["exact_copies"] == 4 and counters["near_copies_marked"] == 1
+    )  # mirror.org/a, ?print=1, gone (404), mirror.org/f.pdf
 
     with open_store(store_uri) as store:
         content = {k: ContentRecord.from_cells(c) for k, c in store.read_range(CONTENT_TABLE)}
@@ -543,10 +593,18 @@ def test_scan_and_keyset_paths_agree(any_store_uri, path):
         rng = random.Random(4)
         filler = [ContentRecord(f"http://filler/{i}", round=1) for i in range(300)]
         store.mutate(CONTENT_TABLE, [Mutation.set(fp_key(rng.getrandbits(64)), r.to_cells()) for r in filler])
-        store.mutate(SIMHASH_TABLE, [m for i in range(50) for m in simhash_cells(probe(f"http://f/{i}", simhash=rng.getrandbits(64)), 1)])
+        store.mutate(
+            SIMHASH_TABLE,
+            [m for i in range(50) for m in simhash_cells(probe(f"http://f/{i}", simhash=rng.getrandbits(64)), 1)],
+        )
     a = article(1)
-    got, counters = run(store_uri, [page("http://new.org/a", html(a)), page("http://new.org/b", html([*a[:10], "x", *a[11:]]))],
-                        round_no=2, path=path, bits=1)
+    got, counters = run(
+        store_uri,
+        [page("http://new.org/a", html(a)), page("http://new.org/b", html([*a[:10], "x", *a[11:]]))],
+        round_no=2,
+        path=path,
+        bits=1,
+    )
     assert got["http://new.org/a"][:2] == ("http://site.com/a", "exact")
     assert got["http://new.org/b"][:2] == ("http://site.com/a", "near")
     if path == "scan":
@@ -576,7 +634,9 @@ def test_rows_that_name_the_url_in_every_cell_still_find_copies(any_store_uri):
     run(store_uri, [page("http://new.org/b", html(b), at=5.0)], round_no=2)  # written compact
     near_a = [*a[:100], "other", *a[101:]]
     near_b = [*b[:100], "other", *b[101:]]
-    got, counters = run(store_uri, [page("http://x.org/a", html(near_a)), page("http://x.org/b", html(near_b))], round_no=3)
+    got, counters = run(
+        store_uri, [page("http://x.org/a", html(near_a)), page("http://x.org/b", html(near_b))], round_no=3
+    )
     assert got["http://x.org/a"][:2] == ("http://old.org/a", "near")
     assert got["http://x.org/b"][:2] == ("http://new.org/b", "near")
     assert counters["stored_originals_named"] >= 1  # the compact match was named from its first table
@@ -631,6 +691,7 @@ def test_simweb_every_byte_identical_copy_is_caught_and_no_look_alike_is_merged(
     for url, (original, kind, *_rest) in got.items():
         if kind == "exact":
             assert body[original] == body[url]
+
     # Look-alikes (one template, different articles) stay apart.
     def model(url: str):
         parts = urlsplit(url)

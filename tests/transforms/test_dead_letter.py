@@ -154,7 +154,9 @@ def test_a_host_whose_crawl_raised_is_a_dead_letter_of_fetch():
     from beamcrawl.transforms.fetch import _FetchShardsFn
 
     fn = _FetchShardsFn(CrawlConfig(out="unused", store="unused"))
-    plan = HostPlan(host="a.test:81", shard=0, record=HostRecord(host="a.test:81"), delay=1.0, fetch_robots=False, entries=[])
+    plan = HostPlan(
+        host="a.test:81", shard=0, record=HostRecord(host="a.test:81"), delay=1.0, fetch_robots=False, entries=[]
+    )
     out = fn._route("failed", (plan, RuntimeError("bug in one request")))
     assert out.tag == ERRORS
     assert (out.value.stage, out.value.host, out.value.exception) == ("fetch", "a.test:81", "RuntimeError")

@@ -10,8 +10,14 @@ from beamcrawl.transforms.fetch import needs_processing
 def _result(i: int, outcome: str) -> FetchResult:
     url = f"http://h{i % 5}.test/p{i}"
     entry = FrontierEntry(url=url, fp=i + 1, host=f"h{i % 5}.test", due_ms=0)
-    return FetchResult(entry=entry, outcome=outcome, url=url, status=200 if outcome == "fetched" else 0,
-                       body=b"<html>%d</html>" % i, raw_body=b"<html>%d</html>" % i)
+    return FetchResult(
+        entry=entry,
+        outcome=outcome,
+        url=url,
+        status=200 if outcome == "fetched" else 0,
+        body=b"<html>%d</html>" % i,
+        raw_body=b"<html>%d</html>" % i,
+    )
 
 
 OUTCOMES = ("fetched", "error", "robots_disallowed", "deferred")

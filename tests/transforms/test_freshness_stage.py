@@ -36,7 +36,15 @@ def _entry(url: str = URL, **kw) -> FrontierEntry:
     return FrontierEntry(url=url, fp=fingerprint(url), host=url.split("/")[2], due_ms=0, **kw)
 
 
-def _page(status: int = 200, body: bytes = b"<html><body>v1</body></html>", at: float = T0, entry=None, headers=(), request=(), links=()):
+def _page(
+    status: int = 200,
+    body: bytes = b"<html><body>v1</body></html>",
+    at: float = T0,
+    entry=None,
+    headers=(),
+    request=(),
+    links=(),
+):
     entry = entry or _entry()
     fetch = FetchResult(
         entry=entry, outcome="fetched", url=entry.url, status=status, fetched_at=at, reason="OK",
@@ -48,7 +56,9 @@ def _page(status: int = 200, body: bytes = b"<html><body>v1</body></html>", at: 
     return page
 
 
-def _revisit(page: ParsedPage, at: float, status: int = 200, body: bytes = b"<html><body>v1</body></html>", **kw) -> ParsedPage:
+def _revisit(
+    page: ParsedPage, at: float, status: int = 200, body: bytes = b"<html><body>v1</body></html>", **kw
+) -> ParsedPage:
     """The page's next fetch, from the frontier row its last one queued."""
     row = next_entry(page)
     assert row is not None and row.source == "revisit" and row.revisit is not None
@@ -72,7 +82,9 @@ def test_first_fetch_then_unchanged_then_changed_moves_the_estimate_and_the_due_
 
 def test_a_304_keeps_the_copy_and_is_archived_as_a_server_not_modified_revisit():
     first = schedule_page(_page(headers=[("ETag", '"v1"')]), POLICY)
-    again = _revisit(first, T0 + 30, status=304, body=b"", headers=[("ETag", '"v1"')], request=[("If-None-Match", '"v1"')])
+    again = _revisit(
+        first, T0 + 30, status=304, body=b"", headers=[("ETag", '"v1"')], request=[("If-None-Match", '"v1"')]
+    )
     again = schedule_page(again, POLICY)
     assert again.schedule["observed"] == "unchanged" and again.revisit["checksum"] == first.revisit["checksum"]
     cells = url_state_cells(again)
@@ -139,7 +151,9 @@ def test_the_staged_row_reads_back_as_the_same_frontier_entry():
 
 
 def test_revisits_rank_by_what_a_fetch_buys_against_new_urls():
-    cfg = CrawlConfig(out="/tmp/o", store="sqlite:///tmp/o", min_revisit_interval=10, max_revisit_interval=1000, revisit_horizon=100)
+    cfg = CrawlConfig(
+        out="/tmp/o", store="sqlite:///tmp/o", min_revisit_interval=10, max_revisit_interval=1000, revisit_horizon=100
+    )
     policy = cfg.schedule_policy()
 
     def revisit(url: str, lam: float, checked: float) -> FrontierEntry:
@@ -178,7 +192,16 @@ def test_dedupe_keeps_the_revisit_state_when_a_known_url_is_submitted_again():
 
 def _fetched(url: str, body: bytes, ctype: str, **entry) -> FetchResult:
     e = _entry(url, **entry)
-    return FetchResult(entry=e, outcome="fetched", url=url, status=200, fetched_at=T0, response_headers=[("Content-Type", ctype)], body=body, raw_body=body)
+    return FetchResult(
+        entry=e,
+        outcome="fetched",
+        url=url,
+        status=200,
+        fetched_at=T0,
+        response_headers=[("Content-Type", ctype)],
+        body=body,
+        raw_body=body,
+    )
 
 
 def test_robots_sitemap_lines_become_depth_zero_sitemaps_of_that_origin():
@@ -199,7 +222,9 @@ def test_an_index_a_gzipped_sitemap_and_a_feed_give_their_urls_with_lastmod():
         b'<?xml version="1.0"?><sitemapindex xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">'
         b"<sitemap><loc>http://a.test/s1.xml.gz</loc><lastmod>2026-01-02</lastmod></sitemap></sitemapindex>"
     )
-    page = parse_fetch(_fetched("http://a.test/sitemap_index.xml", index, "application/xml", kind="sitemap"), "beamcrawl")
+    page = parse_fetch(
+        _fetched("http://a.test/sitemap_index.xml", index, "application/xml", kind="sitemap"), "beamcrawl"
+    )
     assert [(link.url, link.kind) for link in page.links] == [("http://a.test/s1.xml.gz", "sitemap")]
     child = page_candidates(page)[0]
     assert (child.kind, child.depth) == ("sitemap", 1)
@@ -209,14 +234,20 @@ def test_an_index_a_gzipped_sitemap_and_a_feed_give_their_urls_with_lastmod():
         b"<url><loc>http://a.test/only/1.html</loc><lastmod>2026-03-04T05:06:07Z</lastmod></url>"
         b"<url><loc>http://elsewhere.test/x.html</loc></url></urlset>"
     )
-    sm = parse_fetch(_fetched("http://a.test/s1.xml.gz", urlset, "application/gzip", kind="sitemap", depth=1), "beamcrawl")
-    assert [(link.url, link.kind) for link in sm.links] == [("http://a.test/only/1.html", "listed")]  # out of scope dropped
+    sm = parse_fetch(
+        _fetched("http://a.test/s1.xml.gz", urlset, "application/gzip", kind="sitemap", depth=1), "beamcrawl"
+    )
+    assert [(link.url, link.kind) for link in sm.links] == [
+        ("http://a.test/only/1.html", "listed")
+    ]  # out of scope dropped
     (listed,) = page_candidates(sm)
     assert (listed.source, listed.depth, listed.kind) == ("sitemap", 0, "page") and listed.lastmod == 1772600767.0
     assert listed.priority == freshness.importance(0, "sitemap", 0)
 
     feed = b'<rss version="2.0"><channel><item><link>http://a.test/news/9.html</link><pubDate>Tue, 03 Mar 2026 10:00:00 GMT</pubDate></item></channel></rss>'
-    fd = parse_fetch(_fetched("http://a.test/feed.rss", feed, "application/rss+xml", kind="sitemap", source="feed"), "beamcrawl")
+    fd = parse_fetch(
+        _fetched("http://a.test/feed.rss", feed, "application/rss+xml", kind="sitemap", source="feed"), "beamcrawl"
+    )
     (item,) = page_candidates(fd)
     assert (item.url, item.source) == ("http://a.test/news/9.html", "feed")
 
@@ -255,7 +286,9 @@ def test_a_sitemap_lastmod_after_our_visit_moves_the_visit_forward_weighed_by_tr
     assert page.revisit["next_due"] > T0 + 30  # not due yet: a hint is worth something
 
     def offer(lastmod):
-        return Candidate(fp=page.fetch.entry.fp, url=URL, host="a.test", depth=0, priority=0.8, source="sitemap", lastmod=lastmod)
+        return Candidate(
+            fp=page.fetch.entry.fp, url=URL, host="a.test", depth=0, priority=0.8, source="sitemap", lastmod=lastmod
+        )
 
     hint = lastmod_hint(offer(T0 + 10), cells, now_ms)
     assert hint is not None and hint.due_ms == now_ms and hint.reason == "sitemap lastmod"

@@ -39,14 +39,24 @@ BIG_FP = 0xF000_0000_0000_0001  # above 2**63: stored negative
 def _page(url: str = "http://news.example.co.uk:8080/a", fp: int | None = None) -> ParsedPage:
     entry = FrontierEntry(url=url, fp=fp if fp is not None else fingerprint(url), host=host_of(url), due_ms=0, depth=2)
     result = FetchResult(
-        entry=entry, outcome="fetched", url=url, final_url=url, status=200, fetched_at=1_767_225_600.5,
-        elapsed=0.1, ip="127.0.0.1", response_headers=[("Content-Type", "text/html"), ("ETag", "e1")],
-        raw_body=b"<html></html>", body=b"<html></html>",
+        entry=entry,
+        outcome="fetched",
+        url=url,
+        final_url=url,
+        status=200,
+        fetched_at=1_767_225_600.5,
+        elapsed=0.1,
+        ip="127.0.0.1",
+        response_headers=[("Content-Type", "text/html"), ("ETag", "e1")],
+        raw_body=b"<html></html>",
+        body=b"<html></html>",
     )
     links = [
         Link(url="http://b.example.org/z", fp=BIG_FP, anchor="Zed", nofollow=False),
         Link(url="http://b.example.org/a", fp=fingerprint("http://b.example.org/a"), anchor="", nofollow=True),
-        Link(url="http://news.example.co.uk:8080/c", fp=fingerprint("http://news.example.co.uk:8080/c"), kind="canonical"),
+        Link(
+            url="http://news.example.co.uk:8080/c", fp=fingerprint("http://news.example.co.uk:8080/c"), kind="canonical"
+        ),
     ]
     return ParsedPage(fetch=result, links=links, checksum="0" * 16, title="A")
 

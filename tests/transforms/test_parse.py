@@ -19,12 +19,22 @@ PAGE = f"<html><head><title>T</title></head><body><p>{TEXT}</p><a href='/next'>n
 PNG = b"\x89PNG\r\n\x1a\n" + b"\x00" * 40 + b"<a href='/x'>x</a>"
 
 
-def _result(body: bytes, ctype: str | None = "text/html; charset=utf-8", status: int = 200, source: str = "link") -> FetchResult:
+def _result(
+    body: bytes, ctype: str | None = "text/html; charset=utf-8", status: int = 200, source: str = "link"
+) -> FetchResult:
     url = "http://a.test/page"
     entry = FrontierEntry(url=url, fp=fingerprint(url), host="a.test", due_ms=0, source=source)
     headers = [("Content-Type", ctype)] if ctype is not None else []
-    return FetchResult(entry=entry, outcome="fetched", url=url, final_url=url, status=status,
-                       response_headers=headers, body=body, raw_body=body)
+    return FetchResult(
+        entry=entry,
+        outcome="fetched",
+        url=url,
+        final_url=url,
+        status=status,
+        response_headers=headers,
+        body=body,
+        raw_body=body,
+    )
 
 
 def test_html_gets_links_and_the_simhash_of_its_text():
@@ -62,8 +72,13 @@ def test_only_2xx_bodies_are_looked_at():
 def test_skipped_bodies_are_counted_by_kind():
     assert body_kind(_result(b"%PDF-1.7", "application/pdf")) == "binary:pdf"
     assert skipped_counter_name("binary:pdf") == "skipped_binary_pdf"
-    results = [_result(PAGE), _result(PNG), _result(b"%PDF-1.7 x", "application/pdf"),
-               _result(b"%PDF-1.7 y", "application/pdf"), _result(b"<urlset/>", "application/xml")]
+    results = [
+        _result(PAGE),
+        _result(PNG),
+        _result(b"%PDF-1.7 x", "application/pdf"),
+        _result(b"%PDF-1.7 y", "application/pdf"),
+        _result(b"<urlset/>", "application/xml"),
+    ]
     p = TestPipeline(runner="FnApiRunner")
     _ = p | beam.Create(results) | ParsePages("beamcrawl")
     assert_that(collected(p), equal_to([]), label="No dead letters")
@@ -84,8 +99,10 @@ def test_one_parse_serves_links_and_simhash_as_two_separate_parses_would():
     from beamcrawl.core.content.htmlparse import parse_html
     from beamcrawl.simweb import SimWeb
 
-    chrome = (f"<html><body><nav><a href='/nav1'>n</a></nav><header><a href='/h'>h</a></header>"
-              f"<main><p>{TEXT}</p><a href='/in'>in</a></main><footer><a href='/f'>f</a></footer></body></html>").encode()
+    chrome = (
+        f"<html><body><nav><a href='/nav1'>n</a></nav><header><a href='/h'>h</a></header>"
+        f"<main><p>{TEXT}</p><a href='/in'>in</a></main><footer><a href='/f'>f</a></footer></body></html>"
+    ).encode()
     bodies = [chrome]
     web = SimWeb(12, seed=4, pages_per_host=10)
     bodies += [web.page_body(hi, j) for hi in range(12) for j in range(10) if web.page_kind(hi, j) != "pdf"]
@@ -95,7 +112,9 @@ def test_one_parse_serves_links_and_simhash_as_two_separate_parses_would():
             continue
         page = parse_fetch(_result(body), "beamcrawl")
         alone = parse_html(body, "http://a.test/page", "text/html; charset=utf-8")
-        assert [(link.url, link.kind, link.anchor) for link in page.links] == [(u, k, a) for u, _, a, _, k in alone.links]
+        assert [(link.url, link.kind, link.anchor) for link in page.links] == [
+            (u, k, a) for u, _, a, _, k in alone.links
+        ]
         assert page.simhash == textfp.simhash_hex(textfp.html_simhash(body, "text/html; charset=utf-8"))
         checked += page.simhash is not None
     assert checked > 50

@@ -16,8 +16,14 @@ from beamcrawl.transforms.record import DUPLICATE_CELL, REVISIT_FIELDS, STATE_FI
 def _page(outcome: str = "fetched", source: str = "link", duplicate_of: str | None = None) -> ParsedPage:
     url = "http://b.test/story"
     entry = FrontierEntry(url=url, fp=fingerprint(url), host="b.test", due_ms=0, source=source)
-    fetch = FetchResult(entry=entry, outcome=outcome, url=url, status=200 if outcome == "fetched" else 0,
-                        fetched_at=12.5, error=None if outcome == "fetched" else "timeout")
+    fetch = FetchResult(
+        entry=entry,
+        outcome=outcome,
+        url=url,
+        status=200 if outcome == "fetched" else 0,
+        fetched_at=12.5,
+        error=None if outcome == "fetched" else "timeout",
+    )
     return ParsedPage(fetch=fetch, checksum="00ff" * 4, duplicate_of=duplicate_of)
 
 
@@ -59,7 +65,7 @@ def test_json_cell_is_json_dumps(value):
 def test_url_state_cells_are_encoded_as_before():
     page = _page(duplicate_of="http://a.test/ü")
     page.revisit = {"checksum": "00ff" * 4, "visits": 2, "lam": 1.65e-06, "history": [1.5, 2], "etag": None}
-    page.fetch.error = "naïve \"error\""
+    page.fetch.error = 'naïve "error"'
     cells = url_state_cells(page)
     assert cells is not None
     state = UrlState.from_cells(cells)

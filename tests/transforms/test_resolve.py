@@ -17,7 +17,10 @@ from beamcrawl.transforms.dead_letter import collected
 from beamcrawl.transforms.resolve import ResolveHosts, needs_lookup, resolve_records
 
 CFG = CrawlConfig(
-    out="/tmp/x", store="sqlite:///tmp/x", fetch_shards=8, dns_ttl=300.0,
+    out="/tmp/x",
+    store="sqlite:///tmp/x",
+    fetch_shards=8,
+    dns_ttl=300.0,
     resolve=(("*.sim.test", "127.0.0.1"), ("*.lan.test", "10.0.0.5")),
 )
 
@@ -63,8 +66,11 @@ def test_a_cached_failure_is_not_asked_again_while_fresh():
 
 
 def test_hosts_on_one_address_end_up_in_one_fetch_shard_with_an_ip_delay():
-    out = resolve_records([HostRecord(f"site{i}.sim.test:8800") for i in range(20)],
-                          CrawlConfig(**{**CFG.__dict__, "allow_private_networks": True}), time.time())
+    out = resolve_records(
+        [HostRecord(f"site{i}.sim.test:8800") for i in range(20)],
+        CrawlConfig(**{**CFG.__dict__, "allow_private_networks": True}),
+        time.time(),
+    )
     assert {r.ip for r in out} == {"127.0.0.1"}
     assert len({fetch_shard(r.host, r, 8, ip_delay=0.1) for r in out}) == 1  # one owner per IP
     assert len({fetch_shard(r.host, r, 8) for r in out}) > 1  # no per-IP gap: spread by name
@@ -83,12 +89,14 @@ def test_transform_resolves_with_rules_and_policy():
         summary = out | beam.Map(lambda kv: (kv[0], kv[1].ip, " ".join((kv[1].dns_error or "").split()[:3])))
         assert_that(
             summary,
-            equal_to([
-                ("a.sim.test:8800", None, "refused address: loopback"),
-                ("b.lan.test", None, "refused address: private"),
-                ("93.184.216.34", "93.184.216.34", ""),
-                ("kept.example", "93.184.216.35", ""),
-            ]),
+            equal_to(
+                [
+                    ("a.sim.test:8800", None, "refused address: loopback"),
+                    ("b.lan.test", None, "refused address: private"),
+                    ("93.184.216.34", "93.184.216.34", ""),
+                    ("kept.example", "93.184.216.35", ""),
+                ]
+            ),
         )
         assert_that(collected(p), equal_to([]), label="No dead letters")
 
@@ -98,7 +106,9 @@ def test_a_stored_refusal_is_judged_again_under_this_runs_flags():
     with it (and allowed); a plain DNS failure stays cached while fresh."""
     now = time.time()
     mapped = dataclasses.replace(CFG, resolve=(("intranet.example", "10.1.1.1"),))
-    refused = resolve_records([HostRecord("intranet.example")], dataclasses.replace(mapped, allow_private_networks=False), now)
+    refused = resolve_records(
+        [HostRecord("intranet.example")], dataclasses.replace(mapped, allow_private_networks=False), now
+    )
     assert refused[0].dns_error.startswith("refused address: private address 10.1.1.1")
     assert needs_lookup(refused[0], now + 1)
     allowed = resolve_records(refused, dataclasses.replace(mapped, allow_private_networks=True), now + 1)

@@ -45,7 +45,9 @@ def test_every_row_due_by_now_is_read_grouped_by_host_and_a_bad_row_stays(tmp_pa
 
     p = TestPipeline(runner="FnApiRunner")
     out = p | ReadDueFrontier(uri, NOW_MS)
-    assert_that(out | beam.FlatMap(lambda he: [(he[0], e.url) for e in he[1]]), equal_to([(e.host, e.url) for e in due]))
+    assert_that(
+        out | beam.FlatMap(lambda he: [(he[0], e.url) for e in he[1]]), equal_to([(e.host, e.url) for e in due])
+    )
     result = p.run()
     result.wait_until_finish()
 
@@ -70,7 +72,10 @@ def test_host_rows_and_policies_of_the_due_hosts(tmp_path: Path) -> None:
         )
         store.mutate(
             "policies",
-            [Mutation.set(b"a.example", bare_policy.to_cells()), Mutation.set(b"a.example:8443", own_policy.to_cells())],
+            [
+                Mutation.set(b"a.example", bare_policy.to_cells()),
+                Mutation.set(b"a.example:8443", own_policy.to_cells()),
+            ],
         )
     hosts = ["a.example", "a.example:8080", "a.example:8443", "b.example", "broken.example"]
     due = list(packed_by_host(_entry(h, i, 0) for i, h in enumerate(hosts)))
@@ -79,7 +84,9 @@ def test_host_rows_and_policies_of_the_due_hosts(tmp_path: Path) -> None:
     state = p | beam.Create(due) | ReadHostState(uri)
     assert_that(
         state.records | beam.Map(lambda hr: (hr[0], hr[1].delay, hr[1].fetches)),
-        equal_to([("a.example", 2.0, 7), ("a.example:8080", 0.0, 0), ("a.example:8443", 0.0, 0), ("b.example", 0.0, 0)]),
+        equal_to(
+            [("a.example", 2.0, 7), ("a.example:8080", 0.0, 0), ("a.example:8443", 0.0, 0), ("b.example", 0.0, 0)]
+        ),
         label="records",
     )
     assert_that(

@@ -44,16 +44,34 @@ def _sha1_b32(data: bytes) -> str:
     return "sha1:" + base64.b32encode(hashlib.sha1(data).digest()).decode()
 
 
-def _fetch(url, status=200, headers=None, raw=None, body=None, truncated=None, offset_s=0.0, source="link",
-           request_headers=None) -> FetchResult:
+def _fetch(
+    url,
+    status=200,
+    headers=None,
+    raw=None,
+    body=None,
+    truncated=None,
+    offset_s=0.0,
+    source="link",
+    request_headers=None,
+) -> FetchResult:
     raw = HTML % url.encode() if raw is None else raw
     entry = FrontierEntry(url=url, fp=fingerprint(url), host=host_of(url), due_ms=0, source=source)
     return FetchResult(
-        entry=entry, outcome="fetched", url=url, final_url=url, status=status, fetched_at=FETCHED_AT + offset_s,
-        elapsed=0.05, ip="127.0.0.1", reason="OK",
+        entry=entry,
+        outcome="fetched",
+        url=url,
+        final_url=url,
+        status=status,
+        fetched_at=FETCHED_AT + offset_s,
+        elapsed=0.05,
+        ip="127.0.0.1",
+        reason="OK",
         request_headers=request_headers or [("User-Agent", "beamcrawl-test/1"), ("Accept-Encoding", "gzip")],
         response_headers=headers if headers is not None else [("Content-Type", "text/html; charset=utf-8")],
-        raw_body=raw, body=raw if body is None else body, truncated=truncated,
+        raw_body=raw,
+        body=raw if body is None else body,
+        truncated=truncated,
     )
 
 
@@ -75,22 +93,43 @@ def _round_pages() -> list[ParsedPage]:
     gz = gzip.compress(HTML % b"zipped", mtime=0)
     fetches = [
         _fetch("http://a.test/2", offset_s=1),
-        _fetch("http://b.test/z", headers=[("Content-Type", "text/html"), ("Content-Encoding", "gzip")], raw=gz,
-               body=HTML % b"zipped", offset_s=2),
-        _fetch("http://a.test/big.pdf", headers=[("Content-Type", "application/pdf")], raw=b"%PDF" + b"y" * 3000,
-               truncated="length", offset_s=3),
+        _fetch(
+            "http://b.test/z",
+            headers=[("Content-Type", "text/html"), ("Content-Encoding", "gzip")],
+            raw=gz,
+            body=HTML % b"zipped",
+            offset_s=2,
+        ),
+        _fetch(
+            "http://a.test/big.pdf",
+            headers=[("Content-Type", "application/pdf")],
+            raw=b"%PDF" + b"y" * 3000,
+            truncated="length",
+            offset_s=3,
+        ),
         _fetch("http://a.test/old", status=301, headers=[("Location", "/new")], raw=b"moved", offset_s=4),
         _fetch("http://a.test/gone", status=404, headers=[("Content-Type", "text/html")], raw=b"<p>no</p>", offset_s=5),
-        _fetch("http://a.test/robots.txt", headers=[("Content-Type", "text/plain")], raw=b"User-agent: *\n",
-               source="robots", offset_s=6),
-        _fetch("http://a.test/same", status=304, raw=b"", offset_s=7,
-               request_headers=[("User-Agent", "beamcrawl-test/1"), ("If-None-Match", '"v1"')]),
+        _fetch(
+            "http://a.test/robots.txt",
+            headers=[("Content-Type", "text/plain")],
+            raw=b"User-agent: *\n",
+            source="robots",
+            offset_s=6,
+        ),
+        _fetch(
+            "http://a.test/same",
+            status=304,
+            raw=b"",
+            offset_s=7,
+            request_headers=[("User-Agent", "beamcrawl-test/1"), ("If-None-Match", '"v1"')],
+        ),
     ]
     pages = [original, *(parse_fetch(f, "beamcrawl") for f in fetches)]
     pages.append(_copy(original, "http://c.test/", "exact", 8))
     pages.append(_copy(original, "http://d.test/", "near", 9))
-    failed = FetchResult(entry=original.fetch.entry, outcome="error", url="http://e.test/", fetched_at=FETCHED_AT,
-                         error="timeout")
+    failed = FetchResult(
+        entry=original.fetch.entry, outcome="error", url="http://e.test/", fetched_at=FETCHED_AT, error="timeout"
+    )
     return [*pages, ParsedPage(fetch=failed)]
 
 
@@ -120,8 +159,9 @@ def _records(outputs: RoundOutputs) -> list[tuple]:
             for record in ArchiveIterator(fh, check_digests="raise"):
                 if record.rec_type == "warcinfo":
                     continue
-                fields = tuple((k, v) for k, v in record.rec_headers.headers
-                               if k not in ("WARC-Record-ID", "WARC-Concurrent-To"))
+                fields = tuple(
+                    (k, v) for k, v in record.rec_headers.headers if k not in ("WARC-Record-ID", "WARC-Concurrent-To")
+                )
                 found.append((record.rec_type, fields, record.raw_stream.read()))
     return sorted(found)
 
@@ -212,8 +252,10 @@ def test_a_missing_spool_file_fails_the_round_not_the_page(tmp_path):
 
 
 _headers = st.lists(
-    st.tuples(st.sampled_from(["Content-Type", "Server", "Location", "Content-Encoding", "X-A", "Set-Cookie"]),
-              st.text(st.characters(min_codepoint=32, max_codepoint=255, blacklist_characters="\r\n"), max_size=40)),
+    st.tuples(
+        st.sampled_from(["Content-Type", "Server", "Location", "Content-Encoding", "X-A", "Set-Cookie"]),
+        st.text(st.characters(min_codepoint=32, max_codepoint=255, blacklist_characters="\r\n"), max_size=40),
+    ),
     max_size=6,
 )
 
@@ -226,10 +268,14 @@ _headers = st.lists(
     truncated=st.sampled_from([None, "length"]),
     compress=st.booleans(),
 )
-def test_the_spooled_record_is_the_record_the_page_store_would_write(tmp_path, raw, status, headers, truncated, compress):
+def test_the_spooled_record_is_the_record_the_page_store_would_write(
+    tmp_path, raw, status, headers, truncated, compress
+):
     wire = zlib.compress(raw) if compress else raw
-    page = parse_fetch(_fetch("http://h.test/x?q=1", status=status, headers=headers, raw=wire, body=raw,
-                              truncated=truncated), "beamcrawl")
+    page = parse_fetch(
+        _fetch("http://h.test/x?q=1", status=status, headers=headers, raw=wire, body=raw, truncated=truncated),
+        "beamcrawl",
+    )
     light, outputs = _through_spool(tmp_path, page)
     f = light.fetch
     assert f.digest == _sha1_b32(wire) and f.payload_size == len(raw)

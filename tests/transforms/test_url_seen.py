@@ -240,7 +240,10 @@ def test_new_urls_are_marked_seen_with_one_small_cell_that_loads_as_url_state(tm
     from beamcrawl.schemas.records import QUEUED_CELL
 
     store = EmbeddedStore(tmp_path / "s.sqlite")
-    new = [cand(5, depth=3, priority=0.125), Candidate(fp=9, url="http://h.com/r", host="h.com", depth=1, priority=0.5, source="redirect")]
+    new = [
+        cand(5, depth=3, priority=0.125),
+        Candidate(fp=9, url="http://h.com/r", host="h.com", depth=1, priority=0.5, source="redirect"),
+    ]
     entries = queue_new_urls(store, new, now_ms=1234)
     rows = dict(store.read_range("urls"))
     # One cell per new URL, no null fields: not one per UrlState field.
@@ -249,8 +252,15 @@ def test_new_urls_are_marked_seen_with_one_small_cell_that_loads_as_url_state(tm
     assert state == UrlState(url=new[0].url, first_seen_ms=1234, state="queued", source="link", depth=3)
     assert UrlState.from_cells(rows[fp_key(9)]).source == "redirect"
     # A fetch outcome's cells are merged into the row later; they win, the rest stays.
-    store.mutate("urls", [Mutation.set(fp_key(5), UrlState(url=new[0].url, state="fetched", status=200).to_cells(
-        only=("url", "state", "status")))])
+    store.mutate(
+        "urls",
+        [
+            Mutation.set(
+                fp_key(5),
+                UrlState(url=new[0].url, state="fetched", status=200).to_cells(only=("url", "state", "status")),
+            )
+        ],
+    )
     fetched = UrlState.from_cells(dict(store.read_range("urls"))[fp_key(5)])
     assert (fetched.state, fetched.status, fetched.first_seen_ms, fetched.depth) == ("fetched", 200, 1234, 3)
     # The export reads a queued row too.
@@ -321,7 +331,11 @@ def test_page_candidates_skip_bad_shapes_and_count_them():
     assert [c.url for c in found] == ["http://a.com/ok.html"] and found[0].depth == 3
     assert rejected == {"repeated_segment": 1, "binary_extension": 2, "too_long": 1}
     allowed_docs = page_candidates(page, ShapeRules(skip_documents=False))
-    assert [c.url for c in allowed_docs] == ["http://a.com/ok.html", "http://a.com/report.pdf", "http://a.com/" + "y" * 200]
+    assert [c.url for c in allowed_docs] == [
+        "http://a.com/ok.html",
+        "http://a.com/report.pdf",
+        "http://a.com/" + "y" * 200,
+    ]
     assert len(page_candidates(page)) == 5  # no rules: every followable link
 
 
@@ -366,17 +380,30 @@ def _bucket_lists(batches, monkeypatch, limit):
 @settings(max_examples=60, deadline=None)
 @given(
     offers=st.lists(
-        st.tuples(st.integers(0, 40), st.sampled_from([0.1, 0.5, 1.0]), st.sampled_from(["link", "sitemap"]),
-                  st.integers(0, 4), st.lists(st.integers(0, 9), max_size=3)),
-        min_size=1, max_size=120,
+        st.tuples(
+            st.integers(0, 40),
+            st.sampled_from([0.1, 0.5, 1.0]),
+            st.sampled_from(["link", "sitemap"]),
+            st.integers(0, 4),
+            st.lists(st.integers(0, 9), max_size=3),
+        ),
+        min_size=1,
+        max_size=120,
     ),
     limit=st.integers(1, 20),
     cut=st.integers(1, 30),
 )
 def test_a_bundle_that_passes_its_lists_on_early_queues_the_same_rows(offers, limit, cut):
     cands = [
-        Candidate(fp=(fp * 0x9E3779B97F4A7C15) % 2**64, url=f"http://h.test/{fp}", host="h.test", depth=d,
-                  priority=prio, source=src, inlink_hosts=tuple(sorted(set(hosts))))
+        Candidate(
+            fp=(fp * 0x9E3779B97F4A7C15) % 2**64,
+            url=f"http://h.test/{fp}",
+            host="h.test",
+            depth=d,
+            priority=prio,
+            source=src,
+            inlink_hosts=tuple(sorted(set(hosts))),
+        )
         for fp, prio, src, d, hosts in offers
     ]
     batches = [cands[i : i + cut] for i in range(0, len(cands), cut)]

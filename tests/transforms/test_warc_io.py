@@ -102,7 +102,16 @@ def _records(data: bytes) -> list:
     it = ArchiveIterator(io.BytesIO(data), check_digests="raise")
     for record in it:
         payload = record.content_stream().read() if record.rec_type != "response" else record.raw_stream.read()
-        out.append((record.rec_type, record.rec_headers, record.http_headers, payload, it.get_record_offset(), it.get_record_length()))
+        out.append(
+            (
+                record.rec_type,
+                record.rec_headers,
+                record.http_headers,
+                payload,
+                it.get_record_offset(),
+                it.get_record_length(),
+            )
+        )
     return out
 
 
@@ -146,8 +155,14 @@ def test_pinned_ids_give_the_same_bytes_every_time():
 
 def test_capped_body_is_marked_truncated():
     raw = b"x" * 1000
-    archived = archive_fetch(_fetch("http://a.test/big", raw=raw, truncated="length",
-                                    headers=[("Content-Type", "text/plain"), ("Content-Length", "5000")]))
+    archived = archive_fetch(
+        _fetch(
+            "http://a.test/big",
+            raw=raw,
+            truncated="length",
+            headers=[("Content-Type", "text/plain"), ("Content-Length", "5000")],
+        )
+    )
     resp = _records(archived.data)[0]
     assert resp[1].get_header("WARC-Truncated") == "length"
     # the server's Content-Length is kept as sent; the record holds what was read
@@ -192,7 +207,7 @@ def test_no_ip_no_header():
 
 def test_warcinfo_names_the_file_and_the_crawler():
     data = warcinfo_bytes("part-1.warc.gz", "beamcrawl-test/1 (+http://x)", "beamcrawl round=3", _FixedWriter)
-    (rec_type, headers, _http, payload, offset, _length), = _records(data)
+    ((rec_type, headers, _http, payload, offset, _length),) = _records(data)
     assert rec_type == "warcinfo" and offset == 0
     assert headers.protocol == "WARC/1.1"
     assert headers.get_header("WARC-Filename") == "part-1.warc.gz"
@@ -245,11 +260,23 @@ def _pages() -> list[ParsedPage]:
         _fetch("http://a.test/1", offset_s=0.5),  # same URL earlier: sorts before by timestamp
         _fetch("http://www.c.test:8080/p?b=2&a=1", offset_s=4, headers=[]),  # no Content-Type
         _fetch("http://a.test/old", status=301, reason="Moved", headers=[("Location", "/new")], raw=b"", offset_s=5),
-        _fetch("http://a.test/big", raw=b"y" * 300, truncated="length", offset_s=6,
-               headers=[("Content-Type", "application/pdf")]),
-        _fetch("http://a.test/robots.txt", headers=[("Content-Type", "text/plain")], raw=b"User-agent: *\n", source="robots"),
+        _fetch(
+            "http://a.test/big",
+            raw=b"y" * 300,
+            truncated="length",
+            offset_s=6,
+            headers=[("Content-Type", "application/pdf")],
+        ),
+        _fetch(
+            "http://a.test/robots.txt",
+            headers=[("Content-Type", "text/plain")],
+            raw=b"User-agent: *\n",
+            source="robots",
+        ),
     ]
-    failed = FetchResult(entry=pages[0].fetch.entry, outcome="error", url="http://b.test/e", fetched_at=FETCHED_AT, error="timeout")
+    failed = FetchResult(
+        entry=pages[0].fetch.entry, outcome="error", url="http://b.test/e", fetched_at=FETCHED_AT, error="timeout"
+    )
     deferred = FetchResult(entry=pages[0].fetch.entry, outcome="deferred", url="http://b.test/d")
     return [*pages, ParsedPage(fetch=failed), ParsedPage(fetch=deferred)]
 
@@ -403,10 +430,16 @@ def test_surt_key_is_the_lookup_key_of_replay_tools(url):
 # --- copies: revisit records, and nothing for a near copy ------------------------------------
 
 
-def _copy_of(original: ParsedPage, url: str, kind: str = "exact", raw: bytes | None = None, offset_s: float = 10.0) -> ParsedPage:
+def _copy_of(
+    original: ParsedPage, url: str, kind: str = "exact", raw: bytes | None = None, offset_s: float = 10.0
+) -> ParsedPage:
     """A fetch of ``url`` marked a copy of ``original`` (as content_seen marks it)."""
-    page = _fetch(url, raw=original.fetch.raw_body if raw is None else raw, offset_s=offset_s,
-                  headers=[("Content-Type", "text/html; charset=utf-8"), ("Server", "mirror")])
+    page = _fetch(
+        url,
+        raw=original.fetch.raw_body if raw is None else raw,
+        offset_s=offset_s,
+        headers=[("Content-Type", "text/html; charset=utf-8"), ("Server", "mirror")],
+    )
     page.duplicate_of = original.fetch.url
     page.duplicate_kind = kind
     page.duplicate_distance = 0 if kind == "exact" else 2
@@ -494,9 +527,15 @@ def test_copies_in_a_round_are_stored_once_and_pass_warcio_check(tmp_path):
     outputs, events = _write_round(tmp_path, [original, exact, near])
     by_url = {e["url"]: e for e in events}
     assert by_url["http://c.test/"]["blob"] is None and by_url["http://c.test/"]["error"] is None
-    assert (by_url["http://c.test/"]["duplicate_of"], by_url["http://c.test/"]["duplicate_kind"],
-            by_url["http://c.test/"]["duplicate_distance"]) == ("http://a.test/", "near", 2)
-    assert (by_url["http://b.test/"]["duplicate_of"], by_url["http://b.test/"]["duplicate_kind"]) == ("http://a.test/", "exact")
+    assert (
+        by_url["http://c.test/"]["duplicate_of"],
+        by_url["http://c.test/"]["duplicate_kind"],
+        by_url["http://c.test/"]["duplicate_distance"],
+    ) == ("http://a.test/", "near", 2)
+    assert (by_url["http://b.test/"]["duplicate_of"], by_url["http://b.test/"]["duplicate_kind"]) == (
+        "http://a.test/",
+        "exact",
+    )
     assert by_url["http://a.test/"]["duplicate_of"] is None
     (warc,) = glob.glob(f"{outputs.out}/warc/round=3/*.warc.gz")
     with open(warc, "rb") as fh:
@@ -513,7 +552,10 @@ def test_copies_in_a_round_are_stored_once_and_pass_warcio_check(tmp_path):
     assert "digest present but not checked (revisit)" in check.stdout
     (index,) = glob.glob(f"{outputs.out}/warc/round=3/*.cdxj")
     lines = [json.loads(line.split(" ", 2)[2]) for line in open(index).read().splitlines()]
-    assert sorted((f["url"], f.get("mime")) for f in lines) == [("http://a.test/", "text/html"), ("http://b.test/", "warc/revisit")]
+    assert sorted((f["url"], f.get("mime")) for f in lines) == [
+        ("http://a.test/", "text/html"),
+        ("http://b.test/", "warc/revisit"),
+    ]
     assert compare_with_cdxj_indexer(outputs.out) == 2
 
 
@@ -536,14 +578,45 @@ REQUEST_ID = "<urn:uuid:00000000-0000-0000-0000-000000000001>"
 
 # The named fields in the order the old writer left them, by record kind.
 _ORDER = {
-    "response": ["WARC-Type", "WARC-Record-ID", "WARC-Date", "WARC-Target-URI", "WARC-IP-Address",
-                 "WARC-Truncated", "WARC-Payload-Digest"],
-    "revisit": ["WARC-Type", "WARC-Record-ID", "WARC-Date", "WARC-Target-URI", "WARC-IP-Address", "WARC-Profile",
-                "WARC-Refers-To-Target-URI", "WARC-Refers-To-Date", "WARC-Payload-Digest", "WARC-Truncated"],
-    "not_modified": ["WARC-Type", "WARC-Record-ID", "WARC-Date", "WARC-Target-URI", "WARC-IP-Address",
-                     "WARC-Profile", "WARC-Refers-To-Target-URI", "WARC-Refers-To-Date"],
-    "request": ["WARC-Type", "WARC-Record-ID", "WARC-Date", "WARC-Target-URI", "WARC-Concurrent-To",
-                "WARC-Payload-Digest"],
+    "response": [
+        "WARC-Type",
+        "WARC-Record-ID",
+        "WARC-Date",
+        "WARC-Target-URI",
+        "WARC-IP-Address",
+        "WARC-Truncated",
+        "WARC-Payload-Digest",
+    ],
+    "revisit": [
+        "WARC-Type",
+        "WARC-Record-ID",
+        "WARC-Date",
+        "WARC-Target-URI",
+        "WARC-IP-Address",
+        "WARC-Profile",
+        "WARC-Refers-To-Target-URI",
+        "WARC-Refers-To-Date",
+        "WARC-Payload-Digest",
+        "WARC-Truncated",
+    ],
+    "not_modified": [
+        "WARC-Type",
+        "WARC-Record-ID",
+        "WARC-Date",
+        "WARC-Target-URI",
+        "WARC-IP-Address",
+        "WARC-Profile",
+        "WARC-Refers-To-Target-URI",
+        "WARC-Refers-To-Date",
+    ],
+    "request": [
+        "WARC-Type",
+        "WARC-Record-ID",
+        "WARC-Date",
+        "WARC-Target-URI",
+        "WARC-Concurrent-To",
+        "WARC-Payload-Digest",
+    ],
 }
 
 
@@ -571,12 +644,23 @@ def _warcio_reference(page: ParsedPage, kind: str):
     if kind == "response":
         if f.truncated:
             warc["WARC-Truncated"] = f.truncated
-        capture = writer.create_warc_record(f.url, "response", payload=io.BytesIO(f.raw_body),
-                                            length=len(f.raw_body), http_headers=http, warc_headers_dict=warc)
+        capture = writer.create_warc_record(
+            f.url,
+            "response",
+            payload=io.BytesIO(f.raw_body),
+            length=len(f.raw_body),
+            http_headers=http,
+            warc_headers_dict=warc,
+        )
     elif kind == "revisit":
-        capture = writer.create_revisit_record(f.url, page.original_digest, page.duplicate_of,
-                                               warc_date(page.original_fetched_at), http_headers=http,
-                                               warc_headers_dict=warc)
+        capture = writer.create_revisit_record(
+            f.url,
+            page.original_digest,
+            page.duplicate_of,
+            warc_date(page.original_fetched_at),
+            http_headers=http,
+            warc_headers_dict=warc,
+        )
         capture.rec_headers.replace_header("WARC-Profile", REVISIT_PROFILE_1_1)
         capture.rec_headers.add_header("WARC-Truncated", "length")
     else:
@@ -584,14 +668,19 @@ def _warcio_reference(page: ParsedPage, kind: str):
         refers = revisit_warc_headers(f.url, warc_date(stored_at) if stored_at else "")
         if not stored_at:
             del refers["WARC-Refers-To-Date"]
-        capture = writer.create_warc_record(f.url, "revisit", payload=io.BytesIO(b""), length=0,
-                                            http_headers=http, warc_headers_dict={**warc, **refers})
+        capture = writer.create_warc_record(
+            f.url, "revisit", payload=io.BytesIO(b""), length=0, http_headers=http, warc_headers_dict={**warc, **refers}
+        )
     parts = urlsplit(f.url)
     target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
     request = writer.create_warc_record(
-        f.url, "request", payload=io.BytesIO(b""), length=0,
-        http_headers=_Latin1Headers(f"GET {target} HTTP/1.1", [("Host", parts.netloc), *f.request_headers],
-                                    is_http_request=True),
+        f.url,
+        "request",
+        payload=io.BytesIO(b""),
+        length=0,
+        http_headers=_Latin1Headers(
+            f"GET {target} HTTP/1.1", [("Host", parts.netloc), *f.request_headers], is_http_request=True
+        ),
         warc_headers_dict={"WARC-Record-ID": REQUEST_ID, "WARC-Date": date, "WARC-Concurrent-To": CAPTURE_ID},
     )
     out = []
@@ -620,8 +709,15 @@ def _read_back(data: bytes) -> list[tuple]:
     out = []
     for rec in ArchiveIterator(io.BytesIO(data), check_digests="raise"):
         http = rec.http_headers
-        out.append((rec.rec_type, rec.rec_headers.headers, http.protocol + " " + http.statusline, http.headers,
-                    rec.raw_stream.read()))
+        out.append(
+            (
+                rec.rec_type,
+                rec.rec_headers.headers,
+                http.protocol + " " + http.statusline,
+                http.headers,
+                rec.raw_stream.read(),
+            )
+        )
     return out
 
 
@@ -644,22 +740,40 @@ REFERENCE_CASES = {
     "plain": ("response", lambda: _fetch("http://a.test/x?y=1")),
     "iri": ("response", lambda: _fetch("http://a.test/caf\u00e9/\u00fc?q=\u00e9")),
     "idn host": ("response", lambda: _fetch("http://b\u00fccher.test/")),
-    "latin-1 header": ("response", lambda: _fetch("http://a.test/h", headers=[("Content-Type", "text/html"),
-                                                                                ("X-Name", "caf\xe9")])),
-    "non-latin-1 header": ("response", lambda: _fetch("http://a.test/e", headers=[
-        ("Content-Type", "text/html"), ("Content-Disposition", 'attachment; filename="\u20ac.txt"'),
-        ("X-Euro", "\u20ac5")])),
+    "latin-1 header": (
+        "response",
+        lambda: _fetch("http://a.test/h", headers=[("Content-Type", "text/html"), ("X-Name", "caf\xe9")]),
+    ),
+    "non-latin-1 header": (
+        "response",
+        lambda: _fetch(
+            "http://a.test/e",
+            headers=[
+                ("Content-Type", "text/html"),
+                ("Content-Disposition", 'attachment; filename="\u20ac.txt"'),
+                ("X-Euro", "\u20ac5"),
+            ],
+        ),
+    ),
     "latin-1 request header": ("response", lambda: _req(_fetch("http://a.test/c"), [("Cookie", "n=\xe9")])),
     "non-latin-1 request header": ("response", lambda: _req(_fetch("http://a.test/c"), [("Cookie", "n=\u20ac")])),
     "empty body": ("response", lambda: _fetch("http://a.test/empty", raw=b"")),
     "no headers": ("response", lambda: _fetch("http://a.test", headers=[])),
-    "redirect": ("response", lambda: _fetch("http://a.test/old", status=301, reason="Moved",
-                                            headers=[("location", " /new ")], raw=b"")),
+    "redirect": (
+        "response",
+        lambda: _fetch("http://a.test/old", status=301, reason="Moved", headers=[("location", " /new ")], raw=b""),
+    ),
     "big truncated": ("response", lambda: _fetch("http://a.test/big", raw=os.urandom(40_000), truncated="length")),
     "truncated by time": ("response", lambda: _fetch("http://a.test/slow", truncated="time")),
     "no ip, no reason, HTTP/1.0": ("response", lambda: _v10(_fetch("http://a.test/", ip=None, reason=""))),
-    "transfer-encoding": ("response", lambda: _fetch("http://a.test/gz", raw=gzip.compress(HTML, mtime=0), headers=[
-        ("Content-Type", "text/html"), ("Transfer-Encoding", "chunked"), ("Content-Encoding", "gzip")])),
+    "transfer-encoding": (
+        "response",
+        lambda: _fetch(
+            "http://a.test/gz",
+            raw=gzip.compress(HTML, mtime=0),
+            headers=[("Content-Type", "text/html"), ("Transfer-Encoding", "chunked"), ("Content-Encoding", "gzip")],
+        ),
+    ),
     "whole second": ("response", lambda: _fetch("http://a.test/s", offset_s=-0.125)),
     "exact copy": ("revisit", lambda: _exact_copy("http://b.test/x?print=1")),
     "exact copy, iri, no ip": ("revisit", lambda: _exact_copy("http://b.test/\u00e9t\u00e9")),
@@ -707,12 +821,15 @@ def test_records_are_the_ones_warcio_wrote(case):
     assert (mine.key, mine.timestamp, mine.offset, mine.line()) == (read.key, read.timestamp, read.offset, read.line())
 
 
-@pytest.mark.parametrize("url, headers, error", [
-    ("http://a.test/\u4e2d", [], UnicodeEncodeError),  # a request line that is not latin-1
-    ("http://a.test/", [("X-\u20ac", "v")], UnicodeEncodeError),  # a header name that is not ASCII
-    ("http://a.test/\udc80", [], UnicodeEncodeError),  # not text
-    ("http://[::1/", [], ValueError),  # a URL that does not split
-])
+@pytest.mark.parametrize(
+    "url, headers, error",
+    [
+        ("http://a.test/\u4e2d", [], UnicodeEncodeError),  # a request line that is not latin-1
+        ("http://a.test/", [("X-\u20ac", "v")], UnicodeEncodeError),  # a header name that is not ASCII
+        ("http://a.test/\udc80", [], UnicodeEncodeError),  # not text
+        ("http://[::1/", [], ValueError),  # a URL that does not split
+    ],
+)
 def test_what_warcio_could_not_write_is_refused_the_same_way(url, headers, error):
     page = _fetch("http://a.test/", headers=headers)
     page.fetch.url = url

@@ -93,7 +93,10 @@ class SpoolReader:
         fh.seek(spooled.offset)
         data = fh.read(spooled.length)
         if len(data) != spooled.length:
-            raise OSError(errno.EIO, f"spool file {spooled.name} is short: {len(data)} of {spooled.length} bytes at {spooled.offset}")
+            raise OSError(
+                errno.EIO,
+                f"spool file {spooled.name} is short: {len(data)} of {spooled.length} bytes at {spooled.offset}",
+            )
         return data
 
     def close(self) -> None:

@@ -146,13 +146,15 @@ def record(fields: Fields, head: bytes, payload: bytes = b"", *, content_type: s
     """
     block = hashlib.sha1(head)
     block.update(payload)
-    header = "".join([
-        "WARC/1.1\r\n",
-        *[f"{name}: {value}\r\n" for name, value in fields],
-        f"WARC-Block-Digest: sha1:{base64.b32encode(block.digest()).decode('ascii')}\r\n",
-        f"Content-Type: {content_type}\r\n",
-        f"Content-Length: {len(head) + len(payload)}\r\n\r\n",
-    ])
+    header = "".join(
+        [
+            "WARC/1.1\r\n",
+            *[f"{name}: {value}\r\n" for name, value in fields],
+            f"WARC-Block-Digest: sha1:{base64.b32encode(block.digest()).decode('ascii')}\r\n",
+            f"Content-Type: {content_type}\r\n",
+            f"Content-Length: {len(head) + len(payload)}\r\n\r\n",
+        ]
+    )
     return b"".join((header.encode("utf-8"), head, payload, b"\r\n\r\n"))
 
 

@@ -379,7 +379,13 @@ def _local(tag: str) -> str:
 
 
 def _root_kind(name: str) -> Kind:
-    kinds: dict[str, Kind] = {"urlset": "urlset", "sitemapindex": "sitemapindex", "rss": "rss", "RDF": "rss", "feed": "atom"}
+    kinds: dict[str, Kind] = {
+        "urlset": "urlset",
+        "sitemapindex": "sitemapindex",
+        "rss": "rss",
+        "RDF": "rss",
+        "feed": "atom",
+    }
     return kinds.get(name, "unknown")
 
 
@@ -544,7 +550,9 @@ class _Target:
             ident = self.fields.get("id") or ""
             return ident if ident.lower().startswith(("http://", "https://")) else None
         # RSS: <link> text, an <atom:link href>, a permalink <guid>, RSS 1.0's rdf:about.
-        return self.fields.get("link") or alternate or (self.fields.get("guid") if self.permalink else None) or self.about
+        return (
+            self.fields.get("link") or alternate or (self.fields.get("guid") if self.permalink else None) or self.about
+        )
 
     def close(self) -> None:
         return None

@@ -575,11 +575,7 @@ def _is_utf8(body: bytes) -> bool:
         return True
     except UnicodeDecodeError as exc:
         # "unexpected end of data" at most 3 bytes before the end: a truncated last character.
-        return (
-            exc.end == len(body)
-            and len(body) - exc.start <= 3
-            and exc.reason == "unexpected end of data"
-        )
+        return exc.end == len(body) and len(body) - exc.start <= 3 and exc.reason == "unexpected end of data"
 
 
 def _detect(body: bytes) -> str | None:
@@ -634,9 +630,7 @@ def detect_charset(body: bytes, content_type: str | None = None, *, detect: bool
     return Charset("cp1252", "default")
 
 
-def decode_html(
-    body: bytes, content_type: str | None = None, *, detect: bool = True
-) -> tuple[str, Charset]:
+def decode_html(body: bytes, content_type: str | None = None, *, detect: bool = True) -> tuple[str, Charset]:
     """Decodes an HTML body to text with :func:`detect_charset`; bad bytes become U+FFFD.
 
     Never raises: a codec that fails on its own terms falls back to windows-1252.

@@ -122,8 +122,24 @@ _MASK = (1 << _BITS) - 1
 
 # Elements that are never the page's readable content.
 _NOISE_TAGS = (
-    "script", "style", "noscript", "template", "svg", "math", "canvas", "object", "embed",
-    "iframe", "frame", "frameset", "nav", "aside", "form", "select", "button", "dialog",
+    "script",
+    "style",
+    "noscript",
+    "template",
+    "svg",
+    "math",
+    "canvas",
+    "object",
+    "embed",
+    "iframe",
+    "frame",
+    "frameset",
+    "nav",
+    "aside",
+    "form",
+    "select",
+    "button",
+    "dialog",
 )
 _NOISE_ROLES = ("navigation", "banner", "contentinfo", "complementary", "search", "menu", "menubar", "dialog")
 # The elements removed wherever they are, in one selector for one pass of the selector
@@ -253,12 +269,14 @@ def tree_text(tree: LexborHTMLParser) -> str:
     # (WordPress's "has-sidebar") or attributes say: removing it would leave no text at all.
     own = body.mem_id
     _remove_all([node for node in body.css(_ALWAYS_NOISE) if node.mem_id != own])
-    _remove_all([
-        node
-        for node in body.css("header, footer, [class], [id]")
-        if node.mem_id != own
-        and ((node.tag in ("header", "footer") and not _inside_content(node)) or _is_noise_named(node))
-    ])
+    _remove_all(
+        [
+            node
+            for node in body.css("header, footer, [class], [id]")
+            if node.mem_id != own
+            and ((node.tag in ("header", "footer") and not _inside_content(node)) or _is_noise_named(node))
+        ]
+    )
     return body.text(separator=" ")
 
 

@@ -105,7 +105,9 @@ def load_private_key(pem: bytes, source: str = "key") -> Ed25519PrivateKey:
     except TypeError:  # cryptography's answer to an encrypted key read without a password
         raise BotAuthError(f"{source}: the key is encrypted; give an unencrypted PKCS#8 PEM key") from None
     except ValueError as exc:
-        raise BotAuthError(f"{source}: not a PEM private key ({str(exc).splitlines()[0] if str(exc) else 'unreadable'})") from None
+        raise BotAuthError(
+            f"{source}: not a PEM private key ({str(exc).splitlines()[0] if str(exc) else 'unreadable'})"
+        ) from None
     if not isinstance(key, Ed25519PrivateKey):
         raise BotAuthError(f"{source}: not an Ed25519 key (make one with: beamcrawl keys generate --out DIR)")
     return key
@@ -122,7 +124,9 @@ def load_public_key(pem: bytes, source: str = "key") -> Ed25519PublicKey:
     try:
         key = serialization.load_pem_public_key(pem)
     except ValueError as exc:
-        raise BotAuthError(f"{source}: not a PEM key ({str(exc).splitlines()[0] if str(exc) else 'unreadable'})") from None
+        raise BotAuthError(
+            f"{source}: not a PEM key ({str(exc).splitlines()[0] if str(exc) else 'unreadable'})"
+        ) from None
     if not isinstance(key, Ed25519PublicKey):
         raise BotAuthError(f"{source}: not an Ed25519 key")
     return key
@@ -283,9 +287,13 @@ def check_agent(url: str) -> str:
     """
     parts = urlsplit(url)
     if parts.scheme not in ("https", "http") or not parts.netloc:
-        raise BotAuthError(f"--signature-agent must be an https:// URL (where the key directory is published), got {url!r}")
+        raise BotAuthError(
+            f"--signature-agent must be an https:// URL (where the key directory is published), got {url!r}"
+        )
     if not _AGENT_CHARS.fullmatch(url):
-        raise BotAuthError(f"--signature-agent must be printable ASCII without spaces, quotes or backslashes, got {url!r}")
+        raise BotAuthError(
+            f"--signature-agent must be printable ASCII without spaces, quotes or backslashes, got {url!r}"
+        )
     return url
 
 
@@ -321,7 +329,9 @@ class Signer:
     def __post_init__(self) -> None:
         # The parts that are the same for every request, serialised once.
         object.__setattr__(self, "_agent_field", sf_string(self.agent))
-        object.__setattr__(self, "_params_tail", f";keyid={sf_string(self.keyid)};alg={sf_string(ALG)};tag={sf_string(TAG)}")
+        object.__setattr__(
+            self, "_params_tail", f";keyid={sf_string(self.keyid)};alg={sf_string(ALG)};tag={sf_string(TAG)}"
+        )
         object.__setattr__(self, "_base_head", f'"signature-agent": {sf_string(self.agent)}\n"@signature-params": ')
 
     def headers(self, url: str, now: float | None = None) -> list[tuple[str, str]]:
@@ -346,7 +356,7 @@ class Signer:
 
 # --- verifying (what a site does; used by the tests) -----------------------------------------
 
-_INPUT = re.compile(r'^\s*(?P<label>[a-z*][a-z0-9_\-.*]*)=(?P<params>\(.*)$')
+_INPUT = re.compile(r"^\s*(?P<label>[a-z*][a-z0-9_\-.*]*)=(?P<params>\(.*)$")
 _SIG = re.compile(r"^\s*(?P<label>[a-z*][a-z0-9_\-.*]*)=:(?P<b64>[A-Za-z0-9+/=]*):\s*$")
 _PARAM = re.compile(r';(?P<name>[a-z*][a-z0-9_\-.*]*)=(?P<value>"(?:[^"\\]|\\.)*"|-?\d+)')
 

@@ -180,9 +180,7 @@ class HostCrawler:
         self.cfg = cfg
         self.emit = emit
         self.deadline = deadline
-        self.resolver = PolicyResolver(
-            ResolveRules(cfg.resolve), cfg.allow_private_networks, ttl=cfg.dns_ttl
-        )
+        self.resolver = PolicyResolver(ResolveRules(cfg.resolve), cfg.allow_private_networks, ttl=cfg.dns_ttl)
         self.session: aiohttp.ClientSession | None = None
         self._ip_clocks: dict[str, _IpClock] = {}
         # Per host slot: its live record (its clock), its turn, and its robots rules in force,
@@ -192,9 +190,7 @@ class HostCrawler:
         self._rules: dict[tuple[str, str], RobotsRules] = {}
         self.lag = LoopLag()
         self._slots = asyncio.Semaphore(cfg.max_hosts_in_flight)
-        self._timeout = aiohttp.ClientTimeout(
-            total=cfg.total_timeout, sock_connect=cfg.connect_timeout
-        )
+        self._timeout = aiohttp.ClientTimeout(total=cfg.total_timeout, sock_connect=cfg.connect_timeout)
         # Web Bot Auth: every request signed (core/net/botauth.py); the key is read here, by the
         # fetch loop, so it never travels in the job's options or graph.
         self.signer = (
@@ -271,7 +267,10 @@ class HostCrawler:
         # even if its TTL lapses meanwhile (the stage refreshed anything expired at the start).
         if record.resolution_fresh(time.time() - self.cfg.round_window - PIN_SLACK):
             self.resolver.pin(
-                host_only, record.ip, record.dns_error, record.resolved_at,
+                host_only,
+                record.ip,
+                record.dns_error,
+                record.resolved_at,
                 max(record.dns_ttl, self.deadline - record.resolved_at),
             )
         answer = await self.resolver.resolution(host_only)
@@ -298,7 +297,11 @@ class HostCrawler:
             # gives its URLs back to the frontier untouched.
             fetched = await self._fetch_robots(plan, record, scheme) if self._may_start(record, delay) else None
             if not isinstance(fetched, RobotsRules):
-                why = "round window ended" if fetched is None else f"robots.txt unknown: redirected to {record.robots_via}"
+                why = (
+                    "round window ended"
+                    if fetched is None
+                    else f"robots.txt unknown: redirected to {record.robots_via}"
+                )
                 for entry in plan.entries:
                     self.emit("result", _deferred(entry, why))
                 return record
@@ -307,14 +310,20 @@ class HostCrawler:
             if scheme not in by_scheme:
                 record.select_robots(scheme)
                 by_scheme[scheme] = cached_rules(
-                    record.robots, record.robots_good, good_at=record.robots_good_at,
-                    failing_since=record.robots_failing_since, token=self.cfg.robots_token, now=time.time(),
+                    record.robots,
+                    record.robots_good,
+                    good_at=record.robots_good_at,
+                    failing_since=record.robots_failing_since,
+                    token=self.cfg.robots_token,
+                    now=time.time(),
                 )
         for scheme, known in by_scheme.items():  # what a redirect hop to this host is checked by
             if known is not None:
                 self._rules[(plan.host, scheme)] = known
         crawl_delays = [r.crawl_delay() for r in by_scheme.values() if r is not None]
-        delay = max(delay, politeness.base_delay(self.cfg, max((d for d in crawl_delays if d is not None), default=None), 0.0))
+        delay = max(
+            delay, politeness.base_delay(self.cfg, max((d for d in crawl_delays if d is not None), default=None), 0.0)
+        )
         record.delay = max(record.delay, delay)
 
         for i, entry in enumerate(plan.entries):
@@ -366,7 +375,9 @@ class HostCrawler:
         result.waited = waited + ip_waited
         return result
 
-    async def _hop_clock(self, plan: HostPlan, target: str, url: str, entry: FrontierEntry) -> HostRecord | str | FetchResult:
+    async def _hop_clock(
+        self, plan: HostPlan, target: str, url: str, entry: FrontierEntry
+    ) -> HostRecord | str | FetchResult:
         """The clock of ``target``, another host a robots.txt redirect of ``plan.host`` leads to.
 
         Returns the target's live record when this loop owns the target (its fetch shard is
@@ -438,9 +449,7 @@ class HostCrawler:
             self.waits_finished += 1
         return time.monotonic() - began
 
-    def _after(
-        self, record: HostRecord, result: FetchResult, rules: RobotsRules | None, floor: float
-    ) -> None:
+    def _after(self, record: HostRecord, result: FetchResult, rules: RobotsRules | None, floor: float) -> None:
         """Books a response on the host's clock and adapts its delay (never below ``floor``,
         the plan's delay, which carries the operator's minimum)."""
         end = result.fetched_at + result.elapsed
@@ -449,9 +458,7 @@ class HostCrawler:
         status = result.status if result.outcome == "fetched" else None
         if status is not None:
             record.last_response_time = result.response_time  # the host's time, not the loop's
-        steady = politeness.base_delay(
-            self.cfg, rules.crawl_delay() if rules else None, record.last_response_time
-        )
+        steady = politeness.base_delay(self.cfg, rules.crawl_delay() if rules else None, record.last_response_time)
         decision = politeness.after_response(
             self.cfg,
             current_delay=max(record.delay, steady),
@@ -530,8 +537,12 @@ class HostCrawler:
         now = time.time()
         store_robots_answer(record, rules, status, now)
         return cached_rules(
-            record.robots, record.robots_good, good_at=record.robots_good_at,
-            failing_since=record.robots_failing_since, token=token, now=now,
+            record.robots,
+            record.robots_good,
+            good_at=record.robots_good_at,
+            failing_since=record.robots_failing_since,
+            token=token,
+            now=now,
         )
 
     async def _get(self, entry: FrontierEntry, url: str, ip: str | None) -> FetchResult:
@@ -565,7 +576,11 @@ class HostCrawler:
                 if len(resp.raw_headers) > self.cfg.max_response_headers:
                     resp.close()
                     raise ResponseRefused(f"more than {self.cfg.max_response_headers} response header lines")
-                peer = resp.connection.transport.get_extra_info("peername") if resp.connection and resp.connection.transport else None
+                peer = (
+                    resp.connection.transport.get_extra_info("peername")
+                    if resp.connection and resp.connection.transport
+                    else None
+                )
                 _TRANSFER_END.set(None)
                 raw, body, cut = await self._read_body(resp, sitemap=entry.kind != "page")
                 headers = [(k.decode("latin-1"), v.decode("latin-1")) for k, v in resp.raw_headers]
@@ -597,8 +612,14 @@ class HostCrawler:
             elapsed = time.monotonic() - t0
             reason = type(exc).__name__ + (f": {exc}" if str(exc) else "")
             return FetchResult(
-                entry=entry, outcome="error", url=url, fetched_at=started, elapsed=elapsed,
-                ip=ip, request_headers=request_headers, error=reason[:500],
+                entry=entry,
+                outcome="error",
+                url=url,
+                fetched_at=started,
+                elapsed=elapsed,
+                ip=ip,
+                request_headers=request_headers,
+                error=reason[:500],
             )
 
     async def _read_body(self, resp: aiohttp.ClientResponse, sitemap: bool = False) -> tuple[bytes, bytes, str | None]:
@@ -708,14 +729,21 @@ def _deferred(entry: FrontierEntry, why: str) -> FetchResult:
 
 
 def _refused(
-    entry: FrontierEntry, url: str, why: str, request_headers: list[tuple[str, str]] | None = None,
+    entry: FrontierEntry,
+    url: str,
+    why: str,
+    request_headers: list[tuple[str, str]] | None = None,
     started: float | None = None,
 ) -> FetchResult:
     """A request the address policy refused: no socket was opened, nothing is archived."""
     reason = why if why.startswith(REFUSED_PREFIX) else f"{REFUSED_PREFIX}{why}"
     return FetchResult(
-        entry=entry, outcome="refused", url=url, fetched_at=started or time.time(),
-        request_headers=request_headers or [], error=reason[:500],
+        entry=entry,
+        outcome="refused",
+        url=url,
+        fetched_at=started or time.time(),
+        request_headers=request_headers or [],
+        error=reason[:500],
     )
 
 
@@ -754,7 +782,13 @@ def error_kind(reason: str | None) -> str:
         return "timeout"
     if "connectorerror" in text or "connection refused" in text or "cannot connect" in text:
         return "connect"
-    if "disconnect" in text or "reset" in text or "payload" in text or "connection lost" in text or "broken pipe" in text:
+    if (
+        "disconnect" in text
+        or "reset" in text
+        or "payload" in text
+        or "connection lost" in text
+        or "broken pipe" in text
+    ):
         return "connection_lost"
     if "header" in text or "response" in text or "http" in text or "valueerror" in text:
         return "bad_response"

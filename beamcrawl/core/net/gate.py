@@ -64,9 +64,7 @@ class GatedConnector(OneAnswerConnector):
         self.allow_private_networks = allow_private_networks
         self.refused = 0  # connections refused by this connector, for tests and metrics
 
-    async def _resolve_host(
-        self, host: str, port: int, traces: Sequence[Trace] | None = None
-    ) -> list[ResolveResult]:
+    async def _resolve_host(self, host: str, port: int, traces: Sequence[Trace] | None = None) -> list[ResolveResult]:
         infos = await super()._resolve_host(host, port, traces=traces)
         for info in infos:
             try:
@@ -83,7 +81,9 @@ class GatedConnector(OneAnswerConnector):
         raise AddressRefused(str(req.url.host), "the crawler connects to no proxy")
 
 
-def open_session(resolver: AbstractResolver, allow_private_networks: bool, **connector_args: Any) -> aiohttp.ClientSession:
+def open_session(
+    resolver: AbstractResolver, allow_private_networks: bool, **connector_args: Any
+) -> aiohttp.ClientSession:
     """The crawler's HTTP client session, every connection of it through :class:`GatedConnector`.
 
     Call inside the event loop the session is used in.

@@ -246,9 +246,7 @@ class ResolveRules:
         """
         self._rules = tuple((glob.lower(), ip) for glob, ip in rules)
         # fnmatch.translate once, not per lookup; fnmatchcase semantics (we lower-case).
-        self._compiled = tuple(
-            (re.compile(fnmatch.translate(glob)), ip) for glob, ip in self._rules
-        )
+        self._compiled = tuple((re.compile(fnmatch.translate(glob)), ip) for glob, ip in self._rules)
 
     @classmethod
     def from_specs(cls, specs: Iterable[str]) -> ResolveRules:

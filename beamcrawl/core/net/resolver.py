@@ -181,9 +181,7 @@ class PolicyResolver(AbstractResolver):
             await self._system.close()
 
 
-async def resolve_many(
-    resolver: PolicyResolver, hosts: Iterable[str], concurrency: int = 256
-) -> dict[str, Resolution]:
+async def resolve_many(resolver: PolicyResolver, hosts: Iterable[str], concurrency: int = 256) -> dict[str, Resolution]:
     """Resolves many host names at once (at most ``concurrency`` lookups in flight).
 
     Returns ``{host: Resolution}``; one failing lookup never stops the others.

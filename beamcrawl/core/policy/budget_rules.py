@@ -108,9 +108,7 @@ class BudgetRules:
         if not self.period > 0:
             problems.append(f"period must be > 0, got {self.period}")
         if not 0 < self.defer_base <= self.defer_max:
-            problems.append(
-                f"need 0 < defer_base ({self.defer_base}) <= defer_max ({self.defer_max})"
-            )
+            problems.append(f"need 0 < defer_base ({self.defer_base}) <= defer_max ({self.defer_max})")
         if problems:
             raise ValueError("; ".join(problems))
 
@@ -121,9 +119,7 @@ class BudgetRules:
 
     def defer(self, now: float, times_deferred: int, spread_key: int | None = None) -> float:
         """:func:`defer_until` with these settings."""
-        return defer_until(
-            now, times_deferred, base=self.defer_base, ceiling=self.defer_max, spread_key=spread_key
-        )
+        return defer_until(now, times_deferred, base=self.defer_base, ceiling=self.defer_max, spread_key=spread_key)
 
 
 # --- STAR: the budget -------------------------------------------------------------------------
@@ -252,9 +248,7 @@ def period_usage(period_start: float, used: int, now: float, period: float) -> t
 # --- containment caps -------------------------------------------------------------------------
 
 
-def cap_new_pages(
-    queued: Sequence[T], is_new: Callable[[T], bool], cap: int
-) -> tuple[list[T], list[T]]:
+def cap_new_pages(queued: Sequence[T], is_new: Callable[[T], bool], cap: int) -> tuple[list[T], list[T]]:
     """At most ``cap`` never-fetched URLs per host per round; revisits are not capped.
 
     Args:
@@ -397,9 +391,7 @@ class LinkingDomains:
         if self._exact is not None:
             self._to_sketch()
         assert self._registers is not None and other._registers is not None
-        self._registers = bytearray(
-            max(a, b) for a, b in zip(self._registers, other._registers, strict=True)
-        )
+        self._registers = bytearray(max(a, b) for a, b in zip(self._registers, other._registers, strict=True))
 
     # reading
     def count(self) -> int:

@@ -641,10 +641,18 @@ def after_fetch(
         s.outcomes = _push(s, OUTCOME_CODES["moved"])
         due = now + policy.max_interval if policy.recheck_moved else None
         s.next_due = due
-        priority = revisit_priority(s.importance, s.lam, policy.max_interval, policy.horizon) if due is not None else 0.0
+        priority = (
+            revisit_priority(s.importance, s.lam, policy.max_interval, policy.horizon) if due is not None else 0.0
+        )
         return s, Schedule(
-            "moved", due, priority, "moved", keep_copy=False, redirect_to=outcome.location,
-            target_importance=s.importance, reason=f"{status} moved permanently",
+            "moved",
+            due,
+            priority,
+            "moved",
+            keep_copy=False,
+            redirect_to=outcome.location,
+            target_importance=s.importance,
+            reason=f"{status} moved permanently",
         )
     if status in (302, 303, 307) and outcome.location:
         # A temporary redirect: the URL stays the name to revisit; its target is queued
@@ -654,8 +662,14 @@ def after_fetch(
         due, priority = _revisit(s, now, policy)
         s.next_due = due
         return s, Schedule(
-            "revisit", due, priority, "redirect", keep_copy=True, redirect_to=outcome.location,
-            target_importance=s.importance, reason=f"{status} temporary redirect",
+            "revisit",
+            due,
+            priority,
+            "redirect",
+            keep_copy=True,
+            redirect_to=outcome.location,
+            target_importance=s.importance,
+            reason=f"{status} temporary redirect",
         )
     if status is not None and 400 <= status < 500 and status != 429:
         s.status, s.errors, s.moved_to = status, 0, None
@@ -663,13 +677,17 @@ def after_fetch(
         s.outcomes = _push(s, OUTCOME_CODES["gone"])
         if s.misses >= policy.max_misses:
             s.next_due = None
-            return s, Schedule("drop", None, 0.0, "gone", keep_copy=False, reason=f"{status}, {s.misses} misses: dropped")
+            return s, Schedule(
+                "drop", None, 0.0, "gone", keep_copy=False, reason=f"{status}, {s.misses} misses: dropped"
+            )
         wait = min(policy.max_interval, policy.gone_interval * 2 ** (s.misses - 1))
         s.next_due = now + wait
         # A missing page is worth a re-check only as much as it was worth, times the
         # chance it came back: rank it low.
-        priority = s.importance * 0.5 ** s.misses * change_probability(s.lam, wait)
-        return s, Schedule("revisit", s.next_due, priority, "gone", keep_copy=False, reason=f"{status}, miss {s.misses}")
+        priority = s.importance * 0.5**s.misses * change_probability(s.lam, wait)
+        return s, Schedule(
+            "revisit", s.next_due, priority, "gone", keep_copy=False, reason=f"{status}, miss {s.misses}"
+        )
 
     # 5xx, 429, no response, unexpected 304, a 3xx without Location, 1xx: keep the old copy.
     s.status = status
@@ -679,14 +697,18 @@ def after_fetch(
     if s.errors > policy.max_errors:
         due, priority = _revisit(s, now, policy)
         s.next_due = due
-        return s, Schedule("revisit", due, priority, "error", keep_copy=True, reason=f"{what}: {s.errors} errors, normal interval")
+        return s, Schedule(
+            "revisit", due, priority, "error", keep_copy=True, reason=f"{what}: {s.errors} errors, normal interval"
+        )
     wait = min(policy.retry_cap, policy.retry_base * 2 ** (s.errors - 1))
     if outcome.retry_after is not None and outcome.retry_after > 0:
         wait = max(wait, min(outcome.retry_after, policy.max_interval))
     s.next_due = now + wait
     # A retry is worth what the visit was worth; the error did not change that.
     since = s.checked_at if s.checked_at is not None else None
-    priority = s.importance if since is None else revisit_priority(s.importance, s.lam, s.next_due - since, policy.horizon)
+    priority = (
+        s.importance if since is None else revisit_priority(s.importance, s.lam, s.next_due - since, policy.horizon)
+    )
     return s, Schedule("retry", s.next_due, priority, "error", keep_copy=True, reason=f"{what}: retry {s.errors}")
 
 
@@ -785,4 +807,3 @@ def priority_now(state: RevisitState, now: float, policy: SchedulePolicy = DEFAU
     if state.checked_at is None:
         return state.importance * failing
     return failing * revisit_priority(state.importance, state.lam, now - state.checked_at, policy.horizon)
-

@@ -106,8 +106,7 @@ _MAX_FIELD_WORDS = 2
 # Characters str.splitlines() breaks at that RFC 9309 does not. They are written as their
 # UTF-8 percent-escapes, which protego's matching treats as the same character.
 _EXTRA_LINE_BREAKS = {
-    ord(c): "".join(f"%{b:02X}" for b in c.encode("utf-8"))
-    for c in "\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"
+    ord(c): "".join(f"%{b:02X}" for b in c.encode("utf-8")) for c in "\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"
 }
 _HAS_EXTRA_LINE_BREAK = re.compile("[\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]").search
 
@@ -126,9 +125,7 @@ def product_token(agent: str) -> str:
     """
     token = agent.strip()
     if not _TOKEN.fullmatch(token):
-        raise ValueError(
-            f"not a robots.txt product token: {agent!r} (letters, digits, '_' and '-' only)"
-        )
+        raise ValueError(f"not a robots.txt product token: {agent!r} (letters, digits, '_' and '-' only)")
     return token.lower()
 
 
@@ -269,9 +266,7 @@ class RobotsRules:
 
     __slots__ = ("_parser", "kind", "status", "text", "token")
 
-    def __init__(
-        self, kind: RobotsKind, token: str, text: str | None = None, status: int | None = None
-    ) -> None:
+    def __init__(self, kind: RobotsKind, token: str, text: str | None = None, status: int | None = None) -> None:
         """Builds rules directly; prefer :meth:`parse`, :meth:`from_fetch` or :meth:`from_dict`.
 
         Raises:

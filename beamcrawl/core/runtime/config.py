@@ -166,19 +166,22 @@ class CrawlConfig:
         1.0,
         "Politeness floor: seconds between the end of one response and the next request "
         "to the same host (like Scrapy's DOWNLOAD_DELAY).",
-        minimum=0, unit="s",
+        minimum=0,
+        unit="s",
     )
     max_delay: float = _setting(
         120.0,
         "Ceiling of the adaptive per-host delay and cap on robots.txt Crawl-delay, seconds.",
-        minimum=0, unit="s",
+        minimum=0,
+        unit="s",
     )
     response_time_factor: float = 10.0
     robots_max_age: float = 24 * 3600.0
     round_window: float = _setting(
         60.0,
         "Seconds a round spends fetching; a host gets at most round_window / delay URLs.",
-        minimum=0.001, unit="s",
+        minimum=0.001,
+        unit="s",
     )
     # Per server IP: the minimum gap from the end of one response on an IP to the next
     # request to it, whichever host it is for. 0 = off (see README: a CDN or a test web puts
@@ -189,7 +192,8 @@ class CrawlConfig:
         "request to it, whatever the host; one request at a time per IP when set. 0 = off "
         "(the per-host delay still applies). Set it (e.g. 0.5) for webs with much shared "
         "hosting; it throttles every host behind one CDN address together.",
-        minimum=0, unit="s",
+        minimum=0,
+        unit="s",
     )
     # How long a DNS answer (or a failure to get one) is kept in the host record. The system
     # resolver (getaddrinfo) reports no TTL, so this stands in for it.
@@ -217,18 +221,18 @@ class CrawlConfig:
         repeat=True,
     )
     # Bounded work per fetch.
-    connect_timeout: float = _setting(
-        10.0, "Seconds to establish a connection.", minimum=0.001, unit="s"
-    )
+    connect_timeout: float = _setting(10.0, "Seconds to establish a connection.", minimum=0.001, unit="s")
     total_timeout: float = _setting(
         30.0,
         "Seconds for a whole request and response (like Scrapy's DOWNLOAD_TIMEOUT).",
-        minimum=0.001, unit="s",
+        minimum=0.001,
+        unit="s",
     )
     max_body_bytes: int = _setting(
         2 * MiB,
         "Bodies are cut at this size and recorded as truncated (like DOWNLOAD_MAXSIZE).",
-        minimum=1, unit="bytes",
+        minimum=1,
+        unit="bytes",
     )
     max_redirects: int = MAX_REDIRECTS
     # Slow-drip servers (core/net/transfer.py): after ``transfer_grace`` seconds a body must have
@@ -245,9 +249,9 @@ class CrawlConfig:
     )
     stall_timeout: float = _setting(
         10.0,
-        "Seconds a body may go without a single byte before it is cut (WARC-Truncated: "
-        "time). 0 = off.",
-        minimum=0, unit="s",
+        "Seconds a body may go without a single byte before it is cut (WARC-Truncated: time). 0 = off.",
+        minimum=0,
+        unit="s",
     )
     # Content-Encoding is undone into at most this many bytes (gzip, deflate, brotli bombs).
     max_decoded_bytes: int = _setting(
@@ -255,13 +259,13 @@ class CrawlConfig:
         "Content-Encoding (gzip, deflate, br) is undone into at most this many bytes, so a "
         "compression bomb costs at most this much memory (what is parsed is cut there; the "
         "record keeps the bytes as sent, up to --max-body-bytes).",
-        minimum=1, unit="bytes",
+        minimum=1,
+        unit="bytes",
     )
     # Response header lines beyond this refuse the response (aiohttp also caps each line).
     max_response_headers: int = _setting(
         128,
-        "A response with more header lines is refused (an error, not a page). Each line "
-        "is also capped at 16 KiB.",
+        "A response with more header lines is refused (an error, not a page). Each line is also capped at 16 KiB.",
         minimum=1,
     )
     # URL shape (core/urls/urlshape.py): links failing a rule are never offered to the seen check.
@@ -276,8 +280,7 @@ class CrawlConfig:
     )
     max_segment_repeats: int = _setting(
         3,
-        "Discovered URLs whose path repeats one segment this often (/a/b/a/b/a/) are not "
-        "followed. 0 = off.",
+        "Discovered URLs whose path repeats one segment this often (/a/b/a/b/a/) are not followed. 0 = off.",
         minimum=0,
     )
     fetch_documents: bool = _setting(
@@ -295,32 +298,30 @@ class CrawlConfig:
         "(IRLbot's STAR); over-budget URLs are deferred, never deleted. --domain-budgets=false "
         "turns them off.",
     )
-    domain_budget_base: int = _setting(
-        100, "Pages per budget period for a domain nobody links to.", minimum=0
-    )
+    domain_budget_base: int = _setting(100, "Pages per budget period for a domain nobody links to.", minimum=0)
     domain_budget_per_linker: int = _setting(
         10, "Extra pages per period for each other registered domain linking to it.", minimum=0
     )
     domain_budget_cap: int = _setting(100_000, "Most pages per period for any one domain.", minimum=0)
-    seed_domain_credit: int = _setting(
-        100, "Linking domains credited to a domain that holds a seed URL.", minimum=0
-    )
+    seed_domain_credit: int = _setting(100, "Linking domains credited to a domain that holds a seed URL.", minimum=0)
     budget_period: float = _setting(
         86400.0,
         "Seconds of a budget period (budgets refill at each multiple of it).",
-        minimum=1, unit="s",
+        minimum=1,
+        unit="s",
     )
     defer_base: float = _setting(
         86400.0,
         "An over-budget URL is set aside until the next multiple of this many seconds "
         "(when a day-long budget refills); each further deferral doubles the wait.",
-        minimum=1, unit="s",
+        minimum=1,
+        unit="s",
     )
     defer_max: float = _setting(
         30 * 86400.0,
-        "Longest deferral, seconds (a domain that gains reputation gets its URLs back "
-        "within this long).",
-        minimum=1, unit="s",
+        "Longest deferral, seconds (a domain that gains reputation gets its URLs back within this long).",
+        minimum=1,
+        unit="s",
     )
     # Containment: never-fetched URLs per host per round, and new host names per registered
     # domain per round and in all (wildcard DNS). 0 = no cap.
@@ -339,9 +340,7 @@ class CrawlConfig:
         1000, "Most host names one registered domain admits in all. 0 = no cap.", minimum=0
     )
     # Parallelism.
-    fetch_shards: int = _setting(
-        16, "Fetch shards; each host (its clock) is owned by exactly one.", minimum=1
-    )
+    fetch_shards: int = _setting(16, "Fetch shards; each host (its clock) is owned by exactly one.", minimum=1)
     max_hosts_in_flight: int = _setting(
         1000,
         "Hosts crawled at once by one fetch loop (like Scrapy's CONCURRENT_REQUESTS).",
@@ -351,7 +350,8 @@ class CrawlConfig:
         4,
         "The URL-seen join uses at least 2^bits fingerprint buckets (key ranges of the seen "
         "set); more as the seen set grows.",
-        minimum=0, maximum=16,
+        minimum=0,
+        maximum=16,
     )
     warc_max_bytes: int = 1024 * 1024 * 1024
     max_urls_per_host: int = 0  # 0 = only the round window limits a host's slots
@@ -371,24 +371,27 @@ class CrawlConfig:
     min_revisit_interval: float = _setting(
         3600.0,
         "Shortest time, seconds, before a fetched page is fetched again.",
-        minimum=0.001, unit="s",
+        minimum=0.001,
+        unit="s",
     )
     max_revisit_interval: float = _setting(
         60 * 86400.0,
         "Longest time, seconds, a fetched page waits for its next visit, even if it never changed.",
-        minimum=0.001, unit="s",
+        minimum=0.001,
+        unit="s",
     )
     revisit_horizon: float = _setting(
         86400.0,
         "Seconds of freshness worth one new page of the same importance: how revisits and "
         "new URLs share a round (smaller favours revisits).",
-        minimum=0.001, unit="s",
+        minimum=0.001,
+        unit="s",
     )
     prior_change_interval: float = _setting(
         7 * 86400.0,
-        "How often a page is assumed to change before its visits tell (the change-rate "
-        "prior's median), seconds.",
-        minimum=0.001, unit="s",
+        "How often a page is assumed to change before its visits tell (the change-rate prior's median), seconds.",
+        minimum=0.001,
+        unit="s",
     )
     max_gone_misses: int = _setting(
         3, "404/410 answers in a row (a 410 counts twice) after which a URL is dropped.", minimum=1
@@ -397,7 +400,8 @@ class CrawlConfig:
     max_sitemap_bytes: int = _setting(
         MAX_SITEMAP_BYTES,
         "Largest sitemap or feed read, bytes (decompressed; sitemaps.org's limit is 50 MB).",
-        minimum=1, unit="bytes",
+        minimum=1,
+        unit="bytes",
     )
     # Web Bot Auth (core/net/botauth.py): the Ed25519 key file (a path or gs:// URL, read by each
     # fetch loop, so the key never travels in the job's options) and the Signature-Agent URL.
@@ -419,9 +423,7 @@ class CrawlConfig:
     def __post_init__(self) -> None:
         problems = _bound_problems(self)
         if self.max_delay < self.min_delay:
-            problems.append(
-                f"--max-delay ({self.max_delay}) must be >= --min-delay ({self.min_delay})"
-            )
+            problems.append(f"--max-delay ({self.max_delay}) must be >= --min-delay ({self.min_delay})")
         if not self.robots_token or any(c.isspace() or c == "/" for c in self.robots_token):
             problems.append(f"--robots-token must be a product token, got {self.robots_token!r}")
         problems.extend(self._limit_problems())
@@ -454,9 +456,7 @@ class CrawlConfig:
                 f"--max-revisit-interval ({self.max_revisit_interval})"
             )
         if not self.defer_base <= self.defer_max:
-            problems.append(
-                f"need --defer-base ({self.defer_base}) <= --defer-max ({self.defer_max})"
-            )
+            problems.append(f"need --defer-base ({self.defer_base}) <= --defer-max ({self.defer_max})")
         return problems
 
     def shape_rules(self) -> ShapeRules:

@@ -98,7 +98,8 @@ def list_files(folder: str) -> list[str]:
     if not os.path.isdir(folder):
         return []
     return sorted(
-        os.path.join(folder, n) for n in os.listdir(folder)
+        os.path.join(folder, n)
+        for n in os.listdir(folder)
         if not n.startswith(".") and os.path.isfile(os.path.join(folder, n))
     )
 

@@ -10,8 +10,7 @@ from __future__ import annotations
 __all__ = ["CREDENTIALS_HELP", "NoCredentials", "require_credentials"]
 
 CREDENTIALS_HELP = (
-    "run `gcloud auth application-default login`, or set GOOGLE_APPLICATION_CREDENTIALS "
-    "to a service-account key file"
+    "run `gcloud auth application-default login`, or set GOOGLE_APPLICATION_CREDENTIALS to a service-account key file"
 )
 
 

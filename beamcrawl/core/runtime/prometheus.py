@@ -112,7 +112,11 @@ class _Family:
         out = [f"# HELP {self.name} {_help(self.help)}", f"# TYPE {self.name} {self.kind}"]
         for suffix, labels, value in sorted(self.samples, key=lambda s: (s[0], sorted(s[1].items()))):
             label_text = ",".join(f'{k}="{_label_value(v)}"' for k, v in sorted(labels.items()))
-            out.append(f"{self.name}{suffix}{{{label_text}}} {_number(value)}" if label_text else f"{self.name}{suffix} {_number(value)}")
+            out.append(
+                f"{self.name}{suffix}{{{label_text}}} {_number(value)}"
+                if label_text
+                else f"{self.name}{suffix} {_number(value)}"
+            )
         return out
 
 
@@ -157,10 +161,14 @@ def _beam_metric(families: _Families, key: str, value: Any) -> None:
     if _is_number(value):
         if parent:  # fetch/status/2xx → beamcrawl_fetch_status{status="2xx"}
             label = _label_name(parent.rsplit("/", 1)[-1])
-            family = families.get(_name(PREFIX, namespace, parent), "gauge", f"{source.rsplit('/', 1)[0]}/* this round.")
+            family = families.get(
+                _name(PREFIX, namespace, parent), "gauge", f"{source.rsplit('/', 1)[0]}/* this round."
+            )
             family.samples.append(("", {label: leaf}, value))
         else:
-            families.get(_name(PREFIX, namespace, name), "gauge", f"{source} this round.").samples.append(("", {}, value))
+            families.get(_name(PREFIX, namespace, name), "gauge", f"{source} this round.").samples.append(
+                ("", {}, value)
+            )
     elif isinstance(value, dict) and _is_number(value.get("count")) and _is_number(value.get("sum")):
         base = _name(PREFIX, namespace, name)
         summary = families.get(base, "summary", f"{source} (distribution) this round.")
@@ -168,7 +176,9 @@ def _beam_metric(families: _Families, key: str, value: Any) -> None:
         summary.samples.append(("_sum", {}, value["sum"]))
         for stat in ("min", "max"):
             if _is_number(value.get(stat)):
-                families.get(f"{base}_{stat}", "gauge", f"{source}: {stat} this round.").samples.append(("", {}, value[stat]))
+                families.get(f"{base}_{stat}", "gauge", f"{source}: {stat} this round.").samples.append(
+                    ("", {}, value[stat])
+                )
 
 
 def render(report: dict[str, Any]) -> str:
@@ -190,7 +200,9 @@ def render(report: dict[str, Any]) -> str:
             families.get(name, "gauge", _HELP.get(key, f"Round report field {key}.")).samples.append(("", {}, value))
     started = _started_epoch(report.get("started_at"))
     if started is not None:
-        families.get(_name(PREFIX, "round_started_timestamp_seconds"), "gauge", "When the round started (Unix time).").samples.append(("", {}, started))
+        families.get(
+            _name(PREFIX, "round_started_timestamp_seconds"), "gauge", "When the round started (Unix time)."
+        ).samples.append(("", {}, started))
     files = report.get("files")
     if isinstance(files, dict):
         family = families.get(_name(PREFIX, "round_files"), "gauge", "Files the round committed, by kind.")

@@ -97,9 +97,7 @@ _JSESSIONID_PARAM = re.compile(r";jsessionid=[^/;]*", re.IGNORECASE)
 # Every "%XX" spelling mapped to its normal form: the character itself when it is unreserved,
 # else the escape with upper-case hex digits.
 _ESCAPE_FORMS = {
-    f"%{hi}{lo}": (
-        chr(int(hi + lo, 16)) if chr(int(hi + lo, 16)) in _UNRESERVED else f"%{hi}{lo}".upper()
-    )
+    f"%{hi}{lo}": (chr(int(hi + lo, 16)) if chr(int(hi + lo, 16)) in _UNRESERVED else f"%{hi}{lo}".upper())
     for hi in "0123456789abcdefABCDEF"
     for lo in "0123456789abcdefABCDEF"
 }

@@ -63,15 +63,13 @@ IMAGE_EXTENSIONS = frozenset(
     "jxl jp2 j2k psd xcf raw cr2 nef arw dng eps ai".split()
 )
 VIDEO_EXTENSIONS = frozenset(
-    "mp4 m4v mov qt avi wmv asf flv f4v mkv webm mpg mpeg mpe m2v m2ts mts 3gp 3g2 ogv vob rm "
-    "rmvb divx m3u8".split()
+    "mp4 m4v mov qt avi wmv asf flv f4v mkv webm mpg mpeg mpe m2v m2ts mts 3gp 3g2 ogv vob rm rmvb divx m3u8".split()
 )
 AUDIO_EXTENSIONS = frozenset(
     "mp3 mp2 wav wave ogg oga opus flac aac m4a m4b wma aif aiff aifc mid midi ra amr ape".split()
 )
 ARCHIVE_EXTENSIONS = frozenset(
-    "zip gz tgz bz2 tbz tbz2 xz txz lz lzma zst 7z rar tar cab arj z iso img dmg vhd vmdk "
-    "qcow2 sit sitx".split()
+    "zip gz tgz bz2 tbz tbz2 xz txz lz lzma zst 7z rar tar cab arj z iso img dmg vhd vmdk qcow2 sit sitx".split()
 )
 EXECUTABLE_EXTENSIONS = frozenset(
     "exe msi msp dll so dylib bin apk aab ipa deb rpm jar war ear class pkg mpkg appimage "
@@ -143,9 +141,7 @@ class ShapeRules:
         if problems:
             raise ValueError("; ".join(problems))
         # Computed once (a frozen dataclass, hence object.__setattr__).
-        rejected = self.binary_extensions | (
-            DOCUMENT_EXTENSIONS if self.skip_documents else frozenset()
-        )
+        rejected = self.binary_extensions | (DOCUMENT_EXTENSIONS if self.skip_documents else frozenset())
         object.__setattr__(self, "_rejected", frozenset(e.lower().lstrip(".") for e in rejected))
         object.__setattr__(self, "_schemes", frozenset(s.lower() for s in self.schemes))
 

@@ -68,8 +68,14 @@ def test_record_is_version_fields_digest_type_length_block_and_crlf_crlf():
     lines, block, tail = _split(data)
     assert lines[0] == "WARC/1.1"
     assert [line.split(": ", 1)[0] for line in lines[1:]] == [
-        "WARC-Type", "WARC-Record-ID", "WARC-Date", "WARC-Target-URI", "WARC-Payload-Digest",
-        "WARC-Block-Digest", "Content-Type", "Content-Length",
+        "WARC-Type",
+        "WARC-Record-ID",
+        "WARC-Date",
+        "WARC-Target-URI",
+        "WARC-Payload-Digest",
+        "WARC-Block-Digest",
+        "Content-Type",
+        "Content-Length",
     ]
     fields = dict(line.split(": ", 1) for line in lines[1:])
     assert block == head + BODY and tail == b"\r\n\r\n"
@@ -180,7 +186,9 @@ def _archive(tmp: str, phrases_sent: list[bytes], status: int = 200) -> tuple[li
     for i, raw in enumerate(phrases_sent):
         head, _ = http_head(status_line("1.1", status, as_the_client_gives_it(raw)), [("Content-Type", "text/html")])
         heads.append(head)
-        members.append(gzip_member(record(_fields(f"http://a.test/{i}"), head, BODY, content_type=RESPONSE_CONTENT_TYPE)))
+        members.append(
+            gzip_member(record(_fields(f"http://a.test/{i}"), head, BODY, content_type=RESPONSE_CONTENT_TYPE))
+        )
     path = os.path.join(tmp, "phrases.warc.gz")
     with open(path, "wb") as fh:
         fh.write(b"".join(members))
@@ -243,7 +251,15 @@ def test_a_phrase_with_a_control_character_is_replaced_and_the_record_still_chec
     assert status_line("1.1", 503, "x\ud800") == "HTTP/1.1 503 Service Unavailable"  # not from any wire
 
 
-ISSUE_PHRASES = ["Ünïcödé ☃".encode(), "OK ✓".encode(), "Успешно".encode(), b"\xe9t\xe9 \xff\x80", b"OK", b"", b"a\x01b"]
+ISSUE_PHRASES = [
+    "Ünïcödé ☃".encode(),
+    "OK ✓".encode(),
+    "Успешно".encode(),
+    b"\xe9t\xe9 \xff\x80",
+    b"OK",
+    b"",
+    b"a\x01b",
+]
 
 
 def test_a_fetched_reason_phrase_is_archived_as_sent(tmp_path):
@@ -264,8 +280,13 @@ def test_a_fetched_reason_phrase_is_archived_as_sent(tmp_path):
     from wire_shapes import ShapeServer  # noqa: E402  (tests/wire_shapes.py)
 
     config = CrawlConfig(
-        out="/tmp/o", store="sqlite:///tmp/o", min_delay=0.02, round_window=20, allow_private_networks=True,
-        resolve=(("*.test", "127.0.0.1"),), total_timeout=5.0,
+        out="/tmp/o",
+        store="sqlite:///tmp/o",
+        min_delay=0.02,
+        round_window=20,
+        allow_private_networks=True,
+        resolve=(("*.test", "127.0.0.1"),),
+        total_timeout=5.0,
     )
     with ShapeServer() as server:
         slot = f"reason.test:{server.port}"
@@ -274,7 +295,10 @@ def test_a_fetched_reason_phrase_is_archived_as_sent(tmp_path):
         record_ = HostRecord(host=slot)
         record_.robots = RobotsRules.parse("", "beamcrawl").to_dict()
         record_.robots_fetched_at = time.time()
-        entries = [FrontierEntry(url=f"http://{slot}/page-{i}", fp=i + 1, host=slot, due_ms=0) for i in range(len(ISSUE_PHRASES))]
+        entries = [
+            FrontierEntry(url=f"http://{slot}/page-{i}", fp=i + 1, host=slot, due_ms=0)
+            for i in range(len(ISSUE_PHRASES))
+        ]
         runner = FetchRunner(config)
         try:
             runner.submit(HostPlan(host=slot, shard=0, record=record_, delay=0.02, fetch_robots=False, entries=entries))

@@ -30,8 +30,19 @@ HEADERS = [("Content-Type", "text/html; charset=utf-8"), ("Content-Length", str(
 
 def _page(url: str, at: float) -> ParsedPage:
     entry = FrontierEntry(url=url, fp=fingerprint(url), host=url.split("/")[2], due_ms=0)
-    fetch = FetchResult(entry=entry, outcome="fetched", url=url, final_url=url, status=200, reason="OK",
-                        fetched_at=at, ip="127.0.0.1", response_headers=list(HEADERS), body=BODY, raw_body=BODY)
+    fetch = FetchResult(
+        entry=entry,
+        outcome="fetched",
+        url=url,
+        final_url=url,
+        status=200,
+        reason="OK",
+        fetched_at=at,
+        ip="127.0.0.1",
+        response_headers=list(HEADERS),
+        body=BODY,
+        raw_body=BODY,
+    )
     return ParsedPage(fetch=fetch)
 
 
@@ -67,12 +78,20 @@ def test_revisit_after_its_original_passes_warcio_check(tmp_path):
     assert "digest pass" in check.stdout  # the response's digests
 
     with open(path, "rb") as f:
-        records = list((r.rec_type, r.rec_headers, r.http_headers, r.content_stream().read()) for r in ArchiveIterator(f))
+        records = list(
+            (r.rec_type, r.rec_headers, r.http_headers, r.content_stream().read()) for r in ArchiveIterator(f)
+        )
     (_, resp_headers, _, resp_body), (rec_type, headers, http, block) = records
     assert resp_body == BODY
     assert rec_type == "revisit"
     names = [name.lower() for name, _ in headers.headers]
-    for field in ("warc-profile", "warc-refers-to-target-uri", "warc-refers-to-date", "warc-payload-digest", "warc-truncated"):
+    for field in (
+        "warc-profile",
+        "warc-refers-to-target-uri",
+        "warc-refers-to-date",
+        "warc-payload-digest",
+        "warc-truncated",
+    ):
         assert names.count(field) == 1, field
     assert headers.get_header("WARC-Profile") == REVISIT_PROFILE_1_1
     assert headers.get_header("WARC-Target-URI") == copy.fetch.url

@@ -350,9 +350,7 @@ def test_utf8_cut_anywhere_is_still_utf8(text: str, cut: int) -> None:
 @given(st.integers(0, 4200))
 def test_meta_charset_truncated_anywhere(cut: int) -> None:
     body = (
-        b"<html><head>"
-        + b"<!-- x -->" * 300
-        + b'<meta http-equiv="content-type" content="text/html; charset=koi8-r">'
+        b"<html><head>" + b"<!-- x -->" * 300 + b'<meta http-equiv="content-type" content="text/html; charset=koi8-r">'
     )
     charset = sniff.detect_charset(body[:cut], detect=False)
     assert charset.encoding in ("koi8-r", "utf-8")

@@ -21,7 +21,15 @@ from selectolax.lexbor import LexborHTMLParser
 
 from beamcrawl.core.content import textfp
 from beamcrawl.core.urls import urlnorm
-from beamcrawl.core.content.htmlparse import FEED_TYPES, MAX_ANCHOR_CHARS, PageLinks, page_links, parse_document, refresh_target, robots_directives
+from beamcrawl.core.content.htmlparse import (
+    FEED_TYPES,
+    MAX_ANCHOR_CHARS,
+    PageLinks,
+    page_links,
+    parse_document,
+    refresh_target,
+    robots_directives,
+)
 from beamcrawl.core.urls.urlnorm import InvalidURL, fingerprint, normalize
 from beamcrawl.simweb import SimWeb
 
@@ -71,7 +79,9 @@ def _ref_text_simhash(text: str, width: int = 2, min_features: int = 16, word_we
     return textfp.simhash_features(weighted)
 
 
-def _ref_page_links(tree: LexborHTMLParser, url: str, token: str = "beamcrawl", encoding: str | None = None) -> PageLinks:
+def _ref_page_links(
+    tree: LexborHTMLParser, url: str, token: str = "beamcrawl", encoding: str | None = None
+) -> PageLinks:
     out = PageLinks()
     base = url
     base_node = tree.css_first("base[href]")
@@ -218,7 +228,7 @@ TRICKY: list[tuple[str, bytes]] = [
         """<html><body><p>Caf\u00e9 cr\u00e8me na\u00efve \u00fcber Stra\u00dfe GROSSE \u1e9eTRASSE \u0130stanbul
         \u0130STANBUL \u212aelvin \u212a\u212a \u039f\u0394\u039f\u03a3. \u039f\u0394\u039f\u03a3.\u0391\u0392\u0393 \u0391\u03a3'\u0391 \u03a3\u039f\u03a6\u0399\u0391\u03a3' \u03a3\u03a3
         \u4e2d\u6587\u5b57 \u65e5\u672c\u8a9e\u306e\u6587\u7ae0 \u0627\u0644\u0639\u0631\u0628\u064a\u0629 \u0663\u0664 x\u00b2\u00b3 \u00b2\u00b3 \u2460\u2461
-        \u201cquoted\u201d it\u2019s \u2014 dash\u2026 emoji \U0001F600\U0001F600 zw\u200djoin co\u00f6perate
+        \u201cquoted\u201d it\u2019s \u2014 dash\u2026 emoji \U0001f600\U0001f600 zw\u200djoin co\u00f6perate
         fi\ufb01ligature \u2167 roman \u00bd half caf\u0065\u0301 combining</p>
         <p>""".encode()
         + _LONG.encode()
@@ -257,7 +267,10 @@ TRICKY: list[tuple[str, bytes]] = [
         <base href="http://late.example/"></body></html>""",
     ),
     ("bad base", b'<html><head><base href="http://[bad/"></head><body><a href="x.html">x</a></body></html>'),
-    ("base on another host", b'<html><head><base href="https://cdn.example.net/a/b?q"></head><body><a href="x.html">x</a><a href="">self</a></body></html>'),
+    (
+        "base on another host",
+        b'<html><head><base href="https://cdn.example.net/a/b?q"></head><body><a href="x.html">x</a><a href="">self</a></body></html>',
+    ),
     (
         "links inside chrome",
         b"<html><body><nav><a href='/nav1'>n</a></nav><header><a href='/h'>h</a></header><main><p>"
@@ -265,7 +278,12 @@ TRICKY: list[tuple[str, bytes]] = [
         + b"</p><a href='/in'>in</a></main><footer><a href='/f'>f</a></footer></body></html>",
     ),
     ("broken markup", b"<html><body><p>unclosed <div class='nav'><a href='/x'>x<p>" + _LONG.encode() + b"<footer>f"),
-    ("latin-1 by meta", b'<html><head><meta charset="latin-1"></head><body><p>na\xefve caf\xe9 ' + _LONG.encode() + b"</p></body></html>"),
+    (
+        "latin-1 by meta",
+        b'<html><head><meta charset="latin-1"></head><body><p>na\xefve caf\xe9 '
+        + _LONG.encode()
+        + b"</p></body></html>",
+    ),
 ]
 
 
@@ -310,8 +328,16 @@ def test_parse_fetch_gives_the_plain_stage_links_and_simhash():
     entry = FrontierEntry(url=url, fp=fingerprint(url), host="a.test", due_ms=0)
     headers = [("Content-Type", "text/html; charset=utf-8")]
     for name, _url, body in CORPUS[::3]:
-        result = FetchResult(entry=entry, outcome="fetched", url=url, final_url=url, status=200,
-                             response_headers=headers, body=body, raw_body=body)
+        result = FetchResult(
+            entry=entry,
+            outcome="fetched",
+            url=url,
+            final_url=url,
+            status=200,
+            response_headers=headers,
+            body=body,
+            raw_body=body,
+        )
         page = parse_fetch(result, "beamcrawl")
         if page.body_kind not in ("html", "xhtml"):
             continue
@@ -341,13 +367,33 @@ def test_the_text_keeps_its_content_in_the_tricky_pages():
 
 # --- the pieces, on generated input ------------------------------------------------------------
 
-_TRICKY_CHARS = list("ab xyzAZ09_-.,'\u00e9\u00c9\u0663\u00b2\u4e2d\u00df\u1e9e\u0130\u212a\u03a3\u03c3\u00a0\u2003\u200b\u2019\ufb01\u0301")
+_TRICKY_CHARS = list(
+    "ab xyzAZ09_-.,'\u00e9\u00c9\u0663\u00b2\u4e2d\u00df\u1e9e\u0130\u212a\u03a3\u03c3\u00a0\u2003\u200b\u2019\ufb01\u0301"
+)
 texts = st.text(alphabet=st.sampled_from(_TRICKY_CHARS) | st.characters(), max_size=80)
 wordy = st.lists(
-    st.sampled_from([
-        "the", "a", "and", "alpha", "Beta", "GAMMA", "2024", "x1", "caf\u00e9", "\u03a3\u039f\u03a3", "\u4e2d\u6587",
-        "\u00b2\u00b3", "_", "it\u2019s", "\u0130i", ".", ",", "\n",
-    ]),
+    st.sampled_from(
+        [
+            "the",
+            "a",
+            "and",
+            "alpha",
+            "Beta",
+            "GAMMA",
+            "2024",
+            "x1",
+            "caf\u00e9",
+            "\u03a3\u039f\u03a3",
+            "\u4e2d\u6587",
+            "\u00b2\u00b3",
+            "_",
+            "it\u2019s",
+            "\u0130i",
+            ".",
+            ",",
+            "\n",
+        ]
+    ),
     max_size=60,
 ).map(" ".join)
 
@@ -361,7 +407,11 @@ def test_utf8_words_are_the_tokens(text):
 def test_utf8_words_lower_the_whole_text_first():
     # A capital sigma lowers to a final sigma unless a letter follows, across "." or "'":
     # lowering chunk by chunk would end these words with the wrong sigma.
-    for text in ("\u039f\u0394\u039f\u03a3.\u0391\u0392\u0393", "\u0391\u03a3'\u0391", "\u039f\u0394\u039f\u03a3. \u0391"):
+    for text in (
+        "\u039f\u0394\u039f\u03a3.\u0391\u0392\u0393",
+        "\u0391\u03a3'\u0391",
+        "\u039f\u0394\u039f\u03a3. \u0391",
+    ):
         assert textfp._utf8_words(text) == [t.encode("utf-8") for t in textfp.tokens(text)]
     assert textfp._utf8_words("\u0391\u03a3'\u0391") == ["\u03b1\u03c3".encode()]
 
@@ -390,7 +440,8 @@ def test_bit_counts_are_the_column_sums_of_the_bit_matrix(n):
 
 
 class_values = st.lists(
-    st.sampled_from(list("navmeuhdr -_\u00a0\u2003\u200b\u212aNAV\u0130") + ["nav", "menu", "ad", "header", "sidebar"]), max_size=12
+    st.sampled_from(list("navmeuhdr -_\u00a0\u2003\u200b\u212aNAV\u0130") + ["nav", "menu", "ad", "header", "sidebar"]),
+    max_size=12,
 ).map("".join)
 
 
@@ -406,10 +457,19 @@ def test_noise_names_are_read_as_the_regex_split_read_them(cls, ident):
 refs = st.lists(
     st.sampled_from(list("ab/.?#:%@ \t") + ["..", "http:", "https://", "//", "x.html", "\u00e9", "a b:c"]), max_size=12
 ).map("".join)
-bases = st.sampled_from([
-    "http://example.com", "http://example.com/", "http://example.com/a/b/c.html?q=1#f", "https://Ex.com:8443/dir/",
-    "http://h/a/b", "http:/no/authority", "http:opaque", "http://example.com?x", "HTTP://e.com/p;x/q",
-])
+bases = st.sampled_from(
+    [
+        "http://example.com",
+        "http://example.com/",
+        "http://example.com/a/b/c.html?q=1#f",
+        "https://Ex.com:8443/dir/",
+        "http://h/a/b",
+        "http:/no/authority",
+        "http:opaque",
+        "http://example.com?x",
+        "HTTP://e.com/p;x/q",
+    ]
+)
 
 
 @settings(max_examples=1000, deadline=None)
@@ -420,7 +480,12 @@ def test_reference_resolution_is_the_plain_one(ref, base):
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.text(alphabet=st.sampled_from(list("ab \t\n\r\x0b\x0c\x1c\x1f\x85\xa0\u1680\u2000\u2028\u200b\u3000\ufeff")) | st.characters()))
+@given(
+    st.text(
+        alphabet=st.sampled_from(list("ab \t\n\r\x0b\x0c\x1c\x1f\x85\xa0\u1680\u2000\u2028\u200b\u3000\ufeff"))
+        | st.characters()
+    )
+)
 def test_squeezed_text_is_the_regex_one(text):
     from beamcrawl.core.content.htmlparse import _squeeze
 

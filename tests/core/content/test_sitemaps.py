@@ -163,7 +163,12 @@ def test_urlset_entries_hints_scope_and_duplicates():
     ]
     home, catalog, news, bad = doc.urls
     assert (home.lastmod, home.lastmod_span, home.changefreq, home.priority) == (1777507200.0, 86400.0, "daily", 1.0)
-    assert (catalog.lastmod, catalog.lastmod_span, catalog.changefreq, catalog.priority) == (1777564815.0, 0.0, "weekly", None)
+    assert (catalog.lastmod, catalog.lastmod_span, catalog.changefreq, catalog.priority) == (
+        1777564815.0,
+        0.0,
+        "weekly",
+        None,
+    )
     assert news.lastmod == 1777632127.0  # the news sitemap's publication_date
     assert (bad.lastmod, bad.changefreq, bad.priority) == (None, None, None)  # bad hints ignored
     # Skipped: another host (out of scope), a mailto: URL, an entry without <loc>.
@@ -219,7 +224,9 @@ def test_feeds_may_link_to_other_hosts():
 
 
 def test_text_sitemap():
-    text = b"\xef\xbb\xbfhttps://www.example.com/a\r\n\r\nhttps://www.example.com/b\nnot a url\nhttps://other.example/c\n"
+    text = (
+        b"\xef\xbb\xbfhttps://www.example.com/a\r\n\r\nhttps://www.example.com/b\nnot a url\nhttps://other.example/c\n"
+    )
     doc = sm.parse(text, BASE)
     assert doc.kind == "text"
     assert _urls(doc) == ["https://www.example.com/a", "https://www.example.com/b"]
@@ -238,7 +245,9 @@ def test_malformed_xml_keeps_what_came_before():
     assert len(doc.urls) == 3 and doc.error is not None and doc.error.startswith("malformed XML")
 
 
-@pytest.mark.parametrize("data, kind", [(SITEMAP, "urlset"), (INDEX, "sitemapindex"), (RSS, "rss"), (ATOM, "atom"), (RDF, "rss")])
+@pytest.mark.parametrize(
+    "data, kind", [(SITEMAP, "urlset"), (INDEX, "sitemapindex"), (RSS, "rss"), (ATOM, "atom"), (RDF, "rss")]
+)
 def test_sniff(data, kind):
     assert sm.sniff(data) == kind
     assert sm.sniff(gzip.compress(data)) == kind
@@ -349,7 +358,7 @@ def test_legacy_rss_doctype_is_fine():
     feed = (
         b'<?xml version="1.0"?>\n<!DOCTYPE rss PUBLIC "-//Netscape Communications//DTD RSS 0.91//EN" '
         b'"http://my.netscape.com/publish/formats/rss-0.91.dtd">\n'
-        b"<rss version=\"0.91\"><channel><item><link>https://old.example/a</link></item></channel></rss>"
+        b'<rss version="0.91"><channel><item><link>https://old.example/a</link></item></channel></rss>'
     )
     assert _urls(sm.parse(feed, "https://old.example/rss")) == ["https://old.example/a"]
 
@@ -394,7 +403,9 @@ class _Padding:
     """A stream of a sitemap with 60 MB of whitespace after its first URL (never in memory)."""
 
     def __init__(self, total: int) -> None:
-        self.parts = [b'<urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9"><url><loc>https://www.example.com/a</loc></url>']
+        self.parts = [
+            b'<urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9"><url><loc>https://www.example.com/a</loc></url>'
+        ]
         self.left = total
 
     def read(self, size: int = -1) -> bytes:
@@ -431,7 +442,9 @@ def test_scope_rules():
     assert not sm.in_scope("http://www.example.com.evil.org/catalog/x", sitemap)
     # A robots.txt naming the sitemap vouches for its whole origin (cross-submits too).
     assert sm.in_scope("http://www.example.com/image/x", sitemap, ("http://www.example.com",))
-    assert sm.in_scope("http://shop.example.net/a", "http://sitemaps.example.com/shop.xml", ("http://shop.example.net",))
+    assert sm.in_scope(
+        "http://shop.example.net/a", "http://sitemaps.example.com/shop.xml", ("http://shop.example.net",)
+    )
 
 
 def test_cross_submitted_sitemap():
@@ -502,7 +515,10 @@ def test_trust_learns_honest_and_lying_hosts():
         liar = sm.observe_lastmod(liar, lastmod=NOW - 60, span=0.0, since=NOW - DAY, changed=changed, now=NOW)
     assert honest.score > 0.95
     assert 0.3 < liar.score < 0.4  # right only when the page did change
-    assert sm.observe_lastmod(honest, lastmod=NOW + 30 * DAY, span=0.0, since=NOW - DAY, changed=True, now=NOW).disagree == 1
+    assert (
+        sm.observe_lastmod(honest, lastmod=NOW + 30 * DAY, span=0.0, since=NOW - DAY, changed=True, now=NOW).disagree
+        == 1
+    )
 
 
 def test_trust_evidence_is_capped_so_hosts_can_change():

@@ -188,9 +188,7 @@ SAMPLES = {
 
 
 def _page(text: str, head: str = "") -> str:
-    return (
-        f"<html><head>{head}<title>t</title></head><body><p>{text * 20}</p><a href='/x'>x</a></body></html>"
-    )
+    return f"<html><head>{head}<title>t</title></head><body><p>{text * 20}</p><a href='/x'>x</a></body></html>"
 
 
 @pytest.mark.parametrize("encoding", sorted(SAMPLES))

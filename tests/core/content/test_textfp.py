@@ -68,13 +68,25 @@ def test_visible_text_keeps_content_and_drops_chrome():
     for kept in ("Article heading", "First paragraph with", "bold", "Kept despite", "Article footnote"):
         assert kept in text
     for dropped in (
-        "Head title", "Brand", "Home", "cookies", "Buy now", "secret", "Related", "Sidebar",
-        "Search", "tracking", "Enable JavaScript", "Copyright",
+        "Head title",
+        "Brand",
+        "Home",
+        "cookies",
+        "Buy now",
+        "secret",
+        "Related",
+        "Sidebar",
+        "Search",
+        "tracking",
+        "Enable JavaScript",
+        "Copyright",
     ):
         assert dropped not in text, dropped
 
 
-@pytest.mark.parametrize("body_tag", ['<body class="home has-sidebar">', '<body id="nav-top">', "<body hidden>", '<body role="banner">'])
+@pytest.mark.parametrize(
+    "body_tag", ['<body class="home has-sidebar">', '<body id="nav-top">', "<body hidden>", '<body role="banner">']
+)
 def test_the_body_is_never_chrome(body_tag):
     """A noise word in the body's own class or id (WordPress's has-sidebar), or a hiding
     attribute on it, must not empty the page: only its chrome goes."""
@@ -94,11 +106,22 @@ def test_visible_text_decodes_by_charset():
 
 
 def test_tokens_drop_stop_words_numbers_and_single_letters():
-    assert tokens("The Cat sat on a mat in 2024, at 10:42 -- x y zz Caf\u00e9!") == ["cat", "sat", "mat", "zz", "caf\u00e9"]
+    assert tokens("The Cat sat on a mat in 2024, at 10:42 -- x y zz Caf\u00e9!") == [
+        "cat",
+        "sat",
+        "mat",
+        "zz",
+        "caf\u00e9",
+    ]
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.text(alphabet=st.sampled_from(list("ab xyzAZ09_-.,\u00e9\u0663\u00b2\u4e2d\u00df\u0130")) | st.characters(), max_size=60))
+@given(
+    st.text(
+        alphabet=st.sampled_from(list("ab xyzAZ09_-.,\u00e9\u0663\u00b2\u4e2d\u00df\u0130")) | st.characters(),
+        max_size=60,
+    )
+)
 def test_tokens_are_the_word_runs_of_two_or_more_characters_kept(text):
     # tokens() finds runs of 2+ word characters with the regex engine; the definition is
     # every \w+ run, lower-cased, without one-character runs, numbers and stop words.

@@ -32,7 +32,9 @@ def _unb64url(text: str) -> bytes:
 
 
 def _pem(key: Ed25519PrivateKey) -> bytes:
-    return key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+    return key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    )
 
 
 def library_verify(headers, url: str, public_key: Ed25519PublicKey, keyid: str):
@@ -110,7 +112,9 @@ def test_independent_verifier_accepts_and_tampering_fails(host, port, scheme, ag
     assert result.parameters["tag"] == "web-bot-auth" and result.parameters["keyid"] == signer.keyid
     assert result.parameters["expires"] - result.parameters["created"] == botauth.VALIDITY
     # Our own verifier agrees, on the authority the request arrived for.
-    assert botauth.verify(dict(headers), botauth.authority(url), {signer.keyid: key.public_key()})["keyid"] == signer.keyid
+    assert (
+        botauth.verify(dict(headers), botauth.authority(url), {signer.keyid: key.public_key()})["keyid"] == signer.keyid
+    )
     # Another site, or another agent, and the signature no longer holds.
     with pytest.raises(hms.InvalidSignature):
         library_verify(headers, f"{scheme}://x{host}{path}", key.public_key(), signer.keyid)
@@ -135,7 +139,14 @@ def test_verify_refuses_expired_and_unknown_keys():
 
 @pytest.mark.parametrize(
     "agent",
-    ["ftp://x.example/", "crawler.example", 'https://x.example/"q', "https://x.example/a b", "https://x.example/\\", "https://\u00e9.example/"],
+    [
+        "ftp://x.example/",
+        "crawler.example",
+        'https://x.example/"q',
+        "https://x.example/a b",
+        "https://x.example/\\",
+        "https://\u00e9.example/",
+    ],
 )
 def test_bad_agents_are_refused_in_one_line(agent):
     with pytest.raises(ValueError, match="--signature-agent") as info:

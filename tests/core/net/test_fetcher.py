@@ -72,7 +72,10 @@ class MockServer(LoopbackServer):
         elif path.startswith("/big"):
             body = b"x" * 50_000
         elif path.startswith("/gz"):
-            body, headers = gzip.compress(b"<html>" + b"a" * 1000 + b"</html>"), {"Content-Type": "text/html", "Content-Encoding": "gzip"}
+            body, headers = (
+                gzip.compress(b"<html>" + b"a" * 1000 + b"</html>"),
+                {"Content-Type": "text/html", "Content-Encoding": "gzip"},
+            )
         elif path.startswith("/redirect"):
             status, headers = 301, {"Location": "/target"}
         elif path.startswith("/etag"):  # answers a conditional request for "v1" with a 304
@@ -112,21 +115,28 @@ class MockServer(LoopbackServer):
         return resp
 
 
-
 def mock_server() -> AbstractContextManager[MockServer]:
     return serving(MockServer())
 
 
 def cfg(**kw) -> CrawlConfig:
     base = dict(
-        out="/tmp/o", store="sqlite:///tmp/o", min_delay=0.2, round_window=20, allow_private_networks=True,
-        resolve=(("*.test", "127.0.0.1"),), max_body_bytes=10_000, total_timeout=1.0,
+        out="/tmp/o",
+        store="sqlite:///tmp/o",
+        min_delay=0.2,
+        round_window=20,
+        allow_private_networks=True,
+        resolve=(("*.test", "127.0.0.1"),),
+        max_body_bytes=10_000,
+        total_timeout=1.0,
     )
     base.update(kw)
     return CrawlConfig(**base)
 
 
-def plan(server: MockServer, host: str, paths: list[str], robots_known: str | None = None, delay: float = 0.2) -> HostPlan:
+def plan(
+    server: MockServer, host: str, paths: list[str], robots_known: str | None = None, delay: float = 0.2
+) -> HostPlan:
     slot = f"{host}:{server.port}"
     record = HostRecord(host=slot)
     if robots_known is not None:
@@ -175,7 +185,9 @@ def test_robots_first_one_in_flight_and_gaps_from_the_server_side():
             assert nxt["start"] >= prev["end"], "two requests in flight on one host"
             assert nxt["start"] - prev["start"] >= 0.2
             assert nxt["start"] - prev["end"] >= 0.19  # counted from the end of the response
-    outcomes = {(r.entry.host.split(":")[0], r.url.rsplit("/", 1)[-1]): r.outcome for r in results if r.entry.source != "robots"}
+    outcomes = {
+        (r.entry.host.split(":")[0], r.url.rsplit("/", 1)[-1]): r.outcome for r in results if r.entry.source != "robots"
+    }
     assert outcomes[("a.test", "x")] == "robots_disallowed"
     assert outcomes[("b.test", "1")] == "robots_disallowed"
     assert all(r["ua"].startswith("Mozilla/5.0 (compatible; beamcrawl/") for r in server.log)
@@ -220,7 +232,9 @@ def test_robots_5xx_fetches_nothing_else_and_defers():
 
 def test_body_cap_timeout_redirect_and_gzip():
     with mock_server() as server:
-        results, _ = run(cfg(), [plan(server, "x.test", ["/big", "/hang", "/redirect", "/gz"], robots_known="", delay=0.05)])
+        results, _ = run(
+            cfg(), [plan(server, "x.test", ["/big", "/hang", "/redirect", "/gz"], robots_known="", delay=0.05)]
+        )
     by = {r.url.rsplit("/", 1)[-1]: r for r in results}
     assert by["big"].truncated == "length" and len(by["big"].raw_body) == 10_000
     assert by["hang"].outcome == "error" and "Timeout" in by["hang"].error
@@ -237,8 +251,14 @@ def test_private_address_refused_without_the_flag():
 
 def test_link_local_refused_even_with_the_flag():
     config = cfg(resolve=(("meta.test", "169.254.169.254"),))
-    p = HostPlan(host="meta.test", shard=0, record=HostRecord("meta.test"), delay=0.1, fetch_robots=True,
-                 entries=[FrontierEntry(url="http://meta.test/latest/meta-data/", fp=1, host="meta.test", due_ms=0)])
+    p = HostPlan(
+        host="meta.test",
+        shard=0,
+        record=HostRecord("meta.test"),
+        delay=0.1,
+        fetch_robots=True,
+        entries=[FrontierEntry(url="http://meta.test/latest/meta-data/", fp=1, host="meta.test", due_ms=0)],
+    )
     results, _ = run(config, [p])
     assert [r.outcome for r in results] == ["refused"]
     assert "link-local" in results[0].error
@@ -246,7 +266,9 @@ def test_link_local_refused_even_with_the_flag():
 
 def test_round_window_defers_what_does_not_fit():
     with mock_server() as server:
-        results, _ = run(cfg(round_window=0.5), [plan(server, "w.test", [f"/{i}" for i in range(10)], robots_known="", delay=0.2)])
+        results, _ = run(
+            cfg(round_window=0.5), [plan(server, "w.test", [f"/{i}" for i in range(10)], robots_known="", delay=0.2)]
+        )
     outcomes = [r.outcome for r in results]
     assert 1 <= outcomes.count("fetched") <= 3
     assert outcomes.count("deferred") == 10 - outcomes.count("fetched")
@@ -271,8 +293,13 @@ def test_hostile_responses_are_bounded():
     """Too many header lines, a slow-drip body, gzip and brotli bombs: each costs bounded
     time and memory, and WARC-Truncated says what was cut (and only then)."""
     config = cfg(
-        total_timeout=10.0, min_transfer_rate=100.0, transfer_grace=0.5, stall_timeout=2.0,
-        max_decoded_bytes=1_000_000, max_response_headers=50, max_body_bytes=100_000,
+        total_timeout=10.0,
+        min_transfer_rate=100.0,
+        transfer_grace=0.5,
+        stall_timeout=2.0,
+        max_decoded_bytes=1_000_000,
+        max_response_headers=50,
+        max_body_bytes=100_000,
     )
     paths = ["/headers/40", "/headers/60", "/bomb-gzip", "/bomb-br", "/drip"]  # drip last: it slows the host
     with mock_server() as server:
@@ -390,7 +417,9 @@ def test_retry_after_is_honoured_by_the_next_rounds_first_request():
 
         # Round 2 starts at once: AssignSlots plans with the host's clock, not the round's.
         now = time.time()
-        entries = [FrontierEntry(url=f"http://{record.host}/{i}", fp=10 + i, host=record.host, due_ms=0) for i in range(20)]
+        entries = [
+            FrontierEntry(url=f"http://{record.host}/{i}", fp=10 + i, host=record.host, due_ms=0) for i in range(20)
+        ]
         nxt = plan_host(record.host, entries, record, None, config, now)
         assert nxt is not None and not nxt.fetch_robots
         # Fewer slots: only the part of the window after the hold counts (12 without it).
@@ -501,7 +530,9 @@ def test_https_robots_failing_leaves_the_same_host_and_port_fetched_over_http():
     assert outcome[f"http://{slot}/1"][0] == outcome[f"http://{slot}/2"][0] == "fetched"
     record = hosts[slot]
     assert record.robots_view("https").robots["kind"] == "disallow_all"
-    assert record.robots_view("http").robots["kind"] != "disallow_all" and record.robots_view("http").robots_status == 404
+    assert (
+        record.robots_view("http").robots["kind"] != "disallow_all" and record.robots_view("http").robots_status == 404
+    )
 
 
 @functools.cache
@@ -516,10 +547,14 @@ class BigSitemapServer(MockServer):
     async def _handle(self, request: web.Request) -> web.StreamResponse:
         if request.path.startswith("/big-sitemap"):
             start = time.time()
-            resp = web.Response(body=big_sitemap(), headers={"Content-Type": "application/xml", "Content-Encoding": "gzip"})
+            resp = web.Response(
+                body=big_sitemap(), headers={"Content-Type": "application/xml", "Content-Encoding": "gzip"}
+            )
             await resp.prepare(request)
             await resp.write_eof()
-            self._log.append({"start": start, "end": time.time(), "host": request.host.split(":")[0], "path": request.path})
+            self._log.append(
+                {"start": start, "end": time.time(), "host": request.host.split(":")[0], "path": request.path}
+            )
             return resp
         return await super()._handle(request)
 
@@ -632,9 +667,15 @@ def test_robots_and_page_redirects_from_many_hosts_to_one_keep_its_clock():
     for prev, nxt in zip(ok, ok[1:]):
         assert nxt["start"] >= prev["end"], "two requests in flight to ok.test"
         assert nxt["start"] - prev["end"] >= 0.19, "ok.test's delay not kept"
-    outcome = {(r.entry.host.split(":")[0], r.entry.url.rsplit(":", 1)[1].split("/", 1)[1]): r for r in results if r.entry.source != "robots"}
+    outcome = {
+        (r.entry.host.split(":")[0], r.entry.url.rsplit(":", 1)[1].split("/", 1)[1]): r
+        for r in results
+        if r.entry.source != "robots"
+    }
     for i in range(10):
-        assert outcome[(f"src{i}.test", "private/x")].outcome == "robots_disallowed"  # ok.test's rules, in force for src
+        assert (
+            outcome[(f"src{i}.test", "private/x")].outcome == "robots_disallowed"
+        )  # ok.test's rules, in force for src
         assert outcome[(f"src{i}.test", "ok")].outcome == "fetched"
         moved = outcome[(f"src{i}.test", "moved")]
         assert moved.status == 301 and moved.header("location").endswith("/1")  # queued for ok.test, not followed
@@ -674,5 +715,7 @@ def test_a_robots_redirect_to_a_host_another_loop_owns_waits_for_a_round_in_its_
         results, hosts = run(cfg(fetch_shards=shards), [again])
         assert [r.outcome for r in results if r.entry.source != "robots"] == ["fetched"]
         assert [(r["host"], r["path"]) for r in server.log][1:] == [
-            ("src.test", "/robots.txt"), ("ok.test", "/robots.txt"), ("src.test", "/a"),
+            ("src.test", "/robots.txt"),
+            ("ok.test", "/robots.txt"),
+            ("src.test", "/a"),
         ]

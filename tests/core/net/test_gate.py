@@ -56,7 +56,9 @@ async def _serve() -> tuple[web.AppRunner, int]:
     return runner, site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
 
 
-def _get_all(urls: list[str], allow_private: bool, resolver: AbstractResolver | None = None, **connector: Any) -> list[str]:
+def _get_all(
+    urls: list[str], allow_private: bool, resolver: AbstractResolver | None = None, **connector: Any
+) -> list[str]:
     """GETs each URL through the crawler's session; returns 'ok' or the refusal per URL."""
 
     async def main() -> list[str]:

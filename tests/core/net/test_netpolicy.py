@@ -160,9 +160,7 @@ def test_parse_resolve_rule_errors(spec: str, message: str) -> None:
 
 
 def test_resolve_rules_first_match_wins() -> None:
-    rules = ResolveRules.from_specs(
-        ["special.simweb.test=127.0.0.9", "*.simweb.test=127.0.0.1", "*=127.0.0.2"]
-    )
+    rules = ResolveRules.from_specs(["special.simweb.test=127.0.0.9", "*.simweb.test=127.0.0.1", "*=127.0.0.2"])
     assert rules.lookup("special.simweb.test") == "127.0.0.9"
     assert rules.lookup("a.simweb.test") == "127.0.0.1"
     assert rules.lookup("simweb.test") == "127.0.0.2"  # "*." needs a label before it

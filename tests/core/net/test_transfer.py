@@ -144,9 +144,7 @@ def server(bombs: dict[str, bytes]) -> Iterator[DripServer]:
 async def _fetch(port: int, name: str, **kw: object) -> tuple[bytes, str | None, float, CappedDecoder | None]:
     decoder_cap = kw.pop("decoded_cap", None)
     async with aiohttp.ClientSession(auto_decompress=False) as session:
-        async with session.get(
-            f"http://127.0.0.1:{port}/{name}", timeout=aiohttp.ClientTimeout(total=15)
-        ) as resp:
+        async with session.get(f"http://127.0.0.1:{port}/{name}", timeout=aiohttp.ClientTimeout(total=15)) as resp:
             decoder = None
             on_chunk = None
             if decoder_cap is not None:
@@ -183,17 +181,13 @@ def test_drip_is_also_caught_by_the_rate_long_after_the_grace(server: DripServer
 
 
 def test_stalled_server_is_abandoned_after_the_stall_timeout(server: DripServer) -> None:
-    body, reason, took, _ = asyncio.run(
-        _fetch(server.port, "stall", cap=MiB, min_rate=0.0, grace=0.0, stall=0.4)
-    )
+    body, reason, took, _ = asyncio.run(_fetch(server.port, "stall", cap=MiB, min_rate=0.0, grace=0.0, stall=0.4))
     assert reason == "slow" and body == b"y" * 4000
     assert took >= 0.35  # not before the stall timeout
 
 
 def test_steady_server_is_read_in_full(server: DripServer) -> None:
-    body, reason, took, _ = asyncio.run(
-        _fetch(server.port, "steady", cap=MiB, min_rate=50_000.0, grace=0.2, stall=1.0)
-    )
+    body, reason, took, _ = asyncio.run(_fetch(server.port, "steady", cap=MiB, min_rate=50_000.0, grace=0.2, stall=1.0))
     assert reason is None and len(body) == 20 * 32768
 
 
@@ -399,8 +393,13 @@ def test_a_gzip_transfer_coding_is_decoded_for_parsing_and_kept_as_sent_in_the_w
     from wire_shapes import ShapeServer, page  # noqa: E402  (tests/wire_shapes.py)
 
     config = CrawlConfig(
-        out="/tmp/o", store="sqlite:///tmp/o", min_delay=0.05, round_window=20, allow_private_networks=True,
-        resolve=(("*.test", "127.0.0.1"),), total_timeout=5.0,
+        out="/tmp/o",
+        store="sqlite:///tmp/o",
+        min_delay=0.05,
+        round_window=20,
+        allow_private_networks=True,
+        resolve=(("*.test", "127.0.0.1"),),
+        total_timeout=5.0,
     )
     with ShapeServer() as server:
         slot = f"te.test:{server.port}"

@@ -38,8 +38,13 @@ DELAY = 0.8
 
 def _cfg(**kw) -> CrawlConfig:
     base = dict(
-        out="/tmp/o", store="sqlite:///tmp/o", min_delay=DELAY, round_window=30, allow_private_networks=True,
-        resolve=(("*.test", "127.0.0.1"),), total_timeout=5.0,
+        out="/tmp/o",
+        store="sqlite:///tmp/o",
+        min_delay=DELAY,
+        round_window=30,
+        allow_private_networks=True,
+        resolve=(("*.test", "127.0.0.1"),),
+        total_timeout=5.0,
     )
     base.update(kw)
     return CrawlConfig(**base)
@@ -188,7 +193,6 @@ def test_stray_bytes_never_become_the_next_answer(shape_server, stray, stray_aft
 @given(stray=_strays, stray_after=st.integers(min_value=0, max_value=1))
 def test_stray_bytes_never_become_the_next_answer_many(shape_server, stray, stray_after):
     _check_strays(shape_server, _counter, stray, stray_after)
-
 
 
 @pytest.mark.parametrize("how", HELD)

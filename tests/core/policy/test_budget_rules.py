@@ -86,10 +86,7 @@ def test_property_defer_bounded_and_in_the_future(times: int, key: int) -> None:
 
 
 def test_spread_spreads() -> None:
-    dues = {
-        round(defer_until(0.0, 0, base=100_000, spread_key=k))
-        for k in random.Random(1).sample(range(2**40), 200)
-    }
+    dues = {round(defer_until(0.0, 0, base=100_000, spread_key=k)) for k in random.Random(1).sample(range(2**40), 200)}
     assert len(dues) > 190 and min(dues) >= 100_000 and max(dues) <= 125_000
 
 
@@ -135,14 +132,10 @@ def test_cap_new_pages_keeps_revisits() -> None:
 def test_new_hosts_cap_contains_wildcard_dns() -> None:
     known = {"www.spam.example", "blog.spam.example"}
     candidates = (
-        ["www.spam.example"]
-        + [f"a{i}.spam.example" for i in range(100)]
-        + ["blog.spam.example", "a1.spam.example"]
+        ["www.spam.example"] + [f"a{i}.spam.example" for i in range(100)] + ["blog.spam.example", "a1.spam.example"]
     )
     got = new_hosts_cap(candidates, known, per_round=5, max_hosts=50)
-    assert got.admitted == ["www.spam.example"] + [f"a{i}.spam.example" for i in range(5)] + [
-        "blog.spam.example"
-    ]
+    assert got.admitted == ["www.spam.example"] + [f"a{i}.spam.example" for i in range(5)] + ["blog.spam.example"]
     assert got.new == [f"a{i}.spam.example" for i in range(5)]
     assert got.deferred == [f"a{i}.spam.example" for i in range(5, 100)]
     # the total cap: only 1 more name fits

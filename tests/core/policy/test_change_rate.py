@@ -152,7 +152,7 @@ def test_estimate_recovers_the_true_rate(period, gap):
     rng = random.Random(7)
     estimates = sorted(f.estimate_rate(_poisson_history(lam, rng, 16, gap)) for _ in range(60))
     median = estimates[len(estimates) // 2]
-    assert lam / 2 < median < lam * 2, (median * period)
+    assert lam / 2 < median < lam * 2, median * period
 
 
 def test_beats_the_naive_estimator_on_fast_pages():
@@ -199,7 +199,11 @@ def test_estimate_is_cheap():
 
 
 def _fresh(importance: float = 0.8) -> RevisitState:
-    return f.revisit_state_for(inlink_hosts=0, source="seed", depth=0) if importance == 1.0 else RevisitState(importance=importance)
+    return (
+        f.revisit_state_for(inlink_hosts=0, source="seed", depth=0)
+        if importance == 1.0
+        else RevisitState(importance=importance)
+    )
 
 
 def _ok(checksum: str, etag: str | None = '"v1"', lm: str | None = None) -> FetchOutcome:
@@ -309,7 +313,9 @@ def test_permanent_redirect_moves_the_record(status):
     assert d.redirect_to == s2.moved_to == "https://new.example/a"
     assert d.target_importance == 0.9
     assert d.due == NOW + DAY + POLICY.max_interval  # re-checked rarely: moves can be undone
-    s3, d3 = f.after_fetch(s, FetchOutcome(status, location="https://new.example/a"), NOW + DAY, SchedulePolicy(recheck_moved=False))
+    s3, d3 = f.after_fetch(
+        s, FetchOutcome(status, location="https://new.example/a"), NOW + DAY, SchedulePolicy(recheck_moved=False)
+    )
     assert d3.due is None and s3.next_due is None
 
 
@@ -369,7 +375,9 @@ def test_state_round_trips_and_ignores_unknown_fields():
 OUTCOMES = st.one_of(
     st.builds(FetchOutcome, st.just(200), checksum=st.sampled_from(["a", "b"]), etag=st.sampled_from([None, '"e"'])),
     st.builds(FetchOutcome, st.just(304), conditional=st.booleans()),
-    st.builds(FetchOutcome, st.sampled_from([301, 302, 303, 307, 308]), location=st.sampled_from([None, "https://x.example/"])),
+    st.builds(
+        FetchOutcome, st.sampled_from([301, 302, 303, 307, 308]), location=st.sampled_from([None, "https://x.example/"])
+    ),
     st.builds(FetchOutcome, st.sampled_from([400, 403, 404, 410, 451])),
     st.builds(FetchOutcome, st.sampled_from([429, 500, 503, None]), retry_after=st.one_of(st.none(), times)),
     st.builds(FetchOutcome, st.sampled_from([100, 204, 300, 399])),
@@ -490,7 +498,10 @@ def test_dated_changes_follow_a_page_that_changes_many_times_between_visits():
     cannot tell one change from eight and underestimates; the ages Last-Modified gives much
     less (they are rounded up to the second, so a little)."""
     rng = random.Random(2)
-    lam, policy = 0.4, SchedulePolicy(min_interval=1, max_interval=600, model=f.ChangeModel(prior_rate=1 / 60, max_rate=1.0))
+    lam, policy = (
+        0.4,
+        SchedulePolicy(min_interval=1, max_interval=600, model=f.ChangeModel(prior_rate=1 / 60, max_rate=1.0)),
+    )
     dated, blind = RevisitState(), RevisitState()
     t, last_change, version = 1_000_000.0, 1_000_000.0, 0
     for _ in range(16):

@@ -22,12 +22,18 @@ _OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 
 @pytest.fixture(scope="module")
 def web(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SimwebHandle]:
-    with running_simweb(tmp_path_factory.mktemp("freshness-simweb"), hosts=24, pages_per_host=30, latency_scale=0) as sw:
+    with running_simweb(
+        tmp_path_factory.mktemp("freshness-simweb"), hosts=24, pages_per_host=30, latency_scale=0
+    ) as sw:
         yield sw
 
 
-def get(sw: SimwebHandle, host: str, path: str, headers: Sequence[tuple[str, str]] = ()) -> tuple[int, list[tuple[str, str]], bytes]:
-    request = urllib.request.Request(f"http://127.0.0.1:{sw.port}{path}", headers={"Host": f"{host}:{sw.port}", **dict(headers)})
+def get(
+    sw: SimwebHandle, host: str, path: str, headers: Sequence[tuple[str, str]] = ()
+) -> tuple[int, list[tuple[str, str]], bytes]:
+    request = urllib.request.Request(
+        f"http://127.0.0.1:{sw.port}{path}", headers={"Host": f"{host}:{sw.port}", **dict(headers)}
+    )
     try:
         with _OPENER.open(request, timeout=10) as resp:
             return resp.status, list(resp.headers.items()), resp.read()
@@ -46,7 +52,9 @@ def _host(sw: SimwebHandle, want: str) -> str:
     pytest.skip(f"no {want} host in this simweb")
 
 
-def _outcome(status: int, headers: list[tuple[str, str]], body: bytes, sent: Sequence[tuple[str, str]], now: float) -> freshness.FetchOutcome:
+def _outcome(
+    status: int, headers: list[tuple[str, str]], body: bytes, sent: Sequence[tuple[str, str]], now: float
+) -> freshness.FetchOutcome:
     v = conditional.validators_from_headers(headers, now)
     return freshness.FetchOutcome(
         status,
@@ -62,7 +70,9 @@ def test_conditional_get_gets_304_and_counts_as_unchanged(web: SimwebHandle):
     now = 1_800_000_000.0
     status, headers, body = get(web, host, "/")
     assert status == 200
-    state, first = freshness.after_fetch(freshness.RevisitState(importance=1.0), _outcome(status, headers, body, [], now), now)
+    state, first = freshness.after_fetch(
+        freshness.RevisitState(importance=1.0), _outcome(status, headers, body, [], now), now
+    )
     assert first.observed == "first" and state.etag and state.last_modified
 
     sent = conditional.conditional_headers(state.etag, state.last_modified)

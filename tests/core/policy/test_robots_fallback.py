@@ -95,8 +95,12 @@ def test_host_record_keeps_the_last_good_copy_apart_through_a_timeline():
 
     def rules_at(now: float) -> RobotsRules:
         found = cached_rules(
-            record.robots, record.robots_good, good_at=record.robots_good_at,
-            failing_since=record.robots_failing_since, token="beamcrawl", now=now,
+            record.robots,
+            record.robots_good,
+            good_at=record.robots_good_at,
+            failing_since=record.robots_failing_since,
+            token="beamcrawl",
+            now=now,
         )
         assert found is not None
         return found
@@ -121,8 +125,14 @@ def test_failing_from_the_very_first_fetch_has_no_copy_to_fall_back_to():
     store_robots_answer(record, DOWN, 503, T0)
     store_robots_answer(record, DOWN, 503, T0 + 2 * DAY)
     assert record.robots_failing_since == T0 and record.robots_good is None
-    found = cached_rules(record.robots, record.robots_good, good_at=record.robots_good_at,
-                         failing_since=record.robots_failing_since, token="beamcrawl", now=T0 + 3 * DAY)
+    found = cached_rules(
+        record.robots,
+        record.robots_good,
+        good_at=record.robots_good_at,
+        failing_since=record.robots_failing_since,
+        token="beamcrawl",
+        now=T0 + 3 * DAY,
+    )
     assert found is not None and found.disallow_all
 
 

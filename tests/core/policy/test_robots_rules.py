@@ -216,11 +216,7 @@ def test_groups_for_the_same_agent_are_merged() -> None:
 
 
 def test_star_groups_are_merged() -> None:
-    robots = (
-        "User-agent: *\nDisallow: /a\n\n"
-        "User-agent: other\nDisallow: /\n\n"
-        "User-agent: *\nDisallow: /b\n"
-    )
+    robots = "User-agent: *\nDisallow: /a\n\nUser-agent: other\nDisallow: /\n\nUser-agent: *\nDisallow: /b\n"
     assert not allowed(robots, "/a")
     assert not allowed(robots, "/b")
     assert allowed(robots, "/c")
@@ -233,10 +229,7 @@ def test_no_matching_group_allows_everything() -> None:
 
 
 def test_sitemap_does_not_end_a_group() -> None:
-    robots = (
-        "user-agent: a\nsitemap: https://example.com/sitemap.xml\n"
-        "user-agent: beamcrawl\ndisallow: /\n"
-    )
+    robots = "user-agent: a\nsitemap: https://example.com/sitemap.xml\nuser-agent: beamcrawl\ndisallow: /\n"
     assert not allowed(robots, "/x", "a")
     assert not allowed(robots, "/x")
 
@@ -290,9 +283,7 @@ def test_crawl_delay_of_own_group_only() -> None:
 
 
 def test_crawl_delay_largest_of_a_group() -> None:
-    robots = (
-        "User-agent: beamcrawl\nCrawl-delay: 7\nDisallow: /x\nCrawl-delay: 3\nCrawl-delay: bad\n"
-    )
+    robots = "User-agent: beamcrawl\nCrawl-delay: 7\nDisallow: /x\nCrawl-delay: 3\nCrawl-delay: bad\n"
     assert Protego.parse(robots).crawl_delay(TOKEN) == 3.0  # protego keeps the last
     assert RobotsRules.parse(robots, TOKEN).crawl_delay() == 7.0
 
@@ -300,9 +291,7 @@ def test_crawl_delay_largest_of_a_group() -> None:
 def test_crawl_delay_between_agents_joins_the_groups() -> None:
     # One group for "*" and beamcrawl (a Crawl-delay line does not end a group): the common
     # "User-agent: * / Crawl-delay: 10 / User-agent: X / Disallow: ..." file.
-    robots = (
-        "User-agent: *\nCrawl-delay: 10\n\nUser-agent: beamcrawl\nDisallow: /x\nCrawl-delay: 2\n"
-    )
+    robots = "User-agent: *\nCrawl-delay: 10\n\nUser-agent: beamcrawl\nDisallow: /x\nCrawl-delay: 2\n"
     rules = RobotsRules.parse(robots, TOKEN)
     assert not rules.allowed("/x")
     assert rules.crawl_delay() == 10.0
@@ -355,9 +344,7 @@ def test_fix_only_cr_and_lf_end_lines() -> None:
 
 @pytest.mark.parametrize("eol", ["\n", "\r\n", "\r"])
 def test_line_endings(eol: str) -> None:
-    robots = eol.join(
-        ["User-agent: *", "Disallow: /a", "", "User-agent: beamcrawl", "Disallow: /b"]
-    )
+    robots = eol.join(["User-agent: *", "Disallow: /a", "", "User-agent: beamcrawl", "Disallow: /b"])
     assert allowed(robots, "/a", "other") is False
     assert allowed(robots, "/b") is False
     assert allowed(robots, "/a") is True
@@ -378,9 +365,7 @@ def test_lenient_user_agent_spellings(line: str) -> None:
     assert not allowed(f"{line}\nDisallow: /\n", "/x")
 
 
-@pytest.mark.parametrize(
-    "line", ["Disallow: /x", "disallow:/x", "Dissallow: /x", "Disalow: /x", "Disallow /x"]
-)
+@pytest.mark.parametrize("line", ["Disallow: /x", "disallow:/x", "Dissallow: /x", "Disalow: /x", "Disallow /x"])
 def test_lenient_disallow_spellings(line: str) -> None:
     assert not allowed(f"User-agent: *\n{line}\n", "/x")
 

@@ -22,9 +22,12 @@ from beamcrawl.transforms import budgets as budget_stage
 from beamcrawl.transforms import parquet_io
 from beamcrawl.transforms.assign_slots import fetch_shard
 
+
 def profile(examples: int) -> settings:
     """Repeatable runs: a fixed example count, derandomized, no deadline (the machine is shared)."""
-    return settings(max_examples=examples, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+    return settings(
+        max_examples=examples, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow]
+    )
 
 
 # --- tables --------------------------------------------------------------------------------------

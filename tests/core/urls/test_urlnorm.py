@@ -736,8 +736,12 @@ def test_the_query_is_written_in_the_documents_encoding(ref: str, encoding: str,
     assert normalize(expected) == expected
 
 
-@given(st.text(st.characters(min_codepoint=0x80, max_codepoint=0x9FFF, exclude_categories=("Cs",)), min_size=1, max_size=6),
-       st.sampled_from(["shift_jis", "gbk", "euc_jp", "cp1252", "iso8859_2", "big5"]))
+@given(
+    st.text(
+        st.characters(min_codepoint=0x80, max_codepoint=0x9FFF, exclude_categories=("Cs",)), min_size=1, max_size=6
+    ),
+    st.sampled_from(["shift_jis", "gbk", "euc_jp", "cp1252", "iso8859_2", "big5"]),
+)
 def test_an_encoded_query_is_normal(word: str, encoding: str) -> None:
     url = normalize("/s?q=" + word, "http://a.example/", encoding)
     assert url.isascii() and normalize(url) == url
