@@ -68,6 +68,17 @@ _PARSERS: dict[str, Callable[[str], Any]] = {"resolve": _resolve_rule}
 _METAVARS = {"s": "S", "bytes": "BYTES", "int": "N", "float": "X"}
 
 
+def positive_int(text: str) -> int:
+    """An argparse type: a whole number of at least 1 (counts such as ``--rounds``)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a whole number, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {text!r}")
+    return value
+
+
 def dest_of(f: Field[Any], opt: Option) -> str:
     """The argparse attribute a setting is parsed into."""
     return opt.dest or f.name

@@ -27,7 +27,7 @@ import os
 import sys
 from typing import Sequence
 
-from beamcrawl.cli.args import OneLineArgumentParser
+from beamcrawl.cli.args import OneLineArgumentParser, positive_int
 
 PROG = "beamcrawl export"
 
@@ -46,19 +46,9 @@ def _parser() -> OneLineArgumentParser:
     )
     source.add_argument("--crawl", metavar="CRAWL_OUT", help="A crawl's output folder (its store.sqlite is read).")
     parser.add_argument(
-        "--chunk-rows", type=_positive_int, default=None, help="Rows per range scan and row group (default 20000)."
+        "--chunk-rows", type=positive_int, default=None, help="Rows per range scan and row group (default 20000)."
     )
     return parser
-
-
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a whole number, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be >= 1, got {text!r}")
-    return value
 
 
 def _store_uri(args: argparse.Namespace) -> str:

@@ -28,42 +28,17 @@ def _parser() -> OneLineArgumentParser:
     parser.add_argument(
         "--dir", required=True, metavar="DIR", help="The cluster's folder: its config, logs/ and state."
     )
-    parser.add_argument(
-        "--rest-port",
-        type=int,
-        default=defaults.rest_port,
-        metavar="P",
-        help=f"The JobManager's REST port, the crawl's --flink_master (default {defaults.rest_port}).",
+    numbers = (
+        ("--rest-port", "rest_port", "P", "The JobManager's REST port, the crawl's --flink_master"),
+        ("--rpc-port", "rpc_port", "P", "The JobManager's RPC port"),
+        ("--pool-port", "pool_port", "P", "The SDK worker pool's port, the crawl's --environment_config"),
+        ("--task-managers", "task_managers", "N", "TaskManagers to start"),
+        ("--slots", "slots", "N", "Task slots per TaskManager"),
     )
-    parser.add_argument(
-        "--rpc-port",
-        type=int,
-        default=defaults.rpc_port,
-        metavar="P",
-        help=f"The JobManager's RPC port (default {defaults.rpc_port}).",
-    )
-    parser.add_argument(
-        "--pool-port",
-        type=int,
-        default=defaults.pool_port,
-        metavar="P",
-        help=f"The SDK worker pool's port, the crawl's --environment_config (default {defaults.pool_port}).",
-    )
-    parser.add_argument(
-        "--task-managers",
-        type=int,
-        default=defaults.task_managers,
-        metavar="N",
-        help=f"TaskManagers to start (default {defaults.task_managers}).",
-    )
-    parser.add_argument(
-        "--slots",
-        type=int,
-        default=defaults.slots,
-        metavar="N",
-        help=f"Task slots per TaskManager (default {defaults.slots}).",
-    )
-    return parser  # fmt: skip
+    for flag, field, metavar, what in numbers:
+        default = getattr(defaults, field)
+        parser.add_argument(flag, type=int, default=default, metavar=metavar, help=f"{what} (default {default}).")
+    return parser
 
 
 def main(argv: Sequence[str]) -> int:

@@ -35,7 +35,7 @@ import os
 import sys
 from typing import Sequence
 
-from beamcrawl.cli.args import OneLineArgumentParser, add_crawl_arguments, config_from_args
+from beamcrawl.cli.args import OneLineArgumentParser, add_crawl_arguments, config_from_args, positive_int
 
 
 def crawl_parser() -> OneLineArgumentParser:
@@ -52,7 +52,7 @@ def crawl_parser() -> OneLineArgumentParser:
         help="File of seed URLs, one per line ('#' starts a comment at a line's start or after "
         "whitespace). Needed to start a crawl; a rerun on the same --out resumes without it.",
     )  # fmt: skip
-    parser.add_argument("--rounds", type=_positive_int, default=1, metavar="N", help="Rounds to run (default 1).")
+    parser.add_argument("--rounds", type=positive_int, default=1, metavar="N", help="Rounds to run (default 1).")
     parser.add_argument(
         "--exit-when-idle", action="store_true",
         help="When no URL is due, say when the next one is and exit 0, rather than wait for it "
@@ -60,18 +60,6 @@ def crawl_parser() -> OneLineArgumentParser:
     )  # fmt: skip
     add_crawl_arguments(parser)
     return parser
-
-
-def _positive_int(text: str) -> int:
-    import argparse
-
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a whole number, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be >= 1, got {text!r}")
-    return value
 
 
 def _stray_argument(beam_args: list[str]) -> str | None:
