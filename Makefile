@@ -10,12 +10,12 @@ STAMP := $(VENV)/.installed-stamp
 
 install: $(STAMP)
 
+# setuptools warns on every editable install that a folder named like the package may shadow
+# it; here that folder is the package itself (the install points at it), so that box is hidden.
 $(STAMP): setup.py
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	@echo "installing beamcrawl and its dependencies into $(VENV) (quiet; a minute or two on a fresh machine) ..."
 	$(PY) -m pip install --quiet --upgrade pip wheel
-	# setuptools warns on every editable install that a folder named like the package may shadow
-	# it; here that folder is the package itself (the install points at it), so the box is noise.
 	PYTHONWARNINGS='ignore:Editable installation' $(PY) -m pip install --quiet -e '.[test]'
 	touch $(STAMP)
 
