@@ -93,6 +93,12 @@ def cmd_crawl(argv: Sequence[str]) -> int:
     from beamcrawl.pipelines.out_folder import check_folder
     from beamcrawl.pipelines.runners import RunnerSetupError, check_runner, check_store_for_runner, prepare
 
+    # force: the option checks above parse with Beam, which logs through the root logger; that
+    # first record configured it at WARNING, and the round's INFO lines (the crawl log's too)
+    # would be lost.
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s", force=True)
+    for noisy in ("apache_beam", "aiohttp"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
     try:
         check_runner(beam_args)  # an argument like any other: named before any folder is looked at
         cfg = config_from_args(args)
@@ -109,9 +115,6 @@ def cmd_crawl(argv: Sequence[str]) -> int:
         for line in str(exc).splitlines():  # a seeds file: one line per bad seed line
             print(f"beamcrawl crawl: error: {line}", file=sys.stderr)
         return 2
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    for noisy in ("apache_beam", "aiohttp"):
-        logging.getLogger(noisy).setLevel(logging.WARNING)
     try:
         check_store_for_runner(cfg.store, beam_args)
         runner_args = prepare(beam_args)

@@ -62,7 +62,7 @@ def run(argv: Sequence[str] | None = None) -> int:
     )
     from beamcrawl.pipelines.seeding import read_seeds
 
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s", force=True)
     try:
         cfg = config_from_args(args)
         check_runner(beam_args)
