@@ -18,7 +18,7 @@ from PIL import Image
 from beamcrawl.analysis import charts
 
 LINE = re.compile(
-    r"^round (\d+) \[([a-zA-Z ]+)\] \d+:\d\d pages (\d[\d,]*) fetched, (\d[\d,]*)/(\d[\d,]*) settled \| "
+    r"^round (\d+) \[([a-zA-Z ]+)\] \d+:\d\d (\d[\d,]*) responses \(\d[\d,]* robots\.txt\), (\d[\d,]*)/(\d[\d,]*) settled \| "
     r"hosts (\d+) active \((\d+) waiting on delay\) \| [\d.]+ (B|kB|MB|GB) \| errors (\d+) \| "
     r"([\d.]+) pages/s \| (window not started|window over|\d+s left in window)$"
 )
