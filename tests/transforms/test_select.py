@@ -21,6 +21,7 @@ from apache_beam.testing.util import assert_that, equal_to
 from beamcrawl.schemas.records import FrontierEntry, HostPolicy, HostRecord, frontier_key, packed_by_host
 from beamcrawl.stores.base import Mutation, open_store
 from beamcrawl.transforms.select import ReadDueFrontier, ReadHostState
+from beamcrawl.transforms.dead_letter import collected
 
 NOW_MS = 1_000_000
 
@@ -48,6 +49,9 @@ def test_every_row_due_by_now_is_read_grouped_by_host_and_a_bad_row_stays(tmp_pa
     assert_that(
         out | beam.FlatMap(lambda he: [(he[0], e.url) for e in he[1]]), equal_to([(e.host, e.url) for e in due])
     )
+    # The bad row is one dead letter of its own, with its reason (and stays in the store).
+    letters = collected(p) | beam.Map(lambda d: (d.stage, d.exception))
+    assert_that(letters, equal_to([("select", "JSONDecodeError")]), label="One dead letter")
     result = p.run()
     result.wait_until_finish()
 
@@ -94,6 +98,9 @@ def test_host_rows_and_policies_of_the_due_hosts(tmp_path: Path) -> None:
         equal_to([("a.example", 5000, False), ("a.example:8080", 5000, False), ("a.example:8443", None, True)]),
         label="policies",
     )
+    # The bad row is one dead letter of its own, with its reason (and stays in the store).
+    letters = collected(p) | beam.Map(lambda d: (d.stage, d.exception))
+    assert_that(letters, equal_to([("select", "JSONDecodeError")]), label="One dead letter")
     result = p.run()
     result.wait_until_finish()
     errors = _counters(result, "errors")
