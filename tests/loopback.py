@@ -1,5 +1,7 @@
 """A test's own HTTP server on loopback, in a thread: subclass :class:`LoopbackServer`,
-write ``handle``, and ``with serving(MyServer()) as server:`` (``server.port`` is free)."""
+write ``handle``, and ``with serving(MyServer()) as server:`` (``server.port`` is free).
+A server that must control every byte on the wire subclasses :class:`RawLoopbackServer`
+(asyncio streams, no HTTP library) and writes ``_serve``."""
 
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ from typing import TypeVar
 from aiohttp import web
 
 S = TypeVar("S", bound="LoopbackServer")
+R = TypeVar("R", bound="RawLoopbackServer")
 
 
 class LoopbackServer:
@@ -52,3 +55,35 @@ def serving(server: S) -> Iterator[S]:
         assert server.loop is not None
         server.loop.call_soon_threadsafe(server.loop.stop)
         thread.join(10)
+
+
+class RawLoopbackServer:
+    """A raw asyncio stream server on 127.0.0.1 at a free port, in a daemon thread, for the
+    ``with`` block: subclasses write ``_serve(reader, writer)`` and own every byte sent."""
+
+    def __init__(self) -> None:
+        self.port = 0
+        self._loop = asyncio.new_event_loop()
+        self._ready = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        raise NotImplementedError
+
+    def _run(self) -> None:
+        asyncio.set_event_loop(self._loop)
+        server = self._loop.run_until_complete(asyncio.start_server(self._serve, "127.0.0.1", 0))
+        self.port = server.sockets[0].getsockname()[1]
+        self._ready.set()
+        self._loop.run_forever()
+        server.close()
+        self._loop.run_until_complete(server.wait_closed())
+
+    def __enter__(self: R) -> R:
+        self._thread.start()
+        assert self._ready.wait(10), f"{type(self).__name__} did not start"
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(10)

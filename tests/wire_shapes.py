@@ -37,6 +37,8 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
+from loopback import RawLoopbackServer  # tests/loopback.py
+
 LATE = 0.3  # seconds between an answer and the stray bytes of a "late" shape
 SMUGGLED = b'<html><body>SMUGGLED <a href="/evil">evil</a></body></html>'
 
@@ -94,7 +96,7 @@ class Served:
 Site = Callable[[Served, asyncio.StreamWriter], Awaitable[bool]]
 
 
-class ShapeServer:
+class ShapeServer(RawLoopbackServer):
     """Serves the shapes above on 127.0.0.1 at a free port, for the ``with`` block.
 
     Attributes:
@@ -113,29 +115,8 @@ class ShapeServer:
         self.stray: dict[str, bytes] = {}
         self.sites: dict[str, Site] = {}
         self.stray_sent = threading.Event()
-        self.port = 0
+        super().__init__()
         self._conns = 0
-        self._loop = asyncio.new_event_loop()
-        self._ready = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def _run(self) -> None:
-        asyncio.set_event_loop(self._loop)
-        server = self._loop.run_until_complete(asyncio.start_server(self._serve, "127.0.0.1", 0))
-        self.port = server.sockets[0].getsockname()[1]
-        self._ready.set()
-        self._loop.run_forever()
-        server.close()
-        self._loop.run_until_complete(server.wait_closed())
-
-    def __enter__(self) -> ShapeServer:
-        self._thread.start()
-        assert self._ready.wait(10), "the shape server did not start"
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._loop.call_soon_threadsafe(self._loop.stop)
-        self._thread.join(10)
 
     def paths(self, host: str | None = None) -> list[str]:
         return [r.path for r in self.requests if host is None or r.host == host]

@@ -14,10 +14,11 @@ from __future__ import annotations
 import asyncio
 import subprocess
 import sys
-import threading
 import time
 
 import pytest
+
+from loopback import RawLoopbackServer  # tests/loopback.py
 
 SOURCES = tuple(f"src{i}.redir.test" for i in range(10))
 TARGET = "ok.redir.test"
@@ -28,32 +29,12 @@ MIN_DELAY = 0.3
 SERVER_END_LAG = 0.015
 
 
-class RedirectWeb:
+class RedirectWeb(RawLoopbackServer):
     """Raw HTTP/1.1 on loopback that logs ``(host, path, start, end)`` of every request."""
 
     def __init__(self) -> None:
-        self.port = 0
+        super().__init__()
         self.log: list[tuple[str, str, float, float]] = []
-        self._loop = asyncio.new_event_loop()
-        self._ready = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def _run(self) -> None:
-        asyncio.set_event_loop(self._loop)
-        server = self._loop.run_until_complete(asyncio.start_server(self._serve, "127.0.0.1", 0))
-        self.port = server.sockets[0].getsockname()[1]
-        self._ready.set()
-        self._loop.run_forever()
-        server.close()
-
-    def __enter__(self) -> RedirectWeb:
-        self._thread.start()
-        assert self._ready.wait(10)
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._loop.call_soon_threadsafe(self._loop.stop)
-        self._thread.join(10)
 
     def _answer(self, host: str, path: str) -> tuple[int, list[str], bytes]:
         if host in SOURCES:
