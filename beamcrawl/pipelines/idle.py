@@ -57,6 +57,7 @@ _HOLD_WORDS = {
     "blocklisted": "on hosts named by --blocklist",
     "blocked": "on hosts blocked by policy",
     "paused": "on hosts paused by policy",
+    "refused": "on hosts that refused the crawler (beamcrawl hosts show)",
     "held": "on hosts held off by Retry-After or back-off",
 }
 
@@ -141,7 +142,7 @@ def _chunks(rows: Iterable[tuple[bytes, dict[str, bytes]]], size: int) -> Iterat
 def _holds(store: Store, cfg: CrawlConfig, hosts: list[str], now: float) -> dict[str, tuple[str | None, float | None]]:
     """For each host: why it gets no slots now (None if it would get some), and from when
     it would (None: not by itself). Two batched key-set reads, as Select does."""
-    from beamcrawl.transforms.assign_slots import hold_reason
+    from beamcrawl.transforms.assign_slots import hold_reason, refusal_holding
 
     keys = [h.encode() for h in hosts]
     bare = {h: hostname_of(h) for h in hosts}
@@ -155,6 +156,11 @@ def _holds(store: Store, cfg: CrawlConfig, hosts: list[str], now: float) -> dict
         until: float | None = None
         if reason == "paused" and policy is not None:
             until = policy.pause_until
+        elif reason == "refused":
+            # Until its recheck: the end of its back-off, or its robots.txt's next fetch.
+            refusal = refusal_holding(record, cfg, now)
+            if refusal is not None:
+                until = refusal.until or record.robots_fetched_at + cfg.robots_max_age
         elif reason == "held" and record is not None:
             # Held while its next allowed request lies past the round's window.
             until = politeness.next_allowed(record.last_fetch_end, record.delay, record.not_before) - cfg.round_window

@@ -348,6 +348,9 @@ class HostRecord:
     fetches: int = 0
     # DNS failures in a row (each holds the host back twice as long; core/net/fetcher.py).
     dns_failures: int = 0
+    # What the host refused the crawler's identity (core/policy/refusals.py Refusal.to_dict()
+    # each: kind, identity, evidence, times): the host is held while one is in force.
+    refusals: list[dict[str, Any]] = field(default_factory=list)
 
     def robots_view(self, scheme: str) -> HostRecord:
         """A shallow copy whose robots fields are those of ``scheme`` (empty if never asked):

@@ -10,7 +10,10 @@ delay (new URLs and revisits ranked on one scale, see :func:`ranking`), none tha
 rules in force forbid, and at most ``--max-new-urls-per-host``
 never-fetched ones (revisits are not capped); the rest stay queued. A host whose
 Retry-After or back-off holds it past the window gets no slots at all. Blocked (policy or
-``--blocklist``) and paused hosts get no slots either; their URLs stay queued.
+``--blocklist``) and paused hosts get no slots either; their URLs stay queued. So does a host
+that refused the crawl's identity (core/policy/refusals.py: a 401/403 to signed requests, a
+robots.txt that singles our token out) while the refusal is in force; at its recheck it gets
+one URL (after a status back-off) or its robots.txt alone (a refusal read in robots.txt).
 
 Each plan carries the fetch shard that owns the host: with a per-IP gap (``--ip-delay``), the
 hash of its server IP when the resolve stage found one, so every server IP has exactly one
@@ -32,7 +35,7 @@ import apache_beam as beam
 from apache_beam.metrics import Metrics
 
 from beamcrawl.core.policy import change_rate as freshness
-from beamcrawl.core.policy import politeness
+from beamcrawl.core.policy import politeness, refusals
 from beamcrawl.core.policy.budget_rules import cap_new_pages
 from beamcrawl.core.policy.robots import RobotsRules, cached_rules, retry_unreachable_at
 from beamcrawl.core.runtime.config import CrawlConfig
@@ -57,6 +60,8 @@ __all__ = [
     "is_new_url",
     "plan_host",
     "ranking",
+    "refusal_holding",
+    "robots_due",
     "shard_of",
     "url_scheme",
 ]
@@ -92,7 +97,8 @@ def hold_reason(
 ) -> str | None:
     """Why the host gets no slots this round whatever is queued, or None.
 
-    ``"blocklisted"`` (--blocklist), ``"blocked"`` or ``"paused"`` (operator policy), or
+    ``"blocklisted"`` (--blocklist), ``"blocked"`` or ``"paused"`` (operator policy),
+    ``"refused"`` (the host refused the crawl's identity and the refusal is in force), or
     ``"held"`` (Retry-After or back-off keeps it off past the round window). The delay used
     for the "held" check is the host's stored one, as :func:`plan_host` uses.
     """
@@ -102,11 +108,25 @@ def hold_reason(
         return "blocked"
     if policy is not None and (policy.pause_until or 0) > now:
         return "paused"
+    if record is not None and refusal_holding(record, cfg, now) is not None:
+        return "refused"
     if record is not None and (
         politeness.next_allowed(record.last_fetch_end, record.delay, record.not_before) >= now + cfg.round_window
     ):
         return "held"
     return None
+
+
+def robots_due(record: HostRecord, cfg: CrawlConfig, now: float) -> bool:
+    """Whether the host's robots.txt (the scheme last asked) is older than its maximum age."""
+    return now - record.robots_fetched_at > cfg.robots_max_age
+
+
+def refusal_holding(record: HostRecord, cfg: CrawlConfig, now: float) -> refusals.Refusal | None:
+    """The refusal of the crawl's identity that holds the host now, or None."""
+    if not record.refusals:
+        return None
+    return refusals.in_force(record.refusals, refusals.crawl_identity(cfg), now, robots_due(record, cfg, now))
 
 
 def is_new_url(entry: FrontierEntry) -> bool:
@@ -231,6 +251,15 @@ def plan_host(
     slots = max(0, slots - len(to_fetch))
     if cfg.max_urls_per_host:
         slots = min(slots, cfg.max_urls_per_host)
+    if record.refusals:
+        # A refusal past its hold is rechecked, never with a full window: its robots.txt
+        # alone when robots.txt said it (the URLs wait for the answer), else one URL.
+        lapsed = refusals.on_recheck(record.refusals, refusals.crawl_identity(cfg), now)
+        rechecks = {r.kind if r.until > 0 else "robots" for r in lapsed}
+        if "robots" in rechecks:
+            slots = 0
+        elif rechecks:
+            slots = min(slots, 1)
 
     chosen: list[FrontierEntry] = []
     disallowed: list[FrontierEntry] = []
@@ -304,7 +333,7 @@ class _PlanFn(beam.DoFn):
         self.results_planned = Metrics.counter("assign_slots", "results_planned")
         # Hosts (and their due URLs) that got no slots on purpose, by reason; the round
         # report carries them as assign_slots/hosts_<reason> and assign_slots/urls_<reason>.
-        reasons = ("blocklisted", "blocked", "paused", "held", "robots_unreachable")
+        reasons = ("blocklisted", "blocked", "paused", "refused", "held", "robots_unreachable")
         self.held_hosts = {r: Metrics.counter("assign_slots", f"hosts_{r}") for r in reasons}
         self.held_urls = {r: Metrics.counter("assign_slots", f"urls_{r}") for r in reasons}
         self.dead = Outlet("assign_slots")

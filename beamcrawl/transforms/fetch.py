@@ -17,6 +17,11 @@ did 8% more pages per second than a reshuffle to all workers with two worker pro
 20% more in one process, where the reshuffle was only a cost: every result was pickled and
 read back.
 
+Each host's record leaves the stage with its refusals brought up to date by what the host
+answered this round (core/policy/refusals.py): every page answered 401/403 to a signed
+request, or a robots.txt fetched now that singles our token out, is recorded; an answer
+that is neither clears it.
+
 Governed by: --round-window (how long the loop may run), --min-delay/--max-delay, the
 timeouts and body cap, --fetch-shards, --max-hosts-in-flight, --ip-delay, --user-agent,
 --robots-token, --resolve, --allow-private-networks and --dns-ttl.
@@ -39,9 +44,11 @@ from beamcrawl.core.net.fetcher import (
     deferred_reason,
     error_kind,
 )
+from beamcrawl.core.policy import refusals
+from beamcrawl.core.policy.robots import RobotsRules
 from beamcrawl.core.runtime import gctune
 from beamcrawl.core.runtime.config import CrawlConfig
-from beamcrawl.schemas.records import FetchResult, HostPlan
+from beamcrawl.schemas.records import FetchResult, HostPlan, HostRecord
 import beamcrawl.schemas.coders  # noqa: F401  (registers the record coders the output types name)
 from beamcrawl.transforms.dead_letter import ERRORS, Outlet, collect
 
@@ -110,6 +117,62 @@ class _MetricsCollector:
             self.refused.inc()
 
 
+class _RefusalWatch:
+    """What each host of a bundle answered this round, as far as refusals go, until its
+    record comes out of the fetch loop (after all of its results): then the record's
+    refusals are updated (:func:`refusals.update_after_round`) and counted."""
+
+    def __init__(self, cfg: CrawlConfig) -> None:
+        self.cfg = cfg
+        self.identity = refusals.crawl_identity(cfg)
+        self.answers: dict[str, list[refusals.Answer]] = {}  # signed 401/403 answers, while all are
+        self.served: set[str] = set()  # hosts that answered something else
+        self.robots: set[str] = set()  # hosts whose robots.txt was fetched
+        self.recorded = {k: Metrics.counter("fetch", f"refusals_recorded/{k}") for k in refusals.KINDS}
+        self.cleared = {k: Metrics.counter("fetch", f"refusals_cleared/{k}") for k in refusals.KINDS}
+
+    def observe(self, result: FetchResult) -> None:
+        host = result.entry.host
+        if result.entry.source == "robots":
+            self.robots.add(host)
+            return
+        if result.outcome != "fetched":
+            return
+        if host in self.served:
+            return  # it answered something that refuses nothing: that settles the round
+        keyid = refusals.keyid_of(result.request_headers) if result.status in refusals.REFUSAL_STATUSES else ""
+        if keyid:
+            self.answers.setdefault(host, []).append(refusals.Answer(result.status, keyid, result.url))
+        else:
+            self.served.add(host)
+            self.answers.pop(host, None)
+
+    def settle(self, record: HostRecord) -> HostRecord:
+        host = record.host
+        answers = self.answers.pop(host, [])
+        served = host in self.served
+        self.served.discard(host)
+        fetched_robots = host in self.robots
+        self.robots.discard(host)
+        if not record.refusals and not fetched_robots and not answers:
+            return record  # nothing to record and nothing to clear: the usual host
+        if served:
+            answers = [refusals.Answer(200, "", "")]  # stands for the answers that refused nothing
+        robots = None
+        if fetched_robots and record.robots is not None:
+            robots = RobotsRules.from_dict(record.robots, self.cfg.robots_token)
+        updated, noted, cleared = refusals.update_after_round(
+            record.refusals, self.identity, answers, robots, time.time()
+        )
+        for kind in noted:
+            self.recorded[kind].inc()
+        for kind in cleared:
+            self.cleared[kind].inc()
+        if updated != record.refusals:
+            record.refusals = updated
+        return record
+
+
 class _FetchShardsFn(beam.DoFn):
     """Crawls every host plan of a bundle's shards in one event loop.
 
@@ -125,6 +188,7 @@ class _FetchShardsFn(beam.DoFn):
     def setup(self) -> None:
         gctune.tune()
         self.metrics = _MetricsCollector()
+        self.refusals = _RefusalWatch(self.cfg)
 
     def start_bundle(self) -> None:
         self.runner: FetchRunner | None = None
@@ -168,6 +232,10 @@ class _FetchShardsFn(beam.DoFn):
 
     def _route(self, kind: str, value: Any) -> Any:
         if kind == "host":
+            try:
+                value = self.refusals.settle(value)
+            except Exception as err:  # the record goes out as the loop left it
+                log.warning("refusals of %s not updated: %r", value.host, err)
             return beam.pvalue.TaggedOutput("hosts", (value.host, value))
         if kind == "failed":  # a host's crawl raised: its URLs came back deferred
             plan, exc = value
@@ -176,6 +244,7 @@ class _FetchShardsFn(beam.DoFn):
         try:
             self.dead.check(value)
             self.metrics.count(value)
+            self.refusals.observe(value)
         except Exception as exc:
             return beam.pvalue.TaggedOutput(ERRORS, self.dead.letter(exc, value))
         if value.outcome == "fetched":

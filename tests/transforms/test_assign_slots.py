@@ -12,6 +12,7 @@ from apache_beam.testing.test_pipeline import TestPipeline
 from apache_beam.testing.util import assert_that, equal_to
 
 from beamcrawl.core.runtime.config import CrawlConfig
+from beamcrawl.core.policy import refusals
 from beamcrawl.core.policy.robots import RobotsRules
 from beamcrawl.schemas.records import FrontierEntry, HostPolicy, HostRecord
 from beamcrawl.transforms.assign_slots import AssignSlots, fetch_shard, hold_reason, plan_host, shard_of
@@ -267,6 +268,7 @@ def test_held_hosts_are_counted_by_reason():
         ("c.net", [entry("/1", host="c.net")]),
         ("d.io", [entry("/1", host="d.io")]),
         ("e.fi", [entry("/1", host="e.fi")]),
+        ("f.se", [entry("/1", host="f.se"), entry("/2", host="f.se"), entry("/3", host="f.se")]),
     ]
     p = TestPipeline(runner="FnApiRunner")
     hosts = p | "hosts" >> beam.Create(
@@ -276,6 +278,7 @@ def test_held_hosts_are_counted_by_reason():
             ("c.net", HostRecord("c.net")),
             ("d.io", HostRecord("d.io", not_before=NOW + 3600)),
             ("e.fi", dataclasses.replace(unreachable_record(60, 60), host="e.fi")),
+            ("f.se", fresh_record("f.se", refusals=_status_refusal(NOW - 60))),
         ]
     )
     policies = p | "policies" >> beam.Create([("c.net", HostPolicy("c.net", pause_until=NOW + 60))])
@@ -291,6 +294,7 @@ def test_held_hosts_are_counted_by_reason():
     assert counters["hosts_blocklisted"] == 1 and counters["urls_blocklisted"] == 2
     assert counters["hosts_paused"] == 1 and counters["hosts_held"] == 1
     assert counters["hosts_robots_unreachable"] == 1
+    assert counters["hosts_refused"] == 1 and counters["urls_refused"] == 3
     assert counters.get("hosts_blocked", 0) == 0
 
 
@@ -384,3 +388,45 @@ def test_a_robots_redirect_to_another_host_plans_the_robots_fetch_in_that_hosts_
     known = fresh_record(robots_via="ok.test")
     plan = plan_host("a.com", [entry("/p")], known, None, cfg, NOW)
     assert plan is not None and not plan.fetch_robots and plan.shard == shard_of("a.com", shards)
+
+
+def _status_refusal(at: float, token: str = "beamcrawl") -> list[dict]:
+    identity = refusals.Identity(token, key="kid")
+    return refusals.note([], "status", identity, {"status": 403, "url": "http://a.com/"}, at)
+
+
+def _token_refusal(at: float) -> list[dict]:
+    return refusals.note([], "token", refusals.Identity("beamcrawl"), {"lines": ["1: User-agent: beamcrawl"]}, at)
+
+
+REFUSING_ROBOTS = "User-agent: beamcrawl\nDisallow: /\n\nUser-agent: *\nDisallow:\n"
+
+
+def test_a_host_that_refused_our_signed_requests_is_held_for_its_back_off_then_rechecked_with_one_url():
+    entries = [entry(f"/p/{i}.html") for i in range(20)]
+    record = fresh_record(refusals=_status_refusal(NOW - 3600))
+    assert plan_host("a.com", entries, record, None, CFG, NOW) is None
+    assert hold_reason("a.com", record, None, CFG, NOW) == "refused"
+    # Another crawler's refusal (another token) does not hold this one.
+    other = fresh_record(refusals=_status_refusal(NOW - 3600, token="otherbot"))
+    assert len(plan_host("a.com", entries, other, None, CFG, NOW).entries) == 10
+    # A day later the back-off is over: one URL, the best ranked, is the recheck.
+    later = dataclasses.replace(record, robots_fetched_at=NOW + 86400 - 60)
+    plan = plan_host("a.com", entries, later, None, CFG, NOW + 86400)
+    assert plan is not None and len(plan.entries) == 1 and not plan.fetch_robots
+    assert hold_reason("a.com", later, None, CFG, NOW + 86400) is None
+
+
+def test_a_host_whose_robots_txt_refuses_our_token_is_held_until_its_robots_txt_is_due_then_fetches_it_alone():
+    entries = [entry(f"/p/{i}.html") for i in range(20)]
+    record = fresh_record(robots=REFUSING_ROBOTS, refusals=_token_refusal(NOW - 60))
+    # Held with every URL queued: not marked disallowed (finished), not fetched.
+    assert plan_host("a.com", entries, record, None, CFG, NOW) is None
+    assert hold_reason("a.com", record, None, CFG, NOW + 3600) == "refused"
+    stale = NOW + CFG.robots_max_age + 1
+    assert hold_reason("a.com", record, None, CFG, stale) is None
+    plan = plan_host("a.com", entries, record, None, CFG, stale)
+    assert plan is not None and plan.fetch_robots and plan.entries == [] and plan.disallowed == []
+    # Without the refusal on record the same file's URLs are disallowed one by one, as before.
+    plain = fresh_record(robots=REFUSING_ROBOTS)
+    assert len(plan_host("a.com", entries, plain, None, CFG, NOW).disallowed) == 20
