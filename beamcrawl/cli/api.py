@@ -324,6 +324,24 @@ _HOST = {
         "policy": {"oneOf": [{"$ref": "#/components/schemas/Policy"}, {"type": "null"}]},
         "policy_from": {"type": ["string", "null"], "description": "The key the policy is stored under."},
         "quarantine": {"type": "array", "items": {"type": "object"}},
+        "refusals": {
+            "type": "array",
+            "description": "What the host refused the crawler's identity (held while in force): kind "
+            "status|token|purpose, identity, evidence, since/at/until, count, recheck.",
+            "items": {
+                "type": "object",
+                "properties": {
+                    "kind": {"type": "string", "enum": ["status", "token", "purpose"]},
+                    "identity": {"type": "object"},
+                    "evidence": {"type": "object"},
+                    "since": {"type": ["string", "null"], "format": "date-time"},
+                    "at": {"type": ["string", "null"], "format": "date-time"},
+                    "until": {"type": ["string", "null"], "format": "date-time"},
+                    "count": {"type": "integer"},
+                    "recheck": {"type": "string"},
+                },
+            },
+        },
     },
 }
 

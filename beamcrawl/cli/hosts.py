@@ -15,9 +15,13 @@ record (delay, clocks, robots cache, DNS) and policy as JSON, times as ISO-8601 
 what of the host is quarantined (the host itself, or URLs of it: an element that failed in
 two rounds is not tried again until released; state/quarantine.py); a host the crawl has
 none of these for is an error (exit 1) that names the same host on other ports, if the
-crawl has it there (``site.example:8080`` for ``site.example``). ``release`` ends the quarantine of a host
-or a URL (the frontier rows it kept all along are planned again from the next round) and
-prints what it released.
+crawl has it there (``site.example:8080`` for ``site.example``). ``show`` also lists the
+host's refusals (core/policy/refusals.py: a 401/403 to our signed requests, a robots.txt that
+singles our token out), each with the identity refused, its evidence, when it was seen and
+when it is rechecked. ``release`` ends the quarantine of a host or a URL (the frontier rows it
+kept all along are planned again from the next round) and clears the refusals of a host (its
+due URLs are planned from the next round; a refusal seen again is recorded again), and prints
+what it released.
 
 HOST is a host name, ``host:port`` for a non-default port, or a URL (its host is used). A
 policy on a bare name also applies to the host's other ports unless one has its own. Policies
@@ -43,7 +47,7 @@ from beamcrawl.schemas.records import HostPolicy, HostRecord
 
 __all__ = [
     "apply_policy", "close_matches", "host_view", "is_known", "iso_utc", "main", "no_host_message", "parse_when", "policy_key",
-    "policy_view", "read_policy", "with_iso_times",
+    "policy_view", "read_policy", "refusal_views", "release_refusals", "with_iso_times",
 ]  # fmt: skip
 
 # At most this many close matches are named for a host the crawl does not have.
@@ -174,13 +178,52 @@ def host_view(store: Any, key: str) -> dict[str, Any]:
         source = bare if policy is not None else None
     from beamcrawl.state.quarantine import list_quarantine
 
+    shown = with_iso_times(dataclasses.asdict(record)) if record is not None else None
+    if shown is not None:
+        shown.pop("refusals", None)  # shown once, below, with its times in UTC
     return {
         "host": key,
-        "record": with_iso_times(dataclasses.asdict(record)) if record is not None else None,
+        "record": shown,
         "policy": policy_view(policy) if policy is not None else None,
         "policy_from": source,
         "quarantine": list_quarantine(store, key),  # the host or its URLs, set aside after failing in two rounds
+        # What the host refused this crawler's identity; held while one is in force.
+        "refusals": refusal_views(record.refusals) if record is not None else [],
     }
+
+
+def refusal_views(stored: Any) -> list[dict[str, Any]]:
+    """A host record's refusals as ``hosts show`` prints them: times as ISO-8601 UTC, and
+    ``recheck`` saying when the host is asked again (the end of its back-off, or its
+    robots.txt's next fetch)."""
+    from beamcrawl.core.policy import refusals
+
+    views = []
+    for refusal in refusals.load(stored):
+        view = refusal.to_dict()
+        view.update(since=iso_utc(refusal.since), at=iso_utc(refusal.at), until=iso_utc(refusal.until))
+        view["recheck"] = (
+            f"one URL after {view['until']}" if refusal.until > 0 else "when its robots.txt is fetched again"
+        )
+        views.append(view)
+    return views
+
+
+def release_refusals(store: Any, key: str) -> list[dict[str, Any]]:
+    """Clears the refusals in the host record under ``key``; returns those cleared (as
+    :func:`refusal_views` shows them). The host's due URLs are planned from the next round."""
+    from beamcrawl.stores.base import Mutation
+
+    cells = store.read_keys("hosts", [key.encode()]).get(key.encode())
+    if not cells:
+        return []
+    record = HostRecord.from_cells(key, cells)
+    if not record.refusals:
+        return []
+    cleared = refusal_views(record.refusals)
+    record.refusals = []
+    store.mutate("hosts", [Mutation.set(key.encode(), record.to_cells())])
+    return cleared
 
 
 def is_known(view: dict[str, Any]) -> bool:
@@ -278,8 +321,17 @@ def release(args: argparse.Namespace, out: TextIO) -> int:
 
     with _open(args) as store:
         released = release_element(store, args.host.strip())
+        try:
+            key = policy_key(args.host) if "://" not in args.host else None
+        except ValueError:
+            key = None
+        if key is not None:
+            released += [{"host": key, "refusal": view} for view in release_refusals(store, key)]
     if not released:
-        raise HostsError(f"nothing quarantined or failing under {args.host!r} (see: beamcrawl export quarantine)")
+        raise HostsError(
+            f"nothing quarantined, failing or refused under {args.host!r} (see: beamcrawl export quarantine, "
+            "beamcrawl hosts show)"
+        )
     json.dump(released, out, sort_keys=True)
     out.write("\n")
     return 0
@@ -301,7 +353,7 @@ def _parser() -> OneLineArgumentParser:
     for name, helptext in (
         ("set-policy", "Block, pause or slow a host from the next round on."),
         ("show", "Print a host's record, policy and quarantine as JSON."),
-        ("release", "End the quarantine of a host or URL (HOST is then a host or a URL)."),
+        ("release", "End the quarantine of a host or URL (HOST may be a URL), and a host's refusals."),
     ):
         p = sub.add_parser(name, help=helptext, description=helptext)
         p.error = parser.error  # type: ignore[method-assign]  # one-line errors here too

@@ -362,11 +362,15 @@ def test_policy_and_work_set_through_the_api_are_obeyed_by_the_next_round(tmp_pa
 
 
 def _with_host_record(out, host: str, now: float) -> None:
+    from beamcrawl.core.policy import refusals
     from beamcrawl.schemas.records import HostRecord
     from beamcrawl.stores.base import Mutation
 
     with open_store(f"sqlite:///{out}/store.sqlite") as store:
-        record = HostRecord(host=host, delay=2.0, last_fetch_end=now - 60, resolved_at=now - 90, ip="192.0.2.7")
+        refused = refusals.note([], "token", refusals.Identity("beamcrawl"), {"lines": ["1: User-agent: beamcrawl"]}, now)
+        record = HostRecord(
+            host=host, delay=2.0, last_fetch_end=now - 60, resolved_at=now - 90, ip="192.0.2.7", refusals=refused
+        )
         store.mutate("hosts", [Mutation.set(host.encode(), record.to_cells())])
 
 
@@ -389,6 +393,8 @@ def test_times_are_iso_8601_utc_in_every_answer_and_documented(crawl_dir):
         assert status == 200 and shown["policy"] == policy
         assert abs(_epoch(shown["record"]["last_fetch_end"]) - (now - 60)) < 30
         assert shown["record"]["not_before"] is None  # never
+        (refusal,) = shown["refusals"]  # #29: what the host refused us, times in UTC
+        assert refusal["kind"] == "token" and abs(_epoch(refusal["since"]) - now) < 30 and refusal["until"] is None
         status, doc = call(base, "GET", "/v1/openapi.json")
     schemas = doc["components"]["schemas"]
     for name in ("pause_until", "updated_at"):

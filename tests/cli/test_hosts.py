@@ -122,3 +122,32 @@ def test_close_matches_are_exactly_the_same_name_on_other_ports(
         store.mutate("hosts", [Mutation.set(k.encode(), HostRecord(host=k).to_cells()) for k in keys + neighbours])
         assert close_matches(store, host) == sorted(keys)[:5]
         assert close_matches(store, f"{host}:{asked}") == sorted(set(keys) - {f"{host}:{asked}"})[:5]
+
+
+def test_show_lists_a_hosts_refusals_in_utc_and_release_clears_them(tmp_path: Path) -> None:
+    """#29: the refusal is shown with its identity, evidence and recheck; `release` clears it
+    (and says so), keeping the rest of the record; a host with nothing to release is an error."""
+    import io
+
+    from beamcrawl.cli import hosts
+    from beamcrawl.core.policy import refusals
+
+    out = crawl_with_hosts(tmp_path / "crawl", "site0003.ch:18811")
+    now = time.time()
+    stored = refusals.note([], "status", refusals.Identity("beamcrawl", key="kid1"), {"status": 403, "url": "u"}, now)
+    with open_store(f"sqlite:///{out}/store.sqlite") as store:
+        record = HostRecord(host="site0003.ch:18811", delay=1.5, fetches=3, refusals=stored)
+        store.mutate("hosts", [Mutation.set(b"site0003.ch:18811", record.to_cells())])
+    shown = io.StringIO()
+    assert hosts.main(["show", "site0003.ch:18811", "--crawl", str(out)], out=shown) == 0
+    (refusal,) = json.loads(shown.getvalue())["refusals"]
+    assert refusal["kind"] == "status" and refusal["identity"]["key"] == "kid1" and refusal["evidence"]["status"] == 403
+    assert abs(parse_iso(refusal["until"]) - (now + 86400)) < 2 and refusal["recheck"].startswith("one URL after ")
+    released = io.StringIO()
+    assert hosts.main(["release", "site0003.ch:18811", "--crawl", str(out)], out=released) == 0
+    assert [r["refusal"]["kind"] for r in json.loads(released.getvalue())] == ["status"]
+    with open_store(f"sqlite:///{out}/store.sqlite") as store:
+        cells = store.read_keys("hosts", [b"site0003.ch:18811"])[b"site0003.ch:18811"]
+    back = HostRecord.from_cells("site0003.ch:18811", cells)
+    assert back.refusals == [] and back.fetches == 3
+    assert hosts.main(["release", "site0003.ch:18811", "--crawl", str(out)], out=io.StringIO()) == 1
