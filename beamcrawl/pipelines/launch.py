@@ -96,6 +96,19 @@ _WORKER_RELAY = "apache_beam.runners.portability.local_job_service"
 _QUIET_START = _QuietWorkerStart()
 
 
+def refusal_figures(metrics: dict[str, Any]) -> dict[str, Any]:
+    """The round report's ``refusals``: ``recorded`` and ``cleared`` (hosts, by kind) this
+    round, ``hosts_in_force`` and ``urls_held`` (due URLs left queued by a refusal)."""
+    from beamcrawl.core.policy.refusals import KINDS
+
+    return {
+        "recorded": {k: metrics.get(f"fetch/refusals_recorded/{k}", 0) for k in KINDS},
+        "cleared": {k: metrics.get(f"fetch/refusals_cleared/{k}", 0) for k in KINDS},
+        "hosts_in_force": metrics.get("assign_slots/hosts_refused", 0),
+        "urls_held": metrics.get("assign_slots/urls_refused", 0),
+    }
+
+
 def run_round(
     cfg: CrawlConfig,
     pipeline_args: list[str],
@@ -177,6 +190,10 @@ def run_round(
         "errors": sum(v for k, v in metrics.items() if k.startswith("errors/")),
         "errors_by_stage": {k[len("errors/") :]: v for k, v in sorted(metrics.items()) if k.startswith("errors/")},
         "quarantined": notes.get("quarantined", []),
+        # Hosts that refused the crawler's identity (core/policy/refusals.py): refusals
+        # recorded or renewed this round, and cleared, by kind; hosts with due URLs held by
+        # one in force this round, and those URLs (left queued).
+        "refusals": refusal_figures(metrics),
         "frontier_size": frontier_left,
         "pages_per_second": round_rate(pages, fetch_done - started),
         # Bytes into GroupByKeys and side inputs, and main inputs held for a side input

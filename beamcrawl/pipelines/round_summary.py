@@ -35,6 +35,14 @@ def summary(report: dict[str, Any]) -> str:
         f"  revisits: changed {report.get('changed', 0)}, unchanged {report.get('unchanged', 0)} "
         f"({report.get('not_modified', 0)} by 304), dropped {report.get('dropped', 0)}",
     ]
+    refused = report.get("refusals") or {}
+    recorded, cleared = refused.get("recorded") or {}, refused.get("cleared") or {}
+    if any(recorded.values()) or any(cleared.values()) or refused.get("hosts_in_force"):
+        lines.append(
+            f"  hosts that refused us: {sum(recorded.values())} this round ({_kinds(recorded)}), "
+            f"{refused.get('hosts_in_force', 0)} held by a refusal in force ({refused.get('urls_held', 0)} URLs "
+            f"left queued), {sum(cleared.values())} cleared (beamcrawl hosts show HOST; hosts release HOST)"
+        )
     if report.get("errors") or report.get("quarantined"):
         by_stage = " ".join(f"{k}={v}" for k, v in sorted(report.get("errors_by_stage", {}).items()))
         lines.append(
@@ -49,6 +57,7 @@ def summary(report: dict[str, Any]) -> str:
 HOLD_REASONS = (
     ("blocked", "blocked by operator policy"),
     ("paused", "paused by operator policy"),
+    ("refused", "refused the crawler's identity"),
     ("blocklisted", "on the --blocklist"),
     ("held", "held by Retry-After or back-off"),
     ("robots_unreachable", "robots.txt unreachable"),
@@ -72,3 +81,8 @@ def _breakdown(metrics: dict[str, Any], prefix: str) -> str:
         key=lambda kv: (-kv[1], kv[0]),
     )
     return ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in parts) or "none"
+
+
+def _kinds(counts: dict[str, int]) -> str:
+    """``status 1, token 2`` (the kinds that count any), or ``none``."""
+    return ", ".join(f"{k} {v}" for k, v in counts.items() if v) or "none"
