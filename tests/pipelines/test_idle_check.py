@@ -97,3 +97,23 @@ def test_an_unreadable_due_row_is_left_to_the_round(tmp_path):
         store.mutate("frontier", [Mutation.set(bad_key, {"r:json": b"{not json"})])
         _queue(store, _entry(2, NOW + 60))
         assert check_idle(store, _cfg(tmp_path), NOW) is None
+
+
+def test_due_urls_on_hosts_that_refused_us_wait_for_their_recheck(tmp_path):
+    """#29: a host held by a refusal is idle work (no empty round), due again at its recheck:
+    the end of a status back-off, or its robots.txt's next fetch for a robots.txt refusal."""
+    from beamcrawl.core.policy import refusals
+
+    me = refusals.Identity("beamcrawl")
+    status = HostRecord(host="s.example", robots_fetched_at=NOW - 60,
+                        refusals=refusals.note([], "status", me, {"status": 403}, NOW - 3600))  # fmt: skip
+    token = HostRecord(host="t.example", robots_fetched_at=NOW - 60,
+                       refusals=refusals.note([], "token", me, {"lines": []}, NOW - 60))  # fmt: skip
+    with _store(tmp_path) as store:
+        _queue(store, _entry(1, NOW - 1, host="s.example"), _entry(2, NOW - 1, host="t.example"))
+        store.mutate("hosts", [Mutation.set(r.host.encode(), r.to_cells()) for r in (status, token)])
+        cfg = _cfg(tmp_path)
+        idle = check_idle(store, cfg, NOW)
+        assert idle is not None and "2 due URLs on hosts that refused the crawler" in idle.message()
+        assert idle.wake_at == min(NOW - 3600 + 86400, NOW - 60 + cfg.robots_max_age)
+        assert check_idle(store, cfg, NOW + cfg.robots_max_age) is None  # t.example's robots.txt is due
