@@ -367,7 +367,9 @@ def _with_host_record(out, host: str, now: float) -> None:
     from beamcrawl.stores.base import Mutation
 
     with open_store(f"sqlite:///{out}/store.sqlite") as store:
-        refused = refusals.note([], "token", refusals.Identity("beamcrawl"), {"lines": ["1: User-agent: beamcrawl"]}, now)
+        refused = refusals.note(
+            [], "token", refusals.Identity("beamcrawl"), {"lines": ["1: User-agent: beamcrawl"]}, now
+        )
         record = HostRecord(
             host=host, delay=2.0, last_fetch_end=now - 60, resolved_at=now - 90, ip="192.0.2.7", refusals=refused
         )

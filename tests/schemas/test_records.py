@@ -170,7 +170,9 @@ def test_host_refusals_round_trip_through_both_stores_and_old_rows_have_none(bot
     from beamcrawl.stores.base import Mutation, open_store
 
     stored = refusals.note([], "status", refusals.Identity("beamcrawl", key="kid"), {"status": 403, "url": "u"}, 5.0)
-    stored = refusals.note(stored, "token", refusals.Identity("beamcrawl"), {"lines": ["1: User-agent: beamcrawl"]}, 6.0)
+    stored = refusals.note(
+        stored, "token", refusals.Identity("beamcrawl"), {"lines": ["1: User-agent: beamcrawl"]}, 6.0
+    )
     record = HostRecord("a.example:8080", delay=2.0, refusals=stored)
     old = json.loads(HostRecord("b.example").to_cells()[JSON_CELL])
     del old["refusals"]
