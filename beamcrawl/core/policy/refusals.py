@@ -276,7 +276,9 @@ def note(
     """A host record's refusals with this one recorded (the one call that records any kind).
 
     A refusal of the same kind and token seen again is renewed: its count goes up, and a
-    status refusal's hold grows (:func:`status_backoff`). Returns the new list of dicts.
+    status refusal's hold grows (:func:`status_backoff`). A ``token`` or ``purpose`` refusal
+    has no ``until``: it holds until the robots.txt is due again, and is renewed or cleared
+    (:func:`clear`) by what that fetch says. Returns the new list of dicts.
     """
     if kind not in KINDS:
         raise ValueError(f"unknown refusal kind {kind!r} (one of {', '.join(KINDS)})")
