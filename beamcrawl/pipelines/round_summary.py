@@ -35,6 +35,12 @@ def summary(report: dict[str, Any]) -> str:
         f"  revisits: changed {report.get('changed', 0)}, unchanged {report.get('unchanged', 0)} "
         f"({report.get('not_modified', 0)} by 304), dropped {report.get('dropped', 0)}",
     ]
+    if report.get("purposes"):
+        lines.append(
+            f"  purposes {','.join(report['purposes'])}: refused by the sites' usage preferences "
+            f"{report.get('usage_refused', 0)} not fetched (robots.txt), {report.get('usage_header_refused', 0)} "
+            f"fetched but not archived (Content-Usage header); unreadable headers {report.get('usage_bad_header', 0)}"
+        )
     if report.get("errors") or report.get("quarantined"):
         by_stage = " ".join(f"{k}={v}" for k, v in sorted(report.get("errors_by_stage", {}).items()))
         lines.append(

@@ -26,6 +26,8 @@ import datetime as dt
 
 import pyarrow as pa
 
+from beamcrawl.core.policy.usage_prefs import PURPOSES
+
 from beamcrawl.core.urls.urlnorm import fp_hex  # a stored (signed) fingerprint as `beamcrawl normalize` prints it
 
 __all__ = [
@@ -141,6 +143,22 @@ PAGES_SCHEMA = pa.schema(
         _f("location", pa.string(), "Location response header (redirect target, as sent)."),
         _f("x_robots_tag", pa.string(), "X-Robots-Tag response header(s)."),
         _f("retry_after", pa.string(), "Retry-After response header (seconds or HTTP date, as sent)."),
+        *(
+            _f(
+                f"usage_{purpose.replace('-', '_')}",
+                pa.string(),
+                f"The site's usage preference for {purpose} at fetch time, when it is a purpose of the crawl "
+                "(--purpose): allowed | refused | unstated, from robots.txt Content-Signal and Content-Usage and "
+                "the Content-Usage header, the stricter winning; null when the crawl does not declare it.",
+            )
+            for purpose in PURPOSES
+        ),
+        _f(
+            "usage_refused",
+            pa.string(),
+            "Why a fetched page was not archived or parsed: the purpose its Content-Usage header refused, with "
+            "the header (the URL itself was allowed by robots.txt); null otherwise.",
+        ),
     ]
 )
 

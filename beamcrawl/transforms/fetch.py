@@ -63,6 +63,11 @@ class _MetricsCollector:
         self.error = Metrics.counter(ns, "error")
         self.deferred = Metrics.counter(ns, "deferred")
         self.robots_disallowed = Metrics.counter(ns, "robots_disallowed")
+        # Usage preferences (--purpose): URLs not fetched for robots.txt's, pages whose body
+        # was dropped for their Content-Usage header's, headers that did not parse.
+        self.usage_refused = Metrics.counter(ns, "usage_refused")
+        self.usage_header_refused = Metrics.counter(ns, "usage_header_refused")
+        self.usage_bad_header = Metrics.counter(ns, "usage_bad_header")
         self.refused = Metrics.counter(ns, "refused")  # the address policy: no socket opened
         self.robots_fetches = Metrics.counter(ns, "robots_fetches")
         self.bytes = Metrics.counter(ns, "bytes")
@@ -98,6 +103,10 @@ class _MetricsCollector:
                 self.status[klass].inc()
             if result.entry.source == "robots":
                 self.robots_fetches.inc()
+            if result.usage_refused:
+                self.usage_header_refused.inc()
+            if result.usage_bad_header:
+                self.usage_bad_header.inc()
         elif result.outcome == "error":
             self.error.inc()
             self.error_kinds[error_kind(result.error)].inc()
@@ -106,6 +115,8 @@ class _MetricsCollector:
             self.deferred_reasons[deferred_reason(result.error)].inc()
         elif result.outcome == "robots_disallowed":
             self.robots_disallowed.inc()
+        elif result.outcome == "usage_refused":
+            self.usage_refused.inc()
         elif result.outcome == "refused":
             self.refused.inc()
 
