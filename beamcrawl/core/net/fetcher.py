@@ -328,11 +328,12 @@ class HostCrawler:
         record.delay = max(record.delay, delay)
 
         # Usage preferences (core/policy/usage_prefs.py), read only for a crawl with purposes.
-        usage = (
-            {scheme: usage_prefs.UsageRules.from_robots(r) for scheme, r in by_scheme.items()}
-            if self.cfg.purposes
-            else {}
-        )
+        usage: dict[str, usage_prefs.UsageRules] = {}
+        for scheme, known in by_scheme.items() if self.cfg.purposes else ():
+            if known is not None and len(known.text or "") > OFF_LOOP_BYTES:  # a large file reads off the loop
+                usage[scheme] = await asyncio.to_thread(usage_prefs.UsageRules.from_robots, known)
+            else:
+                usage[scheme] = usage_prefs.UsageRules.from_robots(known)
         for i, entry in enumerate(plan.entries):
             rules = by_scheme.get(_scheme(entry.url))
             if rules is None:  # robots unknown and not fetched: never fetch blind

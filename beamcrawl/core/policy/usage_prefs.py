@@ -15,7 +15,9 @@ this module's. Three statements are read, all optional:
   and parameters ignored; case-sensitive; a dictionary that does not parse states nothing).
   A rule whose path does not start with ``/`` or whose preference does not parse is no rule
   at all (counted as bad): it cannot shadow a shorter rule's refusal. That is stricter than
-  the draft, which would let it make the shorter rule's preference unknown.
+  the draft, which would let it make the shorter rule's preference unknown. At most
+  :data:`MAX_RULES` rules of a group are kept, and paths are matched in time linear in the
+  pattern times the path (a hostile pattern of many ``*`` cannot make matching explode).
 * The ``Content-Usage`` HTTP response header of each page, the same dictionary (several
   header lines are joined with ``,``, as RFC 9110 §5.3 combines them). A header that does not
   parse states nothing and is counted; it never grants anything.
@@ -60,6 +62,7 @@ __all__ = [
     "AIPREF_LABELS",
     "ALLOWED",
     "BROADER",
+    "MAX_RULES",
     "PURPOSES",
     "REFUSED",
     "SIGNAL_KEYS",
@@ -73,6 +76,7 @@ __all__ = [
     "header_preferences",
     "parse_dictionary",
     "parse_purposes",
+    "path_matches",
     "record_of",
     "robots_preferences",
     "signal_preferences",
@@ -90,6 +94,8 @@ PURPOSES = ("search", "ai-input", "ai-train")
 SIGNAL_KEYS = {"search": "search", "ai-input": "ai-input", "ai-train": "ai-train"}
 #: Purpose -> draft-ietf-aipref-vocab label.
 AIPREF_LABELS = {"search": "search", "ai-input": "ai-use", "ai-train": "train-ai"}
+#: Content-Usage rules kept from one group (later ones are counted as bad and ignored).
+MAX_RULES = 1000
 #: aipref label -> the more general label whose preference applies when it has none.
 BROADER: dict[str, str] = {}
 
@@ -373,15 +379,37 @@ def combine(*answers: dict[str, Preference]) -> dict[str, Preference]:
 # -- robots.txt rules ---------------------------------------------------------------------------
 
 
-def _pattern(path: str) -> re.Pattern[str]:
-    """A robots.txt path pattern (``*``, final ``$``) as a regex over the decoded target."""
-    anchored = path.endswith("$")
-    body = unquote(path[:-1] if anchored else path)
-    return re.compile(
-        "".join(".*" if part == "*" else re.escape(part) for part in re.split(r"(\*)", body))
-        + ("$" if anchored else ""),
-        re.S,
-    )
+def _glob_match(pattern: str, text: str) -> bool:
+    """Whether ``pattern`` (``*`` any run of characters) matches all of ``text``.
+
+    Two pointers, backing up only to the last ``*``: O(len(pattern) × len(text)) at worst,
+    where a regex of many ``.*`` backtracks exponentially on a hostile rule.
+    """
+    p = t = 0
+    star, mark = -1, 0
+    while t < len(text):
+        if p < len(pattern) and pattern[p] == "*":
+            star, mark = p, t
+            p += 1
+        elif p < len(pattern) and pattern[p] == text[t]:
+            p += 1
+            t += 1
+        elif star >= 0:
+            p, mark = star + 1, mark + 1
+            t = mark
+        else:
+            return False
+    while p < len(pattern) and pattern[p] == "*":
+        p += 1
+    return p == len(pattern)
+
+
+def path_matches(path: str, target: str) -> bool:
+    """Whether a robots.txt path pattern (``*``, a final ``$``) matches a decoded path and
+    query, as Allow and Disallow match: a prefix unless it ends in ``$``."""
+    if path.endswith("$"):
+        return _glob_match(unquote(path[:-1]), target)
+    return _glob_match(unquote(path) + "*", target)
 
 
 @dataclass(frozen=True)
@@ -428,6 +456,9 @@ class UsageRules:
             if prefs is None:
                 bad += 1
                 continue
+            if len(rules) >= MAX_RULES:
+                bad += 1  # past the cap: each URL is matched against every rule
+                continue
             rules.append(UsageRule(path, expression.strip(), prefs))
         return cls(tuple(signals), tuple(rules), bad)
 
@@ -448,7 +479,7 @@ class UsageRules:
     def matching(self, target: str) -> list[UsageRule]:
         """The longest-path ``Content-Usage`` rules matching a path (and query)."""
         decoded = unquote(target)
-        hits = [r for r in self.rules if _pattern(r.path).match(decoded)]
+        hits = [r for r in self.rules if path_matches(r.path, decoded)]
         if not hits:
             return []
         longest = max(r.length for r in hits)

@@ -21,6 +21,7 @@ from beamcrawl.core.policy.usage_prefs import (
     header_preferences,
     parse_dictionary,
     parse_purposes,
+    path_matches,
     signal_preferences,
     site_refuses,
 )
@@ -291,3 +292,25 @@ def test_a_header_never_weakens_robots(lines: list[str], purpose: str) -> None:
         after = decisions(robots, "http://a.test/a/b", (purpose,), header)[purpose]
         if before == REFUSED:
             assert after == REFUSED
+
+
+_path_chars = st.sampled_from(list("/ab*.?=x"))
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.text(_path_chars, max_size=8).map(lambda p: "/" + p),
+    st.text(_path_chars.filter(lambda c: c != "*"), max_size=10),
+)
+def test_content_usage_paths_match_as_disallow_rules_do(pattern: str, target: str) -> None:
+    """A Content-Usage path matches the URLs a Disallow of the same path forbids (protego)."""
+    target = "/" + target
+    rules = RobotsRules.parse(f"User-agent: *\nDisallow: {pattern}\n", TOKEN)
+    assert path_matches(pattern, target) == (not rules.allowed(target)), (pattern, target)
+
+
+def test_a_hostile_pattern_is_matched_without_backtracking_blowup() -> None:
+    """Many wildcards against a long path: a regex would backtrack for ages; this returns."""
+    robots = "User-agent: *\nContent-Usage: /" + "*a" * 40 + "b train-ai=n\n"
+    assert decisions(robots, "http://a.test/" + "a" * 4000)["ai-train"] == UNSTATED
+    assert decisions(robots, "http://a.test/" + "a" * 4000 + "b")["ai-train"] == REFUSED
