@@ -188,7 +188,11 @@ URLS_SCHEMA = pa.schema(
         _f("url", pa.string(), "The URL (normalised).", nullable=False),
         _f("url_fp", pa.int64(), "Fingerprint of url, signed (see fp_hex); the seen set's key.", nullable=False),
         _f("host", pa.string(), "Host of url (with a non-default port)."),
-        _f("state", pa.string(), "queued | fetched | error | refused | robots_disallowed."),
+        _f(
+            "state",
+            pa.string(),
+            "queued | fetched | error | refused | robots_disallowed | usage_refused (--purpose: a purpose the site's robots.txt refuses).",
+        ),
         _f("source", pa.string(), "How it was found: seed | link | redirect | sitemap | submit."),
         _f("depth", pa.int32(), "Link distance from a seed when first seen."),
         _f("first_seen", TIMESTAMP, "When it was first seen (UTC)."),
