@@ -197,6 +197,7 @@ def run_round(
             usage_refused=metrics.get("fetch/usage_refused", 0),
             usage_header_refused=metrics.get("fetch/usage_header_refused", 0),
             usage_bad_header=metrics.get("fetch/usage_bad_header", 0),
+            usage_bad_robots_lines=metrics.get("fetch/usage_bad_robots_lines", 0),
         )
     files.write_bytes(outputs.report_path(), json.dumps(report, indent=2, sort_keys=True, default=str).encode())
     # The latest round for monitoring: one file whatever the round (reports/beamcrawl.prom).

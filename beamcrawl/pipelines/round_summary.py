@@ -39,7 +39,8 @@ def summary(report: dict[str, Any]) -> str:
         lines.append(
             f"  purposes {','.join(report['purposes'])}: refused by the sites' usage preferences "
             f"{report.get('usage_refused', 0)} not fetched (robots.txt), {report.get('usage_header_refused', 0)} "
-            f"fetched but not archived (Content-Usage header); unreadable headers {report.get('usage_bad_header', 0)}"
+            f"fetched but not archived (Content-Usage header); unreadable: headers {report.get('usage_bad_header', 0)}, "
+            f"robots.txt lines {report.get('usage_bad_robots_lines', 0)}"
         )
     if report.get("errors") or report.get("quarantined"):
         by_stage = " ".join(f"{k}={v}" for k, v in sorted(report.get("errors_by_stage", {}).items()))

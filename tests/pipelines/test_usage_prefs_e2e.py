@@ -26,7 +26,8 @@ CLI = [sys.executable, "-m", "beamcrawl.cli.main"]
 ROBOTS = {
     "refuse-robots.test": "User-agent: *\nAllow: /\nContent-Usage: / train-ai=n\nContent-Usage: /open/ train-ai=y\n",
     "refuse-header.test": "User-agent: *\nAllow: /\n",
-    "allow.test": "User-agent: *\nContent-Signal: search=yes, ai-train=yes\nAllow: /\n",
+    # and one line that states nothing (no path): counted, ignored
+    "allow.test": "User-agent: *\nContent-Signal: search=yes, ai-train=yes\nContent-Usage: train-ai=n\nAllow: /\n",
 }
 
 
@@ -149,6 +150,7 @@ def test_allowed_pages_carry_the_preferences_in_parquet_and_warc(crawled):
     # a header that does not parse says nothing: robots.txt's ai-train=yes stands, counted
     assert crawled["pages"][("allow.test", "/bad")]["usage_ai_train"] == "allowed"
     assert crawled["report"]["usage_bad_header"] == 1
+    assert crawled["report"]["usage_bad_robots_lines"] == 1
 
 
 @pytest.mark.e2e

@@ -53,6 +53,7 @@ _HELP = {
     "usage_refused": "URLs not fetched because robots.txt usage preferences refuse a purpose of the crawl.",
     "usage_header_refused": "Pages not archived because their Content-Usage header refuses a purpose of the crawl.",
     "usage_bad_header": "Content-Usage response headers that did not parse (they state nothing).",
+    "usage_bad_robots_lines": "Content-Signal and Content-Usage lines of fetched robots.txt files that state nothing.",
     "refused": "Requests the address policy refused before any connection (nothing archived).",
     "operator_urls_deferred": "Seeds and submitted URLs deferred by the domain page budget.",
     "bytes": "Response bytes received (as transferred).",
