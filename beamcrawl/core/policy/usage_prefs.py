@@ -452,14 +452,16 @@ class UsageRules:
                 signals.append(value)
                 continue
             path, _, expression = value.replace("\t", " ").partition(" ")
-            prefs = aipref_preferences(expression.strip()) if path.startswith("/") else None
+            expression = expression.strip()
+            # A path and a preference (the attach draft's ABNF): without either, no rule.
+            prefs = aipref_preferences(expression) if path.startswith("/") and expression else None
             if prefs is None:
                 bad += 1
                 continue
             if len(rules) >= MAX_RULES:
                 bad += 1  # past the cap: each URL is matched against every rule
                 continue
-            rules.append(UsageRule(path, expression.strip(), prefs))
+            rules.append(UsageRule(path, expression, prefs))
         return cls(tuple(signals), tuple(rules), bad)
 
     @classmethod

@@ -251,6 +251,8 @@ _garbage = st.one_of(
             "Content-Usage: / Train-AI=y",
             "Content-Usage: /a train-ai=y,",
             "Content-Usage: train-ai=y",
+            "Content-Usage: /a/b",
+            "Content-Usage: /a\t",
             "Content-Usage: /a train-ai=y search=y",
             "Content-Usage: /a (train-ai=y",
             'Content-Usage: /a train-ai="y',
