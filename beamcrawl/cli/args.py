@@ -190,13 +190,14 @@ class OneLineArgumentParser(argparse.ArgumentParser):
 
 
 # Settings whose command-line value config_from_args turns into the setting itself.
-_GIVEN_OTHERWISE = ("out", "store", "blocklist", "resolve", "signing_key", "signature_agent")
+_GIVEN_OTHERWISE = ("out", "store", "blocklist", "resolve", "signing_key", "signature_agent", "purposes")
 
 
 def config_from_args(args: Any) -> CrawlConfig:
     """Builds the stages' CrawlConfig from parsed arguments (a namespace carrying the
     attributes ``add_crawl_arguments`` defines). Raises ValueError, one line: a setting out
     of its bound is refused here, by CrawlConfig, and nowhere before."""
+    from beamcrawl.core.policy.usage_prefs import parse_purposes
     from beamcrawl.core.runtime.config import CrawlConfig, option_fields
 
     if not args.out:
@@ -218,6 +219,7 @@ def config_from_args(args: Any) -> CrawlConfig:
         store=args.store or f"sqlite:///{out}/store.sqlite",
         blocklist=blocklist,
         resolve=tuple(args.resolve or ()),
+        purposes=parse_purposes(args.purposes or ()),
         **_signing(args),
         **settings,
     )

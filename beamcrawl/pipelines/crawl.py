@@ -95,7 +95,7 @@ def crawl(
         raise CrawlError(str(exc)) from None
     with store:
         try:
-            claim = out_folder.claim(store, cfg.out, cfg.store, folder, bool(seeds))
+            claim = out_folder.claim(store, cfg.out, cfg.store, folder, bool(seeds), cfg.purposes)
         except CrawlError:
             if created:
                 _remove_if_empty(cfg.out)

@@ -206,6 +206,16 @@ def run_round(
         "files": {kind: [p_[len(cfg.out) :].lstrip("/") for p_ in paths] for kind, paths in moved.items()},
         "metrics": metrics,
     }
+    if cfg.purposes:
+        # The crawl's declared purposes and what the sites' usage preferences did to it
+        # (core/policy/usage_prefs.py); a crawl without purposes reports as before.
+        report.update(
+            purposes=list(cfg.purposes),
+            usage_refused=metrics.get("fetch/usage_refused", 0),
+            usage_header_refused=metrics.get("fetch/usage_header_refused", 0),
+            usage_bad_header=metrics.get("fetch/usage_bad_header", 0),
+            usage_bad_robots_lines=metrics.get("fetch/usage_bad_robots_lines", 0),
+        )
     files.write_bytes(outputs.report_path(), json.dumps(report, indent=2, sort_keys=True, default=str).encode())
     # The latest round for monitoring: one file whatever the round (reports/beamcrawl.prom).
     prometheus.write_latest(report, os.path.dirname(outputs.report_path()))

@@ -21,6 +21,7 @@ import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from beamcrawl.core.runtime import files
 from beamcrawl.pipelines.crawl_errors import CrawlError
@@ -155,9 +156,15 @@ def _not_run(out: str, rounds: int, name: str) -> str:
     )
 
 
-def claim(store: Store, out: str, store_uri: str, folder: Folder, has_seeds: bool) -> Claim:
+def claim(
+    store: Store, out: str, store_uri: str, folder: Folder, has_seeds: bool, purposes: tuple[str, ...] = ()
+) -> Claim:
     """Checks that ``store`` holds the folder's crawl (or none yet), then records the crawl in
     the store and the folder if this run starts it.
+
+    The crawl's declared purposes (``--purpose``) are part of its identity: written into
+    ``crawl.json`` as ``purposes`` when there are any, and updated there when a later run
+    declares others (a run without them leaves a folder that never had them as it was).
 
     Raises:
         CrawlError: The store holds another crawl, or none while the folder names one, or
@@ -177,10 +184,12 @@ def claim(store: Store, out: str, store_uri: str, folder: Folder, has_seeds: boo
                 f"--out {out} belongs to crawl {mine}, but {_spoken(name, out)} holds {what}; "
                 "its rounds would overwrite this folder's: give another --out"
             )
+        if list(purposes) != list(folder.identity.get("purposes") or []):
+            _update_identity(out, folder.identity, purposes)
         return Claim(mine, new=False)
     if stored_id is not None and stored_out == out:
         # A run killed between recording the crawl in the store and in the folder.
-        _write_identity(out, stored_id, name)
+        _write_identity(out, stored_id, name, purposes)
         return Claim(stored_id, new=False)
     if stored_id is not None:
         raise FolderRefused(
@@ -198,11 +207,19 @@ def claim(store: Store, out: str, store_uri: str, folder: Folder, has_seeds: boo
     if not store.check_and_set("meta", CRAWL_KEY, "m:id", None, crawl_id.encode()):
         raise FolderRefused(f"{_spoken(name, out)} was claimed by another crawl starting at the same time")
     store.mutate("meta", [Mutation.set(CRAWL_KEY, {"m:out": out.encode()})])
-    _write_identity(out, crawl_id, name)
+    _write_identity(out, crawl_id, name, purposes)
     return Claim(crawl_id, new=True)
 
 
-def _write_identity(out: str, crawl_id: str, name: str) -> None:
+def _update_identity(out: str, identity: dict[str, Any], purposes: tuple[str, ...]) -> None:
+    """Rewrites ``OUT/crawl.json`` with this run's purposes, the rest as it was."""
+    updated = {k: v for k, v in identity.items() if k != "purposes"}
+    if purposes:
+        updated["purposes"] = list(purposes)
+    files.write_bytes(files.join(out, IDENTITY_FILE), (json.dumps(updated, indent=2) + "\n").encode())
+
+
+def _write_identity(out: str, crawl_id: str, name: str, purposes: tuple[str, ...] = ()) -> None:
     """Writes ``OUT/crawl.json``; the embedded store inside the folder is named relative to
     it, so that the folder moves with its store."""
     embedded_here = (
@@ -210,10 +227,12 @@ def _write_identity(out: str, crawl_id: str, name: str) -> None:
         and name.startswith("sqlite:///")
         and (os.path.dirname(name[len("sqlite://") :]) == os.path.normpath(out))
     )
-    identity = {
+    identity: dict[str, Any] = {
         "crawl_id": crawl_id,
         "store": f"./{os.path.basename(name)}" if embedded_here else name,
         "created_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "note": "beamcrawl: this folder is the output of one crawl; a run with another store is refused",
     }
+    if purposes:
+        identity["purposes"] = list(purposes)
     files.write_bytes(files.join(out, IDENTITY_FILE), (json.dumps(identity, indent=2) + "\n").encode())

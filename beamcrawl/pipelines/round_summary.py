@@ -43,6 +43,13 @@ def summary(report: dict[str, Any]) -> str:
             f"{refused.get('hosts_in_force', 0)} held by a refusal in force ({refused.get('urls_held', 0)} URLs "
             f"left queued), {sum(cleared.values())} cleared (beamcrawl hosts show HOST; hosts release HOST)"
         )
+    if report.get("purposes"):
+        lines.append(
+            f"  purposes {','.join(report['purposes'])}: refused by the sites' usage preferences "
+            f"{report.get('usage_refused', 0)} not fetched (robots.txt), {report.get('usage_header_refused', 0)} "
+            f"fetched but not archived (Content-Usage header); unreadable: headers {report.get('usage_bad_header', 0)}, "
+            f"robots.txt lines {report.get('usage_bad_robots_lines', 0)}"
+        )
     if report.get("errors") or report.get("quarantined"):
         by_stage = " ".join(f"{k}={v}" for k, v in sorted(report.get("errors_by_stage", {}).items()))
         lines.append(

@@ -26,6 +26,8 @@ import datetime as dt
 
 import pyarrow as pa
 
+from beamcrawl.core.policy.usage_prefs import PURPOSES
+
 from beamcrawl.core.urls.urlnorm import fp_hex  # a stored (signed) fingerprint as `beamcrawl normalize` prints it
 
 __all__ = [
@@ -141,6 +143,22 @@ PAGES_SCHEMA = pa.schema(
         _f("location", pa.string(), "Location response header (redirect target, as sent)."),
         _f("x_robots_tag", pa.string(), "X-Robots-Tag response header(s)."),
         _f("retry_after", pa.string(), "Retry-After response header (seconds or HTTP date, as sent)."),
+        *(
+            _f(
+                f"usage_{purpose.replace('-', '_')}",
+                pa.string(),
+                f"The site's usage preference for {purpose} at fetch time, when it is a purpose of the crawl "
+                "(--purpose): allowed | refused | unstated, from robots.txt Content-Signal and Content-Usage and "
+                "the Content-Usage header, the stricter winning; null when the crawl does not declare it.",
+            )
+            for purpose in PURPOSES
+        ),
+        _f(
+            "usage_refused",
+            pa.string(),
+            "Why a fetched page was not archived or parsed: the purpose its Content-Usage header refused, with "
+            "the header (the URL itself was allowed by robots.txt); null otherwise.",
+        ),
     ]
 )
 
@@ -170,7 +188,11 @@ URLS_SCHEMA = pa.schema(
         _f("url", pa.string(), "The URL (normalised).", nullable=False),
         _f("url_fp", pa.int64(), "Fingerprint of url, signed (see fp_hex); the seen set's key.", nullable=False),
         _f("host", pa.string(), "Host of url (with a non-default port)."),
-        _f("state", pa.string(), "queued | fetched | error | refused | robots_disallowed."),
+        _f(
+            "state",
+            pa.string(),
+            "queued | fetched | error | refused | robots_disallowed | usage_refused (--purpose: a purpose the site's robots.txt refuses).",
+        ),
         _f("source", pa.string(), "How it was found: seed | link | redirect | sitemap | submit."),
         _f("depth", pa.int32(), "Link distance from a seed when first seen."),
         _f("first_seen", TIMESTAMP, "When it was first seen (UTC)."),

@@ -249,7 +249,7 @@ class UrlState:
 
     url: str
     first_seen_ms: int | None = None
-    state: str = "queued"  # queued | fetched | error | refused | robots_disallowed
+    state: str = "queued"  # queued | fetched | error | refused | robots_disallowed | usage_refused
     source: str | None = None
     depth: int | None = None
     status: int | None = None
@@ -444,7 +444,7 @@ class FetchResult:
     """One fetch (or a decision not to fetch) of one queued URL."""
 
     entry: FrontierEntry
-    outcome: str  # fetched | error | refused (address policy) | robots_disallowed | deferred
+    outcome: str  # fetched | error | refused (address policy) | robots_disallowed | usage_refused | deferred
     url: str
     final_url: str = ""
     status: int = 0
@@ -468,6 +468,13 @@ class FetchResult:
     # Seconds of ``elapsed`` the fetch loop spent late on other work (core/net/fetcher.py
     # LoopLag): not the host's time, so not charged to its adaptive delay.
     loop_lag: float = 0.0
+    # The site's usage preferences for the crawl's purposes (core/policy/usage_prefs.py), only
+    # when the crawl declares purposes: purpose -> allowed | refused | unstated, and, when one
+    # was refused, the evidence (outcome usage_refused: by robots.txt, not fetched; fetched:
+    # by the Content-Usage header, the body dropped before it was archived or parsed).
+    usage: dict[str, str] | None = None
+    usage_refused: str | None = None
+    usage_bad_header: bool = False  # a Content-Usage header that did not parse (it said nothing)
 
     @property
     def response_time(self) -> float:

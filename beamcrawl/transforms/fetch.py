@@ -46,6 +46,7 @@ from beamcrawl.core.net.fetcher import (
 )
 from beamcrawl.core.policy import refusals
 from beamcrawl.core.policy.robots import RobotsRules
+from beamcrawl.core.policy.usage_prefs import UsageRules
 from beamcrawl.core.runtime import gctune
 from beamcrawl.core.runtime.config import CrawlConfig
 from beamcrawl.schemas.records import FetchResult, HostPlan, HostRecord
@@ -59,17 +60,30 @@ PROGRESS_EVERY = 5.0
 LEVELS_EVERY = 1.0  # how often the live-progress counters follow the fetch loop
 
 
+def _bad_usage_lines(robots_body: bytes, token: str) -> int:
+    """How many Content-Signal / Content-Usage lines of our group in a robots.txt state nothing."""
+    return UsageRules.from_robots(RobotsRules.parse(robots_body, token)).bad
+
+
 class _MetricsCollector:
     """The fetch stage's counters: received, success, error, status classes, latency."""
 
-    def __init__(self) -> None:
+    def __init__(self, usage_token: str | None = None) -> None:
         ns = "fetch"
+        # With --purpose: the token whose robots.txt group the usage statements are read from.
+        self.usage_token = usage_token
         self.hosts = Metrics.counter(ns, "hosts")
         self.received = Metrics.counter(ns, "received")
         self.success = Metrics.counter(ns, "success")
         self.error = Metrics.counter(ns, "error")
         self.deferred = Metrics.counter(ns, "deferred")
         self.robots_disallowed = Metrics.counter(ns, "robots_disallowed")
+        # Usage preferences (--purpose): URLs not fetched for robots.txt's, pages whose body
+        # was dropped for their Content-Usage header's, headers that did not parse.
+        self.usage_refused = Metrics.counter(ns, "usage_refused")
+        self.usage_header_refused = Metrics.counter(ns, "usage_header_refused")
+        self.usage_bad_header = Metrics.counter(ns, "usage_bad_header")
+        self.usage_bad_robots_lines = Metrics.counter(ns, "usage_bad_robots_lines")
         self.refused = Metrics.counter(ns, "refused")  # the address policy: no socket opened
         self.robots_fetches = Metrics.counter(ns, "robots_fetches")
         self.bytes = Metrics.counter(ns, "bytes")
@@ -105,6 +119,12 @@ class _MetricsCollector:
                 self.status[klass].inc()
             if result.entry.source == "robots":
                 self.robots_fetches.inc()
+                if self.usage_token and 200 <= result.status < 300:
+                    self.usage_bad_robots_lines.inc(_bad_usage_lines(result.body, self.usage_token))
+            if result.usage_refused:
+                self.usage_header_refused.inc()
+            if result.usage_bad_header:
+                self.usage_bad_header.inc()
         elif result.outcome == "error":
             self.error.inc()
             self.error_kinds[error_kind(result.error)].inc()
@@ -113,6 +133,8 @@ class _MetricsCollector:
             self.deferred_reasons[deferred_reason(result.error)].inc()
         elif result.outcome == "robots_disallowed":
             self.robots_disallowed.inc()
+        elif result.outcome == "usage_refused":
+            self.usage_refused.inc()
         elif result.outcome == "refused":
             self.refused.inc()
 
@@ -187,7 +209,7 @@ class _FetchShardsFn(beam.DoFn):
 
     def setup(self) -> None:
         gctune.tune()
-        self.metrics = _MetricsCollector()
+        self.metrics = _MetricsCollector(self.cfg.robots_token if self.cfg.purposes else None)
         self.refusals = _RefusalWatch(self.cfg)
 
     def start_bundle(self) -> None:

@@ -45,7 +45,9 @@ __all__ = [
 ]
 
 # refused: the address policy refused the connection; the URL is not asked for again.
-FINISHED = ("fetched", "error", "refused", "robots_disallowed")
+# usage_refused: the site's usage preferences refuse a purpose of the crawl (not fetched),
+# finished like robots_disallowed.
+FINISHED = ("fetched", "error", "refused", "robots_disallowed", "usage_refused")
 # url too: a URL queued by a run that died before marking it seen gets its row from here.
 STATE_FIELDS = ("url", "state", "status", "fetched_at_ms", "checksum", "error")
 # Written only when freshness scheduled the fetch (a result that never went through it

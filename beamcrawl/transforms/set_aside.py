@@ -74,8 +74,8 @@ class _SetBodiesAsideFn(beam.DoFn):
 
     def process(self, page: ParsedPage) -> Iterator[ParsedPage]:
         f = page.fetch
-        if f.outcome != "fetched" or f.spooled is not None:
-            yield page
+        if f.outcome != "fetched" or f.spooled is not None or f.usage_refused:
+            yield page  # a page the site refused our purpose for keeps no body to set aside
             return
         digest = f.digest or payload_digest(f.raw_body)
         if body_still_needed(page):

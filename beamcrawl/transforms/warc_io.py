@@ -78,6 +78,7 @@ from beamcrawl.core.archive.warc_revisit import (
     warc_date,
 )
 from beamcrawl.core.net.conditional import is_conditional, revisit_warc_headers
+from beamcrawl.core.policy.usage_prefs import PURPOSES
 from beamcrawl.core.runtime import files
 from beamcrawl.core.runtime.outputs import RoundOutputs, part_name
 from beamcrawl.schemas.arrow import PAGES_HEADER_COLUMNS, signed64
@@ -167,6 +168,16 @@ def _request_record(f: FetchResult, date: str, concurrent_to: str, record_id: st
     return record(fields, head, content_type=REQUEST_CONTENT_TYPE)
 
 
+#: The WARC field that carries the usage preferences that applied to a capture, e.g.
+#: ``search=unstated, ai-train=allowed`` (a purpose of the crawl each; SCHEMAS.md).
+USAGE_HEADER = "WARC-Usage-Preferences"
+
+
+def usage_field(usage: dict[str, str]) -> str:
+    """A capture's usage preferences as its WARC field's value."""
+    return ", ".join(f"{purpose}={decision}" for purpose, decision in usage.items())
+
+
 def _capture_fields(kind: str, page: ParsedPage, record_id: str, date: str) -> list[tuple[str, str]]:
     """The named fields of a fetch's capture record, up to its block digest.
 
@@ -247,6 +258,8 @@ def capture_record(page: ParsedPage, kind: str, record_id: str, level: int = war
     f = page.fetch
     date = warc_date(f.fetched_at)
     fields = _capture_fields(kind, page, record_id, date)
+    if f.usage:  # the site's usage preferences at fetch time (core/policy/usage_prefs.py)
+        fields.append((USAGE_HEADER, usage_field(f.usage)))
     headers = [(HOP_BY_HOP_RENAMED.get(k.lower(), k), v) for k, v in f.response_headers]
     head, written = http_head(status_line(f.http_version, f.status, f.reason), headers)
     payload = f.raw_body if kind == "response" else b""  # a revisit's payload stays with its original
@@ -403,10 +416,19 @@ def page_event(page: ParsedPage, blob: str | None, note: str | None = None) -> d
         "error": f.error or note,
         "depth": f.entry.depth,
         "source": f.entry.source,
+        **_usage_columns(f),
     }
     for column in PAGES_HEADER_COLUMNS.values():
         event[column] = headers.get(column)
     return event
+
+
+def _usage_columns(f: FetchResult) -> dict[str, str | None]:
+    """The pages/ ``usage_*`` columns: each purpose's decision, and why the page was refused."""
+    usage = f.usage or {}
+    columns: dict[str, str | None] = {f"usage_{p.replace('-', '_')}": usage.get(p) for p in PURPOSES}
+    columns["usage_refused"] = f.usage_refused
+    return columns
 
 
 class _MetricsCollector:
@@ -477,7 +499,7 @@ class _WriteWarcFn(beam.DoFn):
     def process(self, page: ParsedPage) -> Iterator[dict[str, Any]]:
         assert self.metrics is not None
         self.metrics.received.inc()
-        if page.fetch.outcome in ("deferred", "robots_disallowed"):
+        if page.fetch.outcome in ("deferred", "robots_disallowed", "usage_refused"):
             self.metrics.skipped.inc()
             return iter(())  # no request was made: nothing to archive, no fetch event
         try:
@@ -493,6 +515,9 @@ class _WriteWarcFn(beam.DoFn):
         if page.fetch.outcome != "fetched":
             self.metrics.not_fetched.inc()
             return page_event(page, None)
+        if page.fetch.usage_refused:  # its body was dropped in the fetch stage
+            self.metrics.not_fetched.inc()
+            return page_event(page, None, f"not archived: {page.fetch.usage_refused}"[:300])
         kind = capture_kind(page)
         if kind is None:
             self.metrics.near_copies.inc()

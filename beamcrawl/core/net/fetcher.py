@@ -50,6 +50,7 @@ from beamcrawl.core.net.netpolicy import ResolveRules
 from beamcrawl.core.net.resolver import REFUSED, FetchRefused, PolicyResolver, hostname_of
 from beamcrawl.core.urls.hostkeys import shard_of
 from beamcrawl.core.urls.urlnorm import host_of
+from beamcrawl.core.policy import usage_prefs
 from beamcrawl.core.policy.robots import RobotsRules, cached_rules
 from beamcrawl.core.net.transfer import (
     ACCEPT_ENCODING,
@@ -326,6 +327,13 @@ class HostCrawler:
         )
         record.delay = max(record.delay, delay)
 
+        # Usage preferences (core/policy/usage_prefs.py), read only for a crawl with purposes.
+        usage: dict[str, usage_prefs.UsageRules] = {}
+        for scheme, known in by_scheme.items() if self.cfg.purposes else ():
+            if known is not None and len(known.text or "") > OFF_LOOP_BYTES:  # a large file reads off the loop
+                usage[scheme] = await asyncio.to_thread(usage_prefs.UsageRules.from_robots, known)
+            else:
+                usage[scheme] = usage_prefs.UsageRules.from_robots(known)
         for i, entry in enumerate(plan.entries):
             rules = by_scheme.get(_scheme(entry.url))
             if rules is None:  # robots unknown and not fetched: never fetch blind
@@ -338,6 +346,21 @@ class HostCrawler:
             if not rules.allowed(entry.url):
                 self.emit("result", _not_fetched(entry, "robots_disallowed"))
                 continue
+            site_usage = usage.get(_scheme(entry.url))
+            if site_usage is not None:
+                decided = usage_prefs.decide(site_usage, entry.url, self.cfg.purposes)
+                refusal = usage_prefs.crawl_refusal(decided)
+                if refusal is not None:  # the site refuses a purpose of the crawl: no request
+                    self.emit(
+                        "result",
+                        replace(
+                            _not_fetched(entry, "usage_refused"),
+                            error=refusal[:300],
+                            usage=usage_prefs.record_of(decided),
+                            usage_refused=refusal[:300],
+                        ),
+                    )
+                    continue
             result = None
             if self._may_start(record, record.delay):
                 result = await self._request(record, entry, entry.url, record.ip, record.delay)
@@ -346,6 +369,8 @@ class HostCrawler:
                     self.emit("result", _deferred(rest, "round window ended"))
                 break
             self._after(record, result, rules, plan.delay)
+            if site_usage is not None:
+                result = apply_usage(result, site_usage, self.cfg.purposes)
             self.emit("result", result)
         return record
 
@@ -713,6 +738,22 @@ def store_robots_answer(record: HostRecord, rules: RobotsRules, status: int | No
     record.robots = rules.to_dict()
     record.robots_status = status
     record.robots_fetched_at = now
+
+
+def apply_usage(result: FetchResult, site_usage: usage_prefs.UsageRules, purposes: tuple[str, ...]) -> FetchResult:
+    """A fetched result with the usage preferences that applied to it: robots.txt's and its
+    ``Content-Usage`` header's. A purpose refused by the header (robots.txt refusals are never
+    requested) drops the body here, so it is neither archived nor parsed."""
+    if result.outcome != "fetched":
+        return result
+    header = [v for name, v in result.response_headers if name.lower() == "content-usage"]
+    decided = usage_prefs.decide(site_usage, result.url, purposes, header)
+    _, bad = usage_prefs.header_preferences(header, purposes)
+    refusal = usage_prefs.crawl_refusal(decided)
+    result = replace(result, usage=usage_prefs.record_of(decided), usage_bad_header=bad)
+    if refusal is not None:
+        result = replace(result, usage_refused=refusal[:300], body=b"", raw_body=b"")
+    return result
 
 
 def _scheme(url: str) -> str:

@@ -16,8 +16,10 @@ its due URLs stay queued, nothing is deleted):
   core/policy/robots.py: the same text read for our token and for a token no group names
   (:func:`token_refusal`). Rechecked when the robots.txt is fetched again on its usual
   schedule (at most 24 h old); the refusal clears when the file no longer refuses us.
-* ``purpose``: reserved for a site's usage preference refusing the crawl's purpose for the
-  whole site; the caller decides it and records it with :func:`note` like the others.
+* ``purpose``: the host's robots.txt refuses one of the crawl's declared purposes
+  (``--purpose``) for the whole site, by its usage preferences
+  (:func:`core.policy.usage_prefs.site_refuses`). Held and rechecked as ``token``: the next
+  robots.txt fetch renews it or clears it.
 
 A refusal holds a crawl whose identity it names (:func:`applies`): the same product token
 (and, for ``purpose``, a purpose in common). The key thumbprint is recorded as evidence of
@@ -33,6 +35,7 @@ from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, Iterable, NamedTuple, Sequence
 
 from beamcrawl.core.policy.robots import RobotsRules
+from beamcrawl.core.policy import usage_prefs
 
 if TYPE_CHECKING:
     from beamcrawl.core.runtime.config import CrawlConfig
@@ -352,4 +355,11 @@ def update_after_round(
         elif "token" in mine:
             refusals = clear(refusals, ["token"], identity.token)
             cleared.append("token")
+        why = usage_prefs.site_refuses(robots, identity.purposes) if identity.purposes else None
+        if why is not None:
+            refusals = note(refusals, "purpose", identity, {"robots": why, "status": robots.status}, now)
+            noted.append("purpose")
+        elif "purpose" in mine:
+            refusals = clear(refusals, ["purpose"], identity.token)
+            cleared.append("purpose")
     return refusals, noted, cleared

@@ -59,6 +59,7 @@ __all__ = [
     "RobotsKind",
     "RobotsRules",
     "cached_rules",
+    "group_lines",
     "product_token",
     "retry_unreachable_at",
     "rules_in_force",
@@ -234,6 +235,53 @@ def _filtered(text: str, token: str) -> str:
     return "\n".join(out)
 
 
+def group_lines(text: str, token: str, fields: tuple[str, ...]) -> list[tuple[str, str]]:
+    """The ``fields`` records of the groups that apply to ``token``, in file order.
+
+    The groups are read exactly as :func:`_filtered` reads them for protego (the same line
+    ends, comments, User-agent matching, and records other than Allow and Disallow do not end
+    a group's User-agent lines), so that a record sits in the group whose Allow and Disallow
+    rules we obey. The groups naming ``token`` apply, else the ``*`` groups (RFC 9309
+    §2.2.1; several matching groups are combined).
+
+    Args:
+        text: The decoded robots.txt text (:attr:`RobotsRules.text`).
+        token: Our product token.
+        fields: Lower-case record names, e.g. ``("content-usage",)``; only ``Name: value``
+            lines count.
+
+    Returns:
+        ``(field, value)`` pairs, the value stripped (comments already removed).
+    """
+    token = product_token(token)
+    groups: list[tuple[set[str], list[tuple[str, str]]]] = []
+    in_agents = False
+    for raw in text.replace("\r\n", "\n").replace("\r", "\n").split("\n"):
+        line = raw.partition("#")[0].strip()
+        if not line:
+            continue
+        name, colon, value = line.partition(":")
+        field = " ".join(name.lower().split())
+        if colon and field in fields:
+            if groups:  # before the first User-agent line a record belongs to no group
+                groups[-1][1].append((field, value.strip()))
+            continue
+        record = _split_record(line)
+        if record is None:
+            continue
+        if record[0] == "user-agent":
+            if not in_agents:
+                groups.append((set(), []))
+                in_agents = True
+            groups[-1][0].add(_agent_name(record[1], token))
+        elif record[0] in ("allow", "disallow"):
+            in_agents = False
+    mine = [lines for agents, lines in groups if token in agents]
+    if not mine:
+        mine = [lines for agents, lines in groups if "*" in agents]
+    return [pair for lines in mine for pair in lines]
+
+
 def _request_target(url_or_path: str) -> str:
     """The path and query of a URL (or a path), which is all rules match against."""
     target = url_or_path
@@ -351,6 +399,12 @@ class RobotsRules:
         if self.kind != "parsed":
             return []
         return list(dict.fromkeys(self._protego().sitemaps))
+
+    def group_lines(self, fields: tuple[str, ...]) -> list[tuple[str, str]]:
+        """Our group's records named ``fields`` (see :func:`group_lines`); none unless parsed."""
+        if self.kind != "parsed":
+            return []
+        return group_lines(self.text or "", self.token, fields)
 
     def to_dict(self) -> dict[str, Any]:
         """A small JSON-able form for the host record (the body is parsed again on load)."""

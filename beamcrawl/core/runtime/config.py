@@ -19,6 +19,7 @@ from beamcrawl import CONTACT_URL, DEFAULT_USER_AGENT, PRODUCT_TOKEN, __version_
 from beamcrawl.core.content.sitemaps import MAX_BYTES as MAX_SITEMAP_BYTES
 from beamcrawl.core.policy.budget_rules import BudgetRules
 from beamcrawl.core.policy.change_rate import ChangeModel, SchedulePolicy
+from beamcrawl.core.policy.usage_prefs import PURPOSES
 from beamcrawl.core.urls.urlnorm import MAX_URL_LENGTH
 from beamcrawl.core.urls.urlshape import ShapeRules
 
@@ -160,6 +161,19 @@ class CrawlConfig:
     )
     robots_token: str = _setting(
         PRODUCT_TOKEN, "Product token matched against robots.txt User-agent lines.", metavar="TOKEN"
+    )
+    # What the crawl's pages are for (core/policy/usage_prefs.py): the site's usage preferences
+    # for these purposes are obeyed, the strictest of them for the whole crawl. None: not read.
+    purposes: tuple[str, ...] = _setting(
+        (),
+        "What the crawl is for: search, ai-input, ai-train (repeatable, or a comma list). "
+        "The sites' usage preferences for them (robots.txt Content-Signal and Content-Usage, the "
+        "Content-Usage header) are obeyed: a URL refused for any of them is not fetched, a page "
+        "refused by its header is not archived or parsed. Default: none (preferences not read).",
+        flag="--purpose",
+        alias="--purposes",
+        metavar="PURPOSE",
+        repeat=True,
     )
     # Politeness (docs/ARCHITECTURE.md §3): delay = max(min_delay, crawl-delay capped, factor × response time).
     min_delay: float = _setting(
@@ -427,6 +441,8 @@ class CrawlConfig:
         if not self.robots_token or any(c.isspace() or c == "/" for c in self.robots_token):
             problems.append(f"--robots-token must be a product token, got {self.robots_token!r}")
         problems.extend(self._limit_problems())
+        if not isinstance(self.purposes, tuple) or any(p not in PURPOSES for p in self.purposes):
+            problems.append(f"--purpose must be {', '.join(PURPOSES)} (one or more), got {self.purposes!r}")
         if (self.signing_key is None) != (self.signature_agent is None):
             problems.append("--signing-key and --signature-agent go together: give both or neither")
         elif self.signature_agent is not None:

@@ -147,6 +147,22 @@ def test_a_token_refusal_lasts_while_the_robots_txt_says_so():
     assert refusals.update_after_round(stored, ME, [], welcome, NOW + DAY)[0:3:2] == ([], ["token"])
 
 
+def test_a_site_refusing_a_declared_purpose_is_held_until_its_robots_txt_says_otherwise():
+    trainer = Identity(TOKEN, purposes=("ai-train",))
+    refusing = RobotsRules.parse("User-agent: *\nContent-Signal: search=yes, ai-train=no\nAllow: /\n", TOKEN)
+    stored, noted, _ = refusals.update_after_round([], trainer, [], refusing, NOW)
+    assert noted == ["purpose"] and "ai-train" in stored[0]["evidence"]["robots"], stored
+    assert refusals.in_force(stored, trainer, NOW + DAY, robots_due=False) is not None
+    # The same file refuses nothing to a crawl that declares no purpose, or another one.
+    for other in (ME, Identity(TOKEN, purposes=("search",))):
+        assert refusals.update_after_round([], other, [], refusing, NOW)[0] == []
+    # A path-scoped refusal is not the whole site; a file that no longer refuses clears it.
+    partial = RobotsRules.parse("User-agent: *\nContent-Usage: /private/ train-ai=n\n", TOKEN)
+    assert refusals.update_after_round(stored, trainer, [], partial, NOW + DAY)[0:3:2] == ([], ["purpose"])
+    unreachable = RobotsRules("disallow_all", TOKEN, status=503)
+    assert refusals.update_after_round(stored, trainer, [], unreachable, NOW + DAY)[0] == stored
+
+
 def test_a_refusal_holds_only_the_identity_it_names():
     stored = refusals.note([], "token", ME, {}, NOW)
     assert refusals.in_force(stored, Identity("otherbot"), NOW, robots_due=False) is None
