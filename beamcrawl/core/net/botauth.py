@@ -562,6 +562,8 @@ class _FolderLock:
     ``retire`` commands at once do not lose each other's change to ``keys.json``."""
 
     def __init__(self, folder: str) -> None:
+        if not os.path.isdir(folder):
+            raise BotAuthError(f"not a folder: {folder}")
         self.path = os.path.join(folder, ".keys.lock")
         self.fd = -1
 
@@ -642,6 +644,7 @@ def rotate_keys(
 
 def retire_key(folder: str, keyid: str, now: float | None = None) -> KeyEntry:
     """Retires ``keyid`` now: it leaves the directory and never signs again (its files stay).
+    If the newest key left was only scheduled to retire because of it, that date is dropped.
 
     Raises:
         BotAuthError: An unknown or already retired key, or one whose retirement would
@@ -666,6 +669,15 @@ def retire_key(folder: str, keyid: str, now: float | None = None) -> KeyEntry:
                 f"refusing to retire {keyid}: no other key could sign now "
                 f"(add one first: beamcrawl keys rotate {folder} --activate-after 0)"
             ) from None
+        # A key scheduled to retire because of the successor retired here stays: the newest
+        # key left able to sign has no retirement date, so some key signs at every later time.
+        able = [e for e in after if e.private and not e.retired(clock)]
+        if all(e.retire_at is not None for e in able):
+            keep = max(able, key=lambda e: (e.signs_from, e.created, e.keyid))
+            after = [
+                KeyEntry(e.keyid, e.private, e.public, e.created, e.signs_from, None) if e is keep else e
+                for e in after
+            ]
         write_keys_file(folder, after)
     return next(e for e in after if e.keyid == keyid)
 
