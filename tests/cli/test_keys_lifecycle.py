@@ -347,3 +347,34 @@ def test_crawl_refuses_a_folder_with_no_key_in_one_line(tmp_path):
     botauth.generate_keys(str(tmp_path / "keys"))
     cfg = config_from_args(cfg_args)
     assert botauth.load_signer(cfg.signing_key, AGENT).keyid == botauth.read_folder(str(tmp_path / "keys"))[0].keyid
+
+
+def test_signing_key_may_be_a_file_or_a_remote_folder(tmp_path, monkeypatch):
+    folder = tmp_path / "keys"
+    botauth.generate_keys(str(folder))
+    (first,) = botauth.read_folder(str(folder))
+    pem = str(folder / botauth.PRIVATE_KEY_FILE)
+    assert botauth.load_signer(pem, AGENT).keyid == first.keyid  # one key file, as before
+    # A gs:// folder (its URL ends in /) is read file by file through read_key_file, which
+    # reads Beam filesystems; here the bucket is the local folder.
+    remote = "gs://bucket/keys/"
+
+    def read(path: str) -> bytes:
+        local = folder / path.removeprefix(remote)
+        if not local.exists():
+            raise botauth.BotAuthError(f"cannot read signing key {path}: not found")
+        return local.read_bytes()
+
+    monkeypatch.setattr(botauth, "read_key_file", read)
+    assert botauth.load_signer(remote, AGENT).keyid == first.keyid  # no keys.json: signing-key.pem
+    new = botauth.rotate_keys(str(folder), activate_after=0)
+    assert botauth.load_signer(remote, AGENT).keyid == new.keyid  # keys.json: its signing key
+
+
+def test_a_rotation_in_the_same_second_signs_with_the_new_key(tmp_path):
+    folder = str(tmp_path / "keys")
+    botauth.generate_keys(folder)
+    (old,) = botauth.read_folder(folder)
+    for _ in range(3):  # each new key has the same times as the one before it
+        new = botauth.rotate_keys(folder, now=old.created, activate_after=0)
+        assert botauth.signing_entry(botauth.read_folder(folder), old.created).keyid == new.keyid

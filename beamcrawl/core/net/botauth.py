@@ -491,7 +491,7 @@ def _keys_file_bytes(entries: Iterable[KeyEntry]) -> bytes:
             "keyid": e.keyid, "private": e.private, "public": e.public, "created": iso_time(e.created),
             "signs_from": iso_time(e.signs_from), "retire_at": None if e.retire_at is None else iso_time(e.retire_at),
         }
-        for e in sorted(entries, key=lambda e: (e.created, e.keyid))
+        for e in sorted(entries, key=lambda e: e.created)  # stable: a same-second rotation stays last
     ]  # fmt: skip
     return (json.dumps({"format": 1, "keys": keys}, indent=2) + "\n").encode("utf-8")
 
@@ -544,10 +544,12 @@ def signing_entry(entries: Iterable[KeyEntry], now: float | None = None) -> KeyE
         BotAuthError: None can sign now.
     """
     clock = time.time() if now is None else now
-    ready = [e for e in entries if e.private and not e.retired(clock) and e.signs_from <= clock]
+    # In the folder's order, so that of two keys made in the same second the later one wins.
+    ready = [(e.signs_from, e.created, n, e) for n, e in enumerate(entries)]
+    ready = [r for r in ready if r[3].private and not r[3].retired(clock) and r[0] <= clock]
     if not ready:
         raise BotAuthError("no key of the folder can sign now (add one with: beamcrawl keys rotate DIR)")
-    return max(ready, key=lambda e: (e.signs_from, e.created, e.keyid))
+    return max(ready, key=lambda r: r[:3])[3]
 
 
 def served_keys(entries: Iterable[KeyEntry], now: float | None = None) -> list[KeyEntry]:
@@ -671,12 +673,11 @@ def retire_key(folder: str, keyid: str, now: float | None = None) -> KeyEntry:
             ) from None
         # A key scheduled to retire because of the successor retired here stays: the newest
         # key left able to sign has no retirement date, so some key signs at every later time.
-        able = [e for e in after if e.private and not e.retired(clock)]
-        if all(e.retire_at is not None for e in able):
-            keep = max(able, key=lambda e: (e.signs_from, e.created, e.keyid))
+        able = [(e.signs_from, e.created, n, e) for n, e in enumerate(after) if e.private and not e.retired(clock)]
+        if all(r[3].retire_at is not None for r in able):
+            keep = max(able, key=lambda r: r[:3])[3]
             after = [
-                KeyEntry(e.keyid, e.private, e.public, e.created, e.signs_from, None) if e is keep else e
-                for e in after
+                KeyEntry(e.keyid, e.private, e.public, e.created, e.signs_from, None) if e is keep else e for e in after
             ]
         write_keys_file(folder, after)
     return next(e for e in after if e.keyid == keyid)
