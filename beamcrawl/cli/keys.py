@@ -129,7 +129,7 @@ def directory(folder: str, now: float | None = None) -> dict[str, list[dict[str,
     except OSError as exc:
         from beamcrawl.core.net.botauth import BotAuthError
 
-        raise BotAuthError(f"cannot read a key in {folder}: {exc.strerror or exc}") from None
+        raise BotAuthError(f"cannot read key {exc.filename or folder}: {exc.strerror or exc}") from None
 
 
 def key_rows(folder: str, now: float | None = None) -> list[dict[str, Any]]:
@@ -270,8 +270,8 @@ def run(argv: Sequence[str], out: TextIO) -> int:
     if args.action == "serve":
         if not 0 <= args.port <= 65535:
             parser.error(f"--port must be 0-65535, got {args.port}")
-        entries = read_folder(args.folder)  # a bad folder is one line now, not a 503 per request
-        if any(e.private is None for e in entries):
+        directory(args.folder)  # a bad folder or key file is one line now, not a 503 per request
+        if any(e.private is None for e in read_folder(args.folder)):
             print(
                 "beamcrawl keys serve: warning: a public-only key is published unsigned; "
                 "verifiers that follow the directory draft ignore it",

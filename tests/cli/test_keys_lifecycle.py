@@ -378,3 +378,20 @@ def test_a_rotation_in_the_same_second_signs_with_the_new_key(tmp_path):
     for _ in range(3):  # each new key has the same times as the one before it
         new = botauth.rotate_keys(folder, now=old.created, activate_after=0)
         assert botauth.signing_entry(botauth.read_folder(folder), old.created).keyid == new.keyid
+
+
+def test_serve_refuses_a_folder_whose_key_file_is_gone(tmp_path, capsys):
+    folder = tmp_path / "keys"
+    botauth.generate_keys(str(folder))
+    new = botauth.rotate_keys(str(folder))
+    (folder / str(new.private)).unlink()
+    import threading
+
+    status = []  # in a thread, so that a server that starts anyway fails the test, not hangs it
+    thread = threading.Thread(target=lambda: status.append(keys_cmd.main(["serve", str(folder), "--port", "0"])))
+    thread.daemon = True
+    thread.start()
+    thread.join(30)
+    assert status == [1]
+    err = capsys.readouterr().err
+    assert str(new.private) in err and err.count("\n") == 1, err
