@@ -98,7 +98,14 @@ def _parser() -> OneLineArgumentParser:
 
 def _published(folder: str, now: float) -> list[tuple[KeyEntry, Any, Any]]:
     """The folder's published keys now, each with its public key and its private key (or None)."""
-    from beamcrawl.core.net.botauth import load_private_key, load_public_key, read_folder, served_keys
+    from beamcrawl.core.net.botauth import (
+        BotAuthError,
+        load_private_key,
+        load_public_key,
+        read_folder,
+        served_keys,
+        thumbprint,
+    )
 
     keys = []
     for entry in served_keys(read_folder(folder), now):
@@ -112,6 +119,8 @@ def _published(folder: str, now: float) -> list[tuple[KeyEntry, Any, Any]]:
             path = os.path.join(folder, str(entry.public))
             with open(path, "rb") as fh:
                 public = load_public_key(fh.read(64 * 1024), path)
+        if thumbprint(public) != entry.keyid:  # keys.json edited by hand, or a file replaced
+            raise BotAuthError(f"{path} holds key {thumbprint(public)}, not {entry.keyid} as keys.json says")
         keys.append((entry, public, private))
     return keys
 

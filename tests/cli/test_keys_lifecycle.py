@@ -300,6 +300,7 @@ def test_keys_json_is_replaced_whole(tmp_path):
         (["rotate", "{keys}", "--overlap", "-1"], 1, "must be >= 0"),
         (["generate", "--out", "{rotated}"], 1, "keys rotate"),
         (["list", "{broken}"], 1, "keys.json: not JSON"),
+        (["directory", "{swapped}"], 1, "as keys.json says"),
         (["serve", "{keys}", "--port", "70000"], 2, "--port"),
         ([], 2, "give a command"),
     ],
@@ -313,6 +314,12 @@ def test_errors_are_one_line(tmp_path, capsys, argv, status, message):
     broken.mkdir()
     (broken / botauth.KEYS_FILE).write_text("{")
     empty.mkdir()
+    swapped = tmp_path / "swapped"  # a key file replaced by another key
+    botauth.generate_keys(str(swapped))
+    botauth.rotate_keys(str(swapped))
+    botauth.generate_keys(str(tmp_path / "other"))
+    for name in (botauth.PRIVATE_KEY_FILE, botauth.PUBLIC_KEY_FILE):
+        (swapped / name).write_bytes((tmp_path / "other" / name).read_bytes())
     (kid,) = (e.keyid for e in botauth.read_folder(str(keys)))
     names = {
         "missing": tmp_path / "missing",
@@ -321,6 +328,7 @@ def test_errors_are_one_line(tmp_path, capsys, argv, status, message):
         "kid": kid,
         "rotated": rotated,
         "broken": broken,
+        "swapped": swapped,
     }
     try:
         got = keys_cmd.main([a.format(**names) for a in argv])
