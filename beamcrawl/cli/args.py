@@ -232,9 +232,9 @@ def _signing(args: Any) -> dict[str, Any]:
     key, agent = args.signing_key, args.signature_agent
     if not key or not agent:
         return {"signing_key": key or None, "signature_agent": agent or None}
-    from beamcrawl.core.net.botauth import Signer, read_key_file
+    from beamcrawl.core.net.botauth import load_signer
 
-    Signer.create(read_key_file(key), agent, source=key)
+    load_signer(key, agent)  # a key file, or a key folder's signing key (BotAuthError is a ValueError)
     return {"signing_key": key if "://" in key else os.path.abspath(key), "signature_agent": agent}
 
 

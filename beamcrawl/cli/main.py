@@ -13,7 +13,8 @@
                     [--kind auto|page|sitemap] [--allow-private-networks] (--store URI | --crawl OUT_DIR)
     beamcrawl export urls|hosts|quarantine --out DIR (--store URI | --crawl OUT_DIR)
     beamcrawl store init|info --store bigtable://PROJECT/INSTANCE[/TABLE_PREFIX]
-    beamcrawl keys generate --out DIR | keys directory DIR
+    beamcrawl keys generate --out DIR | keys directory DIR | keys serve DIR [--bind ADDR] [--port N]
+    beamcrawl keys rotate DIR [--activate-after S] [--overlap S] | keys retire DIR KEYID | keys list DIR [--json]
     beamcrawl api (--crawl OUT_DIR | --store URI [--reports DIR]) [--bind ADDR] [--port P] [--token-file F]
     beamcrawl report OUT_DIR [--to DIR]
     beamcrawl status --crawl OUT_DIR [--json]   (is a round running; its live counters)

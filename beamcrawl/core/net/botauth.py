@@ -13,11 +13,20 @@ describe::
 
 ``Signature-Agent`` is a structured-field string (quoted): where the key directory is
 published (``/.well-known/http-message-signatures-directory`` under it serves the JWKS that
-``beamcrawl keys directory`` prints). The signature covers the request's ``@authority`` (the
+``beamcrawl keys directory`` prints, or ``beamcrawl keys serve`` serves). The signature covers the request's ``@authority`` (the
 host, and the port unless it is the scheme's default) and that header, so it cannot be
 replayed against another site or under another agent; ``keyid`` is the RFC 7638 JWK
 thumbprint of the Ed25519 public key; ``created`` and ``expires`` are taken per request, the
 signature valid for :data:`VALIDITY` seconds.
+
+Keys change: a key folder holds several, with their dates in ``keys.json`` (:class:`KeyEntry`).
+:func:`rotate_keys` adds one, published at once and signing a directory max-age later, and
+schedules the older ones to retire after an overlap; :func:`signing_entry` is the key a crawl
+signs with now (:func:`load_signer` takes a folder or one key file), :func:`served_keys` the
+keys the directory publishes. The directory's response is itself signed with each of those
+keys (:func:`directory_signature_headers`, as draft-meunier-webbotauth-httpsig-directory asks:
+tag ``http-message-signatures-directory``, the request's ``@authority`` and the body's
+``Content-Digest`` covered), which binds the key set to the agent's authority.
 
 Ed25519 comes from ``cryptography``; the signature base (RFC 9421 §2.5) is built here,
 because the covered components are two fixed ones and building them costs less than a
@@ -46,22 +55,39 @@ __all__ = [
     "authority",
     "BotAuthError",
     "check_agent",
+    "content_digest",
     "COVERED",
+    "directory_authority",
+    "DIRECTORY_MAX_AGE",
+    "DIRECTORY_MEDIA_TYPE",
+    "directory_signature_headers",
+    "DIRECTORY_TAG",
     "generate_keys",
+    "iso_time",
     "jwk",
     "jwks",
+    "KeyEntry",
     "LABEL",
     "load_private_key",
     "load_public_key",
+    "load_signer",
+    "parse_keys_file",
+    "read_folder",
     "read_key_file",
+    "retire_key",
+    "rotate_keys",
+    "ROTATION_OVERLAP",
+    "served_keys",
     "sf_string",
     "signature_base",
     "signature_params",
     "Signer",
+    "signing_entry",
     "TAG",
     "thumbprint",
     "VALIDITY",
     "verify",
+    "write_keys_file",
 ]
 
 # The signature's label in Signature-Input and Signature (one signature per request).
@@ -76,6 +102,19 @@ VALIDITY = 60
 PRIVATE_KEY_FILE = "signing-key.pem"
 PUBLIC_KEY_FILE = "signing-key.pub.pem"
 DIRECTORY_PATH = "/.well-known/http-message-signatures-directory"
+# The directory draft (draft-meunier-webbotauth-httpsig-directory-00): the media type the
+# directory must be served with, and the tag of the signatures on its response.
+DIRECTORY_MEDIA_TYPE = "application/http-message-signatures-directory+json"
+DIRECTORY_TAG = "http-message-signatures-directory"
+# Seconds a verifier may cache the directory (Cache-Control: max-age): one day, as the draft's
+# examples. A key is published at least this long before it signs (a verifier's cached copy
+# then knows it) and a replaced key stays published for ROTATION_OVERLAP after the switch.
+DIRECTORY_MAX_AGE = 86400
+# Seconds a replaced key stays in the directory after its successor starts signing: 7 days,
+# well past the directory's max-age and any fetch loop still holding the old key (a round).
+ROTATION_OVERLAP = 7 * 86400
+# The key folder's metadata (per key: thumbprint, files, created, signs from, retires at).
+KEYS_FILE = "keys.json"
 _DEFAULT_PORTS = {"http": 80, "https": 443}
 # An sf-string holds printable ASCII (RFC 8941 §3.3.3); the agent URL must need no escapes.
 _AGENT_CHARS = re.compile(r"[\x21\x23-\x5b\x5d-\x7e]+")
@@ -187,14 +226,20 @@ def generate_keys(folder: str) -> tuple[str, str]:
     Returns the private and public key paths.
 
     Raises:
-        BotAuthError: A key is there already (never overwritten), or the folder is not writable.
+        BotAuthError: A key is there already (never overwritten), the folder is managed by
+            ``keys rotate`` already, or it is not writable.
     """
-    private_path = os.path.join(folder, PRIVATE_KEY_FILE)
-    public_path = os.path.join(folder, PUBLIC_KEY_FILE)
+    if os.path.exists(os.path.join(folder, KEYS_FILE)):
+        raise BotAuthError(f"{folder} holds {KEYS_FILE}: add a key with: beamcrawl keys rotate {folder}")
+    return _write_key_pair(folder, Ed25519PrivateKey.generate(), PRIVATE_KEY_FILE, PUBLIC_KEY_FILE)
+
+
+def _write_key_pair(folder: str, key: Ed25519PrivateKey, private_name: str, public_name: str) -> tuple[str, str]:
+    private_path = os.path.join(folder, private_name)
+    public_path = os.path.join(folder, public_name)
     for path in (private_path, public_path):
         if os.path.lexists(path):
             raise BotAuthError(f"{path} exists already; keys are never overwritten (choose another --out)")
-    key = Ed25519PrivateKey.generate()
     private_pem = key.private_bytes(
         serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
     )
@@ -352,6 +397,371 @@ class Signer:
             ("Signature-Input", f"{LABEL}={params}"),
             ("Signature", f"{LABEL}=:{base64.b64encode(signature).decode('ascii')}:"),
         ]
+
+
+# --- the key folder: which key signs, which are published, rotation --------------------------
+
+
+@dataclass(frozen=True)
+class KeyEntry:
+    """One key of a key folder, as its ``keys.json`` records it.
+
+    Attributes:
+        keyid: The key's JWK thumbprint.
+        private: The private key's file name in the folder; None for a public key only
+            (published, never signs).
+        public: The public key's file name, or None.
+        created: When the key was made (epoch seconds); it is published from then on.
+        signs_from: From when crawls sign with it (``keys rotate --activate-after``).
+        retire_at: When it leaves the directory (None: not scheduled); from then on it is
+            retired: neither published nor used.
+    """
+
+    keyid: str
+    private: str | None
+    public: str | None
+    created: int
+    signs_from: int
+    retire_at: int | None = None
+
+    def retired(self, now: float) -> bool:
+        """Whether the key has left the directory at ``now``."""
+        return self.retire_at is not None and self.retire_at <= now
+
+
+def iso_time(epoch: float) -> str:
+    """Epoch seconds as ISO 8601 UTC to the second (``2026-12-01T19:30:00Z``)."""
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(epoch))
+
+
+def _epoch(text: object, source: str) -> int:
+    import calendar
+
+    try:
+        return calendar.timegm(time.strptime(str(text), "%Y-%m-%dT%H:%M:%SZ"))
+    except ValueError:
+        raise BotAuthError(f"{source}: not a time (YYYY-MM-DDTHH:MM:SSZ): {text!r}") from None
+
+
+def _file_name(value: object, source: str) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, str) or not value or "/" in value or "\\" in value or value.startswith("."):
+        raise BotAuthError(f"{source}: a key file must be a plain file name in the folder, got {value!r}")
+    return value
+
+
+def parse_keys_file(raw: bytes, source: str = KEYS_FILE) -> list[KeyEntry]:
+    """The entries of a ``keys.json``.
+
+    Raises:
+        BotAuthError: Not the format ``keys rotate`` writes (one line, naming ``source``).
+    """
+    try:
+        doc = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise BotAuthError(f"{source}: not JSON ({exc})") from None
+    if not isinstance(doc, dict) or not isinstance(doc.get("keys"), list) or not doc["keys"]:
+        raise BotAuthError(f'{source}: expected an object with a non-empty list "keys"')
+    entries = []
+    for item in doc["keys"]:
+        if not isinstance(item, dict) or not isinstance(item.get("keyid"), str):
+            raise BotAuthError(f'{source}: every key needs a "keyid"')
+        private = _file_name(item.get("private"), source)
+        public = _file_name(item.get("public"), source)
+        if private is None and public is None:
+            raise BotAuthError(f"{source}: key {item['keyid']} names no key file")
+        created = _epoch(item.get("created"), source)
+        retire_at = item.get("retire_at")
+        entries.append(
+            KeyEntry(
+                item["keyid"], private, public, created,
+                _epoch(item.get("signs_from", item.get("created")), source),
+                None if retire_at is None else _epoch(retire_at, source),
+            )
+        )  # fmt: skip
+    if len({e.keyid for e in entries}) != len(entries):
+        raise BotAuthError(f"{source}: a keyid is listed twice")
+    return entries
+
+
+def _keys_file_bytes(entries: Iterable[KeyEntry]) -> bytes:
+    keys = [
+        {
+            "keyid": e.keyid, "private": e.private, "public": e.public, "created": iso_time(e.created),
+            "signs_from": iso_time(e.signs_from), "retire_at": None if e.retire_at is None else iso_time(e.retire_at),
+        }
+        for e in sorted(entries, key=lambda e: e.created)  # stable: a same-second rotation stays last
+    ]  # fmt: skip
+    return (json.dumps({"format": 1, "keys": keys}, indent=2) + "\n").encode("utf-8")
+
+
+def _read_local(path: str) -> bytes:
+    try:
+        with open(path, "rb") as fh:
+            return fh.read(1 << 20)
+    except OSError as exc:
+        raise BotAuthError(f"cannot read {path}: {exc.strerror or exc}") from None
+
+
+def read_folder(folder: str) -> list[KeyEntry]:
+    """The keys of a local key folder: its ``keys.json``, or, in a folder without one (made by
+    ``keys generate``, or by hand), every ``*.pem`` in it, one entry per key, made and
+    signing from the file's modification time.
+
+    Raises:
+        BotAuthError: Not a folder, no key, or a file that is no Ed25519 key (one line).
+    """
+    if not os.path.isdir(folder):
+        raise BotAuthError(f"not a folder: {folder}")
+    meta = os.path.join(folder, KEYS_FILE)
+    if os.path.exists(meta):
+        return parse_keys_file(_read_local(meta), meta)
+    import glob
+
+    private: dict[str, str] = {}
+    public: dict[str, str] = {}
+    made: dict[str, int] = {}
+    for path in sorted(glob.glob(os.path.join(folder, "*.pem"))):
+        pem = _read_local(path)
+        kid = thumbprint(load_public_key(pem, path))
+        mtime = int(os.stat(path).st_mtime)
+        (private if b"PRIVATE KEY" in pem else public)[kid] = os.path.basename(path)
+        made[kid] = min(made.get(kid, mtime), mtime)
+    if not made:
+        raise BotAuthError(f"no keys (*.pem) in {folder} (make one with: beamcrawl keys generate --out {folder})")
+    return [
+        KeyEntry(kid, private.get(kid), public.get(kid), when, when)
+        for kid, when in sorted(made.items(), key=lambda kv: (kv[1], kv[0]))
+    ]
+
+
+def signing_entry(entries: Iterable[KeyEntry], now: float | None = None) -> KeyEntry:
+    """The key crawls sign with at ``now``: the newest that is not retired, holds a private
+    key and whose ``signs_from`` has come.
+
+    Raises:
+        BotAuthError: None can sign now.
+    """
+    clock = time.time() if now is None else now
+    # In the folder's order, so that of two keys made in the same second the later one wins.
+    ready = [(e.signs_from, e.created, n, e) for n, e in enumerate(entries)]
+    ready = [r for r in ready if r[3].private and not r[3].retired(clock) and r[0] <= clock]
+    if not ready:
+        raise BotAuthError("no key of the folder can sign now (add one with: beamcrawl keys rotate DIR)")
+    return max(ready, key=lambda r: r[:3])[3]
+
+
+def served_keys(entries: Iterable[KeyEntry], now: float | None = None) -> list[KeyEntry]:
+    """The keys the directory publishes at ``now``: every key not retired (the signing one,
+    its successor waiting for ``signs_from``, its predecessors within their overlap)."""
+    clock = time.time() if now is None else now
+    return [e for e in entries if not e.retired(clock)]
+
+
+class _FolderLock:
+    """An exclusive lock on a key folder (``flock`` on ``.keys.lock``): two ``rotate`` or
+    ``retire`` commands at once do not lose each other's change to ``keys.json``."""
+
+    def __init__(self, folder: str) -> None:
+        if not os.path.isdir(folder):
+            raise BotAuthError(f"not a folder: {folder}")
+        self.path = os.path.join(folder, ".keys.lock")
+        self.fd = -1
+
+    def __enter__(self) -> "_FolderLock":
+        import fcntl
+
+        try:
+            self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
+        except OSError as exc:
+            raise BotAuthError(f"cannot lock {self.path}: {exc.strerror or exc}") from None
+        fcntl.flock(self.fd, fcntl.LOCK_EX)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        os.close(self.fd)  # closing releases the lock
+
+
+def write_keys_file(folder: str, entries: Iterable[KeyEntry]) -> None:
+    """Writes ``keys.json`` atomically: a temporary file beside it, synced, then renamed over
+    it, so a reader (a fetch loop, ``keys serve``) sees the old file or the new, never half."""
+    final = os.path.join(folder, KEYS_FILE)
+    temp = os.path.join(folder, f".{KEYS_FILE}.{os.getpid()}.tmp")
+    try:
+        with open(temp, "wb") as fh:
+            fh.write(_keys_file_bytes(entries))
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(temp, final)
+        dir_fd = os.open(folder, os.O_RDONLY)
+        try:
+            os.fsync(dir_fd)  # the rename itself survives a crash
+        finally:
+            os.close(dir_fd)
+    except OSError as exc:
+        raise BotAuthError(f"cannot write {final}: {exc.strerror or exc}") from None
+    finally:
+        if os.path.exists(temp):
+            os.unlink(temp)
+
+
+def rotate_keys(
+    folder: str,
+    now: float | None = None,
+    activate_after: int = DIRECTORY_MAX_AGE,
+    overlap: int = ROTATION_OVERLAP,
+) -> KeyEntry:
+    """Adds a new key to ``folder``, published at once and signing ``activate_after`` seconds
+    later; every key not retired yet is scheduled to retire ``overlap`` seconds after that
+    switch (sooner if it was scheduled sooner). A folder without ``keys.json`` gets one,
+    holding its existing keys.
+
+    Returns the new key's entry.
+
+    Raises:
+        BotAuthError: A bad folder, a negative duration, or a file that cannot be written.
+    """
+    if activate_after < 0 or overlap < 0:
+        raise BotAuthError("--activate-after and --overlap must be >= 0 seconds")
+    clock = int(time.time() if now is None else now)
+    with _FolderLock(folder):
+        entries = read_folder(folder)
+        key = Ed25519PrivateKey.generate()
+        kid = thumbprint(key.public_key())
+        stem = f"key-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime(clock))}-{kid[:8]}"
+        _write_key_pair(folder, key, f"{stem}.pem", f"{stem}.pub.pem")
+        new = KeyEntry(kid, f"{stem}.pem", f"{stem}.pub.pem", clock, clock + activate_after)
+        until = new.signs_from + overlap
+        kept = [
+            e if e.retired(clock) else KeyEntry(
+                e.keyid, e.private, e.public, e.created, e.signs_from,
+                until if e.retire_at is None else min(e.retire_at, until),
+            )
+            for e in entries
+        ]  # fmt: skip
+        write_keys_file(folder, [*kept, new])
+    return new
+
+
+def retire_key(folder: str, keyid: str, now: float | None = None) -> KeyEntry:
+    """Retires ``keyid`` now: it leaves the directory and never signs again (its files stay).
+    If the newest key left was only scheduled to retire because of it, that date is dropped.
+
+    Raises:
+        BotAuthError: An unknown or already retired key, or one whose retirement would
+            leave no key to sign with now (one line).
+    """
+    clock = int(time.time() if now is None else now)
+    with _FolderLock(folder):
+        entries = read_folder(folder)
+        match = [e for e in entries if e.keyid == keyid]
+        if not match:
+            raise BotAuthError(f"no key {keyid!r} in {folder} (see: beamcrawl keys list {folder})")
+        if match[0].retired(clock):
+            raise BotAuthError(f"key {keyid} is retired already (since {iso_time(match[0].retire_at or 0)})")
+        after = [
+            KeyEntry(e.keyid, e.private, e.public, e.created, e.signs_from, clock) if e.keyid == keyid else e
+            for e in entries
+        ]
+        try:
+            signing_entry(after, clock)
+        except BotAuthError:
+            raise BotAuthError(
+                f"refusing to retire {keyid}: no other key could sign now "
+                f"(add one first: beamcrawl keys rotate {folder} --activate-after 0)"
+            ) from None
+        # A key scheduled to retire because of the successor retired here stays: the newest
+        # key left able to sign has no retirement date, so some key signs at every later time.
+        able = [(e.signs_from, e.created, n, e) for n, e in enumerate(after) if e.private and not e.retired(clock)]
+        if all(r[3].retire_at is not None for r in able):
+            keep = max(able, key=lambda r: r[:3])[3]
+            after = [
+                KeyEntry(e.keyid, e.private, e.public, e.created, e.signs_from, None) if e is keep else e for e in after
+            ]
+        write_keys_file(folder, after)
+    return next(e for e in after if e.keyid == keyid)
+
+
+def load_signer(path: str, agent: str, now: float | None = None) -> "Signer":
+    """The signer of ``--signing-key``: a PEM private key file, or a key folder (local, or a
+    Beam filesystem URL ending in ``/``), whose newest key able to sign now is used.
+
+    Raises:
+        BotAuthError: A bad key, folder or agent URL (one line).
+    """
+    if "://" in path and path.endswith("/"):
+        try:
+            raw = read_key_file(path + KEYS_FILE)
+        except BotAuthError:  # a folder of 'keys generate', copied as it is
+            return Signer.create(read_key_file(path + PRIVATE_KEY_FILE), agent, source=path + PRIVATE_KEY_FILE)
+        entry = signing_entry(parse_keys_file(raw, path + KEYS_FILE), now)
+        return Signer.create(read_key_file(path + str(entry.private)), agent, source=path + str(entry.private))
+    if "://" not in path and os.path.isdir(path):
+        entry = signing_entry(read_folder(path), now)
+        key_path = os.path.join(path, str(entry.private))
+        return Signer.create(read_key_file(key_path), agent, source=key_path)
+    return Signer.create(read_key_file(path), agent, source=path)
+
+
+# --- the directory's own signatures (draft-meunier-webbotauth-httpsig-directory) -------------
+
+# A response signature covers the authority of the request it answers (the ``req`` flag,
+# RFC 9421 §2.4) and the body's digest (RFC 9530).
+_DIRECTORY_COMPONENTS = '("@authority";req "content-digest")'
+_AUTHORITY = re.compile(r"(?:[a-z0-9\-._~!$&'()*+,;=%]+|\[[0-9a-f:.]+\])(?::[0-9]{1,5})?")
+
+
+def directory_authority(host_header: str) -> str:
+    """The ``@authority`` a directory request was made for, from its Host header: lower-cased,
+    without the default port of http or https (the server behind a TLS proxy sees either).
+
+    Raises:
+        ValueError: Not a host name or address with an optional port.
+    """
+    value = host_header.strip().lower()
+    if not _AUTHORITY.fullmatch(value):
+        raise ValueError(f"not an authority: {host_header[:100]!r}")
+    for default in (":80", ":443"):
+        if value.endswith(default):
+            return value[: -len(default)]
+    return value
+
+
+def content_digest(body: bytes) -> str:
+    """The ``Content-Digest`` field of ``body`` (RFC 9530, SHA-256)."""
+    return f"sha-256=:{base64.b64encode(hashlib.sha256(body).digest()).decode('ascii')}:"
+
+
+def directory_signature_headers(
+    keys: Iterable[Ed25519PrivateKey], authority_value: str, body: bytes, now: float | None = None,
+    validity: int = DIRECTORY_MAX_AGE,
+) -> list[tuple[str, str]]:  # fmt: skip
+    """``Content-Digest``, ``Signature-Input`` and ``Signature`` of a directory response: one
+    signature per key (labels ``sig1``, ``sig2`` ...), each covering the request's authority
+    and the body's digest, ``keyid`` its thumbprint, tag ``http-message-signatures-directory``,
+    valid for ``validity`` seconds (the directory's max-age: a cached copy stays verifiable).
+
+    Raises:
+        ValueError: No key, or an authority with a newline.
+    """
+    created = int(time.time() if now is None else now)
+    digest = content_digest(body)
+    inputs, signatures = [], []
+    for number, key in enumerate(keys, start=1):
+        params = (
+            f"{_DIRECTORY_COMPONENTS};created={created};expires={created + validity};"
+            f"keyid={sf_string(thumbprint(key.public_key()))};alg={sf_string(ALG)};tag={sf_string(DIRECTORY_TAG)}"
+        )
+        if "\n" in authority_value:
+            raise ValueError("a signed component contains a newline")
+        base = f'"@authority";req: {authority_value}\n"content-digest": {digest}\n"@signature-params": {params}'
+        signature = base64.b64encode(key.sign(base.encode("ascii"))).decode("ascii")
+        inputs.append(f"sig{number}={params}")
+        signatures.append(f"sig{number}=:{signature}:")
+    if not inputs:
+        raise ValueError("a directory response needs at least one key to sign it")
+    return [("Content-Digest", digest), ("Signature-Input", ", ".join(inputs)), ("Signature", ", ".join(signatures))]
 
 
 # --- verifying (what a site does; used by the tests) -----------------------------------------

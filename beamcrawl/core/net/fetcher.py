@@ -193,9 +193,10 @@ class HostCrawler:
         self._slots = asyncio.Semaphore(cfg.max_hosts_in_flight)
         self._timeout = aiohttp.ClientTimeout(total=cfg.total_timeout, sock_connect=cfg.connect_timeout)
         # Web Bot Auth: every request signed (core/net/botauth.py); the key is read here, by the
-        # fetch loop, so it never travels in the job's options or graph.
+        # fetch loop, so it never travels in the job's options or graph (from a key folder,
+        # the newest key able to sign now: a rotation takes effect at the next round).
         self.signer = (
-            botauth.Signer.create(botauth.read_key_file(cfg.signing_key), cfg.signature_agent, source=cfg.signing_key)
+            botauth.load_signer(cfg.signing_key, cfg.signature_agent)
             if cfg.signing_key and cfg.signature_agent
             else None
         )

@@ -423,8 +423,10 @@ class CrawlConfig:
     signing_key: str | None = _setting(
         None,
         "Web Bot Auth: sign every request (RFC 9421) with this Ed25519 private key (PEM; "
-        "make one with 'beamcrawl keys generate'). A path or gs:// URL. Needs --signature-agent.",
-        metavar="FILE",
+        "make one with 'beamcrawl keys generate'), or with the newest key of this key folder "
+        "able to sign ('beamcrawl keys rotate'). A path or gs:// URL (a folder's ends in /). "
+        "Needs --signature-agent.",
+        metavar="FILE|DIR",
     )
     signature_agent: str | None = _setting(
         None,
