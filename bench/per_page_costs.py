@@ -1,0 +1,162 @@
+"""The per-page Python of the archive and the text fingerprint, in µs per call (issue #25).
+
+Times, with the process CPU clock and the best of ``--repeat`` runs (the machine is shared),
+the small functions every fetched page goes through, on simweb pages rendered from the
+model (no server) and on real HTML documents found on this machine (``--html-glob``):
+
+* ``digest``: a WARC digest field, ``sha1:`` + base 32 of a 20-byte SHA-1
+  (:func:`warc_revisit.payload_digest`, which the block digest of every record shares);
+* ``record``: one response record, uncompressed (:func:`warc_records.record`);
+* ``gzip L``: that record as one gzip member at levels 1, 3, 6 and 9
+  (:func:`warc_records.gzip_member`), µs and bytes per page, and the level in use;
+* ``text``: the visible text of a parsed page (:func:`textfp.tree_text`), parse included;
+* ``simhash``: the fingerprint of that text (:func:`textfp.text_simhash`).
+
+    python bench/per_page_costs.py [--hosts 200] [--pages 2000] [--repeat 5]
+        [--html-glob '/usr/share/doc/*/*.html'] [--profile simhash|text]
+
+``--profile`` runs cProfile over one pass of that step on the simweb sample and prints the
+top functions by own time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import glob
+import hashlib
+import os
+import pstats
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+from selectolax.lexbor import LexborHTMLParser
+
+from beamcrawl.core.archive import warc_records, warc_revisit
+from beamcrawl.core.content import textfp
+from beamcrawl.simweb.site import SimWeb
+
+__all__ = ["main", "real_pages", "simweb_pages"]
+
+LEVELS = (1, 3, 6, 9)
+HEAD = (
+    b"HTTP/1.1 200 OK\r\nContent-Type: text/html; charset=utf-8\r\nContent-Length: 0\r\n"
+    b"Date: Tue, 01 Dec 2026 19:00:00 GMT\r\nServer: simweb\r\n\r\n"
+)
+FIELDS = [
+    ("WARC-Type", "response"),
+    ("WARC-Record-ID", "<urn:uuid:0b8f4a3c-2d1e-4f5a-9b6c-7d8e9f0a1b2c>"),
+    ("WARC-Date", "2026-12-01T19:00:00.123456Z"),
+    ("WARC-Target-URI", "http://h17.simweb.test:8000/p/17/intro-to-things.html"),
+    ("WARC-IP-Address", "127.0.0.1"),
+    ("WARC-Payload-Digest", "sha1:AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"),
+]
+
+
+def simweb_pages(hosts: int, pages: int, seed: int = 3) -> list[bytes]:
+    """``pages`` HTML bodies of simweb pages, spread over ``hosts`` hosts (200s only)."""
+    web = SimWeb(hosts, seed=seed, pages_per_host=1_000_000, port=8000, latency_scale=0)
+    out: list[bytes] = []
+    j = 1
+    while len(out) < pages:
+        for hi in range(hosts):
+            path = web.page_path(hi, j)
+            if path.endswith(".html"):
+                sim = web.respond(web.names[hi], path)
+                if sim.status == 200:
+                    out.append(sim.body)
+            if len(out) >= pages:
+                break
+        j += 1
+    return out
+
+
+def real_pages(pattern: str) -> list[bytes]:
+    """The HTML files matching ``pattern`` (documents written by people, not by simweb)."""
+    out = []
+    for path in sorted(p for p in glob.glob(pattern) if os.path.isfile(p)):
+        with open(path, "rb") as fh:
+            out.append(fh.read())
+    return out
+
+
+def _per_call(items: list[Any], fn: Callable[[Any], Any], repeat: int) -> float:
+    """Best of ``repeat`` CPU times of ``fn`` over ``items``, in µs per item."""
+    best = float("inf")
+    for _ in range(repeat):
+        t0 = time.process_time()
+        for x in items:
+            fn(x)
+        best = min(best, time.process_time() - t0)
+    return 1e6 * best / len(items)
+
+
+def _parse_text(body: bytes) -> str:
+    return textfp.tree_text(LexborHTMLParser(body.decode("utf-8", "replace")))
+
+
+def _gzip_rows(name: str, records: list[bytes], repeat: int) -> list[str]:
+    raw = sum(map(len, records)) / len(records)
+    rows = []
+    for level in LEVELS:
+        us = _per_call(records, lambda r: warc_records.gzip_member(r, level), repeat)
+        size = sum(len(warc_records.gzip_member(r, level)) for r in records) / len(records)
+        used = " (in use)" if level == warc_records.GZIP_LEVEL else ""
+        rows.append(f"| gzip {level}{used}, {name} | {us:,.1f} | {size:,.0f} B/page, {100 * size / raw:.1f}% of {raw:,.0f} |")
+    return rows
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Print a Markdown table of µs per call."""
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--hosts", type=int, default=200)
+    p.add_argument("--pages", type=int, default=2000)
+    p.add_argument("--repeat", type=int, default=5)
+    p.add_argument("--html-glob", default="/usr/share/doc/*/*.html")
+    p.add_argument("--profile", choices=("simhash", "text"))
+    args = p.parse_args(argv)
+    pages = simweb_pages(args.hosts, args.pages)
+    texts = [_parse_text(b) for b in pages]
+    if args.profile:
+        fn: Callable[[Any], Any] = textfp.text_simhash if args.profile == "simhash" else _parse_text
+        items = texts if args.profile == "simhash" else pages
+        prof = cProfile.Profile()
+        prof.enable()
+        for x in items:
+            fn(x)
+        prof.disable()
+        pstats.Stats(prof, stream=sys.stdout).sort_stats("tottime").print_stats(12)
+        return 0
+    real = real_pages(args.html_glob)
+    print(f"{len(pages)} simweb pages ({sum(map(len, pages)) / len(pages):,.0f} B each); "
+          f"{len(real)} real HTML files ({sum(map(len, real)) / max(1, len(real)):,.0f} B each, {args.html_glob})\n")
+    print("| step | µs per call | |")
+    print("|---|---:|---|")
+    digests = [hashlib.sha1(b).digest() for b in pages]
+    bodies = pages
+    rows = [
+        f"| digest: sha1 + base32 of a body (payload_digest) | {_per_call(bodies, warc_revisit.payload_digest, args.repeat):,.2f} | |",
+        f"| sha1 alone of a body | {_per_call(bodies, lambda b: hashlib.sha1(b).digest(), args.repeat):,.2f} | |",
+        f"| base32 of a 20-byte digest (warc_records.b32 if present) | "
+        f"{_per_call(digests, getattr(warc_records, 'b32', lambda d: __import__('base64').b32encode(d).decode('ascii')), args.repeat):,.2f} | |",
+        f"| record: one response record, uncompressed | "
+        f"{_per_call(pages, lambda b: warc_records.record(FIELDS, HEAD, b, content_type=warc_records.RESPONSE_CONTENT_TYPE), args.repeat):,.2f} | |",
+    ]
+    records = [warc_records.record(FIELDS, HEAD, b, content_type=warc_records.RESPONSE_CONTENT_TYPE) for b in pages]
+    rows += _gzip_rows("simweb", records, args.repeat)
+    if real:
+        rows += _gzip_rows(
+            "real HTML",
+            [warc_records.record(FIELDS, HEAD, b, content_type=warc_records.RESPONSE_CONTENT_TYPE) for b in real],
+            args.repeat,
+        )
+    rows.append(f"| text: parse + tree_text | {_per_call(pages, _parse_text, args.repeat):,.1f} | |")
+    rows.append(f"| simhash: text_simhash of the visible text | {_per_call(texts, textfp.text_simhash, args.repeat):,.1f} | |")
+    print("\n".join(rows))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
