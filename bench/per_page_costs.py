@@ -13,7 +13,7 @@ model (no server) and on real HTML documents found on this machine (``--html-glo
 * ``simhash``: the fingerprint of that text (:func:`textfp.text_simhash`).
 
     python bench/per_page_costs.py [--hosts 200] [--pages 2000] [--repeat 5]
-        [--html-glob '/usr/share/doc/*/*.html'] [--profile simhash|text]
+        [--html-glob '/usr/share/doc/*/*.html'] [--steps digest,gzip,text] [--profile simhash|text]
 
 ``--profile`` runs cProfile over one pass of that step on the simweb sample and prints the
 top functions by own time.
@@ -116,9 +116,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--repeat", type=int, default=5)
     p.add_argument("--html-glob", default="/usr/share/doc/*/*.html")
     p.add_argument("--profile", choices=("simhash", "text"))
+    p.add_argument("--steps", default="digest,gzip,text", help="which rows: digest (and record), gzip, text (and simhash)")
     args = p.parse_args(argv)
+    steps = set(args.steps.split(","))
     pages = simweb_pages(args.hosts, args.pages)
-    texts = [_parse_text(b) for b in pages]
+    texts = [_parse_text(b) for b in pages] if "text" in steps or args.profile else []
     if args.profile:
         fn: Callable[[Any], Any] = textfp.text_simhash if args.profile == "simhash" else _parse_text
         items = texts if args.profile == "simhash" else pages
@@ -134,9 +136,9 @@ def main(argv: list[str] | None = None) -> int:
           f"{len(real)} real HTML files ({sum(map(len, real)) / max(1, len(real)):,.0f} B each, {args.html_glob})\n")
     print("| step | µs per call | |")
     print("|---|---:|---|")
-    digests = [hashlib.sha1(b).digest() for b in pages]
-    bodies = pages
-    rows = [
+    digests = [hashlib.sha1(b).digest() for b in pages] * 25  # calls of a few µs: more of them
+    bodies = pages * 5
+    rows = [] if "digest" not in steps else [
         f"| digest: sha1 + base32 of a body (payload_digest) | {_per_call(bodies, warc_revisit.payload_digest, args.repeat):,.2f} | |",
         f"| sha1 alone of a body | {_per_call(bodies, lambda b: hashlib.sha1(b).digest(), args.repeat):,.2f} | |",
         f"| base32 of a 20-byte digest (warc_records.b32 if present) | "
@@ -145,15 +147,17 @@ def main(argv: list[str] | None = None) -> int:
         f"{_per_call(pages, lambda b: warc_records.record(FIELDS, HEAD, b, content_type=warc_records.RESPONSE_CONTENT_TYPE), args.repeat):,.2f} | |",
     ]
     records = [warc_records.record(FIELDS, HEAD, b, content_type=warc_records.RESPONSE_CONTENT_TYPE) for b in pages]
-    rows += _gzip_rows("simweb", records, args.repeat)
-    if real:
+    if "gzip" in steps:
+        rows += _gzip_rows("simweb", records, args.repeat)
+    if real and "gzip" in steps:
         rows += _gzip_rows(
             "real HTML",
             [warc_records.record(FIELDS, HEAD, b, content_type=warc_records.RESPONSE_CONTENT_TYPE) for b in real],
             args.repeat,
         )
-    rows.append(f"| text: parse + tree_text | {_per_call(pages, _parse_text, args.repeat):,.1f} | |")
-    rows.append(f"| simhash: text_simhash of the visible text | {_per_call(texts, textfp.text_simhash, args.repeat):,.1f} | |")
+    if "text" in steps:
+        rows.append(f"| text: parse + tree_text | {_per_call(pages, _parse_text, args.repeat):,.1f} | |")
+        rows.append(f"| simhash: text_simhash of the visible text | {_per_call(texts, textfp.text_simhash, args.repeat):,.1f} | |")
     print("\n".join(rows))
     return 0
 

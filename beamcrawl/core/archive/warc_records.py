@@ -19,6 +19,11 @@ here it is written out directly, with hashlib and zlib doing the work:
 - ``WARC-Block-Digest`` is the SHA-1 of the block (the HTTP header block and whatever of
   the payload the record holds), in base 32 with a ``sha1:`` prefix, as warcio writes it;
   ``Content-Length`` is the block's exact length, and the block is followed by CRLF CRLF;
+- the base 32 of a digest is table-driven (:func:`b32`): the 160 bits of a SHA-1 digest are
+  sixteen 10-bit groups, each one lookup of a character pair, joined once, where
+  ``base64.b32encode`` slices and converts 5 bytes at a time into a bytearray and then
+  decodes it (half the cost, ``bench/per_page_costs.py``); the text is the same, character
+  for character;
 - each record is compressed alone, as one gzip member at warcio's level 9, so a reader can
   start at any record's offset.
 
@@ -39,6 +44,7 @@ __all__ = [
     "GZIP_LEVEL",
     "REQUEST_CONTENT_TYPE",
     "RESPONSE_CONTENT_TYPE",
+    "b32",
     "first_fields",
     "gzip_member",
     "http_head",
@@ -52,6 +58,44 @@ RESPONSE_CONTENT_TYPE = "application/http; msgtype=response"  # response and rev
 REQUEST_CONTENT_TYPE = "application/http; msgtype=request"
 
 Fields = Sequence[tuple[str, str]]
+
+_B32_ALPHABET = "ABCDEFGHIJKLMNOPQRSTUVWXYZ234567"  # RFC 4648 §6, as base64.b32encode
+_B32_PAIRS = [a + b for a in _B32_ALPHABET for b in _B32_ALPHABET]  # 10 bits → 2 characters
+
+
+def b32(data: bytes) -> str:
+    """``base64.b32encode(data).decode("ascii")``, the same text, faster for a SHA-1 digest.
+
+    A 20-byte digest (every WARC digest field) is read as two 80-bit integers, each cut into
+    eight 10-bit groups, one lookup each in a table of character pairs (8 KB, so it stays in
+    cache; a 15-bit table of triples measured no faster on distinct digests), joined once.
+    Any other length goes through ``base64.b32encode`` (padding and all): no per-page caller
+    has one.
+    """
+    if len(data) != 20:
+        return base64.b32encode(data).decode("ascii")
+    t = _B32_PAIRS
+    a, b = divmod(int.from_bytes(data, "big"), 1 << 80)
+    return "".join(
+        (
+            t[a >> 70],
+            t[(a >> 60) & 0x3FF],
+            t[(a >> 50) & 0x3FF],
+            t[(a >> 40) & 0x3FF],
+            t[(a >> 30) & 0x3FF],
+            t[(a >> 20) & 0x3FF],
+            t[(a >> 10) & 0x3FF],
+            t[a & 0x3FF],
+            t[b >> 70],
+            t[(b >> 60) & 0x3FF],
+            t[(b >> 50) & 0x3FF],
+            t[(b >> 40) & 0x3FF],
+            t[(b >> 30) & 0x3FF],
+            t[(b >> 20) & 0x3FF],
+            t[(b >> 10) & 0x3FF],
+            t[b & 0x3FF],
+        )
+    )
 
 
 def new_record_id() -> str:
@@ -150,7 +194,7 @@ def record(fields: Fields, head: bytes, payload: bytes = b"", *, content_type: s
         [
             "WARC/1.1\r\n",
             *[f"{name}: {value}\r\n" for name, value in fields],
-            f"WARC-Block-Digest: sha1:{base64.b32encode(block.digest()).decode('ascii')}\r\n",
+            f"WARC-Block-Digest: sha1:{b32(block.digest())}\r\n",
             f"Content-Type: {content_type}\r\n",
             f"Content-Length: {len(head) + len(payload)}\r\n\r\n",
         ]

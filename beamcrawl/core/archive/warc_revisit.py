@@ -32,13 +32,12 @@ response record when they differ (:func:`is_identical_payload`).
 
 from __future__ import annotations
 
-import base64
 import datetime as dt
 import hashlib
 
 from warcio.timeutils import datetime_to_iso_date
 
-from beamcrawl.core.archive.warc_records import first_fields
+from beamcrawl.core.archive.warc_records import b32, first_fields
 from beamcrawl.schemas.records import FetchResult, ParsedPage
 
 __all__ = ["REVISIT_PROFILE_1_1", "is_identical_payload", "payload_digest", "revisit_fields", "warc_date"]
@@ -48,7 +47,7 @@ REVISIT_PROFILE_1_1 = "http://netpreserve.org/warc/1.1/revisit/identical-payload
 
 def payload_digest(raw_body: bytes) -> str:
     """The WARC payload digest of a body as transferred: ``sha1:`` + base32, as warcio writes it."""
-    return "sha1:" + base64.b32encode(hashlib.sha1(raw_body).digest()).decode("ascii")
+    return "sha1:" + b32(hashlib.sha1(raw_body).digest())
 
 
 def fetch_digest(f: FetchResult) -> str:

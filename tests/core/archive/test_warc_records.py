@@ -21,6 +21,7 @@ from beamcrawl.core.archive.warc_records import (
     GZIP_LEVEL,
     REQUEST_CONTENT_TYPE,
     RESPONSE_CONTENT_TYPE,
+    b32,
     gzip_member,
     http_head,
     new_record_id,
@@ -139,6 +140,24 @@ def test_each_record_is_one_whole_gzip_member_at_level_9():
     assert d.decompress(a + b) == one and d.eof and d.unused_data == b  # ends where the next starts
     assert GZIP_LEVEL == 9 and a[8] == 2  # gzip header XFL 2: maximum compression (warcio's level)
     assert gzip_member(two, 1)[8] == 4 and gzip.decompress(gzip_member(two, 1)) == two
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.binary(min_size=20, max_size=20))
+def test_b32_of_a_digest_is_base64_b32encode_character_for_character(digest):
+    assert b32(digest) == base64.b32encode(digest).decode("ascii")
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.binary(max_size=64))
+def test_b32_of_any_other_length_is_base64_b32encode_too(data):
+    assert b32(data) == base64.b32encode(data).decode("ascii")
+
+
+def test_b32_at_the_edges_of_each_group():
+    # all zeros, all ones, and one bit set at each of the 160 places (each 15-bit group edge)
+    digests = [bytes(20), b"\xff" * 20] + [(1 << i).to_bytes(20, "big") for i in range(160)]
+    assert [b32(d) for d in digests] == [base64.b32encode(d).decode("ascii") for d in digests]
 
 
 def test_record_ids_are_fresh_uuid4_urns():
