@@ -16,7 +16,11 @@ model (no server) and on real HTML documents found on this machine (``--html-glo
         [--html-glob '/usr/share/doc/*/*.html'] [--steps digest,gzip,text] [--profile simhash|text]
 
 ``--profile`` runs cProfile over one pass of that step on the simweb sample and prints the
-top functions by own time.
+top functions by own time. ``--passes N`` only runs ``text_simhash`` N times over the sample's
+texts, untimed, for an instruction count that the machine's load does not blur::
+
+    PYTHONHASHSEED=0 valgrind --tool=callgrind python bench/per_page_costs.py --pages 300 --passes 1
+    (the same with --passes 2; the difference of the two totals / 300 is a page's instructions)
 """
 
 from __future__ import annotations
@@ -116,11 +120,17 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--repeat", type=int, default=5)
     p.add_argument("--html-glob", default="/usr/share/doc/*/*.html")
     p.add_argument("--profile", choices=("simhash", "text"))
+    p.add_argument("--passes", type=int, default=0, help="only run text_simhash this many times over the texts")
     p.add_argument("--steps", default="digest,gzip,text", help="which rows: digest (and record), gzip, text (and simhash)")
     args = p.parse_args(argv)
     steps = set(args.steps.split(","))
     pages = simweb_pages(args.hosts, args.pages)
-    texts = [_parse_text(b) for b in pages] if "text" in steps or args.profile else []
+    texts = [_parse_text(b) for b in pages] if "text" in steps or args.profile or args.passes else []
+    if args.passes:
+        for _ in range(args.passes):
+            for text in texts:
+                textfp.text_simhash(text)
+        return 0
     if args.profile:
         fn: Callable[[Any], Any] = textfp.text_simhash if args.profile == "simhash" else _parse_text
         items = texts if args.profile == "simhash" else pages

@@ -143,13 +143,13 @@ def test_each_record_is_one_whole_gzip_member_at_the_measured_level():
     assert gzip_member(two, 1)[8] == 4 and gzip.decompress(gzip_member(two, 1)) == two
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=50, deadline=None)
 @given(st.binary(min_size=20, max_size=20))
 def test_b32_of_a_digest_is_base64_b32encode_character_for_character(digest):
     assert b32(digest) == base64.b32encode(digest).decode("ascii")
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=50, deadline=None)
 @given(st.binary(max_size=64))
 def test_b32_of_any_other_length_is_base64_b32encode_too(data):
     assert b32(data) == base64.b32encode(data).decode("ascii")
