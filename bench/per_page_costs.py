@@ -108,7 +108,9 @@ def _gzip_rows(name: str, records: list[bytes], repeat: int) -> list[str]:
         us = _per_call(records, lambda r: warc_records.gzip_member(r, level), repeat)
         size = sum(len(warc_records.gzip_member(r, level)) for r in records) / len(records)
         used = " (in use)" if level == warc_records.GZIP_LEVEL else ""
-        rows.append(f"| gzip {level}{used}, {name} | {us:,.1f} | {size:,.0f} B/page, {100 * size / raw:.1f}% of {raw:,.0f} |")
+        rows.append(
+            f"| gzip {level}{used}, {name} | {us:,.1f} | {size:,.0f} B/page, {100 * size / raw:.1f}% of {raw:,.0f} |"
+        )
     return rows
 
 
@@ -121,7 +123,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--html-glob", default="/usr/share/doc/*/*.html")
     p.add_argument("--profile", choices=("simhash", "text"))
     p.add_argument("--passes", type=int, default=0, help="only run text_simhash this many times over the texts")
-    p.add_argument("--steps", default="digest,gzip,text", help="which rows: digest (and record), gzip, text (and simhash)")
+    p.add_argument(
+        "--steps", default="digest,gzip,text", help="which rows: digest (and record), gzip, text (and simhash)"
+    )
     args = p.parse_args(argv)
     steps = set(args.steps.split(","))
     pages = simweb_pages(args.hosts, args.pages)
@@ -142,20 +146,26 @@ def main(argv: list[str] | None = None) -> int:
         pstats.Stats(prof, stream=sys.stdout).sort_stats("tottime").print_stats(12)
         return 0
     real = real_pages(args.html_glob)
-    print(f"{len(pages)} simweb pages ({sum(map(len, pages)) / len(pages):,.0f} B each); "
-          f"{len(real)} real HTML files ({sum(map(len, real)) / max(1, len(real)):,.0f} B each, {args.html_glob})\n")
+    print(
+        f"{len(pages)} simweb pages ({sum(map(len, pages)) / len(pages):,.0f} B each); "
+        f"{len(real)} real HTML files ({sum(map(len, real)) / max(1, len(real)):,.0f} B each, {args.html_glob})\n"
+    )
     print("| step | µs per call | |")
     print("|---|---:|---|")
     digests = [hashlib.sha1(b).digest() for b in pages] * 25  # calls of a few µs: more of them
     bodies = pages * 5
-    rows = [] if "digest" not in steps else [
-        f"| digest: sha1 + base32 of a body (payload_digest) | {_per_call(bodies, warc_revisit.payload_digest, args.repeat):,.2f} | |",
-        f"| sha1 alone of a body | {_per_call(bodies, lambda b: hashlib.sha1(b).digest(), args.repeat):,.2f} | |",
-        f"| base32 of a 20-byte digest (warc_records.b32 if present) | "
-        f"{_per_call(digests, getattr(warc_records, 'b32', lambda d: __import__('base64').b32encode(d).decode('ascii')), args.repeat):,.2f} | |",
-        f"| record: one response record, uncompressed | "
-        f"{_per_call(pages, lambda b: warc_records.record(FIELDS, HEAD, b, content_type=warc_records.RESPONSE_CONTENT_TYPE), args.repeat):,.2f} | |",
-    ]
+    rows = (
+        []
+        if "digest" not in steps
+        else [
+            f"| digest: sha1 + base32 of a body (payload_digest) | {_per_call(bodies, warc_revisit.payload_digest, args.repeat):,.2f} | |",
+            f"| sha1 alone of a body | {_per_call(bodies, lambda b: hashlib.sha1(b).digest(), args.repeat):,.2f} | |",
+            f"| base32 of a 20-byte digest (warc_records.b32 if present) | "
+            f"{_per_call(digests, getattr(warc_records, 'b32', lambda d: __import__('base64').b32encode(d).decode('ascii')), args.repeat):,.2f} | |",
+            f"| record: one response record, uncompressed | "
+            f"{_per_call(pages, lambda b: warc_records.record(FIELDS, HEAD, b, content_type=warc_records.RESPONSE_CONTENT_TYPE), args.repeat):,.2f} | |",
+        ]
+    )
     records = [warc_records.record(FIELDS, HEAD, b, content_type=warc_records.RESPONSE_CONTENT_TYPE) for b in pages]
     if "gzip" in steps:
         rows += _gzip_rows("simweb", records, args.repeat)
@@ -167,7 +177,9 @@ def main(argv: list[str] | None = None) -> int:
         )
     if "text" in steps:
         rows.append(f"| text: parse + tree_text | {_per_call(pages, _parse_text, args.repeat):,.1f} | |")
-        rows.append(f"| simhash: text_simhash of the visible text | {_per_call(texts, textfp.text_simhash, args.repeat):,.1f} | |")
+        rows.append(
+            f"| simhash: text_simhash of the visible text | {_per_call(texts, textfp.text_simhash, args.repeat):,.1f} | |"
+        )
     print("\n".join(rows))
     return 0
 
