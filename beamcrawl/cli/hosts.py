@@ -39,7 +39,8 @@ import time
 from typing import Any, Sequence, TextIO
 
 from beamcrawl.cli.args import OneLineArgumentParser
-from beamcrawl.schemas.records import HostPolicy, HostRecord
+from beamcrawl.schemas.records import HostPolicy
+from beamcrawl.state.host_clock import read_host
 
 __all__ = [
     "apply_policy", "close_matches", "host_view", "is_known", "iso_utc", "main", "no_host_message", "parse_when", "policy_key",
@@ -166,7 +167,7 @@ def host_view(store: Any, key: str) -> dict[str, Any]:
 
     bare = host_key(key)  # what select looks a slot's policy up under, besides the slot
     cells = store.read_keys("hosts", [key.encode()]).get(key.encode())
-    record = HostRecord.from_cells(key, cells) if cells else None
+    record = read_host(key, cells) if cells else None
     policy = read_policy(store, key)
     source = key if policy is not None else None
     if policy is None and bare != key:

@@ -3,6 +3,7 @@ metrics read, its commit, and the report written (``reports/round-NNNNNN.json``)
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -21,6 +22,7 @@ from beamcrawl.pipelines.job_metrics import job_shuffle_figures
 from beamcrawl.pipelines.lease import RoundLease
 from beamcrawl.pipelines.progress import Progress, round_rate
 from beamcrawl.pipelines.round import CrawlRound
+from beamcrawl.state.fence import attempt_token, end_attempt, start_attempt
 from beamcrawl.stores.base import Store
 
 
@@ -113,18 +115,25 @@ def run_round(
     progress = Progress(window=cfg.round_window, started=started)
     options = PipelineOptions(flags=pipeline_args)
     p = live.pipeline(options)  # FnApiRunner answers metrics polls while it runs
-    _ = p | "Crawl round" >> CrawlRound(cfg, outputs, started)
+    # The attempt's fence: its fetch loops stop within a second once it has ended, however
+    # it ended, or once the lease is no longer this run's (state/fence.py).
+    attempt = attempt_token(round_no, started)
+    _ = p | "Crawl round" >> CrawlRound(cfg, outputs, started, attempt)
     for name in _RUNNER_LOGGERS:
         if _QUIET not in logging.getLogger(name).filters:
             logging.getLogger(name).addFilter(_QUIET)
     if _QUIET_START not in logging.getLogger(_WORKER_RELAY).filters:
         logging.getLogger(_WORKER_RELAY).addFilter(_QUIET_START)
+    start_attempt(store, attempt, lease.owner if lease is not None else None)
     try:
         result = live.run(p, round_no, cfg.round_window, progress=progress, sinks=sinks)  # live progress on stderr
     except Exception as exc:  # one element's failure never gets here (transforms/dead_letter.py)
         raise CrawlError(
             f"round {round_no} failed and committed nothing (rerun the crawl to retry it): {_root_cause(exc)}"
         ) from None
+    finally:
+        with contextlib.suppress(Exception):  # the store unreachable: the lease's expiry fences it
+            end_attempt(store, attempt)
     fetch_done = progress.finished_at or time.time()  # the last progress line's time: the same rate
     metrics = round_metrics(result)
     shuffled = job_shuffle_figures(p, result)

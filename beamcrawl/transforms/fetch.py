@@ -8,6 +8,11 @@ bundle may hold many shards; all of them are crawled in one event loop (a
 :class:`~beamcrawl.core.net.fetcher.FetchRunner`), started by the first ``process`` call and
 drained in ``finish_bundle``, while results already available flow downstream as they come.
 
+Before each request the loop records the host's clock in the store and checks the round's
+fence (state/fence.py): a loop whose round attempt ended, lost the crawl's lease or had its
+shard claimed by a restarted task stops within ``FENCE_INTERVAL`` (1 s), and a rerun never
+asks a host again before its delay from the last request actually sent.
+
 What follows (parse, and the content-seen probes) stays fused to the fetch: the loop waits on
 the network and on each host's delay, so its process has CPU to spare during the window, and
 pages parsed while others are fetched are pages the round does not parse after it. The
@@ -42,6 +47,7 @@ from beamcrawl.core.net.fetcher import (
 from beamcrawl.core.runtime import gctune
 from beamcrawl.core.runtime.config import CrawlConfig
 from beamcrawl.schemas.records import FetchResult, HostPlan
+from beamcrawl.state.fence import StoreFence
 import beamcrawl.schemas.coders  # noqa: F401  (registers the record coders the output types name)
 from beamcrawl.transforms.dead_letter import ERRORS, Outlet, collect
 
@@ -117,10 +123,13 @@ class _FetchShardsFn(beam.DoFn):
     host, tagged ``hosts``.
     """
 
-    def __init__(self, cfg: CrawlConfig) -> None:
+    def __init__(self, cfg: CrawlConfig, attempt: str | None = None) -> None:
         self.cfg = cfg
         self.metrics: _MetricsCollector | None = None
         self.dead = Outlet("fetch")
+        # Records each host's clock before each request and reads the round's fence; opened
+        # on the worker (it pickles as its store URI and the attempt's token).
+        self.fence = StoreFence(cfg.store, attempt)
 
     def setup(self) -> None:
         gctune.tune()
@@ -135,9 +144,10 @@ class _FetchShardsFn(beam.DoFn):
             self.metrics.published = [0, 0, 0, 0]  # a new bundle's runner counts from zero
 
     def process(self, element: tuple[int, Iterable[HostPlan]]) -> Iterator[Any]:
-        _shard, plans = element
+        shard, plans = element
+        self.fence.claim(shard)  # before any request: a loop of an earlier try stops
         if self.runner is None:
-            self.runner = FetchRunner(self.cfg)
+            self.runner = FetchRunner(self.cfg, self.fence)
         for plan in plans:
             assert self.metrics is not None
             self.metrics.hosts.inc()
@@ -165,6 +175,16 @@ class _FetchShardsFn(beam.DoFn):
             self._publish_levels(float("inf"))
             self.runner.close()
             self.runner = None
+            if self.fence.requests:
+                log.debug(
+                    "fetch: %d host clocks recorded in %d store writes, %.1f ms a request",
+                    self.fence.requests,
+                    self.fence.flushes,
+                    1000 * self.fence.wait_seconds / self.fence.requests,
+                )
+
+    def teardown(self) -> None:
+        self.fence.close()
 
     def _route(self, kind: str, value: Any) -> Any:
         if kind == "host":
@@ -206,16 +226,18 @@ class FetchPages(beam.PTransform):
     per robots.txt request) and ``hosts`` (``(host, HostRecord)`` after the round).
     """
 
-    def __init__(self, cfg: CrawlConfig) -> None:
+    def __init__(self, cfg: CrawlConfig, attempt: str | None = None) -> None:
         super().__init__()
         self.cfg = cfg
+        self.attempt = attempt  # the round attempt's token (state/fence.py); None: no attempt fence
 
     def expand(self, plans: beam.PCollection) -> beam.pvalue.DoOutputsTuple:
         fetched = (
             plans
             | "Key by fetch shard" >> beam.Map(lambda plan: (plan.shard, plan)).with_output_types(tuple[int, HostPlan])
             | "Group by fetch shard" >> beam.GroupByKey()
-            | "Fetch politely" >> beam.ParDo(_FetchShardsFn(self.cfg)).with_outputs("hosts", ERRORS, main="results")
+            | "Fetch politely"
+            >> beam.ParDo(_FetchShardsFn(self.cfg, self.attempt)).with_outputs("hosts", ERRORS, main="results")
         )
         collect(fetched[ERRORS])
         return fetched
