@@ -72,6 +72,14 @@ def end_attempt(store: Store, token: str) -> None:
         store.check_and_set("meta", ATTEMPT_KEY, ATTEMPT_CELL, current, None)
 
 
+def revoke_claims(store: Store, shards: int) -> None:
+    """Revokes the claims on fetch shards ``0 .. shards-1``: every loop of the attempt stops
+    within :data:`FENCE_INTERVAL`, and a loop that starts afterwards claims its shard anew
+    (a task Flink restarted after failing the others over)."""
+    value = json.dumps({"claim": None, "revoked": time.time()}).encode()
+    store.mutate("meta", [Mutation.set(claim_key(s), {CLAIM_CELL: value}) for s in range(shards)])
+
+
 def _field(raw: bytes | None, name: str) -> Any:
     try:
         value = json.loads(raw) if raw is not None else None
@@ -164,9 +172,14 @@ class StoreFence:
         claim = uuid.uuid4().hex
         value = json.dumps({"claim": claim, "token": self.token}).encode()
         mutation = Mutation.set(claim_key(shard), {CLAIM_CELL: value})
-        self._pool.submit(self.store.mutate, "meta", [mutation]).result()
-        self._claims[shard] = claim
-        self._read_at = float("-inf")  # the next request reads the rows afresh
+        store = self.store
+
+        def write() -> None:  # on the fence's thread, so a reading never sees a claim unwritten
+            store.mutate("meta", [mutation])
+            self._claims[shard] = claim
+            self._read_at = float("-inf")  # the next request reads the rows afresh
+
+        self._pool.submit(write).result()
 
     async def before_request(self, record: HostRecord, shard: int, delay: float) -> str | None:
         """Records the clock of ``record.host`` ahead of a request; returns why the request
@@ -208,24 +221,29 @@ class StoreFence:
                 continue
             self.flushes += 1
             if rows is not None:
-                self._stop, lost = fence_verdict(rows, self.token, self._claims, time.time())
+                read, claims = rows
+                self._stop, lost = fence_verdict(read, self.token, claims, time.time())
                 self._lost.update(lost)
             for _, done in batch:
                 if not done.done():
                     done.set_result(None)
 
-    def _write_and_read(self, mutations: list[Mutation], read: bool) -> dict[bytes, dict[str, bytes]] | None:
+    def _write_and_read(
+        self, mutations: list[Mutation], read: bool
+    ) -> tuple[dict[bytes, dict[str, bytes]], dict[int, str]] | None:
         """On the fence's thread: the clock cells written, then (if due) the fence rows read,
-        after the write, so the reading is no older than the write it goes with."""
+        after the write, so the reading is no older than the write it goes with; returns the
+        rows and the claims they were read for."""
         assert self.store is not None
         self.store.mutate("hosts", mutations)
         if not read:
             return None
         began = time.monotonic()
-        keys = [ATTEMPT_KEY, LEASE_KEY, *(claim_key(s) for s in sorted(self._claims))]
+        claims = dict(self._claims)
+        keys = [ATTEMPT_KEY, LEASE_KEY, *(claim_key(s) for s in sorted(claims))]
         rows = self.store.read_keys("meta", keys)
         self._read_at = began
-        return rows
+        return rows, claims
 
     def close(self) -> None:
         if self._pool is not None:
