@@ -23,7 +23,7 @@ from beamcrawl.pipelines.lease import RoundLease
 from beamcrawl.pipelines.progress import Progress, round_rate
 from beamcrawl.pipelines.round import CrawlRound
 from beamcrawl.pipelines.runner_args import option_value
-from beamcrawl.state.fence import attempt_token, end_attempt, revoke_claims, start_attempt
+from beamcrawl.state.fence import attempt_token, end_attempt, read_progress, revoke_claims, start_attempt
 from beamcrawl.stores.base import Store
 
 
@@ -132,7 +132,15 @@ def run_round(
     try:
         # On a Flink cluster, a failover fences the failed try's fetch loops at once.
         with flink_failover.watching(pipeline_args, job, lambda: revoke_claims(store, cfg.fetch_shards)):
-            result = live.run(p, round_no, cfg.round_window, progress=progress, sinks=sinks)  # live progress on stderr
+            # live progress on stderr, from the runner's metrics and the fetch loops' progress rows
+            result = live.run(
+                p,
+                round_no,
+                cfg.round_window,
+                progress=progress,
+                sinks=sinks,
+                side=lambda: read_progress(store, attempt),
+            )
     except Exception as exc:  # one element's failure never gets here (transforms/dead_letter.py)
         raise CrawlError(
             f"round {round_no} failed and committed nothing (rerun the crawl to retry it): {_root_cause(exc)}"

@@ -14,6 +14,11 @@ Three rows say whether a fetch loop may go on:
   arrive). A task Flink restarted claims its shards again, and the loop it replaced, perhaps
   still running in a worker Flink has lost track of, finds another claim.
 
+Beside them, each fetch loop of the attempt keeps its running counts in a ``progress/TOKEN/ID``
+row (:meth:`StoreFence.publish`, about once a second), which the launcher sums for the live
+progress line (:func:`read_progress`): a runner whose workers report their metrics only when
+the job ends (Flink with SDK workers outside the launcher) still shows the round as it goes.
+
 :class:`StoreFence` is what the fetch loop calls before each request (core/net/fetcher.py's
 ``RequestGuard``): it records the host's clock first (state/host_clock.py), then answers from
 a reading of these rows no older than :data:`FENCE_TTL`. The writes of the hosts asking at
@@ -26,6 +31,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import json
+import logging
 import time
 import uuid
 from typing import Any, Mapping
@@ -35,11 +41,15 @@ from beamcrawl.state.host_clock import CLOCK_AHEAD, clock_cells
 from beamcrawl.stores.base import Store, open_store
 from beamcrawl.stores.interface import Mutation
 
+log = logging.getLogger(__name__)
+
 LEASE_KEY = b"lease"
 LEASE_CELL = "m:lease"
 ATTEMPT_KEY = b"attempt"
 ATTEMPT_CELL = "m:attempt"
 CLAIM_CELL = "m:claim"
+PROGRESS_CELL = "m:progress"
+PROGRESS_PREFIX = b"progress/"
 # How old a reading of the fence rows may be when a request is let through, in seconds: a
 # loop whose round was fenced sends nothing later than this (plus one store read) after it.
 FENCE_TTL = 0.5
@@ -58,6 +68,32 @@ def attempt_token(round_no: int, started: float) -> str:
     return f"{round_no}:{started!r}"
 
 
+def progress_key(token: str, loop: str) -> bytes:
+    """The ``meta`` row of one fetch loop's running counts in attempt ``token``."""
+    return PROGRESS_PREFIX + token.encode() + b"/" + loop.encode()
+
+
+def _progress_range(token: str) -> tuple[bytes, bytes]:
+    start = PROGRESS_PREFIX + token.encode() + b"/"
+    return start, start[:-1] + b"0"  # "/" + 1
+
+
+def read_progress(store: Store, token: str) -> dict[str, int]:
+    """The attempt's fetch loops' running counts, summed (``{"fetch/success": n, ...}``, the
+    names of the fetch stage's counters); rows that do not decode are skipped."""
+    total: dict[str, int] = {}
+    start, end = _progress_range(token)
+    for _key, cells in store.read_range("meta", start, end):
+        try:
+            counts = json.loads(cells.get(PROGRESS_CELL, b"{}"))
+            items = [(str(k), int(v)) for k, v in counts.items()]
+        except (ValueError, TypeError, AttributeError):
+            continue
+        for name, value in items:
+            total[name] = total.get(name, 0) + value
+    return total
+
+
 def start_attempt(store: Store, token: str, owner: str | None) -> None:
     """Marks ``token`` as the round attempt running now (launched by lease owner ``owner``)."""
     value = json.dumps({"token": token, "owner": owner, "at": time.time()}).encode()
@@ -70,6 +106,10 @@ def end_attempt(store: Store, token: str) -> None:
     current = store.read_keys("meta", [ATTEMPT_KEY]).get(ATTEMPT_KEY, {}).get(ATTEMPT_CELL)
     if current is not None and _field(current, "token") == token:
         store.check_and_set("meta", ATTEMPT_KEY, ATTEMPT_CELL, current, None)
+    start, end = _progress_range(token)
+    rows = [Mutation.delete_row(key) for key, _ in store.read_range("meta", start, end, keys_only=True)]
+    if rows:
+        store.mutate("meta", rows)
 
 
 def revoke_claims(store: Store, shards: int) -> None:
@@ -180,6 +220,20 @@ class StoreFence:
             self._read_at = float("-inf")  # the next request reads the rows afresh
 
         self._pool.submit(write).result()
+
+    def publish(self, loop: str, counts: dict[str, int]) -> None:
+        """Writes fetch loop ``loop``'s running counts (for the launcher's live progress);
+        a failure is logged, never raised (progress is not worth a round)."""
+        if self.token is None:
+            return
+        self.open()
+        assert self._pool is not None and self.store is not None
+        value = json.dumps(counts, separators=(",", ":")).encode()
+        mutation = Mutation.set(progress_key(self.token, loop), {PROGRESS_CELL: value})
+        try:
+            self._pool.submit(self.store.mutate, "meta", [mutation]).result()
+        except Exception as exc:
+            log.debug("fetch progress not recorded: %s", exc)
 
     async def before_request(self, record: HostRecord, shard: int, delay: float) -> str | None:
         """Records the clock of ``record.host`` ahead of a request; returns why the request

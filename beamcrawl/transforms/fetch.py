@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import logging
 import time
+import uuid
 from typing import Any, Iterable, Iterator
 
 import apache_beam as beam
@@ -84,6 +85,12 @@ class _MetricsCollector:
             Metrics.counter(ns, name) for name in ("hosts_started", "hosts_finished", "waits_started", "waits_finished")
         )
         self.published = [0, 0, 0, 0]
+        # The same counts as plain numbers, per bundle, for the store's progress row (a runner
+        # may report the counters above only when the job ends: state/fence.py).
+        self.totals: dict[str, int] = {}
+
+    def _add(self, name: str, value: int = 1) -> None:
+        self.totals[name] = self.totals.get(name, 0) + value
 
     def publish_levels(self, levels: tuple[int, int, int, int]) -> None:
         """Brings the live-progress counters up to a fetch loop's running totals."""
@@ -91,12 +98,17 @@ class _MetricsCollector:
             if value > self.published[i]:
                 counter.inc(value - self.published[i])
                 self.published[i] = value
+        for name, value in zip(("hosts_started", "hosts_finished", "waits_started", "waits_finished"), levels):
+            self.totals[f"fetch/{name}"] = value
 
     def count(self, result: FetchResult) -> None:
         self.received.inc()
+        self._add("fetch/received")
         if result.outcome == "fetched":
             self.success.inc()
             self.bytes.inc(len(result.raw_body))
+            self._add("fetch/success")
+            self._add("fetch/bytes", len(result.raw_body))
             self.latency_ms.update(int(result.elapsed * 1000))
             self.politeness_wait_ms.update(int(result.waited * 1000))
             klass = result.status // 100
@@ -104,8 +116,10 @@ class _MetricsCollector:
                 self.status[klass].inc()
             if result.entry.source == "robots":
                 self.robots_fetches.inc()
+                self._add("fetch/robots_fetches")
         elif result.outcome == "error":
             self.error.inc()
+            self._add("fetch/error")
             self.error_kinds[error_kind(result.error)].inc()
         elif result.outcome == "deferred":
             self.deferred.inc()
@@ -140,8 +154,10 @@ class _FetchShardsFn(beam.DoFn):
         self.fetched = 0
         self.next_progress = time.monotonic() + PROGRESS_EVERY
         self.next_levels = 0.0
+        self.loop_id = uuid.uuid4().hex  # its progress row's name (state/fence.py)
         if self.metrics is not None:
             self.metrics.published = [0, 0, 0, 0]  # a new bundle's runner counts from zero
+            self.metrics.totals = {}
 
     def process(self, element: tuple[int, Iterable[HostPlan]]) -> Iterator[Any]:
         shard, plans = element
@@ -211,6 +227,7 @@ class _FetchShardsFn(beam.DoFn):
         if now >= self.next_levels and self.runner is not None and self.metrics is not None:
             self.next_levels = now + LEVELS_EVERY
             self.metrics.publish_levels(self.runner.levels())
+            self.fence.publish(self.loop_id, self.metrics.totals)
 
 
 def needs_processing(result: FetchResult) -> bool:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -51,8 +52,9 @@ def _free_port() -> int:
 
 
 def _beamcrawl(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
+    env = dict(os.environ, BEAMCRAWL_PROGRESS="plain", BEAMCRAWL_PROGRESS_EVERY="1")
     return subprocess.run(
-        [sys.executable, "-m", "beamcrawl.cli.main", *args], capture_output=True, text=True, timeout=timeout
+        [sys.executable, "-m", "beamcrawl.cli.main", *args], capture_output=True, text=True, timeout=timeout, env=env
     )
 
 
@@ -80,7 +82,8 @@ def cluster(tmp_path_factory, bigtable_emulator):
 
 
 def _crawl(work: Path, port: int, runner: list[str]) -> dict:
-    """One two-round crawl of the web on ``port`` (a fresh simweb, same seed), into ``work``."""
+    """One two-round crawl of the web on ``port`` (a fresh simweb, same seed), into ``work``;
+    its plain progress line every second."""
     with scratch_store() as store, running_simweb(str(work), port=port, **WEB) as web:
         seeds = work / "seeds.txt"
         seeds.write_text("\n".join(web.base_url(h) for h in web.hosts) + "\n")
@@ -138,6 +141,15 @@ def test_each_rounds_job_ran_on_both_task_managers(runs, cluster):
         assert set().union(*where.values()) == {"taskmanager-1", "taskmanager-2"}, where
         fetch = [tms for name, tms in where.items() if "Fetch" in name]
         assert fetch and all(tms == {"taskmanager-1", "taskmanager-2"} for tms in fetch), where
+
+
+def test_live_progress_on_the_cluster_shows_responses_before_the_round_is_done(runs):
+    """The SDK workers report their metrics to Flink only when the job ends; the live line
+    follows the fetch loops' progress rows in the store instead (issue #28)."""
+    lines = [line for line in runs["flink"]["proc"].stderr.splitlines() if line.startswith("round 1 [")]
+    done = next(i for i, line in enumerate(lines) if line.startswith("round 1 [done]"))
+    moving = [line for line in lines[:done] if re.search(r"\] \d+:\d\d ([1-9][\d,]*) responses", line)]
+    assert moving, "\n".join(lines)
 
 
 def test_outputs_equal_those_of_the_same_crawl_on_the_fnapi_runner(runs):

@@ -263,3 +263,43 @@ def test_a_rerun_after_a_failure_mid_host_keeps_the_delay_from_the_last_request_
         assert [r.outcome for r in again] == ["fetched", "fetched"]  # robots.txt, then the page
         gap = web.log[sent][1] - last_sent
         assert gap >= delay, f"the rerun asked {gap:.3f}s after the last request sent (delay {delay}s)"
+
+
+# --- live progress from the fetch loops' rows (a runner that reports metrics only at the end) ---
+
+
+def test_the_fetch_loops_progress_rows_are_summed_and_cleared_with_the_attempt(both_stores):
+    from beamcrawl.state.fence import read_progress
+
+    with open_store(both_stores) as store:
+        token = attempt_token(3, time.time())
+        start_attempt(store, token, None)
+        loops = [StoreFence(both_stores, token) for _ in range(2)]
+        try:
+            loops[0].publish("a", {"fetch/success": 3, "fetch/received": 4})
+            loops[1].publish("b", {"fetch/success": 2, "fetch/received": 2, "fetch/bytes": 100})
+            loops[0].publish("a", {"fetch/success": 5, "fetch/received": 6})  # a later count replaces
+            other = attempt_token(4, time.time())
+            StoreFence(both_stores, other).publish("c", {"fetch/success": 50})
+            assert read_progress(store, token) == {"fetch/success": 7, "fetch/received": 8, "fetch/bytes": 100}
+            end_attempt(store, token)
+            assert read_progress(store, token) == {}
+            assert read_progress(store, other) == {"fetch/success": 50}
+        finally:
+            for fence in loops:
+                fence.close()
+
+
+def test_a_poll_shows_the_workers_counts_when_the_runner_reports_none_yet():
+    import io
+
+    from beamcrawl.pipelines.live import ProgressDisplay, ProgressPoller
+    from beamcrawl.pipelines.progress import Progress
+
+    stream = io.StringIO()
+    progress = Progress(window=60, started=time.time())
+    display = ProgressDisplay(1, progress, stream, "plain")
+    side = {"fetch/success": 12, "fetch/received": 14, "fetch/robots_fetches": 2}
+    poller = ProgressPoller(display, source=lambda: {}, side=lambda: side)
+    poller._poll()
+    assert progress.fields(time.time())["fetched"] == 12
