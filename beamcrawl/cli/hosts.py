@@ -43,7 +43,8 @@ import time
 from typing import Any, Sequence, TextIO
 
 from beamcrawl.cli.args import OneLineArgumentParser
-from beamcrawl.schemas.records import HostPolicy, HostRecord
+from beamcrawl.schemas.records import HostPolicy
+from beamcrawl.state.host_clock import read_host
 
 __all__ = [
     "apply_policy", "close_matches", "host_view", "is_known", "iso_utc", "main", "no_host_message", "parse_when", "policy_key",
@@ -170,7 +171,7 @@ def host_view(store: Any, key: str) -> dict[str, Any]:
 
     bare = host_key(key)  # what select looks a slot's policy up under, besides the slot
     cells = store.read_keys("hosts", [key.encode()]).get(key.encode())
-    record = HostRecord.from_cells(key, cells) if cells else None
+    record = read_host(key, cells) if cells else None
     policy = read_policy(store, key)
     source = key if policy is not None else None
     if policy is None and bare != key:
@@ -212,6 +213,7 @@ def refusal_views(stored: Any) -> list[dict[str, Any]]:
 def release_refusals(store: Any, key: str) -> list[dict[str, Any]]:
     """Clears the refusals in the host record under ``key``; returns those cleared (as
     :func:`refusal_views` shows them). The host's due URLs are planned from the next round."""
+    from beamcrawl.schemas.records import HostRecord
     from beamcrawl.stores.base import Mutation
 
     cells = store.read_keys("hosts", [key.encode()]).get(key.encode())

@@ -58,7 +58,8 @@ class ClusterConfig:
     a 1 GiB JobManager and 1.5 GiB TaskManagers of 2 slots each.
 
     The restart strategy is Flink's ``fixed-delay``: ``restart_attempts`` restarts,
-    ``restart_delay_s`` apart; a TaskManager is declared lost after ``heartbeat_timeout_s``.
+    ``restart_delay_s`` apart; a TaskManager is declared lost after ``heartbeat_timeout_s``
+    (or at once, when its connections break).
     """
 
     rest_port: int = 8081
@@ -71,6 +72,9 @@ class ClusterConfig:
     restart_attempts: int = 3
     restart_delay_s: int = 10
     heartbeat_timeout_s: int = 20
+    # How long the REST API may answer from its cache of a job: the crawl's failover watch
+    # (pipelines/flink_failover.py) sees a failure at most this much late (Flink's default, 3 s).
+    rest_refresh_ms: int = 500
 
 
 def flink_conf(cfg: ClusterConfig, folder: Path, role: str) -> str:
@@ -92,6 +96,7 @@ def flink_conf(cfg: ClusterConfig, folder: Path, role: str) -> str:
         "restart-strategy.fixed-delay.attempts": cfg.restart_attempts,
         "restart-strategy.fixed-delay.delay": f"{cfg.restart_delay_s} s",
         "heartbeat.interval": 5000,
+        "web.refresh-interval": cfg.rest_refresh_ms,
         "heartbeat.timeout": cfg.heartbeat_timeout_s * 1000,
         "web.tmpdir": str(folder / "tmp" / role / "web"),
         "blob.storage.directory": str(folder / "tmp" / role / "blobs"),
@@ -242,6 +247,33 @@ def stop(folder: str | Path) -> bool:
     return bool(running)
 
 
+def restart(folder: str | Path, role: str) -> dict:
+    """Starts ``role`` (a JobManager or TaskManager that died or was killed) again as it was
+    started, and waits until the cluster has all its TaskManagers; returns the status."""
+    folder = Path(folder).resolve()
+    state = _read_state(folder)
+    entry = state["processes"][role]
+    if role == "worker-pool" or "cmd" not in entry:
+        raise RunnerSetupError(f"cannot restart the cluster's {role}: stop and start the cluster")
+    deadline = time.monotonic() + STOP_GRACE  # a process just killed may take a moment to go
+    while _is_ours(entry):
+        if time.monotonic() > deadline:
+            raise RunnerSetupError(f"the cluster's {role} is running (pid {entry['pid']})")
+        time.sleep(0.1)
+    cmd = list(entry["cmd"])
+    restarts = int(entry.get("restarts", 0)) + 1
+    if role.startswith("taskmanager-"):
+        # A new identity: under its old one, Flink looked for the killed process's shuffle
+        # output on the new one (PartitionNotFoundException) and failed the restarted job again.
+        cmd = [*entry["cmd"], "-D", f"taskmanager.resource-id={role}-{restarts}"]
+    state["processes"][role] = {**_spawn(cmd, Path(entry["log"]), None), "cmd": entry["cmd"], "restarts": restarts}
+    _write_state(folder, state)
+    cfg = state["config"]
+    _wait(lambda: _registered(cfg["rest_port"]) >= cfg["task_managers"], f"{cfg['task_managers']} TaskManagers to register",
+          Path(entry["log"]), state)  # fmt: skip
+    return status(folder)
+
+
 def status(folder: str | Path) -> dict:
     """The cluster's processes (alive or not), and what its REST API says (``/overview``)."""
     folder = Path(folder).resolve()
@@ -294,7 +326,7 @@ def _spawn(cmd: list[str], log_path: Path, env: dict[str, str] | None) -> dict:
         # Its own session: the cluster outlives `beamcrawl flink-cluster start` and its Ctrl-C.
         proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log_file, stderr=subprocess.STDOUT,
                                 env=env, start_new_session=True)  # fmt: skip
-    return {"pid": proc.pid, "log": str(log_path), "started": _start_time(proc.pid)}
+    return {"pid": proc.pid, "log": str(log_path), "started": _start_time(proc.pid), "cmd": cmd}
 
 
 def _start_time(pid: int) -> str | None:

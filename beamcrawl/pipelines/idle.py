@@ -34,9 +34,9 @@ from beamcrawl.core.runtime.config import CrawlConfig
 from beamcrawl.schemas.records import (
     FrontierEntry,
     HostPolicy,
-    HostRecord,
     frontier_key,
 )
+from beamcrawl.state.host_clock import read_host
 from beamcrawl.stores.base import Store
 
 __all__ = ["Idle", "check_idle", "wait_until_due"]
@@ -150,7 +150,7 @@ def _holds(store: Store, cfg: CrawlConfig, hosts: list[str], now: float) -> dict
     policies = store.read_keys("policies", sorted(set(keys) | {b.encode() for b in bare.values()}))
     out: dict[str, tuple[str | None, float | None]] = {}
     for host, key in zip(hosts, keys):
-        record = HostRecord.from_cells(host, records.get(key))
+        record = read_host(host, records.get(key))
         policy = HostPolicy.from_cells(host, policies.get(key) or policies.get(bare[host].encode()))
         reason = hold_reason(host, record, policy, cfg, now)
         until: float | None = None

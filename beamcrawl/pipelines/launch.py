@@ -3,6 +3,7 @@ metrics read, its commit, and the report written (``reports/round-NNNNNN.json``)
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -14,13 +15,15 @@ from apache_beam.options.pipeline_options import PipelineOptions
 from beamcrawl.core.runtime import files, prometheus
 from beamcrawl.core.runtime.config import CrawlConfig
 from beamcrawl.core.runtime.outputs import RoundOutputs
-from beamcrawl.pipelines import live
+from beamcrawl.pipelines import flink_failover, live
 from beamcrawl.pipelines.commit import commit_round
 from beamcrawl.pipelines.crawl_errors import CrawlError
 from beamcrawl.pipelines.job_metrics import job_shuffle_figures
 from beamcrawl.pipelines.lease import RoundLease
 from beamcrawl.pipelines.progress import Progress, round_rate
 from beamcrawl.pipelines.round import CrawlRound
+from beamcrawl.pipelines.runner_args import option_value
+from beamcrawl.state.fence import attempt_token, end_attempt, read_progress, revoke_claims, start_attempt
 from beamcrawl.stores.base import Store
 
 
@@ -124,20 +127,40 @@ def run_round(
     outputs.prepare()
     started = time.time()
     progress = Progress(window=cfg.round_window, started=started)
+    attempt = attempt_token(round_no, started)
+    job = option_value(pipeline_args, "job_name") or flink_failover.job_name(round_no, attempt)
+    if flink_failover.rest_address(pipeline_args) is not None and option_value(pipeline_args, "job_name") is None:
+        pipeline_args = [*pipeline_args, f"--job_name={job}"]  # how the failover watch finds the job
     options = PipelineOptions(flags=pipeline_args)
     p = live.pipeline(options)  # FnApiRunner answers metrics polls while it runs
-    _ = p | "Crawl round" >> CrawlRound(cfg, outputs, started)
+    # The attempt's fence: its fetch loops stop within a second once it has ended, however
+    # it ended, or once the lease is no longer this run's (state/fence.py).
+    _ = p | "Crawl round" >> CrawlRound(cfg, outputs, started, attempt)
     for name in _RUNNER_LOGGERS:
         if _QUIET not in logging.getLogger(name).filters:
             logging.getLogger(name).addFilter(_QUIET)
     if _QUIET_START not in logging.getLogger(_WORKER_RELAY).filters:
         logging.getLogger(_WORKER_RELAY).addFilter(_QUIET_START)
+    start_attempt(store, attempt, lease.owner if lease is not None else None)
     try:
-        result = live.run(p, round_no, cfg.round_window, progress=progress, sinks=sinks)  # live progress on stderr
+        # On a Flink cluster, a failover fences the failed try's fetch loops at once.
+        with flink_failover.watching(pipeline_args, job, lambda: revoke_claims(store, cfg.fetch_shards)):
+            # live progress on stderr, from the runner's metrics and the fetch loops' progress rows
+            result = live.run(
+                p,
+                round_no,
+                cfg.round_window,
+                progress=progress,
+                sinks=sinks,
+                side=lambda: read_progress(store, attempt),
+            )
     except Exception as exc:  # one element's failure never gets here (transforms/dead_letter.py)
         raise CrawlError(
             f"round {round_no} failed and committed nothing (rerun the crawl to retry it): {_root_cause(exc)}"
         ) from None
+    finally:
+        with contextlib.suppress(Exception):  # the store unreachable: the lease's expiry fences it
+            end_attempt(store, attempt)
     fetch_done = progress.finished_at or time.time()  # the last progress line's time: the same rate
     metrics = round_metrics(result)
     shuffled = job_shuffle_figures(p, result)

@@ -14,12 +14,10 @@ import uuid
 
 from beamcrawl.core.runtime.config import CrawlConfig
 from beamcrawl.pipelines.crawl_errors import CrawlError
+from beamcrawl.state.fence import LEASE_KEY
 from beamcrawl.stores.base import Store
 
 log = logging.getLogger(__name__)
-
-
-LEASE_KEY = b"lease"
 
 
 class LeaseHeld(CrawlError):

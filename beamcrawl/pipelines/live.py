@@ -266,10 +266,18 @@ class ProgressPoller:
     """
 
     def __init__(
-        self, display: ProgressDisplay, source: Callable[[], MetricsMap] | None = None, every: float = POLL_EVERY
+        self,
+        display: ProgressDisplay,
+        source: Callable[[], MetricsMap] | None = None,
+        every: float = POLL_EVERY,
+        side: Callable[[], MetricsMap] | None = None,
     ) -> None:
         self.display = display
         self.source = source
+        # Counts the round's workers keep beside the runner's metrics (the store's progress
+        # rows, state/fence.py): each poll takes the larger of the two, so a runner that
+        # reports nothing until the job ends (Flink with external SDK workers) still moves.
+        self.side = side
         self.every = every
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="beamcrawl-progress", daemon=True)
@@ -296,6 +304,17 @@ class ProgressPoller:
                 if self.failures == 1:
                     log.warning("live progress: cannot read the job's metrics (%s)", exc)
                 return
+            if self.side is not None and not final:
+                try:
+                    side = self.side()
+                except Exception as exc:
+                    log.debug("live progress: cannot read the workers' progress rows (%s)", exc)
+                    side = {}
+                metrics = dict(metrics)
+                for name, value in side.items():
+                    current = metrics.get(name, 0)
+                    if not isinstance(current, (int, float)) or value > current:
+                        metrics[name] = value
             self.polls += 1
             self.display.progress.update(metrics, time.time())
         self.display.show(time.time(), final=final)
@@ -328,12 +347,14 @@ def run(
     *,
     progress: Progress | None = None,
     sinks: Iterable[Sink] = (),
+    side: Callable[[], MetricsMap] | None = None,
 ) -> Any:
     """Runs ``p`` to the end, showing live progress meanwhile; returns its result.
 
     The job runs on the calling thread (a Ctrl-C reaches it as usual); only the polling
     runs on a daemon thread. ``progress`` (made here if not given) has ``finished_at`` set
-    when the job is done; ``sinks`` are told every poll's fields too.
+    when the job is done; ``sinks`` are told every poll's fields too; ``side`` gives counts the
+    workers keep outside the runner's metrics (merged into each poll, see ProgressPoller).
     """
     progress = progress or Progress(window=window, started=time.time())
     mode = _mode(stream)
@@ -352,7 +373,7 @@ def run(
             from tqdm.contrib.logging import logging_redirect_tqdm
 
             stack.enter_context(logging_redirect_tqdm())
-        poller = stack.enter_context(ProgressPoller(display, source, every))
+        poller = stack.enter_context(ProgressPoller(display, source, every, side))
         result = p.run()
         poller.attach(result)
         result.wait_until_finish()

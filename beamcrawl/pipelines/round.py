@@ -61,11 +61,12 @@ class CrawlRound(beam.PTransform[beam.pvalue.PBegin, dict[str, beam.PCollection]
         queued for the first time) and ``errors`` (what writing the dead letters gives).
     """
 
-    def __init__(self, cfg: CrawlConfig, outputs: RoundOutputs, now: float) -> None:
+    def __init__(self, cfg: CrawlConfig, outputs: RoundOutputs, now: float, attempt: str | None = None) -> None:
         super().__init__()
         self.cfg = cfg
         self.outputs = outputs
         self.now = now
+        self.attempt = attempt  # the token the crawl loop fences this attempt by (state/fence.py)
 
     def expand(self, pbegin: beam.pvalue.PBegin) -> dict[str, beam.PCollection]:
         cfg, outputs, now = self.cfg, self.outputs, self.now
@@ -87,7 +88,7 @@ class CrawlRound(beam.PTransform[beam.pvalue.PBegin, dict[str, beam.PCollection]
                 "policies": host_state.policies,
             } | "Assign slots" >> AssignSlots(cfg, now)
 
-            fetched = plans | "Fetch" >> FetchPages(cfg)
+            fetched = plans | "Fetch" >> FetchPages(cfg, self.attempt)
             pages = (
                 fetched.results
                 | "Drop deferred results" >> beam.Filter(needs_processing)

@@ -8,6 +8,11 @@ bundle may hold many shards; all of them are crawled in one event loop (a
 :class:`~beamcrawl.core.net.fetcher.FetchRunner`), started by the first ``process`` call and
 drained in ``finish_bundle``, while results already available flow downstream as they come.
 
+Before each request the loop records the host's clock in the store and checks the round's
+fence (state/fence.py): a loop whose round attempt ended, lost the crawl's lease or had its
+shard claimed by a restarted task stops within ``FENCE_INTERVAL`` (1 s), and a rerun never
+asks a host again before its delay from the last request actually sent.
+
 What follows (parse, and the content-seen probes) stays fused to the fetch: the loop waits on
 the network and on each host's delay, so its process has CPU to spare during the window, and
 pages parsed while others are fetched are pages the round does not parse after it. The
@@ -31,6 +36,7 @@ from __future__ import annotations
 
 import logging
 import time
+import uuid
 from typing import Any, Iterable, Iterator
 
 import apache_beam as beam
@@ -50,6 +56,7 @@ from beamcrawl.core.policy.usage_prefs import UsageRules
 from beamcrawl.core.runtime import gctune
 from beamcrawl.core.runtime.config import CrawlConfig
 from beamcrawl.schemas.records import FetchResult, HostPlan, HostRecord
+from beamcrawl.state.fence import StoreFence
 import beamcrawl.schemas.coders  # noqa: F401  (registers the record coders the output types name)
 from beamcrawl.transforms.dead_letter import ERRORS, Outlet, collect
 
@@ -99,6 +106,12 @@ class _MetricsCollector:
             Metrics.counter(ns, name) for name in ("hosts_started", "hosts_finished", "waits_started", "waits_finished")
         )
         self.published = [0, 0, 0, 0]
+        # The same counts as plain numbers, per bundle, for the store's progress row (a runner
+        # may report the counters above only when the job ends: state/fence.py).
+        self.totals: dict[str, int] = {}
+
+    def _add(self, name: str, value: int = 1) -> None:
+        self.totals[name] = self.totals.get(name, 0) + value
 
     def publish_levels(self, levels: tuple[int, int, int, int]) -> None:
         """Brings the live-progress counters up to a fetch loop's running totals."""
@@ -106,12 +119,17 @@ class _MetricsCollector:
             if value > self.published[i]:
                 counter.inc(value - self.published[i])
                 self.published[i] = value
+        for name, value in zip(("hosts_started", "hosts_finished", "waits_started", "waits_finished"), levels):
+            self.totals[f"fetch/{name}"] = value
 
     def count(self, result: FetchResult) -> None:
         self.received.inc()
+        self._add("fetch/received")
         if result.outcome == "fetched":
             self.success.inc()
             self.bytes.inc(len(result.raw_body))
+            self._add("fetch/success")
+            self._add("fetch/bytes", len(result.raw_body))
             self.latency_ms.update(int(result.elapsed * 1000))
             self.politeness_wait_ms.update(int(result.waited * 1000))
             klass = result.status // 100
@@ -119,6 +137,7 @@ class _MetricsCollector:
                 self.status[klass].inc()
             if result.entry.source == "robots":
                 self.robots_fetches.inc()
+                self._add("fetch/robots_fetches")
                 if self.usage_token and 200 <= result.status < 300:
                     self.usage_bad_robots_lines.inc(_bad_usage_lines(result.body, self.usage_token))
             if result.usage_refused:
@@ -127,6 +146,7 @@ class _MetricsCollector:
                 self.usage_bad_header.inc()
         elif result.outcome == "error":
             self.error.inc()
+            self._add("fetch/error")
             self.error_kinds[error_kind(result.error)].inc()
         elif result.outcome == "deferred":
             self.deferred.inc()
@@ -202,10 +222,13 @@ class _FetchShardsFn(beam.DoFn):
     host, tagged ``hosts``.
     """
 
-    def __init__(self, cfg: CrawlConfig) -> None:
+    def __init__(self, cfg: CrawlConfig, attempt: str | None = None) -> None:
         self.cfg = cfg
         self.metrics: _MetricsCollector | None = None
         self.dead = Outlet("fetch")
+        # Records each host's clock before each request and reads the round's fence; opened
+        # on the worker (it pickles as its store URI and the attempt's token).
+        self.fence = StoreFence(cfg.store, attempt)
 
     def setup(self) -> None:
         gctune.tune()
@@ -217,13 +240,16 @@ class _FetchShardsFn(beam.DoFn):
         self.fetched = 0
         self.next_progress = time.monotonic() + PROGRESS_EVERY
         self.next_levels = 0.0
+        self.loop_id = uuid.uuid4().hex  # its progress row's name (state/fence.py)
         if self.metrics is not None:
             self.metrics.published = [0, 0, 0, 0]  # a new bundle's runner counts from zero
+            self.metrics.totals = {}
 
     def process(self, element: tuple[int, Iterable[HostPlan]]) -> Iterator[Any]:
-        _shard, plans = element
+        shard, plans = element
+        self.fence.claim(shard)  # before any request: a loop of an earlier try stops
         if self.runner is None:
-            self.runner = FetchRunner(self.cfg)
+            self.runner = FetchRunner(self.cfg, self.fence)
         for plan in plans:
             assert self.metrics is not None
             self.metrics.hosts.inc()
@@ -251,6 +277,16 @@ class _FetchShardsFn(beam.DoFn):
             self._publish_levels(float("inf"))
             self.runner.close()
             self.runner = None
+            if self.fence.requests:
+                log.debug(
+                    "fetch: %d host clocks recorded in %d store writes, %.1f ms a request",
+                    self.fence.requests,
+                    self.fence.flushes,
+                    1000 * self.fence.wait_seconds / self.fence.requests,
+                )
+
+    def teardown(self) -> None:
+        self.fence.close()
 
     def _route(self, kind: str, value: Any) -> Any:
         if kind == "host":
@@ -282,6 +318,7 @@ class _FetchShardsFn(beam.DoFn):
         if now >= self.next_levels and self.runner is not None and self.metrics is not None:
             self.next_levels = now + LEVELS_EVERY
             self.metrics.publish_levels(self.runner.levels())
+            self.fence.publish(self.loop_id, self.metrics.totals)
 
 
 def needs_processing(result: FetchResult) -> bool:
@@ -297,16 +334,18 @@ class FetchPages(beam.PTransform):
     per robots.txt request) and ``hosts`` (``(host, HostRecord)`` after the round).
     """
 
-    def __init__(self, cfg: CrawlConfig) -> None:
+    def __init__(self, cfg: CrawlConfig, attempt: str | None = None) -> None:
         super().__init__()
         self.cfg = cfg
+        self.attempt = attempt  # the round attempt's token (state/fence.py); None: no attempt fence
 
     def expand(self, plans: beam.PCollection) -> beam.pvalue.DoOutputsTuple:
         fetched = (
             plans
             | "Key by fetch shard" >> beam.Map(lambda plan: (plan.shard, plan)).with_output_types(tuple[int, HostPlan])
             | "Group by fetch shard" >> beam.GroupByKey()
-            | "Fetch politely" >> beam.ParDo(_FetchShardsFn(self.cfg)).with_outputs("hosts", ERRORS, main="results")
+            | "Fetch politely"
+            >> beam.ParDo(_FetchShardsFn(self.cfg, self.attempt)).with_outputs("hosts", ERRORS, main="results")
         )
         collect(fetched[ERRORS])
         return fetched

@@ -19,13 +19,13 @@ from beamcrawl.core.urls.hostkeys import host_key
 from beamcrawl.schemas.records import (
     FrontierEntry,
     HostPolicy,
-    HostRecord,
     Packed,
     frontier_key,
     key_fp,
     packed_by_host,
 )
 import beamcrawl.schemas.coders  # noqa: F401  (registers the record coders the output types name)
+from beamcrawl.state.host_clock import read_host
 from beamcrawl.state.quarantine import (
     quarantine_policy,
     quarantined_hosts,
@@ -135,7 +135,8 @@ class _ReadHostRowsFn(beam.DoFn):
         held = quarantined_hosts(self.store, hosts)
         for host, key in zip(hosts, keys):
             try:
-                record = HostRecord.from_cells(host, records.get(key))
+                # A request sent after the record was written counts too (state/host_clock.py).
+                record = read_host(host, records.get(key))
                 cells = policies.get(key) or policies.get(bare[host].encode())
                 policy = HostPolicy.from_cells(host, cells)
             except Exception as exc:  # a stored row that does not decode: the host waits

@@ -13,9 +13,13 @@ subtasks on both TaskManagers.
 from __future__ import annotations
 
 import json
+import os
+import re
+import signal
 import socket
 import subprocess
 import sys
+import time
 import urllib.request
 from pathlib import Path
 
@@ -48,8 +52,9 @@ def _free_port() -> int:
 
 
 def _beamcrawl(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
+    env = dict(os.environ, BEAMCRAWL_PROGRESS="plain", BEAMCRAWL_PROGRESS_EVERY="1")
     return subprocess.run(
-        [sys.executable, "-m", "beamcrawl.cli.main", *args], capture_output=True, text=True, timeout=timeout
+        [sys.executable, "-m", "beamcrawl.cli.main", *args], capture_output=True, text=True, timeout=timeout, env=env
     )
 
 
@@ -77,7 +82,8 @@ def cluster(tmp_path_factory, bigtable_emulator):
 
 
 def _crawl(work: Path, port: int, runner: list[str]) -> dict:
-    """One two-round crawl of the web on ``port`` (a fresh simweb, same seed), into ``work``."""
+    """One two-round crawl of the web on ``port`` (a fresh simweb, same seed), into ``work``;
+    its plain progress line every second."""
     with scratch_store() as store, running_simweb(str(work), port=port, **WEB) as web:
         seeds = work / "seeds.txt"
         seeds.write_text("\n".join(web.base_url(h) for h in web.hosts) + "\n")
@@ -137,6 +143,15 @@ def test_each_rounds_job_ran_on_both_task_managers(runs, cluster):
         assert fetch and all(tms == {"taskmanager-1", "taskmanager-2"} for tms in fetch), where
 
 
+def test_live_progress_on_the_cluster_shows_responses_before_the_round_is_done(runs):
+    """The SDK workers report their metrics to Flink only when the job ends; the live line
+    follows the fetch loops' progress rows in the store instead (issue #28)."""
+    lines = [line for line in runs["flink"]["proc"].stderr.splitlines() if line.startswith("round 1 [")]
+    done = next(i for i, line in enumerate(lines) if line.startswith("round 1 [done]"))
+    moving = [line for line in lines[:done] if re.search(r"\] \d+:\d\d ([1-9][\d,]*) responses", line)]
+    assert moving, "\n".join(lines)
+
+
 def test_outputs_equal_those_of_the_same_crawl_on_the_fnapi_runner(runs):
     lines = diff(runs["local"]["summary"], runs["flink"]["summary"])
     assert lines == [], "\n".join(lines)
@@ -152,3 +167,94 @@ def test_an_embedded_store_is_refused_for_the_cluster(cluster, tmp_path):
         "--environment_type=EXTERNAL", f"--environment_config=localhost:{cluster['pool']}",
     )  # fmt: skip
     assert proc.returncode == 2 and "embedded store" in proc.stderr and "bigtable://" in proc.stderr
+
+
+# --- a TaskManager lost mid-round (issue #28) ---------------------------------------------------
+
+KILL_WEB = {"hosts": 8, "seed": 9, "pages_per_host": 25, "latency_scale": 0.0}
+KILL_DELAY = 0.4
+
+
+def _flink_failures(port: int, since: float) -> list[float]:
+    """When Flink recorded each failure of the round jobs started since ``since`` (epoch s)."""
+    times = []
+    for job in _rest(port, "/jobs/overview")["jobs"]:
+        if job["name"].startswith("beamcrawl-round-") and job["start-time"] >= since * 1000:
+            history = _rest(port, f"/jobs/{job['jid']}/exceptions").get("exceptionHistory", {})
+            times += [entry["timestamp"] / 1000 for entry in history.get("entries", [])]
+    return sorted(times)
+
+
+def test_a_task_manager_killed_mid_round_loses_nothing_and_keeps_politeness(cluster, tmp_path):
+    """SIGKILL one TaskManager while the round fetches (and start it again, as a supervisor
+    would). Flink's fixed-delay restart either finishes the round or the round fails with one
+    line and the rerun commits it; nothing served is lost; the server's log shows no request
+    between the failure (plus the fence interval and the watch's poll) and the earliest moment
+    a restarted try can fetch, and the audit holds across the restart."""
+    from beamcrawl.pipelines import flink_cluster
+    from beamcrawl.pipelines.flink_failover import WATCH_EVERY
+    from beamcrawl.state.fence import FENCE_INTERVAL
+    from test_crash_safety import check_nothing_lost  # tests/pipelines/test_crash_safety.py
+
+    state = json.loads((cluster["dir"] / "cluster.json").read_text())
+    restart_delay = state["config"]["restart_delay_s"]
+    began = time.time()
+    on_cluster = [
+        "--runner", "FlinkRunner", f"--flink_master=localhost:{cluster['rest']}",
+        "--environment_type=EXTERNAL", f"--environment_config=localhost:{cluster['pool']}", "--parallelism", "4",
+        "--environment_cache_millis=10000",
+    ]  # fmt: skip
+    crawl = ["--resolve", "*=127.0.0.1", "--allow-private-networks", "--min-delay", str(KILL_DELAY),
+             "--max-delay", "2", "--round-window", "90", "--max-body-bytes", "4096", "--rounds", "1"]  # fmt: skip
+    out = tmp_path / "out"
+    with scratch_store() as store, running_simweb(str(tmp_path), port=_free_port(), **KILL_WEB) as web:
+        seeds = tmp_path / "seeds.txt"  # every page at once: the round fetches for ~10 s a host
+        pages = [f"{web.base_url(h)}p/{i}.html" for h in web.hosts for i in range(KILL_WEB["pages_per_host"])]
+        seeds.write_text("\n".join(pages) + "\n")
+        cmd = [sys.executable, "-m", "beamcrawl.cli.main", "crawl", "--seeds", str(seeds), "--out", str(out),
+               "--store", store, *crawl, *on_cluster]  # fmt: skip
+        child = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            deadline = time.monotonic() + 300
+            while len(web.requests(sync=False)) < 3 * KILL_WEB["hosts"] and child.poll() is None:
+                assert time.monotonic() < deadline, "the round never started fetching"
+                time.sleep(0.1)
+            assert child.poll() is None, "the round ended before a TaskManager could be killed"
+            os.kill(state["processes"]["taskmanager-1"]["pid"], signal.SIGKILL)
+            killed = time.time()
+            flink_cluster.restart(cluster["dir"], "taskmanager-1")
+            stdout, stderr = child.communicate(timeout=600)
+            (tmp_path / "crawl.stderr").write_text(stderr)
+        finally:
+            if child.poll() is None:  # Ctrl-C: the crawl stops its job server on the way out
+                child.send_signal(signal.SIGINT)
+                try:
+                    child.wait(timeout=60)
+                except subprocess.TimeoutExpired:
+                    child.kill()
+        if child.returncode != 0:
+            failed = [line for line in stderr.splitlines() if "round 1 failed and committed nothing" in line]
+            assert len(failed) == 1, stderr[-3000:]
+            rerun = _beamcrawl("crawl", "--out", str(out), "--store", store, *crawl, *on_cluster)
+            assert rerun.returncode == 0, rerun.stderr[-3000:]
+        assert (out / "reports" / "round-000001.json").exists(), "round 1 was never committed"
+        requests = web.requests()
+        truth = web.truth()
+        ours = [r for r in requests if "beamcrawl" in r.get("ua", "")]
+        check_nothing_lost(out, store, ours, web.port)
+    report = audit(requests, truth, agent_token="beamcrawl", min_delay=KILL_DELAY)
+    assert report.robots_violations == 0 and report.overlaps == 0 and report.short_gaps == 0, report.summary()
+    failures = [t for t in _flink_failures(cluster["rest"], began) if t >= killed - 1]
+    assert failures, "Flink recorded no failure of the round's job after the kill"
+    starts = sorted(r["start"] for r in ours)
+    for failed_at in failures:
+        # Seen by the watch within the REST cache's age and a poll; fenced within the interval.
+        seen = state["config"]["rest_refresh_ms"] / 1000 + WATCH_EVERY
+        quiet = (failed_at + seen + FENCE_INTERVAL + 0.5, failed_at + restart_delay - 0.5)
+        during = [round(t - failed_at, 3) for t in starts if quiet[0] < t < quiet[1]]
+        watch = [line for line in stderr.splitlines() if "fencing" in line or "fetch shard" in line]
+        assert during == [], (
+            f"requests after the failure at {failed_at:.3f} beyond the fence interval: {during}; {watch}"
+        )
+    overview = _rest(cluster["rest"], "/overview")
+    assert overview["taskmanagers"] >= 2  # later tests have both again

@@ -36,7 +36,7 @@ import queue
 import threading
 import time
 from dataclasses import replace
-from typing import Any, AsyncIterator, Callable, Iterator
+from typing import Any, AsyncIterator, Callable, Iterator, Protocol
 from urllib.parse import urljoin, urlsplit
 
 import aiohttp
@@ -104,6 +104,14 @@ __all__ = [
     "decode_body",
     "store_robots_answer",
 ]
+
+
+class RequestGuard(Protocol):
+    """What the loop asks before each request, once it is the host's turn (the fetch stage
+    gives one that records the host's clock in the store and reads the round's fence,
+    state/fence.py): the reason the request must not go out, or None to send it now."""
+
+    async def before_request(self, record: HostRecord, shard: int, delay: float) -> str | None: ...
 
 
 class ResponseRefused(aiohttp.ClientError):
@@ -177,10 +185,15 @@ class HostCrawler:
         cfg: CrawlConfig,
         emit: Callable[[str, Any], None],
         deadline: float,
+        guard: RequestGuard | None = None,
     ) -> None:
         self.cfg = cfg
         self.emit = emit
         self.deadline = deadline
+        self.guard = guard
+        # Shards whose round was fenced (the guard said stop), with the reason: they send
+        # nothing more, and their hosts' remaining URLs go back to the frontier.
+        self.fenced: dict[int, str] = {}
         self.resolver = PolicyResolver(ResolveRules(cfg.resolve), cfg.allow_private_networks, ttl=cfg.dns_ttl)
         self.session: aiohttp.ClientSession | None = None
         self._ip_clocks: dict[str, _IpClock] = {}
@@ -297,10 +310,12 @@ class HostCrawler:
             record.select_robots(scheme)
             # Never sleep past the window: a host held by Retry-After or back-off beyond it
             # gives its URLs back to the frontier untouched.
-            fetched = await self._fetch_robots(plan, record, scheme) if self._may_start(record, delay) else None
+            fetched = (
+                await self._fetch_robots(plan, record, scheme) if self._may_start(record, delay, plan.shard) else None
+            )
             if not isinstance(fetched, RobotsRules):
                 why = (
-                    "round window ended"
+                    self._why_stopped(plan.shard)
                     if fetched is None
                     else f"robots.txt unknown: redirected to {record.robots_via}"
                 )
@@ -363,11 +378,12 @@ class HostCrawler:
                     )
                     continue
             result = None
-            if self._may_start(record, record.delay):
-                result = await self._request(record, entry, entry.url, record.ip, record.delay)
+            if self._may_start(record, record.delay, plan.shard):
+                result = await self._request(record, entry, entry.url, record.ip, record.delay, plan.shard)
             if result is None:
+                why = self._why_stopped(plan.shard)
                 for rest in plan.entries[i:]:
-                    self.emit("result", _deferred(rest, "round window ended"))
+                    self.emit("result", _deferred(rest, why))
                 break
             self._after(record, result, rules, plan.delay)
             if site_usage is not None:
@@ -375,24 +391,42 @@ class HostCrawler:
             self.emit("result", result)
         return record
 
-    def _may_start(self, record: HostRecord, delay: float) -> bool:
-        """Whether the host's next turn comes before the round window ends."""
+    def _may_start(self, record: HostRecord, delay: float, shard: int) -> bool:
+        """Whether the host's next turn comes before the round window ends (and its shard's
+        round was not fenced)."""
+        if shard in self.fenced:
+            return False
         return politeness.next_allowed(record.last_fetch_end, delay, record.not_before) < self.deadline
 
+    def _why_stopped(self, shard: int) -> str:
+        """Why a host of ``shard`` got no further request: the window, or the fence."""
+        fenced = self.fenced.get(shard)
+        return "round window ended" if fenced is None else f"round fenced: {fenced}"
+
     async def _request(
-        self, record: HostRecord, entry: FrontierEntry, url: str, ip: str | None, delay: float
+        self, record: HostRecord, entry: FrontierEntry, url: str, ip: str | None, delay: float, shard: int
     ) -> FetchResult | None:
         """Waits for the host's turn, then the server IP's, then GETs ``url``.
 
-        Returns None, without a request, when the round window ended while waiting.
+        Returns None, without a request, when the round window ended while waiting, or when
+        the guard refused it (the shard is then fenced: see :attr:`fenced`). The guard is
+        asked last, once it is the host's turn, so that the clock it records is the one the
+        request goes out on.
         """
         # One request in flight per host, whoever asks: the host's own URLs and redirect hops
         # from other hosts take turns on its lock.
         async with self._turns.setdefault(record.host, asyncio.Lock()):
             waited = await self._wait_turn(record, delay)
             async with self._ip_turn(record.ip) as ip_waited:
-                if time.time() >= self.deadline:
+                if time.time() >= self.deadline or shard in self.fenced:
                     return None
+                if self.guard is not None:
+                    refused = await self.guard.before_request(record, shard, delay)
+                    if refused is not None:
+                        if shard not in self.fenced:
+                            log.warning("fetch shard %d stops: %s", shard, refused)
+                        self.fenced[shard] = refused
+                        return None
                 result = await self._get(entry, url, ip)
             if record is not self._clocks.get(record.host, record):  # the host's plan came meanwhile
                 self._clocks[record.host].last_fetch_end = max(
@@ -537,7 +571,7 @@ class HostCrawler:
                     floor = self.cfg.min_delay
                     wait = max(floor, clock.delay)  # the target's delay, not this host's
             assert isinstance(clock, HostRecord)
-            result = await self._request(clock, entry, url, clock.ip if hop == 0 else None, wait)
+            result = await self._request(clock, entry, url, clock.ip if hop == 0 else None, wait, plan.shard)
             if result is None:
                 return None  # no answer this round: the cached state stays as it was
             self._after(clock, result, None, floor)
@@ -809,7 +843,7 @@ def hold_after_dns_failure(record: HostRecord, now: float) -> None:
 # The kinds a round's report breaks fetch errors and deferrals into (fetch/error_kind/*,
 # fetch/deferred_reason/*): a fixed vocabulary, so the counters are few whatever the web says.
 ERROR_KINDS = ("dns", "refused_address", "timeout", "connect", "connection_lost", "bad_response", "other")
-DEFERRED_REASONS = ("window_ended", "robots_unknown", "robots_unavailable", "internal", "other")
+DEFERRED_REASONS = ("window_ended", "robots_unknown", "robots_unavailable", "internal", "fenced", "other")
 
 
 def error_kind(reason: str | None) -> str:
@@ -849,6 +883,8 @@ def deferred_reason(reason: str | None) -> str:
         return "robots_unavailable"
     if "internal error" in text:
         return "internal"
+    if "fenced" in text:
+        return "fenced"
     return "other"
 
 
@@ -860,7 +896,7 @@ class FetchRunner:
     all submitted plans are done. The round window starts when the runner starts.
     """
 
-    def __init__(self, cfg: CrawlConfig) -> None:
+    def __init__(self, cfg: CrawlConfig, guard: RequestGuard | None = None) -> None:
         self.cfg = cfg
         # SimpleQueue: its put and get are C, without queue.Queue's Python-level locks and
         # conditions, which cost the fetch thread and the draining thread a handoff per page.
@@ -873,7 +909,7 @@ class FetchRunner:
         self.deadline = time.time() + cfg.round_window
 
         async def _start() -> HostCrawler:  # aiohttp objects belong to the loop they are made in
-            crawler = HostCrawler(cfg, self._emit, self.deadline)
+            crawler = HostCrawler(cfg, self._emit, self.deadline, guard)
             await crawler.open()
             return crawler
 

@@ -1,0 +1,317 @@
+"""Politeness fenced across failures (issue #28): a host's clock is in the store before each
+request, and a fetch loop whose round attempt has ended, lost the crawl's lease or been
+superseded sends nothing more after FENCE_INTERVAL.
+
+The fetch loops here are the real ones (core/net/fetcher.py) against a raw loopback server
+that logs when each request arrived, on both stores; the pure parts (the fence's verdict, the
+clock's merge) are checked with generated rows.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from beamcrawl.core.net.fetcher import FetchRunner
+from beamcrawl.core.policy import politeness
+from beamcrawl.core.policy.robots import RobotsRules
+from beamcrawl.core.runtime.config import CrawlConfig
+from beamcrawl.pipelines.lease import RoundLease
+from beamcrawl.schemas.records import FrontierEntry, HostRecord
+from beamcrawl.state.fence import (
+    ATTEMPT_CELL,
+    ATTEMPT_KEY,
+    CLAIM_CELL,
+    FENCE_INTERVAL,
+    LEASE_CELL,
+    LEASE_KEY,
+    StoreFence,
+    attempt_token,
+    claim_key,
+    end_attempt,
+    fence_verdict,
+    start_attempt,
+)
+from beamcrawl.state.host_clock import CLOCK_CELL, clock_cells, merge_clock, read_host
+from beamcrawl.stores.base import open_store
+from beamcrawl.transforms.assign_slots import plan_host
+from loopback import RawLoopbackServer  # tests/loopback.py
+
+
+class LoggingWeb(RawLoopbackServer):
+    """Raw HTTP/1.1 on loopback: an allow-all robots.txt and a small page at every other
+    path; logs ``(path, arrival)`` of every request."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.log: list[tuple[str, float]] = []
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 10)
+        except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, asyncio.TimeoutError, ConnectionError):
+            writer.close()
+            return
+        path = head.split(b" ", 2)[1].decode("latin-1")
+        self.log.append((path, time.time()))
+        body = b"<html><body>page</body></html>"
+        writer.write(
+            b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nConnection: close\r\n"
+            b"Content-Length: %d\r\n\r\n%s" % (len(body), body)
+        )
+        try:
+            await writer.drain()
+        except ConnectionError:
+            pass
+        writer.close()
+
+
+def config(store: str, min_delay: float) -> CrawlConfig:
+    return CrawlConfig(
+        out="/tmp/unused",
+        store=store,
+        min_delay=min_delay,
+        round_window=60,
+        allow_private_networks=True,
+        resolve=(("*.test", "127.0.0.1"),),
+        total_timeout=5.0,
+    )
+
+
+def entries(slot: str, n: int) -> list[FrontierEntry]:
+    return [FrontierEntry(url=f"http://{slot}/p{i}", fp=i + 1, host=slot, due_ms=0) for i in range(n)]
+
+
+def known_robots(slot: str) -> HostRecord:
+    record = HostRecord(host=slot)
+    record.robots = RobotsRules.parse("User-agent: *\nAllow: /\n", "beamcrawl").to_dict()
+    record.robots_fetched_at = time.time()
+    record.robots_scheme = "http"
+    return record
+
+
+def wait_for(predicate, timeout: float = 30.0) -> None:
+    end = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < end, "timed out"
+        time.sleep(0.01)
+
+
+def results_of(runner: FetchRunner) -> list:
+    return [v for k, v in runner.drain(wait=True) if k == "result"]
+
+
+# --- the fence's verdict, from generated rows ---------------------------------------------
+
+
+def _rows(attempt: str | None, owner: str | None, lease_owner: str | None, expires: float, claims: dict[int, str]):
+    rows: dict[bytes, dict[str, bytes]] = {}
+    if attempt is not None:
+        rows[ATTEMPT_KEY] = {ATTEMPT_CELL: json.dumps({"token": attempt, "owner": owner}).encode()}
+    if lease_owner is not None:
+        rows[LEASE_KEY] = {LEASE_CELL: json.dumps({"owner": lease_owner, "expires": expires}).encode()}
+    for shard, claim in claims.items():
+        rows[claim_key(shard)] = {CLAIM_CELL: json.dumps({"claim": claim}).encode()}
+    return rows
+
+
+names = st.sampled_from(["a", "b", "c"])
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    attempt=st.none() | names,
+    owner=names,
+    lease_owner=st.none() | names,
+    expired=st.booleans(),
+    mine=st.dictionaries(st.integers(0, 5), names, max_size=4),
+    held=st.dictionaries(st.integers(0, 5), names, max_size=4),
+)
+def test_a_loop_goes_on_only_while_its_attempt_lease_and_claims_are_all_current(
+    attempt, owner, lease_owner, expired, mine, held
+):
+    now = 1000.0
+    rows = _rows(attempt, owner, lease_owner, now - 1 if expired else now + 60, held)
+    stop, lost = fence_verdict(rows, "a", mine, now)
+    current = attempt == "a" and lease_owner == owner and not expired
+    assert (stop is None) == current
+    assert set(lost) == {s for s, c in mine.items() if held.get(s) != c}
+    # A round run outside the crawl loop (no token) is fenced by its claims alone.
+    assert fence_verdict(rows, None, mine, now)[0] is None
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.dictionaries(
+        st.sampled_from([ATTEMPT_KEY, LEASE_KEY, claim_key(0)]),
+        st.dictionaries(st.sampled_from([ATTEMPT_CELL, LEASE_CELL, CLAIM_CELL]), st.binary(max_size=40)),
+        max_size=3,
+    )
+)
+def test_rows_that_do_not_decode_fence_the_loop_and_never_raise(rows):
+    stop, lost = fence_verdict(rows, "tok", {0: "c"}, 1000.0)
+    assert stop is not None or rows.get(ATTEMPT_KEY, {}).get(ATTEMPT_CELL) is not None
+    assert lost == {} or lost == {0: "fetch shard 0 was claimed by another attempt"}
+
+
+# --- the clock written ahead, merged on the next read --------------------------------------
+
+times = st.floats(0, 2e9, allow_nan=False)
+
+
+@settings(max_examples=300, deadline=None)
+@given(end=times, not_before=times, delay=st.floats(0, 3600), at=times, clock_delay=st.floats(0, 3600),
+       clock_nb=times)  # fmt: skip
+def test_a_merged_record_never_allows_a_request_before_the_clocks_delay_from_the_last_sent(
+    end, not_before, delay, at, clock_delay, clock_nb
+):
+    written = HostRecord(host="h", last_fetch_end=0.0, delay=clock_delay, not_before=clock_nb)
+    cells = {"r:json": HostRecord(host="h", last_fetch_end=end, delay=delay, not_before=not_before).to_cells()[
+        "r:json"
+    ]} | clock_cells(written, at, clock_delay)  # fmt: skip
+    record = read_host("h", cells)
+    nxt = politeness.next_allowed(record.last_fetch_end, record.delay, record.not_before)
+    # Never earlier than the record alone allowed ...
+    assert nxt >= politeness.next_allowed(end, delay, not_before)
+    # ... and, for a request the record does not know of, never before its delay from it.
+    if at > end:
+        assert nxt >= at + clock_delay and nxt >= clock_nb
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.binary(max_size=60)
+    | st.builds(
+        lambda d: json.dumps(d).encode(),
+        st.dictionaries(
+            st.sampled_from(["at", "end", "delay", "not_before", "x"]), st.none() | st.text(max_size=3) | times
+        ),
+    )
+)
+def test_a_clock_cell_that_does_not_decode_leaves_the_record_as_it_was(raw):
+    record = HostRecord(host="h", last_fetch_end=5.0, delay=1.0)
+    merged = merge_clock(record, {CLOCK_CELL: raw})
+    assert merged.last_fetch_end >= 5.0 and merged.delay >= 1.0
+
+
+# --- real fetch loops, both stores ---------------------------------------------------------
+
+
+def test_a_loop_that_lost_the_lease_sends_nothing_after_the_fence_interval(both_stores):
+    """The lease taken over mid-fetch: the loop's last request arrives within FENCE_INTERVAL
+    of the takeover, and the host's other URLs go back to the frontier, deferred."""
+    with LoggingWeb() as web, open_store(both_stores) as store, RoundLease(store, ttl=120) as lease:
+        slot = f"fenced.test:{web.port}"
+        token = attempt_token(1, time.time())
+        start_attempt(store, token, lease.owner)
+        cfg = config(both_stores, min_delay=0.1)
+        plan = plan_host(slot, entries(slot, 60), known_robots(slot), None, cfg, time.time())
+        fence = StoreFence(both_stores, token)
+        fence.claim(plan.shard)
+        runner = FetchRunner(cfg, fence)
+        try:
+            runner.submit(plan)
+            wait_for(lambda: len(web.log) >= 3)
+            held = store.read_keys("meta", [LEASE_KEY])[LEASE_KEY][LEASE_CELL]
+            other = json.dumps({"owner": "elsewhere:1:x", "acquired": time.time(), "expires": time.time() + 60})
+            assert store.check_and_set("meta", LEASE_KEY, LEASE_CELL, held, other.encode())
+            taken = time.time()
+            results = results_of(runner)
+        finally:
+            runner.close()
+            fence.close()
+        late = [t - taken for _, t in web.log if t > taken + FENCE_INTERVAL]
+        assert late == [], f"requests after the fence interval: {late}"
+        fenced = [r for r in results if r.outcome == "deferred" and "fenced" in (r.error or "")]
+        assert fenced and "lease was taken by elsewhere:1:x" in fenced[0].error
+        assert len(results) == 60
+
+
+def test_a_rerun_after_a_failure_mid_host_keeps_the_delay_from_the_last_request_sent(both_stores):
+    """A round fails while a host is mid-fetch (its attempt ended; its host record never
+    written): the rerun plans the host from the store, and its first request comes no sooner
+    than the host's delay after the last request the failed attempt actually sent."""
+    delay = 0.5
+    with LoggingWeb() as web, open_store(both_stores) as store:
+        slot = f"rerun.test:{web.port}"
+        cfg = config(both_stores, min_delay=delay)
+        first = attempt_token(1, time.time())
+        start_attempt(store, first, None)
+        plan = plan_host(slot, entries(slot, 3), known_robots(slot), None, cfg, time.time())
+        fence = StoreFence(both_stores, first)
+        fence.claim(plan.shard)
+        runner = FetchRunner(cfg, fence)
+        try:
+            runner.submit(plan)
+            wait_for(lambda: len(web.log) >= 2)
+            end_attempt(store, first)  # the job failed: its launcher ends the attempt
+            failed = results_of(runner)
+        finally:
+            runner.close()
+            fence.close()
+        assert [r.outcome for r in failed].count("fetched") == 2  # the third was fenced
+        sent = len(web.log)
+        last_sent = web.log[-1][1]
+
+        # The rerun: the host as select reads it (record and clock), planned and fetched anew.
+        second = attempt_token(1, time.time())
+        start_attempt(store, second, None)
+        record = read_host(slot, store.read_keys("hosts", [slot.encode()]).get(slot.encode()))
+        plan = plan_host(slot, entries(slot, 1), record, None, cfg, time.time())
+        assert plan is not None and plan.fetch_robots  # the failed round's robots answer was lost too
+        fence = StoreFence(both_stores, second)
+        fence.claim(plan.shard)
+        runner = FetchRunner(cfg, fence)
+        try:
+            runner.submit(plan)
+            again = results_of(runner)
+        finally:
+            runner.close()
+            fence.close()
+        assert [r.outcome for r in again] == ["fetched", "fetched"]  # robots.txt, then the page
+        gap = web.log[sent][1] - last_sent
+        assert gap >= delay, f"the rerun asked {gap:.3f}s after the last request sent (delay {delay}s)"
+
+
+# --- live progress from the fetch loops' rows (a runner that reports metrics only at the end) ---
+
+
+def test_the_fetch_loops_progress_rows_are_summed_and_cleared_with_the_attempt(both_stores):
+    from beamcrawl.state.fence import read_progress
+
+    with open_store(both_stores) as store:
+        token = attempt_token(3, time.time())
+        start_attempt(store, token, None)
+        loops = [StoreFence(both_stores, token) for _ in range(2)]
+        try:
+            loops[0].publish("a", {"fetch/success": 3, "fetch/received": 4})
+            loops[1].publish("b", {"fetch/success": 2, "fetch/received": 2, "fetch/bytes": 100})
+            loops[0].publish("a", {"fetch/success": 5, "fetch/received": 6})  # a later count replaces
+            other = attempt_token(4, time.time())
+            StoreFence(both_stores, other).publish("c", {"fetch/success": 50})
+            assert read_progress(store, token) == {"fetch/success": 7, "fetch/received": 8, "fetch/bytes": 100}
+            end_attempt(store, token)
+            assert read_progress(store, token) == {}
+            assert read_progress(store, other) == {"fetch/success": 50}
+        finally:
+            for fence in loops:
+                fence.close()
+
+
+def test_a_poll_shows_the_workers_counts_when_the_runner_reports_none_yet():
+    import io
+
+    from beamcrawl.pipelines.live import ProgressDisplay, ProgressPoller
+    from beamcrawl.pipelines.progress import Progress
+
+    stream = io.StringIO()
+    progress = Progress(window=60, started=time.time())
+    display = ProgressDisplay(1, progress, stream, "plain")
+    side = {"fetch/success": 12, "fetch/received": 14, "fetch/robots_fetches": 2}
+    poller = ProgressPoller(display, source=lambda: {}, side=lambda: side)
+    poller._poll()
+    assert progress.fields(time.time())["fetched"] == 12
