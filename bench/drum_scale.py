@@ -283,6 +283,7 @@ def emulator_store() -> Iterator[tuple[str, int]]:
 def main_emulator(args: argparse.Namespace) -> int:
     """``--store emulator``: each size in a fresh emulator, checked from a child process."""
     results = []
+    failed = 0
     for n in (int(s) for s in args.sizes.split(",")):
         with emulator_store() as (uri, pid):
             print(f"filling {n:,} known URLs into the emulator (pid {pid}), {uri}", flush=True)
@@ -293,9 +294,14 @@ def main_emulator(args: argparse.Namespace) -> int:
             proc = subprocess.run(
                 [sys.executable, __file__, "--child", uri, str(n), str(args.candidates), str(args.due_share),
                  str(args.passes), args.path],
-                capture_output=True, text=True, check=True, env=dict(os.environ),
+                capture_output=True, text=True, check=False, env=dict(os.environ),
             )  # fmt: skip
             rss_end, rss_peak = emulator_memory_mb(pid)
+        if proc.returncode != 0:
+            # Say why (a large store can fail in the child), then go on with the other sizes.
+            print(f"  the check at {n:,} failed ({proc.returncode}):\n{proc.stderr.strip()[-3000:]}", flush=True)
+            failed += 1
+            continue
         result = {
             **json.loads(proc.stdout.strip().splitlines()[-1]), **filled,
             "emulator_rss_filled_mb": rss_filled, "emulator_rss_end_mb": rss_end, "emulator_rss_peak_mb": rss_peak,
@@ -316,7 +322,7 @@ def main_emulator(args: argparse.Namespace) -> int:
             f"| {r['fill_s']:.0f} ({r['fill_us_per_url']:.0f}) | {r['emulator_rss_filled_mb']:.0f} / "
             f"{r['emulator_rss_peak_mb']:.0f} | {r['rss_mb']:.0f} |"
         )
-    return 0 if all(r["ok"] for r in results) else 1
+    return 0 if not failed and all(r["ok"] for r in results) else 1
 
 
 if __name__ == "__main__":
