@@ -1,6 +1,7 @@
-"""The seen set at scale: DRUM's batched sort-merge against per-URL lookups, on the embedded store.
+"""The seen set at scale: DRUM's batched sort-merge against per-URL lookups, on either store.
 
-    .venv/bin/python bench/drum_scale.py [--sizes 1000000,10000000] [--candidates 200000]
+    .venv/bin/python bench/drum_scale.py [--store embedded|emulator] [--sizes 1000000,10000000]
+                                         [--candidates 200000] [--passes 2]
                                          [--due-share 0.01] [--dir DIR] [--keep]
 
 For each size N (known URLs), a fresh embedded store is filled the way the crawl fills it:
@@ -21,6 +22,16 @@ process that uses it):
   the select stage reads it (one range scan from the table's start, each row decoded into
   a ``FrontierEntry``).
 
+``--store emulator`` (or ``bigtable``) does the same against the Bigtable emulator, where a
+per-URL lookup is a request, as on Cloud Bigtable: for each size a fresh emulator is started
+with the project's own starter (``stores/emulator.py``), a scratch store made in it, filled
+through the store interface as above, and checked by a child process that talks to it over
+gRPC; ``read_keys`` of one key is one ReadRows request (what ``read_row`` sends). The table
+adds the emulator's resident memory after the fill and at the end (it holds everything in
+memory), and the fill time. ``--keep`` and ``--dir`` do not apply (nothing is on disk).
+Per-URL requests cost about a millisecond there, so use fewer candidates (``--candidates
+20000``) and one pass (``--passes 1``: there is no page cache to warm).
+
 Both checks must find exactly the unknown half (the script exits non-zero otherwise). It
 prints one line per phase, then a table. Not collected by pytest; run it by hand on a
 quiet machine. A 10 M fill takes several minutes and some GB of disk.
@@ -29,7 +40,9 @@ quiet machine. A 10 M fill takes several minutes and some GB of disk.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import os
 import random
 import resource
 import shutil
@@ -37,11 +50,14 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 from beamcrawl.core.urls.urlnorm import fingerprint
 from beamcrawl.schemas.records import Candidate, FrontierEntry, fp_key, frontier_key
+from beamcrawl.stores.base import open_store
 from beamcrawl.stores.embedded import EmbeddedStore
+from beamcrawl.stores.interface import Store
 from beamcrawl.transforms.store_join import choose_path
 from beamcrawl.transforms.url_seen import (
     bucket_of,
@@ -60,9 +76,13 @@ def url_of(i: int) -> str:
     return f"http://h{i % HOSTS}.example/p/{i}"
 
 
-def fill(path: Path, n: int) -> dict[str, float]:
-    """Queues ``n`` URLs into a fresh store, as the URL-seen stage queues new ones."""
-    store = EmbeddedStore(str(path))
+def fill(path: Path | str, n: int) -> dict[str, float]:
+    """Queues ``n`` URLs into a fresh store, as the URL-seen stage queues new ones.
+
+    ``path`` is an embedded store's file, or any store URI (``bigtable://...``).
+    """
+    uri = str(path)
+    store: Store = open_store(uri) if "://" in uri else EmbeddedStore(uri)
     t0 = time.perf_counter()
     try:
         for start in range(0, n, FILL_BATCH):
@@ -78,7 +98,8 @@ def fill(path: Path, n: int) -> dict[str, float]:
     finally:
         store.close()
     seconds = time.perf_counter() - t0
-    return {"fill_s": seconds, "fill_us_per_url": seconds / n * 1e6, "bytes": path.stat().st_size}
+    size = Path(uri).stat().st_size if "://" not in uri else 0
+    return {"fill_s": seconds, "fill_us_per_url": seconds / n * 1e6, "bytes": size}
 
 
 def candidates_for(n: int, count: int, seed: int = 7) -> tuple[list[Candidate], int]:
@@ -93,8 +114,14 @@ def candidates_for(n: int, count: int, seed: int = 7) -> tuple[list[Candidate], 
     return out, count - len(known)
 
 
-def check_batch(store: EmbeddedStore, cands: list[Candidate], seen_rows: int) -> tuple[int, dict[str, int]]:
-    """The URL-seen stage's join, outside Beam: bucket, sort, one merge per bucket."""
+def check_batch(
+    store: Store, cands: list[Candidate], seen_rows: int, force: str = "auto"
+) -> tuple[int, dict[str, int]]:
+    """The URL-seen stage's join, outside Beam: bucket, sort, one merge per bucket.
+
+    ``force`` (``scan`` or ``keyset``) overrides ``choose_path`` for every bucket, to price
+    the path it did not take; ``auto`` is the stage's choice.
+    """
     bits = choose_bucket_bits(seen_rows, len(cands))
     buckets: dict[int, list[Candidate]] = {}
     for c in cands:
@@ -106,6 +133,7 @@ def check_batch(store: EmbeddedStore, cands: list[Candidate], seen_rows: int) ->
         lo, hi = ordered[0].fp, ordered[-1].fp
         span = (hi - lo + 1) / (1 << (64 - bits))
         path = choose_path(len(ordered), seen_rows / (1 << bits) * span, store.keyset_cost_ratio)
+        path = path if force == "auto" else force
         paths[path] += 1
         if path == "keyset":
             keys = sorted(store.read_keys("urls", [fp_key(c.fp) for c in ordered], keys_only=True))
@@ -116,12 +144,12 @@ def check_batch(store: EmbeddedStore, cands: list[Candidate], seen_rows: int) ->
     return unseen, paths
 
 
-def check_point(store: EmbeddedStore, cands: list[Candidate]) -> int:
+def check_point(store: Store, cands: list[Candidate]) -> int:
     """One request per URL: what a per-URL seen check costs."""
     return sum(1 for c in cands if not store.read_keys("urls", [fp_key(c.fp)], keys_only=True))
 
 
-def select_due(store: EmbeddedStore, due_share: float) -> int:
+def select_due(store: Store, due_share: float) -> int:
     """The select stage's scan: every frontier row due by a moment, decoded."""
     now_ms = T0_MS + int(SPREAD_MS * due_share)
     n = 0
@@ -131,18 +159,20 @@ def select_due(store: EmbeddedStore, due_share: float) -> int:
     return n
 
 
-def child(path: str, n: int, count: int, due_share: float) -> None:
+def child(path: str, n: int, count: int, due_share: float, passes: int = 2, force: str = "auto") -> None:
     """One measurement in a fresh process; prints a JSON line."""
     cands, want_unseen = candidates_for(n, count)
-    store = EmbeddedStore(path)
+    store: Store = open_store(path) if "://" in path else EmbeddedStore(path)
     try:
         # Twice each, alternating, best of two: the first pass warms the OS page cache for
         # whichever goes second, so a single pass each would favour the second.
+        t0 = time.perf_counter()
         seen_rows = store.estimate_rows("urls")
+        estimate_s = time.perf_counter() - t0
         batch_s = point_s = float("inf")
-        for _ in range(2):
+        for _ in range(passes):
             t0 = time.perf_counter()
-            unseen, paths = check_batch(store, cands, seen_rows)
+            unseen, paths = check_batch(store, cands, seen_rows, force)
             batch_s = min(batch_s, time.perf_counter() - t0)
             rss_batch = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
             t0 = time.perf_counter()
@@ -158,23 +188,34 @@ def child(path: str, n: int, count: int, due_share: float) -> None:
     print(json.dumps({
         "n": n, "candidates": count, "unseen": unseen, "ok": ok, "batch_s": batch_s, "point_s": point_s,
         "speedup": point_s / batch_s, "paths": paths, "rss_batch_mb": rss_batch, "rss_mb": rss,
-        "due_rows": due, "select_s": select_s,
+        "due_rows": due, "select_s": select_s, "seen_rows_estimate": seen_rows, "estimate_s": estimate_s,
     }))  # fmt: skip
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--store", choices=("embedded", "emulator", "bigtable"), default="embedded",
+        help="the embedded store, or the Bigtable emulator (started here; 'bigtable' is the same)",
+    )  # fmt: skip
     parser.add_argument("--sizes", default="1000000,10000000", help="known-URL counts, comma-separated")
     parser.add_argument("--candidates", type=int, default=200_000)
+    parser.add_argument("--passes", type=int, default=2, help="runs of each check, alternating; the best counts")
+    parser.add_argument(
+        "--path", choices=("auto", "scan", "keyset"), default="auto",
+        help="the batch's read per bucket: choose_path's choice (auto), or forced, to price the other",
+    )  # fmt: skip
     parser.add_argument("--due-share", type=float, default=0.01, help="share of frontier rows due at select")
     parser.add_argument("--dir", default=None, help="where the stores go (default: a temp dir)")
     parser.add_argument("--keep", action="store_true", help="keep the stores (a rerun reuses them)")
-    parser.add_argument("--child", nargs=4, help=argparse.SUPPRESS)
+    parser.add_argument("--child", nargs=6, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
-        path, n, count, share = args.child
-        child(path, int(n), int(count), float(share))
+        path, n, count, share, passes, force = args.child
+        child(path, int(n), int(count), float(share), int(passes), force)
         return 0
+    if args.store != "embedded":
+        return main_emulator(args)
     base = Path(args.dir or tempfile.mkdtemp(prefix="drum-scale-"))
     base.mkdir(parents=True, exist_ok=True)
     results = []
@@ -190,7 +231,8 @@ def main(argv: list[str] | None = None) -> int:
         else:
             filled = {"fill_s": float("nan"), "fill_us_per_url": float("nan"), "bytes": path.stat().st_size}
         proc = subprocess.run(
-            [sys.executable, __file__, "--child", str(path), str(n), str(args.candidates), str(args.due_share)],
+            [sys.executable, __file__, "--child", str(path), str(n), str(args.candidates), str(args.due_share),
+             str(args.passes), args.path],
             capture_output=True, text=True, check=True,
         )  # fmt: skip
         result = {**json.loads(proc.stdout.strip().splitlines()[-1]), **filled}
@@ -216,6 +258,71 @@ def main(argv: list[str] | None = None) -> int:
             f"\npeak RSS at {results[-1]['n']:,} / at {results[0]['n']:,}: {results[-1]['rss_mb'] / results[0]['rss_mb']:.2f}×"
         )
     return 0 if all(r["ok"] for r in results) else 1
+
+
+def emulator_memory_mb(pid: int) -> tuple[float, float]:
+    """The emulator's resident set now and at its peak (``VmRSS``, ``VmHWM``), in MB."""
+    fields: dict[str, float] = {}
+    with open(f"/proc/{pid}/status", encoding="ascii") as fh:
+        for line in fh:
+            name, _, value = line.partition(":")
+            if name in ("VmRSS", "VmHWM"):
+                fields[name] = int(value.split()[0]) / 1024
+    return fields.get("VmRSS", 0.0), fields.get("VmHWM", 0.0)
+
+
+@contextlib.contextmanager
+def emulator_store() -> Iterator[tuple[str, int]]:
+    """A fresh emulator (the project's starter) with one scratch store: ``(uri, pid)``."""
+    from beamcrawl.stores.emulator import running_emulator, scratch_store
+
+    with running_emulator() as emu, scratch_store() as uri:
+        yield uri, emu.pid
+
+
+def main_emulator(args: argparse.Namespace) -> int:
+    """``--store emulator``: each size in a fresh emulator, checked from a child process."""
+    results = []
+    failed = 0
+    for n in (int(s) for s in args.sizes.split(",")):
+        with emulator_store() as (uri, pid):
+            print(f"filling {n:,} known URLs into the emulator (pid {pid}), {uri}", flush=True)
+            filled = fill(uri, n)
+            rss_filled, _ = emulator_memory_mb(pid)
+            print(f"  {filled['fill_s']:.0f} s, {filled['fill_us_per_url']:.1f} µs a URL, emulator RSS {rss_filled:.0f} MB", flush=True)  # fmt: skip
+            # The child inherits BIGTABLE_EMULATOR_HOST from running_emulator.
+            proc = subprocess.run(
+                [sys.executable, __file__, "--child", uri, str(n), str(args.candidates), str(args.due_share),
+                 str(args.passes), args.path],
+                capture_output=True, text=True, check=False, env=dict(os.environ),
+            )  # fmt: skip
+            rss_end, rss_peak = emulator_memory_mb(pid)
+        if proc.returncode != 0:
+            # Say why (a large store can fail in the child), then go on with the other sizes.
+            print(f"  the check at {n:,} failed ({proc.returncode}):\n{proc.stderr.strip()[-3000:]}", flush=True)
+            failed += 1
+            continue
+        result = {
+            **json.loads(proc.stdout.strip().splitlines()[-1]), **filled,
+            "emulator_rss_filled_mb": rss_filled, "emulator_rss_end_mb": rss_end, "emulator_rss_peak_mb": rss_peak,
+        }  # fmt: skip
+        print(f"  {json.dumps(result)}", flush=True)
+        results.append(result)
+    print()
+    print(
+        "| known URLs | candidates | batch s | per-URL s | batch × faster | bucket bits, scan/keyset buckets "
+        "| select: due rows, s | fill s (µs/URL) | emulator RSS MB filled / peak | client peak RSS MB |"
+    )
+    print("|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|")
+    for r in results:
+        p = r["paths"]
+        print(
+            f"| {r['n']:,} | {r['candidates']:,} | {r['batch_s']:.2f} | {r['point_s']:.2f} | {r['speedup']:.1f} "
+            f"| {p['bits']}, {p['scan']}/{p['keyset']} | {r['due_rows']:,}, {r['select_s']:.2f} "
+            f"| {r['fill_s']:.0f} ({r['fill_us_per_url']:.0f}) | {r['emulator_rss_filled_mb']:.0f} / "
+            f"{r['emulator_rss_peak_mb']:.0f} | {r['rss_mb']:.0f} |"
+        )
+    return 0 if not failed and all(r["ok"] for r in results) else 1
 
 
 if __name__ == "__main__":
