@@ -75,7 +75,10 @@ def run_size(args: argparse.Namespace, base: Path, n: int, port: int, seeds: Pat
     store_path = out / "store.sqlite"
     print(f"filling {n:,} known URLs into {store_path}", flush=True)
     filled = fill(store_path, n)
-    print(f"  {filled['fill_s']:.0f} s, {filled['fill_us_per_url']:.1f} µs a URL, {filled['bytes'] / 1e9:.2f} GB", flush=True)
+    print(
+        f"  {filled['fill_s']:.0f} s, {filled['fill_us_per_url']:.1f} µs a URL, {filled['bytes'] / 1e9:.2f} GB",
+        flush=True,
+    )
     script = str(BENCH / "beamcrawl_round.py")
     common = ["--out", str(out), "--window", str(args.window), "--delay", str(args.delay),
               "--hosts-in-flight", str(args.hosts), "--crawl-delay-cap", "2"]  # fmt: skip
