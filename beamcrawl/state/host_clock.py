@@ -14,6 +14,7 @@ reader merges it into the record only when it is newer than what the record know
 from __future__ import annotations
 
 import json
+import math
 from typing import Mapping
 
 from beamcrawl.schemas.records import HostRecord
@@ -53,6 +54,8 @@ def merge_clock(record: HostRecord, cells: Mapping[str, bytes] | None) -> HostRe
         not_before = float(clock.get("not_before", 0.0))
     except (ValueError, TypeError, KeyError, AttributeError):
         return record
+    if not all(math.isfinite(v) for v in (at, end, delay, not_before)):
+        return record  # "NaN" or "Infinity" decode as floats; no clock says either
     if at <= record.last_fetch_end:  # the record was written after that request ended
         return record
     record.last_fetch_end = max(at, end)

@@ -169,8 +169,14 @@ _CONNECTING = re.compile(
 # only), and the local services a crawl starts and probes on loopback (the Bigtable
 # emulator, the Flink job server's port).
 # Operator tooling that talks to its own local services (the emulator, the Flink job server and
-# session cluster), never to the web.
-_NOT_THE_CRAWLER = {"core/net/gate.py", "stores/emulator.py", "pipelines/flink.py", "pipelines/flink_cluster.py"}
+# session cluster, the cluster's REST API the failover watch polls), never to the web.
+_NOT_THE_CRAWLER = {
+    "core/net/gate.py",
+    "stores/emulator.py",
+    "pipelines/flink.py",
+    "pipelines/flink_cluster.py",
+    "pipelines/flink_failover.py",
+}
 
 
 def test_every_connection_of_the_crawler_is_made_by_the_one_session_factory():
