@@ -40,13 +40,13 @@ import logging
 import math
 import os
 import re
-import signal
 import sys
 import time
 from dataclasses import dataclass
 from typing import Any, Awaitable, Callable, Mapping, Sequence
 
 from beamcrawl.cli.args import OneLineArgumentParser
+from beamcrawl.cli.serving import serve_until_stopped
 from beamcrawl.cli.submit import MAX_REASON_CHARS
 
 __all__ = [
@@ -752,23 +752,7 @@ def _parser() -> OneLineArgumentParser:
 
 
 async def _serve(app: Any, bind: str, port: int, out: Any) -> None:
-    from aiohttp import web
-
-    runner = web.AppRunner(app, access_log=log)
-    await runner.setup()
-    try:
-        site = web.TCPSite(runner, bind, port)
-        await site.start()
-        host, bound = runner.addresses[0][:2]
-        shown = f"[{host}]" if ":" in host else host
-        print(f"beamcrawl api listening on http://{shown}:{bound}", file=out, flush=True)
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.add_signal_handler(sig, stop.set)
-        await stop.wait()
-    finally:
-        await runner.cleanup()
+    await serve_until_stopped(app, bind, port, out, "beamcrawl api listening on {url}", access_log=log)
 
 
 def main(argv: list[str] | None = None) -> int:

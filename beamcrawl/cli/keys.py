@@ -42,7 +42,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import signal
 import sys
 import time
 from typing import TYPE_CHECKING, Any, Sequence, TextIO
@@ -222,25 +221,10 @@ def make_app(folder: str) -> Any:
 
 
 async def _serve(folder: str, bind: str, port: int, out: TextIO) -> None:
-    from aiohttp import web
-
+    from beamcrawl.cli.serving import serve_until_stopped
     from beamcrawl.core.net.botauth import DIRECTORY_PATH
 
-    runner = web.AppRunner(make_app(folder), access_log=None)
-    await runner.setup()
-    try:
-        site = web.TCPSite(runner, bind, port)
-        await site.start()
-        host, bound = runner.addresses[0][:2]
-        shown = f"[{host}]" if ":" in host else host
-        print(f"beamcrawl keys serving http://{shown}:{bound}{DIRECTORY_PATH}", file=out, flush=True)
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.add_signal_handler(sig, stop.set)
-        await stop.wait()
-    finally:
-        await runner.cleanup()
+    await serve_until_stopped(make_app(folder), bind, port, out, "beamcrawl keys serving {url}" + DIRECTORY_PATH)
 
 
 def run(argv: Sequence[str], out: TextIO) -> int:
