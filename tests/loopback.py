@@ -57,6 +57,16 @@ def serving(server: S) -> Iterator[S]:
         thread.join(10)
 
 
+async def read_head(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, timeout: float = 10) -> bytes | None:
+    """A raw server's read of one request head (up to the blank line), or None, with the
+    connection closed, when the client sent none in ``timeout`` s, too long a one, or left."""
+    try:
+        return await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), timeout)
+    except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, asyncio.TimeoutError, ConnectionError):
+        writer.close()
+        return None
+
+
 class RawLoopbackServer:
     """A raw asyncio stream server on 127.0.0.1 at a free port, in a daemon thread, for the
     ``with`` block: subclasses write ``_serve(reader, writer)`` and own every byte sent."""

@@ -37,6 +37,7 @@ from warcio.archiveiterator import ArchiveIterator
 
 from beamcrawl.pipelines.seeding import submit_urls
 from beamcrawl.stores.base import open_store
+from loopback import read_head  # tests/loopback.py
 
 HOSTS = ("a.hostile.test", "b.hostile.test", "c.hostile.test", "d.hostile.test", "e.hostile.test")
 
@@ -83,10 +84,8 @@ class HostileWeb:
         self._thread.join(10)
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        try:
-            head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 10)
-        except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, asyncio.TimeoutError, ConnectionError):
-            writer.close()
+        head = await read_head(reader, writer)
+        if head is None:
             return
         lines = head.decode("latin-1").split("\r\n")
         path = lines[0].split(" ")[1] if len(lines[0].split(" ")) > 1 else "/"

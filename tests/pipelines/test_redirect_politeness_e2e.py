@@ -18,7 +18,7 @@ import time
 
 import pytest
 
-from loopback import RawLoopbackServer  # tests/loopback.py
+from loopback import RawLoopbackServer, read_head  # tests/loopback.py
 
 SOURCES = tuple(f"src{i}.redir.test" for i in range(10))
 TARGET = "ok.redir.test"
@@ -50,10 +50,8 @@ class RedirectWeb(RawLoopbackServer):
         return 404, ["Content-Type: text/plain"], b"no such host"
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        try:
-            head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 10)
-        except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, asyncio.TimeoutError, ConnectionError):
-            writer.close()
+        head = await read_head(reader, writer)
+        if head is None:
             return
         start = time.time()
         lines = head.decode("latin-1").split("\r\n")

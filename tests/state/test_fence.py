@@ -39,7 +39,7 @@ from beamcrawl.state.fence import (
 from beamcrawl.state.host_clock import CLOCK_CELL, clock_cells, merge_clock, read_host
 from beamcrawl.stores.base import open_store
 from beamcrawl.transforms.assign_slots import plan_host
-from loopback import RawLoopbackServer  # tests/loopback.py
+from loopback import RawLoopbackServer, read_head  # tests/loopback.py
 
 
 class LoggingWeb(RawLoopbackServer):
@@ -51,10 +51,8 @@ class LoggingWeb(RawLoopbackServer):
         self.log: list[tuple[str, float]] = []
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        try:
-            head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 10)
-        except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, asyncio.TimeoutError, ConnectionError):
-            writer.close()
+        head = await read_head(reader, writer)
+        if head is None:
             return
         path = head.split(b" ", 2)[1].decode("latin-1")
         self.log.append((path, time.time()))
