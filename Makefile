@@ -70,8 +70,11 @@ lint-check: install
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/mypy
 
+# Two workers, a module each at a time, the longest modules first (tests/conftest.py); then the
+# tests that need the machine to themselves (marked solo), alone.
 test: install emulator prism flink
-	$(PY) -m pytest -q tests
+	$(PY) -m pytest -q -n 2 --dist loadfile --no-loadscope-reorder -m "not solo" tests
+	$(PY) -m pytest -q -m solo tests
 
 bench: install
 	$(PY) bench/demo_throughput.py

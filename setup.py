@@ -40,6 +40,8 @@ setup(
     extras_require={
         "test": [
             "pytest>=8",
+            # make test runs the suite on two workers (pytest -n 2)
+            "pytest-xdist>=3.5",
             "hypothesis>=6",
             # the reference SimHash the vectorised one is checked against (tests and bench only)
             "simhash>=2.1,<3",

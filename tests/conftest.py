@@ -87,12 +87,43 @@ def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
         s.close()
 
 
+# The modules that take longest (minutes each: a Flink session cluster, rounds on every runner,
+# crashes injected at every point, the newcomer's first hour). ``make test`` runs the suite on
+# two workers, a module at a time each (pytest -n 2 --dist loadfile --no-loadscope-reorder),
+# in the order collected: these go first, so that neither worker starts one of them last.
+LONGEST_FIRST = (
+    "tests/pipelines/test_flink_cluster.py",
+    "tests/pipelines/test_end_to_end.py",
+    "tests/pipelines/test_crash_safety.py",
+    "tests/cli/test_first_hour_two.py",
+)
+
+
+def _module_of(item: pytest.Item) -> str:
+    return item.nodeid.split("::", 1)[0]
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """An end-to-end test (whole rounds, a crawl in a subprocess) is a slow one too, so that
-    ``pytest -m "not slow"`` leaves it out as well."""
+    ``pytest -m "not slow"`` leaves it out as well.
+
+    Then the modules are put in the order two workers finish soonest in: the
+    :data:`LONGEST_FIRST` ones, the other modules with a slow test, then the rest; a module's
+    tests stay together and in their order (its module fixtures are made once)."""
+    slow_modules: set[str] = set()
     for item in items:
         if item.get_closest_marker("e2e") is not None:
             item.add_marker(pytest.mark.slow)
+        if item.get_closest_marker("slow") is not None:
+            slow_modules.add(_module_of(item))
+
+    def rank(item: pytest.Item) -> int:
+        module = _module_of(item)
+        if module in LONGEST_FIRST:
+            return LONGEST_FIRST.index(module)
+        return len(LONGEST_FIRST) + (0 if module in slow_modules else 1)
+
+    items.sort(key=rank)  # stable: within a rank, the collection order
 
 
 @pytest.fixture
