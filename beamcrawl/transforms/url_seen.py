@@ -4,8 +4,9 @@ Discovered URLs arrive normalised and fingerprinted (64-bit, from the parse stag
 element per page. Each bundle combines them per fingerprint (in-link counts add up) and
 emits one list per fingerprint bucket — the fingerprint's top bits, so a bucket is one
 contiguous key range of the seen set. After a ``GroupByKey`` on bucket, each bucket's
-candidates are sorted and merged in one sequential pass against the sorted keys of its
-range (a keys-only range scan). No per-URL lookups anywhere. Only never-seen URLs join the
+candidates are combined and sorted as a uint64 array of fingerprints and merged against the
+keys of its range (a keys-only range scan), a chunk of keys at a time, by ``searchsorted``
+(:func:`combine_candidates`, :func:`seen_mask`). No per-URL lookups anywhere. Only never-seen URLs join the
 frontier, and they are queued (frontier row written) before they are marked seen, so a
 crash between the two writes loses nothing.
 
@@ -199,7 +200,7 @@ def _combine_sorted(cands: list[Candidate]) -> list[Candidate]:
     return out
 
 
-_INT_LIMIT = 1 << 53  # far past any depth, hop or in-link count; sums stay exact in int64
+_INT_LIMIT = 1 << 62  # a sum of values each below _INT_LIMIT / count stays exact in int64
 
 
 def _codes(values: Sequence[str]) -> np.ndarray:
@@ -212,11 +213,13 @@ def _codes(values: Sequence[str]) -> np.ndarray:
 
 
 def _ints(values: Sequence[int]) -> np.ndarray:
+    """Python ints as an int64 array whose every sum is exact (else :class:`_NotVectorisable`)."""
     try:
         arr = np.array(values, dtype=np.int64)
     except (OverflowError, TypeError, ValueError) as exc:
         raise _NotVectorisable(str(exc)) from exc
-    if arr.size and (int(arr.max()) >= _INT_LIMIT or int(arr.min()) <= -_INT_LIMIT):
+    limit = _INT_LIMIT // max(1, len(values))
+    if arr.size and (int(arr.max()) >= limit or int(arr.min()) <= -limit):
         raise _NotVectorisable("an integer too large to add exactly")
     return arr
 
