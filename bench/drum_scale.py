@@ -12,9 +12,10 @@ process that uses it):
 
 - **batch**: ``candidates`` fingerprints, half of them known, checked the way the URL-seen
   stage checks them: bucket bits chosen for the seen set's size (``choose_bucket_bits``),
-  then per bucket the candidates sorted and merged in one pass against the stored keys of
-  the bucket's span, by a keys-only range scan or one key-set read, whichever
-  ``choose_path`` says costs less (``merge_unseen``);
+  the candidates combined and sorted as arrays (``combine_candidates``) and cut into
+  buckets, then per bucket merged against the stored keys of the bucket's span, by a
+  keys-only range scan or one key-set read, whichever ``choose_path`` says costs less, as
+  sorted uint64 arrays (``seen_mask``: ``searchsorted``);
 - **point**: the same candidates, one ``read_keys`` request per URL (what DRUM avoids);
   each of the two runs twice, alternating, and the better time counts (the first pass
   warms the OS page cache for the second);
@@ -50,8 +51,10 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
+
+import numpy as np
 
 from beamcrawl.core.urls.urlnorm import fingerprint
 from beamcrawl.schemas.records import Candidate, FrontierEntry, fp_key, frontier_key
@@ -60,10 +63,14 @@ from beamcrawl.stores.embedded import EmbeddedStore
 from beamcrawl.stores.interface import Store
 from beamcrawl.transforms.store_join import choose_path
 from beamcrawl.transforms.url_seen import (
-    bucket_of,
+    bucket_lists,
     choose_bucket_bits,
-    merge_unseen,
+    combine_candidates,
+    fingerprints,
+    fp_keys,
+    key_chunks,
     queue_new_urls,
+    seen_mask,
 )
 
 FILL_BATCH = 5_000  # one due time per batch: the finer, the closer select's due share
@@ -117,30 +124,28 @@ def candidates_for(n: int, count: int, seed: int = 7) -> tuple[list[Candidate], 
 def check_batch(
     store: Store, cands: list[Candidate], seen_rows: int, force: str = "auto"
 ) -> tuple[int, dict[str, int]]:
-    """The URL-seen stage's join, outside Beam: bucket, sort, one merge per bucket.
+    """The URL-seen stage's join, outside Beam: combine and sort (``combine_candidates``),
+    cut into buckets (``bucket_lists``), one array merge per bucket (``seen_mask``).
 
     ``force`` (``scan`` or ``keyset``) overrides ``choose_path`` for every bucket, to price
     the path it did not take; ``auto`` is the stage's choice.
     """
     bits = choose_bucket_bits(seen_rows, len(cands))
-    buckets: dict[int, list[Candidate]] = {}
-    for c in cands:
-        buckets.setdefault(bucket_of(c.fp, bits), []).append(c)
     unseen = 0
     paths = {"scan": 0, "keyset": 0, "bits": bits}
-    for bucket in sorted(buckets):
-        ordered = sorted(buckets[bucket], key=lambda c: c.fp)
-        lo, hi = ordered[0].fp, ordered[-1].fp
+    for _bucket, ordered in bucket_lists(combine_candidates([cands]), bits):
+        fps = fingerprints(ordered)
+        lo, hi = int(fps[0]), int(fps[-1])
         span = (hi - lo + 1) / (1 << (64 - bits))
         path = choose_path(len(ordered), seen_rows / (1 << bits) * span, store.keyset_cost_ratio)
         path = path if force == "auto" else force
         paths[path] += 1
         if path == "keyset":
-            keys = sorted(store.read_keys("urls", [fp_key(c.fp) for c in ordered], keys_only=True))
+            chunks: Iterable[Sequence[bytes]] = [list(store.read_keys("urls", fp_keys(fps), keys_only=True))]
         else:
             end = fp_key(hi + 1) if hi + 1 < (1 << 64) else None
-            keys = (k for k, _ in store.read_range("urls", fp_key(lo), end, keys_only=True))
-        unseen += sum(1 for _ in merge_unseen(ordered, keys))
+            chunks = key_chunks(k for k, _ in store.read_range("urls", fp_key(lo), end, keys_only=True))
+        unseen += int(np.count_nonzero(~seen_mask(fps, chunks)))
     return unseen, paths
 
 

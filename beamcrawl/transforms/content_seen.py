@@ -319,15 +319,13 @@ def decide_checksums(
     Returns:
         The copies of stored content, and the checksums that are new (one
         :class:`NewContent` each).
+
+    The stored checksums are matched as a sorted uint64 array (:func:`_records_of`).
     """
     copies: list[Copy] = []
     new: list[NewContent] = []
-    rows = iter(stored)
-    current = next(rows, None)
-    for check, probes in groups:
-        while current is not None and current[0] < check:
-            current = next(rows, None)
-        record = current[1] if current is not None and current[0] == check else None
+    records = _records_of([check for check, _ in groups], stored)
+    for (check, probes), record in zip(groups, records):
         if record is not None and not _usable(record.round, round_no):
             record = None
         by_url: dict[str, Probe] = {}
@@ -351,9 +349,25 @@ def decide_checksums(
                     record.digest if exact else None,
                 )
             )
-    for _ in rows:  # read the scan to its end, so its stream closes
-        pass
     return copies, new
+
+
+def _records_of(checks: Sequence[int], stored: Iterable[tuple[int, ContentRecord]]) -> list[ContentRecord | None]:
+    """For each of the sorted checksums, its stored record or None: the stored checksums as
+    one sorted uint64 array, the bucket's placed among them by ``searchsorted``. The stored
+    rows are read to their end (a scan's stream then closes)."""
+    rows = list(stored)
+    out: list[ContentRecord | None] = [None] * len(checks)
+    if not rows or not checks:
+        return out
+    keys = _uint64s([check for check, _ in rows])
+    wanted = _uint64s(checks)
+    at = np.minimum(np.searchsorted(keys, wanted), len(keys) - 1)
+    for i in np.flatnonzero(keys[at] == wanted).tolist():
+        check, record = rows[int(at[i])]
+        if check == checks[i]:  # exact, whatever the ints
+            out[i] = record
+    return out
 
 
 class _Item(NamedTuple):
@@ -414,6 +428,10 @@ def merge_prefix_rows(
 ) -> tuple[dict[int, Evidence], list[tuple[tuple[int, int], ...]], int, int]:
     """Merges one bucket's candidates, sorted by key, against the stored rows of their keys.
 
+    The candidates' fingerprints go into uint64 arrays; the rows they share are runs of equal
+    keys. Every (candidate, stored original) pair of a shared row, and every pair of this
+    round's candidates within a row, is compared at once: XOR, then ``np.bitwise_count``.
+
     Args:
         items: The candidates in one permuted table, sorted by row key (:func:`key_items`).
         stored_rows: Stored ``(key, cells)`` in key order (may include keys no candidate has).
@@ -431,39 +449,23 @@ def merge_prefix_rows(
     """
     found: dict[int, Evidence] = {}
     crowded: list[tuple[tuple[int, int], ...]] = []
-    matches: list[tuple[int, int, tuple[int, int], str | None]] = []  # (candidate, distance, original, url)
-    rows = iter(stored_rows)
-    current = next(rows, None)
-    compared = pairs = 0
-    i = 0
-    while i < len(items):
-        key = items[i].key
-        j = i
-        while j < len(items) and items[j].key == key:
-            j += 1
-        group = items[i:j]
-        i = j
-        while current is not None and current[0] < key:
-            current = next(rows, None)
-        if current is not None and current[0] == key:
-            originals = _parse_simhash_cells(current[1], round_no)
-            for item in group:
-                for fp, url_fp, url in originals:
-                    compared += 1
-                    if url_fp == item.url_fp:
-                        continue  # its own earlier fingerprint: the same page, changed a little
-                    d = textfp.hamming(item.fp, fp)
-                    if d <= max_distance:
-                        matches.append((item.url_fp, d, (fp, url_fp), url))
-        if len(group) > max_pairwise:
-            # Which pairs a crowded row checks depends on its members' URL order: named later.
-            crowded.append(tuple(sorted((it.fp, it.url_fp) for it in group)))
-            for item in group:
-                _add(found, item.url_fp, Evidence(crowded=True))
-        elif len(group) > 1:
-            pairs += _round_pairs(group, found, max_distance)
-    for _ in rows:
-        pass
+    keys = [it.key for it in items]
+    wanted = set(keys)
+    # One pass over the stored rows (read to their end, so a scan's stream closes).
+    shared = {key: cells for key, cells in stored_rows if key in wanted}
+    if not items:
+        return found, crowded, 0, 0
+    fps, url_fps = _uint64s([it.fp for it in items]), _uint64s([it.url_fp for it in items])
+    starts, ends = _runs(keys)
+    compared, matches = _stored_matches(items, keys, fps, url_fps, starts, ends, shared, round_no, max_distance)
+    sizes = ends - starts
+    for start, end in zip(starts[sizes > max_pairwise].tolist(), ends[sizes > max_pairwise].tolist()):
+        # Which pairs a crowded row checks depends on its members' URL order: named later.
+        group = items[start:end]
+        crowded.append(tuple(sorted((it.fp, it.url_fp) for it in group)))
+        for item in group:
+            _add(found, item.url_fp, Evidence(crowded=True))
+    pairs = _round_pairs(fps, url_fps, starts, ends, max_pairwise, found, max_distance)
     # The closest stored original, ties to the first in URL order: compact cells are named first.
     unnamed = sorted({original for _, _, original, url in matches if url is None})
     named = names(unnamed) if unnamed and names is not None else {}
@@ -477,25 +479,118 @@ def merge_prefix_rows(
     return found, crowded, compared, pairs
 
 
-def _add(found: dict[int, Evidence], url_fp: int, evidence: Evidence) -> None:
-    kept = found.get(url_fp)
-    found[url_fp] = evidence if kept is None else kept.merge(evidence)
+_MASK64 = (1 << 64) - 1
 
 
-def _round_pairs(group: Sequence[_Keyed], found: dict[int, Evidence], max_distance: int) -> int:
-    """Adds this round's near pairs within one row (every pair: the order does not matter);
-    returns how many pairs were checked."""
+def _uint64s(values: Sequence[int]) -> np.ndarray:
+    """Python ints as a uint64 array, each taken to its low 64 bits as ``textfp.hamming``
+    takes them."""
+    try:
+        return np.array(values, dtype=np.uint64)
+    except OverflowError:
+        return np.array([v & _MASK64 for v in values], dtype=np.uint64)
+
+
+def _fingerprint_arrays(pairs: Sequence[tuple[Any, ...]]) -> tuple[np.ndarray, np.ndarray]:
+    """The simhashes and URL fingerprints of ``(fp, url fp, ...)`` tuples, as uint64 arrays."""
+    return _uint64s([p[0] for p in pairs]), _uint64s([p[1] for p in pairs])
+
+
+def _runs(keys: Sequence[bytes]) -> tuple[np.ndarray, np.ndarray]:
+    """``(starts, ends)`` of the runs of equal keys in a sorted list."""
+    n = len(keys)
+    width = len(keys[0])
+    if all(len(k) == width for k in keys):
+        flat = np.frombuffer(b"".join(keys), dtype=np.uint8).reshape(n, width)
+        change = (flat[1:] != flat[:-1]).any(axis=1)
+    else:
+        change = np.array([a != b for a, b in zip(keys[1:], keys[:-1])], dtype=bool)
+    starts = np.flatnonzero(np.concatenate(([True], change)))
+    return starts, np.append(starts[1:], n)
+
+
+def _hamming(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Differing bits of each pair of uint64 fingerprints."""
+    return np.bitwise_count(a ^ b)
+
+
+def _stored_matches(
+    items: Sequence[_Keyed],
+    keys: Sequence[bytes],
+    fps: np.ndarray,
+    url_fps: np.ndarray,
+    starts: np.ndarray,
+    ends: np.ndarray,
+    shared: Mapping[bytes, Mapping[str, bytes]],
+    round_no: int | None,
+    max_distance: int,
+) -> tuple[int, list[tuple[int, int, tuple[int, int], str | None]]]:
+    """Every candidate of a row against every stored original of the row that counts:
+    ``(pairs compared, [(candidate url fp, distance, (fp, url fp) of the original, its url
+    or None)])``, a candidate's own earlier fingerprint (same URL fingerprint) left out."""
+    originals: list[tuple[int, int, str | None]] = []
+    item_lo, item_n, orig_lo, orig_n = [], [], [], []
+    for start, end in zip(starts.tolist(), ends.tolist()):
+        cells = shared.get(keys[start])
+        if cells is None:
+            continue
+        row = _parse_simhash_cells(cells, round_no)
+        if row:
+            item_lo.append(start)
+            item_n.append(end - start)
+            orig_lo.append(len(originals))
+            orig_n.append(len(row))
+            originals.extend(row)
+    if not originals:
+        return 0, []
+    per_row = np.array(item_n) * np.array(orig_n)
+    total = int(per_row.sum())
+    # Pair t of a row: candidate t // (its originals), original t % (its originals).
+    row_of = np.repeat(np.arange(len(per_row)), per_row)
+    local = np.arange(total) - np.repeat(np.cumsum(per_row) - per_row, per_row)
+    width = np.array(orig_n)[row_of]
+    item = np.array(item_lo)[row_of] + local // width
+    orig = np.array(orig_lo)[row_of] + local % width
+    o_fps, o_url_fps = _fingerprint_arrays(originals)
+    d = _hamming(fps[item], o_fps[orig])
+    near = np.flatnonzero((d <= max_distance) & (url_fps[item] != o_url_fps[orig]))
+    matches = []
+    for i, o, dist in zip(item[near].tolist(), orig[near].tolist(), d[near].tolist()):
+        fp, url_fp, url = originals[o]
+        matches.append((items[i].url_fp, dist, (fp, url_fp), url))
+    return total, matches
+
+
+def _round_pairs(
+    fps: np.ndarray,
+    url_fps: np.ndarray,
+    starts: np.ndarray,
+    ends: np.ndarray,
+    max_pairwise: int,
+    found: dict[int, Evidence],
+    max_distance: int,
+) -> int:
+    """Adds this round's near pairs within each row of at most ``max_pairwise`` candidates
+    (every pair: the order does not matter); returns how many pairs were checked.
+
+    All the bucket's rows at once: step ``k`` compares every candidate with the one ``k``
+    places after it in the same row, so a row of ``s`` takes ``s - 1`` steps."""
+    sizes = ends - starts
+    small = (sizes > 1) & (sizes <= max_pairwise)
+    if not small.any():
+        return 0
+    # For each candidate of a small row, how many of its row come after it.
+    after = np.where(np.repeat(small, sizes), np.repeat(ends, sizes) - np.arange(len(fps)) - 1, 0)
     checked = 0
-    for a in range(len(group)):
-        for b in range(a + 1, len(group)):
-            checked += 1
-            first, second = group[a], group[b]
-            if first.url_fp == second.url_fp:
-                continue
-            d = textfp.hamming(first.fp, second.fp)
-            if d <= max_distance:
-                _add(found, first.url_fp, Evidence(neighbours=frozenset({(second.url_fp, d)})))
-                _add(found, second.url_fp, Evidence(neighbours=frozenset({(first.url_fp, d)})))
+    for k in range(1, int(after.max()) + 1):
+        a = np.flatnonzero(after >= k)
+        b = a + k
+        checked += len(a)
+        d = _hamming(fps[a], fps[b])
+        near = (d <= max_distance) & (url_fps[a] != url_fps[b])
+        for first, second, dist in zip(url_fps[a[near]].tolist(), url_fps[b[near]].tolist(), d[near].tolist()):
+            _add(found, first, Evidence(neighbours=frozenset({(second, dist)})))
+            _add(found, second, Evidence(neighbours=frozenset({(first, dist)})))
     return checked
 
 
@@ -507,28 +602,45 @@ def _crowded_pairs(
     max_pairwise: int,
 ) -> int:
     """A crowded row's pairs: in URL order, each candidate is compared with the row's first
-    originals only (at most ``max_pairwise`` of them), not pair by pair."""
+    originals only (at most ``max_pairwise`` of them), not pair by pair.
+
+    A member becomes one of those originals when it matches none of the ones before it; so
+    each original, once found, is compared with every member after it in one array step,
+    and the next original is the first later member that matched none."""
     ordered = sorted(
         ((fp, url_fp) for fp, url_fp in members if url_fp in names),
         key=lambda m: (order_key(names[m[1]]), m[1], m[0]),
     )
-    against: list[tuple[int, int]] = []
+    n = len(ordered)
+    if not n:
+        return 0
+    fps, url_fps = _fingerprint_arrays(ordered)
+    matched = np.zeros(n, dtype=bool)
     checked = 0
-    for fp, url_fp in ordered:
-        matched = False
-        for first_fp, first_url_fp in against:
-            checked += 1
-            if first_url_fp == url_fp:
-                continue
-            d = textfp.hamming(first_fp, fp)
-            if d > max_distance:
-                continue
-            neighbours.setdefault(first_url_fp, set()).add((url_fp, d))
-            neighbours.setdefault(url_fp, set()).add((first_url_fp, d))
-            matched = True
-        if not matched and len(against) < max_pairwise:
-            against.append((fp, url_fp))
+    at, chosen = 0, 0
+    while chosen < max_pairwise:
+        rest = np.flatnonzero(~matched[at:])
+        if not len(rest):
+            break
+        first = at + int(rest[0])
+        chosen += 1
+        later = slice(first + 1, n)
+        checked += n - first - 1
+        d = _hamming(fps[later], fps[first])
+        near = np.flatnonzero((d <= max_distance) & (url_fps[later] != url_fps[first]))
+        matched[first + 1 + near] = True
+        first_url_fp = ordered[first][1]
+        for j, dist in zip((first + 1 + near).tolist(), d[near].tolist()):
+            url_fp = ordered[j][1]
+            neighbours.setdefault(first_url_fp, set()).add((url_fp, dist))
+            neighbours.setdefault(url_fp, set()).add((first_url_fp, dist))
+        at = first + 1
     return checked
+
+
+def _add(found: dict[int, Evidence], url_fp: int, evidence: Evidence) -> None:
+    kept = found.get(url_fp)
+    found[url_fp] = evidence if kept is None else kept.merge(evidence)
 
 
 def resolve_round(
@@ -738,7 +850,10 @@ class _MergeChecksumsFn(_StoreJoinFn):
         ordered = sorted(merged.items())
         keys = [fp_key(check) for check, _ in ordered]
         span = (ordered[-1][0] - ordered[0][0] + 1) / float(1 << 64)
-        stored = ((key_fp(key), ContentRecord.from_cells(cells)) for key, cells in self._read(keys, span))
+        # Only the rows of the bucket's own checksums are decoded (a scan reads its span's all).
+        wanted = set(keys)
+        rows = self._read(keys, span)
+        stored = ((key_fp(key), ContentRecord.from_cells(cells)) for key, cells in rows if key in wanted)
         copies, new = decide_checksums(ordered, stored, self.round_no)
         self.exact.inc(len(copies))
         self.new_content.inc(len(new))

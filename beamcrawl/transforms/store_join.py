@@ -15,15 +15,19 @@ Governed by the stages' ``path`` argument (``"auto"``, or a forced ``"scan"`` or
 
 from __future__ import annotations
 
+from itertools import islice
+from operator import itemgetter
 from typing import Iterable, Iterator, Literal, Mapping, Sequence
 
 from apache_beam.metrics import Metrics
 
 from beamcrawl.stores.base import Store
 
-__all__ = ["JoinPath", "StoreJoin", "choose_path"]
+__all__ = ["KEY_CHUNK", "JoinPath", "StoreJoin", "choose_path"]
 
 JoinPath = Literal["auto", "scan", "keyset"]
+# Stored keys handed on at a time by :meth:`StoreJoin.key_chunks` (some 3 MB of them held).
+KEY_CHUNK = 65_536
 
 
 def choose_path(candidates: int, stored_keys: float, keyset_cost_ratio: float) -> str:
@@ -94,6 +98,27 @@ class StoreJoin:
         self.path_scan.inc()
         # Keys have one length: the key with a zero byte added is just past the last.
         return self._scan(store, keys[0], keys[-1] + b"\x00")
+
+    def key_chunks(self, store: Store, keys: Sequence[bytes], span: float) -> Iterator[Sequence[bytes]]:
+        """The stored keys among (or around) sorted, equally long ``keys``, as lists of at
+        most :data:`KEY_CHUNK` keys, for a join by arrays (``url_seen.seen_mask``): a
+        key-set read's keys come in one list, in no order; a scan's in key order, a list at
+        a time, so that a long scan is never held whole. Read them to their end."""
+        path: str = self.path
+        if path == "auto":
+            path = choose_path(len(keys), self.rows * span, self.ratio)
+        if path == "keyset":
+            self.path_keyset.inc()
+            self.looked_up.inc(len(keys))
+            yield list(store.read_keys(self.table, keys, keys_only=self.keys_only))
+            return
+        self.path_scan.inc()
+        rows = map(itemgetter(0), store.read_range(self.table, keys[0], keys[-1] + b"\x00", keys_only=self.keys_only))
+        n = 0
+        while chunk := list(islice(rows, KEY_CHUNK)):
+            n += len(chunk)
+            yield chunk
+        self.scanned.inc(n)
 
     def _scan(self, store: Store, start: bytes, end: bytes) -> Iterator[tuple[bytes, Mapping[str, bytes]]]:
         n = 0

@@ -4,8 +4,9 @@ Discovered URLs arrive normalised and fingerprinted (64-bit, from the parse stag
 element per page. Each bundle combines them per fingerprint (in-link counts add up) and
 emits one list per fingerprint bucket — the fingerprint's top bits, so a bucket is one
 contiguous key range of the seen set. After a ``GroupByKey`` on bucket, each bucket's
-candidates are sorted and merged in one sequential pass against the sorted keys of its
-range (a keys-only range scan). No per-URL lookups anywhere. Only never-seen URLs join the
+candidates are combined and sorted as a uint64 array of fingerprints and merged against the
+keys of its range (a keys-only range scan), a chunk of keys at a time, by ``searchsorted``
+(:func:`combine_candidates`, :func:`seen_mask`). No per-URL lookups anywhere. Only never-seen URLs join the
 frontier, and they are queued (frontier row written) before they are marked seen, so a
 crash between the two writes loses nothing.
 
@@ -32,13 +33,14 @@ from __future__ import annotations
 
 import json
 import math
-from typing import Iterable, Iterator, MutableMapping, Sequence
+from itertools import chain, islice
+from typing import Any, Iterable, Iterator, MutableMapping, Sequence
 
 import apache_beam as beam
 import mmh3
+import numpy as np
 from apache_beam.metrics import Metrics
 from apache_beam.transforms.window import GlobalWindows
-from apache_beam.utils.windowed_value import WindowedValue
 
 from beamcrawl.core.content.sitemaps import (
     LastmodTrust,
@@ -57,6 +59,7 @@ from beamcrawl.core.runtime.config import MAX_REDIRECTS
 from beamcrawl.core.urls.urlnorm import host_of
 from beamcrawl.core.urls.urlshape import REASONS, ShapeRules
 from beamcrawl.schemas.records import (
+    MAX_INLINK_HOSTS,
     Candidate,
     FrontierEntry,
     Packed,
@@ -68,21 +71,27 @@ from beamcrawl.state.frontier import queue_new_urls
 from beamcrawl.stores.base import Mutation, open_store
 from beamcrawl.transforms import dead_letter
 from beamcrawl.transforms.dead_letter import ERRORS, Outlet, collect
-from beamcrawl.transforms.store_join import JoinPath, StoreJoin
+from beamcrawl.transforms.store_join import KEY_CHUNK, JoinPath, StoreJoin
 from beamcrawl.state.frontier import scheduled_key
 
 __all__ = [
     "ExtractCandidates",
     "QueueUnseenUrls",
+    "bucket_lists",
     "bucket_of",
     "bucket_range",
     "choose_bucket_bits",
     "combine_candidates",
+    "fingerprints",
+    "fp_keys",
     "merge_unseen",
+    "seen_mask",
 ]
 
 # Distinct fingerprints a bundle combines before it passes its lists on (~200 B each held).
 COMBINE_AT_MOST = 50_000
+# Offers a bundle collects before it combines them with those it holds (one array pass).
+COMBINE_BATCH = 4_096
 
 
 MAX_BUCKET_BITS = 16
@@ -129,35 +138,223 @@ def choose_bucket_bits(
     return max(0, min(bits, max_bits))
 
 
-def combine_candidates(groups: Iterable[Iterable[Candidate]]) -> dict[int, Candidate]:
-    """Combines offers per fingerprint: in-links add up, the best priority wins."""
+def combine_candidates(groups: Iterable[Iterable[Candidate]]) -> list[Candidate]:
+    """Combines offers per fingerprint, sorted by fingerprint: in-links add up, the best
+    priority wins (``Candidate.merge``'s rules, applied as array operations).
+
+    One stable argsort of the fingerprints finds each fingerprint's offers in the order they
+    came; an offer made once is passed on as it is, and the offers of one fingerprint are
+    reduced column by column (``np.minimum.reduceat`` for depth and hops, ``np.add.reduceat``
+    for in-links, a ``lexsort`` for the best offer and the latest lastmod, ties to the first
+    to come, as the pairwise merge keeps its left side). Values the arrays cannot hold
+    exactly (a NaN priority, an int past 64 bits, a hosts tuple not sorted and distinct)
+    take the pairwise merge instead, with the same result as before.
+    """
+    cands = list(chain.from_iterable(groups))
+    if not cands:
+        return []
+    try:
+        return _combine_sorted(cands)
+    except _NotVectorisable:
+        folded = _fold_offers(cands)
+        return [folded[fp] for fp in sorted(folded)]
+
+
+class _NotVectorisable(Exception):
+    """Values the arrays would not carry exactly: combine by ``Candidate.merge`` instead."""
+
+
+def _fold_offers(cands: Iterable[Candidate]) -> dict[int, Candidate]:
+    """The pairwise combine, offer by offer (the rules' definition)."""
     combined: dict[int, Candidate] = {}
-    for group in groups:
-        for cand in group:
-            kept = combined.get(cand.fp)
-            combined[cand.fp] = cand if kept is None else kept.merge(cand)
+    for cand in cands:
+        kept = combined.get(cand.fp)
+        combined[cand.fp] = cand if kept is None else kept.merge(cand)
     return combined
 
 
-def merge_unseen(sorted_candidates: Sequence[Candidate], stored_keys: Iterable[bytes]) -> Iterator[Candidate]:
-    """Yields the candidates whose fingerprint is not among ``stored_keys``.
+def fingerprints(cands: Sequence[Candidate]) -> np.ndarray:
+    """The candidates' fingerprints as a uint64 array."""
+    try:
+        return np.fromiter((c.fp for c in cands), dtype=np.uint64, count=len(cands))
+    except (OverflowError, TypeError, ValueError) as exc:
+        raise _NotVectorisable(str(exc)) from exc
 
-    Both inputs are sorted by fingerprint (keys are 8-byte big-endian, so byte order is
-    numeric order); one sequential pass over each, like a merge join. The keys are read
-    to their end (a scan's stream then closes by itself, rather than whenever the
-    abandoned iterator is collected).
-    """
-    keys = iter(stored_keys)
-    current = next(keys, None)
-    for cand in sorted_candidates:
-        target = fp_key(cand.fp)
-        while current is not None and current < target:
-            current = next(keys, None)
-        if current == target:
+
+def _combine_sorted(cands: list[Candidate]) -> list[Candidate]:
+    n = len(cands)
+    fps = fingerprints(cands)
+    order = np.argsort(fps, kind="stable")
+    ordered = fps[order]
+    first = np.ones(n, dtype=bool)
+    np.not_equal(ordered[1:], ordered[:-1], out=first[1:])
+    starts = np.flatnonzero(first)
+    if len(starts) == n:
+        return [cands[i] for i in order.tolist()]
+    sizes = np.diff(starts, append=n)
+    out = [cands[i] for i in order[starts].tolist()]
+    several = sizes > 1
+    members = [cands[i] for i in order[np.repeat(several, sizes)].tolist()]
+    for g, merged in zip(np.flatnonzero(several).tolist(), _merge_groups(members, sizes[several])):
+        out[g] = merged
+    return out
+
+
+_INT_LIMIT = 1 << 62  # a sum of values each below _INT_LIMIT / count stays exact in int64
+
+
+def _codes(values: Sequence[str]) -> np.ndarray:
+    """Each string's rank among the distinct values (Python's string order)."""
+    distinct = sorted(set(values))
+    if len(distinct) == 1:
+        return np.zeros(len(values), dtype=np.int64)
+    rank = {v: i for i, v in enumerate(distinct)}
+    return np.fromiter(map(rank.__getitem__, values), dtype=np.int64, count=len(values))
+
+
+def _ints(values: Sequence[int]) -> np.ndarray:
+    """Python ints as an int64 array whose every sum is exact (else :class:`_NotVectorisable`)."""
+    try:
+        arr = np.array(values, dtype=np.int64)
+    except (OverflowError, TypeError, ValueError) as exc:
+        raise _NotVectorisable(str(exc)) from exc
+    limit = _INT_LIMIT // max(1, len(values))
+    if arr.size and (int(arr.max()) >= limit or int(arr.min()) <= -limit):
+        raise _NotVectorisable("an integer too large to add exactly")
+    return arr
+
+
+def _merge_groups(members: list[Candidate], sizes: np.ndarray) -> list[Candidate]:
+    """The combined offer of each group of ``members`` (groups contiguous, ``sizes`` long,
+    each in the order its offers came)."""
+    m = len(members)
+    bounds = np.concatenate(([0], np.cumsum(sizes)[:-1]))
+    last = bounds + sizes - 1
+    group = np.repeat(np.arange(len(sizes)), sizes)
+    later = -np.arange(m)  # ties go to the first offer: the pairwise merge keeps its left side
+    # One list per field (transposing a list of field tuples costs ten times as much).
+    prio = np.array([c.priority for c in members], dtype=np.float64)
+    if not np.isfinite(prio).all():
+        raise _NotVectorisable("a priority that does not order")
+    best = np.lexsort((later, _codes([c.kind for c in members]), _codes([c.source for c in members]), prio, group))
+    tops = [members[i] for i in best[last].tolist()]
+    lastmod = [c.lastmod for c in members]
+    if any(v is not None for v in lastmod):
+        dated = np.array([v is not None for v in lastmod], dtype=bool)
+        stamp = np.array([0.0 if v is None else v for v in lastmod], dtype=np.float64)
+        if not np.isfinite(stamp).all():
+            raise _NotVectorisable("a lastmod that does not order")
+        stamps = [lastmod[i] for i in np.lexsort((later, stamp, dated, group))[last].tolist()]
+    else:
+        stamps = [None] * len(sizes)
+    origins = [c.robots_origin for c in members]
+    least_origin: list[str | None] = [None] * len(sizes)
+    if any(origins):
+        for g, (start, size) in enumerate(zip(bounds.tolist(), sizes.tolist())):
+            named = [o for o in origins[start : start + size] if o]
+            least_origin[g] = min(named) if named else None
+    min_depth = np.minimum.reduceat(_ints([c.depth for c in members]), bounds).tolist()
+    min_hops = np.minimum.reduceat(_ints([c.hops for c in members]), bounds).tolist()
+    links = np.add.reduceat(_ints([c.inlinks for c in members]), bounds).tolist()
+    united = _unite_hosts([c.inlink_hosts for c in members], group, len(sizes))
+    heads = [members[i] for i in bounds.tolist()]
+    return [
+        Candidate(
+            fp=head.fp, url=head.url, host=head.host, depth=depth, priority=top.priority, source=top.source,
+            inlinks=n, inlink_hosts=hosts, kind=top.kind, hops=hops, lastmod=stamp, robots_origin=origin,
+        )
+        for head, top, depth, n, hosts, hops, stamp, origin in zip(
+            heads, tops, min_depth, links, united, min_hops, stamps, least_origin
+        )
+    ]  # fmt: skip
+
+
+def _unite_hosts(hosts: Sequence[tuple[int, ...]], group: np.ndarray, groups: int) -> list[tuple[int, ...]]:
+    """Per group, the smallest :data:`MAX_INLINK_HOSTS` of its members' linking hosts."""
+    lens = np.fromiter(map(len, hosts), dtype=np.int64, count=len(hosts))
+    out: list[tuple[int, ...]] = [()] * groups
+    total = int(lens.sum())
+    if not total:
+        return out
+    for h in hosts:
+        # The arrays agree with the pairwise merge for tuples it could have made itself.
+        if len(h) > 1 and (len(h) > MAX_INLINK_HOSTS or any(a >= b for a, b in zip(h, h[1:]))):
+            raise _NotVectorisable("a hosts tuple not sorted and distinct")
+    try:
+        flat = np.fromiter(chain.from_iterable(hosts), dtype=np.uint64, count=total)
+    except (OverflowError, TypeError, ValueError) as exc:
+        raise _NotVectorisable(str(exc)) from exc
+    owner = np.repeat(group, lens)
+    order = np.lexsort((flat, owner))
+    flat, owner = flat[order], owner[order]
+    fresh = np.ones(total, dtype=bool)
+    fresh[1:] = (flat[1:] != flat[:-1]) | (owner[1:] != owner[:-1])
+    flat, owner = flat[fresh], owner[fresh]
+    first = np.searchsorted(owner, owner, side="left")
+    keep = np.arange(len(owner)) - first < MAX_INLINK_HOSTS
+    flat, owner = flat[keep].tolist(), owner[keep]
+    ends = np.searchsorted(owner, np.arange(groups), side="right").tolist()
+    start = 0
+    for g, end in enumerate(ends):
+        if end > start:
+            out[g] = tuple(flat[start:end])
+        start = end
+    return out
+
+
+def fp_keys(fps: np.ndarray) -> list[bytes]:
+    """The seen-set keys of the fingerprints (:func:`fp_key` of each)."""
+    raw = fps.astype(">u8").tobytes()
+    return [raw[i : i + 8] for i in range(0, len(raw), 8)]
+
+
+def key_chunks(keys: Iterable[bytes], size: int = KEY_CHUNK) -> Iterator[list[bytes]]:
+    """``keys`` in lists of at most ``size``."""
+    it = iter(keys)
+    while chunk := list(islice(it, size)):
+        yield chunk
+
+
+def seen_mask(sorted_fps: np.ndarray, stored: Iterable[Sequence[bytes]]) -> np.ndarray:
+    """Which of the sorted fingerprints are among the stored keys (chunks of 8-byte keys,
+    each chunk in any order; a key of another length matches nothing). Every chunk is read.
+
+    Per chunk: its keys as one array (sorted, unless a scan's chunk already is), then the
+    candidates within the chunk's first and last key placed among them by ``searchsorted``
+    (a few comparisons per candidate, none per key beyond the conversion)."""
+    seen = np.zeros(len(sorted_fps), dtype=bool)
+    for chunk in stored:
+        if not len(sorted_fps) or not chunk:
             continue
-        yield cand
-    for _ in keys:
-        pass
+        if set(map(len, chunk)) <= {8}:
+            raw = b"".join(chunk)
+        else:
+            raw = b"".join(k for k in chunk if len(k) == 8)
+        if not raw:
+            continue
+        values = np.frombuffer(raw, dtype=">u8").astype(np.uint64)
+        if len(values) > 1 and not (values[1:] >= values[:-1]).all():
+            values = np.sort(values)
+        lo = int(np.searchsorted(sorted_fps, values[0], side="left"))
+        hi = int(np.searchsorted(sorted_fps, values[-1], side="right"))
+        if lo == hi:
+            continue
+        within = sorted_fps[lo:hi]
+        at = np.minimum(np.searchsorted(values, within), len(values) - 1)
+        seen[lo:hi] |= values[at] == within
+    return seen
+
+
+def merge_unseen(sorted_candidates: Sequence[Candidate], stored_keys: Iterable[bytes]) -> list[Candidate]:
+    """The candidates whose fingerprint is not among ``stored_keys``.
+
+    The candidates are sorted by fingerprint; the keys (8-byte big-endian) come in any
+    order and are read to their end (a scan's stream then closes by itself, rather than
+    whenever the abandoned iterator is collected), a chunk at a time, each chunk placed
+    among the candidates by ``searchsorted``.
+    """
+    seen = seen_mask(fingerprints(sorted_candidates), key_chunks(stored_keys))
+    return [sorted_candidates[i] for i in np.flatnonzero(~seen).tolist()]
 
 
 def host_vote(host: str) -> int:
@@ -334,7 +531,11 @@ class _BucketFn(beam.DoFn):
     lists so far whenever :data:`COMBINE_AT_MOST` fingerprints are held (a local runner's
     bundle may hold a whole round: what it holds must not grow with it). The merge combines
     offers of one fingerprint from any number of lists, in any order, to the same row
-    (``Candidate.merge``), so where the lists are cut changes nothing but their count."""
+    (``Candidate.merge``), so where the lists are cut changes nothing but their count.
+
+    Offers wait uncombined until they are as many as the combined ones held (at least
+    :data:`COMBINE_BATCH`), then all are combined at once (:func:`combine_candidates`): each
+    offer is combined a few times at most, and at most ``2 × COMBINE_AT_MOST`` are held."""
 
     def __init__(self, bits: int) -> None:
         self.bits = bits
@@ -342,32 +543,67 @@ class _BucketFn(beam.DoFn):
         self.dead = Outlet("url_seen")
 
     def start_bundle(self) -> None:
-        self.combined: dict[int, Candidate] = {}
+        self.held: list[Candidate] = []  # combined, sorted by fingerprint
+        self.pending: list[Candidate] = []  # offers not combined yet
 
-    def process(self, candidates: list[Candidate]) -> Iterator[beam.pvalue.TaggedOutput]:
+    def process(self, candidates: list[Candidate]) -> Iterator[Any]:
         self.received.inc(len(candidates))
-        combined = self.combined
         for cand in candidates:
             try:
                 self.dead.check(cand)
-                kept = combined.get(cand.fp)
-                combined[cand.fp] = cand if kept is None else kept.merge(cand)
             except Exception as exc:
                 yield self.dead.tagged(exc, cand)
-        if len(combined) >= COMBINE_AT_MOST:
-            yield from self._lists()
+                continue
+            self.pending.append(cand)
+        if len(self.pending) >= max(len(self.held), min(COMBINE_BATCH, COMBINE_AT_MOST)):
+            yield from self._combine()
+            if len(self.held) >= COMBINE_AT_MOST:
+                yield from self._lists()
+
+    def _combine(self, windowed: bool = False) -> Iterator[Any]:
+        """Folds the pending offers into the held ones. Should that fail, the offers are
+        merged one by one (``Candidate.merge``), and one that will not merge is a dead
+        letter."""
+        pending, self.pending = self.pending, []
+        try:
+            self.held = combine_candidates([self.held, pending])
+            return
+        except Exception as exc:
+            if dead_letter.is_infrastructure(exc):
+                raise
+        folded = {c.fp: c for c in self.held}
+        for cand in pending:
+            try:
+                kept = folded.get(cand.fp)
+                folded[cand.fp] = cand if kept is None else kept.merge(cand)
+            except Exception as exc:
+                yield (self.dead.windowed if windowed else self.dead.tagged)(exc, cand)
+        self.held = combine_candidates([folded.values()])
 
     def _lists(self) -> Iterator[tuple[int, Packed]]:
-        buckets: dict[int, list[Candidate]] = {}
-        for cand in self.combined.values():
-            buckets.setdefault(bucket_of(cand.fp, self.bits), []).append(cand)
-        self.combined = {}
-        for bucket, cands in buckets.items():
-            yield bucket, Packed(cands)
+        held, self.held = self.held, []
+        yield from bucket_lists(held, self.bits)
 
-    def finish_bundle(self) -> Iterator[WindowedValue]:
+    def finish_bundle(self) -> Iterator[Any]:
+        yield from self._combine(windowed=True)
         for kv in self._lists():
             yield GlobalWindows.windowed_value(kv)
+
+
+def bucket_lists(ordered: Sequence[Candidate], bits: int) -> Iterator[tuple[int, Packed]]:
+    """``(bucket, its candidates)`` of candidates sorted by fingerprint, buckets in order:
+    each bucket is a contiguous run of them, cut where the top ``bits`` change."""
+    if not ordered:
+        return
+    if bits == 0:
+        yield 0, Packed(ordered)
+        return
+    buckets = fingerprints(ordered) >> np.uint64(64 - bits)
+    cuts = np.flatnonzero(buckets[1:] != buckets[:-1]) + 1
+    starts = [0, *cuts.tolist()]
+    ends = [*starts[1:], len(ordered)]
+    for start, end in zip(starts, ends):
+        yield int(buckets[start]), Packed(ordered[start:end])
 
 
 class _MergeBucketFn(beam.DoFn):
@@ -410,13 +646,13 @@ class _MergeBucketFn(beam.DoFn):
             yield beam.pvalue.TaggedOutput(ERRORS, letter)
 
     def _merge(self, cands: Sequence[Candidate]) -> Iterator[Packed]:
-        combined = combine_candidates([cands])
-        ordered = sorted(combined.values(), key=lambda c: c.fp)
+        ordered = combine_candidates([cands])
+        fps = fingerprints(ordered)
         # Only the keys from the first candidate's to the last's can match: the scan
         # covers that span of the bucket's range, and the cost estimate counts its keys.
-        span = (ordered[-1].fp - ordered[0].fp + 1) / float(1 << 64)
-        keys = (key for key, _ in self.join.read(self.store, [fp_key(c.fp) for c in ordered], span))
-        new = list(merge_unseen(ordered, keys))
+        span = (int(fps[-1]) - int(fps[0]) + 1) / float(1 << 64)
+        seen = seen_mask(fps, self.join.key_chunks(self.store, fp_keys(fps), span))
+        new = [ordered[i] for i in np.flatnonzero(~seen).tolist()]
         self.buckets.inc()
         self.bucket_bits.update(self.bits)
         self.distinct.inc(len(ordered))
@@ -425,12 +661,12 @@ class _MergeBucketFn(beam.DoFn):
         # encodes a DoFn's every output element (one pickle per URL) all the same.
         yield Packed(queue_new_urls(self.store, new, self.now_ms))
         if self.lastmod_hints:
-            self._queue_hints(ordered, {c.fp for c in new})
+            self._queue_hints([ordered[i] for i in np.flatnonzero(seen).tolist()])
 
-    def _queue_hints(self, ordered: Sequence[Candidate], new: set[int]) -> None:
+    def _queue_hints(self, known: Sequence[Candidate]) -> None:
         """Known URLs a sitemap dates after our last visit: one key-set read of their state,
         then a revisit row each where the claim is worth acting on."""
-        dated = [c for c in ordered if c.lastmod is not None and c.fp not in new]
+        dated = [c for c in known if c.lastmod is not None]
         if not dated:
             return
         rows = self.store.read_keys("urls", [fp_key(c.fp) for c in dated])

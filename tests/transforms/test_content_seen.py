@@ -702,3 +702,100 @@ def test_simweb_every_byte_identical_copy_is_caught_and_no_look_alike_is_merged(
     assert len(near) > 20
     for url, original in near:
         assert model(url).text_key == model(original).text_key, (url, original)  # the same article
+
+
+# --- the numpy merges decide as the per-pair ones did -------------------------------------
+
+import content_seen_merge_reference as per_pair  # noqa: E402
+
+from beamcrawl.transforms import content_seen  # noqa: E402
+
+
+def _near(rnd: random.Random, fp: int, most: int = 4) -> int:
+    for bit in rnd.sample(range(64), rnd.randrange(most + 1)):
+        fp ^= 1 << bit
+    return fp
+
+
+@st.composite
+def prefix_buckets(draw):
+    """One table bucket's items, sorted by key, and stored rows under some of their keys:
+    simhashes clustered around a few bases (0–4 bits apart, so pairs fall on both sides of
+    3), URL fingerprints repeated (a page's own earlier fingerprint), rows of up to 70
+    candidates (crowded above ``max_pairwise``), stored originals of earlier, this and
+    later rounds, in named and compact cells, some unnameable."""
+    rnd = draw(st.randoms(use_true_random=False))
+    bases = [rnd.getrandbits(64) for _ in range(draw(st.integers(1, 4)))]
+    keys = sorted({bytes([0]) + rnd.getrandbits(40).to_bytes(5, "big") for _ in range(draw(st.integers(1, 6)))})
+    url_fps = [rnd.getrandbits(64) for _ in range(draw(st.integers(1, 40)))]
+    items = []
+    for key in keys:
+        size = draw(st.sampled_from([1, 1, 2, 3, 5, 8, 70]))
+        for _ in range(size):
+            fp = _near(rnd, rnd.choice(bases)) if rnd.random() < 0.9 else rnd.getrandbits(64)
+            items.append(content_seen._Keyed(key, fp, rnd.choice(url_fps)))
+    stored: dict[bytes, dict[str, bytes]] = {}
+    known: dict[tuple[int, int], str] = {}
+    for key in keys + [b"\x00" * 6, b"\x00\xff\xff\xff\xff\xff"]:
+        for _ in range(draw(st.integers(0, 4))):
+            fp = _near(rnd, rnd.choice(bases))
+            url = f"http://kept{rnd.randrange(6)}.com/{rnd.randrange(3)}" + ("?q" if rnd.random() < 0.3 else "")
+            url_fp = rnd.choice(url_fps) if rnd.random() < 0.2 else fingerprint(url)
+            mutations = simhash_cells(probe(url, simhash=fp), rnd.choice((None, 1, 1, 2, 3)))
+            cells = (mutations[0] if rnd.random() < 0.5 else mutations[1]).cells
+            column = next(iter(cells))
+            # the qualifier names this original (any URL fingerprint, own or not)
+            cells = {f"{content_seen.SIMHASH_FAMILY}:{fp:016x}{url_fp:016x}": cells[column]}
+            stored.setdefault(key, {}).update(cells)
+            if rnd.random() < 0.8:
+                known[(fp, url_fp)] = url
+    rows = sorted(stored.items())
+    return items, rows, known, draw(st.sampled_from([2, 3, 64])), draw(st.integers(1, 3))
+
+
+@settings(max_examples=150, deadline=None)
+@given(prefix_buckets())
+def test_numpy_prefix_merge_is_the_per_pair_merge(bucket):
+    """Evidence (stored matches, neighbours, crowded), crowded rows and both counts as the
+    per-pair merge gave them (``content_seen_merge_reference``)."""
+    items, rows, known, max_pairwise, round_no = bucket
+
+    def names(wanted):
+        return {o: known[o] for o in wanted if o in known}
+
+    kw = dict(round_no=round_no, max_pairwise=max_pairwise, names=names)
+    assert merge_prefix_rows(items, iter(rows), **kw) == per_pair.merge_prefix_rows(items, iter(rows), **kw)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.randoms(use_true_random=False), st.integers(0, 150), st.sampled_from([1, 2, 3, 64]), st.integers(0, 3))
+def test_numpy_crowded_pairs_are_the_per_pair_ones(rnd, n, max_pairwise, max_distance):
+    """A crowded row's pairs, in URL order against its first originals, as before: the same
+    neighbours and the same count of pairs checked, with members left unnamed and URL
+    fingerprints shared."""
+    bases = [rnd.getrandbits(64) for _ in range(rnd.randint(1, 4))]
+    url_fps = [rnd.getrandbits(64) for _ in range(max(1, n))]
+    members = [(_near(rnd, rnd.choice(bases)), rnd.choice(url_fps)) for _ in range(n)]
+    names = {f: f"http://h{rnd.randrange(5)}.com/{rnd.randrange(9)}" for f in url_fps if rnd.random() < 0.9}
+    new: dict[int, set] = {}
+    old: dict[int, set] = {}
+    got = content_seen._crowded_pairs(members, names, new, max_distance, max_pairwise)
+    assert got == per_pair.crowded_pairs(members, names, old, max_distance, max_pairwise)
+    assert new == old
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.randoms(use_true_random=False), st.integers(0, 30), st.integers(0, 30), st.integers(1, 3))
+def test_numpy_checksum_merge_is_the_one_pass_merge(rnd, n_groups, n_stored, round_no):
+    """Copies and new content as the one-pass merge found them: stored checksums among the
+    bucket's or not, records of earlier, this and later rounds, a URL fetched twice, the
+    page that holds the bytes itself."""
+    checks = sorted({rnd.getrandbits(64) for _ in range(n_groups)})
+    urls = [f"http://h.com/{i}" + ("?p" if i % 3 == 0 else "") for i in range(8)]
+    groups = [(c, [probe(rnd.choice(urls), check=c) for _ in range(rnd.randint(1, 4))]) for c in checks]
+    pool = checks + [rnd.getrandbits(64) for _ in range(n_stored)]
+    stored = sorted(
+        (c, ContentRecord(rnd.choice(urls), rnd.choice(["exact", "near"]), 1.0, "d", rnd.randrange(4), rnd.choice((None, 1, 2, 3))))
+        for c in {rnd.choice(pool) for _ in range(n_stored)}
+    )  # fmt: skip
+    assert decide_checksums(groups, iter(stored), round_no) == per_pair.decide_checksums(groups, iter(stored), round_no)

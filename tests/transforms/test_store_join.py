@@ -65,3 +65,27 @@ def test_both_stores_join_alike(both_stores):
         _fill(store, stored)
         _both_paths(store, stored, probes, keys_only=True)
         _both_paths(store, stored, probes, keys_only=False)
+
+
+def test_key_chunks_give_what_read_gives_a_chunk_at_a_time(both_stores, monkeypatch):
+    """``key_chunks`` (the array merge's read): the keys ``read`` finds, by either path; a
+    scan's in key order and in lists of at most KEY_CHUNK, a key set's in one list."""
+    from beamcrawl.transforms import store_join
+
+    monkeypatch.setattr(store_join, "KEY_CHUNK", 7)
+    rng = random.Random(11)
+    stored = sorted({rng.getrandbits(64) for _ in range(120)})
+    probes = sorted(set(rng.sample(stored, 20) + [rng.getrandbits(64) for _ in range(20)]))
+    keys = [fp_key(fp) for fp in probes]
+    span = (probes[-1] - probes[0] + 1) / float(1 << 64)
+    with open_store(both_stores) as store:
+        _fill(store, stored)
+        for path in ("scan", "keyset"):
+            join = StoreJoin("urls", "test_chunks", len(stored), 1.0, path, keys_only=True)
+            want = [key for key, _ in join.read(store, keys, span)]
+            chunks = list(join.key_chunks(store, keys, span))
+            got = [key for chunk in chunks for key in chunk]
+            if path == "scan":
+                assert got == want and all(len(c) <= 7 for c in chunks) and len(chunks) > 1
+            else:
+                assert sorted(got) == want and len(chunks) == 1

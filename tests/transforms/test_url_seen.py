@@ -58,9 +58,10 @@ def test_merge_reads_stored_keys_once_and_in_order():
 
 
 def test_combine_adds_inlinks_and_keeps_best_priority_and_depth():
-    combined = combine_candidates([[cand(7, depth=3, priority=0.1)], [cand(7, depth=1, priority=0.9), cand(8)]])
-    assert combined[7].inlinks == 2 and combined[7].depth == 1 and combined[7].priority == 0.9
-    assert combined[8].inlinks == 1
+    combined = combine_candidates([[cand(8), cand(7, depth=3, priority=0.1)], [cand(7, depth=1, priority=0.9)]])
+    assert [c.fp for c in combined] == [7, 8]  # sorted by fingerprint
+    assert combined[0].inlinks == 2 and combined[0].depth == 1 and combined[0].priority == 0.9
+    assert combined[1].inlinks == 1
 
 
 def test_buckets_partition_the_key_space_in_order():
@@ -372,7 +373,7 @@ def _bucket_lists(batches, monkeypatch, limit):
     out = []
     for batch in batches:
         out += list(fn.process(batch))
-        assert len(fn.combined) < limit  # what a bundle holds between its inputs is bounded
+        assert len(fn.held) < limit and len(fn.pending) < limit  # what a bundle holds is bounded
     out += [wv.value for wv in fn.finish_bundle()]
     return out
 
@@ -418,3 +419,130 @@ def test_a_bundle_that_passes_its_lists_on_early_queues_the_same_rows(offers, li
     assert url_seen.combine_candidates(lst for _, lst in early) == url_seen.combine_candidates(lst for _, lst in whole)
     if len({c.fp for c in cands}) >= limit:
         assert sum(len(lst) for _, lst in early) >= len({c.fp for c in cands})
+
+
+# --- the numpy combine and merge decide as the per-offer ones did ---------------------------
+
+import math  # noqa: E402
+
+import url_seen_reference as before  # noqa: E402
+
+_FIELDS = [f.name for f in dataclasses.fields(Candidate)]
+
+
+def _same(new: list[Candidate], old: list[Candidate]) -> None:
+    """Equal records, field by field, of the same Python types (numpy scalars would pickle
+    and print differently)."""
+    assert new == old
+    for a, b in zip(new, old):
+        for name in _FIELDS:
+            assert type(getattr(a, name)) is type(getattr(b, name)), name
+        assert all(type(h) is int for h in a.inlink_hosts)
+
+
+_HOSTS_SORTED = st.lists(st.integers(0, 2**32 - 1), max_size=5, unique=True).map(lambda h: tuple(sorted(h)))
+_HOSTS_ANY = st.one_of(
+    _HOSTS_SORTED,
+    st.lists(st.integers(0, 99), max_size=4).map(tuple),  # unsorted, repeated: not made by merge
+    st.lists(st.integers(0, 200), min_size=60, max_size=70, unique=True).map(lambda h: tuple(sorted(h))),
+)
+
+
+@st.composite
+def offers(draw, hosts=_HOSTS_SORTED, big=False):
+    """Lists of offers (bundle lists) of few fingerprints, so that many combine, with ties in
+    priority and lastmod, both signs of zero, and robots.txt origins."""
+    fps = draw(st.lists(st.integers(0, 2**64 - 1), min_size=1, max_size=8, unique=True))
+    count = st.integers(0, 2**70) if big else st.integers(0, 50)
+    one = st.builds(
+        lambda fp, url, depth, prio, src, kind, n, h, hops, lm, origin: Candidate(
+            fp=fp,
+            url=url,
+            host="h.test",
+            depth=depth,
+            priority=prio,
+            source=src,
+            inlinks=n,
+            inlink_hosts=h,
+            kind=kind,
+            hops=hops,
+            lastmod=lm,
+            robots_origin=origin,
+        ),  # fmt: skip
+        st.sampled_from(fps),
+        st.sampled_from(["http://h.test/a", "http://h.test/b"]),
+        st.integers(0, 9),
+        st.one_of(st.sampled_from([0.0, -0.0, 0.25, 0.5, 1.0]), st.floats(0, 1)),
+        st.sampled_from(["link", "sitemap", "feed", "redirect", "seed"]),
+        st.sampled_from(["page", "sitemap", "feed"]),
+        count,
+        hosts,
+        st.integers(0, 5),
+        st.one_of(st.none(), st.sampled_from([0.0, -0.0, 1.7e9, 1.8e9]), st.floats(-1e10, 1e10)),
+        st.sampled_from([None, "", "http://a.test", "http://b.test", "https://a.test"]),
+    )
+    return draw(st.lists(st.lists(one, max_size=30), min_size=1, max_size=4))
+
+
+def _reference_combine(groups: list[list[Candidate]]) -> list[Candidate]:
+    folded = before.combine_candidates(groups)
+    return [folded[fp] for fp in sorted(folded)]
+
+
+@settings(max_examples=400, deadline=None)
+@given(offers())
+def test_numpy_combine_is_the_pairwise_merge(groups):
+    """The array combine gives, per fingerprint, the offer Candidate.merge folded to: the
+    first offer's URL and host, the least depth and hops, the summed in-links, the smallest
+    64 linking hosts, the best (priority, source, kind) and the latest lastmod (ties to the
+    first offer), the least robots.txt origin; sorted by fingerprint."""
+    _same(combine_candidates(groups), _reference_combine(groups))
+
+
+@settings(max_examples=200, deadline=None)
+@given(offers(hosts=_HOSTS_ANY, big=True))
+def test_values_the_arrays_cannot_hold_combine_as_before(groups):
+    """Unsorted or repeated hosts tuples, over 64 hosts, in-link counts past 64 bits: the
+    same result (by the pairwise merge)."""
+    _same(combine_candidates(groups), _reference_combine(groups))
+
+
+def test_a_nan_priority_combines_as_before():
+    a = Candidate(fp=5, url="http://h.test/", host="h.test", depth=1, priority=math.nan)
+    b = dataclasses.replace(a, priority=0.5, depth=0)
+    for groups in ([[a, b]], [[b, a]]):
+        new, old = combine_candidates(groups)[0], _reference_combine(groups)[0]
+        assert repr(new) == repr(old)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(st.integers(0, 2**64 - 1), max_size=60, unique=True),
+    st.lists(st.integers(0, 2**64 - 1), max_size=60, unique=True),
+    st.randoms(use_true_random=False),
+    st.booleans(),
+)
+def test_numpy_merge_is_the_one_pass_anti_join(offered, stored_only, rnd, odd_keys):
+    """The searchsorted merge finds what the one-pass merge found, whatever the overlap,
+    with the stored keys in any order and in chunks, and keys of another length matching
+    nothing."""
+    both = rnd.sample(offered, len(offered) // 2)
+    stored = sorted(set(stored_only) | set(both))
+    cands = [cand(f) for f in sorted(offered)]
+    old = list(before.merge_unseen(cands, (fp_key(s) for s in stored)))
+    keys = [fp_key(s) for s in stored] + ([b"\x00" * 7, b"\x01" * 9] if odd_keys else [])
+    rnd.shuffle(keys)
+    assert url_seen.merge_unseen(cands, keys) == old
+    chunks = [keys[i : i + 3] for i in range(0, len(keys), 3)]
+    seen = url_seen.seen_mask(url_seen.fingerprints(cands), chunks)
+    assert [c for c, s in zip(cands, seen) if not s] == old
+
+
+def test_bucket_lists_cut_sorted_candidates_where_the_top_bits_change():
+    rng = random.Random(5)
+    ordered = combine_candidates([[cand(rng.getrandbits(64)) for _ in range(500)]])
+    for bits in (0, 1, 3, 16):
+        lists = list(url_seen.bucket_lists(ordered, bits))
+        assert [c for _, lst in lists for c in lst] == ordered
+        assert all(bucket_of(c.fp, bits) == b for b, lst in lists for c in lst)
+        assert [b for b, _ in lists] == sorted({bucket_of(c.fp, bits) for c in ordered})
