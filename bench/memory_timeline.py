@@ -354,6 +354,21 @@ def tracemalloc_report(sampler: _Sampler, t_start: float, frames: int, top: int)
     return "\n".join(lines)
 
 
+def waiting_line(round_report: dict[str, Any]) -> str:
+    """The round report's bytes a fetched page: waiting for side inputs (main inputs held for
+    one, and the side inputs) and into shuffles (None where the runner reports no sizes)."""
+    pages = max(int(round_report.get("responses") or 0), 1)
+
+    def per_page(key: str) -> str:
+        value = round_report.get(key)
+        return "n/a" if value is None else f"{value / pages:,.0f}"
+
+    return (
+        f"\nBytes a fetched page (round report): waiting for a side input {per_page('materialised_bytes')}, "
+        f"side inputs {per_page('side_input_bytes')}, into shuffles {per_page('shuffle_bytes')}"
+    )
+
+
 def _site(filename: str) -> str:
     for marker in ("site-packages/", "/beamcrawl/", "/lib/python3"):
         if marker in filename:
@@ -406,6 +421,7 @@ def main(argv: list[str] | None = None) -> int:
             reports = measured_round()
         sampler.stop()
     print(report(recorder, sampler, t_start, int(reports[-1]["responses"]), args.top))
+    print(waiting_line(reports[-1]))
     if args.tracemalloc:
         print(tracemalloc_report(sampler, t_start, args.tracemalloc, args.top))
     return 0

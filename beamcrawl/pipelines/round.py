@@ -31,7 +31,7 @@ from beamcrawl.transforms.budgets import (
     CountDomainUsage,
     CountLinkingDomains,
 )
-from beamcrawl.transforms.content_seen import FindDuplicateContent
+from beamcrawl.transforms.content_seen import PAGE_BATCHES, FindDuplicateContent
 from beamcrawl.transforms.dead_letter import DeadLetters
 from beamcrawl.transforms.fetch import FetchPages, needs_processing
 from beamcrawl.transforms.freshness import ScheduleRevisits
@@ -94,7 +94,10 @@ class CrawlRound(beam.PTransform[beam.pvalue.PBegin, dict[str, beam.PCollection]
                 | "Drop deferred results" >> beam.Filter(needs_processing)
                 | "Parse" >> ParsePages(cfg.robots_token, cfg.max_sitemap_bytes)
                 | "Set bodies aside" >> SetBodiesAside(outputs)
-                | "Content seen" >> FindDuplicateContent(cfg.store, outputs.round_no, bits=cfg.seen_bucket_bits)
+                | "Content seen"
+                >> FindDuplicateContent(
+                    cfg.store, outputs.round_no, bits=cfg.seen_bucket_bits, staging=outputs.staged(PAGE_BATCHES)
+                )
                 | "Schedule revisits" >> ScheduleRevisits(cfg.schedule_policy(), cfg.revisit_policy)
             )
 

@@ -36,6 +36,7 @@ import json
 import math
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 import apache_beam as beam
 from apache_beam.metrics import Metrics
@@ -79,6 +80,8 @@ __all__ = [
     "linked_domains",
 ]
 
+# (linked, linking) domain pairs a bundle holds before it passes them on (~100 bytes each).
+LINKER_PAIRS = 50_000
 LINKERS = "d:linkers"
 USAGE = "d:usage"
 HOSTS = "d:hosts"
@@ -516,15 +519,20 @@ def linked_domains(page: ParsedPage) -> tuple[str, set[str]]:
 
 
 class _LinkersFn(beam.DoFn):
-    """Per bundle: each linked domain's set of linking domains (one element per domain)."""
+    """Per bundle: each linked domain's set of linking domains (one element per domain),
+    passed on whenever the sets hold ``max_pairs`` (linked, linking) pairs: the local runners'
+    bundle is the whole round, and the union per domain after the shuffle does not care how
+    a domain's linkers were split."""
 
-    def __init__(self) -> None:
+    def __init__(self, max_pairs: int = LINKER_PAIRS) -> None:
         self.dead = Outlet("budgets")
+        self.max_pairs = max_pairs
 
     def start_bundle(self) -> None:
         self.linkers: dict[str, set[str]] = {}
+        self.pairs = 0
 
-    def process(self, page: ParsedPage) -> Iterator[beam.pvalue.TaggedOutput]:
+    def process(self, page: ParsedPage) -> Iterator[Any]:
         if page.fetch.outcome != "fetched" or not page.links:
             return
         try:
@@ -534,12 +542,22 @@ class _LinkersFn(beam.DoFn):
             yield self.dead.tagged(exc, page)
             return
         for dst in targets:
-            self.linkers.setdefault(dst, set()).add(src)
+            linking = self.linkers.setdefault(dst, set())
+            if src not in linking:
+                linking.add(src)
+                self.pairs += 1
+        if self.pairs >= self.max_pairs:
+            yield from self._take()
 
     def finish_bundle(self) -> Iterator[WindowedValue]:
-        for dst, srcs in self.linkers.items():
-            yield GlobalWindows.windowed_value((dst, sorted(srcs)))
+        for kv in self._take():
+            yield GlobalWindows.windowed_value(kv)
+
+    def _take(self) -> list[tuple[str, list[str]]]:
+        out = [(dst, sorted(srcs)) for dst, srcs in self.linkers.items()]
         self.linkers = {}
+        self.pairs = 0
+        return out
 
 
 class _MergeLinkersFn(beam.DoFn):

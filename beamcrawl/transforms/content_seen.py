@@ -64,6 +64,12 @@ one text over and over) is checked against its first originals, not pair by pair
 row crosses to the resolution as its members' fingerprints, and is checked there, in URL
 order, once its members are named.
 
+The pages themselves must wait for those decisions ("Mark copies" needs all of them). With
+``staging`` (the round's), they wait on disk: written where they are parsed to bounded batch
+files (:mod:`beamcrawl.core.runtime.batch_files`), read back one file at a time once the
+copies are known; what waits in the runner is a reference of a few dozen bytes per ~1,000
+pages, so the round's memory does not grow with its pages.
+
 Governed by: the bucket bits (at least 2^bits buckets, more when the content-seen set is
 large), ``path`` (scan / keyset / auto), and the round number.
 """
@@ -72,6 +78,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import pickle
 from dataclasses import dataclass, field
 from itertools import chain
 from operator import itemgetter
@@ -94,6 +101,7 @@ from apache_beam.utils.windowed_value import WindowedValue
 from beamcrawl.core.archive.warc_revisit import fetch_digest
 from beamcrawl.core.content import textfp
 from beamcrawl.core.content.htmlparse import checksum as payload_checksum
+from beamcrawl.core.runtime.batch_files import BatchRef, BatchWriter, read_batch
 from beamcrawl.core.urls.urlnorm import fingerprint
 from beamcrawl.schemas.records import Packed, ParsedPage, fp_key, key_fp, shuffled
 import beamcrawl.schemas.coders  # noqa: F401  (registers the record coders the output types name)
@@ -116,6 +124,7 @@ __all__ = [
     "Evidence",
     "FindDuplicateContent",
     "NewContent",
+    "PAGE_BATCHES",
     "Probe",
     "apply_copy",
     "decide_checksums",
@@ -142,6 +151,11 @@ WRITE_BATCH = 100_000
 MAX_PAIRWISE = 64
 # Stored originals' names a simhash-merge worker keeps (about 100 bytes each).
 NAME_CACHE = 100_000
+# The staging folder of the pages waiting for the copies (never committed), and the most
+# pages and bytes a batch file of them holds (a page is about 2 KB pickled).
+PAGE_BATCHES = "pagebatch"
+BATCH_PAGES = 1_000
+BATCH_BYTES = 4 * 1024 * 1024
 
 
 # --- records -----------------------------------------------------------------------------
@@ -1054,6 +1068,9 @@ class _MarkCopiesFn(beam.DoFn):
         self.dead = Outlet("content_seen")
 
     def process(self, page: ParsedPage, copies: Mapping[str, Copy]) -> Iterator[ParsedPage]:
+        yield from self._mark(page, copies)
+
+    def _mark(self, page: ParsedPage, copies: Mapping[str, Copy]) -> Iterator[Any]:
         try:
             self.dead.check(page)
             copy = copies.get(page.fetch.url) if eligible(page) else None
@@ -1064,6 +1081,49 @@ class _MarkCopiesFn(beam.DoFn):
         if copy is not None:
             (self.exact if copy.kind == "exact" else self.near).inc()
         yield marked
+
+
+class _SetPagesAsideFn(beam.DoFn):
+    """Writes the bundle's pages to batch files in the round's staging; emits one
+    :class:`~beamcrawl.core.runtime.batch_files.BatchRef` per file, all that waits for the
+    copies."""
+
+    def __init__(self, folder: str, max_pages: int, max_bytes: int) -> None:
+        self.folder = folder
+        self.max_pages = max_pages
+        self.max_bytes = max_bytes
+        self.batches = Metrics.counter("content_seen", "page_batches")
+        self.batch_bytes = Metrics.counter("content_seen", "page_batch_bytes")
+
+    def start_bundle(self) -> None:
+        self.writer = BatchWriter(self.folder, self.max_pages, self.max_bytes)
+
+    def process(self, page: ParsedPage) -> Iterator[BatchRef]:
+        ref = self.writer.append(pickle.dumps(page, pickle.HIGHEST_PROTOCOL))
+        if ref is not None:
+            yield self._count(ref)
+
+    def finish_bundle(self) -> Iterator[WindowedValue]:
+        ref = self.writer.close()
+        if ref is not None:
+            yield GlobalWindows.windowed_value(self._count(ref))
+
+    def _count(self, ref: BatchRef) -> BatchRef:
+        self.batches.inc()
+        self.batch_bytes.inc(ref.length)
+        return ref
+
+
+class _MarkBatchedCopiesFn(_MarkCopiesFn):
+    """Reads a batch file of pages back once the copies are known, and marks them."""
+
+    def __init__(self, folder: str) -> None:
+        super().__init__()
+        self.folder = folder
+
+    def process(self, ref: BatchRef, copies: Mapping[str, Copy]) -> Iterator[ParsedPage]:  # type: ignore[override]
+        for record in read_batch(self.folder, ref):  # an unreadable file fails the round (OSError)
+            yield from self._mark(pickle.loads(record), copies)
 
 
 class _ResolveNearCopies(beam.PTransform):
@@ -1119,6 +1179,10 @@ class FindDuplicateContent(beam.PTransform):
         max_distance: Most differing simhash bits of a near copy (the layout must find them).
         layout: The permuted tables' layout (part of the stored keys).
         record: Whether to write the new originals (False: decide only, e.g. a dry run).
+        staging: Where the pages wait for the copies: a folder of the round's staging
+            (``outputs.staged(PAGE_BATCHES)``, never committed), in batch files of at most
+            ``batch_pages`` pages and ``batch_bytes`` bytes, only a reference per file
+            waiting in the runner. None: the pages wait whole (tests, one-off runs).
     """
 
     def __init__(
@@ -1134,6 +1198,9 @@ class FindDuplicateContent(beam.PTransform):
         max_distance: int = textfp.MAX_DISTANCE,
         layout: textfp.TableLayout = textfp.LAYOUT,
         record: bool = True,
+        staging: str | None = None,
+        batch_pages: int = BATCH_PAGES,
+        batch_bytes: int = BATCH_BYTES,
     ) -> None:
         super().__init__()
         if path not in ("auto", "scan", "keyset"):
@@ -1150,6 +1217,9 @@ class FindDuplicateContent(beam.PTransform):
         self.max_distance = max_distance
         self.layout = layout
         self.record = record
+        self.staging = staging
+        self.batch_pages = batch_pages
+        self.batch_bytes = batch_bytes
         self.bits = bits  # the chosen count, set by expand()
 
     def _size(self) -> tuple[int, float]:
@@ -1199,9 +1269,18 @@ class FindDuplicateContent(beam.PTransform):
         ).with_outputs(ERRORS, main="copies")
         collect(settled[ERRORS])
         copies = (checked["copies"], settled.copies) | "All copies" >> beam.Flatten()
-        marked = pages | "Mark copies" >> beam.ParDo(_MarkCopiesFn(), beam.pvalue.AsDict(copies)).with_outputs(
-            ERRORS, main="pages"
-        )
+        if self.staging is None:
+            mark: beam.PTransform = beam.ParDo(_MarkCopiesFn(), beam.pvalue.AsDict(copies))
+            waiting = pages
+        else:
+            # Only a reference per batch file waits for the copies (all of content seen's
+            # decisions, so no runner fuses the marking to the pages' stage): the pages
+            # themselves wait on disk, not in the runner.
+            mark = beam.ParDo(_MarkBatchedCopiesFn(self.staging), beam.pvalue.AsDict(copies))
+            waiting = pages | "Set pages aside" >> beam.ParDo(
+                _SetPagesAsideFn(self.staging, self.batch_pages, self.batch_bytes)
+            )
+        marked = waiting | "Mark copies" >> mark.with_outputs(ERRORS, main="pages")
         collect(marked[ERRORS])
         return marked.pages
 

@@ -1,7 +1,9 @@
 """Publish: page events to ``pages/``, link edges to ``links/``, dead letters to ``errors/``, as Parquet per round.
 
 Each writer collects its bundle's rows and writes one zstd-compressed Parquet part file
-(another after every ``FLUSH_ROWS`` rows) with the explicit schema from
+(another whenever ``FLUSH_ROWS`` rows or an estimated ``FLUSH_BYTES`` bytes are buffered: a
+bundle on the local runners is the whole round, and a row from the web can be large) with the
+explicit schema from
 :mod:`beamcrawl.schemas.arrow`, whose field descriptions travel in the file's metadata.
 Page events are sorted by URL, link edges by source then target, so a reader filtering on
 ``src`` skips most row groups by their statistics. Files go to the round's staging folder;
@@ -50,6 +52,22 @@ __all__ = [
 ]
 
 FLUSH_ROWS = 200_000
+# A part is written once its buffered rows are estimated at this many bytes (ColumnBuffer.nbytes:
+# about 120k link edges or 45k page events; Python holds about 1.5 times the estimate).
+FLUSH_BYTES = 32 * 1024 * 1024
+_SLOT = 8  # bytes a value is counted for, besides a string's or binary's length
+
+
+def _is_variable(t: pa.DataType) -> bool:
+    return pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_binary(t)
+
+
+def _lengths(values: list[Any]) -> int:
+    """The summed lengths of a string column's values (None and anything without one: 0)."""
+    try:
+        return sum(map(len, filter(None, values)))
+    except TypeError:  # a value of another type (the conversion will refuse it)
+        return sum(len(v) for v in values if isinstance(v, (str, bytes)))
 
 
 # The registered domain of a ``host[:port]`` (cached: links name the same hosts over and
@@ -94,13 +112,17 @@ class ColumnBuffer:
 
     Rows come in whole (:meth:`add_row`, a dict as ``Table.from_pylist`` takes: a missing
     key is null) or as columns (:meth:`add_columns`, the schema's names, equal lengths);
-    :meth:`take` converts each column with its field's type and starts over.
+    :meth:`take` converts each column with its field's type and starts over. :attr:`nbytes`
+    estimates what the rows weigh: 8 bytes a value, plus each string's length.
     """
 
     def __init__(self, schema: pa.Schema) -> None:
         self.schema = schema
         self.columns: dict[str, list[Any]] = {name: [] for name in schema.names}
         self.rows = 0
+        self.nbytes = 0
+        self._variable = tuple(f.name for f in schema if _is_variable(f.type))
+        self._row_slots = _SLOT * len(schema.names)
 
     def __len__(self) -> int:
         return self.rows
@@ -109,6 +131,12 @@ class ColumnBuffer:
         for name, column in self.columns.items():
             column.append(row.get(name))
         self.rows += 1
+        size = self._row_slots
+        for name in self._variable:
+            value = row.get(name)
+            if isinstance(value, (str, bytes)):
+                size += len(value)
+        self.nbytes += size
 
     def add_columns(self, columns: Mapping[str, list[Any]]) -> int:
         """Appends rows given column by column; returns how many."""
@@ -117,6 +145,7 @@ class ColumnBuffer:
             values = columns.get(name)
             column.extend(values if values is not None else [None] * n)
         self.rows += n
+        self.nbytes += self._row_slots * n + sum(_lengths(columns.get(name) or []) for name in self._variable)
         return n
 
     def drop_bad_rows(self) -> list[dict[str, Any]]:
@@ -141,13 +170,14 @@ class ColumnBuffer:
         if bad:
             self.columns = {n: [v for i, v in enumerate(c) if i not in bad] for n, c in self.columns.items()}
             self.rows -= len(bad)
+            self.nbytes = self._row_slots * self.rows + sum(_lengths(self.columns[n]) for n in self._variable)
         return rows
 
     def take(self) -> pa.Table:
         """The rows so far as a table of the schema (fields, metadata and all); empties the buffer."""
         arrays = [pa.array(self.columns[f.name], type=f.type) for f in self.schema]
         self.columns = {name: [] for name in self.schema.names}
-        self.rows = 0
+        self.rows = self.nbytes = 0
         return pa.Table.from_arrays(arrays, schema=self.schema)
 
 
@@ -162,7 +192,7 @@ def sorted_table(table: pa.Table, sort_by: tuple[str, ...]) -> pa.Table:
 
 def write_table(table: pa.Table, sort_by: tuple[str, ...], path: str) -> None:
     """Writes a table as one zstd Parquet file, sorted by the ``sort_by`` columns."""
-    sink = pa.BufferOutputStream()  # a part is bounded (FLUSH_ROWS); any filesystem takes bytes
+    sink = pa.BufferOutputStream()  # a part is bounded (FLUSH_ROWS, FLUSH_BYTES); any filesystem takes bytes
     pq.write_table(sorted_table(table, sort_by), sink, compression="zstd")
     files.write_bytes(path, sink.getvalue().to_pybytes())
 
@@ -173,7 +203,8 @@ def write_part(rows: list[dict[str, Any]], schema: pa.Schema, sort_by: tuple[str
 
 
 class _ParquetPartsFn(beam.DoFn):
-    """Buffers a bundle's rows column by column and writes them as Parquet part files.
+    """Buffers a bundle's rows column by column and writes them as Parquet part files, one
+    whenever ``FLUSH_ROWS`` rows or ``FLUSH_BYTES`` estimated bytes are buffered.
 
     Elements are page event dicts (one row each) or, with ``columnar``, a page's rows as
     columns (:func:`link_edge_columns`).
@@ -211,7 +242,7 @@ class _ParquetPartsFn(beam.DoFn):
         else:
             self.buffer.add_row(element)
             self.received.inc()
-        if len(self.buffer) >= FLUSH_ROWS:
+        if len(self.buffer) >= FLUSH_ROWS or self.buffer.nbytes >= FLUSH_BYTES:
             return [beam.pvalue.TaggedOutput(ERRORS, letter) for letter in self._flush()]
         return []
 

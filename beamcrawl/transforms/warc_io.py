@@ -42,6 +42,12 @@ is read back. The page event's ``blob`` is ``<file relative to OUT>@<offset>`` o
 response (or revisit) record, pointing at its committed location; None for a near copy.
 Bodies stop here: the page event carries no bytes.
 
+The index of the open file is held until the file closes (it is written sorted), about 830
+bytes an entry: a file is also rotated once its index holds ``INDEX_ENTRIES`` entries, so that
+small records (revisits, redirects) cannot make a 1 GiB file's index hold a million entries.
+At the default rotation size a file of ordinary captures (about 20 KB a page) closes by size
+first.
+
 Governed by: ``warc_max_bytes`` (rotation size), --user-agent (recorded in warcinfo).
 """
 
@@ -98,6 +104,7 @@ __all__ = [
 HOP_BY_HOP_RENAMED = {"transfer-encoding": "X-Crawler-Transfer-Encoding"}
 WARC_VERSION = "1.1"
 EMPTY_PAYLOAD_DIGEST = payload_digest(b"")  # a request's: GETs send no body
+INDEX_ENTRIES = 50_000  # a WARC file's CDXJ index is held until it closes: ~40 MB at most
 
 WriterFactory = Callable[[BinaryIO], WARCWriter]
 
@@ -454,10 +461,17 @@ class _MetricsCollector:
 class _WriteWarcFn(beam.DoFn):
     """Appends fetched pages to this bundle's WARC file, indexes them, yields page events."""
 
-    def __init__(self, outputs: RoundOutputs, max_bytes: int, user_agent: str = DEFAULT_USER_AGENT) -> None:
+    def __init__(
+        self,
+        outputs: RoundOutputs,
+        max_bytes: int,
+        user_agent: str = DEFAULT_USER_AGENT,
+        max_index: int = INDEX_ENTRIES,
+    ) -> None:
         self.outputs = outputs
         self.max_bytes = max_bytes
         self.user_agent = user_agent
+        self.max_index = max_index
         self.metrics: _MetricsCollector | None = None
         self.dead = Outlet("store")
 
@@ -536,7 +550,7 @@ class _WriteWarcFn(beam.DoFn):
             self.metrics.error.inc()
             note = f"not archived: {type(exc).__name__}: {exc}"[:300]
             return page_event(page, None, note)
-        if self.fh is None or self.offset >= self.max_bytes:
+        if self.fh is None or self.offset >= self.max_bytes or len(self.index) >= self.max_index:
             self._close()
             self._open()
         assert self.fh is not None
@@ -560,17 +574,25 @@ class _WriteWarcFn(beam.DoFn):
 
 class WriteWarc(beam.PTransform[beam.PCollection[ParsedPage], beam.PCollection[dict[str, Any]]]):
     """``ParsedPage`` → page event dicts, archiving each fetched page in a WARC file and
-    indexing it in the CDXJ file beside it."""
+    indexing it in the CDXJ file beside it; a file rotates at ``max_bytes`` or at
+    ``max_index`` index entries, whichever comes first."""
 
-    def __init__(self, outputs: RoundOutputs, max_bytes: int, user_agent: str = DEFAULT_USER_AGENT) -> None:
+    def __init__(
+        self,
+        outputs: RoundOutputs,
+        max_bytes: int,
+        user_agent: str = DEFAULT_USER_AGENT,
+        max_index: int = INDEX_ENTRIES,
+    ) -> None:
         super().__init__()
         self.outputs = outputs
         self.max_bytes = max_bytes
         self.user_agent = user_agent
+        self.max_index = max_index
 
     def expand(self, pages: beam.PCollection[ParsedPage]) -> beam.PCollection[dict[str, Any]]:
         out = pages | "Append to WARC" >> beam.ParDo(
-            _WriteWarcFn(self.outputs, self.max_bytes, self.user_agent)
+            _WriteWarcFn(self.outputs, self.max_bytes, self.user_agent, self.max_index)
         ).with_outputs(ERRORS, main="events")
         collect(out[ERRORS])
         return out.events

@@ -9,6 +9,7 @@ from typing import Iterator
 import apache_beam as beam
 import pytest
 from aiohttp import web
+from apache_beam.metrics.metric import MetricsFilter
 from apache_beam.testing.test_pipeline import TestPipeline
 from apache_beam.testing.util import assert_that, equal_to
 
@@ -17,6 +18,7 @@ from beamcrawl.core.runtime.outputs import RoundOutputs
 from beamcrawl.pipelines.round import CrawlRound
 from beamcrawl.pipelines.seeding import submit_urls
 from beamcrawl.stores.base import open_store
+from beamcrawl.transforms.content_seen import PAGE_BATCHES
 from loopback import LoopbackServer, serving  # tests/loopback.py
 
 pytestmark = pytest.mark.e2e  # a whole round
@@ -60,5 +62,13 @@ def test_a_round_applied_in_a_test_pipeline_is_one_step(site: _Site, tmp_path: P
     assert not {"Fetch", "URL seen", "Gather dead letters"} & {part.full_label for part in p.transforms_stack[0].parts}
     inner = {part.full_label for part in top.parts}
     assert {"Crawl round/Fetch", "Crawl round/URL seen", "Crawl round/Gather dead letters"} <= inner
-    p.run().wait_until_finish()
+    result = p.run()
+    result.wait_until_finish()
     assert list(Path(outputs.staged("pages")).glob("*.parquet"))
+    # The pages crossed to "Mark copies" in batch files of the round's staging (the assert on
+    # `pages` above: each came out once), not whole in the runner.
+    batches = list(Path(outputs.staged(PAGE_BATCHES)).glob("*.batch"))
+    counters = result.metrics().query(MetricsFilter().with_namespace("content_seen"))["counters"]
+    by_name = {c.key.metric.name: c.committed for c in counters}
+    assert by_name["page_batches"] == len(batches) >= 1
+    assert by_name["page_batch_bytes"] == sum(b.stat().st_size for b in batches)

@@ -11,6 +11,8 @@ import dataclasses
 import json
 
 import apache_beam as beam
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from apache_beam.metrics.metric import MetricsFilter
 from apache_beam.testing.test_pipeline import TestPipeline
 from apache_beam.testing.util import assert_that, equal_to
@@ -20,6 +22,7 @@ from beamcrawl.core.runtime.outputs import RoundOutputs
 from beamcrawl.core.urls.urlnorm import fingerprint
 from beamcrawl.schemas.records import FetchResult, FrontierEntry, Link, ParsedPage, packed_by_host
 from beamcrawl.stores.base import Mutation, open_store
+from beamcrawl.transforms import budgets
 from beamcrawl.transforms.budgets import (
     HOSTS,
     LINKERS,
@@ -153,6 +156,37 @@ def test_linked_domains_counts_followed_links_to_other_domains():
     assert linked_domains(page) == ("a.com", {"b.org", "e.de"})
     page.duplicate_of = "http://elsewhere.com/"
     assert linked_domains(page) == ("a.com", set())
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    pages=st.lists(st.tuples(st.integers(0, 12), st.lists(st.integers(0, 30), max_size=15)), max_size=40),
+    max_pairs=st.integers(1, 40),
+)
+def test_linkers_pass_on_at_the_pair_budget_and_union_to_the_same_sets(pages, max_pairs):
+    """A bundle's linkers, passed on whenever they hold ``max_pairs`` pairs: never more held
+    than the budget plus one page's links, and their union per linked domain is what one
+    pass over the whole bundle gives."""
+    fn = budgets._LinkersFn(max_pairs)
+    fn.start_bundle()
+    out: list[tuple[str, list[str]]] = []
+    want: dict[str, set[str]] = {}
+    for src_no, targets in pages:
+        src = FrontierEntry(url=f"http://www.s{src_no}.com/", fp=1, host=f"www.s{src_no}.com", due_ms=0)
+        page = ParsedPage(fetch=FetchResult(entry=src, outcome="fetched", url=src.url, status=200))
+        page.links = [Link(url=f"http://d{t}.org/", fp=t) for t in targets]
+        for dst in linked_domains(page)[1]:
+            want.setdefault(dst, set()).add(f"s{src_no}.com")
+        out.extend(fn.process(page))
+        assert fn.pairs < max_pairs and fn.pairs == sum(len(v) for v in fn.linkers.values())
+    out.extend(wv.value for wv in fn.finish_bundle())
+    got: dict[str, set[str]] = {}
+    for dst, srcs in out:
+        assert srcs == sorted(set(srcs))
+        got.setdefault(dst, set()).update(srcs)
+    assert got == want
+    if sum(map(len, want.values())) < max_pairs:  # within the budget: one element per linked domain, as before
+        assert sorted(dst for dst, _ in out) == sorted(want)
 
 
 def test_corrupt_cells_read_as_empty():

@@ -125,12 +125,15 @@ def run(uri: str, pages: list[ParsedPage], round_no: int | None = 1, **kw) -> tu
     result.wait_until_finish()
     counters = result.metrics().query(MetricsFilter().with_namespace("content_seen"))["counters"]
     out = {}
+    lines = 0
     with open(sink, encoding="utf-8") as f:
         for line in f:
             url, decision = json.loads(line)
             out[url] = tuple(decision)
+            lines += 1
     os.remove(sink)
-    assert len(out) == len({pg.fetch.url for pg in pages})  # every page comes out, once
+    assert len(out) == len({pg.fetch.url for pg in pages})  # every page comes out,
+    assert lines == len(pages)  # once
     return out, {c.key.metric.name: c.committed for c in counters}
 
 
@@ -548,6 +551,27 @@ def test_one_original_whatever_the_input_order(store_uri, tmp_path):
     other_uri = f"sqlite:///{tmp_path}/other.sqlite"
     second, _ = run(other_uri, list(reversed(pages)), bits=2)
     assert first == second
+
+
+def test_pages_waiting_in_batch_files_come_out_once_each_marked_as_when_they_waited_whole(store_uri, tmp_path):
+    """The batch-file handoff loses no page and duplicates none: the decisions are those of
+    the pages waiting whole, and every file written is one the marking read."""
+    a = article(1)
+    pages = round_one() + [
+        page(f"http://host{i}.com/p{j}", html(article(10 + i) if j else a), at=200.0 + i)
+        for i in range(9)
+        for j in range(3)
+    ]
+    whole, _ = run(f"sqlite:///{tmp_path}/whole.sqlite", pages)
+    folder = str(tmp_path / "pagebatch")
+    batched, counters = run(store_uri, pages, staging=folder, batch_pages=4, batch_bytes=64 * 1024)
+    assert batched == whole
+    assert counters["page_batches"] == len(os.listdir(folder)) >= -(-len(pages) // 4)
+    assert counters["page_batch_bytes"] == sum(os.path.getsize(os.path.join(folder, n)) for n in os.listdir(folder))
+    # a byte budget smaller than a page: a file per page
+    one_each, counters = run(f"sqlite:///{tmp_path}/one.sqlite", pages, staging=str(tmp_path / "one"), batch_bytes=1)
+    assert one_each == whole
+    assert counters["page_batches"] == len(pages)
 
 
 def test_later_rounds_find_copies_of_what_was_kept(any_store_uri):

@@ -12,6 +12,8 @@ import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from apache_beam.testing.test_pipeline import TestPipeline
 from apache_beam.testing.util import assert_that, equal_to
 
@@ -333,3 +335,69 @@ def test_write_table_sorts_stably(tmp_path):
     write_table(table, ("k",), str(tmp_path / "t.parquet"))
     back = pq.read_table(str(tmp_path / "t.parquet"))
     assert back.column("v").to_pylist() == [2, 4, 1, 3]
+
+
+def _weight(rows: int, strings: list[list]) -> int:
+    """ColumnBuffer.nbytes by its definition: 8 bytes a value, plus each string's length."""
+    return 8 * len(LINKS_SCHEMA.names) * rows + sum(len(v) for c in strings for v in c if isinstance(v, str))
+
+
+_edge_pages = st.lists(
+    st.lists(st.tuples(st.integers(0, 400), st.integers(0, 2_000) | st.none()), min_size=1, max_size=6),
+    max_size=25,
+)
+
+
+@settings(max_examples=40, deadline=None)
+@given(pages=_edge_pages, budget=st.integers(1, 20_000), columnar=st.booleans())
+def test_parts_flush_at_the_byte_budget_and_keep_every_row(tmp_path_factory, pages, budget, columnar):
+    """Pages of edges with URLs and anchors of any size, added as columns or row by row: a
+    part is written as soon as the buffered rows reach the byte budget (so no part weighs more
+    than the budget plus the element that crossed it, and at most one, the bundle's last, weighs
+    less), and the parts together hold every row once."""
+    folder = tmp_path_factory.mktemp("parts")
+    elements = []
+    for i, edges in enumerate(pages):
+        cols: dict[str, list] = {name: [] for name in ("src", "dst", "src_fp", "dst_fp", "anchor")}
+        for j, (url_len, anchor_len) in enumerate(edges):
+            cols["src"].append(f"http://s{i}/")
+            cols["dst"].append(f"http://d/{j}/" + "u" * url_len)
+            cols["src_fp"].append(i)
+            cols["dst_fp"].append(j)
+            cols["anchor"].append(None if anchor_len is None else "a" * anchor_len)
+        elements.append(cols)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(parquet_io, "FLUSH_BYTES", budget)
+        fn = parquet_io._ParquetPartsFn(str(folder), LINKS_SCHEMA, ("src", "dst"), "test", columnar=columnar)
+        fn.start_bundle()
+        for cols in elements:
+            if columnar:
+                fn.process(cols)
+            else:
+                for k in range(len(cols["src"])):
+                    fn.process({name: c[k] for name, c in cols.items()})
+        fn.finish_bundle()
+    parts = [pq.read_table(p) for p in folder.iterdir()]
+    got = sorted((r["src_fp"], r["dst_fp"], r["dst"], r["anchor"]) for t in parts for r in t.to_pylist())
+    want = sorted(
+        (c["src_fp"][k], c["dst_fp"][k], c["dst"][k], c["anchor"][k]) for c in elements for k in range(len(c["src"]))
+    )
+    assert got == want
+    largest = max((_weight(len(c["src"]), [c["src"], c["dst"], c["anchor"]]) for c in elements), default=0)
+    weights = [_weight(t.num_rows, [t.column(n).to_pylist() for n in ("src", "dst", "anchor")]) for t in parts]
+    assert all(w < budget + largest for w in weights)
+    assert sum(w < budget for w in weights) <= 1
+
+
+def test_column_buffer_estimates_bytes_by_values_and_string_lengths():
+    buffer = ColumnBuffer(LINKS_SCHEMA)
+    slots = 8 * len(LINKS_SCHEMA.names)
+    buffer.add_row({"src": "abc", "dst": "de", "src_fp": 1, "anchor": None})
+    assert buffer.nbytes == slots + 5
+    buffer.add_columns({"src": ["x" * 10, "y"], "dst": ["", None], "src_fp": [1, 2]})
+    assert buffer.nbytes == 3 * slots + 5 + 11
+    buffer.add_row({"src": 7, "dst": "ok"})  # a value of the wrong type weighs its slot only
+    assert buffer.nbytes == 4 * slots + 5 + 11 + 2
+    assert len(buffer.drop_bad_rows()) == 1 and buffer.nbytes == 3 * slots + 5 + 11
+    buffer.take()
+    assert buffer.nbytes == 0

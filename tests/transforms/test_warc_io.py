@@ -281,14 +281,14 @@ def _pages() -> list[ParsedPage]:
     return [*pages, ParsedPage(fetch=failed), ParsedPage(fetch=deferred)]
 
 
-def _write_round(tmp_path, pages, max_bytes=1 << 30) -> tuple[RoundOutputs, list[dict]]:
+def _write_round(tmp_path, pages, max_bytes=1 << 30, **kw) -> tuple[RoundOutputs, list[dict]]:
     outputs = RoundOutputs(str(tmp_path / "out"), 3)
     outputs.prepare()
     with TestPipeline(runner="FnApiRunner") as p:
         _ = (
             p
             | beam.Create(pages)
-            | WriteWarc(outputs, max_bytes, "beamcrawl-test/1")
+            | WriteWarc(outputs, max_bytes, "beamcrawl-test/1", **kw)
             | beam.Map(lambda e: json.dumps(e, default=str))
             | beam.io.WriteToText(str(tmp_path / "events"), shard_name_template="")
         )
@@ -337,6 +337,29 @@ def test_rotation_starts_each_file_with_warcinfo_and_its_own_index(tmp_path):
         assert all(json.loads(line.split(" ", 2)[2])["filename"] == rel for line in lines)
         indexed += len(lines)
     assert indexed == 8
+
+
+@pytest.mark.parametrize("max_index", [1, 3])
+def test_a_file_rotates_once_its_index_holds_max_index_entries(tmp_path, max_index):
+    """Small records cannot make one file's index (held until the file closes) grow with the
+    round: a file closes at ``max_index`` entries, each index is its own file's, none is lost."""
+    outputs, events = _write_round(tmp_path, _pages(), max_index=max_index)
+    warcs = sorted(glob.glob(f"{outputs.out}/warc/round=3/*.warc.gz"))
+    assert len(warcs) == -(-8 // max_index)
+    blobs = set()
+    for path in warcs:
+        with open(path[: -len(".warc.gz")] + ".cdxj") as fh:
+            lines = fh.read().splitlines()
+        assert 1 <= len(lines) <= max_index
+        rel = os.path.relpath(path, outputs.out)
+        for line in lines:
+            fields = json.loads(line.split(" ", 2)[2])
+            assert fields["filename"] == rel
+            blobs.add(f"{rel}@{fields['offset']}")
+        with open(path, "rb") as fh:
+            types = [r.rec_type for r in ArchiveIterator(fh, check_digests="raise")]
+        assert types[0] == "warcinfo" and types[1:] == ["response", "request"] * len(lines)
+    assert blobs == {e["blob"] for e in events if e["blob"]} and len(blobs) == 8
 
 
 def test_cdxj_is_sorted_by_surt_then_timestamp(tmp_path):
