@@ -48,11 +48,13 @@ Stored rows (docs/ARCHITECTURE.md §2):
 =========  ========================================  ==========================================
 table      key                                       cells
 =========  ========================================  ==========================================
-content    8-byte big-endian checksum                ``c:json``: url, kind, fetched_at, digest,
-                                                     distance, round
-simhash    table byte + 5-byte left-aligned prefix   ``s:<fp hex><url fp hex>``: JSON url, round
-                                                     in the first table; the round alone in
-                                                     the other 19 (older rows: url in all)
+content    8-byte big-endian checksum                ``c:json`` (binary, ``schemas/cells.py``;
+                                                     JSON in older rows): url, kind,
+                                                     fetched_at, digest, distance, round
+simhash    table byte + 5-byte left-aligned prefix   ``s:<fp hex><url fp hex>``: url and round
+                                                     in the first table; one format byte in
+                                                     the other 19 (older rows: JSON, the
+                                                     round alone, or url in all)
 =========  ========================================  ==========================================
 
 At scale. Pages themselves are never shuffled: the joins carry small probes (URL, checksum,
