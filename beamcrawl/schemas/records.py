@@ -23,7 +23,8 @@ from typing import Any, Callable, Iterable, Iterator, NamedTuple, TypeVar
 from beamcrawl.schemas import cells as binary
 
 JSON_CELL = "r:json"
-# A seen-set row written at discovery packs these UrlState fields in one cell (a JSON array).
+# A seen-set row written at discovery packs these UrlState fields in one cell (binary,
+# schemas/cells.py; a JSON array in rows written before).
 QUEUED_CELL = "u:q"
 QUEUED_FIELDS = ("url", "first_seen_ms", "source", "depth")
 # One encoder for compact JSON (json.dumps with arguments builds a new encoder per call).
