@@ -3,11 +3,14 @@
 Stored records are encoded as one JSON cell per row (``r:json``) plus, where a transform
 scans or filters on a field, a few small cells of their own. JSON keeps rows readable with
 ``cbt`` or ``sqlite3`` and lets fields be added without a migration; the hot data (keys) is
-binary and sorted.
+binary and sorted. The rows a round writes most, a new URL's frontier row and its seen-set
+discovery cell, are written in a compact binary format instead (``schemas/cells.py``): its
+first byte tells it from JSON, and the readers here read both.
 """
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import itertools
 import json
@@ -17,8 +20,11 @@ from dataclasses import dataclass, field
 from json.encoder import encode_basestring_ascii
 from typing import Any, Callable, Iterable, Iterator, NamedTuple, TypeVar
 
+from beamcrawl.schemas import cells as binary
+
 JSON_CELL = "r:json"
-# A seen-set row written at discovery packs these UrlState fields in one cell (a JSON array).
+# A seen-set row written at discovery packs these UrlState fields in one cell (binary,
+# schemas/cells.py; a JSON array in rows written before).
 QUEUED_CELL = "u:q"
 QUEUED_FIELDS = ("url", "first_seen_ms", "source", "depth")
 # One encoder for compact JSON (json.dumps with arguments builds a new encoder per call).
@@ -228,12 +234,33 @@ class FrontierEntry:
         return frontier_key(self.due_ms, self.fp)
 
     def to_cells(self) -> dict[str, bytes]:
-        cells = _encode(self)
-        return cells
+        """The row's one cell (``r:json``, by its old name), binary (``schemas/cells.py``);
+        JSON for an entry whose values the binary layout cannot hold exactly."""
+        raw = binary.encode_frontier(self.__dict__)
+        return {JSON_CELL: raw} if raw is not None else _encode(self)
+
+    def to_json(self) -> str:
+        """The entry as one line of JSON (the staged requeue lines of a round's commit)."""
+        return _COMPACT.encode(self.__dict__)
 
     @classmethod
     def from_cells(cls, cells: dict[str, bytes]) -> "FrontierEntry":
-        return cls(**_known_fields(cls, _decode_json(cells)))
+        """Reads a row written in either format.
+
+        Raises:
+            ValueError: No ``r:json`` cell, or one that does not decode (the caller sets
+                the row aside).
+        """
+        raw = cells.get(JSON_CELL)
+        if raw is not None and binary.is_binary(raw):
+            return cls(*binary.decode_frontier(raw))
+        values = _decode_json(cells)
+        if type(values) is not dict:
+            raise ValueError("frontier row is not a JSON object")
+        try:
+            return cls(**_known_fields(cls, values))
+        except TypeError as exc:  # a required field missing
+            raise ValueError(f"frontier row does not load: {exc}") from None
 
 
 @shuffled
@@ -270,21 +297,44 @@ class UrlState:
 
     @staticmethod
     def discovered_cells(url: str, first_seen_ms: int, source: str | None, depth: int | None) -> dict[str, bytes]:
-        """The cells of a URL just queued: one (``u:q``) instead of one per field, with no
-        ``null`` cells; ``state`` is the default, ``queued``."""
-        return {QUEUED_CELL: _COMPACT.encode([url, first_seen_ms, source, depth]).encode()}
+        """The cells of a URL just queued: one (``u:q``, binary: ``schemas/cells.py``)
+        instead of one per field, with no ``null`` cells; ``state`` is the default, ``queued``."""
+        raw = binary.encode_queued(url, first_seen_ms, source, depth)
+        if raw is None:  # a value the binary layout cannot hold exactly
+            raw = _COMPACT.encode([url, first_seen_ms, source, depth]).encode()
+        return {QUEUED_CELL: raw}
 
     @classmethod
     def from_cells(cls, cells: dict[str, bytes]) -> "UrlState":
+        """Reads a seen-set row; its discovery cell (``u:q``) in either format. A discovery
+        cell that does not decode counts as absent (:data:`UNREADABLE_CELLS` counts it)."""
         known = {f.name for f in dataclasses.fields(cls)}
         values: dict[str, Any] = {}
         packed = cells.get(QUEUED_CELL)
         if packed is not None:
-            values.update(zip(QUEUED_FIELDS, json.loads(packed)))
+            values.update(_queued_values(packed) or {"url": ""})  # unreadable: no URL known
         values.update(
             (col[2:], json.loads(raw)) for col, raw in cells.items() if col.startswith("u:") and col[2:] in known
         )
         return cls(**values)
+
+
+# Discovery cells (``u:q``) read as absent because they did not decode, in this process.
+UNREADABLE_CELLS = collections.Counter[str]()
+
+
+def _queued_values(raw: bytes) -> dict[str, Any]:
+    """A ``u:q`` cell's fields, or none (counted) when it does not decode."""
+    try:
+        if binary.is_binary(raw):
+            return dict(zip(QUEUED_FIELDS, binary.decode_queued(raw)))
+        values = json.loads(raw)
+        if type(values) is list and len(values) == len(QUEUED_FIELDS):
+            return dict(zip(QUEUED_FIELDS, values))
+    except (ValueError, RecursionError):  # CellError, JSONDecodeError, UnicodeDecodeError
+        pass
+    UNREADABLE_CELLS[QUEUED_CELL] += 1
+    return {}
 
 
 # The robots.txt fields of a HostRecord kept per scheme, and their values before any answer.

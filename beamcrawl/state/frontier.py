@@ -28,6 +28,10 @@ def _json(value: object) -> bytes:
     return json.dumps(value).encode()
 
 
+def _by_fp(entry: FrontierEntry) -> int:
+    return entry.fp
+
+
 def queue_new_urls(store: Store, new: Sequence[Candidate], now_ms: int, reason: str = "") -> list[FrontierEntry]:
     """Queues never-seen URLs, then marks them seen (in that order: crash-safe).
 
@@ -57,21 +61,24 @@ def queue_new_urls(store: Store, new: Sequence[Candidate], now_ms: int, reason: 
         for c in new
     ]
     discovered = UrlState.discovered_cells
-    for i in range(0, len(entries), WRITE_BATCH):
-        batch = entries[i : i + WRITE_BATCH]
-        store.mutate("frontier", [Mutation.set(e.key, e.to_cells()) for e in batch])
+    # Written in key order (DRUM's sorted run): the frontier keys of one call share their
+    # due time, so both tables' keys follow the fingerprint. Each batch is one store call
+    # per table (one transaction on the embedded store, one MutateRows on Bigtable).
+    ordered = sorted(entries, key=_by_fp)
+    for i in range(0, len(ordered), WRITE_BATCH):
+        batch = ordered[i : i + WRITE_BATCH]
+        store.mutate("frontier", [Mutation(e.key, e.to_cells()) for e in batch])
         crash_point("url_seen.after_frontier_write")
         # One small cell per URL (UrlState.discovered_cells), not one per UrlState field.
         store.mutate(
             "urls",
             [
-                Mutation.set(
+                Mutation(
                     fp_key(e.fp),
                     # The operator's reason for submitted work rides along in its own cell.
-                    {
-                        **discovered(e.url, now_ms, e.source, e.depth),
-                        **({REASON_CELL: _json(e.reason)} if e.reason else {}),
-                    },
+                    {**discovered(e.url, now_ms, e.source, e.depth), REASON_CELL: _json(e.reason)}
+                    if e.reason
+                    else discovered(e.url, now_ms, e.source, e.depth),
                 )
                 for e in batch
             ],
@@ -90,8 +97,7 @@ def scheduled_key(fp: int, revisit: dict | None, after_ms: int) -> bytes | None:
 
 
 def read_requeue_line(line: str) -> tuple[bytes, dict[str, bytes]]:
-    """Inverse of :func:`requeue_line`: the row's key and cells (checked to load)."""
+    """Inverse of :func:`requeue_line`: the row's key and cells (the line's JSON loaded, and
+    written as every frontier row is, ``FrontierEntry.to_cells``)."""
     key_hex, _, row = line.partition(" ")
-    cells = {"r:json": row.encode()}
-    FrontierEntry.from_cells(cells)
-    return bytes.fromhex(key_hex), cells
+    return bytes.fromhex(key_hex), FrontierEntry.from_cells({"r:json": row.encode()}).to_cells()

@@ -30,9 +30,9 @@ from typing import Iterable, Iterator, Mapping, TypeVar
 TABLES = ("urls", "frontier", "hosts", "policies", "meta", "domains", "content", "simhash")
 
 # Column families in use (the part of a cell name before the colon): ``r`` a record as
-# JSON (frontier, hosts, policies), ``u`` URL state in the seen set, ``m`` crawl-wide meta,
-# ``d`` a domain's budget state, ``c`` a content-seen row, ``s`` the originals in a
-# simhash table row.
+# JSON (hosts, policies) or in schemas/cells.py's binary format (frontier), ``u`` URL state
+# in the seen set, ``m`` crawl-wide meta, ``d`` a domain's budget state, ``c`` a
+# content-seen row, ``s`` the originals in a simhash table row.
 # Backends with declared families (Bigtable) create these up front; a new family used by
 # the crawler belongs here, so `beamcrawl store init` creates it.
 FAMILIES = ("r", "u", "m", "d", "c", "s")

@@ -48,11 +48,13 @@ Stored rows (docs/ARCHITECTURE.md §2):
 =========  ========================================  ==========================================
 table      key                                       cells
 =========  ========================================  ==========================================
-content    8-byte big-endian checksum                ``c:json``: url, kind, fetched_at, digest,
-                                                     distance, round
-simhash    table byte + 5-byte left-aligned prefix   ``s:<fp hex><url fp hex>``: JSON url, round
-                                                     in the first table; the round alone in
-                                                     the other 19 (older rows: url in all)
+content    8-byte big-endian checksum                ``c:json`` (binary, ``schemas/cells.py``;
+                                                     JSON in older rows): url, kind,
+                                                     fetched_at, digest, distance, round
+simhash    table byte + 5-byte left-aligned prefix   ``s:<fp hex><url fp hex>``: url and round
+                                                     in the first table; one format byte in
+                                                     the other 19 (older rows: JSON, the
+                                                     round alone, or url in all)
 =========  ========================================  ==========================================
 
 At scale. Pages themselves are never shuffled: the joins carry small probes (URL, checksum,
@@ -78,7 +80,9 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import operator
 import pickle
+import struct
 from dataclasses import dataclass, field
 from itertools import chain
 from operator import itemgetter
@@ -103,6 +107,7 @@ from beamcrawl.core.content import textfp
 from beamcrawl.core.content.htmlparse import checksum as payload_checksum
 from beamcrawl.core.runtime.batch_files import BatchRef, BatchWriter, read_batch
 from beamcrawl.core.urls.urlnorm import fingerprint
+from beamcrawl.schemas import cells as cellfmt
 from beamcrawl.schemas.records import Packed, ParsedPage, fp_key, key_fp, shuffled
 import beamcrawl.schemas.coders  # noqa: F401  (registers the record coders the output types name)
 from beamcrawl.stores.base import Mutation, Store, open_store
@@ -133,6 +138,8 @@ __all__ = [
     "names_from_rows",
     "order_key",
     "probe_page",
+    "read_content_rows",
+    "sorted_run",
     "resolve_round",
     "settle",
     "simhash_cells",
@@ -156,6 +163,8 @@ NAME_CACHE = 100_000
 PAGE_BATCHES = "pagebatch"
 BATCH_PAGES = 1_000
 BATCH_BYTES = 4 * 1024 * 1024
+# Stored content and simhash cells that did not decode (read as absent).
+_UNREADABLE = Metrics.counter("content_seen", "unreadable_cells")
 
 
 # --- records -----------------------------------------------------------------------------
@@ -201,13 +210,41 @@ class ContentRecord:
     round: int | None = None
 
     def to_cells(self) -> dict[str, bytes]:
-        return {CONTENT_CELL: json.dumps(dataclasses.asdict(self), separators=(",", ":")).encode()}
+        """The row's one cell (``c:json``, by its old name), binary (``schemas/cells.py``);
+        JSON for a record whose values the binary layout cannot hold exactly."""
+        raw = cellfmt.encode_content(self.url, self.kind, self.fetched_at, self.digest, self.distance, self.round)
+        if raw is None:
+            raw = json.dumps(dataclasses.asdict(self), separators=(",", ":")).encode()
+        return {CONTENT_CELL: raw}
 
     @classmethod
-    def from_cells(cls, cells: Mapping[str, bytes]) -> "ContentRecord":
-        values = json.loads(cells[CONTENT_CELL])
+    def from_cells(cls, row: Mapping[str, bytes]) -> "ContentRecord":
+        """Reads a row written in either format.
+
+        Raises:
+            ValueError: No content cell, or one that does not decode.
+        """
+        raw = row.get(CONTENT_CELL)
+        if raw is None:
+            raise ValueError("row has no content cell")
+        if cellfmt.is_binary(raw):
+            return cls(*cellfmt.decode_content(raw))
+        values = json.loads(raw)
+        if type(values) is not dict or not isinstance(values.get("url"), str):
+            raise ValueError("content cell is not a record")
         names = {f.name for f in dataclasses.fields(cls)}
         return cls(**{k: v for k, v in values.items() if k in names})
+
+
+def read_content_rows(rows: Iterable[tuple[bytes, Mapping[str, bytes]]]) -> Iterator[tuple[int, ContentRecord]]:
+    """``(checksum, record)`` of stored content rows, in their order; a row that does not
+    decode (truncated, garbage) is left out as if absent, and counted
+    (``content_seen/unreadable_cells``): its checksum is then new content, recorded again."""
+    for key, row in rows:
+        try:
+            yield key_fp(key), ContentRecord.from_cells(row)
+        except (ValueError, TypeError, KeyError, struct.error, RecursionError):
+            _UNREADABLE.inc()
 
 
 @shuffled
@@ -418,18 +455,44 @@ def key_items(
     return keyed, (max(permuted) - min(permuted) + 1) / float(1 << 64)
 
 
-def _parse_simhash_cells(cells: Mapping[str, bytes], round_no: int | None) -> list[tuple[int, int, str | None]]:
+def _parse_simhash_cells(row: Mapping[str, bytes], round_no: int | None) -> list[tuple[int, int, str | None]]:
     """``(fingerprint, url fingerprint, url)`` of the originals stored in one row that count
     this round (the qualifier holds both fingerprints). The URL is None in a compact cell
-    (the round alone: see :func:`simhash_cells`)."""
+    (the round alone: see :func:`simhash_cells`). A cell that does not decode, or whose
+    qualifier is not two fingerprints, is skipped and counted (``unreadable_cells``)."""
     out = []
-    for column, raw in cells.items():
+    for column, raw in row.items():
         qualifier = column.partition(":")[2]
-        value = json.loads(raw)
-        url, written = (value.get("url"), value.get("round")) if isinstance(value, dict) else (None, value)
+        try:
+            url, written = _simhash_value(raw)
+            if len(qualifier) != 32:
+                raise ValueError("not two fingerprints")
+            fp, url_fp = int(qualifier[:16], 16), int(qualifier[16:], 16)
+        except (ValueError, TypeError, RecursionError):
+            _UNREADABLE.inc()
+            continue
         if _usable(written, round_no):
-            out.append((int(qualifier[:16], 16), int(qualifier[16:32], 16), url))
+            out.append((fp, url_fp, url))
     return out
+
+
+def _simhash_value(raw: bytes) -> tuple[str | None, int | None]:
+    """``(url, round)`` of a simhash cell in either format (binary, or JSON: an object with
+    url and round, or the round alone).
+
+    Raises:
+        ValueError: It does not decode.
+    """
+    if cellfmt.is_binary(raw):
+        return cellfmt.decode_simhash(raw)
+    value = json.loads(raw)
+    if isinstance(value, dict):
+        url, written = value.get("url"), value.get("round")
+    else:
+        url, written = None, value
+    if not (url is None or isinstance(url, str)) or not (written is None or type(written) is int):
+        raise ValueError("simhash cell holds neither a name nor a round")
+    return url, written
 
 
 def merge_prefix_rows(
@@ -711,17 +774,32 @@ def resolve_round(
 def simhash_cells(probe: Probe, round_no: int | None, layout: textfp.TableLayout = textfp.LAYOUT) -> list[Mutation]:
     """The mutations that record an original's simhash in every permuted table.
 
-    The first table's cell names the original (JSON ``url`` and ``round``); the other
-    tables' cells hold the round alone (a JSON number or null), and a match found there is
-    named from the first table's row (:func:`_name_key`). Rows written when every cell
-    named its URL read the same.
+    The first table's cell names the original and the round that wrote it (binary,
+    ``schemas/cells.py``: 12 bytes and the URL); the other 19 tables' cells hold nothing but
+    their format byte (the fingerprints are in the qualifier). A match found there is named
+    from the first table's cell (:func:`names_from_rows`), and counts only if that cell's
+    round does: the same originals are found as when each cell carried its round. Rows
+    written as JSON (``{"url", "round"}`` in the first table, the round alone or the URL in
+    the others) read as they did.
     """
     assert probe.simhash is not None
     column = f"{SIMHASH_FAMILY}:{probe.simhash:016x}{probe.url_fp:016x}"
-    named = {column: json.dumps({"url": probe.url, "round": round_no}, separators=(",", ":")).encode()}
-    compact = {column: json.dumps(round_no).encode()}  # one dict for 19 rows: the store only reads it
+    name = cellfmt.encode_simhash_named(probe.url, round_no)
+    if name is None:
+        name = json.dumps({"url": probe.url, "round": round_no}, separators=(",", ":")).encode()
+    named = {column: name}
+    compact = {column: cellfmt.SIMHASH_SEEN_CELL}  # one dict for 19 rows: the store only reads it
     keys = layout.keys_of(probe.simhash)
-    return [Mutation(key=keys[0], cells=named), *(Mutation(key=key, cells=compact) for key in keys[1:])]
+    return [Mutation(keys[0], named), *[Mutation(key, compact) for key in keys[1:]]]
+
+
+def sorted_run(mutations: list[Mutation]) -> list[Mutation]:
+    """The mutations in key order (stable: one key's keep theirs), as one run to write."""
+    mutations.sort(key=_mutation_key)
+    return mutations
+
+
+_mutation_key = operator.attrgetter("key")
 
 
 def _name_key(fp: int, layout: textfp.TableLayout = textfp.LAYOUT) -> bytes:
@@ -733,16 +811,24 @@ def names_from_rows(
     wanted: Iterable[tuple[int, int]],
     rows: Mapping[bytes, Mapping[str, bytes]],
     layout: textfp.TableLayout = textfp.LAYOUT,
+    round_no: int | None = None,
 ) -> dict[tuple[int, int], str]:
     """The URLs of stored originals ``(fingerprint, url fingerprint)``, from their first
     tables' rows (read by key set: ``rows`` maps each :func:`_name_key` to its cells). An
-    original whose naming row is missing (a crash cut its writes short) has no name."""
+    original whose naming row is missing (a crash cut its writes short), or was written by
+    round ``round_no`` or a later one, has no name."""
     out = {}
     for fp, url_fp in wanted:
         raw = rows.get(_name_key(fp, layout), {}).get(f"{SIMHASH_FAMILY}:{fp:016x}{url_fp:016x}")
-        value = json.loads(raw) if raw is not None else None
-        if isinstance(value, dict) and isinstance(value.get("url"), str):
-            out[(fp, url_fp)] = value["url"]
+        if raw is None:
+            continue
+        try:
+            url, written = _simhash_value(raw)
+        except (ValueError, TypeError, RecursionError):
+            _UNREADABLE.inc()
+            continue
+        if url is not None and _usable(written, round_no):
+            out[(fp, url_fp)] = url
     return out
 
 
@@ -866,8 +952,7 @@ class _MergeChecksumsFn(_StoreJoinFn):
         span = (ordered[-1][0] - ordered[0][0] + 1) / float(1 << 64)
         # Only the rows of the bucket's own checksums are decoded (a scan reads its span's all).
         wanted = set(keys)
-        rows = self._read(keys, span)
-        stored = ((key_fp(key), ContentRecord.from_cells(cells)) for key, cells in rows if key in wanted)
+        stored = read_content_rows((key, cells) for key, cells in self._read(keys, span) if key in wanted)
         copies, new = decide_checksums(ordered, stored, self.round_no)
         self.exact.inc(len(copies))
         self.new_content.inc(len(new))
@@ -962,7 +1047,8 @@ class _MergePrefixesFn(_StoreJoinFn):
             keys = sorted({_name_key(fp, self.layout) for fp, _ in wanted})
             if len(self.cache) > NAME_CACHE:
                 self.cache.clear()
-            self.cache.update(names_from_rows(wanted, self.store.read_keys(self.TABLE, keys), self.layout))
+            rows = self.store.read_keys(self.TABLE, keys)
+            self.cache.update(names_from_rows(wanted, rows, self.layout, self.round_no))
         return {o: self.cache[o] for o in originals if o in self.cache}
 
     def finish_bundle(self) -> Iterator[WindowedValue]:
@@ -1036,8 +1122,10 @@ class _SettleFn(beam.DoFn):
 
     def _flush(self) -> None:
         if self.store is not None:
-            self.store.mutate(SIMHASH_TABLE, self.hashes)
-            self.store.mutate(CONTENT_TABLE, self.content)
+            # Each table's rows as one sorted run (one transaction on the embedded store,
+            # MutateRows requests of neighbouring keys on Bigtable).
+            self.store.mutate(SIMHASH_TABLE, sorted_run(self.hashes))
+            self.store.mutate(CONTENT_TABLE, sorted_run(self.content))
             self.rows.inc(len(self.content) + len(self.hashes))
         self.content, self.hashes = [], []
 

@@ -99,7 +99,7 @@ def requeue_line(page: ParsedPage) -> str | None:
     entry = next_entry(page)
     if entry is None:
         return None
-    return entry.key.hex() + " " + entry.to_cells()["r:json"].decode()
+    return entry.key.hex() + " " + entry.to_json()
 
 
 class _WriteRowsFn(beam.DoFn):

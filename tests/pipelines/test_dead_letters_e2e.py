@@ -26,6 +26,7 @@ import pyarrow.parquet as pq
 import pytest
 from warcio.archiveiterator import ArchiveIterator
 
+from beamcrawl.schemas.records import FrontierEntry
 from beamcrawl.pipelines.seeding import submit_urls
 from beamcrawl.simweb.testing import running_simweb
 from beamcrawl.stores.base import open_store
@@ -134,7 +135,7 @@ def _errors(run, n: int) -> list[dict]:
 
 def _seed_rows(rows: dict, hostport: str) -> dict:
     root = f"http://{hostport}/"
-    return {k: v for k, v in rows.items() if json.loads(v["r:json"]).get("url") == root}
+    return {k: v for k, v in rows.items() if FrontierEntry.from_cells(v).url == root}
 
 
 def test_rounds_with_failing_elements_complete(run):

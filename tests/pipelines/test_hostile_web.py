@@ -35,6 +35,7 @@ import pyarrow.parquet as pq
 import pytest
 from warcio.archiveiterator import ArchiveIterator
 
+from beamcrawl.schemas.records import FrontierEntry
 from beamcrawl.pipelines.seeding import submit_urls
 from beamcrawl.stores.base import open_store
 from loopback import read_head  # tests/loopback.py
@@ -352,7 +353,7 @@ def hostile_round(tmp_path_factory) -> Iterator[dict]:
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
         requests = list(web.requests)
     with open_store(f"sqlite:///{out}/store.sqlite") as store:
-        frontier = {json.loads(cells["r:json"])["url"] for _, cells in store.read_range("frontier")}
+        frontier = {FrontierEntry.from_cells(cells).url for _, cells in store.read_range("frontier")}
     yield {
         "proc": proc,
         "out": out,

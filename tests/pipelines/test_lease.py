@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 from aiohttp import web
 
+from beamcrawl.schemas.records import FrontierEntry
 from beamcrawl.core.runtime.config import CrawlConfig
 from beamcrawl.pipelines.lease import LeaseHeld, LeaseLost, RoundLease
 from beamcrawl.pipelines.crawl import crawl
@@ -111,7 +112,7 @@ def test_a_round_whose_lease_is_stolen_mid_round_does_not_commit(store_uri: str,
         assert _holder(store) == "thief-host:4242:stolen"  # and the thief's lease stands
         frontier = list(store.read_range("frontier"))
     # The seed's row is still queued: nothing was finished (new URLs are queued as found).
-    assert f"http://a.test:{server.port}/" in {json.loads(cells["r:json"])["url"] for _, cells in frontier}
+    assert f"http://a.test:{server.port}/" in {FrontierEntry.from_cells(cells).url for _, cells in frontier}
     assert glob.glob(str(out / "pages" / "round=*" / "*.parquet")) == []
     assert glob.glob(str(out / "warc" / "round=*" / "*.warc.gz")) == []
     assert not (out / "reports" / "round-000001.json").exists()

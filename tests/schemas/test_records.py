@@ -75,7 +75,7 @@ def test_a_frontier_row_comes_back_equal(entry: FrontierEntry) -> None:
 def test_a_row_written_by_a_newer_version_still_loads() -> None:
     """A field added since is dropped, not an error: old workers read new rows mid-upgrade."""
     entry = FrontierEntry(url="http://a.example/", fp=5, host="a.example", due_ms=10)
-    row = json.loads(entry.to_cells()[JSON_CELL])
+    row = json.loads(entry.to_json())
     newer = {JSON_CELL: json.dumps({**row, "added_later": [1, 2]}).encode()}
     assert FrontierEntry.from_cells(newer) == entry
     record = HostRecord("a.example", delay=2.5)

@@ -1,0 +1,349 @@
+"""Compact binary cells for the rows a round writes most (docs/ARCHITECTURE.md §2).
+
+A new URL costs a frontier row and a seen-set row, a new original a content row and 20
+simhash-table rows. Their cells were JSON objects (field names and all, ~200-300 bytes, and
+``json.loads`` to read); here each is a struct of its fixed fields and length-prefixed UTF-8
+strings. The first byte names the format and its version: a byte below 0x20 that is not
+JSON whitespace, which JSON text can never start with, so every decoder tells a binary cell
+from a JSON one by that byte and reads both: a store written before keeps reading, with no
+migration.
+
+=====  ============================  ====================================================
+byte   cell                          layout after the byte (little-endian)
+=====  ============================  ====================================================
+0x01   frontier ``r:json``           flags B, fp Q, due_ms q, priority d, depth i,
+                                     inlinks q, deferrals i, hops i, lastmod d, lengths
+                                     6×H (url, host, source, kind, reason, robots_origin)
+                                     and 2×I (also_keys, revisit: compact JSON), the bytes
+0x02   seen set ``u:q``              flags B, first_seen_ms q, depth q, lengths 2×H, url,
+                                     source
+0x03   content ``c:json``            flags B, fetched_at d, distance q, round q, lengths
+                                     3×H, url, kind, digest
+0x04   simhash, first table          flags B, round q, url length H, url
+0x05   simhash, other 19 tables      nothing: the first table's cell names the original
+                                     and its round (transforms/content_seen.py)
+=====  ============================  ====================================================
+
+Flags say which optional fields are present (an absent one reads as None). A value that the
+struct cannot hold exactly (an int past its width, a float where an int was, a string
+longer than 65,535 bytes) makes the encoder write the JSON cell instead, so every value
+round-trips as it did. Strings are UTF-8 with lone surrogates passed through, as JSON's
+``\\ud800`` escapes kept them.
+
+Decoders are total over bytes: a truncated or garbage cell raises :class:`CellError` (a
+``ValueError``), which each caller counts and treats as no cell; nothing else escapes.
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+from typing import Any
+
+__all__ = [
+    "CONTENT",
+    "FRONTIER",
+    "QUEUED",
+    "SIMHASH_NAMED",
+    "SIMHASH_SEEN",
+    "SIMHASH_SEEN_CELL",
+    "CellError",
+    "decode_content",
+    "decode_frontier",
+    "decode_queued",
+    "decode_simhash",
+    "encode_content",
+    "encode_frontier",
+    "encode_queued",
+    "encode_simhash_named",
+    "is_binary",
+]
+
+FRONTIER = 0x01
+QUEUED = 0x02
+CONTENT = 0x03
+SIMHASH_NAMED = 0x04
+SIMHASH_SEEN = 0x05
+# The cell of the other 19 simhash tables: the fingerprint is in its qualifier, the original's
+# name and round in the first table's cell, so it holds nothing else.
+SIMHASH_SEEN_CELL = bytes((SIMHASH_SEEN,))
+
+_ENC = "surrogatepass"
+_COMPACT = json.JSONEncoder(separators=(",", ":"))
+
+_FRONTIER = struct.Struct("<BBQqdiqiidHHHHHHII")
+_QUEUED = struct.Struct("<BBqqHH")
+_CONTENT = struct.Struct("<BBdqqHHH")
+_SIMHASH = struct.Struct("<BBqH")
+
+# Frontier flags.
+_LASTMOD, _ORIGIN, _REVISIT, _ALSO = 1, 2, 4, 8
+# Seen-set and content flags.
+_SOURCE, _DEPTH = 1, 2
+_FETCHED, _DIGEST, _ROUND = 1, 2, 4
+
+
+class CellError(ValueError):
+    """A cell that does not decode: truncated, garbage, or of another format."""
+
+
+def is_binary(raw: bytes) -> bool:
+    """Whether ``raw`` is a binary cell of this module (else it is JSON, or garbage)."""
+    return bool(raw) and raw[0] < 0x20 and raw[0] not in (0x09, 0x0A, 0x0D)
+
+
+def _utf8(text: str) -> bytes:
+    return text.encode("utf-8", _ENC)
+
+
+def _text(raw: bytes) -> str:
+    return raw.decode("utf-8", _ENC)
+
+
+# --- frontier entries ----------------------------------------------------------------------
+
+
+def encode_frontier(v: dict[str, Any]) -> bytes | None:
+    """A frontier entry's fields (``FrontierEntry.__dict__``) as a binary cell, or None
+    when a value does not fit the layout exactly (the caller writes JSON)."""
+    try:
+        lastmod, origin, revisit, also = v["lastmod"], v["robots_origin"], v["revisit"], v["also_keys"]
+        if (
+            type(v["priority"]) is not float
+            or type(v["fp"]) is not int
+            or type(v["due_ms"]) is not int
+            or type(v["depth"]) is not int
+            or type(v["inlinks"]) is not int
+            or type(v["deferrals"]) is not int
+            or type(v["hops"]) is not int
+            or not (lastmod is None or type(lastmod) is float)
+            or not (origin is None or isinstance(origin, str))
+            or not (revisit is None or type(revisit) is dict)
+            or type(also) is not list
+        ):
+            return None
+        url, host, source, kind, reason = (
+            _utf8(v["url"]),
+            _utf8(v["host"]),
+            _utf8(v["source"]),
+            _utf8(v["kind"]),
+            _utf8(v["reason"]),
+        )
+        origin_b = b"" if origin is None else _utf8(origin)
+        also_b = _COMPACT.encode(also).encode() if also else b""
+        revisit_b = _COMPACT.encode(revisit).encode() if revisit is not None else b""
+        flags = (
+            (_LASTMOD if lastmod is not None else 0)
+            | (_ORIGIN if origin is not None else 0)
+            | (_REVISIT if revisit is not None else 0)
+            | (_ALSO if also else 0)
+        )
+        head = _FRONTIER.pack(
+            FRONTIER,
+            flags,
+            v["fp"],
+            v["due_ms"],
+            v["priority"],
+            v["depth"],
+            v["inlinks"],
+            v["deferrals"],
+            v["hops"],
+            0.0 if lastmod is None else lastmod,
+            len(url),
+            len(host),
+            len(source),
+            len(kind),
+            len(reason),
+            len(origin_b),
+            len(also_b),
+            len(revisit_b),
+        )
+    except (struct.error, TypeError, ValueError, AttributeError, UnicodeError, KeyError, OverflowError):
+        return None
+    return b"".join((head, url, host, source, kind, reason, origin_b, also_b, revisit_b))
+
+
+def decode_frontier(raw: bytes) -> tuple[Any, ...]:
+    """A binary frontier cell's values in ``FrontierEntry.__init__`` order.
+
+    Raises:
+        CellError: Not a whole frontier cell of this format.
+    """
+    try:
+        (
+            version,
+            flags,
+            fp,
+            due_ms,
+            priority,
+            depth,
+            inlinks,
+            deferrals,
+            hops,
+            lastmod,
+            *lengths,
+        ) = _FRONTIER.unpack_from(raw)
+        if version != FRONTIER or _FRONTIER.size + sum(lengths) != len(raw):
+            raise CellError("not a frontier cell")
+        parts = []
+        at = _FRONTIER.size
+        for n in lengths:
+            parts.append(raw[at : at + n])
+            at += n
+        url, host, source, kind, reason, origin, also, revisit = parts
+        also_keys = json.loads(also) if flags & _ALSO else []
+        revisit_v = json.loads(revisit) if flags & _REVISIT else None
+        if type(also_keys) is not list or not (revisit_v is None or type(revisit_v) is dict):
+            raise CellError("frontier cell with a malformed list or revisit state")
+        return (
+            _text(url),
+            fp,
+            _text(host),
+            due_ms,
+            priority,
+            depth,
+            _text(source),
+            inlinks,
+            also_keys,
+            deferrals,
+            _text(kind),
+            hops,
+            _text(reason),
+            lastmod if flags & _LASTMOD else None,
+            _text(origin) if flags & _ORIGIN else None,
+            revisit_v,
+        )
+    except CellError:
+        raise
+    except (struct.error, ValueError, TypeError, RecursionError) as exc:  # UnicodeError, JSONDecodeError too
+        raise CellError(f"frontier cell does not decode: {exc}") from None
+
+
+# --- the seen set's discovery cell ---------------------------------------------------------
+
+
+def encode_queued(url: str, first_seen_ms: int, source: str | None, depth: int | None) -> bytes | None:
+    """The ``u:q`` cell of a URL just queued, or None when a value does not fit."""
+    if type(first_seen_ms) is not int or not (depth is None or type(depth) is int):
+        return None
+    try:
+        url_b = _utf8(url)
+        source_b = b"" if source is None else _utf8(source)
+        flags = (_SOURCE if source is not None else 0) | (_DEPTH if depth is not None else 0)
+        head = _QUEUED.pack(QUEUED, flags, first_seen_ms, 0 if depth is None else depth, len(url_b), len(source_b))
+    except (struct.error, TypeError, AttributeError, UnicodeError, OverflowError):
+        return None
+    return head + url_b + source_b
+
+
+def decode_queued(raw: bytes) -> tuple[str, int, str | None, int | None]:
+    """``(url, first_seen_ms, source, depth)`` of a binary ``u:q`` cell.
+
+    Raises:
+        CellError: Not a whole cell of this format.
+    """
+    try:
+        version, flags, first_seen_ms, depth, n, ns = _QUEUED.unpack_from(raw)
+        at = _QUEUED.size
+        if version != QUEUED or at + n + ns != len(raw):
+            raise CellError("not a seen-set discovery cell")
+        url = _text(raw[at : at + n])
+        source = _text(raw[at + n :]) if flags & _SOURCE else None
+        return url, first_seen_ms, source, depth if flags & _DEPTH else None
+    except CellError:
+        raise
+    except (struct.error, ValueError) as exc:
+        raise CellError(f"seen-set cell does not decode: {exc}") from None
+
+
+# --- content-seen and simhash rows ---------------------------------------------------------
+
+
+def encode_content(
+    url: str, kind: str, fetched_at: float | None, digest: str | None, distance: int, round_no: int | None
+) -> bytes | None:
+    """A ``c:json`` cell (a ``ContentRecord``'s fields), or None when a value does not fit."""
+    if (
+        not (fetched_at is None or type(fetched_at) is float)
+        or type(distance) is not int
+        or not (round_no is None or type(round_no) is int)
+    ):
+        return None
+    try:
+        url_b, kind_b = _utf8(url), _utf8(kind)
+        digest_b = b"" if digest is None else _utf8(digest)
+        flags = (
+            (_FETCHED if fetched_at is not None else 0)
+            | (_DIGEST if digest is not None else 0)
+            | (_ROUND if round_no is not None else 0)
+        )
+        head = _CONTENT.pack(
+            CONTENT,
+            flags,
+            0.0 if fetched_at is None else fetched_at,
+            distance,
+            0 if round_no is None else round_no,
+            len(url_b),
+            len(kind_b),
+            len(digest_b),
+        )
+    except (struct.error, TypeError, AttributeError, UnicodeError, OverflowError):
+        return None
+    return b"".join((head, url_b, kind_b, digest_b))
+
+
+def decode_content(raw: bytes) -> tuple[str, str, float | None, str | None, int, int | None]:
+    """``(url, kind, fetched_at, digest, distance, round)`` of a binary content cell.
+
+    Raises:
+        CellError: Not a whole cell of this format.
+    """
+    try:
+        version, flags, fetched_at, distance, round_no, nu, nk, nd = _CONTENT.unpack_from(raw)
+        at = _CONTENT.size
+        end = at + nu + nk
+        if version != CONTENT or end + nd != len(raw):
+            raise CellError("not a content cell")
+        return (
+            _text(raw[at : at + nu]),
+            _text(raw[at + nu : end]),
+            fetched_at if flags & _FETCHED else None,
+            _text(raw[end:]) if flags & _DIGEST else None,
+            distance,
+            round_no if flags & _ROUND else None,
+        )
+    except CellError:
+        raise
+    except (struct.error, ValueError) as exc:
+        raise CellError(f"content cell does not decode: {exc}") from None
+
+
+def encode_simhash_named(url: str, round_no: int | None) -> bytes | None:
+    """The first simhash table's cell (it names the original), or None when it does not fit."""
+    if not (round_no is None or type(round_no) is int):
+        return None
+    try:
+        url_b = _utf8(url)
+        return _SIMHASH.pack(SIMHASH_NAMED, 0 if round_no is None else _ROUND, round_no or 0, len(url_b)) + url_b
+    except (struct.error, AttributeError, UnicodeError, OverflowError):
+        return None
+
+
+def decode_simhash(raw: bytes) -> tuple[str | None, int | None]:
+    """``(url, round)`` of a binary simhash cell; both None in the cells of the other 19
+    tables (the first table's names the original and its round).
+
+    Raises:
+        CellError: Not a whole cell of this format.
+    """
+    try:
+        if raw == SIMHASH_SEEN_CELL:
+            return None, None
+        version, flags, round_no, n = _SIMHASH.unpack_from(raw)
+        if version != SIMHASH_NAMED or _SIMHASH.size + n != len(raw):
+            raise CellError("not a simhash cell")
+        return _text(raw[_SIMHASH.size :]), round_no if flags & _ROUND else None
+    except CellError:
+        raise
+    except (struct.error, ValueError, IndexError) as exc:
+        raise CellError(f"simhash cell does not decode: {exc}") from None

@@ -1,0 +1,220 @@
+"""What the state rows of a round cost: per new URL and per new original, on both stores.
+
+For simweb pages built straight from its model (no server), the URLs they discover and the
+pages taken as new originals are written as a round writes them, and the cost is printed per
+row and per URL (or original), CPU µs of this process (the emulator's own CPU is not
+counted; its wall time is printed beside it):
+
+- **new URLs**: ``state/frontier.py:queue_new_urls``, a frontier row and a seen-set row per
+  URL, into an empty store, then again into the same store (a second batch of as many URLs:
+  the B-tree is no longer empty); the cells' encoding alone (``FrontierEntry.to_cells`` and
+  ``UrlState.discovered_cells``) and their decoding (``from_cells`` of the rows read back);
+- **new originals**: ``content_seen.settle`` for each page taken as a new original, and its
+  rows (one content row, 20 simhash-table rows) written as ``_SettleFn`` writes them; the
+  cells' encoding alone, and the decoding of the rows read back (``ContentRecord.from_cells``
+  and ``_parse_simhash_cells``).
+
+    .venv/bin/python bench/state_rows.py [--pages 2000] [--hosts 300] [--stores embedded,emulator] [--repeat 3]
+
+Each figure is the best of ``--repeat`` runs, each on a fresh store.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from beamcrawl.core.runtime import gctune
+from beamcrawl.schemas.records import Candidate, FrontierEntry, UrlState
+from beamcrawl.state.frontier import queue_new_urls
+from beamcrawl.stores.base import Store, open_store
+from beamcrawl.transforms import content_seen as cs
+from beamcrawl.transforms.parse import parse_fetch
+from beamcrawl.transforms.url_seen import page_candidates
+
+sys.path.insert(0, __file__.rsplit("/", 1)[0])
+from stage_costs import sample_results  # noqa: E402
+
+__all__ = ["main"]
+
+
+def _cpu(fn: Callable[[], Any]) -> tuple[float, float]:
+    """(CPU s, wall s) of one call."""
+    c0, w0 = time.process_time(), time.perf_counter()
+    fn()
+    return time.process_time() - c0, time.perf_counter() - w0
+
+
+def _best(repeat: int, fn: Callable[[], tuple[float, float]]) -> tuple[float, float]:
+    runs = [fn() for _ in range(repeat)]
+    return min(r[0] for r in runs), min(r[1] for r in runs)
+
+
+@contextmanager
+def _stores(kind: str) -> Iterator[Callable[[], Any]]:
+    """Yields a factory of fresh stores of ``kind`` (each a context manager of a Store)."""
+    if kind == "embedded":
+
+        @contextmanager
+        def fresh() -> Iterator[Store]:
+            with tempfile.TemporaryDirectory() as tmp:
+                store = open_store(f"sqlite:///{tmp}/store.sqlite")
+                try:
+                    yield store
+                finally:
+                    store.close()
+
+        yield fresh
+        return
+    from beamcrawl.stores.emulator import running_emulator, scratch_store
+
+    with running_emulator():
+
+        @contextmanager
+        def fresh_bt() -> Iterator[Store]:
+            with scratch_store() as uri:
+                store = open_store(uri)
+                try:
+                    yield store
+                finally:
+                    store.close()
+
+        yield fresh_bt
+
+
+def _line(label: str, seconds: float, units: int, unit: str, wall: float | None = None, rows: int = 0) -> None:
+    per = 1e6 * seconds / max(1, units)
+    extra = f"  {1e6 * seconds / rows:7.2f} µs/row" if rows else ""
+    walls = f"  wall {1e6 * wall / max(1, units):8.2f} µs/{unit}" if wall is not None else ""
+    print(f"  {label:<58} {per:8.2f} µs/{unit}{extra}{walls}")
+
+
+def _new_urls(fresh: Callable[[], Any], cands: list[Candidate], repeat: int) -> None:
+    half = len(cands) // 2
+    first, second = cands[:half], cands[half:]
+    now = 1_800_000_000_000
+
+    def empty() -> tuple[float, float]:
+        with fresh() as store:
+            return _cpu(lambda: queue_new_urls(store, first, now))
+
+    def grown() -> tuple[float, float]:
+        with fresh() as store:
+            queue_new_urls(store, first, now)
+            return _cpu(lambda: queue_new_urls(store, second, now))
+
+    t, w = _best(repeat, empty)
+    _line(f"queue_new_urls, {len(first):,} URLs into an empty store", t, len(first), "URL", w, 2 * len(first))
+    t, w = _best(repeat, grown)
+    _line(f"queue_new_urls, {len(second):,} more URLs", t, len(second), "URL", w, 2 * len(second))
+
+    entries = queue_new_urls(_NullStore(), cands, now)
+    t, _ = _best(
+        repeat,
+        lambda: _cpu(
+            lambda: [(e.to_cells(), UrlState.discovered_cells(e.url, now, e.source, e.depth)) for e in entries]
+        ),
+    )
+    _line("  of which encoding the two cells", t, len(entries), "URL")
+    with fresh() as store:
+        queue_new_urls(store, cands, now)
+        frontier = list(store.read_range("frontier"))
+        urls = list(store.read_range("urls"))
+    t, _ = _best(repeat, lambda: _cpu(lambda: [FrontierEntry.from_cells(c) for _, c in frontier]))
+    _line("FrontierEntry.from_cells (select's decode)", t, len(frontier), "row")
+    t, _ = _best(repeat, lambda: _cpu(lambda: [UrlState.from_cells(c) for _, c in urls]))
+    _line("UrlState.from_cells of a discovered row", t, len(urls), "row")
+
+
+class _NullStore(Store):
+    """A store that drops what is written (to time the encoding alone)."""
+
+    uri = "null://"
+
+    def read_range(self, table: str, start: bytes | None = None, end: bytes | None = None, **kw: Any) -> Iterator[Any]:
+        return iter(())
+
+    def read_keys(self, table: str, keys: Any, *, keys_only: bool = False) -> dict[bytes, dict[str, bytes]]:
+        return {}
+
+    def mutate(self, table: str, mutations: Any) -> None:
+        for _ in mutations:
+            pass
+
+    def check_and_set(self, table: str, key: bytes, column: str, expected: Any, new: Any) -> bool:
+        return True
+
+
+def _write_originals(store: Store, probes: list[cs.Probe]) -> int:
+    """Settles each probe as a new original and writes its rows as _SettleFn does."""
+    settle = cs._SettleFn(store.uri, 1, cs.textfp.LAYOUT, True)
+    settle.store = store
+    settle.start_bundle()
+    for probe in probes:
+        for _ in settle.process(cs.NewContent(probe.checksum, probe), {}):
+            pass
+    settle._flush()
+    return len(probes)
+
+
+def _new_originals(fresh: Callable[[], Any], probes: list[cs.Probe], repeat: int) -> None:
+    hashed = sum(p.simhash is not None for p in probes)
+    rows = len(probes) + 20 * hashed
+
+    def write() -> tuple[float, float]:
+        with fresh() as store:
+            return _cpu(lambda: _write_originals(store, probes))
+
+    t, w = _best(repeat, write)
+    _line(f"settle + content and simhash rows, {len(probes):,} originals", t, len(probes), "original", w, rows)
+    t, _ = _best(repeat, lambda: _cpu(lambda: [cs.settle(cs.NewContent(p.checksum, p), None, 1) for p in probes]))
+    _line("  of which settle (the decision and its cells)", t, len(probes), "original")
+    with fresh() as store:
+        _write_originals(store, probes)
+        content = list(store.read_range(cs.CONTENT_TABLE))
+        simhash = list(store.read_range(cs.SIMHASH_TABLE))
+    t, _ = _best(repeat, lambda: _cpu(lambda: [cs.ContentRecord.from_cells(c) for _, c in content]))
+    _line("ContentRecord.from_cells (the checksum merge's decode)", t, len(content), "row")
+    cells = sum(len(c) for _, c in simhash)
+    t, _ = _best(repeat, lambda: _cpu(lambda: [cs._parse_simhash_cells(c, 2) for _, c in simhash]))
+    _line(f"_parse_simhash_cells ({cells / max(1, len(simhash)):.2f} cells a row)", t, cells, "cell")
+    size = sum(len(v) for _, c in content for v in c.values())
+    ssize = sum(len(v) for _, c in simhash for v in c.values())
+    print(
+        f"  stored value bytes: content {size / max(1, len(content)):.1f} B/row, simhash {ssize / max(1, cells):.1f} B/cell"
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--pages", type=int, default=2000)
+    parser.add_argument("--hosts", type=int, default=300)
+    parser.add_argument("--stores", default="embedded,emulator")
+    parser.add_argument("--repeat", type=int, default=3)
+    args = parser.parse_args(argv)
+    gctune.tune()
+
+    results = sample_results(args.hosts, args.pages)
+    pages = [parse_fetch(r, "beamcrawl") for r in results]
+    new: dict[int, Candidate] = {}
+    for page in pages:
+        for c in page_candidates(page):
+            new.setdefault(c.fp, c)
+    cands = sorted(new.values(), key=lambda c: c.fp)
+    probes = [p for p in (cs.probe_page(pg) for pg in pages) if p is not None]
+    print(f"{len(pages):,} pages, {len(cands):,} new URLs, {len(probes):,} originals")
+    for kind in args.stores.split(","):
+        print(f"{kind}:")
+        with _stores(kind) as fresh:
+            _new_urls(fresh, cands, args.repeat)
+            _new_originals(fresh, probes, args.repeat)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,212 @@
+"""The compact binary cells: every value round-trips, JSON cells written before still read,
+and no bytes at all (truncated, garbage, another format) make a decoder raise anything but
+CellError, nor a reader fail."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from beamcrawl.schemas import cells as cellfmt
+from beamcrawl.schemas.records import JSON_CELL, QUEUED_CELL, UNREADABLE_CELLS, FrontierEntry, UrlState, _encode
+from beamcrawl.transforms.content_seen import (
+    CONTENT_CELL,
+    ContentRecord,
+    Probe,
+    _parse_simhash_cells,
+    _simhash_value,
+    names_from_rows,
+    read_content_rows,
+    simhash_cells,
+)
+
+# Any str, lone surrogates included (JSON's \ud800 escapes kept them; so does the binary).
+text = st.text(max_size=40) | st.sampled_from(["", "\ud800", "naïve ☃ \U0001f600", "a\x00b"])
+i64 = st.integers(-(2**63), 2**63 - 1)
+u64 = st.integers(0, 2**64 - 1)
+# Ints and floats of any size or kind: those the layout cannot hold fall back to JSON.
+any_int = i64 | st.integers(-(2**70), 2**70)
+floats = st.floats(allow_nan=False) | st.just(float("inf"))
+revisits = st.none() | st.fixed_dictionaries({"visits": st.integers(0, 9), "etag": st.none() | text, "lam": floats})
+
+entries = st.builds(
+    FrontierEntry,
+    url=text,
+    fp=u64 | st.integers(-5, 2**65),
+    host=text,
+    due_ms=any_int,
+    priority=floats | st.integers(0, 3),
+    depth=any_int,
+    source=text,
+    inlinks=any_int,
+    also_keys=st.lists(text, max_size=3),
+    deferrals=any_int,
+    kind=text,
+    hops=any_int,
+    reason=text,
+    lastmod=st.none() | floats | st.integers(0, 10),
+    robots_origin=st.none() | text,
+    revisit=revisits,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(entries)
+def test_a_frontier_entry_comes_back_equal_with_its_types(entry: FrontierEntry) -> None:
+    cells = entry.to_cells()
+    back = FrontierEntry.from_cells(cells)
+    assert back == entry
+    assert [type(v) for v in back.__dict__.values()] == [type(v) for v in entry.__dict__.values()]
+
+
+def test_an_ordinary_frontier_entry_is_binary_and_smaller_than_its_json() -> None:
+    entry = FrontierEntry(
+        url="http://a.example/some/path?q=1", fp=2**63 + 5, host="a.example", due_ms=1_800_000_000_000
+    )
+    raw = entry.to_cells()[JSON_CELL]
+    assert raw[0] == cellfmt.FRONTIER and cellfmt.is_binary(raw)
+    assert len(raw) < len(_encode(entry)[JSON_CELL]) * 0.6
+    # An entry the layout cannot hold exactly (an int priority) is written as JSON, as before.
+    odd = dataclasses.replace(entry, priority=1)
+    assert odd.to_cells() == _encode(odd)
+
+
+@settings(max_examples=200, deadline=None)
+@given(entries)
+def test_a_frontier_row_written_as_json_before_reads_the_same(entry: FrontierEntry) -> None:
+    assert FrontierEntry.from_cells(_encode(entry)) == entry  # what to_cells wrote until now
+
+
+@settings(max_examples=200, deadline=None)
+@given(text, any_int, st.none() | text, st.none() | any_int)
+def test_a_discovery_cell_comes_back_equal_in_both_formats(url, first_seen, source, depth) -> None:
+    cells = UrlState.discovered_cells(url, first_seen, source, depth)
+    old = {QUEUED_CELL: json.dumps([url, first_seen, source, depth], separators=(",", ":")).encode()}
+    for written in (cells, old):
+        state = UrlState.from_cells(written)
+        assert (state.url, state.first_seen_ms, state.source, state.depth, state.state) == (
+            url,
+            first_seen,
+            source,
+            depth,
+            "queued",
+        )
+
+
+content_records = st.builds(
+    ContentRecord,
+    url=text,
+    kind=st.sampled_from(["exact", "near"]) | text,
+    fetched_at=st.none() | floats | st.integers(0, 9),
+    digest=st.none() | text,
+    distance=any_int,
+    round=st.none() | any_int,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(content_records)
+def test_a_content_record_comes_back_equal_in_both_formats(record: ContentRecord) -> None:
+    old = {CONTENT_CELL: json.dumps(dataclasses.asdict(record), separators=(",", ":")).encode()}
+    assert ContentRecord.from_cells(record.to_cells()) == record
+    assert ContentRecord.from_cells(old) == record
+
+
+@settings(max_examples=200, deadline=None)
+@given(text, u64, u64, st.none() | st.integers(0, 2**32 - 1) | st.integers(2**32, 2**40))
+def test_simhash_cells_come_back_equal_in_both_formats(url, fp, url_fp, round_no) -> None:
+    rows = simhash_cells(Probe(url, url_fp, 1, fp, 1.0, "d"), round_no)
+    column = f"s:{fp:016x}{url_fp:016x}"
+    assert [list(m.cells) for m in rows] == [[column]] * 20
+    assert _simhash_value(rows[0].cells[column]) == (url, round_no)
+    assert {m.cells[column] for m in rows[1:]} == {cellfmt.SIMHASH_SEEN_CELL}
+    assert _simhash_value(cellfmt.SIMHASH_SEEN_CELL) == (None, None)
+    # JSON cells as written before: the name and round, the round alone, the name in all.
+    for raw, want in (
+        (json.dumps({"url": url, "round": round_no}).encode(), (url, round_no)),
+        (json.dumps(round_no).encode(), (None, round_no)),
+    ):
+        assert _simhash_value(raw) == want
+    usable = round_no is None or round_no < 2**41
+    assert _parse_simhash_cells(rows[0].cells, 2**41) == ([(fp, url_fp, url)] if usable else [])
+    assert names_from_rows([(fp, url_fp)], {rows[0].key: rows[0].cells}) == {(fp, url_fp): url}
+    # The first table's round decides for all 20: a row of this round or a later one is no name.
+    named_in = names_from_rows([(fp, url_fp)], {rows[0].key: rows[0].cells}, round_no=2**41)
+    assert named_in == ({(fp, url_fp): url} if usable else {})
+    if round_no is not None:
+        assert names_from_rows([(fp, url_fp)], {rows[0].key: rows[0].cells}, round_no=round_no) == {}
+
+
+# --- hostile bytes --------------------------------------------------------------------------
+
+
+def _mutations(raw: bytes) -> list[bytes]:
+    """``raw`` cut short at every length, and with a byte flipped at a few places."""
+    out = [raw[:n] for n in range(len(raw))]
+    for at in range(0, len(raw), max(1, len(raw) // 7)):
+        out.append(raw[:at] + bytes((raw[at] ^ 0xFF,)) + raw[at + 1 :])
+    return out
+
+
+_DECODERS = (cellfmt.decode_frontier, cellfmt.decode_queued, cellfmt.decode_content, cellfmt.decode_simhash)
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.binary(max_size=120) | st.binary(max_size=120).map(lambda b: bytes((1 + len(b) % 5,)) + b))
+def test_garbage_raises_a_cell_error_and_nothing_else(raw: bytes) -> None:
+    for decode in _DECODERS:
+        try:
+            decode(raw)
+        except cellfmt.CellError:
+            pass
+
+
+def test_truncated_and_flipped_cells_raise_cell_errors_or_decode_to_their_kind() -> None:
+    entry = FrontierEntry(
+        url="http://a.example/x", fp=9, host="a.example", due_ms=5, also_keys=["00ff"], revisit={"visits": 2}
+    )
+    samples = [
+        (entry.to_cells()[JSON_CELL], cellfmt.decode_frontier),
+        (UrlState.discovered_cells("http://a.example/", 7, "link", 2)[QUEUED_CELL], cellfmt.decode_queued),
+        (
+            ContentRecord("http://a.example/", "exact", 1.5, "sha1:X", 0, 3).to_cells()[CONTENT_CELL],
+            cellfmt.decode_content,
+        ),
+        (cellfmt.encode_simhash_named("http://a.example/", 3), cellfmt.decode_simhash),
+        (cellfmt.SIMHASH_SEEN_CELL, cellfmt.decode_simhash),
+    ]
+    for raw, decode in samples:
+        assert raw is not None
+        for bad in _mutations(raw):
+            try:
+                decode(bad)
+            except cellfmt.CellError:
+                pass
+        for short in (raw[:n] for n in range(len(raw))):
+            with pytest.raises(cellfmt.CellError):
+                decode(short)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.binary(max_size=80) | st.sampled_from([b"", b"[1]", b"{}", b'"x"', b"null", b"[1, 2", b"\x01", b"\x05"]))
+def test_readers_take_a_bad_cell_as_no_cell(raw: bytes) -> None:
+    """The frontier's reader raises ValueError (select sets the row aside, counted); the
+    others read the cell as absent, counted, and go on."""
+    try:
+        FrontierEntry.from_cells({JSON_CELL: raw})
+    except ValueError:
+        pass
+    before = UNREADABLE_CELLS[QUEUED_CELL]
+    state = UrlState.from_cells({QUEUED_CELL: raw, "u:state": b'"fetched"'})
+    assert state.state == "fetched"
+    if state.url == "":
+        assert UNREADABLE_CELLS[QUEUED_CELL] == before + 1
+    assert UrlState.from_cells({QUEUED_CELL: raw, "u:url": b'"http://a.example/"'}).url == "http://a.example/"
+    rows = list(read_content_rows([(b"\x00" * 8, {CONTENT_CELL: raw}), (b"\x00" * 7 + b"\x01", {})]))
+    assert all(isinstance(r, ContentRecord) for _, r in rows)
+    assert isinstance(_parse_simhash_cells({"s:" + "0" * 32: raw, "s:zz": b"1"}, 5), list)
+    assert isinstance(names_from_rows([(0, 0)], {b"k": {"s:" + "0" * 32: raw}}), dict)
