@@ -132,6 +132,7 @@ __all__ = [
     "PAGE_BATCHES",
     "Probe",
     "apply_copy",
+    "decide_checksum",
     "decide_checksums",
     "eligible",
     "merge_prefix_rows",
@@ -377,30 +378,42 @@ def decide_checksums(
     new: list[NewContent] = []
     records = _records_of([check for check, _ in groups], stored)
     for (check, probes), record in zip(groups, records):
-        if record is not None and not _usable(record.round, round_no):
-            record = None
-        by_url: dict[str, Probe] = {}
-        for probe in sorted(probes, key=lambda p: order_key(p.url)):
-            by_url.setdefault(probe.url, probe)  # one URL fetched twice is one page
-        ordered = list(by_url.values())
-        if record is None:
-            new.append(NewContent(check, ordered[0], tuple(ordered[1:])))
-            continue
-        for probe in ordered:
-            if probe.url == record.url:
-                continue  # the page that holds these bytes, unchanged: not a copy
-            exact = record.kind == "exact"
-            copies.append(
-                Copy(
-                    probe.url,
-                    record.url,
-                    record.kind,
-                    record.distance,
-                    record.fetched_at if exact else None,
-                    record.digest if exact else None,
-                )
-            )
+        found, fresh = decide_checksum(check, probes, record, round_no)
+        copies.extend(found)
+        if fresh is not None:
+            new.append(fresh)
     return copies, new
+
+
+def decide_checksum(
+    check: int, probes: Sequence[Probe], record: ContentRecord | None, round_no: int | None
+) -> tuple[list[Copy], NewContent | None]:
+    """One checksum's decision, given its stored record (None: not stored): the copies of
+    that record's page, or the checksum as new content (its first page by :func:`order_key`
+    the candidate original, the others its copies). A record of round ``round_no`` or later
+    counts as none; one URL fetched twice is one page; the page that holds the bytes itself
+    is not a copy."""
+    if record is not None and not _usable(record.round, round_no):
+        record = None
+    by_url: dict[str, Probe] = {}
+    for probe in sorted(probes, key=lambda p: order_key(p.url)):
+        by_url.setdefault(probe.url, probe)  # one URL fetched twice is one page
+    ordered = list(by_url.values())
+    if record is None:
+        return [], NewContent(check, ordered[0], tuple(ordered[1:]))
+    exact = record.kind == "exact"
+    return [
+        Copy(
+            probe.url,
+            record.url,
+            record.kind,
+            record.distance,
+            record.fetched_at if exact else None,
+            record.digest if exact else None,
+        )
+        for probe in ordered
+        if probe.url != record.url  # the page that holds these bytes, unchanged: not a copy
+    ], None
 
 
 def _records_of(checks: Sequence[int], stored: Iterable[tuple[int, ContentRecord]]) -> list[ContentRecord | None]:

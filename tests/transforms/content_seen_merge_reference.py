@@ -24,7 +24,7 @@ from beamcrawl.transforms.content_seen import (
     _Keyed,
     _match_key,
     _parse_simhash_cells,
-    _usable,
+    decide_checksum,
     order_key,
 )
 
@@ -36,18 +36,8 @@ def decide_checksums(
     stored: Iterable[tuple[int, ContentRecord]],
     round_no: int | None = None,
 ) -> tuple[list[Copy], list[NewContent]]:
-    """Merges a bucket's checksums against the stored ones, in one pass.
-
-    Args:
-        groups: ``(checksum, this round's pages with it)``, sorted by checksum.
-        stored: ``(checksum, record)`` of stored rows, sorted by checksum (a range scan or a
-            key-set read); rows written by round ``round_no`` or later are ignored.
-        round_no: This round.
-
-    Returns:
-        The copies of stored content, and the checksums that are new (one
-        :class:`NewContent` each).
-    """
+    """As ``content_seen.decide_checksums`` (the same arguments and result), matching the
+    stored rows in one sequential pass."""
     copies: list[Copy] = []
     new: list[NewContent] = []
     rows = iter(stored)
@@ -56,29 +46,12 @@ def decide_checksums(
         while current is not None and current[0] < check:
             current = next(rows, None)
         record = current[1] if current is not None and current[0] == check else None
-        if record is not None and not _usable(record.round, round_no):
-            record = None
-        by_url: dict[str, Probe] = {}
-        for probe in sorted(probes, key=lambda p: order_key(p.url)):
-            by_url.setdefault(probe.url, probe)  # one URL fetched twice is one page
-        ordered = list(by_url.values())
-        if record is None:
-            new.append(NewContent(check, ordered[0], tuple(ordered[1:])))
-            continue
-        for probe in ordered:
-            if probe.url == record.url:
-                continue  # the page that holds these bytes, unchanged: not a copy
-            exact = record.kind == "exact"
-            copies.append(
-                Copy(
-                    probe.url,
-                    record.url,
-                    record.kind,
-                    record.distance,
-                    record.fetched_at if exact else None,
-                    record.digest if exact else None,
-                )
-            )
+        # The one-pass match is what this reference keeps; the decision given the match is
+        # the package's own (content_seen.decide_checksum), unchanged by the vectorising.
+        found, fresh = decide_checksum(check, probes, record, round_no)
+        copies.extend(found)
+        if fresh is not None:
+            new.append(fresh)
     for _ in rows:  # read the scan to its end, so its stream closes
         pass
     return copies, new
@@ -92,23 +65,8 @@ def merge_prefix_rows(
     max_pairwise: int = MAX_PAIRWISE,
     names: Callable[[list[tuple[int, int]]], Mapping[tuple[int, int], str]] | None = None,
 ) -> tuple[dict[int, Evidence], list[tuple[tuple[int, int], ...]], int, int]:
-    """Merges one bucket's candidates, sorted by key, against the stored rows of their keys.
-
-    Args:
-        items: The candidates in one permuted table, sorted by row key (:func:`key_items`).
-        stored_rows: Stored ``(key, cells)`` in key order (may include keys no candidate has).
-        round_no: This round (newer rows are ignored).
-        max_distance: Most differing bits of a near copy.
-        max_pairwise: A row shared by more candidates is crowded (see :class:`Evidence`).
-        names: Looks up, in one batch, the URLs of matched originals whose cells here are
-            compact (:func:`names_from_rows` over a key-set read); without it, or without a
-            name, such a match does not count.
-
-    Returns:
-        ``(evidence by url fingerprint, crowded rows, stored fingerprints compared, round
-        pairs compared)``; only candidates with a stored match, a neighbour or a crowded row
-        appear. A crowded row is its members' ``(fingerprint, url fingerprint)``, sorted.
-    """
+    """As ``content_seen.merge_prefix_rows`` (the same arguments and result), one Hamming
+    distance at a time."""
     found: dict[int, Evidence] = {}
     crowded: list[tuple[tuple[int, int], ...]] = []
     matches: list[tuple[int, int, tuple[int, int], str | None]] = []  # (candidate, distance, original, url)
