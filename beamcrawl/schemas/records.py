@@ -607,6 +607,16 @@ class ParsedPage:
         return [link for link in self.links if not link.nofollow]
 
 
+class PageBatch(NamedTuple):
+    """Pages that travel together after content seen: one element per batch file of content
+    seen's staging (transforms/content_seen.py), its pages in the order they were written.
+
+    The stages after "Mark copies" take a batch, not a page: one DoFn call per batch per
+    stage, and a failing page is still one dead letter of its own."""
+
+    pages: list[ParsedPage]
+
+
 @shuffled
 @dataclass
 class Candidate:
