@@ -16,8 +16,8 @@ rounds run, each as its own ``beamcrawl_round.py`` process measured from outside
 RSS): round 1 from the hosts' roots, round 2 from what round 1 queued. Around each round
 the select stage's scan is timed alone on the same store (every frontier row due by now,
 read and decoded as ``transforms/select.py`` reads it), and so is the count of frontier
-rows that every round's report makes after its commit (``pipelines/launch.py``: one
-keys-only scan of the whole frontier).
+rows that every round's report makes after its commit (``pipelines/launch.py``:
+``Store.count_rows``, on the embedded store one SQL count of the key index).
 
 Prints a JSON line per round and a table per size, then the ratio of CPU ms a page at
 the largest size to the smallest (the goal of #25: at most 1.2×). Not collected by pytest;
@@ -59,7 +59,7 @@ def time_scans(path: Path) -> dict[str, float]:
             due += 1
         select_s = time.perf_counter() - t0
         t0, c0 = time.perf_counter(), time.process_time()
-        rows = sum(1 for _ in store.read_range("frontier", keys_only=True))
+        rows = store.count_rows("frontier")  # what pipelines/launch.py counts after each commit
         count_s, count_cpu_s = time.perf_counter() - t0, time.process_time() - c0
     finally:
         store.close()

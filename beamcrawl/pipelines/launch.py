@@ -169,7 +169,7 @@ def run_round(
     notes: dict[str, Any] = {}
     moved = commit_round(store, outputs, notes)
     finished = time.time()
-    frontier_left = sum(1 for _ in store.read_range("frontier", keys_only=True))
+    frontier_left = store.count_rows("frontier")
     pages = metrics.get("fetch/success", 0)
     report = {
         "round": round_no,

@@ -256,6 +256,16 @@ def test_estimate_rows_counts_small_tables(store: Store) -> None:
         store.estimate_rows("nope")
 
 
+def test_count_rows_counts_rows_not_cells(store: Store) -> None:
+    assert store.count_rows("frontier") == 0
+    store.mutate("frontier", [Mutation.set(b"%03d" % i, {"r:json": b"{}", "r:clock": b"1"}) for i in range(250)])
+    store.mutate("frontier", [Mutation.delete_row(b"%03d" % i) for i in range(0, 250, 5)])
+    store.mutate("urls", [Mutation.set(b"k", {"u:q": b"1"})])  # another table's rows are not counted
+    assert store.count_rows("frontier") == 200 == len(_keys(store, "frontier", keys_only=True))
+    with pytest.raises(ValueError, match="nope"):
+        store.count_rows("nope")
+
+
 # --- errors -----------------------------------------------------------------------------
 
 
@@ -341,5 +351,6 @@ def test_matches_a_dict_model(store: Store, batches: list[list[Mutation]]) -> No
     expected = sorted(model.items())
     assert _rows(store.read_range("urls")) == expected
     assert store.read_keys("urls", list(model) + [b"zz"]) == model
+    assert store.count_rows("urls") == len(model)  # rows, not cells
     lo, hi = b"ab", b"\xff"
     assert _rows(store.read_range("urls", lo, hi)) == [r for r in expected if lo <= r[0] < hi]
