@@ -2,13 +2,15 @@
 
     .venv/bin/python bench/grown_store.py [--sizes 100000,1000000] [--hosts 300] [--window 20]
                                           [--delay 0.5] [--dir DIR] [--keep]
+                                          [--originals-every 10]
 
 For each size N, a fresh embedded store is filled with N known URLs the way
 ``drum_scale.py`` fills it (``queue_new_urls`` in batches: a seen-set row and a frontier
 row each). Their due times start in January 2027 and spread over 30 days, so none is due
 while the rounds run: the frontier and the seen set are N rows larger, the work due is
-the same. The content tables are not filled (their rows come only from fetched pages;
-there is no direct way to make N of them short of crawling them).
+the same. Every ``--originals-every``-th of them (default 10) is also a stored original
+in the content tables (:func:`fill_content`: its ``content`` row and 20 ``simhash`` rows,
+as content seen writes them), so content seen's joins read a grown set too.
 
 Then, against a fresh simweb (same seed, same port: the same web for every size), two
 rounds run, each as its own ``beamcrawl_round.py`` process measured from outside
@@ -29,6 +31,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import random
 import shutil
 import sys
 import tempfile
@@ -39,12 +42,55 @@ from typing import Any
 BENCH = Path(__file__).resolve().parent
 sys.path.insert(0, str(BENCH))
 
-from drum_scale import fill  # noqa: E402
+from drum_scale import fill, url_of  # noqa: E402
 from harness import free_port, run_measured, simweb_on_port  # noqa: E402
 
-from beamcrawl.schemas.records import FrontierEntry, frontier_key  # noqa: E402
+from beamcrawl.core.urls.urlnorm import fingerprint  # noqa: E402
+from beamcrawl.schemas.records import FrontierEntry, fp_key, frontier_key  # noqa: E402
 from beamcrawl.simweb.names import host_names  # noqa: E402
 from beamcrawl.stores.embedded import EmbeddedStore  # noqa: E402
+from beamcrawl.stores.interface import Mutation  # noqa: E402
+from beamcrawl.transforms.content_seen import (  # noqa: E402
+    CONTENT_TABLE,
+    SIMHASH_TABLE,
+    ContentRecord,
+    Probe,
+    simhash_cells,
+    sorted_run,
+)
+
+CONTENT_BATCH = 2_000  # originals a write: ~42,000 rows, as content seen's flushes
+
+
+def fill_content(path: Path, n: int, every: int, seed: int = 11) -> dict[str, float]:
+    """Records every ``every``-th of the ``n`` known URLs as a stored original, as content
+    seen records a new one (its ``content`` row and its 20 ``simhash`` rows, written by a
+    round 0 so every later round uses them): random checksums and simhashes, which no
+    simweb page matches, so the rounds' probes read them and find nothing, as a grown
+    crawl's mostly do."""
+    rng = random.Random(seed)
+    store = EmbeddedStore(str(path))
+    t0 = time.perf_counter()
+    originals = 0
+    try:
+        ids = range(0, n, every)
+        for start in range(0, len(ids), CONTENT_BATCH):
+            content, hashes = [], []
+            for i in ids[start : start + CONTENT_BATCH]:
+                url = url_of(i)
+                probe = Probe(
+                    url, fingerprint(url), rng.getrandbits(64), rng.getrandbits(64), 1.7e9, "sha1:" + "A" * 32
+                )
+                record = ContentRecord(url, "exact", probe.fetched_at, probe.digest, 0, 0)
+                content.append(Mutation.set(fp_key(probe.checksum), record.to_cells()))
+                hashes.extend(simhash_cells(probe, 0))
+            store.mutate(SIMHASH_TABLE, sorted_run(hashes))
+            store.mutate(CONTENT_TABLE, sorted_run(content))
+            originals += len(content)
+    finally:
+        store.close()
+    seconds = time.perf_counter() - t0
+    return {"originals": originals, "content_fill_s": seconds}
 
 
 def time_scans(path: Path) -> dict[str, float]:
@@ -79,6 +125,10 @@ def run_size(args: argparse.Namespace, base: Path, n: int, port: int, seeds: Pat
         f"  {filled['fill_s']:.0f} s, {filled['fill_us_per_url']:.1f} µs a URL, {filled['bytes'] / 1e9:.2f} GB",
         flush=True,
     )
+    if args.originals_every:
+        content = fill_content(store_path, n, args.originals_every)
+        filled.update(content)
+        print(f"  {content['originals']:,} stored originals in {content['content_fill_s']:.0f} s", flush=True)
     script = str(BENCH / "beamcrawl_round.py")
     common = ["--out", str(out), "--window", str(args.window), "--delay", str(args.delay),
               "--hosts-in-flight", str(args.hosts), "--crawl-delay-cap", "2"]  # fmt: skip
@@ -104,7 +154,7 @@ def run_size(args: argparse.Namespace, base: Path, n: int, port: int, seeds: Pat
                 "cpu_ms_page": m.cpu * 1000 / max(pages, 1), "peak_rss_mb": m.peak_rss / 1e6,
                 "round_seconds": report["seconds"], "new_urls": report["new_urls"],
                 "frontier_size": report["frontier_size"], "other_cpu_s": m.other_cpu,
-                "select": before, "fill_s": filled["fill_s"],
+                "select": before, "fill_s": filled["fill_s"], "originals": filled.get("originals", 0),
             }  # fmt: skip
             print(f"  {json.dumps(row)}", flush=True)
             rows.append(row)
@@ -126,6 +176,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--window", type=float, default=20.0, help="round window in seconds")
     parser.add_argument("--delay", type=float, default=0.5, help="fixed per-host delay in seconds")
     parser.add_argument("--dir", default=None, help="work folder (default: a temp dir)")
+    parser.add_argument(
+        "--originals-every",
+        type=int,
+        default=10,
+        help="also store every K-th known URL as an original in the content tables (0: none)",
+    )
     parser.add_argument("--keep", action="store_true", help="keep the crawls' folders")
     args = parser.parse_args(argv)
     base = Path(args.dir or tempfile.mkdtemp(prefix="grown-store-"))
