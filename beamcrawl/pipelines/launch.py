@@ -220,9 +220,13 @@ def run_round(
         "frontier_size": frontier_left,
         "pages_per_second": round_rate(pages, fetch_done - started),
         # Bytes into GroupByKeys and side inputs, and main inputs held for a side input
-        # (pipelines/job_metrics.py; None when the runner reports no PCollection sizes):
-        # what a round costs a shuffle service.
+        # (pipelines/job_metrics.py: on the in-process runner, Flink and Prism; None where the
+        # runner reports no PCollection sizes, Dataflow among them): what a round costs a
+        # shuffle service, in all and per response.
         "shuffle_bytes": shuffled.get("shuffle_bytes"),
+        "shuffle_bytes_per_page": (
+            round(shuffled["shuffle_bytes"] / pages) if shuffled.get("shuffle_bytes") is not None and pages else None
+        ),
         "side_input_bytes": shuffled.get("side_input_bytes"),
         "materialised_bytes": shuffled.get("materialised_bytes"),
         "shuffle_bytes_by_step": shuffled.get("by_step"),

@@ -91,6 +91,7 @@ def _crawl(work: Path, port: int, runner: list[str]) -> dict:
         assert proc.returncode == 0, proc.stderr[-4000:]
         return {
             "proc": proc,
+            "out": work / "out",
             "requests": web.requests(),
             "truth": web.truth(),
             "summary": summarize(work / "out", store),
@@ -156,6 +157,46 @@ def test_outputs_equal_those_of_the_same_crawl_on_the_fnapi_runner(runs):
     lines = diff(runs["local"]["summary"], runs["flink"]["summary"])
     assert lines == [], "\n".join(lines)
     assert runs["flink"]["summary"]["pages"]["rows"]  # not two empty crawls
+
+
+def _reports(out: Path) -> list[dict]:
+    return [json.loads(p.read_text()) for p in sorted((out / "reports").glob("round-*.json"))]
+
+
+def test_the_cluster_reports_the_bytes_its_shuffles_moved_as_the_fnapi_runner_does(runs):
+    """Flink's job service hands back the SDK workers' PCollection metrics (merged over the
+    four tasks): the same crawl's shuffles, step by step, as the in-process runner counts them."""
+    flink, local = _reports(runs["flink"]["out"]), _reports(runs["local"]["out"])
+    assert len(flink) == len(local) == 2
+    for on_flink, in_process in zip(flink, local):
+        assert on_flink["responses"] == in_process["responses"] > 0
+        assert on_flink["shuffle_bytes"] > 0 and on_flink["shuffle_bytes_per_page"] > 0
+        assert on_flink["side_input_bytes"] > 0 or on_flink["round"] == 1  # copies only from round 2
+        steps = on_flink["shuffle_bytes_by_step"]
+        # Every GroupByKey the in-process runner measured is measured on Flink too, within the
+        # sampling's noise (sizes are sampled, counts exact); a combiner the in-process runner
+        # lifts (its partial sums counted, not its input) is Flink's whole input: larger.
+        for step, local_bytes in in_process["shuffle_bytes_by_step"].items():
+            if "[" in step or local_bytes < 0.02 * in_process["shuffle_bytes"]:
+                continue  # side inputs and main inputs: checked above; tiny steps: noise
+            assert 0.75 * local_bytes <= steps[step] <= 1.33 * local_bytes, (step, steps[step], local_bytes)
+        assert 0.75 <= on_flink["shuffle_bytes"] / in_process["shuffle_bytes"] <= 1.5
+
+
+def test_the_cluster_writes_at_most_one_file_of_each_kind_per_writer_task(runs):
+    """Flink runs a batch task's whole partition as one bundle (Beam's max_bundle_size and
+    max_bundle_time_millis are for streaming): a writer opens one file per task and rotates it
+    by size, so a round of four tasks writes at most four of each kind, none near the rotation
+    size here; in process, the round is one bundle and one file of each kind."""
+    from beamcrawl.core.runtime.config import CrawlConfig
+
+    for name, most in (("flink", 4), ("local", 1)):
+        for report in _reports(runs[name]["out"]):
+            files = report["files"]
+            assert 1 <= len(files["warc"]) == len(files["cdxj"]) <= most, (name, files)
+            assert 1 <= len(files["pages"]) <= most and 1 <= len(files["links"]) <= most, (name, files)
+            for rel in files["warc"]:
+                assert (runs[name]["out"] / rel).stat().st_size < CrawlConfig.warc_max_bytes
 
 
 def test_an_embedded_store_is_refused_for_the_cluster(cluster, tmp_path):
