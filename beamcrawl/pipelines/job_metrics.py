@@ -1,8 +1,8 @@
 """What a finished round's job moved: bytes that crossed a shuffle, from Beam's PCollection metrics.
 
-A runner that reports monitoring infos (the in-process FnApiRunner, in one process or several;
-Flink and Prism through their job service) counts every PCollection's elements and samples their encoded sizes. A
-PCollection that feeds a ``GroupByKey`` crosses a shuffle (on Dataflow, bytes written to and
+A runner that reports monitoring infos (the in-process FnApiRunner, in one process or
+several; Flink and Prism through their job service) counts every PCollection's elements and
+samples their encoded sizes; nothing is added to the workers' work to get them. A PCollection that feeds a ``GroupByKey`` crosses a shuffle (on Dataflow, bytes written to and
 read from the shuffle service, paid per GB); one read as a side input is materialised whole
 for every reader. The main input of a step that waits for a side input is materialised too
 when the side input is computed from the same data (the round's "Mark copies" waits for
@@ -24,7 +24,10 @@ Which runner reports what (:func:`job_monitoring_infos`):
   over every task, under the pipeline's own PCollection ids. Beam's ``PortableMetrics``
   keeps only the user metrics of that answer, so it is asked for again here, through the
   result's job service (private attributes of Beam's ``PipelineResult``, as the live
-  progress poll uses them). On Flink these are the same estimates as in process. Flink's
+  progress poll uses them). On Flink these are the same estimates as in process (the
+  session cluster's test compares them step by step). Prism merges the counts of a
+  PCollection that two stages report before it answers, so its ``materialised_bytes``
+  counts such a main input twice; its shuffle and side-input bytes are as in process. Flink's
   own count of the bytes its tasks exchanged is on its REST API, per job vertex
   (``read-bytes``, ``write-bytes``): for a round sent to a session cluster, the report adds
   it (:func:`flink_task_bytes`). The local mini-cluster's REST API ends with the job, so a
