@@ -136,14 +136,19 @@ def _folded_copies(pipeline: beam_runner_api_pb2.Pipeline, sizes: dict[str, floa
     Flink's job server (Beam's Java fuser) gives a PCollection that two fused stages produce
     one copy per stage, named ``<id>:0``, ``<id>:1``...: the pipeline knows only ``<id>``,
     whose bytes are the copies' sum (a flatten of two tagged inputs, slot assignment's join).
+    A stage that reads the whole PCollection counts it under ``<id>`` too: the larger stands.
     """
     known = pipeline.components.pcollections
     out: dict[str, float] = {}
+    copies: dict[str, float] = {}
     for pcoll, b in sizes.items():
         base, sep, n = pcoll.rpartition(":")
         if pcoll not in known and sep and n.isdigit() and base in known:
-            pcoll = base
-        out[pcoll] = out.get(pcoll, 0.0) + b
+            copies[base] = copies.get(base, 0.0) + b
+        else:
+            out[pcoll] = b
+    for base, b in copies.items():
+        out[base] = max(out.get(base, 0.0), b)
     return out
 
 
