@@ -18,13 +18,19 @@ from beamcrawl.core.runtime.outputs import RoundOutputs
 from beamcrawl.pipelines import flink_failover, live
 from beamcrawl.pipelines.commit import commit_round
 from beamcrawl.pipelines.crawl_errors import CrawlError
-from beamcrawl.pipelines.job_metrics import job_shuffle_figures
+from beamcrawl.pipelines.job_metrics import flink_task_bytes, job_shuffle_figures
 from beamcrawl.pipelines.lease import RoundLease
 from beamcrawl.pipelines.progress import Progress, round_rate
 from beamcrawl.pipelines.round import CrawlRound
 from beamcrawl.pipelines.runner_args import option_value
 from beamcrawl.state.fence import attempt_token, end_attempt, read_progress, revoke_claims, start_attempt
 from beamcrawl.stores.base import Store
+
+
+# The portable runners' metrics answer also lists Beam's own per-PCollection and per-step
+# figures as counters (``beam/metric:element_count:v1``...): summed over every step they say
+# nothing; the shuffle figures read them per PCollection (pipelines/job_metrics.py).
+_SYSTEM = "beam/metric:"
 
 
 def round_metrics(result: Any) -> dict[str, Any]:
@@ -36,9 +42,13 @@ def round_metrics(result: Any) -> dict[str, Any]:
         return out
     for counter in results.get("counters", []):
         key = f"{counter.key.metric.namespace}/{counter.key.metric.name}"
+        if key.startswith(_SYSTEM):
+            continue
         out[key] = out.get(key, 0) + (counter.committed or 0)
     for dist in results.get("distributions", []):
         key = f"{dist.key.metric.namespace}/{dist.key.metric.name}"
+        if key.startswith(_SYSTEM):
+            continue
         d = dist.committed
         if d is not None and d.count:
             out[key] = {"count": d.count, "sum": d.sum, "min": d.min, "max": d.max, "mean": d.sum / d.count}
@@ -164,6 +174,8 @@ def run_round(
     fetch_done = progress.finished_at or time.time()  # the last progress line's time: the same rate
     metrics = round_metrics(result)
     shuffled = job_shuffle_figures(p, result)
+    cluster = flink_failover.rest_address(pipeline_args)
+    flink_bytes = flink_task_bytes(cluster, job) if cluster is not None else {}
     if lease is not None:
         lease.check(f"round {round_no} not committed")  # its files stay staged, its rows queued
     notes: dict[str, Any] = {}
@@ -220,12 +232,20 @@ def run_round(
         "frontier_size": frontier_left,
         "pages_per_second": round_rate(pages, fetch_done - started),
         # Bytes into GroupByKeys and side inputs, and main inputs held for a side input
-        # (pipelines/job_metrics.py; None when the runner reports no PCollection sizes):
-        # what a round costs a shuffle service.
+        # (pipelines/job_metrics.py: on the in-process runner, Flink and Prism; None where the
+        # runner reports no PCollection sizes, Dataflow among them): what a round costs a
+        # shuffle service, in all and per response.
         "shuffle_bytes": shuffled.get("shuffle_bytes"),
+        "shuffle_bytes_per_page": (
+            round(shuffled["shuffle_bytes"] / pages) if shuffled.get("shuffle_bytes") is not None and pages else None
+        ),
         "side_input_bytes": shuffled.get("side_input_bytes"),
         "materialised_bytes": shuffled.get("materialised_bytes"),
         "shuffle_bytes_by_step": shuffled.get("by_step"),
+        # On a Flink session cluster, what Flink counted its tasks exchanging (its REST API's
+        # per-vertex bytes; pipelines/job_metrics.py), beside the estimates above; else None.
+        "flink_bytes_between_tasks": flink_bytes.get("bytes_between_tasks"),
+        "flink_bytes_into_groups": flink_bytes.get("bytes_into_groups"),
         "files": {kind: [p_[len(cfg.out) :].lstrip("/") for p_ in paths] for kind, paths in moved.items()},
         "metrics": metrics,
     }

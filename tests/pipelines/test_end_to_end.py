@@ -112,6 +112,10 @@ def test_prints_a_summary_per_round(crawl_run):
     assert len(reports) == 2
     r2 = json.load(open(reports[1]))
     assert r2["responses"] > 0 and r2["urls_due"] > 0
+    # Every runner here reports what its shuffles moved (pipelines/job_metrics.py): the
+    # in-process runner from its result, Prism and Flink from their job service.
+    assert r2["shuffle_bytes"] > 0 and r2["shuffle_bytes_per_page"] > 0
+    assert r2["shuffle_bytes_by_step"]["Crawl round/Fetch/Group by fetch shard"] > 0
 
 
 def test_server_side_politeness_audit_is_clean(crawl_run):
@@ -291,6 +295,24 @@ def test_flink_two_slots_each_host_has_one_owner(flink_parallel_run):
         assert {r["host"] for r in reqs} <= {h for h, a in run["ip_of"].items() if a == ip}
     reports = [json.load(open(p)) for p in sorted(glob.glob(str(run["out"] / "reports" / "round-*.json")))]
     assert len(reports) == 2 and all(r["responses"] > 0 for r in reports)
+
+
+def test_flink_two_slots_write_a_file_of_each_kind_per_task_and_report_their_shuffles(flink_parallel_run):
+    """A Flink batch task runs its whole partition as one bundle, so each writer opens one
+    file per task (rotated by size, far off here): two tasks, at most two files of a kind."""
+    reports = [
+        json.load(open(p)) for p in sorted(glob.glob(str(flink_parallel_run["out"] / "reports" / "round-*.json")))
+    ]
+    for report in reports:
+        files = report["files"]
+        assert 1 <= len(files["warc"]) == len(files["cdxj"]) <= 2, files
+        assert 1 <= len(files["pages"]) <= 2 and 1 <= len(files["links"]) <= 2, files
+        assert (
+            report["shuffle_bytes"] > 0
+            and report["shuffle_bytes_by_step"]["Crawl round/Fetch/Group by fetch shard"] > 0
+        )
+        # slot assignment's join is a Flatten Flink runs itself: its bytes are its inputs'
+        assert report["shuffle_bytes_by_step"]["Crawl round/Assign slots/Join by host/CoGroupByKeyImpl/GroupByKey"] > 0
 
 
 def test_flink_two_slots_each_ip_has_one_owner(flink_parallel_run):

@@ -45,3 +45,40 @@ def test_a_runner_without_monitoring_infos_gives_no_figures():
         pass
 
     assert job_shuffle_figures(beam.Pipeline(), Result()) == {}
+
+
+def _joined(p: beam.Pipeline) -> None:
+    """Two keyed inputs joined (a Flatten of tagged inputs into one GroupByKey: portable
+    runners flatten in the runner) and a side input that is itself a Flatten."""
+    a = p | "A" >> beam.Create([(i % 50, "a" * 100) for i in range(2000)])
+    b = p | "B" >> beam.Create([(i % 50, "b" * 100) for i in range(2000)])
+    s1 = p | "S1" >> beam.Create([(str(i), "s" * 50) for i in range(100)])
+    s2 = p | "S2" >> beam.Create([(str(i + 100), "s" * 50) for i in range(100)])
+    side = (s1, s2) | "Both" >> beam.Flatten()
+    _ = (
+        {"a": a, "b": b}
+        | "Join" >> beam.CoGroupByKey()
+        | "Use" >> beam.Map(lambda kv, d: (kv[0], len(d)), beam.pvalue.AsDict(side))
+    )
+
+
+def test_prism_reports_the_join_and_the_side_input_as_the_in_process_runner_does():
+    """Prism's job service answers with the workers' PCollection metrics (as Flink's does:
+    the Flink rounds' reports are checked in test_end_to_end.py and test_flink_cluster.py)."""
+    from beamcrawl.pipelines.runners import prepare
+
+    figures = {}
+    for name, flags in (("fnapi", ["--runner=FnApiRunner"]), ("prism", prepare(["--runner=PrismRunner"]))):
+        p = beam.Pipeline(options=PipelineOptions(flags=flags))
+        _joined(p)
+        result = p.run()
+        result.wait_until_finish()
+        figures[name] = job_shuffle_figures(p, result)
+    local, prism = figures["fnapi"], figures["prism"]
+    join = "Join/CoGroupByKeyImpl/GroupByKey"
+    # 4,000 tagged values of ~116 bytes each, whichever runner ran them (the join's input is
+    # a Flatten that Prism runs itself: its bytes are those of the Flatten's inputs)
+    assert 4000 * 100 <= prism["by_step"][join] == local["by_step"][join] <= 4000 * 130
+    (side,) = [k for k in local["by_step"] if k.startswith("Use [side input")]
+    assert 200 * 50 <= prism["by_step"][side] <= 200 * 80
+    assert abs(prism["by_step"][side] - local["by_step"][side]) <= 0.05 * local["by_step"][side]
