@@ -1,6 +1,7 @@
 """The seen checks' merge functions, per-element Python against numpy, µs per element.
 
     PYTHONPATH=. .venv/bin/python bench/seen_merge.py [--offers 200000] [--repeat 3] [--seed 7]
+        [--mode all|reference|blocks]
 
 Each pure function the URL-seen and content-seen stages merge with is timed on generated
 input next to its per-element reference (the implementation before #25, kept in
@@ -20,6 +21,19 @@ URL seen (``transforms/url_seen.py``):
   stored key read);
 - **merge (key set)**: the same candidates against the keys a key-set read finds (µs per
   candidate).
+
+URL seen, objects against columns (``--mode blocks``; issue #25: ``CandidateBlock``,
+schemas/candidate_block.py), the same offers, each path as the stage runs it:
+
+- **bundle combine**: the bundle's offers combined and sorted: ``combine_candidates`` on the
+  ``Candidate`` lists, against ``CandidateBlock.from_candidates`` of them and
+  ``combine_blocks`` (µs per offer);
+- **shuffle**: the combined candidates of 16 buckets encoded and decoded by the coder the
+  bucket step declares: ``PackedCoder`` (one pickle of the list), against
+  ``CandidateBlockCoder`` (µs per candidate, and bytes per candidate);
+- **bucket merge**: a bucket's two lists (half of it each) combined again and the new half
+  made ``Candidate`` objects for the frontier (the seen-set join itself is the same array
+  code on both paths; µs per candidate).
 
 Content seen (``transforms/content_seen.py``):
 
@@ -43,12 +57,17 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
+import numpy as np
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "transforms"))
 
 import content_seen_merge_reference as content_before  # noqa: E402
 import url_seen_reference as url_before  # noqa: E402
 
 from beamcrawl.core.runtime import gctune  # noqa: E402
+from beamcrawl.schemas.candidate_block import CandidateBlock, CandidateBlockCoder  # noqa: E402
+from beamcrawl.schemas.coders import PackedCoder  # noqa: E402
+from beamcrawl.schemas.records import Packed  # noqa: E402
 from beamcrawl.schemas.records import Candidate, fp_key  # noqa: E402
 from beamcrawl.transforms import content_seen, url_seen  # noqa: E402
 
@@ -146,6 +165,61 @@ def bench_url_seen(args: argparse.Namespace, rng: random.Random) -> list[tuple[s
     return rows
 
 
+def bench_url_seen_blocks(args: argparse.Namespace, rng: random.Random) -> list[tuple[str, str, float, float]]:
+    rows = []
+    groups = link_offers(args.offers, rng)
+    offers = [c for g in groups for c in g]
+    n = len(offers)
+
+    def objects_combine() -> list[Candidate]:
+        return url_seen.combine_candidates(groups)
+
+    def blocks_combine() -> CandidateBlock:
+        return url_seen.combine_blocks([CandidateBlock.from_candidates(offers)])
+
+    combined = objects_combine()
+    assert blocks_combine().to_candidates() == combined
+    old, new = best_of(args.repeat, objects_combine, blocks_combine)
+    rows.append(("URL seen: bundle combine, sort", f"per offer ({n:,} offers)", old / n * 1e6, new / n * 1e6))
+
+    bits = 4
+    lists = list(url_seen.bucket_lists(combined, bits))
+    blocks = list(url_seen.bucket_blocks(blocks_combine(), bits))
+    packed, coded = PackedCoder(), CandidateBlockCoder()
+    k = len(combined)
+
+    def objects_shuffle() -> int:
+        return sum(len(packed.decode(packed.encode(lst))) for _, lst in lists)
+
+    def blocks_shuffle() -> int:
+        return sum(len(coded.decode(coded.encode(block))) for _, block in blocks)
+
+    assert objects_shuffle() == blocks_shuffle() == k
+    old, new = best_of(args.repeat, objects_shuffle, blocks_shuffle)
+    rows.append(("URL seen: bucket shuffle, encode + decode", f"per candidate ({k:,})", old / k * 1e6, new / k * 1e6))
+    old_bytes = sum(len(packed.encode(lst)) for _, lst in lists)
+    new_bytes = sum(len(coded.encode(block)) for _, block in blocks)
+    rows.append(("URL seen: bucket shuffle, bytes", "per candidate (B, not µs)", old_bytes / k, new_bytes / k))
+
+    # A bucket as the merge gets it: two lists of its candidates, half of them new.
+    bucket = combined
+    halves = [Packed(bucket[::2]), Packed(bucket[1::2])]
+    half_blocks = [CandidateBlock.from_candidates(h) for h in halves]
+    new_rows = np.arange(0, len(bucket), 2)
+
+    def objects_merge() -> list[Candidate]:
+        ordered = url_seen.combine_candidates(halves)
+        return [ordered[i] for i in new_rows.tolist()]
+
+    def blocks_merge() -> list[Candidate]:
+        return url_seen.combine_blocks(half_blocks).to_candidates(new_rows)
+
+    assert objects_merge() == blocks_merge()
+    old, new = best_of(args.repeat, objects_merge, blocks_merge)
+    rows.append(("URL seen: bucket merge, half new", f"per candidate ({len(bucket):,})", old / k * 1e6, new / k * 1e6))
+    return rows
+
+
 def _near(rng: random.Random, fp: int, most: int = 4) -> int:
     for bit in rng.sample(range(64), rng.randrange(most + 1)):
         fp ^= 1 << bit
@@ -231,14 +305,26 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--offers", type=int, default=200_000)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument(
+        "--mode", choices=("all", "reference", "blocks"), default="all",
+        help="reference: numpy against the per-element references; blocks: objects against columns",
+    )  # fmt: skip
     args = parser.parse_args(argv)
     rng = random.Random(args.seed)
     gctune.tune()  # as the stages' workers run (the collector's walks would dominate both)
-    rows = bench_url_seen(args, rng) + bench_content_seen(args, rng)
-    print("| function | unit | per-element Python µs | numpy µs | × faster |")
-    print("|---|---|---:|---:|---:|")
-    for name, unit, old, new in rows:
-        print(f"| {name} | {unit} | {old:.3f} | {new:.3f} | {old / new:.1f} |")
+    if args.mode in ("all", "reference"):
+        rows = bench_url_seen(args, rng) + bench_content_seen(args, rng)
+        print("| function | unit | per-element Python µs | numpy µs | × faster |")
+        print("|---|---|---:|---:|---:|")
+        for name, unit, old, new in rows:
+            print(f"| {name} | {unit} | {old:.3f} | {new:.3f} | {old / new:.1f} |")
+    if args.mode in ("all", "blocks"):
+        rows = bench_url_seen_blocks(args, random.Random(args.seed))
+        print()
+        print("| URL seen path | unit | Candidate objects | CandidateBlock columns | × |")
+        print("|---|---|---:|---:|---:|")
+        for name, unit, old, new in rows:
+            print(f"| {name} | {unit} | {old:.3f} | {new:.3f} | {old / new:.1f} |")
     return 0
 
 

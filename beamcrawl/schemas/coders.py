@@ -19,6 +19,7 @@ from typing import Any
 import apache_beam as beam
 
 from beamcrawl.schemas import records
+from beamcrawl.schemas.candidate_block import CandidateBlock, CandidateBlockCoder
 
 __all__ = ["PackedCoder", "RecordCoder", "register"]
 
@@ -84,11 +85,13 @@ class PackedCoder(beam.coders.Coder):
 
 def register() -> None:
     """Registers the coders with Beam's registry (done when this module is imported): one
-    for each ``@shuffled`` record of schemas/records.py, and one for ``Packed``."""
+    for each ``@shuffled`` record of schemas/records.py, one for ``Packed``, and URL seen's
+    columnar ``CandidateBlock`` (schemas/candidate_block.py)."""
     for cls in records.shuffled_classes():
         if cls.__module__ == records.__name__:
             beam.coders.registry.register_coder(cls, RecordCoder)
     beam.coders.registry.register_coder(records.Packed, PackedCoder)
+    beam.coders.registry.register_coder(CandidateBlock, CandidateBlockCoder)
 
 
 register()

@@ -1,13 +1,17 @@
 """URL seen? DRUM-style: batched sort-merge of discovered URLs against the seen set.
 
-Discovered URLs arrive normalised and fingerprinted (64-bit, from the parse stage), one
-element per page. Each bundle combines them per fingerprint (in-link counts add up) and
-emits one list per fingerprint bucket — the fingerprint's top bits, so a bucket is one
-contiguous key range of the seen set. After a ``GroupByKey`` on bucket, each bucket's
-candidates are combined and sorted as a uint64 array of fingerprints and merged against the
-keys of its range (a keys-only range scan), a chunk of keys at a time, by ``searchsorted``
-(:func:`combine_candidates`, :func:`seen_mask`). No per-URL lookups anywhere. Only never-seen URLs join the
-frontier, and they are queued (frontier row written) before they are marked seen, so a
+Discovered URLs arrive normalised and fingerprinted (64-bit, from the parse stage), as
+lists of candidates (a page's, or a batch of pages'). Each bundle combines them per
+fingerprint (in-link counts add up) and emits one block per fingerprint bucket — the
+fingerprint's top bits, so a bucket is one contiguous key range of the seen set. A block
+(``CandidateBlock``, schemas/candidate_block.py) holds its candidates as columns, so what
+crosses the bucket shuffle is fingerprints and small fixed-width arrays, not a pickled
+object per URL. After a ``GroupByKey`` on bucket, each bucket's blocks are combined and
+sorted as arrays (:func:`combine_blocks`, under ``Candidate.merge``'s rules) and their
+fingerprints merged against the keys of its range (a keys-only range scan), a chunk of keys
+at a time, by ``searchsorted`` (:func:`seen_mask`); only the new URLs, and the known ones a
+sitemap dates, become objects again. No per-URL lookups anywhere. Only never-seen URLs join
+the frontier, and they are queued (frontier row written) before they are marked seen, so a
 crash between the two writes loses nothing.
 
 At scale. The bucket count follows the data: at pipeline construction the seen set's size
@@ -58,6 +62,7 @@ from beamcrawl.core.runtime import gctune
 from beamcrawl.core.runtime.config import MAX_REDIRECTS
 from beamcrawl.core.urls.urlnorm import host_of
 from beamcrawl.core.urls.urlshape import REASONS, ShapeRules
+from beamcrawl.schemas.candidate_block import CandidateBlock, gather_index
 from beamcrawl.schemas.records import (
     MAX_INLINK_HOSTS,
     Candidate,
@@ -77,10 +82,12 @@ from beamcrawl.state.frontier import scheduled_key
 __all__ = [
     "ExtractCandidates",
     "QueueUnseenUrls",
+    "bucket_blocks",
     "bucket_lists",
     "bucket_of",
     "bucket_range",
     "choose_bucket_bits",
+    "combine_blocks",
     "combine_candidates",
     "fingerprints",
     "fp_keys",
@@ -300,6 +307,156 @@ def _unite_hosts(hosts: Sequence[tuple[int, ...]], group: np.ndarray, groups: in
             out[g] = tuple(flat[start:end])
         start = end
     return out
+
+
+def combine_blocks(blocks: Sequence[CandidateBlock]) -> CandidateBlock:
+    """Combines blocks of offers per fingerprint, sorted by fingerprint, as columns: exactly
+    what :func:`combine_candidates` gives for the blocks' candidates in the same order.
+
+    One stable argsort of the fingerprints, then per fingerprint with several offers: the
+    first offer's URL and host, ``np.minimum.reduceat`` for depth and hops, ``np.add.reduceat``
+    for in-links, a ``lexsort`` for the best (priority, source, kind) and for the latest
+    lastmod (ties to the first offer), the least robots.txt origin by rank, and the smallest
+    :data:`MAX_INLINK_HOSTS` linking hosts, united in one sort. No ``Candidate`` is built.
+    Blocks carrying objects, and values the arrays would not combine exactly (a NaN priority,
+    an in-link sum past 64 bits, a hosts tuple not sorted and distinct), take
+    :func:`combine_candidates` instead.
+    """
+    blocks = [b for b in blocks if len(b)]
+    if not blocks:
+        return CandidateBlock.empty()
+    if all(b.columnar for b in blocks):
+        try:
+            combined = _combine_columns(CandidateBlock.concat(blocks))
+        except _NotVectorisable:
+            pass
+        else:
+            # The rows refer to their offers' buffers, the combined-away ones' too: laid out
+            # anew once most of those are dead, a bundle holds what it keeps, not all it saw.
+            if combined.buffered() > 2 * combined.used() + 4096:
+                combined = combined.compact()
+            return combined
+    cands = [c for b in blocks for c in b.to_candidates()]
+    return CandidateBlock.from_candidates(combine_candidates([cands]))
+
+
+def _ranks(vocab: Sequence[str]) -> np.ndarray:
+    """Each vocabulary entry's rank in Python's string order, and -1 last (for code -1)."""
+    order = sorted(range(len(vocab)), key=vocab.__getitem__)
+    rank = np.empty(len(vocab) + 1, dtype=np.int64)
+    rank[order] = np.arange(len(vocab))
+    rank[-1] = -1
+    return rank
+
+
+def _combine_columns(b: CandidateBlock) -> CandidateBlock:
+    n = len(b)
+    if n < 2 or bool((b.fp[1:] > b.fp[:-1]).all()):
+        return b  # sorted, each fingerprint once: nothing to combine
+    order = np.argsort(b.fp, kind="stable")
+    ordered = b.fp[order]
+    first = np.ones(n, dtype=bool)
+    np.not_equal(ordered[1:], ordered[:-1], out=first[1:])
+    starts = np.flatnonzero(first)
+    heads = order[starts]
+    if len(starts) == n:
+        return b.take(order)
+    g = len(starts)
+    sizes = np.diff(starts, append=n)
+    last = starts + sizes - 1
+    several = sizes > 1
+    group = np.repeat(np.arange(g), sizes)
+    in_several = several[group]
+    later = -np.arange(n)  # ties go to the first offer: the pairwise merge keeps its left side
+    prio = b.priority[order]
+    if np.isnan(prio[in_several]).any():
+        raise _NotVectorisable("a priority that does not order")
+    links = b.inlinks[order]
+    if in_several.any():
+        most = max(int(links[in_several].max()), -int(links[in_several].min()))
+        if most * int(sizes.max()) >= 1 << 63:
+            raise _NotVectorisable("an in-link sum past 64 bits")
+    # Linking hosts, each row's in the order the rows sorted to.
+    lstart, lend = b.link_start[order], b.link_end[order]
+    lens = lend - lstart
+    flat = b.link_hosts[gather_index(lstart, lend)]
+    owner = np.repeat(np.arange(n), lens)
+    if len(flat):
+        # The union agrees with the pairwise merge for tuples it could have made itself.
+        unsorted = (flat[1:] <= flat[:-1]) & (owner[1:] == owner[:-1])
+        if (lens[in_several] > MAX_INLINK_HOSTS).any() or in_several[owner[1:][unsorted]].any():
+            raise _NotVectorisable("a hosts tuple not sorted and distinct")
+    source, kind = b.source[order], b.kind[order]
+    best = np.lexsort((later, _ranks(b.kinds)[kind], _ranks(b.sources)[source], prio, group))[last]
+    stamp = b.lastmod[order]
+    dated = ~np.isnan(stamp)
+    latest = np.lexsort((later, np.where(dated, stamp, 0.0), dated, group))[last]
+    # The least robots.txt origin that is not empty, where offers of several name one.
+    origin = b.origin[order]
+    rank = _ranks(b.origins)
+    unnamed = len(b.origins) + 1
+    rank[-1] = unnamed
+    for i, o in enumerate(b.origins):
+        if not o:
+            rank[i] = unnamed
+    least = np.minimum.reduceat(rank[origin], starts)
+    code_of = np.full(unnamed + 1, -1, dtype=np.int64)
+    named = rank[:-1] < unnamed
+    code_of[rank[:-1][named]] = np.flatnonzero(named)
+    origins = np.where(several, code_of[least], b.origin[heads])
+    # Hosts: per group of several, the smallest MAX_INLINK_HOSTS of its offers' (their own
+    # rows keep their tuples); the united ones are appended to the block's host buffer.
+    pick = in_several[owner]
+    united, united_owner = flat[pick], group[owner[pick]]
+    link_start, link_end = b.link_start[heads], b.link_end[heads]
+    link_hosts = b.link_hosts
+    if len(united):
+        at = np.lexsort((united, united_owner))
+        united, united_owner = united[at], united_owner[at]
+        fresh = np.ones(len(united), dtype=bool)
+        fresh[1:] = (united[1:] != united[:-1]) | (united_owner[1:] != united_owner[:-1])
+        united, united_owner = united[fresh], united_owner[fresh]
+        keep = np.arange(len(united)) - np.searchsorted(united_owner, united_owner, side="left") < MAX_INLINK_HOSTS
+        united, united_owner = united[keep], united_owner[keep]
+        counts = np.bincount(united_owner, minlength=g)
+        ends = np.cumsum(counts) + len(link_hosts)
+        link_start = np.where(several, ends - counts, link_start)
+        link_end = np.where(several, ends, link_end)
+        link_hosts = np.concatenate([link_hosts, united])
+    else:
+        link_start = np.where(several, 0, link_start)
+        link_end = np.where(several, 0, link_end)
+    return b.take(heads).with_columns(
+        depth=np.minimum.reduceat(b.depth[order], starts),
+        hops=np.minimum.reduceat(b.hops[order], starts),
+        inlinks=np.add.reduceat(links, starts),
+        priority=prio[best],
+        source=source[best],
+        kind=kind[best],
+        lastmod=stamp[latest],
+        origin=origins,
+        link_hosts=link_hosts,
+        link_start=link_start,
+        link_end=link_end,
+    )
+
+
+def bucket_blocks(ordered: CandidateBlock, bits: int) -> Iterator[tuple[int, CandidateBlock]]:
+    """``(bucket, its block)`` of a block sorted by fingerprint, buckets in order: each
+    bucket is a contiguous run of rows, cut where the top ``bits`` change (each laid out
+    contiguously, so that it encodes without copying rows one by one)."""
+    if not len(ordered):
+        return
+    ordered = ordered.compact()
+    if bits == 0:
+        yield 0, ordered
+        return
+    buckets = ordered.fp >> np.uint64(64 - bits)
+    cuts = np.flatnonzero(buckets[1:] != buckets[:-1]) + 1
+    starts = [0, *cuts.tolist()]
+    ends = [*starts[1:], len(ordered)]
+    for start, end in zip(starts, ends):
+        yield int(buckets[start]), ordered.take(slice(start, end))
 
 
 def fp_keys(fps: np.ndarray) -> list[bytes]:
@@ -527,15 +684,17 @@ class ExtractCandidates(beam.PTransform):
 
 
 class _BucketFn(beam.DoFn):
-    """Combines a bundle's candidates per fingerprint; emits one list per bucket, and the
-    lists so far whenever :data:`COMBINE_AT_MOST` fingerprints are held (a local runner's
-    bundle may hold a whole round: what it holds must not grow with it). The merge combines
-    offers of one fingerprint from any number of lists, in any order, to the same row
-    (``Candidate.merge``), so where the lists are cut changes nothing but their count.
+    """Combines a bundle's candidates per fingerprint; emits one block per bucket
+    (:class:`~beamcrawl.schemas.candidate_block.CandidateBlock`: columns, not objects), and
+    the blocks so far whenever :data:`COMBINE_AT_MOST` fingerprints are held (a local
+    runner's bundle may hold a whole round: what it holds must not grow with it). The merge
+    combines offers of one fingerprint from any number of blocks, in any order, to the same
+    row (``Candidate.merge``), so where the blocks are cut changes nothing but their count.
 
     Offers wait uncombined until they are as many as the combined ones held (at least
-    :data:`COMBINE_BATCH`), then all are combined at once (:func:`combine_candidates`): each
-    offer is combined a few times at most, and at most ``2 × COMBINE_AT_MOST`` are held."""
+    :data:`COMBINE_BATCH`), then all are combined at once (:func:`combine_blocks`): each
+    offer is combined a few times at most, and at most ``2 × COMBINE_AT_MOST`` are held.
+    An element may be a list of any length (a page's links, or a batch of pages')."""
 
     def __init__(self, bits: int) -> None:
         self.bits = bits
@@ -543,7 +702,7 @@ class _BucketFn(beam.DoFn):
         self.dead = Outlet("url_seen")
 
     def start_bundle(self) -> None:
-        self.held: list[Candidate] = []  # combined, sorted by fingerprint
+        self.held = CandidateBlock.empty()  # combined, sorted by fingerprint
         self.pending: list[Candidate] = []  # offers not combined yet
 
     def process(self, candidates: list[Candidate]) -> Iterator[Any]:
@@ -558,35 +717,50 @@ class _BucketFn(beam.DoFn):
         if len(self.pending) >= max(len(self.held), min(COMBINE_BATCH, COMBINE_AT_MOST)):
             yield from self._combine()
             if len(self.held) >= COMBINE_AT_MOST:
-                yield from self._lists()
+                yield from self._blocks()
 
     def _combine(self, windowed: bool = False) -> Iterator[Any]:
-        """Folds the pending offers into the held ones. Should that fail, the offers are
-        merged one by one (``Candidate.merge``), and one that will not merge is a dead
-        letter."""
+        """Folds the pending offers into the held ones. An offer whose fingerprint is not a
+        64-bit int is a dead letter. Should the combine fail, the offers are merged one by
+        one (``Candidate.merge``), and one that will not merge is a dead letter."""
         pending, self.pending = self.pending, []
+        letter = self.dead.windowed if windowed else self.dead.tagged
         try:
-            self.held = combine_candidates([self.held, pending])
+            block = CandidateBlock.from_candidates(pending)
+        except Exception as exc:
+            if dead_letter.is_infrastructure(exc):
+                raise
+            good = []
+            for cand in pending:
+                try:
+                    CandidateBlock.from_candidates([cand])
+                    good.append(cand)
+                except Exception as exc:
+                    yield letter(exc, cand)
+            pending = good
+            block = CandidateBlock.from_candidates(pending)
+        try:
+            self.held = combine_blocks([self.held, block])
             return
         except Exception as exc:
             if dead_letter.is_infrastructure(exc):
                 raise
-        folded = {c.fp: c for c in self.held}
+        folded = {c.fp: c for c in self.held.to_candidates()}
         for cand in pending:
             try:
                 kept = folded.get(cand.fp)
                 folded[cand.fp] = cand if kept is None else kept.merge(cand)
             except Exception as exc:
-                yield (self.dead.windowed if windowed else self.dead.tagged)(exc, cand)
-        self.held = combine_candidates([folded.values()])
+                yield letter(exc, cand)
+        self.held = CandidateBlock.from_candidates([folded[fp] for fp in sorted(folded)])
 
-    def _lists(self) -> Iterator[tuple[int, Packed]]:
-        held, self.held = self.held, []
-        yield from bucket_lists(held, self.bits)
+    def _blocks(self) -> Iterator[tuple[int, CandidateBlock]]:
+        held, self.held = self.held, CandidateBlock.empty()
+        yield from bucket_blocks(held, self.bits)
 
     def finish_bundle(self) -> Iterator[Any]:
         yield from self._combine(windowed=True)
-        for kv in self._lists():
+        for kv in self._blocks():
             yield GlobalWindows.windowed_value(kv)
 
 
@@ -607,7 +781,11 @@ def bucket_lists(ordered: Sequence[Candidate], bits: int) -> Iterator[tuple[int,
 
 
 class _MergeBucketFn(beam.DoFn):
-    """Merges one bucket's sorted candidates against the seen set, by scan or by key set."""
+    """Merges one bucket's blocks against the seen set, by scan or by key set.
+
+    The blocks are combined as columns (:func:`combine_blocks`); should that or the merge
+    fail (not the store), the bucket's candidates are merged as objects, alone where
+    together they fail, so that one bad candidate is one dead letter."""
 
     def __init__(
         self,
@@ -635,33 +813,60 @@ class _MergeBucketFn(beam.DoFn):
         gctune.tune()
         self.store = open_store(self.store_uri)
 
-    def process(self, element: tuple[int, Iterable[list[Candidate]]]) -> Iterator[Packed]:
+    def process(self, element: tuple[int, Iterable[CandidateBlock]]) -> Iterator[Any]:
         _, groups = element
-        cands = [cand for group in groups for cand in group]
-        out: list[Packed] = []
-        # One bad candidate must not cost the bucket's others: each merges them alone then.
-        letters = dead_letter.each(self.dead, cands, lambda part: out.extend(list(self._merge(part))))
+        blocks = list(groups)
+        try:
+            out = self._merge_blocks(blocks)
+        except Exception as exc:
+            if dead_letter.is_infrastructure(exc):
+                raise
+            # One bad candidate must not cost the bucket's others: each merges them alone then.
+            out = []
+            cands = [cand for block in blocks for cand in block.to_candidates()]
+            letters = dead_letter.each(self.dead, cands, lambda part: out.extend(self._merge(part)))
+            yield from out
+            for letter in letters:
+                yield beam.pvalue.TaggedOutput(ERRORS, letter)
+            return
         yield from out
-        for letter in letters:
-            yield beam.pvalue.TaggedOutput(ERRORS, letter)
 
-    def _merge(self, cands: Sequence[Candidate]) -> Iterator[Packed]:
-        ordered = combine_candidates([cands])
-        fps = fingerprints(ordered)
+    def _merge_blocks(self, blocks: Sequence[CandidateBlock]) -> list[Packed]:
+        """The bucket's blocks combined as columns and merged with the seen set; only the
+        new candidates (and the known dated ones the lastmod hints read) become objects."""
+        merged = combine_blocks(blocks)
+        if not len(merged):
+            return []
+        seen = self._seen(merged.fp)
+        new = queue_new_urls(self.store, merged.to_candidates(np.flatnonzero(~seen)), self.now_ms)
+        self.new.inc(len(new))
+        if self.lastmod_hints:
+            self._queue_hints(merged.to_candidates(np.flatnonzero(seen & merged.dated())))
+        # One element per bucket, not per URL: the round does not read them, and Beam
+        # encodes a DoFn's every output element (one pickle per URL) all the same.
+        return [Packed(new)]
+
+    def _seen(self, fps: np.ndarray) -> np.ndarray:
+        """Which of the bucket's sorted fingerprints the seen set holds (counted)."""
         # Only the keys from the first candidate's to the last's can match: the scan
         # covers that span of the bucket's range, and the cost estimate counts its keys.
         span = (int(fps[-1]) - int(fps[0]) + 1) / float(1 << 64)
         seen = seen_mask(fps, self.join.key_chunks(self.store, fp_keys(fps), span))
-        new = [ordered[i] for i in np.flatnonzero(~seen).tolist()]
         self.buckets.inc()
         self.bucket_bits.update(self.bits)
-        self.distinct.inc(len(ordered))
+        self.distinct.inc(len(fps))
+        return seen
+
+    def _merge(self, cands: Sequence[Candidate]) -> list[Packed]:
+        """The object path, for candidates the columns would not merge: combined by
+        :func:`combine_candidates`, then the same merge."""
+        ordered = combine_candidates([cands])
+        seen = self._seen(fingerprints(ordered))
+        new = queue_new_urls(self.store, [ordered[i] for i in np.flatnonzero(~seen).tolist()], self.now_ms)
         self.new.inc(len(new))
-        # One element per bucket, not per URL: the round does not read them, and Beam
-        # encodes a DoFn's every output element (one pickle per URL) all the same.
-        yield Packed(queue_new_urls(self.store, new, self.now_ms))
         if self.lastmod_hints:
             self._queue_hints([ordered[i] for i in np.flatnonzero(seen).tolist()])
+        return [Packed(new)]
 
     def _queue_hints(self, known: Sequence[Candidate]) -> None:
         """Known URLs a sitemap dates after our last visit: one key-set read of their state,
@@ -752,7 +957,7 @@ class QueueUnseenUrls(beam.PTransform):
         )
         buckets = candidate_lists | "Combine per fingerprint, bucket by top bits" >> beam.ParDo(
             _BucketFn(self.bits)
-        ).with_output_types(tuple[int, Packed]).with_outputs(ERRORS, main="buckets")
+        ).with_output_types(tuple[int, CandidateBlock]).with_outputs(ERRORS, main="buckets")
         collect(buckets[ERRORS])
         new = (
             buckets.buckets

@@ -12,6 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from test_shuffled_records import RECORDS  # tests/schemas/test_shuffled_records.py
 
+from beamcrawl.schemas.candidate_block import CandidateBlockCoder
 from beamcrawl.schemas.coders import PackedCoder, RecordCoder
 from beamcrawl.schemas.records import Candidate, FrontierEntry, HostRecord, Packed, shuffled_classes
 
@@ -82,7 +83,7 @@ def test_the_shuffled_collections_declare_their_types():
         if "Combine per fingerprint, bucket by top bits/" in node.full_label
     ]
     assert [beam.coders.registry.get_coder(t) for t in bucketed] == [
-        beam.coders.TupleCoder([beam.coders.VarIntCoder(), PackedCoder()])
+        beam.coders.TupleCoder([beam.coders.VarIntCoder(), CandidateBlockCoder()])
     ]
 
 

@@ -14,7 +14,9 @@ import pytest
 from apache_beam.metrics.metric import MetricsFilter
 from apache_beam.testing.test_pipeline import TestPipeline
 from apache_beam.testing.util import assert_that, equal_to
+from apache_beam.utils.windowed_value import WindowedValue
 
+from beamcrawl.schemas.candidate_block import CandidateBlock
 from beamcrawl.schemas.records import Candidate, FrontierEntry, ParsedPage, UrlState, fp_key
 from beamcrawl.stores.base import Mutation, open_store
 from beamcrawl.stores.embedded import EmbeddedStore
@@ -366,7 +368,7 @@ from hypothesis import strategies as st  # noqa: E402
 from beamcrawl.transforms import url_seen  # noqa: E402
 
 
-def _bucket_lists(batches, monkeypatch, limit):
+def _bucket_blocks(batches, monkeypatch, limit):
     monkeypatch.setattr(url_seen, "COMBINE_AT_MOST", limit)
     fn = url_seen._BucketFn(bits=2)
     fn.start_bundle()
@@ -375,6 +377,7 @@ def _bucket_lists(batches, monkeypatch, limit):
         out += list(fn.process(batch))
         assert len(fn.held) < limit and len(fn.pending) < limit  # what a bundle holds is bounded
     out += [wv.value for wv in fn.finish_bundle()]
+    assert all(isinstance(block, CandidateBlock) and block.columnar for _, block in out)
     return out
 
 
@@ -394,7 +397,7 @@ def _bucket_lists(batches, monkeypatch, limit):
     limit=st.integers(1, 20),
     cut=st.integers(1, 30),
 )
-def test_a_bundle_that_passes_its_lists_on_early_queues_the_same_rows(offers, limit, cut):
+def test_a_bundle_that_passes_its_blocks_on_early_queues_the_same_rows(offers, limit, cut):
     cands = [
         Candidate(
             fp=(fp * 0x9E3779B97F4A7C15) % 2**64,
@@ -409,16 +412,54 @@ def test_a_bundle_that_passes_its_lists_on_early_queues_the_same_rows(offers, li
     ]
     batches = [cands[i : i + cut] for i in range(0, len(cands), cut)]
     with pytest.MonkeyPatch.context() as mp:
-        early = _bucket_lists(batches, mp, limit)
+        early = _bucket_blocks(batches, mp, limit)
     with pytest.MonkeyPatch.context() as mp:
-        whole = _bucket_lists(batches, mp, 10**9)
-    assert len(whole) <= 4 and all(len({c.fp for c in lst}) == len(lst) for _, lst in whole)
-    for _, lst in early:
-        assert all(url_seen.bucket_of(c.fp, 2) == _ for c in lst)
-    # the merge combines every list of a bucket: the same rows either way
-    assert url_seen.combine_candidates(lst for _, lst in early) == url_seen.combine_candidates(lst for _, lst in whole)
+        whole = _bucket_blocks(batches, mp, 10**9)
+    assert len(whole) <= 4 and all(len(set(block.fp.tolist())) == len(block) for _, block in whole)
+    for bucket, block in early:
+        assert all(url_seen.bucket_of(f, 2) == bucket for f in block.fp.tolist())
+    # the merge combines every block of a bucket: the same rows either way, and the rows
+    # the pairwise merge makes of all the offers
+    rows = url_seen.combine_blocks([b for _, b in early]).to_candidates()
+    assert rows == url_seen.combine_blocks([b for _, b in whole]).to_candidates()
+    _same(rows, _reference_combine([cands]))
     if len({c.fp for c in cands}) >= limit:
-        assert sum(len(lst) for _, lst in early) >= len({c.fp for c in cands})
+        assert sum(len(block) for _, block in early) >= len({c.fp for c in cands})
+
+
+def _unwrap(value):
+    """An output of process() as it is, one of finish_bundle() out of its window."""
+    return value.value if isinstance(value, WindowedValue) else value
+
+
+def test_a_bundle_offered_the_same_urls_again_and_again_holds_what_it_keeps():
+    """Combined blocks refer to their offers' buffers; the URLs of offers combined away are
+    let go, so a bundle whose pages all link to the same few URLs does not grow."""
+    nav = [dataclasses.replace(cand(f), inlink_hosts=(f,)) for f in range(100)]
+    fn = url_seen._BucketFn(bits=0)
+    fn.start_bundle()
+    for _ in range(400):
+        assert not list(fn.process(nav))
+    assert len(fn.held) == 100 and fn.held.used() > 0
+    assert fn.held.buffered() <= 2 * fn.held.used() + 4096
+    ((_, block),) = [wv.value for wv in fn.finish_bundle()]
+    assert [c.inlinks for c in block.to_candidates()] == [400] * 100
+
+
+def test_a_bundle_takes_a_list_of_any_length_and_sets_aside_a_bad_fingerprint():
+    """A batch of pages' candidates is one list: combined as one. A candidate whose
+    fingerprint is not a 64-bit int is one dead letter; the others go on."""
+    cands = [cand(f) for f in range(20_000)] * 2 + [dataclasses.replace(cand(3), fp=-3), cand(2**64 - 1)]
+    fn = url_seen._BucketFn(bits=1)
+    fn.start_bundle()
+    out = list(fn.process(cands)) + list(fn.finish_bundle())
+    letters = [_unwrap(o.value) for o in out if isinstance(o, beam.pvalue.TaggedOutput)]
+    blocks = [_unwrap(o) for o in out if not isinstance(o, beam.pvalue.TaggedOutput)]
+    assert len(letters) == 1 and letters[0].url == "http://h3.com/3" and letters[0].stage == "url_seen"
+    assert [b for b, _ in blocks] == [0, 1]
+    rows = url_seen.combine_blocks([block for _, block in blocks]).to_candidates()
+    assert [c.fp for c in rows] == [*range(20_000), 2**64 - 1]
+    assert all(c.inlinks == 2 for c in rows[:-1]) and rows[-1].inlinks == 1
 
 
 # --- the numpy combine and merge decide as the per-offer ones did ---------------------------
@@ -546,3 +587,129 @@ def test_bucket_lists_cut_sorted_candidates_where_the_top_bits_change():
         assert [c for _, lst in lists for c in lst] == ordered
         assert all(bucket_of(c.fp, bits) == b for b, lst in lists for c in lst)
         assert [b for b, _ in lists] == sorted({bucket_of(c.fp, bits) for c in ordered})
+
+
+# --- the columnar combine and merge decide as the object ones do -----------------------------
+
+
+def _blocks(groups: list[list[Candidate]]) -> list[CandidateBlock]:
+    return [CandidateBlock.from_candidates(g) for g in groups]
+
+
+@settings(max_examples=400, deadline=None)
+@given(offers(), st.booleans())
+def test_columnar_combine_is_the_pairwise_merge(groups, singles):
+    """Blocks combined as columns give what Candidate.merge folds the same offers to, in the
+    same order (ties to the first offer), with no object made on the way: the object path
+    is not taken for these values. Blocks of one offer each, too."""
+    if singles:
+        groups = [[c] for g in groups for c in g] or [[]]
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(url_seen, "combine_candidates", _no_objects)
+        combined = url_seen.combine_blocks(_blocks(groups))
+    assert combined.columnar
+    _same(combined.to_candidates(), _reference_combine(groups))
+    _same(combined.to_candidates(), combine_candidates(groups))
+    # A combined block's rows are what the next combine and the coder take.
+    _same(CandidateBlock.decode(combined.encode()).to_candidates(), combined.to_candidates())
+    again = url_seen.combine_blocks([combined, CandidateBlock.from_candidates(groups[0])])
+    _same(again.to_candidates(), _reference_combine([*groups, groups[0]]))
+
+
+@pytest.mark.parametrize("zeros", [(-0.0, 0.0), (0.0, -0.0)])
+def test_ties_in_columns_go_to_the_first_offer(zeros):
+    """Equal priorities and lastmods of both signs of zero: the first offer's sign is kept,
+    as the pairwise merge keeps its left side (values alike otherwise tell no difference)."""
+    a = Candidate(fp=4, url="http://h.test/", host="h.test", depth=1, priority=zeros[0], lastmod=zeros[0])
+    b = dataclasses.replace(a, priority=zeros[1], lastmod=zeros[1], depth=0)
+    groups = [[a], [dataclasses.replace(a, lastmod=None, priority=-1.0)], [b]]
+    (row,) = url_seen.combine_blocks(_blocks(groups)).to_candidates()
+    (expected,) = _reference_combine(groups)
+    _same([row], [expected])
+    assert math.copysign(1, row.lastmod) == math.copysign(1, zeros[0])
+    assert math.copysign(1, row.priority) == math.copysign(1, zeros[0])
+
+
+def _no_objects(groups):
+    raise AssertionError("the object path was taken")
+
+
+@settings(max_examples=200, deadline=None)
+@given(offers(hosts=_HOSTS_ANY, big=True))
+def test_values_the_columns_cannot_combine_combine_as_before(groups):
+    """Unsorted or repeated hosts tuples, over 64 hosts, in-link counts past 64 bits (those
+    blocks hold objects): the same result, by the object path."""
+    _same(url_seen.combine_blocks(_blocks(groups)).to_candidates(), _reference_combine(groups))
+
+
+@settings(max_examples=100, deadline=None)
+@given(offers(), st.integers(0, 3), st.sampled_from([math.nan, math.inf, -math.inf]))
+def test_a_priority_that_does_not_order_combines_as_before(groups, at, odd):
+    groups = [list(g) for g in groups]
+    flat = [c for g in groups for c in g]
+    if flat:
+        victim = flat[at % len(flat)]
+        groups = [[dataclasses.replace(c, priority=odd) if c is victim else c for c in g] for g in groups]
+    new, old = url_seen.combine_blocks(_blocks(groups)).to_candidates(), _reference_combine(groups)
+    assert repr(new) == repr(old)
+
+
+def test_sums_past_64_bits_in_columns_combine_as_before():
+    big = Candidate(fp=9, url="http://h.test/", host="h.test", depth=1, priority=0.5, inlinks=2**62)
+    groups = [[big], [big], [dataclasses.replace(big, inlinks=-(2**62))]]
+    blocks = _blocks(groups)
+    assert all(b.columnar for b in blocks)
+    (row,) = url_seen.combine_blocks(blocks).to_candidates()
+    assert row.inlinks == 2**62 and type(row.inlinks) is int
+
+
+def _bucket_store(tmp_path, seen: list[int], dated: dict[int, float] | None = None) -> str:
+    uri = f"sqlite:///{tmp_path}/store.sqlite"
+    _seed_seen(uri, seen)
+    return uri
+
+
+def _run_merge(uri: str, blocks: list[CandidateBlock]) -> tuple[list[FrontierEntry], list]:
+    fn = url_seen._MergeBucketFn(uri, bits=0, now_ms=11, seen_rows=0, keyset_cost_ratio=1.0, path="auto")
+    fn.setup()
+    try:
+        out = list(fn.process((0, blocks)))
+    finally:
+        fn.teardown()
+    letters = [o.value for o in out if isinstance(o, beam.pvalue.TaggedOutput)]
+    entries = [e for o in out if not isinstance(o, beam.pvalue.TaggedOutput) for e in o]
+    return entries, letters
+
+
+def test_merge_builds_entries_for_new_fingerprints_only(tmp_path, monkeypatch):
+    rng = random.Random(31)
+    known = [rng.getrandbits(64) for _ in range(300)]
+    fresh = [rng.getrandbits(64) for _ in range(200)]
+    uri = _bucket_store(tmp_path, known)
+    groups = [[cand(f) for f in known[:200] + fresh[:150]], [cand(f, depth=0) for f in known[100:] + fresh[100:]]]
+    built = []
+    to_candidates = CandidateBlock.to_candidates
+    monkeypatch.setattr(CandidateBlock, "to_candidates", lambda self, rows=None: built.append(
+        len(self) if rows is None else len(rows)) or to_candidates(self, rows))  # fmt: skip
+    entries, letters = _run_merge(uri, _blocks(groups))
+    assert letters == [] and sum(built) == len(fresh)  # the known ones stay columns
+    assert sorted(e.fp for e in entries) == sorted(fresh)
+    by_fp = {e.fp: e for e in entries}
+    for f in fresh[100:150]:
+        assert by_fp[f].inlinks == 2 and by_fp[f].depth == 0
+    with open_store(uri) as store:
+        assert {FrontierEntry.from_cells(c).fp for _, c in store.read_range("frontier")} == set(fresh)
+
+
+def test_a_bucket_whose_blocks_will_not_merge_sets_aside_only_the_bad_candidate(tmp_path):
+    """Two blocks of objects whose offers of one URL cannot be merged (a depth of None):
+    that candidate is one dead letter, the bucket's other new URLs are queued."""
+    uri = _bucket_store(tmp_path, [1, 2])
+    bad = dataclasses.replace(cand(77), depth=None)
+    first = [cand(1), cand(10), bad, cand(11)]
+    second = [cand(2), cand(77), cand(12), dataclasses.replace(cand(13), inlinks=2**70)]
+    blocks = _blocks([first, second])
+    assert not any(b.columnar for b in blocks)
+    entries, letters = _run_merge(uri, blocks)
+    assert [(d.url, d.exception) for d in letters] == [("http://h0.com/77", "TypeError")]
+    assert sorted(e.fp for e in entries) == [10, 11, 12, 13, 77]  # the good offer of 77 alone

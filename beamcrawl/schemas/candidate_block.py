@@ -1,0 +1,595 @@
+"""CandidateBlock: URL seen's candidates as columns, the element its bucket shuffle carries.
+
+URL seen (transforms/url_seen.py) combines a bundle's offers per fingerprint, cuts them into
+fingerprint buckets and shuffles them to the bucket's merge with the seen set. Most of them
+are known URLs whose only fate there is to be compared by fingerprint and dropped; as one
+``Candidate`` object each, every one was pickled, unpickled and rebuilt on the way. A block
+holds them as numpy columns instead (issue #25: "whatever does shuffle is fingerprints and
+small fixed-width columns"): fingerprints, depths, hops, in-links, priorities and lastmods
+as arrays, kind, source, host and robots.txt origin as codes into small vocabularies, the
+linking hosts flattened with offsets, the URLs as a code for their scheme and authority and
+the rest in one string with offsets. It encodes as a
+few array buffers (:meth:`CandidateBlock.encode`; its Beam coder is in schemas/coders.py),
+and only the rows that need it (the new URLs) become ``Candidate`` objects again.
+
+A block is exact: :meth:`~CandidateBlock.to_candidates` gives back the very values
+:meth:`~CandidateBlock.from_candidates` was given, of the same Python types. Values the
+columns cannot hold exactly (an int past 64 bits, a NaN lastmod, which the column uses for
+"none", a float where an int belongs, a list for a tuple) make the whole block carry its
+candidates as objects (:attr:`~CandidateBlock.objects`), merged by ``Candidate.merge`` as
+before; only the fingerprint column is required of every block, so that it can be bucketed.
+
+Rows may share and skip parts of the URL string and the linking-host array (a block cut out
+of another one, or combined from several, refers to their buffers): :meth:`encode` writes
+only what its rows use.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import pickle
+import struct
+from dataclasses import dataclass
+from itertools import chain
+from typing import Any, Iterable, Sequence
+
+import apache_beam as beam
+import numpy as np
+
+from beamcrawl.schemas.records import Candidate, Packed
+
+__all__ = ["CandidateBlock", "CandidateBlockCoder", "gather_index"]
+
+_FORMAT = 1  # the first byte of an encoded block
+_COLUMNS = 1
+_OBJECTS = 2
+
+_INT64 = (-(1 << 63), (1 << 63) - 1)
+_STR = "utf-8"
+_ERRORS = "surrogatepass"  # a Python str may hold lone surrogates: kept, byte for byte
+
+
+def gather_index(starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    """Positions of the ranges ``[starts[i], ends[i])`` one after another (an index that
+    gathers them into one contiguous buffer)."""
+    lens = ends - starts
+    total = int(lens.sum())
+    if not total:
+        return np.zeros(0, dtype=np.int64)
+    offsets = np.cumsum(lens) - lens
+    return np.arange(total, dtype=np.int64) + np.repeat(starts - offsets, lens)
+
+
+@dataclass(eq=False)
+class CandidateBlock:
+    """Candidates as columns, one row each, in the order given (a bucket's: by fingerprint).
+
+    ``kind``, ``source``, ``host``, ``origin`` and ``prefix`` are codes into ``kinds``,
+    ``sources``, ``hosts``, ``origins`` and ``prefixes`` (``origin`` -1: no robots.txt
+    origin); ``lastmod`` is NaN for none; row ``i``'s URL is its prefix (scheme and
+    authority, shared by a host's URLs) then ``url_text[url_start[i]:url_end[i]]``, and its
+    linking hosts ``link_hosts[link_start[i]:link_end[i]]``. ``objects`` holds the candidates themselves
+    when the columns could not (then only ``fp`` is filled).
+    """
+
+    fp: np.ndarray  # uint64
+    depth: np.ndarray  # int64
+    hops: np.ndarray  # int64
+    inlinks: np.ndarray  # int64
+    priority: np.ndarray  # float64
+    lastmod: np.ndarray  # float64, NaN = none
+    kind: np.ndarray  # int64 codes
+    source: np.ndarray
+    host: np.ndarray
+    origin: np.ndarray  # -1 = none
+    prefix: np.ndarray
+    kinds: tuple[str, ...]
+    sources: tuple[str, ...]
+    hosts: tuple[str, ...]
+    origins: tuple[str, ...]
+    prefixes: tuple[str, ...]
+    url_text: str
+    url_start: np.ndarray  # int64
+    url_end: np.ndarray
+    link_hosts: np.ndarray  # uint64
+    link_start: np.ndarray  # int64
+    link_end: np.ndarray
+    objects: Packed | None = None
+
+    def __len__(self) -> int:
+        return len(self.fp)
+
+    @property
+    def columnar(self) -> bool:
+        """Whether the columns hold the candidates (else :attr:`objects` does)."""
+        return self.objects is None
+
+    # --- to and from candidates ---------------------------------------------------------------
+
+    @classmethod
+    def empty(cls) -> CandidateBlock:
+        return cls.from_candidates([])
+
+    @classmethod
+    def from_candidates(cls, cands: Sequence[Candidate]) -> CandidateBlock:
+        """The candidates as a block, in their order.
+
+        Raises:
+            ValueError: A fingerprint is not an int in [0, 2**64) (the one value every block
+                needs as a column; the caller sets that candidate aside).
+        """
+        fps = [c.fp for c in cands]
+        if not set(map(type, fps)) <= {int}:
+            raise ValueError("a fingerprint that is not an int")
+        try:
+            fp = np.array(fps, dtype=np.uint64)
+        except OverflowError as exc:
+            raise ValueError(f"a fingerprint out of 64 bits: {exc}") from exc
+        try:
+            return _columns(cands, fp)
+        except _NotColumnar:
+            return _objects(fp, Packed(cands))
+
+    def to_candidates(self, rows: Iterable[int] | np.ndarray | None = None) -> list[Candidate]:
+        """The candidates of ``rows`` (positions, default all), in that order."""
+        if rows is None:
+            idx = np.arange(len(self), dtype=np.int64)
+        else:
+            idx = np.asarray(rows if isinstance(rows, np.ndarray) else list(rows), dtype=np.int64)
+        if self.objects is not None:
+            return [self.objects[i] for i in idx.tolist()]
+        if not len(idx):
+            return []
+        text = self.url_text
+        prefixes = self.prefixes
+        urls = [
+            prefixes[p] + text[a:b]
+            for p, a, b in zip(self.prefix[idx].tolist(), self.url_start[idx].tolist(), self.url_end[idx].tolist())
+        ]
+        hosts_vocab, kinds, sources = self.hosts, self.kinds, self.sources
+        origins = (*self.origins, None)  # code -1: none
+        flat = self.link_hosts
+        starts, ends = self.link_start[idx], self.link_end[idx]
+        if int((ends - starts).sum()):
+            values = flat[gather_index(starts, ends)].tolist()
+            bounds = np.cumsum(ends - starts).tolist()
+            linked = [tuple(values[a:b]) for a, b in zip([0, *bounds[:-1]], bounds)]
+        else:
+            linked = [()] * len(idx)
+        lastmod = [None if v != v else v for v in self.lastmod[idx].tolist()]
+        return [
+            Candidate(fp, url, hosts_vocab[h], depth, prio, sources[s], n, lh, kinds[k], hops, lm, origins[o])
+            for fp, url, h, depth, prio, s, n, lh, k, hops, lm, o in zip(
+                self.fp[idx].tolist(), urls, self.host[idx].tolist(), self.depth[idx].tolist(),
+                self.priority[idx].tolist(), self.source[idx].tolist(), self.inlinks[idx].tolist(), linked,
+                self.kind[idx].tolist(), self.hops[idx].tolist(), lastmod, self.origin[idx].tolist(),
+            )
+        ]  # fmt: skip
+
+    def dated(self) -> np.ndarray:
+        """Per row, whether it has a lastmod."""
+        if self.objects is not None:
+            return np.fromiter((c.lastmod is not None for c in self.objects), dtype=bool, count=len(self))
+        return ~np.isnan(self.lastmod)
+
+    # --- rows ---------------------------------------------------------------------------------
+
+    def take(self, rows: slice | np.ndarray) -> CandidateBlock:
+        """The block of ``rows`` (a slice, or an array of positions), sharing the buffers."""
+        if self.objects is not None:
+            picked = self.objects[rows] if isinstance(rows, slice) else [self.objects[i] for i in rows.tolist()]
+            return _objects(self.fp[rows], Packed(picked))
+        return dataclasses.replace(
+            self,
+            **{name: getattr(self, name)[rows] for name in _ROW_COLUMNS},
+        )
+
+    def with_columns(self, **columns: Any) -> CandidateBlock:
+        """The block with some columns (and their buffers or vocabularies) replaced."""
+        return dataclasses.replace(self, **columns)
+
+    @classmethod
+    def concat(cls, blocks: Sequence[CandidateBlock]) -> CandidateBlock:
+        """The rows of ``blocks`` one after another, in one block (vocabularies united)."""
+        if len(blocks) == 1:
+            return blocks[0]
+        if not blocks:
+            return cls.empty()
+        if any(b.objects is not None for b in blocks):
+            cands = [c for b in blocks for c in b.to_candidates()]
+            return _objects(np.concatenate([b.fp for b in blocks]), Packed(cands))
+        coded: dict[str, Any] = {}
+        vocabs: dict[str, Any] = {}
+        for code, vocab in _CODED:
+            united = tuple(dict.fromkeys(chain.from_iterable(getattr(b, vocab) for b in blocks)))
+            index = {v: i for i, v in enumerate(united)}
+            parts = []
+            for b in blocks:
+                # One more entry at the end, so that code -1 (none) maps to -1.
+                remap = np.array([index[v] for v in getattr(b, vocab)] + [-1], dtype=np.int64)
+                parts.append(remap[getattr(b, code)])
+            coded[code] = np.concatenate(parts)
+            vocabs[vocab] = united
+        text_at = np.cumsum([0] + [len(b.url_text) for b in blocks])
+        link_at = np.cumsum([0] + [len(b.link_hosts) for b in blocks])
+        plain: dict[str, Any] = {name: np.concatenate([getattr(b, name) for b in blocks]) for name in _PLAIN_COLUMNS}
+        return cls(
+            **plain,
+            **coded,
+            **vocabs,
+            url_text="".join(b.url_text for b in blocks),
+            url_start=np.concatenate([b.url_start + at for b, at in zip(blocks, text_at.tolist())]),
+            url_end=np.concatenate([b.url_end + at for b, at in zip(blocks, text_at.tolist())]),
+            link_hosts=np.concatenate([b.link_hosts for b in blocks]),
+            link_start=np.concatenate([b.link_start + at for b, at in zip(blocks, link_at.tolist())]),
+            link_end=np.concatenate([b.link_end + at for b, at in zip(blocks, link_at.tolist())]),
+        )
+
+    def used(self) -> int:
+        """URL characters and linking hosts the rows refer to."""
+        if self.objects is not None:
+            return 0
+        return int((self.url_end - self.url_start).sum() + (self.link_end - self.link_start).sum())
+
+    def buffered(self) -> int:
+        """URL characters and linking hosts the block's buffers hold (some maybe unused)."""
+        return len(self.url_text) + len(self.link_hosts)
+
+    def compact(self) -> CandidateBlock:
+        """The same rows with the URL string and linking hosts laid out in row order, nothing
+        else kept (so that any run of rows is a contiguous part of both)."""
+        if self.objects is not None:
+            return self
+        text, url_end = _compact_text(self.url_text, self.url_start, self.url_end)
+        lens = self.link_end - self.link_start
+        link_end = np.cumsum(lens)
+        return dataclasses.replace(
+            self,
+            url_text=text,
+            url_start=url_end - (self.url_end - self.url_start),
+            url_end=url_end,
+            link_hosts=self.link_hosts[gather_index(self.link_start, self.link_end)],
+            link_start=link_end - lens,
+            link_end=link_end,
+        )
+
+    # --- bytes --------------------------------------------------------------------------------
+
+    def encode(self) -> bytes:
+        """The block as bytes: a format byte, then length-prefixed array buffers (integers
+        in the narrowest type that holds them, floats as a dictionary where few differ)."""
+        out = _Writer()
+        out.raw(bytes((_FORMAT,)))
+        out.array(self.fp)
+        if self.objects is not None:
+            out.raw(bytes((_OBJECTS,)))
+            out.blob(pickle.dumps(self.objects, pickle.HIGHEST_PROTOCOL))
+            return out.getvalue()
+        out.raw(bytes((_COLUMNS,)))
+        for name in ("depth", "hops", "inlinks"):
+            out.ints(getattr(self, name))
+        out.floats(self.priority)
+        out.floats(self.lastmod)
+        for code, vocab in _CODED:
+            codes, used = _compact_codes(getattr(self, code), getattr(self, vocab))
+            out.ints(codes)
+            out.strings(used)
+        text, _ = _compact_text(self.url_text, self.url_start, self.url_end)
+        out.blob(text.encode(_STR, _ERRORS))
+        out.ints(self.url_end - self.url_start)
+        out.ints(self.link_end - self.link_start)
+        hosts = self.link_hosts[gather_index(self.link_start, self.link_end)]
+        out.array(hosts.astype(np.uint32) if len(hosts) and int(hosts.max()) < (1 << 32) else hosts)
+        return out.getvalue()
+
+    @classmethod
+    def decode(cls, data: bytes) -> CandidateBlock:
+        """A block from :meth:`encode`'s bytes.
+
+        Raises:
+            ValueError: The bytes are not an encoded block.
+        """
+        src = _Reader(data)
+        if src.raw(1) != bytes((_FORMAT,)):
+            raise ValueError("not an encoded candidate block")
+        fp = src.array().astype(np.uint64, copy=False)
+        mode = src.raw(1)
+        if mode == bytes((_OBJECTS,)):
+            objects = pickle.loads(src.blob())
+            return _objects(fp, objects)
+        if mode != bytes((_COLUMNS,)):
+            raise ValueError("an encoded candidate block of an unknown layout")
+        depth, hops, inlinks = (src.ints() for _ in range(3))
+        priority, lastmod = src.floats(), src.floats()
+        coded: dict[str, Any] = {}
+        for code, vocab in _CODED:
+            coded[code] = codes = src.ints()
+            coded[vocab] = words = tuple(src.strings())
+            if len(codes) and (int(codes.min()) < -1 or int(codes.max()) >= len(words)):
+                raise ValueError("an encoded candidate block with a code outside its vocabulary")
+        text = src.blob().decode(_STR, _ERRORS)
+        url_end = np.cumsum(src.ints())
+        link_end = np.cumsum(src.ints())
+        link_hosts = src.array().astype(np.uint64)
+        src.done()
+        n = len(fp)
+        if not all(len(a) == n for a in (depth, hops, inlinks, priority, lastmod, url_end, link_end)):
+            raise ValueError("an encoded candidate block with columns of unequal length")
+        if (n and int(url_end[-1]) != len(text)) or (n and int(link_end[-1]) != len(link_hosts)):
+            raise ValueError("an encoded candidate block whose offsets do not match its buffers")
+        url_lens = np.diff(url_end, prepend=0)
+        link_lens = np.diff(link_end, prepend=0)
+        return cls(
+            fp=fp, depth=depth, hops=hops, inlinks=inlinks, priority=priority, lastmod=lastmod, **coded,
+            url_text=text, url_start=url_end - url_lens, url_end=url_end,
+            link_hosts=link_hosts, link_start=link_end - link_lens, link_end=link_end,
+        )  # fmt: skip
+
+
+class CandidateBlockCoder(beam.coders.Coder):
+    """A :class:`CandidateBlock` as :meth:`CandidateBlock.encode`'s bytes (registered for the
+    type in schemas/coders.py). Anything else emitted under the type is pickled."""
+
+    def encode(self, value: Any) -> bytes:
+        if type(value) is CandidateBlock:
+            return value.encode()
+        return _OTHER + pickle.dumps(value, pickle.HIGHEST_PROTOCOL)
+
+    def decode(self, encoded: bytes) -> Any:
+        if encoded[:1] == _OTHER:
+            return pickle.loads(encoded[1:])
+        return CandidateBlock.decode(encoded)
+
+    def is_deterministic(self) -> bool:
+        return False  # never a grouping key
+
+    def to_type_hint(self) -> type:
+        return CandidateBlock
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is type(self)
+
+    def __hash__(self) -> int:
+        return hash(type(self))
+
+
+_OTHER = b"\xff"  # then the pickled value: not a block
+
+# The per-row arrays a take() cuts (the vocabularies, URL string and host buffer are shared).
+_PLAIN_COLUMNS = ("fp", "depth", "hops", "inlinks", "priority", "lastmod")
+_CODED = (
+    ("kind", "kinds"), ("source", "sources"), ("host", "hosts"), ("origin", "origins"), ("prefix", "prefixes"),
+)  # fmt: skip
+_ROW_COLUMNS = (*_PLAIN_COLUMNS, *(c for c, _ in _CODED), "url_start", "url_end", "link_start", "link_end")
+
+
+class _NotColumnar(Exception):
+    """A value the columns would not give back exactly."""
+
+
+def _types_are(values: Iterable[Any], allowed: set[type]) -> None:
+    if not set(map(type, values)) <= allowed:
+        raise _NotColumnar("a value of another type")
+
+
+def _int64(values: list[int]) -> np.ndarray:
+    _types_are(values, {int})
+    try:
+        return np.array(values, dtype=np.int64)
+    except OverflowError as exc:
+        raise _NotColumnar(str(exc)) from exc
+
+
+def _path_at(url: str) -> int:
+    """Where a URL's path begins (after ``scheme://authority``; 0 if it has no ``://``)."""
+    at = url.find("://")
+    if at < 0:
+        return 0
+    end = url.find("/", at + 3)
+    return len(url) if end < 0 else end
+
+
+def _encode_codes(values: list[Any], none_ok: bool = False) -> tuple[np.ndarray, tuple[str, ...]]:
+    """Codes into a vocabulary (in order of first appearance); None is code -1."""
+    _types_are(values, {str, type(None)} if none_ok else {str})
+    vocab = dict.fromkeys(values)
+    vocab.pop(None, None)
+    index: dict[Any, int] = {v: i for i, v in enumerate(vocab)}
+    index[None] = -1
+    return np.fromiter(map(index.__getitem__, values), dtype=np.int64, count=len(values)), tuple(vocab)
+
+
+def _columns(cands: Sequence[Candidate], fp: np.ndarray) -> CandidateBlock:
+    if not set(map(type, cands)) <= {Candidate}:
+        raise _NotColumnar("a subclass of Candidate")
+    n = len(cands)
+    urls = [c.url for c in cands]
+    _types_are(urls, {str})
+    # Each URL as its scheme and authority (one code: a host's URLs share it) and the rest.
+    cut = [_path_at(u) for u in urls]
+    prefix, prefixes = _encode_codes([u[:i] for u, i in zip(urls, cut)])
+    urls = [u[i:] for u, i in zip(urls, cut)]
+    prio = [c.priority for c in cands]
+    _types_are(prio, {float})
+    lastmod = [c.lastmod for c in cands]
+    _types_are(lastmod, {float, type(None)})
+    stamps = np.array([math.nan if v is None else v for v in lastmod], dtype=np.float64)
+    if np.isnan(stamps).sum() != lastmod.count(None):
+        raise _NotColumnar("a NaN lastmod (the column's none)")
+    linked = [c.inlink_hosts for c in cands]
+    _types_are(linked, {tuple})
+    lens = np.fromiter(map(len, linked), dtype=np.int64, count=n)
+    flat_values = list(chain.from_iterable(linked))
+    _types_are(flat_values, {int})
+    try:
+        flat = np.array(flat_values, dtype=np.uint64)
+    except OverflowError as exc:
+        raise _NotColumnar(str(exc)) from exc
+    kind, kinds = _encode_codes([c.kind for c in cands])
+    source, sources = _encode_codes([c.source for c in cands])
+    host, hosts = _encode_codes([c.host for c in cands])
+    origin, origins = _encode_codes([c.robots_origin for c in cands], none_ok=True)
+    url_end = np.cumsum(np.fromiter(map(len, urls), dtype=np.int64, count=n))
+    link_end = np.cumsum(lens)
+    return CandidateBlock(
+        fp=fp,
+        depth=_int64([c.depth for c in cands]),
+        hops=_int64([c.hops for c in cands]),
+        inlinks=_int64([c.inlinks for c in cands]),
+        priority=np.array(prio, dtype=np.float64),
+        lastmod=stamps,
+        kind=kind, source=source, host=host, origin=origin, prefix=prefix,
+        kinds=kinds, sources=sources, hosts=hosts, origins=origins, prefixes=prefixes,
+        url_text="".join(urls),
+        url_start=url_end - np.fromiter(map(len, urls), dtype=np.int64, count=n),
+        url_end=url_end,
+        link_hosts=flat,
+        link_start=link_end - lens,
+        link_end=link_end,
+    )  # fmt: skip
+
+
+def _objects(fp: np.ndarray, objects: Packed) -> CandidateBlock:
+    none = np.zeros(0, dtype=np.int64)
+    return CandidateBlock(
+        fp=fp, depth=none, hops=none, inlinks=none, priority=none.astype(np.float64),
+        lastmod=none.astype(np.float64), kind=none, source=none, host=none, origin=none,
+        prefix=none, kinds=(), sources=(), hosts=(), origins=(), prefixes=(), url_text="", url_start=none, url_end=none,
+        link_hosts=none.astype(np.uint64), link_start=none, link_end=none, objects=objects,
+    )  # fmt: skip
+
+
+def _compact_text(text: str, starts: np.ndarray, ends: np.ndarray) -> tuple[str, np.ndarray]:
+    """The rows' strings one after another, and each one's end in it."""
+    lens = ends - starts
+    out_end = np.cumsum(lens)
+    if not len(starts):
+        return "", out_end
+    if (starts[1:] == ends[:-1]).all():  # a run of rows laid out in order: one slice
+        return text[int(starts[0]) : int(ends[-1])], out_end
+    if text.isascii():  # a character is a byte: gather the bytes
+        raw = np.frombuffer(text.encode("ascii"), dtype=np.uint8)
+        return raw[gather_index(starts, ends)].tobytes().decode("ascii"), out_end
+    return "".join(text[a:b] for a, b in zip(starts.tolist(), ends.tolist())), out_end
+
+
+def _compact_codes(codes: np.ndarray, vocab: tuple[str, ...]) -> tuple[np.ndarray, list[str]]:
+    """The codes renumbered over the vocabulary entries they use (in vocabulary order)."""
+    if not len(codes):
+        return codes, []
+    used = np.zeros(len(vocab) + 1, dtype=bool)
+    used[codes] = True  # code -1 marks the extra last slot
+    keep = np.flatnonzero(used[:-1])
+    if len(keep) == len(vocab):
+        return codes, list(vocab)
+    renumber = np.full(len(vocab) + 1, -1, dtype=np.int64)
+    renumber[keep] = np.arange(len(keep))
+    return renumber[codes], [vocab[i] for i in keep.tolist()]
+
+
+_DTYPES: dict[int, np.dtype[Any]] = {
+    ord("b"): np.dtype("<i1"), ord("h"): np.dtype("<i2"), ord("i"): np.dtype("<i4"), ord("q"): np.dtype("<i8"),
+    ord("I"): np.dtype("<u4"), ord("Q"): np.dtype("<u8"), ord("d"): np.dtype("<f8"),
+}  # fmt: skip
+_CODE_OF = {dt: code for code, dt in _DTYPES.items()}
+_HEAD = struct.Struct("<BQ")  # dtype code, element count
+_LEN = struct.Struct("<Q")
+
+
+class _Writer:
+    def __init__(self) -> None:
+        self.parts: list[bytes] = []
+
+    def raw(self, data: bytes) -> None:
+        self.parts.append(data)
+
+    def blob(self, data: bytes) -> None:
+        self.parts += [_LEN.pack(len(data)), data]
+
+    def array(self, values: np.ndarray) -> None:
+        dt = values.dtype.newbyteorder("<")
+        self.parts += [_HEAD.pack(_CODE_OF[dt], len(values)), values.astype(dt, copy=False).tobytes()]
+
+    def ints(self, values: np.ndarray) -> None:
+        """Signed integers in the narrowest of 8, 16, 32 and 64 bits that holds them all."""
+        lo, hi = (int(values.min()), int(values.max())) if len(values) else (0, 0)
+        for dt in ("<i1", "<i2", "<i4"):
+            info = np.iinfo(dt)
+            if info.min <= lo and hi <= info.max:
+                self.array(values.astype(dt))
+                return
+        self.array(values.astype("<i8"))
+
+    def floats(self, values: np.ndarray) -> None:
+        """Float64s, bit for bit (NaN payloads and the sign of zero kept): as a dictionary of
+        their distinct bit patterns and a code each where that is smaller."""
+        bits = values.view(np.uint64) if values.dtype == np.float64 else values.astype(np.float64).view(np.uint64)
+        distinct, codes = np.unique(bits, return_inverse=True)
+        if len(distinct) <= 255 and len(distinct) < len(values) // 2:
+            self.raw(b"\x01")
+            self.array(distinct.astype(np.uint64).view(np.float64))
+            self.ints(codes.astype(np.int64))
+        else:
+            self.raw(b"\x00")
+            self.array(values.astype(np.float64, copy=False))
+
+    def strings(self, values: Sequence[str]) -> None:
+        self.blob("".join(values).encode(_STR, _ERRORS))
+        self.ints(np.fromiter(map(len, values), dtype=np.int64, count=len(values)))
+
+    def getvalue(self) -> bytes:
+        return b"".join(self.parts)
+
+
+class _Reader:
+    def __init__(self, data: bytes) -> None:
+        self.view = memoryview(data)
+        self.at = 0
+
+    def raw(self, n: int) -> bytes:
+        if self.at + n > len(self.view):
+            raise ValueError("an encoded candidate block cut short")
+        out = bytes(self.view[self.at : self.at + n])
+        self.at += n
+        return out
+
+    def blob(self) -> bytes:
+        (n,) = _LEN.unpack(self.raw(_LEN.size))
+        return self.raw(n)
+
+    def array(self) -> np.ndarray:
+        code, n = _HEAD.unpack(self.raw(_HEAD.size))
+        dt = _DTYPES.get(code)
+        if dt is None:
+            raise ValueError("an encoded candidate block with an unknown column type")
+        size = n * dt.itemsize
+        if self.at + size > len(self.view):
+            raise ValueError("an encoded candidate block cut short")
+        out = np.frombuffer(self.view, dtype=dt, count=n, offset=self.at)
+        self.at += size
+        return out
+
+    def ints(self) -> np.ndarray:
+        return self.array().astype(np.int64)
+
+    def floats(self) -> np.ndarray:
+        mode = self.raw(1)
+        if mode == b"\x01":
+            distinct = self.array().astype(np.float64)
+            codes = self.ints()
+            if len(codes) and (int(codes.min()) < 0 or int(codes.max()) >= len(distinct)):
+                raise ValueError("an encoded candidate block with a bad float code")
+            return distinct[codes]
+        return self.array().astype(np.float64)
+
+    def strings(self) -> list[str]:
+        text = self.blob().decode(_STR, _ERRORS)
+        ends = np.cumsum(self.ints()).tolist()
+        if (ends[-1] if ends else 0) != len(text):
+            raise ValueError("an encoded candidate block whose strings do not match their lengths")
+        return [text[a:b] for a, b in zip([0, *ends[:-1]], ends)]
+
+    def done(self) -> None:
+        if self.at != len(self.view):
+            raise ValueError("an encoded candidate block with bytes left over")
