@@ -1,7 +1,7 @@
 """URL seen? DRUM-style: batched sort-merge of discovered URLs against the seen set.
 
 Discovered URLs arrive normalised and fingerprinted (64-bit, from the parse stage), one
-element per page. Each bundle combines them per fingerprint (in-link counts add up) and
+list per batch of pages. Each bundle combines them per fingerprint (in-link counts add up) and
 emits one list per fingerprint bucket — the fingerprint's top bits, so a bucket is one
 contiguous key range of the seen set. After a ``GroupByKey`` on bucket, each bucket's
 candidates are combined and sorted as a uint64 array of fingerprints and merged against the
@@ -63,6 +63,7 @@ from beamcrawl.schemas.records import (
     Candidate,
     FrontierEntry,
     Packed,
+    PageBatch,
     ParsedPage,
     fp_key,
 )
@@ -483,7 +484,8 @@ def page_candidates(
 
 
 class _CandidatesFn(beam.DoFn):
-    """A page's followable links of an acceptable shape, as one list (none if empty)."""
+    """A batch of pages' followable links of an acceptable shape, as one list (none if
+    empty); a page that fails is its own dead letter and offers nothing."""
 
     def __init__(self, shape: ShapeRules | None, max_redirects: int) -> None:
         self.shape = shape
@@ -491,14 +493,19 @@ class _CandidatesFn(beam.DoFn):
         self.refused = {r: Metrics.counter("url_seen", f"shape_{r}") for r in (*REASONS, "redirect_hops")}
         self.dead = Outlet("url_seen")
 
-    def process(self, page: ParsedPage) -> Iterator[list[Candidate]]:
+    def process(self, batch: PageBatch) -> Iterator[Any]:
+        found: list[Candidate] = []
         rejected: dict[str, int] = {}
-        try:
-            self.dead.check(page)
-            found = page_candidates(page, self.shape, rejected, self.max_redirects)
-        except Exception as exc:
-            yield self.dead.tagged(exc, page)
-            return
+        for page in batch.pages:
+            refused: dict[str, int] = {}
+            try:
+                self.dead.check(page)
+                found.extend(page_candidates(page, self.shape, refused, self.max_redirects))
+            except Exception as exc:  # this page's letter; the batch's others go on
+                yield self.dead.tagged(exc, page)
+                continue
+            for reason, n in refused.items():  # a failed page's refusals are not counted
+                rejected[reason] = rejected.get(reason, 0) + n
         for reason, n in rejected.items():
             self.refused[reason].inc(n)
         if found:
@@ -506,7 +513,7 @@ class _CandidatesFn(beam.DoFn):
 
 
 class ExtractCandidates(beam.PTransform):
-    """``ParsedPage`` → one list of ``Candidate`` per page (links travel together).
+    """``PageBatch`` → one list of ``Candidate`` per batch (links travel together).
 
     Args:
         shape: URL-shape rules links must pass (``CrawlConfig.shape_rules()``); None
