@@ -1408,7 +1408,9 @@ class FindDuplicateContent(beam.PTransform):
         copies = (checked["copies"], settled.copies) | "All copies" >> beam.Flatten()
         if self.staging is None:
             mark: beam.PTransform = beam.ParDo(_MarkCopiesFn(), beam.pvalue.AsDict(copies))
-            waiting = pages | "Gather pages" >> beam.ParDo(_GatherPagesFn(self.batch_pages))
+            waiting = pages | "Gather pages" >> beam.ParDo(_GatherPagesFn(self.batch_pages)).with_output_types(
+                PageBatch
+            )
         else:
             # Only a reference per batch file waits for the copies (all of content seen's
             # decisions, so no runner fuses the marking to the pages' stage): the pages
@@ -1417,7 +1419,8 @@ class FindDuplicateContent(beam.PTransform):
             waiting = pages | "Set pages aside" >> beam.ParDo(
                 _SetPagesAsideFn(self.staging, self.batch_pages, self.batch_bytes)
             )
-        marked = waiting | "Mark copies" >> mark.with_outputs(ERRORS, main="pages")
+        # Typed: a batch's coder estimates its size from a few pages (schemas/coders.py).
+        marked = waiting | "Mark copies" >> mark.with_output_types(PageBatch).with_outputs(ERRORS, main="pages")
         collect(marked[ERRORS])
         return marked.pages
 

@@ -57,6 +57,8 @@ from apache_beam.transforms.error_handling import ErrorHandler
 from apache_beam.transforms.window import GlobalWindows
 
 from beamcrawl.core.runtime import faults
+from beamcrawl.schemas.records import Batched
+import beamcrawl.schemas.coders  # noqa: F401  (registers the batch coder the output type names)
 from beamcrawl.stores.base import StoreError
 
 __all__ = [
@@ -328,7 +330,7 @@ class _GuardedPagesFn(beam.DoFn):
             except Exception as exc:
                 yield self.dead.tagged(exc, page)
         if out:
-            yield out
+            yield Batched(out)
 
 
 class MapPages(beam.PTransform):
@@ -345,7 +347,12 @@ class MapPages(beam.PTransform):
         self.flat = flat
 
     def expand(self, batches: beam.PCollection) -> beam.PCollection:
-        out = batches | beam.ParDo(_GuardedPagesFn(self.stage, self.fn, self.flat)).with_outputs(ERRORS, main="out")
+        out = (
+            batches
+            | beam.ParDo(_GuardedPagesFn(self.stage, self.fn, self.flat))
+            .with_output_types(Batched)  # its coder estimates a batch's size from a few items
+            .with_outputs(ERRORS, main="out")
+        )
         collect(out[ERRORS])
         return out.out
 

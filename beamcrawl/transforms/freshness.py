@@ -194,6 +194,6 @@ class ScheduleRevisits(beam.PTransform):
     def expand(self, pages: beam.PCollection) -> beam.PCollection:
         out = pages | "Update change estimate, decide next visit" >> beam.ParDo(
             _ScheduleFn(self.policy, self.uniform)
-        ).with_outputs(ERRORS, main="pages")
+        ).with_output_types(PageBatch).with_outputs(ERRORS, main="pages")
         collect(out[ERRORS])
         return out.pages

@@ -60,6 +60,7 @@ from beamcrawl.core.urls.urlnorm import host_of
 from beamcrawl.core.urls.urlshape import REASONS, ShapeRules
 from beamcrawl.schemas.records import (
     MAX_INLINK_HOSTS,
+    Batched,
     Candidate,
     FrontierEntry,
     Packed,
@@ -509,7 +510,7 @@ class _CandidatesFn(beam.DoFn):
         for reason, n in rejected.items():
             self.refused[reason].inc(n)
         if found:
-            yield found
+            yield Batched(found)
 
 
 class ExtractCandidates(beam.PTransform):
@@ -528,7 +529,7 @@ class ExtractCandidates(beam.PTransform):
     def expand(self, pages: beam.PCollection) -> beam.PCollection:
         out = pages | "Followable links of a sane shape" >> beam.ParDo(
             _CandidatesFn(self.shape, self.max_redirects)
-        ).with_outputs(ERRORS, main="candidates")
+        ).with_output_types(Batched).with_outputs(ERRORS, main="candidates")
         collect(out[ERRORS])
         return out.candidates
 

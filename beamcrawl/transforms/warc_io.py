@@ -89,7 +89,7 @@ from beamcrawl.core.policy.usage_prefs import PURPOSES
 from beamcrawl.core.runtime import files
 from beamcrawl.core.runtime.outputs import RoundOutputs, part_name
 from beamcrawl.schemas.arrow import PAGES_HEADER_COLUMNS, signed64
-from beamcrawl.schemas.records import FetchResult, PageBatch, ParsedPage, Spooled
+from beamcrawl.schemas.records import Batched, FetchResult, PageBatch, ParsedPage, Spooled
 from beamcrawl.transforms.dead_letter import ERRORS, Outlet, collect
 
 __all__ = [
@@ -529,7 +529,7 @@ class _WriteWarcFn(beam.DoFn):
                 self.metrics.error.inc()
                 yield self.dead.tagged(exc, page)
         if events:
-            yield events
+            yield Batched(events)
 
     def _store(self, page: ParsedPage) -> dict[str, Any]:
         assert self.metrics is not None
@@ -600,6 +600,6 @@ class WriteWarc(beam.PTransform[beam.PCollection[PageBatch], beam.PCollection[li
     def expand(self, pages: beam.PCollection[PageBatch]) -> beam.PCollection[list[dict[str, Any]]]:
         out = pages | "Append to WARC" >> beam.ParDo(
             _WriteWarcFn(self.outputs, self.max_bytes, self.user_agent, self.max_index)
-        ).with_outputs(ERRORS, main="events")
+        ).with_output_types(Batched).with_outputs(ERRORS, main="events")
         collect(out[ERRORS])
         return out.events
