@@ -201,7 +201,12 @@ def detect(pages: list[Page], rounds: int, seed: int, work: str) -> tuple[dict[s
         t0 = time.process_time()
         opts = PipelineOptions(flags=[], runner="FnApiRunner")
         with beam.Pipeline(options=opts) as p:
-            marked = p | f"Round {r}" >> beam.Create(parsed, reshuffle=False) | FindDuplicateContent(store_uri, r + 1)
+            marked = (
+                p
+                | f"Round {r}" >> beam.Create(parsed, reshuffle=False)
+                | FindDuplicateContent(store_uri, r + 1)
+                | beam.FlatMap(lambda batch: batch.pages)  # content seen gives batches of pages
+            )
             _ = marked | beam.ParDo(_AppendDecisions(decisions))
             _ = collected(p)  # a stage's dead letters must be gathered (transforms/dead_letter.py)
         elapsed += time.process_time() - t0

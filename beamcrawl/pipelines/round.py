@@ -5,11 +5,14 @@ state → resolve hosts (addresses for per-IP politeness) → assign slots per h
 (CoGroupByKey on host) → fetch politely by shard (one owner per host and per IP) → drop the
 URLs the window left unfetched (their frontier rows stay) → parse, while the fetch goes on →
 set bodies aside (each response record spooled where it was fetched; compact pages go on)
-→ content seen (copies and near copies) → decide each page's next visit (change rate, status code) → store pages once (WARC; a 304
-as a revisit record) and publish events and edges (Parquet) → URL seen (DRUM, links of a
-bad shape refused) → record host and URL state, domain usage and linking domains. Every
-stage sets an element that fails aside as a dead letter (errors/, transforms/dead_letter.py)
-and goes on. The round's files are committed by the crawl loop (pipelines/crawl.py) after
+→ content seen (copies and near copies; the pages wait in batch files and come out as one
+``PageBatch`` per file) → decide each page's next visit (change rate, status code) → store
+pages once (WARC; a 304 as a revisit record) and publish events and edges (Parquet) → URL
+seen (DRUM, links of a bad shape refused) → record host and URL state, domain usage and
+linking domains. From content seen on, pages travel as batches of about a thousand: every
+stage after it is one DoFn call per batch, not per page. Every stage sets an element that
+fails aside as a dead letter (errors/, transforms/dead_letter.py) and goes on; in a batch,
+a page that fails is its own dead letter and the batch's other pages go on. The round's files are committed by the crawl loop (pipelines/crawl.py) after
 the job finishes. :class:`CrawlRound` is the round as one composite transform.
 
 EXAMPLES (one round through the crawl loop; see README for all runners)::
@@ -56,9 +59,10 @@ class CrawlRound(beam.PTransform[beam.pvalue.PBegin, dict[str, beam.PCollection]
     Governed by: every setting of :class:`~beamcrawl.core.runtime.config.CrawlConfig`.
 
     Returns:
-        The round's outputs by name: ``pages`` (scheduled pages), ``fetched`` (fetch
-        results), ``hosts`` (updated host records), ``new_urls`` (per bucket, the URLs
-        queued for the first time) and ``errors`` (what writing the dead letters gives).
+        The round's outputs by name: ``pages`` (scheduled pages, one ``PageBatch`` per
+        batch file of content seen), ``fetched`` (fetch results), ``hosts`` (updated host
+        records), ``new_urls`` (per bucket, the URLs queued for the first time) and
+        ``errors`` (what writing the dead letters gives).
     """
 
     def __init__(self, cfg: CrawlConfig, outputs: RoundOutputs, now: float, attempt: str | None = None) -> None:

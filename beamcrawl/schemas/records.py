@@ -617,6 +617,22 @@ class PageBatch(NamedTuple):
     pages: list[ParsedPage]
 
 
+class Batched(Packed):
+    """What a stage after content seen gives for one batch of pages, as one element: its
+    page events, link-edge columns, URL candidates, store rows or staged lines.
+
+    A :class:`Packed` list (one pickle), with a coder of its own (schemas/coders.py,
+    :class:`~beamcrawl.schemas.coders.BatchCoder`) whose size estimate pickles a few of its
+    items, not all: the runners estimate the size of the first elements of every PCollection,
+    and a round's batches are few enough that each was encoded whole, all over again, in
+    every step that passed it on."""
+
+    __slots__ = ()
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return Batched, (Packed(self),)
+
+
 @shuffled
 @dataclass
 class Candidate:

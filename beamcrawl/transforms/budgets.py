@@ -59,6 +59,7 @@ from beamcrawl.schemas.records import (
     FetchResult,
     FrontierEntry,
     Packed,
+    PageBatch,
     ParsedPage,
     packed_by_host,
 )
@@ -519,7 +520,8 @@ def linked_domains(page: ParsedPage) -> tuple[str, set[str]]:
 
 
 class _LinkersFn(beam.DoFn):
-    """Per bundle: each linked domain's set of linking domains (one element per domain),
+    """Per bundle (its pages a batch per call): each linked domain's set of linking domains
+    (one element per domain),
     passed on whenever the sets hold ``max_pairs`` (linked, linking) pairs: the local runners'
     bundle is the whole round, and the union per domain after the shuffle does not care how
     a domain's linkers were split."""
@@ -532,22 +534,23 @@ class _LinkersFn(beam.DoFn):
         self.linkers: dict[str, set[str]] = {}
         self.pairs = 0
 
-    def process(self, page: ParsedPage) -> Iterator[Any]:
-        if page.fetch.outcome != "fetched" or not page.links:
-            return
-        try:
-            self.dead.check(page)
-            src, targets = linked_domains(page)
-        except Exception as exc:
-            yield self.dead.tagged(exc, page)
-            return
-        for dst in targets:
-            linking = self.linkers.setdefault(dst, set())
-            if src not in linking:
-                linking.add(src)
-                self.pairs += 1
-        if self.pairs >= self.max_pairs:
-            yield from self._take()
+    def process(self, batch: PageBatch) -> Iterator[Any]:
+        for page in batch.pages:
+            if page.fetch.outcome != "fetched" or not page.links:
+                continue
+            try:
+                self.dead.check(page)
+                src, targets = linked_domains(page)
+            except Exception as exc:  # this page's letter; the batch's others go on
+                yield self.dead.tagged(exc, page)
+                continue
+            for dst in targets:
+                linking = self.linkers.setdefault(dst, set())
+                if src not in linking:
+                    linking.add(src)
+                    self.pairs += 1
+            if self.pairs >= self.max_pairs:
+                yield from self._take()
 
     def finish_bundle(self) -> Iterator[WindowedValue]:
         for kv in self._take():
@@ -596,7 +599,7 @@ class _MergeLinkersFn(beam.DoFn):
 
 
 class CountLinkingDomains(beam.PTransform):
-    """``ParsedPage`` → each linked domain's count of distinct linking domains, merged into
+    """``PageBatch`` → each linked domain's count of distinct linking domains, merged into
     the store (a union: idempotent)."""
 
     def __init__(self, store_uri: str) -> None:

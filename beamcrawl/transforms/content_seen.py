@@ -70,7 +70,9 @@ The pages themselves must wait for those decisions ("Mark copies" needs all of t
 ``staging`` (the round's), they wait on disk: written where they are parsed to bounded batch
 files (:mod:`beamcrawl.core.runtime.batch_files`), read back one file at a time once the
 copies are known; what waits in the runner is a reference of a few dozen bytes per ~1,000
-pages, so the round's memory does not grow with its pages.
+pages, so the round's memory does not grow with its pages. Each file comes out of "Mark
+copies" as one :class:`~beamcrawl.schemas.records.PageBatch`, and the stages after it take
+batches: one DoFn call per ~1,000 pages per stage, not one per page.
 
 Governed by: the bucket bits (at least 2^bits buckets, more when the content-seen set is
 large), ``path`` (scan / keyset / auto), and the round number.
@@ -108,7 +110,7 @@ from beamcrawl.core.content.htmlparse import checksum as payload_checksum
 from beamcrawl.core.runtime.batch_files import BatchRef, BatchWriter, read_batch
 from beamcrawl.core.urls.urlnorm import fingerprint
 from beamcrawl.schemas import cells as cellfmt
-from beamcrawl.schemas.records import Packed, ParsedPage, fp_key, key_fp, shuffled
+from beamcrawl.schemas.records import Packed, PageBatch, ParsedPage, fp_key, key_fp, shuffled
 import beamcrawl.schemas.coders  # noqa: F401  (registers the record coders the output types name)
 from beamcrawl.stores.base import Mutation, Store, open_store
 from beamcrawl.transforms import dead_letter
@@ -1161,27 +1163,55 @@ def _match_key_rev(decision: tuple[str, int]) -> tuple[int, tuple[int, int, str]
 
 
 class _MarkCopiesFn(beam.DoFn):
-    """Marks each copy with its original; every other page passes unchanged."""
+    """Marks each copy of a batch of pages with its original (every other page passes
+    unchanged) and passes the batch on as one element: the stages after it take batches."""
 
     def __init__(self) -> None:
         self.exact = Metrics.counter("content_seen", "exact_copies")
         self.near = Metrics.counter("content_seen", "near_copies_marked")
         self.dead = Outlet("content_seen")
 
-    def process(self, page: ParsedPage, copies: Mapping[str, Copy]) -> Iterator[ParsedPage]:
-        yield from self._mark(page, copies)
+    def process(self, batch: PageBatch, copies: Mapping[str, Copy]) -> Iterator[Any]:
+        yield from self._mark(batch.pages, copies)
 
-    def _mark(self, page: ParsedPage, copies: Mapping[str, Copy]) -> Iterator[Any]:
-        try:
-            self.dead.check(page)
-            copy = copies.get(page.fetch.url) if eligible(page) else None
-            marked = apply_copy(page, copy)
-        except Exception as exc:
-            yield self.dead.tagged(exc, page)
-            return
-        if copy is not None:
-            (self.exact if copy.kind == "exact" else self.near).inc()
-        yield marked
+    def _mark(self, pages: Iterable[ParsedPage], copies: Mapping[str, Copy]) -> Iterator[Any]:
+        marked: list[ParsedPage] = []
+        for page in pages:
+            try:
+                self.dead.check(page)
+                copy = copies.get(page.fetch.url) if eligible(page) else None
+                marked.append(apply_copy(page, copy))
+            except Exception as exc:  # this page's letter; the batch's others go on
+                yield self.dead.tagged(exc, page)
+                continue
+            if copy is not None:
+                (self.exact if copy.kind == "exact" else self.near).inc()
+        if marked:
+            yield PageBatch(marked)
+
+
+class _GatherPagesFn(beam.DoFn):
+    """Without staging: a bundle's pages gathered into batches of at most ``max_pages``,
+    so that "Mark copies" and the stages after it take batches either way."""
+
+    def __init__(self, max_pages: int) -> None:
+        self.max_pages = max_pages
+
+    def start_bundle(self) -> None:
+        self.pages: list[ParsedPage] = []
+
+    def process(self, page: ParsedPage) -> Iterator[PageBatch]:
+        self.pages.append(page)
+        if len(self.pages) >= self.max_pages:
+            yield self._take()
+
+    def finish_bundle(self) -> Iterator[WindowedValue]:
+        if self.pages:
+            yield GlobalWindows.windowed_value(self._take())
+
+    def _take(self) -> PageBatch:
+        batch, self.pages = PageBatch(self.pages), []
+        return batch
 
 
 class _SetPagesAsideFn(beam.DoFn):
@@ -1216,15 +1246,18 @@ class _SetPagesAsideFn(beam.DoFn):
 
 
 class _MarkBatchedCopiesFn(_MarkCopiesFn):
-    """Reads a batch file of pages back once the copies are known, and marks them."""
+    """Reads a batch file of pages back once the copies are known, marks them, and passes
+    them on as one :class:`~beamcrawl.schemas.records.PageBatch`, in the file's order."""
 
     def __init__(self, folder: str) -> None:
         super().__init__()
         self.folder = folder
 
-    def process(self, ref: BatchRef, copies: Mapping[str, Copy]) -> Iterator[ParsedPage]:  # type: ignore[override]
-        for record in read_batch(self.folder, ref):  # an unreadable file fails the round (OSError)
-            yield from self._mark(pickle.loads(record), copies)
+    def process(self, ref: BatchRef, copies: Mapping[str, Copy]) -> Iterator[Any]:  # type: ignore[override]
+        # An unreadable file fails the round (OSError); so does a record that does not
+        # unpickle, which this round wrote itself.
+        pages = [pickle.loads(record) for record in read_batch(self.folder, ref)]
+        yield from self._mark(pages, copies)
 
 
 class _ResolveNearCopies(beam.PTransform):
@@ -1261,8 +1294,10 @@ class _ResolveNearCopies(beam.PTransform):
 
 
 class FindDuplicateContent(beam.PTransform):
-    """``ParsedPage`` → ``ParsedPage``, copies marked with ``duplicate_of`` (see the module
-    docstring); new originals are recorded in the store.
+    """``ParsedPage`` → ``PageBatch``, copies marked with ``duplicate_of`` (see the module
+    docstring); new originals are recorded in the store. One batch per batch file of
+    ``staging`` (its pages in the file's order), or without staging per ``batch_pages``
+    pages of a bundle: the stages after content seen take a batch per DoFn call, not a page.
 
     Args:
         store_uri: The crawl's store (with the ``content`` and ``simhash`` tables).
@@ -1283,7 +1318,8 @@ class FindDuplicateContent(beam.PTransform):
         staging: Where the pages wait for the copies: a folder of the round's staging
             (``outputs.staged(PAGE_BATCHES)``, never committed), in batch files of at most
             ``batch_pages`` pages and ``batch_bytes`` bytes, only a reference per file
-            waiting in the runner. None: the pages wait whole (tests, one-off runs).
+            waiting in the runner. None: the pages wait whole, gathered into batches of
+            ``batch_pages`` (tests, one-off runs).
     """
 
     def __init__(
@@ -1372,7 +1408,9 @@ class FindDuplicateContent(beam.PTransform):
         copies = (checked["copies"], settled.copies) | "All copies" >> beam.Flatten()
         if self.staging is None:
             mark: beam.PTransform = beam.ParDo(_MarkCopiesFn(), beam.pvalue.AsDict(copies))
-            waiting = pages
+            waiting = pages | "Gather pages" >> beam.ParDo(_GatherPagesFn(self.batch_pages)).with_output_types(
+                PageBatch
+            )
         else:
             # Only a reference per batch file waits for the copies (all of content seen's
             # decisions, so no runner fuses the marking to the pages' stage): the pages
@@ -1381,7 +1419,8 @@ class FindDuplicateContent(beam.PTransform):
             waiting = pages | "Set pages aside" >> beam.ParDo(
                 _SetPagesAsideFn(self.staging, self.batch_pages, self.batch_bytes)
             )
-        marked = waiting | "Mark copies" >> mark.with_outputs(ERRORS, main="pages")
+        # Typed: a batch's coder estimates its size from a few pages (schemas/coders.py).
+        marked = waiting | "Mark copies" >> mark.with_output_types(PageBatch).with_outputs(ERRORS, main="pages")
         collect(marked[ERRORS])
         return marked.pages
 

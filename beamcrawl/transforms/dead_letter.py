@@ -34,7 +34,8 @@ closed or an ``ERRORS`` output that nothing reads fails the pipeline's construct
 stage can lose its letters by being added in the wrong place. The cost per element is the ``try`` block (nothing when no
 exception is raised) and one comparison; no extra Beam step per element. ``Map`` and
 ``FlatMap`` here wrap a plain function the same way, in the one step the plain
-``beam.Map`` would take. :func:`each` gives batch DoFns (one store read for many
+``beam.Map`` would take; :class:`MapPages` runs one per page of a batch of pages, in
+one step per batch. :func:`each` gives batch DoFns (one store read for many
 elements) the same isolation: a failed batch is redone element by element, so only the
 elements that fail alone are set aside.
 
@@ -56,6 +57,8 @@ from apache_beam.transforms.error_handling import ErrorHandler
 from apache_beam.transforms.window import GlobalWindows
 
 from beamcrawl.core.runtime import faults
+from beamcrawl.schemas.records import Batched
+import beamcrawl.schemas.coders  # noqa: F401  (registers the batch coder the output type names)
 from beamcrawl.stores.base import StoreError
 
 __all__ = [
@@ -64,6 +67,7 @@ __all__ = [
     "DeadLetters",
     "FlatMap",
     "Map",
+    "MapPages",
     "Outlet",
     "collect",
     "collected",
@@ -303,6 +307,54 @@ class FlatMap(Map):
 
     def __init__(self, stage: str, fn: Callable[[Any], Iterable[Any]]) -> None:
         super().__init__(stage, fn, flat=True)
+
+
+class _GuardedPagesFn(beam.DoFn):
+    """A plain function per page of a batch, each page's failure set aside alone."""
+
+    def __init__(self, stage: str, fn: Callable[[Any], Any], flat: bool) -> None:
+        self.fn = fn
+        self.flat = flat
+        self.dead = Outlet(stage)
+
+    def process(self, batch: Any) -> Iterator[Any]:
+        out: list[Any] = []
+        for page in batch.pages:
+            try:
+                self.dead.check(page)
+                found = self.fn(page)
+                if self.flat:
+                    out.extend(found)  # a generator fails as it runs: inside the try
+                elif found is not None:
+                    out.append(found)
+            except Exception as exc:
+                yield self.dead.tagged(exc, page)
+        if out:
+            yield Batched(out)
+
+
+class MapPages(beam.PTransform):
+    """A plain function of a page applied to every page of a batch (``PageBatch``, the
+    elements after content seen): one list per batch of what it returned (None dropped; with
+    ``flat``, the items it gave), nothing for a batch that gave nothing. A page whose call
+    fails is one dead letter of ``stage``; the batch's other pages go on. One DoFn call per
+    batch, not per page: the per-element cost of a step is the runner's, whatever it does."""
+
+    def __init__(self, stage: str, fn: Callable[[Any], Any], flat: bool = False) -> None:
+        super().__init__()
+        self.stage = stage
+        self.fn = fn
+        self.flat = flat
+
+    def expand(self, batches: beam.PCollection) -> beam.PCollection:
+        out = (
+            batches
+            | beam.ParDo(_GuardedPagesFn(self.stage, self.fn, self.flat))
+            .with_output_types(Batched)  # its coder estimates a batch's size from a few items
+            .with_outputs(ERRORS, main="out")
+        )
+        collect(out[ERRORS])
+        return out.out
 
 
 _HANDLER_ATTR = "_beamcrawl_dead_letters"  # the pipeline's DeadLetters (open or closed)

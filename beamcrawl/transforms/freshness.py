@@ -14,7 +14,7 @@ a fetch buys) and ``uniform`` (every page whose content was seen is due again af
 shortest interval, all at one priority, so the oldest go first: the textbook baseline the
 adaptive one is measured against; errors, gone and moved URLs follow the same status-code
 rules under both). A sitemap or feed is read again at most once per ``--revisit-horizon``.
-Pure functions under one thin ``Map``.
+Pure functions under one thin DoFn, called once per batch of pages.
 
 Governed by: --revisit-policy, --min-revisit-interval, --max-revisit-interval,
 --revisit-horizon, --prior-change-interval, --max-gone-misses.
@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from typing import Any, Iterator
 
 import apache_beam as beam
 from apache_beam.metrics import Metrics
@@ -34,7 +35,7 @@ from beamcrawl.core.net.conditional import is_conditional, validators_from_heade
 from beamcrawl.core.policy import change_rate as freshness
 from beamcrawl.core.policy.change_rate import FetchOutcome, RevisitState, SchedulePolicy
 from beamcrawl.core.policy.politeness import parse_retry_after
-from beamcrawl.schemas.records import FrontierEntry, ParsedPage
+from beamcrawl.schemas.records import FrontierEntry, PageBatch, ParsedPage
 from beamcrawl.state.frontier import scheduled_key
 from beamcrawl.transforms.dead_letter import ERRORS, Outlet, collect
 
@@ -159,24 +160,29 @@ class _ScheduleFn(beam.DoFn):
         self.dropped = Metrics.counter("freshness", "dropped")
         self.dead = Outlet("freshness")
 
-    def process(self, page: ParsedPage):
-        try:
-            self.dead.check(page)
-            page = schedule_page(page, self.policy, self.uniform)
-        except Exception as exc:
-            yield self.dead.tagged(exc, page)
-            return
-        if page.schedule is not None:
-            counter = self.observed.get(page.schedule["observed"])
-            if counter is not None:
-                counter.inc()
-            if page.schedule["due"] is None:
-                self.dropped.inc()
-        yield page
+    def process(self, batch: PageBatch) -> Iterator[Any]:
+        scheduled: list[ParsedPage] = []
+        for page in batch.pages:
+            try:
+                self.dead.check(page)
+                page = schedule_page(page, self.policy, self.uniform)
+            except Exception as exc:  # this page's letter; the batch's others go on
+                yield self.dead.tagged(exc, page)
+                continue
+            if page.schedule is not None:
+                counter = self.observed.get(page.schedule["observed"])
+                if counter is not None:
+                    counter.inc()
+                if page.schedule["due"] is None:
+                    self.dropped.inc()
+            scheduled.append(page)
+        if scheduled:
+            yield PageBatch(scheduled)
 
 
 class ScheduleRevisits(beam.PTransform):
-    """``ParsedPage`` → the same page with its revisit state and next visit decided."""
+    """``PageBatch`` → the same batch, each page with its revisit state and next visit
+    decided (a page that fails is a dead letter, the batch's others go on)."""
 
     def __init__(self, policy: SchedulePolicy, revisit_policy: str = "adaptive") -> None:
         super().__init__()
@@ -188,6 +194,6 @@ class ScheduleRevisits(beam.PTransform):
     def expand(self, pages: beam.PCollection) -> beam.PCollection:
         out = pages | "Update change estimate, decide next visit" >> beam.ParDo(
             _ScheduleFn(self.policy, self.uniform)
-        ).with_outputs(ERRORS, main="pages")
+        ).with_output_types(PageBatch).with_outputs(ERRORS, main="pages")
         collect(out[ERRORS])
         return out.pages

@@ -8,7 +8,9 @@ explicit schema from
 Page events are sorted by URL, link edges by source then target, so a reader filtering on
 ``src`` skips most row groups by their statistics. Files go to the round's staging folder;
 the round's commit moves them to ``pages/round=N/``, ``links/round=N/`` and ``errors/round=N/``
-(hive partitions).
+(hive partitions). Pages and their events come a batch per element (content seen's
+``PageBatch``, the WARC stage's list of a batch's events); each page or row is still its own
+dead letter.
 
 Rows are held column by column (:class:`ColumnBuffer`), not as a dict per row: a page's
 ~13 link edges are a dozen list extends (the source's columns are one value repeated),
@@ -36,7 +38,7 @@ from beamcrawl.core.runtime.outputs import RoundOutputs, part_name
 from beamcrawl.core.urls.hostkeys import domain_of
 from beamcrawl.core.urls.urlnorm import host_of
 from beamcrawl.schemas.arrow import ERRORS_SCHEMA, LINKS_SCHEMA, PAGES_SCHEMA, signed64, timestamp_ms
-from beamcrawl.schemas.records import ParsedPage
+from beamcrawl.schemas.records import PageBatch, ParsedPage
 from beamcrawl.transforms import dead_letter
 from beamcrawl.transforms.dead_letter import ERRORS, DeadLetter, Outlet, collect, dead_letter_row
 
@@ -206,18 +208,27 @@ class _ParquetPartsFn(beam.DoFn):
     """Buffers a bundle's rows column by column and writes them as Parquet part files, one
     whenever ``FLUSH_ROWS`` rows or ``FLUSH_BYTES`` estimated bytes are buffered.
 
-    Elements are page event dicts (one row each) or, with ``columnar``, a page's rows as
-    columns (:func:`link_edge_columns`).
+    Items are page event dicts (one row each) or, with ``columnar``, a page's rows as
+    columns (:func:`link_edge_columns`); with ``batched`` an element is a list of items (a
+    batch of pages' events or edges), each handled as an element on its own would be: its
+    own dead letter, and a part written as soon as the buffer is full, mid-batch too.
     """
 
     def __init__(
-        self, folder: str, schema: pa.Schema, sort_by: tuple[str, ...], name: str, columnar: bool = False
+        self,
+        folder: str,
+        schema: pa.Schema,
+        sort_by: tuple[str, ...],
+        name: str,
+        columnar: bool = False,
+        batched: bool = False,
     ) -> None:
         self.folder = folder
         self.schema = schema
         self.sort_by = sort_by
         self.name = name
         self.columnar = columnar
+        self.batched = batched
         ns = f"publish_{name}"
         self.received = Metrics.counter(ns, "received")
         self.success = Metrics.counter(ns, "success")
@@ -230,17 +241,25 @@ class _ParquetPartsFn(beam.DoFn):
         self.buffer = ColumnBuffer(self.schema)
 
     # Not generators: the rows are buffered when called (a test calls these directly).
-    def process(self, element: Mapping[str, Any] | None) -> list[beam.pvalue.TaggedOutput]:
+    def process(self, element: Mapping[str, Any] | list[Mapping[str, Any]] | None) -> list[beam.pvalue.TaggedOutput]:
         if element is None:
             return []
+        if not self.batched:
+            return self._add(element)  # type: ignore[arg-type]
+        out: list[beam.pvalue.TaggedOutput] = []
+        for item in element:  # type: ignore[union-attr]
+            out.extend(self._add(item))
+        return out
+
+    def _add(self, item: Mapping[str, Any]) -> list[beam.pvalue.TaggedOutput]:
         try:
-            self.dead.check(element)
+            self.dead.check(item)
         except Exception as exc:
-            return [self.dead.tagged(exc, element)]
+            return [self.dead.tagged(exc, item)]
         if self.columnar:
-            self.received.inc(self.buffer.add_columns(element))
+            self.received.inc(self.buffer.add_columns(item))
         else:
-            self.buffer.add_row(element)
+            self.buffer.add_row(item)
             self.received.inc()
         if len(self.buffer) >= FLUSH_ROWS or self.buffer.nbytes >= FLUSH_BYTES:
             return [beam.pvalue.TaggedOutput(ERRORS, letter) for letter in self._flush()]
@@ -282,35 +301,38 @@ class _ParquetPartsFn(beam.DoFn):
         return letters
 
 
-class WritePageEvents(beam.PTransform[beam.PCollection[dict[str, Any]], beam.PCollection[None]]):
-    """Page event dicts → ``pages/round=N/part-*.parquet``."""
+class WritePageEvents(beam.PTransform[beam.PCollection[list[dict[str, Any]]], beam.PCollection[None]]):
+    """Lists of page event dicts (a batch's, as the WARC stage gives them) →
+    ``pages/round=N/part-*.parquet``."""
 
     def __init__(self, outputs: RoundOutputs) -> None:
         super().__init__()
         self.outputs = outputs
 
-    def expand(self, events: beam.PCollection[dict[str, Any]]) -> beam.PCollection[None]:
+    def expand(self, events: beam.PCollection[list[dict[str, Any]]]) -> beam.PCollection[None]:
         out = events | "Write pages Parquet" >> beam.ParDo(
-            _ParquetPartsFn(self.outputs.staged("pages"), PAGES_SCHEMA, ("url",), "pages")
+            _ParquetPartsFn(self.outputs.staged("pages"), PAGES_SCHEMA, ("url",), "pages", batched=True)
         ).with_outputs(ERRORS, main="written")
         collect(out[ERRORS])
         return out.written
 
 
-class WriteLinkEdges(beam.PTransform[beam.PCollection[ParsedPage], beam.PCollection[None]]):
-    """``ParsedPage`` → ``links/round=N/part-*.parquet``, one row per edge, sorted by source."""
+class WriteLinkEdges(beam.PTransform[beam.PCollection[PageBatch], beam.PCollection[None]]):
+    """``PageBatch`` → ``links/round=N/part-*.parquet``, one row per edge, sorted by source."""
 
     def __init__(self, outputs: RoundOutputs) -> None:
         super().__init__()
         self.outputs = outputs
 
-    def expand(self, pages: beam.PCollection[ParsedPage]) -> beam.PCollection[None]:
+    def expand(self, pages: beam.PCollection[PageBatch]) -> beam.PCollection[None]:
         out = (
             pages
-            | "Edges of each page" >> dead_letter.Map("publish_links", link_edge_columns)
+            | "Edges of each page" >> dead_letter.MapPages("publish_links", link_edge_columns)
             | "Write links Parquet"
             >> beam.ParDo(
-                _ParquetPartsFn(self.outputs.staged("links"), LINKS_SCHEMA, ("src", "dst"), "links", columnar=True)
+                _ParquetPartsFn(
+                    self.outputs.staged("links"), LINKS_SCHEMA, ("src", "dst"), "links", columnar=True, batched=True
+                )
             ).with_outputs(ERRORS, main="written")
         )
         collect(out[ERRORS])

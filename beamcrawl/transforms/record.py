@@ -10,6 +10,8 @@ after its WARC and Parquet files are in place, so a crash never loses a fetched 
 Likewise each URL's next visit (transforms/freshness.py) is staged as a frontier row and
 written at the commit, before the finished rows are deleted: a round that fails leaves no
 half-scheduled revisits, and a commit that resumes writes the same rows again (same keys).
+Pages come as content seen's batches (``PageBatch``): each branch is one DoFn call per
+batch, and a batch's URL rows are one store write.
 """
 
 from __future__ import annotations
@@ -213,8 +215,9 @@ def _url_rows(page: ParsedPage) -> Iterable[tuple[bytes, dict[str, bytes]]]:
 
 
 class RecordUrlState(beam.PTransform):
-    """``ParsedPage`` → URL state in the seen set; finished frontier keys and the next
-    visits' rows staged for the commit."""
+    """``PageBatch`` → URL state in the seen set (one store write per batch); finished
+    frontier keys and the next visits' rows staged for the commit. Each branch runs its
+    function per page, a page that fails is that branch's dead letter, once per batch."""
 
     def __init__(self, store_uri: str, outputs: RoundOutputs) -> None:
         super().__init__()
@@ -224,19 +227,16 @@ class RecordUrlState(beam.PTransform):
     def expand(self, pages: beam.PCollection) -> beam.PCollection:
         (
             pages
-            | "URL state rows" >> dead_letter.FlatMap("record", _url_rows)
-            | "Batch URL rows" >> beam.BatchElements(min_batch_size=100, max_batch_size=20_000)
+            | "URL state rows" >> dead_letter.MapPages("record", _url_rows, flat=True)
             | "Write URL rows" >> _WriteRows(self.store_uri, "urls")
         )
         (
             pages
-            | "Next visit rows" >> dead_letter.Map("record", requeue_line)
-            | "Drop unscheduled" >> beam.Filter(bool)
+            | "Next visit rows" >> dead_letter.MapPages("record", requeue_line)
             | "Stage next visits" >> beam.ParDo(_StageLinesFn(self.outputs, REQUEUE))
         )
         return (
             pages
-            | "Finished frontier keys" >> dead_letter.Map("record", done_keys)
-            | "Drop unfinished" >> beam.Filter(bool)
+            | "Finished frontier keys" >> dead_letter.MapPages("record", done_keys, flat=True)
             | "Stage finished keys" >> beam.ParDo(_StageLinesFn(self.outputs, DONE))
         )

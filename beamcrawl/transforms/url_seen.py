@@ -1,8 +1,8 @@
 """URL seen? DRUM-style: batched sort-merge of discovered URLs against the seen set.
 
-Discovered URLs arrive normalised and fingerprinted (64-bit, from the parse stage), as
-lists of candidates (a page's, or a batch of pages'). Each bundle combines them per
-fingerprint (in-link counts add up) and emits one block per fingerprint bucket — the
+Discovered URLs arrive normalised and fingerprinted (64-bit, from the parse stage), one
+list of candidates per batch of pages. Each bundle combines them per fingerprint (in-link
+counts add up) and emits one block per fingerprint bucket — the
 fingerprint's top bits, so a bucket is one contiguous key range of the seen set. A block
 (``CandidateBlock``, schemas/candidate_block.py) holds its candidates as columns, so what
 crosses the bucket shuffle is fingerprints and small fixed-width arrays, not a pickled
@@ -65,9 +65,11 @@ from beamcrawl.core.urls.urlshape import REASONS, ShapeRules
 from beamcrawl.schemas.candidate_block import CandidateBlock, gather_index
 from beamcrawl.schemas.records import (
     MAX_INLINK_HOSTS,
+    Batched,
     Candidate,
     FrontierEntry,
     Packed,
+    PageBatch,
     ParsedPage,
     fp_key,
 )
@@ -640,7 +642,8 @@ def page_candidates(
 
 
 class _CandidatesFn(beam.DoFn):
-    """A page's followable links of an acceptable shape, as one list (none if empty)."""
+    """A batch of pages' followable links of an acceptable shape, as one list (none if
+    empty); a page that fails is its own dead letter and offers nothing."""
 
     def __init__(self, shape: ShapeRules | None, max_redirects: int) -> None:
         self.shape = shape
@@ -648,22 +651,27 @@ class _CandidatesFn(beam.DoFn):
         self.refused = {r: Metrics.counter("url_seen", f"shape_{r}") for r in (*REASONS, "redirect_hops")}
         self.dead = Outlet("url_seen")
 
-    def process(self, page: ParsedPage) -> Iterator[list[Candidate]]:
+    def process(self, batch: PageBatch) -> Iterator[Any]:
+        found: list[Candidate] = []
         rejected: dict[str, int] = {}
-        try:
-            self.dead.check(page)
-            found = page_candidates(page, self.shape, rejected, self.max_redirects)
-        except Exception as exc:
-            yield self.dead.tagged(exc, page)
-            return
+        for page in batch.pages:
+            refused: dict[str, int] = {}
+            try:
+                self.dead.check(page)
+                found.extend(page_candidates(page, self.shape, refused, self.max_redirects))
+            except Exception as exc:  # this page's letter; the batch's others go on
+                yield self.dead.tagged(exc, page)
+                continue
+            for reason, n in refused.items():  # a failed page's refusals are not counted
+                rejected[reason] = rejected.get(reason, 0) + n
         for reason, n in rejected.items():
             self.refused[reason].inc(n)
         if found:
-            yield found
+            yield Batched(found)
 
 
 class ExtractCandidates(beam.PTransform):
-    """``ParsedPage`` → one list of ``Candidate`` per page (links travel together).
+    """``PageBatch`` → one list of ``Candidate`` per batch (links travel together).
 
     Args:
         shape: URL-shape rules links must pass (``CrawlConfig.shape_rules()``); None
@@ -678,7 +686,7 @@ class ExtractCandidates(beam.PTransform):
     def expand(self, pages: beam.PCollection) -> beam.PCollection:
         out = pages | "Followable links of a sane shape" >> beam.ParDo(
             _CandidatesFn(self.shape, self.max_redirects)
-        ).with_outputs(ERRORS, main="candidates")
+        ).with_output_types(Batched).with_outputs(ERRORS, main="candidates")
         collect(out[ERRORS])
         return out.candidates
 

@@ -40,7 +40,8 @@ record (:mod:`beamcrawl.core.archive.cdxj`), sorted by SURT key then timestamp, 
 offsets, lengths, digests and headers the writer knows as it writes, so no file or record
 is read back. The page event's ``blob`` is ``<file relative to OUT>@<offset>`` of the
 response (or revisit) record, pointing at its committed location; None for a near copy.
-Bodies stop here: the page event carries no bytes.
+Bodies stop here: the page event carries no bytes. Pages come as content seen's batches
+(``PageBatch``), one DoFn call per batch, and a batch's events go on as one list.
 
 The index of the open file is held until the file closes (it is written sorted), about 830
 bytes an entry: a file is also rotated once its index holds ``INDEX_ENTRIES`` entries, so that
@@ -88,7 +89,7 @@ from beamcrawl.core.policy.usage_prefs import PURPOSES
 from beamcrawl.core.runtime import files
 from beamcrawl.core.runtime.outputs import RoundOutputs, part_name
 from beamcrawl.schemas.arrow import PAGES_HEADER_COLUMNS, signed64
-from beamcrawl.schemas.records import FetchResult, ParsedPage, Spooled
+from beamcrawl.schemas.records import Batched, FetchResult, PageBatch, ParsedPage, Spooled
 from beamcrawl.transforms.dead_letter import ERRORS, Outlet, collect
 
 __all__ = [
@@ -459,7 +460,8 @@ class _MetricsCollector:
 
 
 class _WriteWarcFn(beam.DoFn):
-    """Appends fetched pages to this bundle's WARC file, indexes them, yields page events."""
+    """Appends fetched pages to this bundle's WARC file, indexes them, yields each batch's
+    page events as one list."""
 
     def __init__(
         self,
@@ -510,19 +512,24 @@ class _WriteWarcFn(beam.DoFn):
         self.metrics.cdxj_lines.inc(lines)
         self.index = []
 
-    def process(self, page: ParsedPage) -> Iterator[dict[str, Any]]:
+    def process(self, batch: PageBatch) -> Iterator[Any]:
+        """Archives a batch's pages in order; yields their events as one list (a page
+        that fails is its own dead letter)."""
         assert self.metrics is not None
-        self.metrics.received.inc()
-        if page.fetch.outcome in ("deferred", "robots_disallowed", "usage_refused"):
-            self.metrics.skipped.inc()
-            return iter(())  # no request was made: nothing to archive, no fetch event
-        try:
-            self.dead.check(page)
-            event = self._store(page)
-        except Exception as exc:  # the file system's failures are re-raised: they fail the round
-            self.metrics.error.inc()
-            return iter((self.dead.tagged(exc, page),))
-        return iter((event,))
+        events: list[dict[str, Any]] = []
+        for page in batch.pages:
+            self.metrics.received.inc()
+            if page.fetch.outcome in ("deferred", "robots_disallowed", "usage_refused"):
+                self.metrics.skipped.inc()
+                continue  # no request was made: nothing to archive, no fetch event
+            try:
+                self.dead.check(page)
+                events.append(self._store(page))
+            except Exception as exc:  # the file system's failures are re-raised: they fail the round
+                self.metrics.error.inc()
+                yield self.dead.tagged(exc, page)
+        if events:
+            yield Batched(events)
 
     def _store(self, page: ParsedPage) -> dict[str, Any]:
         assert self.metrics is not None
@@ -572,10 +579,10 @@ class _WriteWarcFn(beam.DoFn):
         self.spools.close()
 
 
-class WriteWarc(beam.PTransform[beam.PCollection[ParsedPage], beam.PCollection[dict[str, Any]]]):
-    """``ParsedPage`` → page event dicts, archiving each fetched page in a WARC file and
-    indexing it in the CDXJ file beside it; a file rotates at ``max_bytes`` or at
-    ``max_index`` index entries, whichever comes first."""
+class WriteWarc(beam.PTransform[beam.PCollection[PageBatch], beam.PCollection[list[dict[str, Any]]]]):
+    """``PageBatch`` → one list of page event dicts per batch, archiving each fetched page
+    in a WARC file and indexing it in the CDXJ file beside it; a file rotates at
+    ``max_bytes`` or at ``max_index`` index entries, whichever comes first."""
 
     def __init__(
         self,
@@ -590,9 +597,9 @@ class WriteWarc(beam.PTransform[beam.PCollection[ParsedPage], beam.PCollection[d
         self.user_agent = user_agent
         self.max_index = max_index
 
-    def expand(self, pages: beam.PCollection[ParsedPage]) -> beam.PCollection[dict[str, Any]]:
+    def expand(self, pages: beam.PCollection[PageBatch]) -> beam.PCollection[list[dict[str, Any]]]:
         out = pages | "Append to WARC" >> beam.ParDo(
             _WriteWarcFn(self.outputs, self.max_bytes, self.user_agent, self.max_index)
-        ).with_outputs(ERRORS, main="events")
+        ).with_output_types(Batched).with_outputs(ERRORS, main="events")
         collect(out[ERRORS])
         return out.events

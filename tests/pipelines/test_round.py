@@ -9,6 +9,7 @@ from typing import Iterator
 import apache_beam as beam
 import pytest
 from aiohttp import web
+from apache_beam.metrics import Metrics
 from apache_beam.metrics.metric import MetricsFilter
 from apache_beam.testing.test_pipeline import TestPipeline
 from apache_beam.testing.util import assert_that, equal_to
@@ -17,11 +18,19 @@ from beamcrawl.core.runtime.config import CrawlConfig
 from beamcrawl.core.runtime.outputs import RoundOutputs
 from beamcrawl.pipelines.round import CrawlRound
 from beamcrawl.pipelines.seeding import submit_urls
+from beamcrawl.schemas.records import PageBatch
 from beamcrawl.stores.base import open_store
 from beamcrawl.transforms.content_seen import PAGE_BATCHES
 from loopback import LoopbackServer, serving  # tests/loopback.py
 
 pytestmark = pytest.mark.e2e  # a whole round
+
+_BATCHES = Metrics.counter("test_round", "round_page_batches")
+
+
+def _count_batch(batch: PageBatch) -> None:
+    assert type(batch) is PageBatch and batch.pages
+    _BATCHES.inc()
 
 
 class _Site(LoopbackServer):
@@ -53,7 +62,10 @@ def test_a_round_applied_in_a_test_pipeline_is_one_step(site: _Site, tmp_path: P
 
     p = TestPipeline(runner="FnApiRunner")
     round_ = p | "Crawl round" >> CrawlRound(cfg, outputs, now)
-    pages = round_["pages"] | "Page URLs" >> beam.Map(lambda page: (page.fetch.url, page.fetch.status))
+    pages = round_["pages"] | "Page URLs" >> beam.FlatMap(
+        lambda batch: [(pg.fetch.url, pg.fetch.status) for pg in batch.pages]
+    )
+    _ = round_["pages"] | "Count batches" >> beam.Map(_count_batch)
     new = round_["new_urls"] | "New URLs" >> beam.FlatMap(lambda entries: [e.url for e in entries])
     assert_that(pages, equal_to([(root + "robots.txt", 404), (root, 200)]), label="pages")
     assert_that(new, equal_to([root + "a"]), label="new")
@@ -72,3 +84,6 @@ def test_a_round_applied_in_a_test_pipeline_is_one_step(site: _Site, tmp_path: P
     by_name = {c.key.metric.name: c.committed for c in counters}
     assert by_name["page_batches"] == len(batches) >= 1
     assert by_name["page_batch_bytes"] == sum(b.stat().st_size for b in batches)
+    # After content seen an element is a batch file's pages, not a page.
+    (arrived,) = result.metrics().query(MetricsFilter().with_name("round_page_batches"))["counters"]
+    assert arrived.committed == len(batches)

@@ -96,3 +96,53 @@ def _leaves(p: beam.Pipeline) -> list:
 
     p.visit(_Visitor())
     return found
+
+
+def _batch_pages(n: int) -> list:
+    from beamcrawl.schemas.records import FetchResult, Link, ParsedPage
+
+    pages = []
+    for i in range(n):
+        entry = FrontierEntry(url=f"http://h{i % 7}.test/p{i}", fp=i, host=f"h{i % 7}.test", due_ms=0)
+        page = ParsedPage(fetch=FetchResult(entry=entry, outcome="fetched", url=entry.url, status=200))
+        page.links = [Link(url=f"http://h{j}.test/{'x' * (i % 40)}", fp=j) for j in range(i % 15)]
+        page.title = "t" * (i % 90)
+        pages.append(page)
+    return pages
+
+
+def test_page_batches_and_batched_lists_round_trip_and_estimate_their_size_from_a_few_items():
+    """A batch's coder encodes it whole (its pages as one Packed pickle) and estimates its
+    size from a few items, within a small factor of the encoded size."""
+    from beamcrawl.schemas.coders import BatchCoder
+    from beamcrawl.schemas.records import Batched, PageBatch
+
+    pages = _batch_pages(500)
+    batch = PageBatch(pages)
+    coder = beam.coders.registry.get_coder(PageBatch)
+    assert coder == BatchCoder(PageBatch)
+    encoded = coder.encode(batch)
+    back = coder.decode(encoded)
+    assert type(back) is PageBatch and back.pages == pages
+    assert len(encoded) <= _fallback_size(batch)  # the pages' classes written once
+    assert 0.6 < coder.estimate_size(batch) / len(encoded) < 1.6
+    rows = Batched({"url": p.fetch.url, "links": len(p.links)} for p in pages)
+    listed = beam.coders.registry.get_coder(Batched)
+    assert type(listed.decode(listed.encode(rows))) is Batched and listed.decode(listed.encode(rows)) == rows
+    assert 0.6 < listed.estimate_size(rows) / len(listed.encode(rows)) < 1.6
+    assert listed.estimate_size(Batched()) < 32
+
+
+def test_the_stages_after_content_seen_declare_batches():
+    from beamcrawl.schemas.coders import BatchCoder
+    from beamcrawl.schemas.records import Batched, PageBatch
+    from beamcrawl.transforms.freshness import ScheduleRevisits
+    from beamcrawl.transforms.url_seen import ExtractCandidates
+    from beamcrawl.core.policy.change_rate import SchedulePolicy
+
+    p = beam.Pipeline(runner="FnApiRunner")
+    batches = p | beam.Create([PageBatch(_batch_pages(3))])
+    scheduled = batches | ScheduleRevisits(SchedulePolicy())
+    offered = scheduled | ExtractCandidates()
+    assert beam.coders.registry.get_coder(scheduled.element_type) == BatchCoder(PageBatch)
+    assert beam.coders.registry.get_coder(offered.element_type) == BatchCoder(Batched)

@@ -20,7 +20,7 @@ from apache_beam.testing.util import assert_that, equal_to
 from beamcrawl.core.policy.budget_rules import DAY, BudgetRules, LinkingDomains
 from beamcrawl.core.runtime.outputs import RoundOutputs
 from beamcrawl.core.urls.urlnorm import fingerprint
-from beamcrawl.schemas.records import FetchResult, FrontierEntry, Link, ParsedPage, packed_by_host
+from beamcrawl.schemas.records import FetchResult, FrontierEntry, Link, PageBatch, ParsedPage, packed_by_host
 from beamcrawl.stores.base import Mutation, open_store
 from beamcrawl.transforms import budgets
 from beamcrawl.transforms.budgets import (
@@ -177,7 +177,7 @@ def test_linkers_pass_on_at_the_pair_budget_and_union_to_the_same_sets(pages, ma
         page.links = [Link(url=f"http://d{t}.org/", fp=t) for t in targets]
         for dst in linked_domains(page)[1]:
             want.setdefault(dst, set()).add(f"s{src_no}.com")
-        out.extend(fn.process(page))
+        out.extend(fn.process(PageBatch([page])))
         assert fn.pairs < max_pairs and fn.pairs == sum(len(v) for v in fn.linkers.values())
     out.extend(wv.value for wv in fn.finish_bundle())
     got: dict[str, set[str]] = {}
@@ -255,7 +255,7 @@ def test_usage_and_linking_domains_are_recorded_once_per_round(tmp_path):
     )
     for _attempt in range(2):  # the round, then its rerun after a crash
         p = TestPipeline(runner="FnApiRunner")
-        _ = p | "pages" >> beam.Create(pages) | CountLinkingDomains(store_uri)
+        _ = p | "pages" >> beam.Create([PageBatch(pages[:2]), PageBatch(pages[2:])]) | CountLinkingDomains(store_uri)
         _ = (
             p
             | "results" >> beam.Create([pg.fetch for pg in pages] + [robots])

@@ -18,6 +18,7 @@ import apache_beam as beam
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from apache_beam.metrics import Metrics
 from apache_beam.metrics.metric import MetricsFilter
 from apache_beam.testing.test_pipeline import TestPipeline
 from apache_beam.testing.util import assert_that, equal_to
@@ -25,7 +26,7 @@ from apache_beam.testing.util import assert_that, equal_to
 from beamcrawl.core.content import textfp
 from beamcrawl.core.urls.urlnorm import fingerprint
 from beamcrawl.core.archive.warc_revisit import payload_digest
-from beamcrawl.schemas.records import FetchResult, FrontierEntry, ParsedPage, fp_key
+from beamcrawl.schemas.records import FetchResult, FrontierEntry, PageBatch, ParsedPage, fp_key
 from beamcrawl.simweb import SimWeb
 from beamcrawl.stores.base import Mutation, open_store
 from beamcrawl.transforms.dead_letter import collected
@@ -125,6 +126,8 @@ def run(uri: str, pages: list[ParsedPage], round_no: int | None = 1, **kw) -> tu
     result = p.run()
     result.wait_until_finish()
     counters = result.metrics().query(MetricsFilter().with_namespace("content_seen"))["counters"]
+    # The elements that came out of "Mark copies", counted where they arrive.
+    (arrived,) = result.metrics().query(MetricsFilter().with_name("test_batches_out"))["counters"]
     out = {}
     lines = 0
     with open(sink, encoding="utf-8") as f:
@@ -135,22 +138,33 @@ def run(uri: str, pages: list[ParsedPage], round_no: int | None = 1, **kw) -> tu
     os.remove(sink)
     assert len(out) == len({pg.fetch.url for pg in pages})  # every page comes out,
     assert lines == len(pages)  # once
-    return out, {c.key.metric.name: c.committed for c in counters}
+    return out, {c.key.metric.name: c.committed for c in counters} | {"test_batches_out": arrived.committed}
 
 
 class _WriteDecisions(beam.DoFn):
-    """Appends each page's content decision to a JSON-lines file (the runner is in process)."""
+    """Appends each page's content decision to a JSON-lines file (the runner is in process),
+    and counts the batches that arrive (``test_batches_out``)."""
 
     def __init__(self, path: str) -> None:
         self.path = path
+        self.batches = Metrics.counter("test", "test_batches_out")
 
-    def process(self, pg: ParsedPage) -> None:
-        row = [
-            pg.fetch.url,
-            [pg.duplicate_of, pg.duplicate_kind, pg.duplicate_distance, pg.original_fetched_at, pg.original_digest],
-        ]
+    def process(self, batch: PageBatch) -> None:
+        assert type(batch) is PageBatch and batch.pages  # no page alone, no empty batch
+        self.batches.inc()
         with open(self.path, "a", encoding="utf-8") as f:
-            f.write(json.dumps(row) + "\n")
+            for pg in batch.pages:
+                row = [
+                    pg.fetch.url,
+                    [
+                        pg.duplicate_of,
+                        pg.duplicate_kind,
+                        pg.duplicate_distance,
+                        pg.original_fetched_at,
+                        pg.original_digest,
+                    ],
+                ]
+                f.write(json.dumps(row) + "\n")
 
 
 # --- pure decisions ----------------------------------------------------------------------
@@ -569,10 +583,16 @@ def test_pages_waiting_in_batch_files_come_out_once_each_marked_as_when_they_wai
     assert batched == whole
     assert counters["page_batches"] == len(os.listdir(folder)) >= -(-len(pages) // 4)
     assert counters["page_batch_bytes"] == sum(os.path.getsize(os.path.join(folder, n)) for n in os.listdir(folder))
+    # One element per batch file comes out of "Mark copies", not one per page.
+    assert counters["test_batches_out"] == len(os.listdir(folder)) < len(pages)
     # a byte budget smaller than a page: a file per page
     one_each, counters = run(f"sqlite:///{tmp_path}/one.sqlite", pages, staging=str(tmp_path / "one"), batch_bytes=1)
     assert one_each == whole
-    assert counters["page_batches"] == len(pages)
+    assert counters["page_batches"] == counters["test_batches_out"] == len(pages)
+    # Without staging the pages are gathered into batches of batch_pages per bundle.
+    gathered, counters = run(f"sqlite:///{tmp_path}/gathered.sqlite", pages, batch_pages=4)
+    assert gathered == whole
+    assert -(-len(pages) // 4) <= counters["test_batches_out"] < len(pages)
 
 
 def test_later_rounds_find_copies_of_what_was_kept(any_store_uri):

@@ -26,7 +26,7 @@ from beamcrawl.core.policy.budget_rules import DAY, BudgetRules
 from beamcrawl.core.urls.hostkeys import domain_of, host_key
 from beamcrawl.core.runtime.outputs import RoundOutputs
 from beamcrawl.core.urls.urlnorm import InvalidURL, fingerprint, host_of, normalize
-from beamcrawl.schemas.records import FetchResult, FrontierEntry, packed_by_host
+from beamcrawl.schemas.records import FetchResult, FrontierEntry, PageBatch, packed_by_host
 from beamcrawl.stores.base import open_store
 from beamcrawl.transforms.budgets import ApplyBudgets, CountDomainUsage, CountLinkingDomains
 from beamcrawl.transforms.dead_letter import collected
@@ -87,8 +87,9 @@ def test_hostile_link_sets_pass_url_seen_and_budgets(tmp_path_factory, rng) -> N
 
     p = TestPipeline(runner="FnApiRunner")
     parsed = p | "pages" >> beam.Create(pages)
-    _ = parsed | ExtractCandidates() | QueueUnseenUrls(uri, bits=2, now_ms=1000)
-    _ = parsed | CountLinkingDomains(uri)
+    batches = p | "batches" >> beam.Create([PageBatch(pages[i : i + 7]) for i in range(0, len(pages), 7)])
+    _ = batches | ExtractCandidates() | QueueUnseenUrls(uri, bits=2, now_ms=1000)
+    _ = batches | CountLinkingDomains(uri)
     _ = parsed | beam.Map(lambda page: page.fetch) | CountDomainUsage(uri, 1, NOW, DAY)
     _ = (
         p
@@ -131,7 +132,7 @@ def test_ipv6_links_record_their_linking_domains(tmp_path) -> None:
         _linking("http://[::1]:8080/", "http://b.example.org/", "http://[2001:db8::1]:81/"),
     ]
     with TestPipeline(runner="FnApiRunner") as p:
-        _ = p | beam.Create(pages) | CountLinkingDomains(uri)
+        _ = p | beam.Create([PageBatch(pages)]) | CountLinkingDomains(uri)
         assert_that(collected(p), equal_to([]), label="No dead letters")
     from beamcrawl.transforms.budgets import read_domains
 

@@ -21,7 +21,7 @@ from beamcrawl.core.runtime.outputs import RoundOutputs
 from beamcrawl.core.urls.urlnorm import fingerprint, host_of
 from beamcrawl.schemas import arrow
 from beamcrawl.schemas.arrow import LINKS_SCHEMA, PAGES_SCHEMA, SCHEMAS, describe, fp_hex, signed64
-from beamcrawl.schemas.records import FetchResult, FrontierEntry, Link, ParsedPage
+from beamcrawl.schemas.records import FetchResult, FrontierEntry, Link, PageBatch, ParsedPage
 from beamcrawl.transforms import parquet_io
 from beamcrawl.transforms.dead_letter import collected
 from beamcrawl.transforms.parquet_io import (
@@ -160,9 +160,9 @@ def test_transforms_write_staged_parts(tmp_path):
     outputs.prepare()
     pages = [_page(), _page("http://a.example.org/")]
     with TestPipeline(runner="FnApiRunner") as p:
-        parsed = p | beam.Create(pages)
+        parsed = p | beam.Create([PageBatch(pages)])
         _ = parsed | WriteLinkEdges(outputs)
-        _ = parsed | beam.Map(lambda page: page_event(page, None)) | WritePageEvents(outputs)
+        _ = parsed | beam.Map(lambda batch: [page_event(page, None) for page in batch.pages]) | WritePageEvents(outputs)
         assert_that(collected(p), equal_to([]), label="No dead letters")
     moved = outputs.commit_files()
     assert set(moved) == {"pages", "links"}

@@ -29,7 +29,7 @@ from warcio.archiveiterator import ArchiveIterator
 from beamcrawl.core.runtime.outputs import RoundOutputs
 from beamcrawl.core.archive.spool import SPOOL, SpoolReader
 from beamcrawl.core.urls.urlnorm import fingerprint, host_of
-from beamcrawl.schemas.records import FetchResult, FrontierEntry, ParsedPage
+from beamcrawl.schemas.records import FetchResult, FrontierEntry, PageBatch, ParsedPage
 from beamcrawl.transforms import set_aside as spool
 from beamcrawl.transforms.dead_letter import collected
 from beamcrawl.transforms.parse import parse_fetch
@@ -142,8 +142,10 @@ def _archive(tmp_path, name: str, pages: list[ParsedPage], spooled: bool) -> tup
             pcoll = pcoll | SetBodiesAside(outputs)
         _ = (
             pcoll
+            | beam.combiners.ToList()
+            | beam.Map(PageBatch)  # the pages as one batch, as content seen passes them on
             | WriteWarc(outputs, 1 << 30, "beamcrawl-test/1")
-            | beam.Map(lambda e: json.dumps(e, default=str))
+            | beam.FlatMap(lambda events: [json.dumps(e, default=str) for e in events])
             | beam.io.WriteToText(str(tmp_path / f"{name}-events"), shard_name_template="")
         )
         assert_that(collected(p), equal_to([]), label="No dead letters")

@@ -344,11 +344,13 @@ def test_page_candidates_skip_bad_shapes_and_count_them():
 
 def test_extract_candidates_counts_refusals_by_reason():
     from beamcrawl.core.urls.urlshape import ShapeRules
+    from beamcrawl.schemas.records import PageBatch
     from beamcrawl.transforms.url_seen import ExtractCandidates
 
     pages = [_page(("http://a.com/ok", "a"), ("http://a.com/v.mp4", "a")), _page(("http://a.com/a/a/a", "a"))]
     p = TestPipeline(runner="FnApiRunner")
-    out = p | beam.Create(pages) | ExtractCandidates(ShapeRules())
+    out = p | beam.Create([PageBatch(pages)]) | ExtractCandidates(ShapeRules())
+    # One list for the batch: the second page offers nothing (its one link is refused).
     assert_that(out | beam.Map(lambda cs: [c.url for c in cs]), equal_to([["http://a.com/ok"]]))
     assert_that(collected(p), equal_to([]), label="No dead letters")
     result = p.run()

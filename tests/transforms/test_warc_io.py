@@ -27,7 +27,7 @@ from warcio.warcwriter import WARCWriter
 from beamcrawl.core.archive import cdxj
 from beamcrawl.core.runtime.outputs import RoundOutputs
 from beamcrawl.core.urls.urlnorm import fingerprint, host_of
-from beamcrawl.schemas.records import FetchResult, FrontierEntry, ParsedPage
+from beamcrawl.schemas.records import FetchResult, FrontierEntry, PageBatch, ParsedPage
 from beamcrawl.transforms import warc_io
 from beamcrawl.transforms.dead_letter import collected
 from beamcrawl.transforms.warc_io import WriteWarc, archive_fetch, page_event, warcinfo_bytes
@@ -287,9 +287,9 @@ def _write_round(tmp_path, pages, max_bytes=1 << 30, **kw) -> tuple[RoundOutputs
     with TestPipeline(runner="FnApiRunner") as p:
         _ = (
             p
-            | beam.Create(pages)
+            | beam.Create([PageBatch(pages)])
             | WriteWarc(outputs, max_bytes, "beamcrawl-test/1", **kw)
-            | beam.Map(lambda e: json.dumps(e, default=str))
+            | beam.FlatMap(lambda events: [json.dumps(e, default=str) for e in events])
             | beam.io.WriteToText(str(tmp_path / "events"), shard_name_template="")
         )
         assert_that(collected(p), equal_to([]), label="No dead letters")
@@ -437,7 +437,7 @@ def test_a_page_warcio_cannot_write_is_counted_and_published_without_blob(tmp_pa
         raise ValueError("bad header")
 
     monkeypatch.setattr(warc_io, "archive_fetch", broken)
-    (event,) = list(fn.process(_fetch("http://a.test/")))
+    ((event,),) = list(fn.process(PageBatch([_fetch("http://a.test/")])))
     fn.finish_bundle()
     assert event["blob"] is None and event["error"] == "not archived: ValueError: bad header"
     assert glob.glob(f"{outputs.staged('warc')}/*") == []  # no file was opened for nothing
