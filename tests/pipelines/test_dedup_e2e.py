@@ -20,29 +20,36 @@ What is checked:
   0.95 against the truth (per group of identical pages, as ``bench/simhash_bench.py`` counts);
 - a copy's links are not followed: every URL the crawl knows is a seed or a followable link
   of a page that is not a copy, and the URL state records the copies.
+
+All of it twice: the embedded store on the in-process runner, and the Bigtable emulator on
+Flink's local mini-cluster (the rounds Flink jobs, their bundles Flink's), so the decisions
+hold whatever the runner cuts a round's pages into.
 """
 
 from __future__ import annotations
 
 import collections
+import contextlib
 import glob
 import json
 import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 from urllib.parse import urljoin, urlsplit
 
 import pyarrow.parquet as pq
 import pytest
 from warcio.archiveiterator import ArchiveIterator
 
+from beamcrawl.cli import store_admin
 from beamcrawl.core.urls.urlnorm import normalize
 from beamcrawl.core.archive.warc_revisit import REVISIT_PROFILE_1_1
 from beamcrawl.schemas.records import FrontierEntry, UrlState
 from beamcrawl.simweb.testing import running_simweb
 from beamcrawl.stores.base import open_store
+from beamcrawl.stores.emulator import scratch_store
 from beamcrawl.transforms.record import DUPLICATE_CELL
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]  # whole crawls: `pytest -m "not slow and not e2e"` leaves it out
@@ -51,6 +58,11 @@ HOSTS = 60
 PAGES = 20
 MIN_DELAY = 0.25
 WARCIO = str(Path(sys.executable).with_name("warcio"))
+# Flink's local mini-cluster, its SDK workers in the launcher (as tests/pipelines/test_end_to_end.py).
+RUNNERS = {
+    "embedded": ["--runner", "FnApiRunner"],
+    "flink-bigtable": ["--runner", "FlinkRunner", "--flink_master=[local]", "--environment_type=LOOPBACK"],
+}
 
 
 @dataclass
@@ -65,11 +77,21 @@ class Crawl:
     reports: list[dict[str, Any]]
 
 
-@pytest.fixture(scope="module")
-def crawl(tmp_path_factory: pytest.TempPathFactory) -> Crawl:
-    work = tmp_path_factory.mktemp("dedup")
+@pytest.fixture(scope="module", params=list(RUNNERS))
+def crawl(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Crawl]:
+    work = tmp_path_factory.mktemp(f"dedup-{request.param}")
     out = work / "out"
-    store = f"sqlite:///{out}/store.sqlite"
+    with contextlib.ExitStack() as stack:
+        if request.param.endswith("bigtable"):
+            request.getfixturevalue("bigtable_emulator")
+            store = stack.enter_context(scratch_store(init=False))
+            assert store_admin.main(["init", "--store", store]) == 0
+        else:
+            store = f"sqlite:///{out}/store.sqlite"
+        yield _crawl(work, out, store, RUNNERS[request.param])
+
+
+def _crawl(work: Path, out: Path, store: str, runner: list[str]) -> Crawl:
     with running_simweb(str(work), hosts=HOSTS, seed=5, pages_per_host=PAGES, copy_hosts_from=0) as web:
         seeds = [web.base_url(h) for h in web.hosts]
         (work / "seeds.txt").write_text("\n".join(seeds) + "\n")
@@ -77,9 +99,9 @@ def crawl(tmp_path_factory: pytest.TempPathFactory) -> Crawl:
             sys.executable, "-m", "beamcrawl.cli.main", "crawl",
             "--seeds", str(work / "seeds.txt"), "--out", str(out), "--store", store, "--rounds", "3",
             "--resolve", "*=127.0.0.1", "--allow-private-networks",
-            "--min-delay", str(MIN_DELAY), "--round-window", "6", "--runner", "FnApiRunner",
+            "--min-delay", str(MIN_DELAY), "--round-window", "6", *runner,
         ]  # fmt: skip
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
         truth = web.truth()
     assert proc.returncode == 0, proc.stderr[-3000:]
     with open_store(store) as s:
