@@ -17,7 +17,6 @@ Flink's local mini-cluster (its SDK workers in the launcher, so they see the fau
 
 from __future__ import annotations
 
-import contextlib
 import glob
 import json
 import os
@@ -28,14 +27,13 @@ import time
 
 import pyarrow.parquet as pq
 import pytest
+from crawl_setups import crawl_store, runner_args
 from warcio.archiveiterator import ArchiveIterator
 
-from beamcrawl.cli import store_admin
 from beamcrawl.schemas.records import FrontierEntry
 from beamcrawl.pipelines.seeding import submit_urls
 from beamcrawl.simweb.testing import running_simweb
 from beamcrawl.stores.base import open_store
-from beamcrawl.stores.emulator import scratch_store
 
 # Stages whose element is a URL (the fault names the host's root URL: "host:port/$") and
 # stages whose element is a host ("host:port$"). fetch handles both: results per URL.
@@ -51,10 +49,6 @@ URL_STAGES = (
     "record",
 )
 HOST_STAGES = ("select", "resolve", "assign_slots", "budgets")
-RUNNERS = {
-    "embedded": ["--runner", "FnApiRunner"],
-    "flink-bigtable": ["--runner", "FlinkRunner", "--flink_master=[local]", "--environment_type=LOOPBACK"],
-}
 PLAIN_ROBOTS = {"allow_all", "none", "private", "wildcard", "private_sitemap", "allow_override"}
 
 
@@ -80,18 +74,12 @@ def _warc_responses(out) -> list[str]:
     return urls
 
 
-@pytest.fixture(scope="module", params=list(RUNNERS))
+@pytest.fixture(scope="module", params=["embedded", "flink-bigtable"])
 def run(request, tmp_path_factory):
     work = tmp_path_factory.mktemp(f"dead-letters-{request.param}")
     out = work / "out"
-    with contextlib.ExitStack() as stack:
-        if request.param.endswith("bigtable"):
-            request.getfixturevalue("bigtable_emulator")
-            store_uri = stack.enter_context(scratch_store(init=False))
-            assert store_admin.main(["init", "--store", store_uri]) == 0
-        else:
-            store_uri = f"sqlite:///{out}/store.sqlite"
-        yield _run(work, out, store_uri, RUNNERS[request.param])
+    with crawl_store(request, request.param, out) as store_uri:
+        yield _run(work, out, store_uri, runner_args(request.param))
 
 
 def _run(work, out, store_uri, runner):

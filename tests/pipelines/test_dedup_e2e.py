@@ -29,7 +29,6 @@ hold whatever the runner cuts a round's pages into.
 from __future__ import annotations
 
 import collections
-import contextlib
 import glob
 import json
 import subprocess
@@ -41,15 +40,14 @@ from urllib.parse import urljoin, urlsplit
 
 import pyarrow.parquet as pq
 import pytest
+from crawl_setups import crawl_store, runner_args
 from warcio.archiveiterator import ArchiveIterator
 
-from beamcrawl.cli import store_admin
 from beamcrawl.core.urls.urlnorm import normalize
 from beamcrawl.core.archive.warc_revisit import REVISIT_PROFILE_1_1
 from beamcrawl.schemas.records import FrontierEntry, UrlState
 from beamcrawl.simweb.testing import running_simweb
 from beamcrawl.stores.base import open_store
-from beamcrawl.stores.emulator import scratch_store
 from beamcrawl.transforms.record import DUPLICATE_CELL
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]  # whole crawls: `pytest -m "not slow and not e2e"` leaves it out
@@ -58,11 +56,6 @@ HOSTS = 60
 PAGES = 20
 MIN_DELAY = 0.25
 WARCIO = str(Path(sys.executable).with_name("warcio"))
-# Flink's local mini-cluster, its SDK workers in the launcher (as tests/pipelines/test_end_to_end.py).
-RUNNERS = {
-    "embedded": ["--runner", "FnApiRunner"],
-    "flink-bigtable": ["--runner", "FlinkRunner", "--flink_master=[local]", "--environment_type=LOOPBACK"],
-}
 
 
 @dataclass
@@ -77,18 +70,12 @@ class Crawl:
     reports: list[dict[str, Any]]
 
 
-@pytest.fixture(scope="module", params=list(RUNNERS))
+@pytest.fixture(scope="module", params=["embedded", "flink-bigtable"])
 def crawl(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Crawl]:
     work = tmp_path_factory.mktemp(f"dedup-{request.param}")
     out = work / "out"
-    with contextlib.ExitStack() as stack:
-        if request.param.endswith("bigtable"):
-            request.getfixturevalue("bigtable_emulator")
-            store = stack.enter_context(scratch_store(init=False))
-            assert store_admin.main(["init", "--store", store]) == 0
-        else:
-            store = f"sqlite:///{out}/store.sqlite"
-        yield _crawl(work, out, store, RUNNERS[request.param])
+    with crawl_store(request, request.param, out) as store:
+        yield _crawl(work, out, store, runner_args(request.param))
 
 
 def _crawl(work: Path, out: Path, store: str, runner: list[str]) -> Crawl:

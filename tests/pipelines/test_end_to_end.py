@@ -27,25 +27,19 @@ import time
 import duckdb
 import pyarrow.parquet as pq
 import pytest
+from crawl_setups import FLINK, crawl_store, runner_args
 from warcio.archiveiterator import ArchiveIterator
 
 from beamcrawl.core.urls.urlnorm import normalize
 from beamcrawl.stores.base import open_store
 from beamcrawl.stores.emulator import scratch_store
 from beamcrawl.simweb.audit import audit
-from beamcrawl.cli import store_admin
 from beamcrawl.simweb.testing import running_simweb
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]  # whole crawls: `pytest -m "not slow and not e2e"` leaves it out
 
 MIN_DELAY = 0.3
 HOSTS = 40
-
-
-# Flink's local mini-cluster, its SDK workers in the launcher (LOOPBACK); no --flink_version:
-# the crawl picks the job server (see pipelines/runners.py).
-FLINK = ["--runner", "FlinkRunner", "--flink_master=[local]", "--environment_type=LOOPBACK"]
-RUNNERS = {"prism": ["--runner", "PrismRunner"], "flink": FLINK}
 
 
 @pytest.fixture(scope="module", params=["embedded", "bigtable", "prism-bigtable", "flink-bigtable"])
@@ -56,15 +50,8 @@ def crawl_run(request, tmp_path_factory):
     and on Flink (its job server a Java process, the rounds Flink jobs)."""
     work = tmp_path_factory.mktemp(f"e2e-{request.param}")
     out = work / "out"
-    runner = RUNNERS.get(request.param.split("-")[0], ["--runner", "FnApiRunner"])
-    with contextlib.ExitStack() as stack:
-        if request.param.endswith("bigtable"):
-            request.getfixturevalue("bigtable_emulator")
-            store = stack.enter_context(scratch_store(init=False))
-            assert store_admin.main(["init", "--store", store]) == 0
-        else:
-            store = f"sqlite:///{out}/store.sqlite"
-        run = _crawl(work, out, store, runner)
+    with crawl_store(request, request.param, out) as store:
+        run = _crawl(work, out, store, runner_args(request.param))
     return run
 
 
