@@ -14,7 +14,8 @@ claiming: too late to fence by. A failover of one region, with the job left ``RU
 fenced by the restarted task's own claim when it starts.)
 
 Only a remote Flink master (``--flink_master HOST:PORT``) is watched; other runners retry in
-their own ways and need nothing here.
+their own ways and need nothing here. The same REST API gives, once the job has finished,
+what Flink counted its tasks exchanging (:func:`flink_task_bytes`, for the round's report).
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ import threading
 import time
 import urllib.request
 import zlib
-from typing import Callable, Iterator, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 from beamcrawl.pipelines.runner_args import option_value, runner_name
 
@@ -61,9 +62,55 @@ def failed_over(previous: str | None, state: str) -> bool:
     return state in FAILURE_STATES and previous not in FAILURE_STATES
 
 
-def _get(address: str, path: str) -> dict:
-    with urllib.request.urlopen(f"http://{address}{path}", timeout=5) as resp:
+def _get(address: str, path: str, timeout: float = 5.0) -> dict:
+    with urllib.request.urlopen(f"http://{address}{path}", timeout=timeout) as resp:
         return json.loads(resp.read())
+
+
+def flink_task_bytes(address: str, job_name: str, timeout: float = 5.0, settle: float = 10.0) -> dict[str, Any]:
+    """What Flink itself counted its tasks sending one another for the job ``job_name`` on
+    the session cluster whose REST API is at ``address``: ``{}`` when it cannot say (or the
+    job did not finish within ``settle`` seconds of being asked).
+
+    Flink's ``read-bytes`` and ``write-bytes`` of a job vertex are the bytes its subtasks
+    read from and wrote to other tasks (serialised records; chained operators exchange
+    nothing). A Beam ``GroupByKey`` is a ``GroupReduce`` vertex: its ``read-bytes`` are what
+    crossed that shuffle (after Flink's partial grouping, chained before it).
+
+    Returns:
+        ``bytes_between_tasks`` (every vertex's ``write-bytes``), ``bytes_into_groups`` (the
+        ``GroupReduce`` vertices' ``read-bytes``) and ``vertices`` (how many).
+    """
+
+    def get(path: str) -> dict:
+        return _get(address, path, timeout)
+
+    try:
+        jobs = [job for job in get("/jobs/overview").get("jobs", []) if job.get("name") == job_name]
+        if not jobs:
+            return {}
+        job = max(jobs, key=lambda j: j.get("start-time", 0))
+        # The REST API answers from a cache of the job (up to web.refresh-interval old): asked
+        # as the job ends, it may still show the job running, its counts not final.
+        deadline = time.monotonic() + settle
+        while True:
+            detail = get(f"/jobs/{job['jid']}")
+            if detail.get("state") in ("FINISHED", "FAILED", "CANCELED") or time.monotonic() > deadline:
+                break
+            time.sleep(0.25)
+        if detail.get("state") != "FINISHED":
+            return {}
+        vertices = detail.get("vertices", [])
+        between = sum(int(v.get("metrics", {}).get("write-bytes", 0)) for v in vertices)
+        into = sum(
+            int(v.get("metrics", {}).get("read-bytes", 0))
+            for v in vertices
+            if str(v.get("name", "")).startswith("GroupReduce")
+        )
+    except (OSError, ValueError, TypeError, KeyError) as exc:  # a figure, never the round's failure
+        log.debug("no task bytes from the Flink cluster at %s: %s", address, exc)
+        return {}
+    return {"bytes_between_tasks": between, "bytes_into_groups": into, "vertices": len(vertices)}
 
 
 class FailoverWatch:

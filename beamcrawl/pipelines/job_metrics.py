@@ -30,7 +30,8 @@ Which runner reports what (:func:`job_monitoring_infos`):
   counts such a main input twice; its shuffle and side-input bytes are as in process. Flink's
   own count of the bytes its tasks exchanged is on its REST API, per job vertex
   (``read-bytes``, ``write-bytes``): for a round sent to a session cluster, the report adds
-  it (:func:`flink_task_bytes`). The local mini-cluster's REST API ends with the job, so a
+  it (``pipelines/flink_failover.py`` :func:`~beamcrawl.pipelines.flink_failover.flink_task_bytes`,
+  beside the failover watch that reads the same API). The local mini-cluster's REST API ends with the job, so a
   ``[local]`` round has only the estimates;
 - Dataflow (not runnable here, so not read): its job metrics carry, besides the user's,
   system metrics ``ElementCount`` and ``MeanByteCount`` per PCollection, named by the
@@ -43,17 +44,14 @@ Which runner reports what (:func:`job_monitoring_infos`):
 
 from __future__ import annotations
 
-import json
 import logging
-import time
-import urllib.request
 from typing import Any, Iterable
 
 from apache_beam.metrics import monitoring_infos as mi
 from apache_beam.portability import common_urns
 from apache_beam.portability.api import beam_runner_api_pb2
 
-__all__ = ["flink_task_bytes", "job_monitoring_infos", "job_shuffle_figures", "pcollection_bytes", "shuffle_figures"]
+__all__ = ["job_monitoring_infos", "job_shuffle_figures", "pcollection_bytes", "shuffle_figures"]
 
 GBK_URN = common_urns.primitives.GROUP_BY_KEY.urn
 PARDO_URN = common_urns.primitives.PAR_DO.urn
@@ -210,50 +208,3 @@ def job_shuffle_figures(pipeline: Any, result: Any) -> dict[str, Any]:
     except Exception as exc:  # noqa: BLE001 - runner-specific metric plumbing; the round stands
         log.debug("no shuffle figures from this runner: %s", exc)
         return {}
-
-
-def flink_task_bytes(address: str, job_name: str, timeout: float = 5.0, settle: float = 10.0) -> dict[str, Any]:
-    """What Flink itself counted its tasks sending one another for the job ``job_name`` on
-    the session cluster whose REST API is at ``address``: ``{}`` when it cannot say (or the
-    job did not finish within ``settle`` seconds of being asked).
-
-    Flink's ``read-bytes`` and ``write-bytes`` of a job vertex are the bytes its subtasks
-    read from and wrote to other tasks (serialised records; chained operators exchange
-    nothing). A Beam ``GroupByKey`` is a ``GroupReduce`` vertex: its ``read-bytes`` are what
-    crossed that shuffle (after Flink's partial grouping, chained before it).
-
-    Returns:
-        ``bytes_between_tasks`` (every vertex's ``write-bytes``), ``bytes_into_groups`` (the
-        ``GroupReduce`` vertices' ``read-bytes``) and ``vertices`` (how many).
-    """
-
-    def get(path: str) -> dict:
-        with urllib.request.urlopen(f"http://{address}{path}", timeout=timeout) as resp:
-            return json.loads(resp.read())
-
-    try:
-        jobs = [job for job in get("/jobs/overview").get("jobs", []) if job.get("name") == job_name]
-        if not jobs:
-            return {}
-        job = max(jobs, key=lambda j: j.get("start-time", 0))
-        # The REST API answers from a cache of the job (up to web.refresh-interval old): asked
-        # as the job ends, it may still show the job running, its counts not final.
-        deadline = time.monotonic() + settle
-        while True:
-            detail = get(f"/jobs/{job['jid']}")
-            if detail.get("state") in ("FINISHED", "FAILED", "CANCELED") or time.monotonic() > deadline:
-                break
-            time.sleep(0.25)
-        if detail.get("state") != "FINISHED":
-            return {}
-        vertices = detail.get("vertices", [])
-        between = sum(int(v.get("metrics", {}).get("write-bytes", 0)) for v in vertices)
-        into = sum(
-            int(v.get("metrics", {}).get("read-bytes", 0))
-            for v in vertices
-            if str(v.get("name", "")).startswith("GroupReduce")
-        )
-    except (OSError, ValueError, TypeError, KeyError) as exc:  # a figure, never the round's failure
-        log.debug("no task bytes from the Flink cluster at %s: %s", address, exc)
-        return {}
-    return {"bytes_between_tasks": between, "bytes_into_groups": into, "vertices": len(vertices)}

@@ -18,7 +18,7 @@ from beamcrawl.core.runtime.outputs import RoundOutputs
 from beamcrawl.pipelines import flink_failover, live
 from beamcrawl.pipelines.commit import commit_round
 from beamcrawl.pipelines.crawl_errors import CrawlError
-from beamcrawl.pipelines.job_metrics import flink_task_bytes, job_shuffle_figures
+from beamcrawl.pipelines.job_metrics import job_shuffle_figures
 from beamcrawl.pipelines.lease import RoundLease
 from beamcrawl.pipelines.progress import Progress, round_rate
 from beamcrawl.pipelines.round import CrawlRound
@@ -175,7 +175,7 @@ def run_round(
     metrics = round_metrics(result)
     shuffled = job_shuffle_figures(p, result)
     cluster = flink_failover.rest_address(pipeline_args)
-    flink_bytes = flink_task_bytes(cluster, job) if cluster is not None else {}
+    flink_bytes = flink_failover.flink_task_bytes(cluster, job) if cluster is not None else {}
     if lease is not None:
         lease.check(f"round {round_no} not committed")  # its files stay staged, its rows queued
     notes: dict[str, Any] = {}
