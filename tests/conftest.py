@@ -6,8 +6,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from crawl_setups import crawl_store
 
-from beamcrawl.cli import store_admin
 from beamcrawl.stores.base import Store, open_store
 from beamcrawl.stores.embedded import EmbeddedStore
 from beamcrawl.stores.emulator import EmulatorUnavailable, RunningEmulator, running_emulator, scratch_store
@@ -45,12 +45,7 @@ def bigtable_uri(bigtable_emulator: RunningEmulator) -> Iterator[str]:
 def both_stores(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
     """A fresh store URI, once per backend: the embedded store under ``tmp_path/out``, then
     a scratch instance of the Bigtable emulator with its tables made by ``store init``."""
-    if request.param == "embedded":
-        yield f"sqlite:///{tmp_path}/out/store.sqlite"
-        return
-    request.getfixturevalue("bigtable_emulator")
-    with scratch_store(init=False) as uri:
-        assert store_admin.main(["init", "--store", uri]) == 0
+    with crawl_store(request, request.param, tmp_path / "out") as uri:
         yield uri
 
 

@@ -1,4 +1,4 @@
-"""The set-ups the end-to-end modules crawl under: a runner's arguments and a store.
+"""The set-ups the tests crawl and store under: a runner's arguments and a store.
 
 A module's crawl fixture is parametrised by set-up names such as ``embedded`` (the SQLite
 store, in-process runner) or ``flink-bigtable`` (the Bigtable emulator, Flink's local
