@@ -150,7 +150,7 @@ def rest(port: int, path: str, timeout: float = 5.0) -> dict:
 
 
 def start(folder: str | Path, cfg: ClusterConfig = ClusterConfig(), env: dict[str, str] | None = None) -> dict:
-    """Starts the cluster's processes and waits until every TaskManager has registered.
+    """Starts the cluster's processes and waits until every TaskManager has registered its slots.
 
     Args:
         folder: The cluster's folder (created); its ``logs/`` holds each process's log.
@@ -221,8 +221,8 @@ def start(folder: str | Path, cfg: ClusterConfig = ClusterConfig(), env: dict[st
             logs / "jobmanager.log",
             state,
         )
-        _wait(lambda: _registered(cfg.rest_port) >= cfg.task_managers, f"{cfg.task_managers} TaskManagers to register",
-              logs / "taskmanager-1.log", state)  # fmt: skip
+        _wait(lambda: _registered(cfg.rest_port, cfg.task_managers, cfg.slots),
+              f"{cfg.task_managers} TaskManagers to register their slots", logs / "taskmanager-1.log", state)  # fmt: skip
         _wait(
             lambda: not _port_free(cfg.pool_port),
             f"the worker pool on port {cfg.pool_port}",
@@ -269,8 +269,8 @@ def restart(folder: str | Path, role: str) -> dict:
     state["processes"][role] = {**_spawn(cmd, Path(entry["log"]), None), "cmd": entry["cmd"], "restarts": restarts}
     _write_state(folder, state)
     cfg = state["config"]
-    _wait(lambda: _registered(cfg["rest_port"]) >= cfg["task_managers"], f"{cfg['task_managers']} TaskManagers to register",
-          Path(entry["log"]), state)  # fmt: skip
+    _wait(lambda: _registered(cfg["rest_port"], cfg["task_managers"], cfg["slots"]),
+          f"{cfg['task_managers']} TaskManagers to register their slots", Path(entry["log"]), state)  # fmt: skip
     return status(folder)
 
 
@@ -378,11 +378,18 @@ def _rest_ok(port: int) -> bool:
     return True
 
 
-def _registered(port: int) -> int:
+def _registered(port: int, task_managers: int, slots: int) -> bool:
+    """Whether ``task_managers`` TaskManagers have registered *and* reported their slots: a
+    TaskManager registers first and sends its slot report after, so ``/overview`` can count
+    two TaskManagers and one's slots for a moment (a job asked for then waits for slots)."""
     try:
-        return int(rest(port, "/overview", timeout=2.0).get("taskmanagers", 0))
-    except (OSError, ValueError):
-        return 0
+        overview = rest(port, "/overview", timeout=2.0)
+        return (
+            int(overview.get("taskmanagers", 0)) >= task_managers
+            and int(overview.get("slots-total", 0)) >= task_managers * slots
+        )
+    except (OSError, ValueError, TypeError):
+        return False
 
 
 def _wait(ready, what: str, log_path: Path, state: dict) -> None:
