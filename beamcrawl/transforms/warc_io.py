@@ -557,14 +557,20 @@ class _WriteWarcFn(beam.DoFn):
             self.metrics.error.inc()
             note = f"not archived: {type(exc).__name__}: {exc}"[:300]
             return page_event(page, None, note)
+        # Everything that can fail on the page's own fields is done before a byte is written:
+        # a page that becomes a dead letter leaves no record in the file (a later round that
+        # fetches it again would archive it twice, and no pages/ row would point at this one).
+        event = page_event(page, None)
         if self.fh is None or self.offset >= self.max_bytes or len(self.index) >= self.max_index:
             self._close()
             self._open()
         assert self.fh is not None
         offset = self.offset
+        entry = cdxj.entry_for_capture(archived.capture, offset, archived.response_length, self.rel)
         self.fh.write(archived.data)
         self.offset += len(archived.data)
-        self.index.append(cdxj.entry_for_capture(archived.capture, offset, archived.response_length, self.rel))
+        self.index.append(entry)
+        event["blob"] = f"{self.rel}@{offset}"
         self.metrics.records.inc(2)
         self.metrics.success.inc()
         if kind in ("revisit", "unchanged"):
@@ -572,7 +578,7 @@ class _WriteWarcFn(beam.DoFn):
         elif kind == "not_modified":
             self.metrics.not_modified.inc()
         self.metrics.latency_us.update(int((time.perf_counter() - started) * 1e6))
-        return page_event(page, f"{self.rel}@{offset}")
+        return event
 
     def finish_bundle(self) -> None:
         self._close()

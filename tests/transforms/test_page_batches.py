@@ -216,6 +216,8 @@ CASES = {
     # stage label: (its dead letters' stage, the poison, apply the stage, read what it gave)
     "Schedule revisits": ("freshness", _bad_status, _schedule, _read_scheduled),
     "Store pages once": ("store", _bad_fetch_time, _store, _read_store),
+    # Its records serialise, its event does not: no record of it may stay in the WARC file.
+    "Store pages once, the event": ("store", _bad_links, _store, _read_store),
     "Publish page events": (
         "publish_pages",
         _bad_event_status,
