@@ -55,7 +55,6 @@ def test_start_refuses_a_port_in_use_in_one_line(tmp_path, capsys):
     assert not (tmp_path / flink_cluster.STATE).exists()  # nothing was started
 
 
-
 def test_a_cluster_is_ready_only_when_every_task_manager_has_reported_its_slots():
     """A TaskManager registers first and sends its slot report after: an ``/overview`` that
     counts every TaskManager but not yet their slots is not a ready cluster (CI once saw
