@@ -18,7 +18,9 @@ text nodes joined by spaces), then :func:`textfp.text_simhash` (words, 2-word sh
 * ``rp-rules``: ``HTMLTree.parse``, our chrome rules applied to its DOM (the same selectors
   and class/id words, in Python as ours are), then ``extract_plain_text`` of that tree.
 
-For each, µs a page (CPU, best of ``--repeat``), the share of pages whose :func:`textfp.tokens`
+Both sides parse the HTML cut where :mod:`htmlbounds` cuts it (both parsers are Lexbor).
+The parse alone of each library has a row of its own: in the crawler ours reuses the tree
+the links were read from. For each, µs a page (CPU, best of ``--repeat``), the share of pages whose :func:`textfp.tokens`
 are identical to ours, and the Hamming distance between the two simhashes (0, 1-3, more than
 :data:`textfp.MAX_DISTANCE` bits; a page where one side has too little text for a simhash is
 counted apart), and the tokens each side has that the other has not.
@@ -50,11 +52,12 @@ import ada_url
 import can_ada
 from resiliparse.extract.html2text import extract_plain_text
 from resiliparse.parse.html import HTMLTree
+from selectolax.lexbor import LexborHTMLParser
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))  # hostile_inputs: the grammar every URL test draws from
 
-from beamcrawl.core.content import htmlparse, textfp  # noqa: E402
+from beamcrawl.core.content import htmlbounds, htmlparse, textfp  # noqa: E402
 from beamcrawl.core.content.sniff import decode_html  # noqa: E402
 from beamcrawl.core.urls import urlnorm  # noqa: E402
 from beamcrawl.simweb.site import SimWeb  # noqa: E402
@@ -76,8 +79,15 @@ def ours_text(html: str) -> str:
     return textfp.visible_text(html)
 
 
+def _bounded(html: str) -> str:
+    """``html`` cut where ours cuts it before parsing (resiliparse parses with Lexbor too, so
+    the same element, depth and attribute limits protect it: notes/pitfalls.md)."""
+    bound = htmlbounds.scan(html)
+    return html if bound is None else html[: bound.cut]
+
+
 def rp_main(html: str) -> str:
-    return str(extract_plain_text(html, main_content=True, alt_texts=False, list_bullets=False))
+    return str(extract_plain_text(_bounded(html), main_content=True, alt_texts=False, list_bullets=False))
 
 
 def _rp_inside_content(node: Any) -> bool:
@@ -96,7 +106,7 @@ def _rp_noise_named(node: Any) -> bool:
 def rp_rules(html: str) -> str:
     """resiliparse's DOM with our chrome rules (:func:`textfp.tree_text`'s two passes), then its
     plain-text extraction of what is left."""
-    tree = HTMLTree.parse(html)
+    tree = HTMLTree.parse(_bounded(html))
     body = tree.body
     if body is None:
         return ""
@@ -188,6 +198,10 @@ def text_rows(name: str, bodies: list[bytes], repeat: int, top: int = 8) -> list
                 f"(top: {', '.join(f'{w} {c}' for w, c in mine.most_common(top))}); "
                 f"only theirs {sum(theirs.values()):,} (top: {', '.join(f'{w} {c}' for w, c in theirs.most_common(top))})"
             )
+    # The parse alone: in the crawler ours shares its tree with the links (htmlparse), so a
+    # page's text costs the crawler the rows above less the selectolax parse.
+    for label, parse in (("selectolax parse alone", LexborHTMLParser), ("resiliparse parse alone", HTMLTree.parse)):
+        lines.append(f"| {label} | {_per_item([_bounded(h) for h in htmls], parse, repeat):,.1f} | | | | | | | |")
     return lines + [""] + surplus
 
 
