@@ -11,16 +11,17 @@ keep no saved real pages), and for URLs also the hostile grammar of ``tests/host
 and the WHATWG rows of ``tests/core/urls/test_urlnorm.py``.
 
 Text. Ours is :func:`textfp.visible_text` (Lexbor through selectolax, the page chrome removed,
-text nodes joined by spaces), then :func:`textfp.text_simhash` (words, 2-word shingles,
+text nodes joined by spaces: :func:`textfp.tree_text` of a parse), then :func:`textfp.text_simhash` (words, 2-word shingles,
 64-bit simhash). Against it, resiliparse in two ways, on the same decoded HTML:
 
 * ``rp-main``: ``extract_plain_text(main_content=True)``, resiliparse's own chrome heuristics;
 * ``rp-rules``: ``HTMLTree.parse``, our chrome rules applied to its DOM (the same selectors
   and class/id words, in Python as ours are), then ``extract_plain_text`` of that tree.
 
-Both sides parse the HTML cut where :mod:`htmlbounds` cuts it (both parsers are Lexbor).
-The parse alone of each library has a row of its own: in the crawler ours reuses the tree
-the links were read from. For each, µs a page (CPU, best of ``--repeat``), the share of pages whose :func:`textfp.tokens`
+Both sides get the HTML decoded and cut where :mod:`htmlbounds` cuts it (both parsers are
+Lexbor), as the crawler does once a page for its links and its text; the scan, and the parse
+alone of each library, have rows of their own (in the crawler ours reuses the tree the links
+were read from, so its text costs the crawler its row less the selectolax parse). For each, µs a page (CPU, best of ``--repeat``), the share of pages whose :func:`textfp.tokens`
 are identical to ours, and the Hamming distance between the two simhashes (0, 1-3, more than
 :data:`textfp.MAX_DISTANCE` bits; a page where one side has too little text for a simhash is
 counted apart), and the tokens each side has that the other has not.
@@ -75,10 +76,6 @@ def _decoded(body: bytes) -> str:
     return decode_html(body[: textfp.MAX_TEXT_BYTES], "")[0]
 
 
-def ours_text(html: str) -> str:
-    return textfp.visible_text(html)
-
-
 def _bounded(html: str) -> str:
     """``html`` cut where ours cuts it before parsing (resiliparse parses with Lexbor too, so
     the same element, depth and attribute limits protect it: notes/pitfalls.md)."""
@@ -86,8 +83,14 @@ def _bounded(html: str) -> str:
     return html if bound is None else html[: bound.cut]
 
 
+def ours_text(html: str) -> str:
+    """:func:`textfp.visible_text` of HTML already cut by :func:`_bounded` (the crawler scans
+    a page once, for its links and its text), without scanning it again."""
+    return textfp.tree_text(LexborHTMLParser(html))
+
+
 def rp_main(html: str) -> str:
-    return str(extract_plain_text(_bounded(html), main_content=True, alt_texts=False, list_bullets=False))
+    return str(extract_plain_text(html, main_content=True, alt_texts=False, list_bullets=False))
 
 
 def _rp_inside_content(node: Any) -> bool:
@@ -106,7 +109,7 @@ def _rp_noise_named(node: Any) -> bool:
 def rp_rules(html: str) -> str:
     """resiliparse's DOM with our chrome rules (:func:`textfp.tree_text`'s two passes), then its
     plain-text extraction of what is left."""
-    tree = HTMLTree.parse(_bounded(html))
+    tree = HTMLTree.parse(html)
     body = tree.body
     if body is None:
         return ""
@@ -170,7 +173,7 @@ def _per_item(
 
 def text_rows(name: str, bodies: list[bytes], repeat: int, top: int = 8) -> list[str]:
     """Markdown lines: µs a page and agreement with ours for each side, on one corpus."""
-    htmls = [_decoded(b) for b in bodies]
+    htmls = [_bounded(_decoded(b)) for b in bodies]
     lines = [
         f"\n### text, {name}: {len(htmls)} pages, {sum(map(len, htmls)) / max(1, len(htmls)):,.0f} chars each\n",
         "| side | text µs/page | text + simhash µs/page | identical tokens | simhash 0 bits | 1-3 bits | >3 bits | one side without simhash | neither |",
@@ -200,8 +203,12 @@ def text_rows(name: str, bodies: list[bytes], repeat: int, top: int = 8) -> list
             )
     # The parse alone: in the crawler ours shares its tree with the links (htmlparse), so a
     # page's text costs the crawler the rows above less the selectolax parse.
-    for label, parse in (("selectolax parse alone", LexborHTMLParser), ("resiliparse parse alone", HTMLTree.parse)):
-        lines.append(f"| {label} | {_per_item([_bounded(h) for h in htmls], parse, repeat):,.1f} | | | | | | | |")
+    for label, fn in (
+        ("selectolax parse alone", LexborHTMLParser),
+        ("resiliparse parse alone", HTMLTree.parse),
+        ("htmlbounds.scan (before either parse)", htmlbounds.scan),
+    ):
+        lines.append(f"| {label} | {_per_item(htmls, fn, repeat):,.1f} | | | | | | | |")
     return lines + [""] + surplus
 
 

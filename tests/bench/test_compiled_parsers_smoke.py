@@ -51,7 +51,7 @@ def test_the_bench_prints_sane_figures(tmp_path: Path, capsys: pytest.CaptureFix
 
     for heading in ("### text, simweb:", "### text, real HTML: 2 pages"):
         rows = _rows(out, heading)
-        parses = {"selectolax parse alone", "resiliparse parse alone"}
+        parses = {"selectolax parse alone", "resiliparse parse alone", "htmlbounds.scan (before either parse)"}
         assert set(rows) == {"ours", "rp-main", "rp-rules"} | parses
         for side in parses:
             assert _number(rows.pop(side)[0]) > 0
