@@ -3,16 +3,17 @@ can-ada and ada-url for resolving and normalising links.
 
     PYTHONPATH=. .venv/bin/python bench/compiled_parsers.py [--hosts 200] [--pages 1000]
         [--html-glob '/usr/share/doc/*/*.html'] [--hostile 2000] [--seed 3] [--repeat 3]
-        [--parts text,urls] [--examples 2]
+        [--parts text,urls] [--examples 1]
 
 The same inputs go to both sides: simweb pages rendered from the model (no server), real HTML
 documents written by people (``--html-glob``, as ``per_page_costs.py`` reads them; the tests
 keep no saved real pages), and for URLs also the hostile grammar of ``tests/hostile_inputs.py``
 and the WHATWG rows of ``tests/core/urls/test_urlnorm.py``.
 
-Text. Ours is :func:`textfp.visible_text` (Lexbor through selectolax, the page chrome removed,
-text nodes joined by spaces: :func:`textfp.tree_text` of a parse), then :func:`textfp.text_simhash` (words, 2-word shingles,
-64-bit simhash). Against it, resiliparse in two ways, on the same decoded HTML:
+Text. Ours is :func:`textfp.visible_text` (Lexbor through selectolax, the page chrome
+removed, text nodes joined by spaces: :func:`textfp.tree_text` of a parse), then
+:func:`textfp.text_simhash` (words, 2-word shingles, 64-bit simhash). Against it, resiliparse
+in two ways, on the same decoded HTML:
 
 * ``rp-main``: ``extract_plain_text(main_content=True)``, resiliparse's own chrome heuristics;
 * ``rp-rules``: ``HTMLTree.parse``, our chrome rules applied to its DOM (the same selectors
@@ -21,8 +22,9 @@ text nodes joined by spaces: :func:`textfp.tree_text` of a parse), then :func:`t
 Both sides get the HTML decoded and cut where :mod:`htmlbounds` cuts it (both parsers are
 Lexbor), as the crawler does once a page for its links and its text; the scan, and the parse
 alone of each library, have rows of their own (in the crawler ours reuses the tree the links
-were read from, so its text costs the crawler its row less the selectolax parse). For each, µs a page (CPU, best of ``--repeat``), the share of pages whose :func:`textfp.tokens`
-are identical to ours, and the Hamming distance between the two simhashes (0, 1-3, more than
+were read from, so its text costs the crawler its row less the selectolax parse). For each,
+µs a page (CPU, best of ``--repeat``), the share of pages whose :func:`textfp.tokens` are
+identical to ours, and the Hamming distance between the two simhashes (0, 1-3, more than
 :data:`textfp.MAX_DISTANCE` bits; a page where one side has too little text for a simhash is
 counted apart), and the tokens each side has that the other has not.
 
@@ -72,7 +74,7 @@ HOSTILE_BASE = "http://base.example/a/b"
 
 
 def _decoded(body: bytes) -> str:
-    """The HTML as both sides get it: decoded as the crawler decodes it, cut where ours cuts."""
+    """The HTML decoded as the crawler decodes it (at most :data:`textfp.MAX_TEXT_BYTES`)."""
     return decode_html(body[: textfp.MAX_TEXT_BYTES], "")[0]
 
 
