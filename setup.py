@@ -45,6 +45,11 @@ setup(
             "hypothesis>=6",
             # the reference SimHash the vectorised one is checked against (tests and bench only)
             "simhash>=2.1,<3",
+            # compiled text and URL parsers measured against ours (bench/compiled_parsers.py and
+            # its smoke test only; the crawler does not use them: bench/README.md, #25)
+            "resiliparse>=2,<3",
+            "can-ada>=3,<4",
+            "ada-url>=1.15,<5",
             # `make lint`: ruff's lint rules and formatter, mypy on the annotated packages
             "ruff>=0.17,<0.18",
             "mypy>=2.4,<3",
