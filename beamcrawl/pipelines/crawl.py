@@ -23,12 +23,12 @@ from beamcrawl.pipelines import idle, out_folder
 from beamcrawl.pipelines.commit import commit_round, next_round
 from beamcrawl.pipelines.crawl_errors import CrawlError, RoundInterrupted
 from beamcrawl.pipelines.crawl_log import CrawlLog
-from beamcrawl.pipelines.runner_output import RunnerOutput, kept_off_console
 from beamcrawl.pipelines.interrupt import watch_interrupt
 from beamcrawl.pipelines.launch import run_round
 from beamcrawl.pipelines.lease import RoundLease, lease_ttl
 from beamcrawl.pipelines.live_status import LiveStatus
 from beamcrawl.pipelines.round_summary import summary
+from beamcrawl.pipelines.runner_output import RunnerOutput, kept_off_console
 from beamcrawl.pipelines.seeding import submit_urls
 from beamcrawl.stores.base import Store, StoreError, open_store
 

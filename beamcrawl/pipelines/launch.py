@@ -8,6 +8,7 @@ import json
 import logging
 import os
 import time
+import traceback
 from typing import Any, Iterable
 
 from apache_beam.options.pipeline_options import PipelineOptions
@@ -171,7 +172,7 @@ def run_round(
     except Exception as exc:  # one element's failure never gets here (transforms/dead_letter.py)
         cause, where = _root_cause(exc), ""
         if runner_log is not None:  # the runner's error: the job's, with the worker's traceback
-            runner_log.note(f"round {round_no} failed: {type(exc).__name__}", str(exc))
+            runner_log.note(f"round {round_no} failed:", "".join(traceback.format_exception(exc)))
             cause = (worker_exception(str(exc)) or cause)[:500]
             where = f" (traceback in {runner_log.path})"
         raise CrawlError(
