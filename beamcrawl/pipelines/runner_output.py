@@ -159,6 +159,7 @@ class RunnerOutput:
         self._consoles: list[tuple[logging.StreamHandler[Any], Any]] = []
         self._stderr: _Stderr | None = None
         self._previous_stderr: Any = None
+        self._before: set[threading.Thread] = set()
         self.path = record.path
 
     def write(self, text: str) -> None:
@@ -199,9 +200,49 @@ class RunnerOutput:
                 previous = handler.setStream(self._stderr) if stream is console else None
                 self._consoles.append((handler, previous))
         sys.stderr = self._stderr
+        self._before = set(threading.enumerate())
         return self
 
+    def lingering(self) -> list[threading.Thread]:
+        """The threads started since the crawl began that are still alive, not the launcher's."""
+        return [
+            t
+            for t in threading.enumerate()
+            if t not in self._before and t.is_alive() and not _is_launcher_thread(t.ident, t.name)
+        ]
+
+    def _linger(self) -> None:
+        """Leaves the runner's output going to the log until the process ends.
+
+        The runner's threads can outlive the crawl: after a failed job, Prism's LOOPBACK SDK
+        workers are torn down only when the process exits and Beam stops the job service
+        (their teardown, with the interpreter shutting down, fails and says so), and Beam
+        logs that stop. The log file gets a handle of this object's own, as the crawl's log
+        is closing; the console keeps its filter and ``sys.stderr`` its stand-in, which the
+        launcher's threads write through to the console as before.
+        """
+        from beamcrawl.pipelines.crawl_log import FORMAT
+
+        if self._own is not None or self.path is None:
+            return  # already on a file of its own
+        with self._lock:
+            self._own = open(self.path, "a", encoding="utf-8", buffering=1)
+        handler = logging.StreamHandler(self._own)
+        handler.setLevel(logging.INFO)
+        handler.setFormatter(logging.Formatter(FORMAT))
+        handler.addFilter(lambda record: not self._filter.filter(record))  # what the console no longer shows
+        logging.getLogger().addHandler(handler)
+        self._own_handler = handler
+
     def __exit__(self, *exc: object) -> None:
+        if self.lingering():
+            self._linger()
+        else:
+            self.close()
+
+    def close(self) -> None:
+        """Puts the console back as it was (``sys.stderr``, its log handlers) and closes the
+        file of its own, if any."""
         import sys
 
         if sys.stderr is self._stderr:

@@ -262,3 +262,33 @@ def test_without_a_crawl_log_a_temporary_file_keeps_the_output():
         assert "a worker's traceback" not in console.getvalue()
     finally:
         os.unlink(output.path)
+
+
+def test_the_runners_threads_still_running_after_the_crawl_keep_writing_to_the_log(tmp_path):
+    go_on = threading.Event()
+
+    def worker() -> None:  # a LOOPBACK worker torn down only at the process's exit
+        go_on.wait(10)
+        print("a teardown's traceback", file=sys.stderr)
+        logging.getLogger("apache_beam.runners.common").error("cannot schedule new futures after shutdown")
+
+    with _console() as console:
+        with CrawlLog(str(tmp_path)) as record, kept_off_console(["--runner", "PrismRunner"], record) as output:
+            thread = threading.Thread(target=worker, name="run_worker_1-1")
+            thread.start()
+        try:
+            assert output.lingering() == [thread]
+            print("beamcrawl crawl: error: round 1 failed ...", file=sys.stderr)  # the main thread's line
+            logging.getLogger("apache_beam.utils.subprocess_server").warning("Really destroying service")
+            go_on.set()
+            thread.join()
+        finally:
+            output.close()
+        shown = console.getvalue()
+        assert sys.stderr is console
+    with open(record.path, encoding="utf-8") as fh:
+        kept = fh.read()
+    assert "round 1 failed" in shown
+    for line in ("a teardown's traceback", "cannot schedule", "Really destroying"):
+        assert line not in shown
+        assert line in kept
