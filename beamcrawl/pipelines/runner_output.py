@@ -12,8 +12,10 @@ While a crawl runs on such a runner, :class:`RunnerOutput` sends everything but 
 own lines to its log file (the crawl's log, ``OUT/logs/crawl-<time>.log``; a temporary file
 when the output folder is on an object store): what a thread other than the launcher's own
 writes to ``sys.stderr``, and every log record that is not beamcrawl's from a launcher
-thread. :func:`worker_exception` takes the worker's exception out of the job's error text,
-for the round's one line, which names that log file.
+thread. Threads the runner started that outlive the crawl (a failed job's SDK workers, torn
+down only when the process exits) keep writing there until the process ends.
+:func:`worker_exception` takes the worker's exception out of the job's error text, for the
+round's one line, which names that log file.
 
 Not covered: SDK workers in processes whose stderr is not this process's (a Flink cluster's
 worker pool, Docker containers) write where their own process writes; and with Beam's
