@@ -28,6 +28,7 @@ from beamcrawl.pipelines.launch import run_round
 from beamcrawl.pipelines.lease import RoundLease, lease_ttl
 from beamcrawl.pipelines.live_status import LiveStatus
 from beamcrawl.pipelines.round_summary import summary
+from beamcrawl.pipelines.runner_output import RunnerOutput, kept_off_console
 from beamcrawl.pipelines.seeding import submit_urls
 from beamcrawl.stores.base import Store, StoreError, open_store
 
@@ -101,11 +102,13 @@ def crawl(
                 _remove_if_empty(cfg.out)
             raise
         status = LiveStatus(cfg.out, claim.crawl_id, out_folder.store_name(cfg.store))
-        with CrawlLog(cfg.out) as record:
+        # On a portable runner, its workers' and its own output go to the log, not the console.
+        with CrawlLog(cfg.out) as record, kept_off_console(pipeline_args, record) as runner_log:
             try:
                 reports = _rounds(
-                    cfg, store, rounds, seeds, pipeline_args, record.tee(out), exit_when_idle, status, record
-                )
+                    cfg, store, rounds, seeds, pipeline_args, record.tee(out), exit_when_idle, status, record,
+                    runner_log,
+                )  # fmt: skip
             except BaseException as exc:
                 with contextlib.suppress(OSError):
                     status.stopped(
@@ -128,9 +131,10 @@ def _rounds(
     exit_when_idle: bool,
     status: LiveStatus,
     record: CrawlLog,
+    runner_log: RunnerOutput | None = None,
 ) -> list[dict[str, Any]]:
     """The rounds of one run, under the crawl's lease; ``status`` (OUT/status.json) and
-    ``record`` (OUT/logs/) follow them."""
+    ``record`` (OUT/logs/) follow them, ``runner_log`` holds a portable runner's output."""
     reports = []
     with RoundLease(store, ttl=lease_ttl(cfg.round_window)) as lease:
         status.between_rounds()
@@ -162,8 +166,9 @@ def _rounds(
             with watch_interrupt() as interrupt:
                 try:
                     report = run_round(
-                        cfg, pipeline_args, store, round_no, lease, sinks=(record.progress, status.progress)
-                    )
+                        cfg, pipeline_args, store, round_no, lease, sinks=(record.progress, status.progress),
+                        runner_log=runner_log,
+                    )  # fmt: skip
                 except BaseException:
                     if interrupt.hit:  # Beam re-raises a KeyboardInterrupt as its own error
                         raise RoundInterrupted(round_no, unfinished.committing()) from None

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
 import time
 from typing import Any, TextIO
 
@@ -54,6 +55,7 @@ class CrawlLog:
         self.fh: TextIO | None = None
         self.handler: logging.Handler | None = None
         self.next_line = 0.0
+        self._lock = threading.RLock()
         if files.is_remote(out):
             return
         stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(now or time.time()))
@@ -70,6 +72,7 @@ class CrawlLog:
     def __enter__(self) -> "CrawlLog":
         if self.fh is not None:
             self.handler = logging.StreamHandler(self.fh)
+            self.handler.lock = self._lock  # one lock for its records and write()'s lines
             self.handler.setLevel(logging.INFO)
             self.handler.setFormatter(logging.Formatter(FORMAT))
             logging.getLogger().addHandler(self.handler)
@@ -81,13 +84,17 @@ class CrawlLog:
             self.write(f"beamcrawl crawl: {'' if said.startswith('interrupted') else 'error: '}{said}\n")
         if self.handler is not None:
             logging.getLogger().removeHandler(self.handler)
-        if self.fh is not None:
-            self.fh.close()
-            self.fh = None
+        with self._lock:
+            if self.fh is not None:
+                self.fh.close()
+                self.fh = None
 
     def write(self, text: str) -> None:
-        if self.fh is not None and text:
-            self.fh.write(text)
+        # Under the lock the log handler writes under: the runner's threads write here too
+        # (pipelines/runner_output.py), and may still while the log closes.
+        with self._lock:
+            if self.fh is not None and text:
+                self.fh.write(text)
 
     def tee(self, console: TextIO) -> TextIO:
         """``console``, with everything written to it also written here."""

@@ -8,6 +8,7 @@ import json
 import logging
 import os
 import time
+import traceback
 from typing import Any, Iterable
 
 from apache_beam.options.pipeline_options import PipelineOptions
@@ -23,6 +24,7 @@ from beamcrawl.pipelines.lease import RoundLease
 from beamcrawl.pipelines.progress import Progress, round_rate
 from beamcrawl.pipelines.round import CrawlRound
 from beamcrawl.pipelines.runner_args import option_value
+from beamcrawl.pipelines.runner_output import RunnerOutput, worker_exception
 from beamcrawl.state.fence import attempt_token, end_attempt, read_progress, revoke_claims, start_attempt
 from beamcrawl.stores.base import Store
 
@@ -129,10 +131,13 @@ def run_round(
     round_no: int,
     lease: RoundLease | None = None,
     sinks: Iterable[live.Sink] = (),
+    runner_log: RunnerOutput | None = None,
 ) -> dict[str, Any]:
     """Runs and commits one round (only while ``lease`` still holds); returns its report.
 
-    ``sinks`` get the live progress's fields at every poll (pipelines/live.py)."""
+    ``sinks`` get the live progress's fields at every poll (pipelines/live.py). On a portable
+    runner, ``runner_log`` is where its output goes (pipelines/runner_output.py): a failed
+    job's whole error goes there too, and the one line names the worker's exception and it."""
     outputs = RoundOutputs(cfg.out, round_no)
     outputs.prepare()
     started = time.time()
@@ -165,8 +170,13 @@ def run_round(
                 side=lambda: read_progress(store, attempt),
             )
     except Exception as exc:  # one element's failure never gets here (transforms/dead_letter.py)
+        cause, where = _root_cause(exc), ""
+        if runner_log is not None:  # the runner's error: the job's, with the worker's traceback
+            runner_log.note(f"round {round_no} failed:", "".join(traceback.format_exception(exc)))
+            cause = (worker_exception(str(exc)) or cause)[:500]
+            where = f" (traceback in {runner_log.path})"
         raise CrawlError(
-            f"round {round_no} failed and committed nothing (rerun the crawl to retry it): {_root_cause(exc)}"
+            f"round {round_no} failed and committed nothing (rerun the crawl to retry it): {cause}{where}"
         ) from None
     finally:
         with contextlib.suppress(Exception):  # the store unreachable: the lease's expiry fences it

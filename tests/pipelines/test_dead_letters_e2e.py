@@ -242,12 +242,7 @@ def test_an_infrastructure_failure_fails_the_round_and_commits_nothing(run):
     assert not os.path.exists(run["out"] / "reports" / "round-000005.json")
 
 
-def test_an_infrastructure_failure_fails_the_round_with_one_line(run, request):
-    if "flink" in request.node.callspec.id:
-        # Known defect: on a portable runner the SDK harness prints the worker's traceback to
-        # stderr itself and the runner logs the job's error text on the root logger, and the
-        # one line names the runner's RuntimeError, not the worker's exception.
-        request.applymarker(pytest.mark.xfail(strict=True, reason="Flink: the worker's traceback reaches stderr"))
+def test_an_infrastructure_failure_fails_the_round_with_one_line(run):
     infra = run["infra"]
     assert infra.returncode == 1
     # The live progress lines ("round 5 [writes] ... | errors 0 | ...") name their error count;
@@ -262,3 +257,8 @@ def test_an_infrastructure_failure_fails_the_round_with_one_line(run, request):
     assert "InjectedInfrastructureFault" in errors[0]
     assert "Traceback" not in infra.stderr
     assert not os.path.exists(run["out"] / "reports" / "round-000005.json")
+    if "(traceback in " in errors[0]:  # a portable runner's: the worker's traceback is in the log named
+        log = errors[0].rsplit("(traceback in ", 1)[1].rstrip(")")
+        with open(log, encoding="utf-8") as fh:
+            kept = fh.read()
+        assert "Traceback (most recent call last):" in kept and "InjectedInfrastructureFault" in kept
