@@ -126,7 +126,9 @@ def _bounds_rows(pages: list[bytes], real: list[bytes], repeat: int) -> list[str
     for name, make in HOSTILE.items():
         page = make()
         bound = htmlbounds.scan(page)
-        rows.append(f"| bounds, hostile: {name} ({len(page):,} chars) | {_per_call([page], htmlbounds.scan, repeat):,.1f} | {bound} |")
+        rows.append(
+            f"| bounds, hostile: {name} ({len(page):,} chars) | {_per_call([page], htmlbounds.scan, repeat):,.1f} | {bound} |"
+        )
     return rows
 
 
@@ -162,7 +164,9 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     steps = set(args.steps.split(","))
     pages = simweb_pages(args.hosts, args.pages)
-    texts = [_parse_text(b) for b in pages] if "text" in steps or args.profile in ("simhash", "text") or args.passes else []
+    texts = (
+        [_parse_text(b) for b in pages] if "text" in steps or args.profile in ("simhash", "text") or args.passes else []
+    )
     if args.passes:
         for _ in range(args.passes):
             for text in texts:
