@@ -614,9 +614,11 @@ def _walk(text: str) -> tuple[Bound | None, _Tree]:
         del tokens[MAX_TAGS:]
     # Text before the next tag (its first character, or nothing).
     following = text[:1] if _TAG_START.match(text) is None else ""
+    count = len(tokens)
     tags = 0
     try:
-        for tags, (closing, name, attributes, after) in enumerate(tokens, 1):  # noqa: B007 (read on a cut)
+        walk = enumerate(tokens, 1)
+        for tags, (closing, name, attributes, after) in walk:  # noqa: B007 (read on a cut)
             text_before = following
             following = after
             if len(attributes) > long_attributes and _attribute_count(attributes) > max_attributes:
@@ -678,12 +680,23 @@ def _walk(text: str) -> tuple[Bound | None, _Tree]:
                 if active and active[-1].open is None and active[-1] is not _MARKER:
                     tree.reconstruct()
                 key = (name, attributes)
-                entry = _Entry(name, key)
                 tree.created += 1
                 if tree.created > max_elements:
                     raise _Over("elements")
                 if len(stack) >= max_depth:
                     raise _Over("depth")
+                if tags < count and _closes(tokens[tags], name, long_attributes):
+                    # Its end tag next (<code>x</code>): it opens, is the current node and the
+                    # last entry when it closes, so the pair only counts an element and drops
+                    # the entry that Noah's Ark would have dropped for it.
+                    if len(stack) >= tree.deepest:
+                        tree.deepest = len(stack) + 1
+                    same = level.by_key.get(key)
+                    if same is not None and len(same) >= 3:
+                        tree.drop_entry(same[0])
+                    following = next(walk)[1][3]
+                    continue
+                entry = _Entry(name, key)
                 entry.open = element = _Element(name, entry)
                 stack.append(element)
                 names[name] = names.get(name, 0) + 1
@@ -746,6 +759,17 @@ def _walk(text: str) -> tuple[Bound | None, _Tree]:
                 raise _Over("elements")
             if len(stack) >= max_depth:
                 raise _Over("depth")
+            if (
+                tags < count
+                and _closes(tokens[tags], name, long_attributes)
+                and not (following and active and active[-1].open is None and active[-1] is not _MARKER)
+            ):
+                # Its end tag next (<span>x</span>), with nothing to rebuild for the text in
+                # between: it opens and closes as the current node, and only counts.
+                if len(stack) >= tree.deepest:
+                    tree.deepest = len(stack) + 1
+                following = next(walk)[1][3]
+                continue
             plain = shared.get(name)
             if plain is None:
                 plain = shared[name] = _Element(name, None)
@@ -761,6 +785,11 @@ def _walk(text: str) -> tuple[Bound | None, _Tree]:
     except _Over as over:
         return Bound(_offset_of_tag(text, tags), over.reason), tree
     return None, tree
+
+
+def _closes(token: tuple[str, str, str, str], name: str, long_attributes: int) -> bool:
+    """Whether ``token`` is the end tag of ``name``, with too few attributes to pass a limit."""
+    return token[0] == "/" and (token[1] == name or token[1].lower() == name) and len(token[2]) <= long_attributes
 
 
 def _offset_of_tag(text: str, number: int) -> int:

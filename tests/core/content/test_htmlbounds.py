@@ -232,7 +232,9 @@ _soup_token = st.one_of(
         st.sampled_from(["", "", "", "/"]),
     ),
     st.builds(
-        lambda name, attributes: f"</{name}{attributes}>", st.sampled_from(_NAMES), st.sampled_from(["", "", " x=1"])
+        lambda name, attributes: f"</{name}{attributes}>",
+        st.sampled_from(_NAMES),
+        st.sampled_from(["", "", " x=1", " a b c d e"]),
     ),
     st.sampled_from(
         [
@@ -261,6 +263,33 @@ _run = st.tuples(st.lists(_soup_token, min_size=1, max_size=8).map("".join), st.
     lambda piece: piece[0] * piece[1]
 )
 _soup = st.lists(st.one_of(_soup_token, _soup_token, _run), max_size=80).map("".join)
+# Few names and attributes, densely: the same formatting element open three times and more
+# (Noah's Ark), blocks that close them and the text that rebuilds them, pairs with and without
+# text, end tags where nothing is open.
+_dense_token = st.one_of(
+    st.builds(
+        lambda name, attributes: f"<{name}{attributes}>",
+        st.sampled_from("b b i code a a font nobr p p div span li h1 td tr table ul".split()),
+        st.sampled_from(["", "", " id=1"]),
+    ),
+    st.builds(
+        lambda name, attributes: f"</{name}{attributes}>",
+        st.sampled_from("b i code a font nobr p div span li h1 td tr table ul".split()),
+        st.sampled_from(["", "", "", " a b c d e"]),
+    ),
+    st.just("x"),
+)
+# Pieces the walk takes a short way through (an element and its end tag next to each other),
+# among the shapes that make that way wrong when a condition of it is missed.
+_motif = st.sampled_from(
+    ["<b><b><b>", "<b>x</b>", "<b id=1>x</b>", "<p>x</p>", "<li>x</li>", "<span>x</span>", "</p>x", "<p><b>x"]
+)
+_dense_run = st.tuples(
+    st.lists(st.one_of(_dense_token, _motif), min_size=1, max_size=3).map("".join), st.integers(1, 6)
+)
+_dense = st.lists(st.one_of(_dense_token, _motif, _dense_run.map(lambda piece: piece[0] * piece[1])), max_size=40).map(
+    "".join
+)
 # Documents as people write them: elements inside elements, now and then an end tag left out.
 _document = st.recursive(
     st.sampled_from(["x", "some text ", "<br>", '<img src="a.png" alt="">', "&amp;", "<hr>"]),
@@ -320,6 +349,13 @@ def test_the_scan_equals_the_reference_on_tag_soup(soup: str, limits: tuple[int,
         _assert_same_as_reference(soup)
 
 
+@settings(max_examples=500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_dense, _limits)
+def test_the_scan_equals_the_reference_on_dense_formatting(soup: str, limits: tuple[int, int, int, int, int]) -> None:
+    with _with_limits(limits):
+        _assert_same_as_reference(soup)
+
+
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(_document, _limits)
 def test_the_scan_equals_the_reference_on_documents(document: str, limits: tuple[int, int, int, int, int]) -> None:
@@ -345,6 +381,35 @@ def test_the_scan_equals_the_reference_on_simweb_and_real_pages() -> None:
         with _with_limits(limits):
             for text in texts:
                 _assert_same_as_reference(text)
+
+
+@pytest.mark.parametrize(
+    ("document", "limits"),
+    [
+        # An element and its end tag next to each other, when Noah's Ark drops an older entry
+        # for it (the rebuild after </p> finds two <b>, not three).
+        ("<p><b><b><b><b>x</b></p>x", None),
+        ("<p><b><b><b><b id=1>x</b></p>x", None),
+        # A paragraph that closes a <b>, then <p>x</p>: the text in it rebuilds the <b> first.
+        ("<p><b>x<p>x</p>y", None),
+        ("<li><i>x<li>x</li>y", None),
+        # An end tag next to its start tag that has too many attributes.
+        ("<b>x</b a b c d e>", (200_000, 512, 1, 400_000, 0)),
+        ("<span></span a b c>", (200_000, 512, 1, 400_000, 0)),
+        # The pair itself at the limits: the start tag is where the cut is.
+        ("<div>" * 3 + "<span>x</span>", (200_000, 3, 256, 400_000, 0)),
+        ("<div><span>x</span><code>y</code>", (2, 512, 256, 400_000, 0)),
+        ("<div><span>x</span></div>" * 3, (200_000, 512, 256, 5, 0)),
+        # Uppercase end tags, and a start tag whose next end tag is another element's.
+        ("<SPAN>x</span><Code>y</CODE><b>x</i></b>", None),
+    ],
+)
+def test_the_scan_equals_the_reference_where_the_walk_takes_a_short_way(
+    document: str, limits: tuple[int, int, int, int, int] | None
+) -> None:
+    real = (htmlbounds.MAX_ELEMENTS, htmlbounds.MAX_DEPTH, htmlbounds.MAX_ATTRIBUTES, htmlbounds.MAX_TAGS, 0)
+    with _with_limits(limits or real):
+        _assert_same_as_reference(document)
 
 
 @pytest.mark.parametrize("shape", sorted(_BOMBS))
