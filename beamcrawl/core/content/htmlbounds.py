@@ -291,8 +291,21 @@ class _Tree:
         i = len(active)
         while i > 0 and active[i - 1] is not _MARKER and active[i - 1].open is None:
             i -= 1
+        if i == len(active):
+            return
+        # :meth:`push` for each, written out: a block of the formatting bomb rebuilds hundreds.
+        stack = self.stack
+        names = self.names
         for entry in active[i:]:
-            entry.open = self.push(entry.name, entry)
+            self.created += 1
+            if self.created > MAX_ELEMENTS or len(stack) >= MAX_DEPTH:
+                self.deepest = max(self.deepest, len(stack))
+                raise _Over("elements" if self.created > MAX_ELEMENTS else "depth")
+            name = entry.name
+            entry.open = element = _Element(name, entry)
+            stack.append(element)
+            names[name] = names.get(name, 0) + 1
+        self.deepest = max(self.deepest, len(stack))
 
     def add_marker(self) -> None:
         self.active.append(_MARKER)

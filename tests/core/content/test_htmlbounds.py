@@ -400,6 +400,9 @@ def test_the_scan_equals_the_reference_on_simweb_and_real_pages() -> None:
         ("<div>" * 3 + "<span>x</span>", (200_000, 3, 256, 400_000, 0)),
         ("<div><span>x</span><code>y</code>", (2, 512, 256, 400_000, 0)),
         ("<div><span>x</span></div>" * 3, (200_000, 512, 256, 5, 0)),
+        # A rebuild stopped by a limit after it opened some elements deeper than any before.
+        ("<p><b><i>x</p><div><div><div>x", (7, 512, 256, 400_000, 0)),
+        ("<p><b><i>x</p><div><div><div>x", (200_000, 4, 256, 400_000, 0)),
         # Uppercase end tags, and a start tag whose next end tag is another element's.
         ("<SPAN>x</span><Code>y</CODE><b>x</i></b>", None),
     ],
