@@ -10,13 +10,16 @@ model (no server) and on real HTML documents found on this machine (``--html-glo
 * ``gzip L``: that record as one gzip member at levels 1, 3, 6 and 9
   (:func:`warc_records.gzip_member`), µs and bytes per page, and the level in use;
 * ``text``: the visible text of a parsed page (:func:`textfp.tree_text`), parse included;
-* ``simhash``: the fingerprint of that text (:func:`textfp.text_simhash`).
+* ``simhash``: the fingerprint of that text (:func:`textfp.text_simhash`);
+* ``bounds``: the pre-scan of the parse limits (:func:`htmlbounds.scan`) of a decoded page, on
+  simweb, on the real documents (mean and median a page: one 548 KB manual weighs on the mean)
+  and on the hostile shapes the limits are for (best of three times ``--repeat`` runs).
 
     python bench/per_page_costs.py [--hosts 200] [--pages 2000] [--repeat 5]
-        [--html-glob '/usr/share/doc/*/*.html'] [--steps digest,gzip,text] [--profile simhash|text]
+        [--html-glob '/usr/share/doc/*/*.html'] [--steps digest,gzip,text,bounds] [--profile simhash|text|bounds]
 
-``--profile`` runs cProfile over one pass of that step on the simweb sample and prints the
-top functions by own time. ``--passes N`` only runs ``text_simhash`` N times over the sample's
+``--profile`` runs cProfile over one pass of that step on the simweb sample (``bounds``: on the
+real documents) and prints the top functions by own time. ``--passes N`` only runs ``text_simhash`` N times over the sample's
 texts, untimed, for an instruction count that the machine's load does not blur::
 
     PYTHONHASHSEED=0 valgrind --tool=callgrind python bench/per_page_costs.py --pages 300 --passes 1
@@ -31,6 +34,7 @@ import glob
 import hashlib
 import os
 import pstats
+import statistics
 import sys
 import time
 from collections.abc import Callable
@@ -39,7 +43,7 @@ from typing import Any
 from selectolax.lexbor import LexborHTMLParser
 
 from beamcrawl.core.archive import warc_records, warc_revisit
-from beamcrawl.core.content import textfp
+from beamcrawl.core.content import htmlbounds, textfp
 from beamcrawl.simweb.site import SimWeb
 
 __all__ = ["main", "real_pages", "simweb_pages"]
@@ -97,6 +101,37 @@ def _per_call(items: list[Any], fn: Callable[[Any], Any], repeat: int) -> float:
     return 1e6 * best / len(items)
 
 
+# The shapes that made one page cost gigabytes or minutes before the limits
+# (tests/core/content/test_htmlbounds.py), each cut by the scan.
+HOSTILE = {
+    "<p><font id=N>x x 4,000": lambda: "".join(f"<p><font id={i}>x" for i in range(4000)),
+    "<div> x 100,000": lambda: "<div>" * 100_000,
+    "<ul><li> x 100,000": lambda: "<ul><li>" * 100_000,
+    "one tag of 100,000 attributes": lambda: "<a " + " ".join(f"a{i}=x" for i in range(100_000)) + ">y</a>",
+    "<table><tr><td><b id=1> x 10,000": lambda: "<table><tr><td><b id=1>" * 10_000,
+    "<b><div>x x 10,000 + </b> x 10,000": lambda: "<b><div>x" * 10_000 + "</b>" * 10_000,
+}
+
+
+def _bounds_rows(pages: list[bytes], real: list[bytes], repeat: int) -> list[str]:
+    texts = [b.decode("utf-8", "replace") for b in pages]
+    rows = [f"| bounds: htmlbounds.scan, simweb | {_per_call(texts, htmlbounds.scan, repeat):,.1f} | |"]
+    if real:
+        docs = [b.decode("utf-8", "replace") for b in real]
+        each = [_per_call([d], htmlbounds.scan, repeat) for d in docs]
+        rows.append(
+            f"| bounds: htmlbounds.scan, real HTML, mean a page | {statistics.mean(each):,.1f} | "
+            f"median {statistics.median(each):,.1f}, largest page {each[max(range(len(docs)), key=lambda i: len(docs[i]))]:,.1f} |"
+        )
+    for name, make in HOSTILE.items():  # one page each: more runs, for a best that bursts of load miss
+        page = make()
+        bound = htmlbounds.scan(page)
+        rows.append(
+            f"| bounds, hostile: {name} ({len(page):,} chars) | {_per_call([page], htmlbounds.scan, 3 * repeat):,.1f} | {bound} |"
+        )
+    return rows
+
+
 def _parse_text(body: bytes) -> str:
     return textfp.tree_text(LexborHTMLParser(body.decode("utf-8", "replace")))
 
@@ -121,15 +156,17 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--pages", type=int, default=2000)
     p.add_argument("--repeat", type=int, default=5)
     p.add_argument("--html-glob", default="/usr/share/doc/*/*.html")
-    p.add_argument("--profile", choices=("simhash", "text"))
+    p.add_argument("--profile", choices=("simhash", "text", "bounds"))
     p.add_argument("--passes", type=int, default=0, help="only run text_simhash this many times over the texts")
     p.add_argument(
-        "--steps", default="digest,gzip,text", help="which rows: digest (and record), gzip, text (and simhash)"
+        "--steps", default="digest,gzip,text", help="which rows: digest (and record), gzip, text (and simhash), bounds"
     )
     args = p.parse_args(argv)
     steps = set(args.steps.split(","))
     pages = simweb_pages(args.hosts, args.pages)
-    texts = [_parse_text(b) for b in pages] if "text" in steps or args.profile or args.passes else []
+    texts = (
+        [_parse_text(b) for b in pages] if "text" in steps or args.profile in ("simhash", "text") or args.passes else []
+    )
     if args.passes:
         for _ in range(args.passes):
             for text in texts:
@@ -137,7 +174,9 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.profile:
         fn: Callable[[Any], Any] = textfp.text_simhash if args.profile == "simhash" else _parse_text
-        items = texts if args.profile == "simhash" else pages
+        items: list[Any] = texts if args.profile == "simhash" else pages
+        if args.profile == "bounds":
+            fn, items = htmlbounds.scan, [b.decode("utf-8", "replace") for b in real_pages(args.html_glob)]
         prof = cProfile.Profile()
         prof.enable()
         for x in items:
@@ -180,6 +219,8 @@ def main(argv: list[str] | None = None) -> int:
         rows.append(
             f"| simhash: text_simhash of the visible text | {_per_call(texts, textfp.text_simhash, args.repeat):,.1f} | |"
         )
+    if "bounds" in steps:
+        rows += _bounds_rows(pages, real, args.repeat)
     print("\n".join(rows))
     return 0
 

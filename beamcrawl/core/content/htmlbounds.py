@@ -18,6 +18,11 @@ The walk errs one way: it may count more elements and a deeper stack than the pa
 what the parser would rebuild later), never fewer, so the parse stays within the limits
 whatever the markup; the tests hold it to that against the parser on generated tag soup.
 Nesting is limited to 512 open elements, as browsers' HTML parsers do.
+
+The walk does the tags most pages are made of (plain and formatting elements, blocks, list
+items, cells and rows where they are expected, their end tags at the current node) in its loop,
+and leaves the others to :class:`_Tree`; it answers exactly what the plain form of the walk
+answered (kept in tests/core/content/htmlbounds_reference.py and compared on generated input).
 """
 
 from __future__ import annotations
@@ -42,16 +47,21 @@ MAX_TAGS = 400_000
 _FEW_TAGS = 1024
 
 # A tag as the HTML tokenizer reads it: its name, then its attributes (a value is quoted only
-# after "=") up to the ">" that ends it. Every path matches, so the engine never backtracks.
+# after "=") up to the ">" that ends it. Every path matches and ">?" ends every path, so the
+# engine never backtracks; the repeats are possessive ("*+"), which says so to the engine and
+# saves it the state it would keep to come back (about half of this pattern's time, measured
+# on the documents of /usr/share/doc).
 _ATTRIBUTES = (
-    r"""((?:[\t\n\f\r /]+|[^\t\n\f\r />][^\t\n\f\r />=]*"""
-    r"""(?:[\t\n\f\r ]*=[\t\n\f\r ]*(?:"[^"]*"|'[^']*'|[^\t\n\f\r >]*))?)*>?)"""
+    r"""((?:[\t\n\f\r /]++|[^\t\n\f\r />][^\t\n\f\r />=]*+"""
+    r"""(?:[\t\n\f\r ]*+=[\t\n\f\r ]*+(?:"[^"]*+"|'[^']*+'|[^\t\n\f\r >]*+))?+)*+>?)"""
 )
-_TAG = re.compile(r"<(/?)([A-Za-z][^\t\n\f\r />]*)" + _ATTRIBUTES)
-_TAG_ATTRIBUTES = re.compile(r"</?[A-Za-z][^\t\n\f\r />]*" + _ATTRIBUTES)
-# Text up to a tag (a "<" that starts none is text; possessive, so a long run is read once),
-# then the tag if there is one: every position matches, and findall never retries one.
-_TEXT_AND_TAG = re.compile(r"((?:[^<]+|<(?!/?[A-Za-z]))*+)(?:" + _TAG.pattern + ")?")
+_TAG = re.compile(r"<(/?)([A-Za-z][^\t\n\f\r />]*+)" + _ATTRIBUTES)
+_TAG_ATTRIBUTES = re.compile(r"</?[A-Za-z][^\t\n\f\r />]*+" + _ATTRIBUTES)
+# A tag, then what follows it: nothing when the next tag or the end of the document follows,
+# else the first character of the text up to the next tag (a "<" that starts no tag is text).
+# findall builds a tuple a tag without a Python step; the text between tags is never copied.
+_TAG_AND_NEXT = re.compile(_TAG.pattern + r"(?:(?=</?[A-Za-z])|(?=([\s\S]))|)")
+_TAG_START = re.compile(r"</?[A-Za-z]")
 _ATTRIBUTE = re.compile(r"[^\t\n\f\r />][^\t\n\f\r />=]*")
 _ATTRIBUTE_VALUE = re.compile(r"""[\t\n\f\r ]*=[\t\n\f\r ]*(?:"[^"]*"|'[^']*'|[^\t\n\f\r >]*)""")
 
@@ -90,13 +100,36 @@ _SECTIONS = frozenset("tbody thead tfoot".split())
 _IGNORED = frozenset("html body head frameset".split())
 _FOREIGN = frozenset(("svg", "math"))
 _NO_RECONSTRUCT = _CLOSES_P | _TABLE_PARTS | {"table", "li", "dd", "dt"}
-# Start tags whose only work is to open an element (after rebuilding the formatting elements),
-# and blocks that also close an open <p>: :func:`_walk` does them without a call.
-_BLOCKS = _CLOSES_P - _HEADINGS - {"hr", "plaintext", "xmp"}
-_PLAIN = frozenset(
-    """abbr bdi bdo cite data dfn kbd label mark q rp rt ruby samp span sub sup time var ins del
-    picture audio video map output progress meter slot canvas""".split()
+# What :func:`_walk` does with a start tag without a call, by its name (when the current node is
+# no SVG or MathML element): each kind is what :meth:`_Tree.start` does for those names, with
+# the steps that cannot apply to them left out.
+_PLAIN, _BLOCK, _HEADING, _LIST_ITEM, _EMPTY, _RULE, _FORMAT, _CELL, _ROW, _STEPS = range(10)
+# Names with any step of their own in :meth:`_Tree.start`; every other name (most of a page's
+# tags, and unknown ones) only rebuilds the formatting elements and opens an element.
+_STARTS_WITH_STEPS = (
+    _FOREIGN
+    | _IGNORED
+    | {"select", "button", "option", "optgroup", "table", "a"}
+    | _CLOSES_P
+    | _TABLE_PARTS
+    | _NO_RECONSTRUCT
+    | _FORMATTING
+    | _VOID
+    | _MARKERS
 )
+_START_KINDS: dict[str, int] = {
+    **{name: _BLOCK for name in _CLOSES_P - _HEADINGS - {"hr", "plaintext", "xmp"}},
+    **{name: _HEADING for name in _HEADINGS},
+    **{name: _LIST_ITEM for name in ("li", "dd", "dt")},
+    **{name: _EMPTY for name in _VOID - _CLOSES_P},
+    "hr": _RULE,
+    **{name: _FORMAT for name in _FORMATTING - {"nobr"}},
+    "td": _CELL,  # in a row, else as :meth:`_Tree.start`
+    "th": _CELL,
+    "tr": _ROW,  # in a table section, else as :meth:`_Tree.start`
+}
+# The names left to :meth:`_Tree.start`; any other name is _PLAIN.
+_START_KINDS.update({name: _STEPS for name in _STARTS_WITH_STEPS - _START_KINDS.keys()})
 
 
 @dataclass(frozen=True)
@@ -156,6 +189,10 @@ class _Tree:
         self.levels: list[_Level] = [_Level()]
         self.created = 0
         self.deepest = 0
+        # An element with no formatting entry and not foreign is only its name: one object per
+        # name serves all of them. Nothing asks which one of those it is: the adoption agency
+        # places its clone by index, and </form> removes the topmost form, the one it found.
+        self.shared: dict[str, _Element] = {}
 
     # --- the stack of open elements ---
 
@@ -165,7 +202,10 @@ class _Tree:
             raise _Over("elements")
         if len(self.stack) >= MAX_DEPTH:
             raise _Over("depth")
-        element = _Element(name, entry, foreign)
+        if entry is None and not foreign:
+            element = self.shared.get(name) or self.shared.setdefault(name, _Element(name, None))
+        else:
+            element = _Element(name, entry, foreign)
         self.stack.append(element)
         self.deepest = max(self.deepest, len(self.stack))
         self.names[name] = self.names.get(name, 0) + 1
@@ -184,7 +224,13 @@ class _Tree:
 
     def pop_with_markers(self, index: int) -> None:
         """:meth:`pop_from`; closing a cell or caption also clears the list back to its marker."""
-        clears = any(element.name in _CELLS for element in self.stack[index:])
+        if index >= len(self.stack):
+            return
+        clears = False
+        for element in self.stack[index:]:
+            if element.name in _CELLS:
+                clears = True
+                break
         self.pop_from(index)
         if clears:
             self.clear_to_marker()
@@ -198,7 +244,11 @@ class _Tree:
 
     def find(self, names: frozenset[str] | set[str], boundary: frozenset[str] | set[str]) -> int:
         """Index of the topmost open element named in ``names`` before one in ``boundary``, or -1."""
-        if not any(self.names.get(n) for n in names):
+        counts = self.names
+        for n in names:
+            if counts.get(n):
+                break
+        else:
             return -1
         for i in range(len(self.stack) - 1, -1, -1):
             name = self.stack[i].name
@@ -241,8 +291,21 @@ class _Tree:
         i = len(active)
         while i > 0 and active[i - 1] is not _MARKER and active[i - 1].open is None:
             i -= 1
+        if i == len(active):
+            return
+        # :meth:`push` for each, written out: a block of the formatting bomb rebuilds hundreds.
+        stack = self.stack
+        names = self.names
         for entry in active[i:]:
-            entry.open = self.push(entry.name, entry)
+            self.created += 1
+            if self.created > MAX_ELEMENTS or len(stack) >= MAX_DEPTH:
+                self.deepest = max(self.deepest, len(stack))
+                raise _Over("elements" if self.created > MAX_ELEMENTS else "depth")
+            name = entry.name
+            entry.open = element = _Element(name, entry)
+            stack.append(element)
+            names[name] = names.get(name, 0) + 1
+        self.deepest = max(self.deepest, len(stack))
 
     def add_marker(self) -> None:
         self.active.append(_MARKER)
@@ -477,11 +540,12 @@ class _Tree:
         self.created += 4 * rounds
         if self.created > MAX_ELEMENTS:
             raise _Over("elements")
-        last = self.stack[specials[rounds - 1]]
         self.remove(element)
         clone = _Element(name, entry)
         entry.open = clone
-        position = next(i for i in range(len(self.stack)) if self.stack[i] is last) + 1
+        # Just after the last special element the rounds passed, which the removal of
+        # ``element`` (below it) moved down by one.
+        position = specials[rounds - 1]
         self.stack.insert(position, clone)
         self.names[name] += 1
         if len(specials) < 8:
@@ -553,19 +617,24 @@ def _walk(text: str) -> tuple[Bound | None, _Tree]:
     stack = tree.stack
     names = tree.names
     active = tree.active
+    shared = tree.shared
+    kinds = _START_KINDS
+    max_elements, max_depth = MAX_ELEMENTS, MAX_DEPTH
+    max_attributes, long_attributes = MAX_ATTRIBUTES, 2 * MAX_ATTRIBUTES
+    tokens = _TAG_AND_NEXT.findall(text)
+    too_many = len(tokens) > MAX_TAGS
+    if too_many:  # the walk stops at the first tag past the limit, if nothing stops it before
+        del tokens[MAX_TAGS:]
+    # Text before the next tag (its first character, or nothing).
+    following = text[:1] if _TAG_START.match(text) is None else ""
+    count = len(tokens)
     tags = 0
     try:
-        # One tuple per tag (findall builds them without a Python step per tag): whether text
-        # comes before it, "/" for an end tag, the name, and the attributes.
-        for text_before, closing, name, attributes in _TEXT_AND_TAG.findall(text):
-            if not name:  # the text after the last tag (and an empty match at the end)
-                if text_before:
-                    tree.reconstruct()
-                continue
-            tags += 1
-            if tags > MAX_TAGS:
-                raise _Over("tags")
-            if len(attributes) > 2 * MAX_ATTRIBUTES and _attribute_count(attributes) > MAX_ATTRIBUTES:
+        walk = enumerate(tokens, 1)
+        for tags, (closing, name, attributes, after) in walk:  # noqa: B007 (read on a cut)
+            text_before = following
+            following = after
+            if len(attributes) > long_attributes and _attribute_count(attributes) > max_attributes:
                 raise _Over("attributes")
             if not name.islower():
                 name = name.lower()
@@ -577,11 +646,19 @@ def _walk(text: str) -> tuple[Bound | None, _Tree]:
             if closing:
                 if top is not None and top.name == name:
                     entry = top.entry
-                    if entry is None and name not in _MARKERS:
-                        names[name] -= 1
-                        stack.pop()
-                        continue
-                    if entry is not None and active and active[-1] is entry:
+                    if entry is None:
+                        if name not in _MARKERS:
+                            names[name] -= 1
+                            stack.pop()
+                            continue
+                        if not top.foreign:
+                            # A cell, caption, object, marquee, applet or template closed where
+                            # it is the current node: the list is cleared back to its marker.
+                            names[name] -= 1
+                            stack.pop()
+                            tree.clear_to_marker()
+                            continue
+                    elif active and active[-1] is entry:
                         # A formatting element closed where it is the current node: the
                         # adoption agency only pops it and drops its entry.
                         level = tree.levels[-1]
@@ -599,38 +676,137 @@ def _walk(text: str) -> tuple[Bound | None, _Tree]:
             if top is not None and top.foreign:
                 tree.start(name, attributes, attributes.endswith("/>"))
                 continue
-            if name in _FORMATTING and name != "nobr" and (name != "a" or not tree.levels[-1].by_name.get("a")):
-                # A formatting element with no open <a> to adopt: rebuilt list, then one more.
-                if active and active[-1].open is None and active[-1] is not _MARKER:
-                    tree.reconstruct()
-                entry = _Entry(name, (name, attributes))
-                entry.open = tree.push(name, entry)
-                tree.add_entry(entry)
-                continue
-            if name in _PLAIN or name in _BLOCKS:
-                if name in _BLOCKS:
+            kind = kinds.get(name, _PLAIN)
+            if kind == _PLAIN or kind == _BLOCK:
+                if kind == _BLOCK:
                     if names.get("p"):
                         tree.close_p()
                 elif active and active[-1].open is None and active[-1] is not _MARKER:
                     tree.reconstruct()
+            elif kind == _FORMAT:
+                level = tree.levels[-1]
+                if name == "a" and level.by_name.get("a"):
+                    tree.start(name, attributes, attributes.endswith("/>"))  # the adoption agency
+                    continue
+                # A formatting element: the list rebuilt, then one more element and entry
+                # (:meth:`_Tree.push` and :meth:`_Tree.add_entry`, written out).
+                if active and active[-1].open is None and active[-1] is not _MARKER:
+                    tree.reconstruct()
+                key = (name, attributes)
                 tree.created += 1
-                if tree.created > MAX_ELEMENTS:
+                if tree.created > max_elements:
                     raise _Over("elements")
-                if len(stack) >= MAX_DEPTH:
+                if len(stack) >= max_depth:
                     raise _Over("depth")
-                stack.append(_Element(name, None))
+                if tags < count and _closes(tokens[tags], name, long_attributes):
+                    # Its end tag next (<code>x</code>): it opens, is the current node and the
+                    # last entry when it closes, so the pair only counts an element and drops
+                    # the entry that Noah's Ark would have dropped for it.
+                    if len(stack) >= tree.deepest:
+                        tree.deepest = len(stack) + 1
+                    same = level.by_key.get(key)
+                    if same is not None and len(same) >= 3:
+                        tree.drop_entry(same[0])
+                    following = next(walk)[1][3]
+                    continue
+                entry = _Entry(name, key)
+                entry.open = element = _Element(name, entry)
+                stack.append(element)
                 names[name] = names.get(name, 0) + 1
                 if len(stack) > tree.deepest:
                     tree.deepest = len(stack)
+                same = level.by_key.get(key)
+                if same is None:
+                    same = level.by_key[key] = []
+                elif len(same) >= 3:  # Noah's Ark: at most three of one element and attributes
+                    tree.drop_entry(same[0])
+                named = level.by_name.get(name)
+                if named is None:
+                    level.by_name[name] = [entry]
+                else:
+                    named.append(entry)
+                same.append(entry)
+                active.append(entry)
                 continue
-            tree.start(name, attributes, attributes.endswith("/>"))
+            elif kind == _CELL and top is not None and top.name == "tr":
+                # A cell in a row (a row is only ever opened in a table or its section): no part
+                # to close or imply, and the cell is a marker.
+                tree.push(name)
+                tree.add_marker()
+                continue
+            elif kind == _ROW and top is not None and top.name in _SECTIONS:
+                pass  # a row in a table section: no part to close or imply
+            elif kind == _EMPTY:  # a void element: rebuilt list, one element left closed
+                if active and active[-1].open is None and active[-1] is not _MARKER:
+                    tree.reconstruct()
+                tree.count_one()
+                continue
+            elif kind == _LIST_ITEM:
+                # An open item of the same list closes, unless a special element is nearer.
+                same_items = ("li",) if name == "li" else ("dd", "dt")
+                for i in range(len(stack) - 1, -1, -1):
+                    open_name = stack[i].name
+                    if open_name in same_items:
+                        tree.pop_from(i)
+                        break
+                    if open_name in _SPECIAL and open_name not in ("address", "div", "p"):
+                        break
+                if names.get("p"):
+                    tree.close_p()
+            elif kind == _HEADING:
+                if names.get("p"):
+                    tree.close_p()
+                if stack and stack[-1].name in _HEADINGS:
+                    tree.pop_from(len(stack) - 1)
+            elif kind == _RULE:  # <hr>: closes a <p>, one element left closed
+                if names.get("p"):
+                    tree.close_p()
+                tree.count_one()
+                continue
+            else:
+                tree.start(name, attributes, attributes.endswith("/>"))
+                continue
+            # Open the element (what :meth:`_Tree.push` does, for one with no entry).
+            tree.created += 1
+            if tree.created > max_elements:
+                raise _Over("elements")
+            if len(stack) >= max_depth:
+                raise _Over("depth")
+            if (
+                tags < count
+                and _closes(tokens[tags], name, long_attributes)
+                and not (following and active and active[-1].open is None and active[-1] is not _MARKER)
+            ):
+                # Its end tag next (<span>x</span>), with nothing to rebuild for the text in
+                # between: it opens and closes as the current node, and only counts.
+                if len(stack) >= tree.deepest:
+                    tree.deepest = len(stack) + 1
+                following = next(walk)[1][3]
+                continue
+            plain = shared.get(name)
+            if plain is None:
+                plain = shared[name] = _Element(name, None)
+            stack.append(plain)
+            names[name] = names.get(name, 0) + 1
+            if len(stack) > tree.deepest:
+                tree.deepest = len(stack)
+        if too_many:
+            tags = MAX_TAGS + 1
+            raise _Over("tags")
+        if following:  # the text after the last tag (a cut there is at that tag)
+            tree.reconstruct()
     except _Over as over:
         return Bound(_offset_of_tag(text, tags), over.reason), tree
     return None, tree
 
 
+def _closes(token: tuple[str, str, str, str], name: str, long_attributes: int) -> bool:
+    """Whether ``token`` is the end tag of ``name``, with too few attributes to pass a limit."""
+    return token[0] == "/" and (token[1] == name or token[1].lower() == name) and len(token[2]) <= long_attributes
+
+
 def _offset_of_tag(text: str, number: int) -> int:
-    """Where the ``number``-th tag (1-based) of :data:`_TEXT_AND_TAG` starts (the end of
+    """Where the ``number``-th tag (1-based) of :data:`_TAG_AND_NEXT` starts (the end of
     ``text`` when there are fewer)."""
     for count, match in enumerate(_TAG.finditer(text), 1):
         if count == number:

@@ -176,3 +176,246 @@ def test_bombs_parse_in_bounded_memory_and_cpu_many_examples() -> None:
     peaks = _peaks(25)
     assert peaks["peak_mb"] < 400, peaks
     assert peaks["cpu"] < 20, peaks
+
+
+# --- the faster scan equals the reference (the walk as it was before it was made faster) -------
+
+# The plain form of the walk, kept in tests/core/content/htmlbounds_reference.py: the module's
+# scan must give the same answer on every input (the same cut and limit, or None), and count the
+# same elements and depth.
+import contextlib  # noqa: E402
+import glob  # noqa: E402
+from collections.abc import Iterator  # noqa: E402
+
+import htmlbounds_reference as reference  # noqa: E402
+
+from beamcrawl.simweb.site import SimWeb  # noqa: E402
+
+_NAMES = (
+    _VOCABULARY
+    + (
+        "li dd dt dl h3 h4 hr input meta link col colgroup thead tfoot optgroup applet foreignObject desc "
+        "title mi mtext annotation-xml s u big small strike strong tt address section nav xmp plaintext "
+        "listing dialog acronym var my-element frameset iframe textarea label"
+    ).split()
+)
+_ATTRIBUTE_SETS = [
+    "",
+    "",
+    " id=1",
+    " id=2",
+    " class=x",
+    ' href="/a"',
+    ' title="a>b"',
+    " title='<b>'",
+    " href=x<y",
+    ' a="1"b="2"',
+    ' =">" x',
+    " color=red",
+    " FACE=x",
+    " size=2",
+    " /",
+    " x=",
+    ' x="unclosed',
+    "\t\nid=3",
+    " a b c d e",
+    " a=1 b=2 c=3 d=4 e=5 f=6",
+    ' a="" b="" c=\'\' d e',
+    " a" * 9,
+]
+_soup_token = st.one_of(
+    st.builds(
+        lambda name, case, attributes, slash: f"<{case(name)}{attributes}{slash}>",
+        st.sampled_from(_NAMES),
+        st.sampled_from([str.lower, str.lower, str.upper, str.title]),
+        st.sampled_from(_ATTRIBUTE_SETS),
+        st.sampled_from(["", "", "", "/"]),
+    ),
+    st.builds(
+        lambda name, attributes: f"</{name}{attributes}>",
+        st.sampled_from(_NAMES),
+        st.sampled_from(["", "", " x=1", " a b c d e"]),
+    ),
+    st.sampled_from(
+        [
+            "x",
+            "x",
+            " ",
+            "\n",
+            "a < b",
+            "<3",
+            "</ x>",
+            "<!-- <b> -->",
+            "<!DOCTYPE html>",
+            "&lt;",
+            ">",
+            "<",
+            "</",
+            "<script>if (a<b) s='</p>'</script>",
+            "<b",
+            '<a href="',
+            "<p id='",
+        ]
+    ),
+)
+# Runs of one piece: deep nesting, long lists, many rebuilds, counts near the limits.
+_run = st.tuples(st.lists(_soup_token, min_size=1, max_size=8).map("".join), st.integers(1, 120)).map(
+    lambda piece: piece[0] * piece[1]
+)
+_soup = st.lists(st.one_of(_soup_token, _soup_token, _run), max_size=80).map("".join)
+# Few names and attributes, densely: the same formatting element open three times and more
+# (Noah's Ark), blocks that close them and the text that rebuilds them, pairs with and without
+# text, end tags where nothing is open.
+_dense_token = st.one_of(
+    st.builds(
+        lambda name, attributes: f"<{name}{attributes}>",
+        st.sampled_from("b b i code a a font nobr p p div span li h1 td tr table ul".split()),
+        st.sampled_from(["", "", " id=1"]),
+    ),
+    st.builds(
+        lambda name, attributes: f"</{name}{attributes}>",
+        st.sampled_from("b i code a font nobr p div span li h1 td tr table ul".split()),
+        st.sampled_from(["", "", "", " a b c d e"]),
+    ),
+    st.just("x"),
+)
+# Pieces the walk takes a short way through (an element and its end tag next to each other),
+# among the shapes that make that way wrong when a condition of it is missed.
+_motif = st.sampled_from(
+    ["<b><b><b>", "<b>x</b>", "<b id=1>x</b>", "<p>x</p>", "<li>x</li>", "<span>x</span>", "</p>x", "<p><b>x"]
+)
+_dense_run = st.tuples(
+    st.lists(st.one_of(_dense_token, _motif), min_size=1, max_size=3).map("".join), st.integers(1, 6)
+)
+_dense = st.lists(st.one_of(_dense_token, _motif, _dense_run.map(lambda piece: piece[0] * piece[1])), max_size=40).map(
+    "".join
+)
+# Documents as people write them: elements inside elements, now and then an end tag left out.
+_document = st.recursive(
+    st.sampled_from(["x", "some text ", "<br>", '<img src="a.png" alt="">', "&amp;", "<hr>"]),
+    lambda inner: st.builds(
+        lambda name, attributes, children, closed: (
+            f"<{name}{attributes}>{''.join(children)}" + (f"</{name}>" if closed else "")
+        ),
+        st.sampled_from(_NAMES),
+        st.sampled_from(_ATTRIBUTE_SETS[:8]),
+        st.lists(inner, max_size=6),
+        st.sampled_from([True, True, True, False]),
+    ),
+    max_leaves=300,
+)
+# (elements, depth, attributes, tags, the "<" count under which only attributes are scanned):
+# small limits put the cuts in the middle of short documents.
+_limits = st.one_of(
+    st.just((htmlbounds.MAX_ELEMENTS, htmlbounds.MAX_DEPTH, htmlbounds.MAX_ATTRIBUTES, htmlbounds.MAX_TAGS, 0)),
+    st.tuples(
+        st.sampled_from([20, 60, 150, 200_000]),
+        st.sampled_from([4, 9, 30, 512]),
+        st.sampled_from([1, 3, 256]),
+        st.sampled_from([25, 90, 400_000]),
+        st.sampled_from([0, 0, 12, 1024]),
+    ),
+)
+
+
+@contextlib.contextmanager
+def _with_limits(limits: tuple[int, int, int, int, int]) -> Iterator[None]:
+    names = ("MAX_ELEMENTS", "MAX_DEPTH", "MAX_ATTRIBUTES", "MAX_TAGS", "_FEW_TAGS")
+    saved = [(module, name, getattr(module, name)) for module in (htmlbounds, reference) for name in names]
+    for module in (htmlbounds, reference):
+        for name, value in zip(names, limits):
+            setattr(module, name, value)
+    try:
+        yield
+    finally:
+        for module, name, value in saved:
+            setattr(module, name, value)
+
+
+def _answer(bound: object) -> tuple[int, str] | None:
+    return None if bound is None else (bound.cut, bound.reason)  # type: ignore[attr-defined]
+
+
+def _assert_same_as_reference(text: str) -> None:
+    assert _answer(htmlbounds.scan(text)) == _answer(reference.scan(text))
+    new, old = htmlbounds.estimate(text), reference.estimate(text)
+    assert (new.elements, new.depth, _answer(new.bound)) == (old.elements, old.depth, _answer(old.bound))
+
+
+@settings(max_examples=500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_soup, _limits)
+def test_the_scan_equals_the_reference_on_tag_soup(soup: str, limits: tuple[int, int, int, int, int]) -> None:
+    with _with_limits(limits):
+        _assert_same_as_reference(soup)
+
+
+@settings(max_examples=500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_dense, _limits)
+def test_the_scan_equals_the_reference_on_dense_formatting(soup: str, limits: tuple[int, int, int, int, int]) -> None:
+    with _with_limits(limits):
+        _assert_same_as_reference(soup)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_document, _limits)
+def test_the_scan_equals_the_reference_on_documents(document: str, limits: tuple[int, int, int, int, int]) -> None:
+    with _with_limits(limits):
+        _assert_same_as_reference(f"<!DOCTYPE html><html><head><title>t</title></head><body>{document}</body></html>")
+
+
+def test_the_scan_equals_the_reference_on_simweb_and_real_pages() -> None:
+    web = SimWeb(20, seed=5, pages_per_host=1_000_000, port=8000, latency_scale=0)
+    pages = [web.respond(web.names[i % 20], web.page_path(i % 20, 1 + i // 20)) for i in range(60)]
+    texts = [page.body.decode("utf-8", "replace") for page in pages if page.status == 200]
+    # Documents people wrote, where this machine has some (the bench's corpus).
+    for path in sorted(glob.glob("/usr/share/doc/*/*.html"))[:40]:
+        if os.path.isfile(path):
+            with open(path, "rb") as fh:
+                texts.append(fh.read().decode("utf-8", "replace"))
+    assert texts
+    for limits in [
+        (htmlbounds.MAX_ELEMENTS, htmlbounds.MAX_DEPTH, htmlbounds.MAX_ATTRIBUTES, htmlbounds.MAX_TAGS, 0),
+        (400, 10, 3, 800, 0),
+        (90, 6, 2, 150, 16),
+    ]:
+        with _with_limits(limits):
+            for text in texts:
+                _assert_same_as_reference(text)
+
+
+@pytest.mark.parametrize(
+    ("document", "limits"),
+    [
+        # An element and its end tag next to each other, when Noah's Ark drops an older entry
+        # for it (the rebuild after </p> finds two <b>, not three).
+        ("<p><b><b><b><b>x</b></p>x", None),
+        ("<p><b><b><b><b id=1>x</b></p>x", None),
+        # A paragraph that closes a <b>, then <p>x</p>: the text in it rebuilds the <b> first.
+        ("<p><b>x<p>x</p>y", None),
+        ("<li><i>x<li>x</li>y", None),
+        # An end tag next to its start tag that has too many attributes.
+        ("<b>x</b a b c d e>", (200_000, 512, 1, 400_000, 0)),
+        ("<span></span a b c>", (200_000, 512, 1, 400_000, 0)),
+        # The pair itself at the limits: the start tag is where the cut is.
+        ("<div>" * 3 + "<span>x</span>", (200_000, 3, 256, 400_000, 0)),
+        ("<div><span>x</span><code>y</code>", (2, 512, 256, 400_000, 0)),
+        ("<div><span>x</span></div>" * 3, (200_000, 512, 256, 5, 0)),
+        # A rebuild stopped by a limit after it opened some elements deeper than any before.
+        ("<p><b><i>x</p><div><div><div>x", (7, 512, 256, 400_000, 0)),
+        ("<p><b><i>x</p><div><div><div>x", (200_000, 4, 256, 400_000, 0)),
+        # Uppercase end tags, and a start tag whose next end tag is another element's.
+        ("<SPAN>x</span><Code>y</CODE><b>x</i></b>", None),
+    ],
+)
+def test_the_scan_equals_the_reference_where_the_walk_takes_a_short_way(
+    document: str, limits: tuple[int, int, int, int, int] | None
+) -> None:
+    real = (htmlbounds.MAX_ELEMENTS, htmlbounds.MAX_DEPTH, htmlbounds.MAX_ATTRIBUTES, htmlbounds.MAX_TAGS, 0)
+    with _with_limits(limits or real):
+        _assert_same_as_reference(document)
+
+
+@pytest.mark.parametrize("shape", sorted(_BOMBS))
+def test_the_scan_equals_the_reference_on_the_bombs(shape: str) -> None:
+    _assert_same_as_reference(_BOMBS[shape](5_000, "font", "p"))
+    _assert_same_as_reference(_BOMBS[shape](3_000, "a", "div"))
