@@ -58,6 +58,9 @@ FLUSH_ROWS = 200_000
 # about 120k link edges or 45k page events; Python holds about 1.5 times the estimate).
 FLUSH_BYTES = 32 * 1024 * 1024
 _SLOT = 8  # bytes a value is counted for, besides a string's or binary's length
+# Rows a buffer converts to Arrow at a time (about a batch of pages' events, or a third of
+# its link edges): the Python values of at most this many rows wait at once.
+SEAL_ROWS = 4096
 
 
 def _is_variable(t: pa.DataType) -> bool:
@@ -110,19 +113,29 @@ def link_edge_columns(page: ParsedPage) -> dict[str, list[Any]] | None:
 
 
 class ColumnBuffer:
-    """Rows of one schema held as one Python list per column, until they become a table.
+    """Rows of one schema, held column by column until they become a table.
 
     Rows come in whole (:meth:`add_row`, a dict as ``Table.from_pylist`` takes: a missing
-    key is null) or as columns (:meth:`add_columns`, the schema's names, equal lengths);
-    :meth:`take` converts each column with its field's type and starts over. :attr:`nbytes`
-    estimates what the rows weigh: 8 bytes a value, plus each string's length.
+    key is null) or as columns (:meth:`add_columns`, the schema's names, equal lengths) into
+    one Python list per column; every ``SEAL_ROWS`` rows :meth:`seal` converts those lists
+    into an Arrow record batch, so a part's rows wait as Arrow buffers rather than as Python
+    strings and ints: a few times smaller, and not scattered over the interpreter's small-
+    object arenas, where the few values a buffer keeps alive from each batch of pages kept
+    whole arenas of that batch's freed objects from going back (measured with
+    ``bench/memory_timeline.py``, bench/README.md). :meth:`take` returns every row as one
+    table and starts over. :attr:`nbytes` estimates what the rows weigh: 8 bytes a value,
+    plus each string's length.
     """
 
-    def __init__(self, schema: pa.Schema) -> None:
+    def __init__(self, schema: pa.Schema, seal_rows: int | None = None) -> None:
         self.schema = schema
+        self.seal_rows = SEAL_ROWS if seal_rows is None else seal_rows
         self.columns: dict[str, list[Any]] = {name: [] for name in schema.names}
+        self.pending = 0  # rows in the lists, not sealed yet
         self.rows = 0
         self.nbytes = 0
+        self._sealed: list[pa.RecordBatch] = []
+        self._sealed_nbytes = 0
         self._variable = tuple(f.name for f in schema if _is_variable(f.type))
         self._row_slots = _SLOT * len(schema.names)
 
@@ -133,6 +146,7 @@ class ColumnBuffer:
         for name, column in self.columns.items():
             column.append(row.get(name))
         self.rows += 1
+        self.pending += 1
         size = self._row_slots
         for name in self._variable:
             value = row.get(name)
@@ -147,14 +161,36 @@ class ColumnBuffer:
             values = columns.get(name)
             column.extend(values if values is not None else [None] * n)
         self.rows += n
+        self.pending += n
         self.nbytes += self._row_slots * n + sum(_lengths(columns.get(name) or []) for name in self._variable)
         return n
 
-    def drop_bad_rows(self) -> list[dict[str, Any]]:
-        """Removes the rows with a value its column's type refuses; returns them as dicts.
+    def full(self) -> bool:
+        """Whether the unsealed rows are due to be sealed (``seal_rows`` of them)."""
+        return self.pending >= self.seal_rows
 
-        For when :meth:`take` fails: a value from the web (a string with a lone surrogate,
-        say) that Arrow cannot convert costs its row, not the part file."""
+    def seal(self) -> None:
+        """Converts the unsealed rows to an Arrow record batch (each column with its field's
+        type) and empties the lists.
+
+        Raises:
+            pa.ArrowException, TypeError, ValueError, OverflowError: A value its column's type
+                refuses; nothing is sealed then (:meth:`drop_bad_rows` takes it out).
+        """
+        if not self.pending:
+            return
+        arrays = [pa.array(self.columns[f.name], type=f.type) for f in self.schema]
+        self._sealed.append(pa.RecordBatch.from_arrays(arrays, schema=self.schema))
+        self.columns = {name: [] for name in self.schema.names}
+        self.pending = 0
+        self._sealed_nbytes = self.nbytes
+
+    def drop_bad_rows(self) -> list[dict[str, Any]]:
+        """Removes the unsealed rows with a value its column's type refuses; returns them as
+        dicts (the sealed ones were converted already).
+
+        For when :meth:`seal` or :meth:`take` fails: a value from the web (a string with a
+        lone surrogate, say) that Arrow cannot convert costs its row, not the part file."""
         bad: set[int] = set()
         for f in self.schema:
             column = self.columns[f.name]
@@ -172,15 +208,26 @@ class ColumnBuffer:
         if bad:
             self.columns = {n: [v for i, v in enumerate(c) if i not in bad] for n, c in self.columns.items()}
             self.rows -= len(bad)
-            self.nbytes = self._row_slots * self.rows + sum(_lengths(self.columns[n]) for n in self._variable)
+            self.pending -= len(bad)
+            self.nbytes = (
+                self._sealed_nbytes
+                + self._row_slots * self.pending
+                + sum(_lengths(self.columns[n]) for n in self._variable)
+            )
         return rows
 
     def take(self) -> pa.Table:
-        """The rows so far as a table of the schema (fields, metadata and all); empties the buffer."""
-        arrays = [pa.array(self.columns[f.name], type=f.type) for f in self.schema]
-        self.columns = {name: [] for name in self.schema.names}
-        self.rows = self.nbytes = 0
-        return pa.Table.from_arrays(arrays, schema=self.schema)
+        """The rows so far as one table of the schema (fields, metadata and all; one chunk,
+        as one conversion of all the rows would give); empties the buffer.
+
+        Raises:
+            As :meth:`seal`, leaving the buffer as it was.
+        """
+        self.seal()
+        table = pa.Table.from_batches(self._sealed, schema=self.schema).combine_chunks()
+        self._sealed = []
+        self.rows = self.nbytes = self._sealed_nbytes = 0
+        return table
 
 
 def sorted_table(table: pa.Table, sort_by: tuple[str, ...]) -> pa.Table:
@@ -263,6 +310,8 @@ class _ParquetPartsFn(beam.DoFn):
             self.received.inc()
         if len(self.buffer) >= FLUSH_ROWS or self.buffer.nbytes >= FLUSH_BYTES:
             return [beam.pvalue.TaggedOutput(ERRORS, letter) for letter in self._flush()]
+        if self.buffer.full():
+            return [beam.pvalue.TaggedOutput(ERRORS, letter) for letter in self._seal()]
         return []
 
     def finish_bundle(self) -> list[beam.pvalue.TaggedOutput]:
@@ -273,6 +322,16 @@ class _ParquetPartsFn(beam.DoFn):
         letters = [self.dead.letter(exc, row) for row in self.buffer.drop_bad_rows()]
         self.error.inc(len(letters))
         return letters
+
+    def _seal(self) -> list[DeadLetter]:
+        """Converts the buffer's unsealed rows to Arrow; the rows it refuses are dead letters."""
+        try:
+            self.buffer.seal()
+        except (pa.ArrowException, TypeError, ValueError, OverflowError) as exc:
+            letters = self._bad_rows(exc)
+            self.buffer.seal()
+            return letters
+        return []
 
     def _flush(self) -> list[DeadLetter]:
         rows = len(self.buffer)
