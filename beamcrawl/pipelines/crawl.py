@@ -167,7 +167,7 @@ def _rounds(
                 try:
                     report = run_round(
                         cfg, pipeline_args, store, round_no, lease, sinks=(record.progress, status.progress),
-                        runner_log=runner_log,
+                        runner_log=runner_log, crawl_log=record,
                     )  # fmt: skip
                 except BaseException:
                     if interrupt.hit:  # Beam re-raises a KeyboardInterrupt as its own error

@@ -19,10 +19,17 @@ from typing import Any, TextIO
 from beamcrawl.core.runtime import files
 from beamcrawl.pipelines.progress import format_line
 
-__all__ = ["CrawlLog", "Tee"]
+__all__ = ["CrawlLog", "Tee", "stamped"]
 
 FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 PLAIN_EVERY = 10.0
+
+
+def stamped(title: str, text: str) -> str:
+    """A heading with the local time, then ``text``, as the log keeps a failed round's
+    traceback (the console shows one line: pipelines/launch.py)."""
+    stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime())
+    return f"{stamp} {title}\n{text.rstrip()}\n"
 
 
 class Tee:
@@ -95,6 +102,10 @@ class CrawlLog:
         with self._lock:
             if self.fh is not None and text:
                 self.fh.write(text)
+
+    def note(self, title: str, text: str) -> None:
+        """Writes a stamped heading and ``text`` (a failed round's traceback)."""
+        self.write(stamped(title, text))
 
     def tee(self, console: TextIO) -> TextIO:
         """``console``, with everything written to it also written here."""

@@ -19,6 +19,7 @@ from beamcrawl.core.runtime.outputs import RoundOutputs
 from beamcrawl.pipelines import flink_failover, live
 from beamcrawl.pipelines.commit import commit_round
 from beamcrawl.pipelines.crawl_errors import CrawlError
+from beamcrawl.pipelines.crawl_log import CrawlLog
 from beamcrawl.pipelines.job_metrics import job_shuffle_figures
 from beamcrawl.pipelines.lease import RoundLease
 from beamcrawl.pipelines.progress import Progress, round_rate
@@ -132,12 +133,15 @@ def run_round(
     lease: RoundLease | None = None,
     sinks: Iterable[live.Sink] = (),
     runner_log: RunnerOutput | None = None,
+    crawl_log: CrawlLog | None = None,
 ) -> dict[str, Any]:
     """Runs and commits one round (only while ``lease`` still holds); returns its report.
 
     ``sinks`` get the live progress's fields at every poll (pipelines/live.py). On a portable
     runner, ``runner_log`` is where its output goes (pipelines/runner_output.py): a failed
-    job's whole error goes there too, and the one line names the worker's exception and it."""
+    job's whole error goes there too, and the one line names the worker's exception and it.
+    In process, a failed round's traceback goes to ``crawl_log`` (the crawl's log, OUT/logs/),
+    which the one line names likewise."""
     outputs = RoundOutputs(cfg.out, round_no)
     outputs.prepare()
     started = time.time()
@@ -171,10 +175,12 @@ def run_round(
             )
     except Exception as exc:  # one element's failure never gets here (transforms/dead_letter.py)
         cause, where = _root_cause(exc), ""
-        if runner_log is not None:  # the runner's error: the job's, with the worker's traceback
-            runner_log.note(f"round {round_no} failed:", "".join(traceback.format_exception(exc)))
+        kept = runner_log if runner_log is not None else crawl_log
+        if kept is not None:  # the whole traceback (a portable runner's: the worker's is in it)
+            kept.note(f"round {round_no} failed:", "".join(traceback.format_exception(exc)))
+            where = f" (traceback in {kept.path})" if kept.path else ""
+        if runner_log is not None:  # the runner's error: the job's text holds the worker's exception
             cause = (worker_exception(str(exc)) or cause)[:500]
-            where = f" (traceback in {runner_log.path})"
         raise CrawlError(
             f"round {round_no} failed and committed nothing (rerun the crawl to retry it): {cause}{where}"
         ) from None

@@ -31,7 +31,6 @@ import os
 import re
 import tempfile
 import threading
-import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, TextIO
 
@@ -174,8 +173,9 @@ class RunnerOutput:
 
     def note(self, title: str, text: str) -> None:
         """Writes a stamped heading and ``text`` (a failed job's whole error) to the log."""
-        stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime())
-        self.write(f"{stamp} {title}\n{text.rstrip()}\n")
+        from beamcrawl.pipelines.crawl_log import stamped
+
+        self.write(stamped(title, text))
 
     def __enter__(self) -> "RunnerOutput":
         import sys
