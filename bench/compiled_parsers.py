@@ -95,15 +95,6 @@ def rp_main(html: str) -> str:
     return str(extract_plain_text(html, main_content=True, alt_texts=False, list_bullets=False))
 
 
-def _rp_inside_content(node: Any) -> bool:
-    parent = node.parent
-    while parent is not None:
-        if parent.tag in ("article", "main"):
-            return True
-        parent = parent.parent
-    return False
-
-
 def _rp_noise_named(node: Any) -> bool:
     return textfp._has_noise_word(node.getattr("class")) or textfp._has_noise_word(node.getattr("id"))
 
@@ -123,7 +114,7 @@ def rp_rules(html: str) -> str:
     doomed = [
         node
         for node in body.query_selector_all("header, footer, [class], [id]")[:]
-        if (node.tag in ("header", "footer") and not _rp_inside_content(node)) or _rp_noise_named(node)
+        if (node.tag in ("header", "footer") and not textfp._inside_content(node)) or _rp_noise_named(node)
     ]
     for node in reversed(doomed):
         node.decompose()

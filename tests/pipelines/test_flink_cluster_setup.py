@@ -4,13 +4,19 @@
 from __future__ import annotations
 
 import json
+import sys
+from pathlib import Path
 
 import yaml
+from aiohttp import web
 from hypothesis import given
 from hypothesis import strategies as st
 
 from beamcrawl.cli import flink_cluster as cli
 from beamcrawl.pipelines import flink_cluster
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from loopback import LoopbackServer, serving  # noqa: E402  (tests/loopback.py)
 
 ports = st.integers(min_value=1024, max_value=65535)
 
@@ -55,41 +61,31 @@ def test_start_refuses_a_port_in_use_in_one_line(tmp_path, capsys):
     assert not (tmp_path / flink_cluster.STATE).exists()  # nothing was started
 
 
+class _Overview(LoopbackServer):
+    """Answers ``/overview`` as a JobManager would, with the counts of :attr:`counts`."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.counts: dict[str, int] = {}
+
+    async def handle(self, request: web.Request) -> web.StreamResponse:
+        return web.json_response(self.counts)
+
+
 def test_a_cluster_is_ready_only_when_every_task_manager_has_reported_its_slots():
     """A TaskManager registers first and sends its slot report after: an ``/overview`` that
     counts every TaskManager but not yet their slots is not a ready cluster (CI once saw
-    2 TaskManagers with 2 slots of 4 right after ``start`` returned). A loopback server
-    answers ``/overview`` as the JobManager would, with the counts hypothesis picks."""
-    import http.server
-    import threading
+    2 TaskManagers with 2 slots of 4 right after ``start`` returned)."""
+    with serving(_Overview()) as server:
 
-    overview: dict = {}
+        @given(
+            tms=st.integers(1, 4), slots=st.integers(1, 8), registered=st.integers(0, 4), reported=st.integers(0, 32)
+        )
+        def check(tms, slots, registered, reported):
+            server.counts = {"taskmanagers": registered, "slots-total": reported}
+            ready = flink_cluster._registered(server.port, tms, slots)
+            assert ready == (registered >= tms and reported >= tms * slots)
 
-    class Overview(http.server.BaseHTTPRequestHandler):
-        def do_GET(self):  # noqa: N802 (the stdlib's name)
-            body = json.dumps(overview).encode()
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, *args):
-            pass
-
-    server = http.server.HTTPServer(("127.0.0.1", 0), Overview)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-
-    @given(tms=st.integers(1, 4), slots=st.integers(1, 8), registered=st.integers(0, 4), reported=st.integers(0, 32))
-    def check(tms, slots, registered, reported):
-        overview.update({"taskmanagers": registered, "slots-total": reported})
-        ready = flink_cluster._registered(server.server_address[1], tms, slots)
-        assert ready == (registered >= tms and reported >= tms * slots)
-
-    try:
         check()
-        overview.clear()  # a JobManager that does not count yet
-        assert not flink_cluster._registered(server.server_address[1], 1, 1)
-    finally:
-        server.shutdown()
-        server.server_close()
+        server.counts = {}  # a JobManager that does not count yet
+        assert not flink_cluster._registered(server.port, 1, 1)
