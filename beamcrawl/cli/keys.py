@@ -42,6 +42,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import sys
 import time
 from typing import TYPE_CHECKING, Any, Sequence, TextIO
@@ -54,6 +55,8 @@ if TYPE_CHECKING:
 __all__ = ["directory", "key_rows", "main", "make_app"]
 
 _COMMANDS = "generate,directory,serve,rotate,retire,list"
+# A keyid is an RFC 7638 thumbprint: 43 base64url characters, and one in 64 begins with "-".
+_KEYID = re.compile(r"-[A-Za-z0-9_-]{42}")
 
 
 def _parser() -> OneLineArgumentParser:
@@ -227,6 +230,19 @@ async def _serve(folder: str, bind: str, port: int, out: TextIO) -> None:
     await serve_until_stopped(make_app(folder), bind, port, out, "beamcrawl keys serving {url}" + DIRECTORY_PATH)
 
 
+def _keyids_as_positionals(argv: Sequence[str]) -> list[str]:
+    """``argv`` with ``--`` put before a KEYID that begins with "-" (as ``keys list`` prints it),
+    which argparse would otherwise take for an unknown option. No option of ``keys`` has the
+    keyid's shape, and KEYID is ``retire``'s last argument."""
+    argv = list(argv)
+    if "retire" not in argv or "--" in argv:
+        return argv
+    for i, arg in enumerate(argv):
+        if _KEYID.fullmatch(arg):
+            return argv[:i] + ["--"] + argv[i:]
+    return argv
+
+
 def run(argv: Sequence[str], out: TextIO) -> int:
     """``beamcrawl keys`` with its output stream given; raises BotAuthError."""
     from beamcrawl.core.net.botauth import (
@@ -242,7 +258,7 @@ def run(argv: Sequence[str], out: TextIO) -> int:
     )
 
     parser = _parser()
-    args = parser.parse_args(list(argv))
+    args = parser.parse_args(_keyids_as_positionals(argv))
     if args.action is None:
         parser.error(f"give a command: {_COMMANDS.replace(',', ', ')}")
     if args.action == "generate":
