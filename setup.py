@@ -24,6 +24,8 @@ setup(
         "selectolax>=0.3.21,<2",
         "numpy>=1.24",
         "surt>=0.3.1,<1",  # SURT keys of the CDXJ index beside every WARC file
+        # the WARC records' gzip members: zlib's format in 40-60% of its CPU (core/archive/warc_records.py)
+        "zlib-ng>=0.5,<2",
         # Content-Encoding: br, decoded with an output limit (1.2 added it: no brotli bombs)
         "brotli>=1.2",
         # charsets of pages that declare none and are not UTF-8 (core/content/sniff.py)

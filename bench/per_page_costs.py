@@ -8,7 +8,8 @@ model (no server) and on real HTML documents found on this machine (``--html-glo
   (:func:`warc_revisit.payload_digest`, which the block digest of every record shares);
 * ``record``: one response record, uncompressed (:func:`warc_records.record`);
 * ``gzip L``: that record as one gzip member at levels 1, 3, 6 and 9
-  (:func:`warc_records.gzip_member`), µs and bytes per page, and the level in use;
+  (:func:`warc_records.gzip_member`), µs and bytes per page, and the level in use; then the
+  level in use with the standard ``zlib`` and a whole 32 KiB window, as before zlib-ng;
 * ``text``: the visible text of a parsed page (:func:`textfp.tree_text`), parse included;
 * ``simhash``: the fingerprint of that text (:func:`textfp.text_simhash`);
 * ``bounds``: the pre-scan of the parse limits (:func:`htmlbounds.scan`) of a decoded page, on
@@ -37,6 +38,7 @@ import pstats
 import statistics
 import sys
 import time
+import zlib
 from collections.abc import Callable
 from typing import Any
 
@@ -146,7 +148,19 @@ def _gzip_rows(name: str, records: list[bytes], repeat: int) -> list[str]:
         rows.append(
             f"| gzip {level}{used}, {name} | {us:,.1f} | {size:,.0f} B/page, {100 * size / raw:.1f}% of {raw:,.0f} |"
         )
+    # What gzip_member did before zlib-ng and the sized window: the standard zlib, a 32 KiB window.
+    us = _per_call(records, lambda r: _stdlib_member(r, warc_records.GZIP_LEVEL), repeat)
+    size = sum(len(_stdlib_member(r, warc_records.GZIP_LEVEL)) for r in records) / len(records)
+    rows.append(
+        f"| gzip {warc_records.GZIP_LEVEL}, standard zlib, whole window (before), {name} | {us:,.1f} "
+        f"| {size:,.0f} B/page, {100 * size / raw:.1f}% of {raw:,.0f} |"
+    )
     return rows
+
+
+def _stdlib_member(data: bytes, level: int) -> bytes:
+    compressor = zlib.compressobj(level, zlib.DEFLATED, zlib.MAX_WBITS + 16)
+    return compressor.compress(data) + compressor.flush()
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -7,6 +7,7 @@ import base64
 import gzip
 import hashlib
 import io
+import random
 import re
 import uuid
 import zlib
@@ -16,6 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from warcio.archiveiterator import ArchiveIterator
 from warcio.statusandheaders import StatusAndHeaders
+from zlib_ng import zlib_ng
 
 from beamcrawl.core.archive.warc_records import (
     GZIP_LEVEL,
@@ -23,6 +25,7 @@ from beamcrawl.core.archive.warc_records import (
     RESPONSE_CONTENT_TYPE,
     b32,
     gzip_member,
+    window_bits,
     http_head,
     new_record_id,
     record,
@@ -141,6 +144,30 @@ def test_each_record_is_one_whole_gzip_member_at_the_measured_level():
     # gzip header XFL 0: neither the fastest (4) nor the maximum (2, warcio's level 9)
     assert GZIP_LEVEL == 6 and a[8] == 0 and gzip_member(one, 9)[8] == 2
     assert gzip_member(two, 1)[8] == 4 and gzip.decompress(gzip_member(two, 1)) == two
+
+
+# Records of every size, around the window sizes' edges too, of text, of bytes that repeat
+# (matches as far back as the record reaches) and of bytes that do not.
+_RECORD_SIZES = st.one_of(
+    st.integers(0, 70_000), st.sampled_from([(1 << w) - 262 + d for w in range(9, 16) for d in (-2, -1, 0, 1, 2)])
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    size=_RECORD_SIZES,
+    unit=st.binary(min_size=1, max_size=600),
+    level=st.sampled_from([1, 6, 9]),
+    seed=st.integers(0, 2**32 - 1),
+)
+def test_a_window_sized_to_the_record_compresses_it_as_the_whole_window_would(size, unit, level, seed):
+    noise = random.Random(seed).randbytes(size // 3)
+    data = ((unit * (size // len(unit) + 1))[: size - len(noise)] + noise)[:size]
+    member = gzip_member(data, level)
+    whole = zlib_ng.compressobj(level, zlib_ng.DEFLATED, zlib_ng.MAX_WBITS + 16)
+    assert member == whole.compress(data) + whole.flush()  # the same bytes, in less set-up
+    assert zlib.decompress(member, zlib.MAX_WBITS + 16) == data == gzip.decompress(member)  # the standard zlib reads it
+    assert (1 << window_bits(len(data))) > len(data) + 262 or window_bits(len(data)) == zlib.MAX_WBITS
 
 
 @settings(max_examples=50, deadline=None)
