@@ -112,6 +112,10 @@ def add_round_arguments(p: argparse.ArgumentParser, mp_help: str = "multi_proces
     p.add_argument("--hosts", type=int, default=1000)
     p.add_argument("--window", type=float, default=20.0, help="the measured round's window, s")
     p.add_argument("--warmup-window", type=float, default=10.0)
+    p.add_argument(
+        "--warmup-rounds", type=int, default=1,
+        help="warm-up rounds after the cold one (each queues about 6 new URLs a page: more for a long window)",
+    )  # fmt: skip
     p.add_argument("--delay", type=float, default=0.5)
     p.add_argument("--seed", type=int, default=3)
     p.add_argument("--mp", action="store_true", help=mp_help)
@@ -119,7 +123,7 @@ def add_round_arguments(p: argparse.ArgumentParser, mp_help: str = "multi_proces
 
 @contextlib.contextmanager
 def warmed_up(args: argparse.Namespace, prefix: str) -> Iterator[tuple[Any, Callable[[], list[dict]]]]:
-    """simweb, then a cold round and a warm-up round in this process; yields the server and
+    """simweb, then a cold round and ``--warmup-rounds`` warm-up rounds in this process; yields the server and
     a function that crawls the measured round (its reports)."""
     beam_args = list(MP) if args.mp else []
     work = tempfile.mkdtemp(prefix=prefix)
@@ -138,7 +142,8 @@ def warmed_up(args: argparse.Namespace, prefix: str) -> Iterator[tuple[Any, Call
                 hosts_in_flight=args.hosts,
             )
 
-        crawl(config(args.warmup_window), 2, seeds, with_local_runner(list(beam_args)), out=sys.stderr)
+        rounds = 1 + getattr(args, "warmup_rounds", 1)
+        crawl(config(args.warmup_window), rounds, seeds, with_local_runner(list(beam_args)), out=sys.stderr)
         yield web, lambda: crawl(config(args.window), 1, [], with_local_runner(list(beam_args)), out=sys.stderr)
 
 
