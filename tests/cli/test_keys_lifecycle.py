@@ -260,6 +260,25 @@ def test_some_published_key_signs_at_every_time_whatever_the_operations(ops):
                 assert signer in botauth.served_keys(entries, t)
 
 
+def test_retiring_the_signer_early_leaves_no_moment_unsigned(tmp_path):
+    # Found by the test above: K1 signs and K0 retires at day 7 (the first rotation's
+    # overlap); at day 6 K2 is added to sign from day 7 + 1 s, and K1 is retired. K0 must
+    # sign until K2 does, then stay published for the overlap.
+    folder = str(tmp_path)
+    botauth.generate_keys(folder)
+    t0 = botauth.read_folder(folder)[0].created
+    botauth.rotate_keys(folder, now=t0, activate_after=0)
+    clock = t0 + 6 * DAY + 1
+    k2 = botauth.rotate_keys(folder, now=clock, activate_after=DAY)
+    k0, k1 = botauth.read_folder(folder)[:2]
+    assert k0.retire_at == t0 + 7 * DAY < k2.signs_from
+    botauth.retire_key(folder, k1.keyid, now=clock)
+    entries = botauth.read_folder(folder)
+    assert botauth.signing_entry(entries, k2.signs_from - 1).keyid == k0.keyid
+    assert botauth.signing_entry(entries, k2.signs_from).keyid == k2.keyid
+    assert [e.retire_at for e in entries if e.keyid == k0.keyid] == [k2.signs_from + botauth.ROTATION_OVERLAP]
+
+
 def test_keys_list_table_and_json(tmp_path, capsys):
     folder = str(tmp_path / "keys")
     botauth.generate_keys(folder)

@@ -679,8 +679,38 @@ def retire_key(folder: str, keyid: str, now: float | None = None) -> KeyEntry:
             after = [
                 KeyEntry(e.keyid, e.private, e.public, e.created, e.signs_from, None) if e is keep else e for e in after
             ]
-        write_keys_file(folder, after)
+        write_keys_file(folder, _without_gaps(after, clock))
     return next(e for e in after if e.keyid == keyid)
+
+
+def _without_gaps(entries: list[KeyEntry], clock: int) -> list[KeyEntry]:
+    """``entries`` with no moment from ``clock`` on at which no key could sign.
+
+    Retiring the signing key early can open one: its predecessor keeps the retirement date
+    the rotation gave it, and the successor waiting for its ``signs_from`` may start after
+    that. The key signing just before such a moment keeps signing until the next key's
+    ``signs_from`` and stays published for :data:`ROTATION_OVERLAP` after it (or, with no key
+    to come, is no longer scheduled to retire)."""
+    while True:
+        moments = sorted(
+            {clock} | {e.signs_from for e in entries if e.signs_from > clock}
+            | {e.retire_at for e in entries if e.retire_at is not None and e.retire_at > clock}
+        )  # fmt: skip
+        signer = None
+        for t in moments:
+            try:
+                signer = signing_entry(entries, t)
+            except BotAuthError:
+                break
+        else:
+            return entries
+        assert signer is not None  # some key signs at ``clock``: the caller checked
+        later = [e.signs_from for e in entries if e.private and e.signs_from > t and not e.retired(e.signs_from)]
+        until = min(later) + ROTATION_OVERLAP if later else None
+        entries = [
+            KeyEntry(e.keyid, e.private, e.public, e.created, e.signs_from, until) if e is signer else e
+            for e in entries
+        ]
 
 
 def load_signer(path: str, agent: str, now: float | None = None) -> "Signer":
