@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import json
 import struct
+from sys import intern
 from typing import Any
 
 __all__ = [
@@ -103,19 +104,19 @@ def _text(raw: bytes) -> str:
 # --- frontier entries ----------------------------------------------------------------------
 
 
-def encode_frontier(v: dict[str, Any]) -> bytes | None:
-    """A frontier entry's fields (``FrontierEntry.__dict__``) as a binary cell, or None
-    when a value does not fit the layout exactly (the caller writes JSON)."""
+def encode_frontier(v: Any) -> bytes | None:
+    """A frontier entry's fields (a ``FrontierEntry``, read by attribute) as a binary cell,
+    or None when a value does not fit the layout exactly (the caller writes JSON)."""
     try:
-        lastmod, origin, revisit, also = v["lastmod"], v["robots_origin"], v["revisit"], v["also_keys"]
+        lastmod, origin, revisit, also = v.lastmod, v.robots_origin, v.revisit, v.also_keys
         if (
-            type(v["priority"]) is not float
-            or type(v["fp"]) is not int
-            or type(v["due_ms"]) is not int
-            or type(v["depth"]) is not int
-            or type(v["inlinks"]) is not int
-            or type(v["deferrals"]) is not int
-            or type(v["hops"]) is not int
+            type(v.priority) is not float
+            or type(v.fp) is not int
+            or type(v.due_ms) is not int
+            or type(v.depth) is not int
+            or type(v.inlinks) is not int
+            or type(v.deferrals) is not int
+            or type(v.hops) is not int
             or not (lastmod is None or type(lastmod) is float)
             or not (origin is None or isinstance(origin, str))
             or not (revisit is None or type(revisit) is dict)
@@ -123,11 +124,11 @@ def encode_frontier(v: dict[str, Any]) -> bytes | None:
         ):
             return None
         url, host, source, kind, reason = (
-            _utf8(v["url"]),
-            _utf8(v["host"]),
-            _utf8(v["source"]),
-            _utf8(v["kind"]),
-            _utf8(v["reason"]),
+            _utf8(v.url),
+            _utf8(v.host),
+            _utf8(v.source),
+            _utf8(v.kind),
+            _utf8(v.reason),
         )
         origin_b = b"" if origin is None else _utf8(origin)
         also_b = _COMPACT.encode(also).encode() if also else b""
@@ -141,13 +142,13 @@ def encode_frontier(v: dict[str, Any]) -> bytes | None:
         head = _FRONTIER.pack(
             FRONTIER,
             flags,
-            v["fp"],
-            v["due_ms"],
-            v["priority"],
-            v["depth"],
-            v["inlinks"],
-            v["deferrals"],
-            v["hops"],
+            v.fp,
+            v.due_ms,
+            v.priority,
+            v.depth,
+            v.inlinks,
+            v.deferrals,
+            v.hops,
             0.0 if lastmod is None else lastmod,
             len(url),
             len(host),
@@ -195,22 +196,25 @@ def decode_frontier(raw: bytes) -> tuple[Any, ...]:
         revisit_v = json.loads(revisit) if flags & _REVISIT else None
         if type(also_keys) is not list or not (revisit_v is None or type(revisit_v) is dict):
             raise CellError("frontier cell with a malformed list or revisit state")
+        # The texts a host's entries share (its name, the source and kind, a reason, the
+        # robots.txt origin) are one string each, not one per entry: a round's due rows are
+        # held by the hundred thousand, and pickle then writes a shared string once a batch.
         return (
             _text(url),
             fp,
-            _text(host),
+            intern(_text(host)),
             due_ms,
             priority,
             depth,
-            _text(source),
+            intern(_text(source)),
             inlinks,
             also_keys,
             deferrals,
-            _text(kind),
+            intern(_text(kind)),
             hops,
-            _text(reason),
+            intern(_text(reason)),
             lastmod if flags & _LASTMOD else None,
-            _text(origin) if flags & _ORIGIN else None,
+            intern(_text(origin)) if flags & _ORIGIN else None,
             revisit_v,
         )
     except CellError:

@@ -60,7 +60,7 @@ def test_a_frontier_entry_comes_back_equal_with_its_types(entry: FrontierEntry) 
     cells = entry.to_cells()
     back = FrontierEntry.from_cells(cells)
     assert back == entry
-    assert [type(v) for v in back.__dict__.values()] == [type(v) for v in entry.__dict__.values()]
+    assert [type(v) for v in back.values().values()] == [type(v) for v in entry.values().values()]
 
 
 def test_an_ordinary_frontier_entry_is_binary_and_smaller_than_its_json() -> None:
