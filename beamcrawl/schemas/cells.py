@@ -58,6 +58,7 @@ __all__ = [
     "encode_queued",
     "encode_simhash_named",
     "is_binary",
+    "peek_frontier",
 ]
 
 FRONTIER = 0x01
@@ -220,6 +221,28 @@ def decode_frontier(raw: bytes) -> tuple[Any, ...]:
     except CellError:
         raise
     except (struct.error, ValueError, TypeError, RecursionError) as exc:  # UnicodeError, JSONDecodeError too
+        raise CellError(f"frontier cell does not decode: {exc}") from None
+
+
+def peek_frontier(raw: bytes) -> tuple[str, int, int]:
+    """The host, due time (ms) and fingerprint of a binary frontier cell, the rest unread:
+    what the select needs to group a due row by host and name it. The cell's layout is
+    checked (its format byte, and lengths that add up to its size); its texts other than
+    the host and its lists are read only when the entry is decoded (:func:`decode_frontier`).
+
+    Raises:
+        CellError: Not a whole frontier cell of this format.
+    """
+    try:
+        version, _flags, fp, due_ms, *rest = _FRONTIER.unpack_from(raw)
+        lengths = rest[-8:]
+        if version != FRONTIER or _FRONTIER.size + sum(lengths) != len(raw):
+            raise CellError("not a frontier cell")
+        at = _FRONTIER.size + lengths[0]
+        return intern(_text(raw[at : at + lengths[1]])), due_ms, fp
+    except CellError:
+        raise
+    except (struct.error, ValueError) as exc:  # UnicodeError too
         raise CellError(f"frontier cell does not decode: {exc}") from None
 
 

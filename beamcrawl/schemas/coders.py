@@ -21,6 +21,7 @@ import apache_beam as beam
 
 from beamcrawl.schemas import records
 from beamcrawl.schemas.candidate_block import CandidateBlock, CandidateBlockCoder
+from beamcrawl.schemas.due_rows import DueRows, DueRowsCoder
 
 __all__ = ["BatchCoder", "PackedCoder", "RecordCoder", "register"]
 
@@ -145,13 +146,15 @@ class BatchCoder(beam.coders.Coder):
 def register() -> None:
     """Registers the coders with Beam's registry (done when this module is imported): one
     for each ``@shuffled`` record of schemas/records.py, one for ``Packed``, URL seen's
-    columnar ``CandidateBlock`` (schemas/candidate_block.py), and the batches of the stages
+    columnar ``CandidateBlock`` (schemas/candidate_block.py), the select's ``DueRows``
+    (schemas/due_rows.py), and the batches of the stages
     after content seen (``PageBatch``, ``Batched``)."""
     for cls in records.shuffled_classes():
         if cls.__module__ == records.__name__:
             beam.coders.registry.register_coder(cls, RecordCoder)
     beam.coders.registry.register_coder(records.Packed, PackedCoder)
     beam.coders.registry.register_coder(CandidateBlock, CandidateBlockCoder)
+    beam.coders.registry.register_coder(DueRows, DueRowsCoder)
     beam.coders.registry.register_coder(records.PageBatch, BatchCoder)
     beam.coders.registry.register_coder(records.Batched, BatchCoder)
 

@@ -48,6 +48,7 @@ from beamcrawl.schemas.records import (
     Packed,
 )
 import beamcrawl.schemas.coders  # noqa: F401  (registers the record coders the output types name)
+from beamcrawl.schemas.due_rows import entries_of
 from beamcrawl.transforms.dead_letter import ERRORS, Outlet, collect
 
 __all__ = [
@@ -336,11 +337,16 @@ class _PlanFn(beam.DoFn):
         reasons = ("blocklisted", "blocked", "paused", "refused", "held", "robots_unreachable")
         self.held_hosts = {r: Metrics.counter("assign_slots", f"hosts_{r}") for r in reasons}
         self.held_urls = {r: Metrics.counter("assign_slots", f"urls_{r}") for r in reasons}
+        self.bad_rows = Metrics.counter("assign_slots", "bad_rows")
         self.dead = Outlet("assign_slots")
 
     def process(self, element: tuple[str, dict[str, list]]) -> Iterator[HostPlan]:
         host, groups = element
-        entries = [entry for chunk in groups["due"] for entry in chunk]
+        bad: list[tuple[str, Exception]] = []
+        entries = entries_of(groups["due"], bad)  # decoded here, once: the select only grouped them
+        for key, exc in bad:  # a row that does not decode stays queued, set aside with its reason
+            self.bad_rows.inc()
+            yield self.dead.tagged(exc, key, host=host)
         records = list(groups["hosts"])
         policies = list(groups["policies"])
         record = records[0] if records else None
@@ -382,7 +388,7 @@ class _PlanFn(beam.DoFn):
 class AssignSlots(beam.PTransform):
     """Joins due URLs, host records and policies on host and plans each host's round.
 
-    Input: a dict ``{"due": (host, [FrontierEntry]), "hosts": (host, HostRecord),
+    Input: a dict ``{"due": (host, DueRows), "hosts": (host, HostRecord),
     "policies": (host, HostPolicy)}`` of PCollections. Output: ``HostPlan`` per host.
     """
 

@@ -55,14 +55,8 @@ from beamcrawl.core.runtime.outputs import DONE, RoundOutputs, part_name
 from beamcrawl.core.urls import hostkeys
 from beamcrawl.core.urls.hostkeys import host_key
 from beamcrawl.core.urls.urlnorm import host_of
-from beamcrawl.schemas.records import (
-    FetchResult,
-    FrontierEntry,
-    Packed,
-    PageBatch,
-    ParsedPage,
-    packed_by_host,
-)
+from beamcrawl.schemas.due_rows import DueRows, due_rows_by_host, entries_of
+from beamcrawl.schemas.records import JSON_CELL, FetchResult, FrontierEntry, PageBatch, ParsedPage
 from beamcrawl.state.domains import SEEDED, TABLE, WRITE_BATCH
 from beamcrawl.stores.base import Mutation, Store, open_store
 from beamcrawl.transforms import dead_letter
@@ -274,9 +268,7 @@ class _BudgetFn(beam.DoFn):
     def start_bundle(self) -> None:
         self.done: list[str] = []
 
-    def process(
-        self, batch: Sequence[tuple[str, list[tuple[str, list[FrontierEntry]]]]]
-    ) -> Iterator[tuple[str, Packed]]:
+    def process(self, batch: Sequence[tuple[str, list[tuple[str, Iterable[FrontierEntry]]]]]) -> Iterator[Any]:
         try:
             for item in batch:
                 self.dead.check(item)
@@ -296,17 +288,21 @@ class _BudgetFn(beam.DoFn):
                 continue
             yield from out
 
-    def _budget(
-        self, batch: Sequence[tuple[str, list[tuple[str, list[FrontierEntry]]]]]
-    ) -> Iterator[tuple[str, Packed]]:
+    def _budget(self, batch: Sequence[tuple[str, list[tuple[str, Iterable[FrontierEntry]]]]]) -> Iterator[Any]:
         states = read_domains(self.store, (domain for domain, _ in batch))
         rows: list[FrontierEntry] = []
         known: list[Mutation] = []
         allowed: list[FrontierEntry] = []
         replaced: list[FrontierEntry] = []  # deferred entries, whose old rows go at commit
+        bad: list[tuple[str, Exception, str]] = []  # rows that do not decode: they stay queued
         for domain, keyed in batch:
             state = states[domain]
-            decision = budget_domain(state, (e for _host, entries in keyed for e in entries), self.rules, self.now)
+            entries: list[FrontierEntry] = []
+            for host, rows_of_host in keyed:  # decoded here: the select only grouped the rows
+                failed: list[tuple[str, Exception]] = []
+                entries.extend(entries_of([rows_of_host], failed))
+                bad.extend((key, exc, host) for key, exc in failed)
+            decision = budget_domain(state, entries, self.rules, self.now)
             self.domains.inc()
             self.allowed.inc(len(decision.allowed))
             if decision.deferred:
@@ -330,7 +326,9 @@ class _BudgetFn(beam.DoFn):
         self.done.extend(key for entry in replaced for key in (entry.key.hex(), *entry.also_keys))
         if known:
             self.store.mutate(TABLE, known)
-        yield from packed_by_host(allowed)
+        for key, exc, host in bad:  # each set aside with its reason, once the batch is done
+            yield self.dead.tagged(exc, key, host=host)
+        yield from due_rows_by_host((entry.host, entry.to_cells()[JSON_CELL]) for entry in allowed)
 
     def finish_bundle(self) -> None:
         if self.done:
@@ -342,17 +340,17 @@ class _BudgetFn(beam.DoFn):
         self.store.close()
 
 
-def _by_domain(item: tuple[str, list[FrontierEntry]]) -> tuple[str, tuple[str, list[FrontierEntry]]]:
+def _by_domain(item: tuple[str, DueRows]) -> tuple[str, tuple[str, DueRows]]:
     return domain_of(item[0]), item
 
 
-def _host_of_item(item: tuple[str, list[FrontierEntry]]) -> str:
+def _host_of_item(item: tuple[str, DueRows]) -> str:
     return item[0]
 
 
 class ApplyBudgets(beam.PTransform):
-    """``(host, [FrontierEntry])`` due this round → those within their domain's budget and host
-    caps; the others are deferred in the store (new frontier rows, old ones deleted at commit).
+    """``(host, DueRows)`` due this round → those within their domain's budget and host caps
+    (as ``DueRows`` again); the others are deferred in the store (new frontier rows, old ones deleted at commit).
 
     Args:
         store_uri: The crawl's store.

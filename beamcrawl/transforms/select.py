@@ -2,9 +2,12 @@
 
 The frontier is keyed by due time then fingerprint, so "everything due by now" is one range
 scan from the start of the table. Host records and operator policies are then read for the
-distinct hosts with due work, in batched key-set reads (never one read per host). A policy
-set for a bare host name (``example.com``) also applies to its slots on other ports
-(``example.com:8080``) unless that slot has a policy of its own.
+distinct hosts with due work, in batched key-set reads (never one read per host). A due row
+is read only as far as its host (``cells.peek_frontier``; a row in the older JSON format
+whole): the rows wait for slot assignment as the cells the store holds, compressed per host
+(``schemas/due_rows.py``), and are decoded there, once. A policy set for a bare host name
+(``example.com``) also applies to its slots on other ports (``example.com:8080``) unless
+that slot has a policy of its own.
 """
 
 from __future__ import annotations
@@ -16,14 +19,9 @@ from apache_beam.metrics import Metrics
 
 from beamcrawl.core.net.resolver import hostname_of
 from beamcrawl.core.urls.hostkeys import host_key
-from beamcrawl.schemas.records import (
-    FrontierEntry,
-    HostPolicy,
-    Packed,
-    frontier_key,
-    key_fp,
-    packed_by_host,
-)
+from beamcrawl.schemas import cells as binary
+from beamcrawl.schemas.due_rows import DueRows, due_rows_by_host
+from beamcrawl.schemas.records import JSON_CELL, FrontierEntry, HostPolicy, frontier_key, key_fp
 import beamcrawl.schemas.coders  # noqa: F401  (registers the record coders the output types name)
 from beamcrawl.state.host_clock import read_host
 from beamcrawl.state.quarantine import (
@@ -36,13 +34,26 @@ from beamcrawl.transforms.dead_letter import ERRORS, Outlet, collect
 
 __all__ = ["ReadDueFrontier", "ReadHostState"]
 
-# Due rows decoded before they are passed on, a list per host.
+# Due rows read before they are passed on, a DueRows per host.
 SCAN_CHUNK = 100_000
 
 
+def row_host(cell: bytes) -> str:
+    """The host of a frontier row's cell: read from a binary cell's layout alone
+    (``cells.peek_frontier``), from the whole row for one in the older JSON format.
+
+    Raises:
+        ValueError: The cell does not decode (the row is set aside).
+    """
+    if binary.is_binary(cell):
+        return binary.peek_frontier(cell)[0]
+    return FrontierEntry.from_cells({JSON_CELL: cell}).host
+
+
 class _ScanDueFn(beam.DoFn):
-    """Scans the frontier's key range [start, end) and yields its entries, a list per host
-    (per chunk of the scan: memory stays bounded however much is due)."""
+    """Scans the frontier's key range [start, end) and yields its rows as stored cells, a
+    :class:`DueRows` per host (per chunk of the scan: memory stays bounded however much is
+    due). Only a row's host is read here; slot assignment decodes the rest."""
 
     def __init__(self, store_uri: str) -> None:
         self.store_uri = store_uri
@@ -54,9 +65,9 @@ class _ScanDueFn(beam.DoFn):
     def setup(self) -> None:
         self.store = open_store(self.store_uri)
 
-    def process(self, key_range: tuple[bytes, bytes]) -> Iterator[tuple[str, Packed]]:
+    def process(self, key_range: tuple[bytes, bytes]) -> Iterator[tuple[str, DueRows]]:
         start, end = key_range
-        chunk: list[FrontierEntry] = []
+        chunk: list[tuple[str, bytes]] = []
         quarantined = quarantined_urls(self.store)  # few: held rows stay where they are
         for key, cells in self.store.read_range("frontier", start, end):
             if quarantined and key_fp(key[8:]) in quarantined:
@@ -64,7 +75,10 @@ class _ScanDueFn(beam.DoFn):
                 continue
             try:
                 self.dead.check(key.hex())
-                chunk.append(FrontierEntry.from_cells(cells))
+                cell = cells.get(JSON_CELL)
+                if cell is None:
+                    raise ValueError("row has no r:json cell")
+                chunk.append((row_host(cell), cell))
             except Exception as exc:  # a row that does not decode stays where it is
                 self.bad.inc()
                 yield self.dead.tagged(exc, key)
@@ -74,17 +88,17 @@ class _ScanDueFn(beam.DoFn):
                 chunk = []
         yield from self._emit(chunk)
 
-    def _emit(self, chunk: list[FrontierEntry]) -> Iterator[tuple[str, Packed]]:
+    def _emit(self, chunk: list[tuple[str, bytes]]) -> Iterator[tuple[str, DueRows]]:
         self.received.inc(len(chunk))
-        return packed_by_host(chunk)
+        return due_rows_by_host(chunk)
 
     def teardown(self) -> None:
         self.store.close()
 
 
 class ReadDueFrontier(beam.PTransform):
-    """Reads every frontier row due at ``now_ms`` or earlier, as ``(host, [FrontierEntry])``
-    (a host may come in more than one list)."""
+    """Reads every frontier row due at ``now_ms`` or earlier, as ``(host, DueRows)`` (a host
+    may come in more than one; iterating one gives its ``FrontierEntry`` rows)."""
 
     def __init__(self, store_uri: str, now_ms: int) -> None:
         super().__init__()
@@ -98,7 +112,7 @@ class ReadDueFrontier(beam.PTransform):
             | "Due key range" >> beam.Create([due_range])
             | "Scan due frontier rows"
             >> beam.ParDo(_ScanDueFn(self.store_uri))
-            .with_output_types(tuple[str, Packed])
+            .with_output_types(tuple[str, DueRows])
             .with_outputs(ERRORS, main="due")
         )
         collect(due[ERRORS])

@@ -14,6 +14,7 @@ from test_shuffled_records import RECORDS  # tests/schemas/test_shuffled_records
 
 from beamcrawl.schemas.candidate_block import CandidateBlockCoder
 from beamcrawl.schemas.coders import PackedCoder, RecordCoder
+from beamcrawl.schemas.due_rows import DueRowsCoder
 from beamcrawl.schemas.records import Candidate, FrontierEntry, HostRecord, Packed, shuffled_classes
 
 # The records of schemas/records.py (those a stage's own module defines keep the fallback coder).
@@ -73,7 +74,7 @@ def test_the_shuffled_collections_declare_their_types():
     p = beam.Pipeline(runner="FnApiRunner")
     due = p | ReadDueFrontier("sqlite:////nonexistent/store.sqlite", 0)
     assert beam.coders.registry.get_coder(due.element_type) == beam.coders.TupleCoder(
-        [beam.coders.StrUtf8Coder(), PackedCoder()]
+        [beam.coders.StrUtf8Coder(), DueRowsCoder()]
     )
     seen = QueueUnseenUrls("sqlite:////nonexistent/store.sqlite", 2, 0, seen_rows=0, keyset_cost_ratio=1.0)
     _ = p | "Lists" >> beam.Create([Packed()]) | seen

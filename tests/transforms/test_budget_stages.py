@@ -20,6 +20,7 @@ from apache_beam.testing.util import assert_that, equal_to
 from beamcrawl.core.policy.budget_rules import DAY, BudgetRules, LinkingDomains
 from beamcrawl.core.runtime.outputs import RoundOutputs
 from beamcrawl.core.urls.urlnorm import fingerprint
+from beamcrawl.schemas.due_rows import DueRows
 from beamcrawl.schemas.records import FetchResult, FrontierEntry, Link, PageBatch, ParsedPage, packed_by_host
 from beamcrawl.stores.base import Mutation, open_store
 from beamcrawl.transforms import budgets
@@ -237,6 +238,28 @@ def test_apply_budgets_defers_in_the_store_and_stages_old_keys(tmp_path):
     for path in outputs.done_files():
         staged |= {bytes.fromhex(k) for k in open(path).read().split()}
     assert staged == {e.key for e in trap[2:]}
+
+
+def test_a_due_row_that_does_not_decode_is_set_aside_and_its_domain_still_budgeted(tmp_path):
+    """Due rows come as the select read them (DueRows: stored cells, decoded here); a row
+    whose values do not decode is one dead letter with its key, the domain's others go on."""
+    store_uri = f"sqlite:///{tmp_path}/store.sqlite"
+    outputs = RoundOutputs(str(tmp_path / "out"), 1)
+    rows = [entry(f"http://ok.org/{i}") for i in range(3)]
+    broken = entry("http://ok.org/broken")
+    broken.revisit = {"v": 1}
+    raw = broken.to_cells()["r:json"].replace(b'{"v":1}', b'{"v":]}')
+    due = DueRows.of_cells([rows[0].to_cells()["r:json"], raw] + [e.to_cells()["r:json"] for e in rows[1:]])
+
+    p = TestPipeline(runner="FnApiRunner")
+    allowed = p | beam.Create([("ok.org", due)]) | ApplyBudgets(store_uri, RULES, NOW, outputs)
+    assert_that(
+        allowed | beam.FlatMap(lambda he: [(he[0], type(he[1]).__name__, e.url) for e in he[1]]),
+        equal_to([("ok.org", "DueRows", e.url) for e in rows]),
+    )
+    letters = collected(p) | beam.Map(lambda d: (d.stage, d.exception, d.key, d.host))
+    assert_that(letters, equal_to([("budgets", "CellError", broken.key.hex(), "ok.org")]), label="One dead letter")
+    p.run().wait_until_finish()
 
 
 def test_usage_and_linking_domains_are_recorded_once_per_round(tmp_path):

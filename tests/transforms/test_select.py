@@ -18,8 +18,10 @@ from apache_beam.runners.runner import PipelineResult
 from apache_beam.testing.test_pipeline import TestPipeline
 from apache_beam.testing.util import assert_that, equal_to
 
+from beamcrawl.core.runtime.config import CrawlConfig
 from beamcrawl.schemas.records import FrontierEntry, HostPolicy, HostRecord, frontier_key, packed_by_host
 from beamcrawl.stores.base import Mutation, open_store
+from beamcrawl.transforms.assign_slots import AssignSlots
 from beamcrawl.transforms.select import ReadDueFrontier, ReadHostState
 from beamcrawl.transforms.dead_letter import collected
 
@@ -105,3 +107,39 @@ def test_host_rows_and_policies_of_the_due_hosts(tmp_path: Path) -> None:
     result.wait_until_finish()
     errors = _counters(result, "errors")
     assert sum(n for name, n in errors.items() if name.startswith("select/")) == 1
+
+
+def test_a_row_whose_layout_holds_but_whose_values_do_not_decode_waits_at_slot_assignment(tmp_path: Path) -> None:
+    """The select reads only a binary row's layout and host (cells.peek_frontier); the rest is
+    decoded where slots are assigned. A row whose revisit state is not JSON is found there:
+    one dead letter with its key, the host's other rows planned, nothing deleted."""
+    uri = f"sqlite:///{tmp_path}/store.sqlite"
+    good = [_entry("a.example", n, 0) for n in range(1, 4)] + [_entry("b.example", 9, 0)]
+    broken = FrontierEntry(url="http://a.example/r", fp=50, host="a.example", due_ms=0, revisit={"v": 1})
+    raw = broken.to_cells()["r:json"].replace(b'{"v":1}', b'{"v":]}')
+    with open_store(uri) as store:
+        store.mutate("frontier", [Mutation.set(e.key, e.to_cells()) for e in good])
+        store.mutate("frontier", [Mutation.set(broken.key, {"r:json": raw})])
+
+    cfg = CrawlConfig(out=str(tmp_path / "out"), store=uri, min_delay=1.0, round_window=60.0)
+    now = NOW_MS / 1000
+    p = TestPipeline(runner="FnApiRunner")
+    due = p | ReadDueFrontier(uri, NOW_MS)
+    state = due | ReadHostState(uri)
+    plans = {"due": due, "hosts": state.records, "policies": state.policies} | AssignSlots(cfg, now)
+    assert_that(
+        plans | beam.FlatMap(lambda plan: [(plan.host, e.url) for e in plan.entries]),
+        equal_to([(e.host, e.url) for e in good]),
+    )
+    letters = collected(p) | beam.Map(lambda d: (d.stage, d.exception, d.key, d.host))
+    assert_that(
+        letters,
+        equal_to([("assign_slots", "CellError", broken.key.hex(), "a.example")]),
+        label="One dead letter",
+    )
+    result = p.run()
+    result.wait_until_finish()
+    assert _counters(result, "select")["due_rows"] == len(good) + 1
+    assert _counters(result, "assign_slots")["bad_rows"] == 1
+    with open_store(uri) as store:
+        assert broken.key in {k for k, _ in store.read_range("frontier", keys_only=True)}

@@ -1,0 +1,172 @@
+"""A host's due frontier rows as the cells the store holds: what waits between the select
+and slot assignment.
+
+A deep frontier makes the round's start its memory peak: every due row waits in the runner
+between the select, the domain budgets and slot assignment's join by host, and a runner
+holds a grouping's values decoded (the in-process FnApiRunner keeps them as objects until the
+group is read, then encodes the whole group again). A decoded ``FrontierEntry`` is some 430
+bytes and its pickle in a batch about 100; its stored cell (``schemas/cells.py``) about 150,
+and no work to make: the select reads only a cell's host (:func:`cells.peek_frontier`) and
+slot assignment decodes each row once, where it ranks the host's URLs. So the rows travel
+as :class:`DueRows`, one ``bytes`` value per host and chunk of the scan: its length-prefixed
+cells, compressed (zlib at level 1: a host's rows share their host name, URL prefixes and
+most field values, and come to some 26 bytes a row, a quarter of their pickle), which a
+runner decodes and encodes by copying. A runner copies a grouping's encoded bytes more than
+once when it hands the group on (the in-process runner, three times), so their size is
+what the round's start peaks at.
+
+A row that does not decode when it is finally read is one row set aside (:meth:`DueRows.decode`
+gives it back with its reason), never its host's others.
+"""
+
+from __future__ import annotations
+
+import itertools
+import struct
+from typing import Any, Iterable, Iterator
+
+import apache_beam as beam
+from zlib_ng import zlib_ng
+
+from beamcrawl.schemas import cells as binary
+from beamcrawl.schemas.records import JSON_CELL, FrontierEntry, frontier_key
+
+__all__ = ["DueRows", "DueRowsCoder", "due_rows_by_host", "entries_of"]
+
+_LENGTH = struct.Struct("<I")
+# zlib's fastest level: 0.24 µs a row to compress and 0.11 to expand, 151 to 26 bytes a row
+# (levels 3 and 6: 24 and 22 bytes, for five times the time; bench/round_start.py).
+LEVEL = 1
+
+
+class DueRows:
+    """Frontier rows as their stored cells (binary or JSON), one compressed ``bytes`` for
+    all of them (``blob``).
+
+    Iterating gives the rows as :class:`FrontierEntry`, decoded then (a row that does not
+    decode raises: use :meth:`decode` to set such rows aside one by one).
+    """
+
+    __slots__ = ("blob", "count")
+
+    def __init__(self, blob: bytes = b"", count: int = 0) -> None:
+        self.blob = blob
+        self.count = count
+
+    @classmethod
+    def of_cells(cls, cells: list[bytes]) -> DueRows:
+        """The rows of these stored cells (each a frontier row's ``r:json`` value)."""
+        pack = _LENGTH.pack
+        joined = b"".join(itertools.chain.from_iterable((pack(len(c)), c) for c in cells))
+        return cls(zlib_ng.compress(joined, LEVEL), len(cells))
+
+    @classmethod
+    def of_entries(cls, entries: Iterable[FrontierEntry]) -> DueRows:
+        """The rows of these entries, each as the cell the store would hold."""
+        return cls.of_cells([entry.to_cells()[JSON_CELL] for entry in entries])
+
+    def cells(self) -> Iterator[bytes]:
+        """Each row's cell, in order."""
+        if not self.count:
+            return
+        blob, at, unpack = zlib_ng.decompress(self.blob), 0, _LENGTH.unpack_from
+        view = memoryview(blob)
+        while at < len(blob):
+            (n,) = unpack(view, at)
+            at += 4
+            yield blob[at : at + n]
+            at += n
+
+    def decode(self) -> tuple[list[FrontierEntry], list[tuple[str, Exception]]]:
+        """The rows that decode, and for each that does not, its frontier key (hex, as the
+        commit names rows; its cell's start where even that is unreadable) and why."""
+        good: list[FrontierEntry] = []
+        bad: list[tuple[str, Exception]] = []
+        from_cells = FrontierEntry.from_cells
+        for raw in self.cells():
+            try:
+                good.append(from_cells({JSON_CELL: raw}))
+            except Exception as exc:
+                bad.append((_row_name(raw), exc))
+        return good, bad
+
+    def __iter__(self) -> Iterator[FrontierEntry]:
+        from_cells = FrontierEntry.from_cells
+        return (from_cells({JSON_CELL: raw}) for raw in self.cells())
+
+    def __len__(self) -> int:
+        return self.count
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is DueRows and other.blob == self.blob and other.count == self.count
+
+    def __hash__(self) -> int:
+        return hash((self.blob, self.count))
+
+    def __repr__(self) -> str:
+        return f"DueRows({self.count} rows, {len(self.blob)} bytes)"
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return DueRows, (self.blob, self.count)
+
+
+def _row_name(raw: bytes) -> str:
+    try:
+        _host, due_ms, fp = binary.peek_frontier(raw)
+        return frontier_key(due_ms, fp).hex()
+    except binary.CellError:
+        return raw[:64].hex()
+
+
+def due_rows_by_host(rows: Iterable[tuple[str, bytes]]) -> Iterator[tuple[str, DueRows]]:
+    """``(host, DueRows)`` per host of ``(host, cell)`` pairs, hosts in order of first
+    appearance."""
+    hosts: dict[str, list[bytes]] = {}
+    for host, cell in rows:
+        held = hosts.get(host)
+        if held is None:
+            hosts[host] = held = []
+        held.append(cell)
+    return ((host, DueRows.of_cells(held)) for host, held in hosts.items())
+
+
+def entries_of(chunks: Iterable[Iterable[FrontierEntry]], bad: list[tuple[str, Exception]]) -> list[FrontierEntry]:
+    """The entries of a host's chunks of due rows (:class:`DueRows`, or lists of entries),
+    the rows that do not decode appended to ``bad``."""
+    entries: list[FrontierEntry] = []
+    for chunk in chunks:
+        if type(chunk) is DueRows:
+            good, failed = chunk.decode()
+            entries.extend(good)
+            bad.extend(failed)
+        else:
+            entries.extend(chunk)
+    return entries
+
+
+class DueRowsCoder(beam.coders.Coder):
+    """:class:`DueRows` as its row count and its bytes: encoding and decoding copy them."""
+
+    _COUNT = struct.Struct("<Q")
+
+    def encode(self, value: DueRows) -> bytes:
+        return self._COUNT.pack(value.count) + value.blob
+
+    def decode(self, encoded: bytes) -> DueRows:
+        (count,) = self._COUNT.unpack_from(encoded)
+        return DueRows(encoded[8:], count)
+
+    def estimate_size(self, value: DueRows) -> int:
+        return 8 + len(value.blob)
+
+    def is_deterministic(self) -> bool:
+        return True
+
+    def to_type_hint(self) -> type:
+        return DueRows
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is type(self)
+
+    def __hash__(self) -> int:
+        return hash(type(self))
