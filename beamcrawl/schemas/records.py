@@ -485,6 +485,8 @@ class HostPlan:
     record: HostRecord
     delay: float
     fetch_robots: bool
+    # Lists where the plan is made and fetched; between the two, as it crosses to its fetch
+    # shard and waits there, its cells compressed (schemas/due_rows.py DueRows).
     entries: list[FrontierEntry]
     # URLs the cached robots.txt already forbids: marked done without a fetch.
     disallowed: list[FrontierEntry] = field(default_factory=list)

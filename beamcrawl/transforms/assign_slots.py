@@ -27,6 +27,7 @@ Governed by: --min-delay, --max-delay, --round-window, --fetch-shards, --blockli
 
 from __future__ import annotations
 
+import dataclasses
 import fnmatch
 import math
 from typing import Iterable, Iterator
@@ -48,7 +49,7 @@ from beamcrawl.schemas.records import (
     Packed,
 )
 import beamcrawl.schemas.coders  # noqa: F401  (registers the record coders the output types name)
-from beamcrawl.schemas.due_rows import entries_of
+from beamcrawl.schemas.due_rows import DueRows, entries_of
 from beamcrawl.transforms.dead_letter import ERRORS, Outlet, collect
 
 __all__ = [
@@ -59,6 +60,7 @@ __all__ = [
     "from_operator",
     "hold_reason",
     "is_new_url",
+    "packed_plan",
     "plan_host",
     "ranking",
     "refusal_holding",
@@ -295,6 +297,16 @@ def plan_host(
     )
 
 
+def packed_plan(plan: HostPlan) -> HostPlan:
+    """The plan with its URLs as :class:`~beamcrawl.schemas.due_rows.DueRows` (their cells,
+    compressed), as it crosses the shuffle to its fetch shard and waits there until its host's
+    turn comes (``core/net/fetcher.py`` decodes them then): a fetch shard holds all its hosts'
+    plans at once, and most wait for a place among the hosts in flight."""
+    return dataclasses.replace(
+        plan, entries=DueRows.of_entries(plan.entries), disallowed=DueRows.of_entries(plan.disallowed)
+    )
+
+
 def url_scheme(entry: FrontierEntry) -> str:
     """The scheme of a queued URL (normalised, so lower-case), which robots.txt it is under."""
     return entry.url.partition(":")[0]
@@ -382,7 +394,7 @@ class _PlanFn(beam.DoFn):
         self.slots.inc(len(plan.entries))
         self.results_planned.inc(len(plan.entries) + len(plan.disallowed) + int(plan.fetch_robots))
         self.deferred.inc(len(entries) - len(plan.entries) - len(plan.disallowed))
-        yield plan
+        yield packed_plan(plan)
 
 
 class AssignSlots(beam.PTransform):

@@ -292,17 +292,20 @@ class _BudgetFn(beam.DoFn):
         states = read_domains(self.store, (domain for domain, _ in batch))
         rows: list[FrontierEntry] = []
         known: list[Mutation] = []
-        allowed: list[FrontierEntry] = []
+        passed: list[tuple[str, Iterable[FrontierEntry]]] = []  # the allowed rows, a host's together
         replaced: list[FrontierEntry] = []  # deferred entries, whose old rows go at commit
         bad: list[tuple[str, Exception, str]] = []  # rows that do not decode: they stay queued
         for domain, keyed in batch:
             state = states[domain]
             entries: list[FrontierEntry] = []
+            read: dict[str, list[Iterable[FrontierEntry]]] = {}
             for host, rows_of_host in keyed:  # decoded here: the select only grouped the rows
                 failed: list[tuple[str, Exception]] = []
                 entries.extend(entries_of([rows_of_host], failed))
                 bad.extend((key, exc, host) for key, exc in failed)
+                read.setdefault(host, []).append(rows_of_host)
             decision = budget_domain(state, entries, self.rules, self.now)
+            passed.extend(_passed_on(read, decision.allowed))
             self.domains.inc()
             self.allowed.inc(len(decision.allowed))
             if decision.deferred:
@@ -319,7 +322,6 @@ class _BudgetFn(beam.DoFn):
             for entry, due in decision.deferred:
                 rows.append(deferred_row(entry, due))
                 replaced.append(entry)
-            allowed.extend(decision.allowed)
         # The new rows first; only then are the old keys staged (to be deleted at commit).
         for i in range(0, len(rows), WRITE_BATCH):
             self.store.mutate("frontier", [Mutation.set(e.key, e.to_cells()) for e in rows[i : i + WRITE_BATCH]])
@@ -328,7 +330,7 @@ class _BudgetFn(beam.DoFn):
             self.store.mutate(TABLE, known)
         for key, exc, host in bad:  # each set aside with its reason, once the batch is done
             yield self.dead.tagged(exc, key, host=host)
-        yield from due_rows_by_host((entry.host, entry.to_cells()[JSON_CELL]) for entry in allowed)
+        yield from passed
 
     def finish_bundle(self) -> None:
         if self.done:
@@ -338,6 +340,25 @@ class _BudgetFn(beam.DoFn):
 
     def teardown(self) -> None:
         self.store.close()
+
+
+def _passed_on(
+    read: dict[str, list[Iterable[FrontierEntry]]], allowed: list[FrontierEntry]
+) -> Iterator[tuple[str, Iterable[FrontierEntry]]]:
+    """The allowed rows of a domain, per host: as they were read where every row of the host
+    is allowed (most hosts, most rounds: no work), else the allowed entries as new ``DueRows``
+    (a host with rows deferred, folded or unreadable)."""
+    by_host: dict[str, list[FrontierEntry]] = {}
+    for entry in allowed:
+        by_host.setdefault(entry.host, []).append(entry)
+    for host, chunks in read.items():
+        kept = by_host.pop(host, [])
+        if len(kept) == sum(map(len, chunks)):  # type: ignore[arg-type]
+            yield from ((host, chunk) for chunk in chunks)
+        elif kept:
+            yield from due_rows_by_host((host, entry.to_cells()[JSON_CELL]) for entry in kept)
+    for host, kept in by_host.items():  # an entry filed under no host it was read with: none expected
+        yield from due_rows_by_host((host, entry.to_cells()[JSON_CELL]) for entry in kept)
 
 
 def _by_domain(item: tuple[str, DueRows]) -> tuple[str, tuple[str, DueRows]]:

@@ -240,6 +240,16 @@ def test_apply_budgets_defers_in_the_store_and_stages_old_keys(tmp_path):
     assert staged == {e.key for e in trap[2:]}
 
 
+def test_a_hosts_rows_all_allowed_pass_on_as_read_and_the_others_are_made_anew():
+    read_a = DueRows.of_entries([entry(f"http://a.ok.org/{i}") for i in range(3)])
+    b = [entry(f"http://b.ok.org/{i}", priority=1 - i / 10) for i in range(4)]
+    read_b = DueRows.of_entries(b)
+    out = dict(budgets._passed_on({"a.ok.org": [read_a], "b.ok.org": [read_b]}, list(read_a) + b[:2]))
+    assert out["a.ok.org"] is read_a  # nothing decoded is encoded again
+    assert type(out["b.ok.org"]) is DueRows and list(out["b.ok.org"]) == b[:2]
+    assert dict(budgets._passed_on({"b.ok.org": [read_b]}, [])) == {}  # all deferred: nothing goes on
+
+
 def test_a_due_row_that_does_not_decode_is_set_aside_and_its_domain_still_budgeted(tmp_path):
     """Due rows come as the select read them (DueRows: stored cells, decoded here); a row
     whose values do not decode is one dead letter with its key, the domain's others go on."""

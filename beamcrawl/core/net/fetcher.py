@@ -61,6 +61,7 @@ from beamcrawl.core.net.transfer import (
     read_body,
     warc_truncated,
 )
+from beamcrawl.schemas.due_rows import entries_of
 from beamcrawl.schemas.records import FetchResult, FrontierEntry, HostPlan, HostRecord
 
 log = logging.getLogger(__name__)
@@ -243,11 +244,12 @@ class HostCrawler:
         async with self._slots:
             self.hosts_started += 1
             try:
+                plan = unpacked_plan(plan)  # decoded once its turn comes: waiting, it is compact
                 record = await self._crawl_host(plan, live)
             except Exception as exc:  # never lose a host's work to a bug in one request
                 log.exception("host %s failed", plan.host)
                 self.emit("failed", (plan, exc))  # a dead letter of the fetch stage
-                for entry in plan.entries:
+                for entry in entries_of([plan.entries], []):
                     self.emit("result", _deferred(entry, f"internal error: {exc!r}"))
                 record = plan.record
             finally:
@@ -798,6 +800,14 @@ def _scheme(url: str) -> str:
 
 def _not_fetched(entry: FrontierEntry, outcome: str) -> FetchResult:
     return FetchResult(entry=entry, outcome=outcome, url=entry.url, fetched_at=time.time())
+
+
+def unpacked_plan(plan: HostPlan) -> HostPlan:
+    """The plan with its URLs as lists of entries: a plan crosses to its fetch shard with
+    them packed (``transforms/assign_slots.packed_plan``), decoded when its host's turn comes."""
+    if type(plan.entries) is list and type(plan.disallowed) is list:
+        return plan
+    return replace(plan, entries=list(plan.entries), disallowed=list(plan.disallowed))
 
 
 def _deferred(entry: FrontierEntry, why: str) -> FetchResult:
