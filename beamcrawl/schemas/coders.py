@@ -15,15 +15,16 @@ wrote it.
 from __future__ import annotations
 
 import pickle
+import struct
 from typing import Any
 
 import apache_beam as beam
 
 from beamcrawl.schemas import records
 from beamcrawl.schemas.candidate_block import CandidateBlock, CandidateBlockCoder
-from beamcrawl.schemas.due_rows import DueRows, DueRowsCoder
+from beamcrawl.schemas.due_rows import DueRows
 
-__all__ = ["BatchCoder", "PackedCoder", "RecordCoder", "register"]
+__all__ = ["BatchCoder", "DueRowsCoder", "PackedCoder", "RecordCoder", "register"]
 
 # Items whose pickled size stands for a whole batch's in a size estimate (spread over it).
 SIZE_SAMPLE = 8
@@ -80,6 +81,35 @@ class PackedCoder(beam.coders.Coder):
 
     def to_type_hint(self) -> type:
         return records.Packed
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is type(self)
+
+    def __hash__(self) -> int:
+        return hash(type(self))
+
+
+class DueRowsCoder(beam.coders.Coder):
+    """:class:`~beamcrawl.schemas.due_rows.DueRows` as its row count and its bytes: encoding
+    and decoding copy them."""
+
+    _COUNT = struct.Struct("<Q")
+
+    def encode(self, value: DueRows) -> bytes:
+        return self._COUNT.pack(value.count) + value.blob
+
+    def decode(self, encoded: bytes) -> DueRows:
+        (count,) = self._COUNT.unpack_from(encoded)
+        return DueRows(encoded[8:], count)
+
+    def estimate_size(self, value: DueRows) -> int:
+        return 8 + len(value.blob)
+
+    def is_deterministic(self) -> bool:
+        return True
+
+    def to_type_hint(self) -> type:
+        return DueRows
 
     def __eq__(self, other: object) -> bool:
         return type(other) is type(self)

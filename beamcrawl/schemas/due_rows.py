@@ -28,13 +28,12 @@ import itertools
 import struct
 from typing import Any, Iterable, Iterator
 
-import apache_beam as beam
 from zlib_ng import zlib_ng
 
 from beamcrawl.schemas import cells as binary
 from beamcrawl.schemas.records import JSON_CELL, FrontierEntry, frontier_key
 
-__all__ = ["DueRows", "DueRowsCoder", "due_rows_by_host", "entries_of"]
+__all__ = ["DueRows", "due_rows_by_host", "entries_of"]
 
 _LENGTH = struct.Struct("<I")
 # zlib's fastest level: 0.24 µs a row to compress and 0.11 to expand, 151 to 26 bytes a row
@@ -146,31 +145,3 @@ def entries_of(chunks: Iterable[Iterable[FrontierEntry]], bad: list[tuple[str, E
         else:
             entries.extend(chunk)
     return entries
-
-
-class DueRowsCoder(beam.coders.Coder):
-    """:class:`DueRows` as its row count and its bytes: encoding and decoding copy them."""
-
-    _COUNT = struct.Struct("<Q")
-
-    def encode(self, value: DueRows) -> bytes:
-        return self._COUNT.pack(value.count) + value.blob
-
-    def decode(self, encoded: bytes) -> DueRows:
-        (count,) = self._COUNT.unpack_from(encoded)
-        return DueRows(encoded[8:], count)
-
-    def estimate_size(self, value: DueRows) -> int:
-        return 8 + len(value.blob)
-
-    def is_deterministic(self) -> bool:
-        return True
-
-    def to_type_hint(self) -> type:
-        return DueRows
-
-    def __eq__(self, other: object) -> bool:
-        return type(other) is type(self)
-
-    def __hash__(self) -> int:
-        return hash(type(self))

@@ -13,8 +13,7 @@ from hypothesis import strategies as st
 from test_shuffled_records import RECORDS  # tests/schemas/test_shuffled_records.py
 
 from beamcrawl.schemas.candidate_block import CandidateBlockCoder
-from beamcrawl.schemas.coders import PackedCoder, RecordCoder
-from beamcrawl.schemas.due_rows import DueRowsCoder
+from beamcrawl.schemas.coders import DueRowsCoder, PackedCoder, RecordCoder
 from beamcrawl.schemas.records import Candidate, FrontierEntry, HostRecord, Packed, shuffled_classes
 
 # The records of schemas/records.py (those a stage's own module defines keep the fallback coder).

@@ -14,8 +14,8 @@ from hypothesis import strategies as st
 from test_cells import _mutations, entries  # tests/schemas/test_cells.py
 
 from beamcrawl.schemas import cells as cellfmt
-from beamcrawl.schemas.coders import PackedCoder
-from beamcrawl.schemas.due_rows import DueRows, DueRowsCoder, due_rows_by_host, entries_of
+from beamcrawl.schemas.coders import DueRowsCoder, PackedCoder
+from beamcrawl.schemas.due_rows import DueRows, due_rows_by_host, entries_of
 from beamcrawl.schemas.records import JSON_CELL, FrontierEntry, Packed
 
 
