@@ -347,12 +347,6 @@ class CandidateBlockCoder(beam.coders.Coder):
     def to_type_hint(self) -> type:
         return CandidateBlock
 
-    def __eq__(self, other: object) -> bool:
-        return type(other) is type(self)
-
-    def __hash__(self) -> int:
-        return hash(type(self))
-
 
 _OTHER = b"\xff"  # then the pickled value: not a block
 

@@ -82,16 +82,10 @@ class PackedCoder(beam.coders.Coder):
     def to_type_hint(self) -> type:
         return records.Packed
 
-    def __eq__(self, other: object) -> bool:
-        return type(other) is type(self)
-
-    def __hash__(self) -> int:
-        return hash(type(self))
-
 
 class DueRowsCoder(beam.coders.Coder):
     """:class:`~beamcrawl.schemas.due_rows.DueRows` as its row count and its bytes: encoding
-    and decoding copy them."""
+    and decoding copy them. Equal to any other (Beam's ``Coder`` compares class and state)."""
 
     _COUNT = struct.Struct("<Q")
 
@@ -110,12 +104,6 @@ class DueRowsCoder(beam.coders.Coder):
 
     def to_type_hint(self) -> type:
         return DueRows
-
-    def __eq__(self, other: object) -> bool:
-        return type(other) is type(self)
-
-    def __hash__(self) -> int:
-        return hash(type(self))
 
 
 def _sampled_size(items: list[Any]) -> int:
