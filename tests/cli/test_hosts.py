@@ -11,6 +11,7 @@ import os
 import re
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -118,7 +119,9 @@ def test_close_matches_are_exactly_the_same_name_on_other_ports(
     host = f"{name}.example"
     keys = [f"{host}:{p}" for p in ports]
     neighbours = [f"{name}-x.example:80", f"{name}x.example", f"{host}.evil:81", f"a{host}:82"]
-    with open_store(f"sqlite:///{tmp_path}/{name}-{asked}.sqlite") as store:
+    # A store of its own per example: tmp_path is shared by all of them, and two examples may
+    # draw the same name with other ports (their keys must not meet in one store).
+    with open_store(f"sqlite:///{tempfile.mkdtemp(dir=tmp_path)}/store.sqlite") as store:
         store.mutate("hosts", [Mutation.set(k.encode(), HostRecord(host=k).to_cells()) for k in keys + neighbours])
         assert close_matches(store, host) == sorted(keys)[:5]
         assert close_matches(store, f"{host}:{asked}") == sorted(set(keys) - {f"{host}:{asked}"})[:5]
