@@ -20,7 +20,9 @@ results are taken from the loop in batches (``FetchRunner.drain``), so parsing t
 take the GIL from the loop for every page. Measured on simweb (1,000 hosts, 20 s window), this
 did 8% more pages per second than a reshuffle to all workers with two worker processes, and
 20% more in one process, where the reshuffle was only a cost: every result was pickled and
-read back.
+read back. When the loop fetches faster than the stage parses, it waits before its next request
+while ``--max-unparsed-bytes`` of responses are not yet parsed (core/net/backlog.py), so the
+stage holds that much, not the window's pages.
 
 Each host's record leaves the stage with its refusals brought up to date by what the host
 answered this round (core/policy/refusals.py): every page answered 401/403 to a signed
@@ -28,7 +30,7 @@ request, or a robots.txt fetched now that singles our token out, is recorded; an
 that is neither clears it.
 
 Governed by: --round-window (how long the loop may run), --min-delay/--max-delay, the
-timeouts and body cap, --fetch-shards, --max-hosts-in-flight, --ip-delay, --user-agent,
+timeouts and body cap, --fetch-shards, --max-hosts-in-flight, --max-unparsed-bytes, --ip-delay, --user-agent,
 --robots-token, --resolve, --allow-private-networks and --dns-ttl.
 """
 
@@ -96,6 +98,10 @@ class _MetricsCollector:
         self.bytes = Metrics.counter(ns, "bytes")
         self.latency_ms = Metrics.distribution(ns, "latency_ms")
         self.politeness_wait_ms = Metrics.distribution(ns, "politeness_wait_ms")
+        # Requests held back because the stage had not parsed --max-unparsed-bytes of
+        # responses yet, and how long they waited in all (core/net/backlog.py).
+        self.backlog_waits = Metrics.counter(ns, "backlog_waits")
+        self.backlog_wait_ms = Metrics.counter(ns, "backlog_wait_ms")
         self.status = {c: Metrics.counter(ns, f"status/{c}xx") for c in range(1, 6)}
         # The report's breakdowns of errors and deferrals (a fixed vocabulary each).
         self.error_kinds = {k: Metrics.counter(ns, f"error_kind/{k}") for k in ERROR_KINDS}
@@ -276,6 +282,7 @@ class _FetchShardsFn(beam.DoFn):
         finally:
             self._publish_levels(float("inf"))
             self.runner.close()
+            self._report_backlog(self.runner)
             self.runner = None
             if self.fence.requests:
                 log.debug(
@@ -287,6 +294,18 @@ class _FetchShardsFn(beam.DoFn):
 
     def teardown(self) -> None:
         self.fence.close()
+
+    def _report_backlog(self, runner: FetchRunner) -> None:
+        backlog = runner.backlog
+        if self.metrics is not None and backlog.waits:
+            self.metrics.backlog_waits.inc(backlog.waits)
+            self.metrics.backlog_wait_ms.inc(int(backlog.waited * 1000))
+        log.info(
+            "fetch: at most %.1f MB of responses waited to be parsed; %d requests waited %.1f s for the stage",
+            backlog.peak / 1e6,
+            backlog.waits,
+            backlog.waited,
+        )
 
     def _route(self, kind: str, value: Any) -> Any:
         if kind == "host":

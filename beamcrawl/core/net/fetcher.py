@@ -42,6 +42,7 @@ from urllib.parse import urljoin, urlsplit
 import aiohttp
 
 from beamcrawl.core.net import botauth
+from beamcrawl.core.net.backlog import Backlog, result_bytes
 from beamcrawl.core.policy import politeness
 from beamcrawl.core.net.conditional import conditional_headers
 from beamcrawl.core.runtime.config import CrawlConfig
@@ -187,11 +188,15 @@ class HostCrawler:
         emit: Callable[[str, Any], None],
         deadline: float,
         guard: RequestGuard | None = None,
+        backlog: Backlog | None = None,
     ) -> None:
         self.cfg = cfg
         self.emit = emit
         self.deadline = deadline
         self.guard = guard
+        # Results emitted and not yet parsed (core/net/backlog.py): no request goes out while
+        # it is full. None: unbounded (a caller that keeps every result, like the tests').
+        self.backlog = backlog
         # Shards whose round was fenced (the guard said stop), with the reason: they send
         # nothing more, and their hosts' remaining URLs go back to the frontier.
         self.fenced: dict[int, str] = {}
@@ -408,7 +413,8 @@ class HostCrawler:
     async def _request(
         self, record: HostRecord, entry: FrontierEntry, url: str, ip: str | None, delay: float, shard: int
     ) -> FetchResult | None:
-        """Waits for the host's turn, then the server IP's, then GETs ``url``.
+        """Waits for room in the backlog of unparsed results (when the loop has one), then for
+        the host's turn, then the server IP's, then GETs ``url``.
 
         Returns None, without a request, when the round window ended while waiting, or when
         the guard refused it (the shard is then fenced: see :attr:`fenced`). The guard is
@@ -418,6 +424,8 @@ class HostCrawler:
         # One request in flight per host, whoever asks: the host's own URLs and redirect hops
         # from other hosts take turns on its lock.
         async with self._turns.setdefault(record.host, asyncio.Lock()):
+            if self.backlog is not None:  # not while the stage is behind: a wait, never a gap cut short
+                await self.backlog.room()
             waited = await self._wait_turn(record, delay)
             async with self._ip_turn(record.ip) as ip_waited:
                 if time.time() >= self.deadline or shard in self.fenced:
@@ -910,7 +918,12 @@ class FetchRunner:
         self.cfg = cfg
         # SimpleQueue: its put and get are C, without queue.Queue's Python-level locks and
         # conditions, which cost the fetch thread and the draining thread a handoff per page.
-        self._out: queue.SimpleQueue[tuple[str, Any]] = queue.SimpleQueue()
+        # Each item is (kind, value, bytes it holds while it waits).
+        self._out: queue.SimpleQueue[tuple[str, Any, int]] = queue.SimpleQueue()
+        # What waits in _out, bounded: the loop sends no request while it is full, so a loop
+        # that fetches faster than the draining thread parses holds --max-unparsed-bytes, not
+        # the round's pages (core/net/backlog.py).
+        self.backlog = Backlog(cfg.max_unparsed_bytes)
         self._pending = 0
         self._lock = threading.Lock()
         self._loop = asyncio.new_event_loop()
@@ -919,14 +932,17 @@ class FetchRunner:
         self.deadline = time.time() + cfg.round_window
 
         async def _start() -> HostCrawler:  # aiohttp objects belong to the loop they are made in
-            crawler = HostCrawler(cfg, self._emit, self.deadline, guard)
+            crawler = HostCrawler(cfg, self._emit, self.deadline, guard, self.backlog)
             await crawler.open()
             return crawler
 
         self._crawler = asyncio.run_coroutine_threadsafe(_start(), self._loop).result()
 
     def _emit(self, kind: str, value: Any) -> None:
-        self._out.put((kind, value))
+        size = result_bytes(value) if kind == "result" else 0
+        if size:
+            self.backlog.put(size)
+        self._out.put((kind, value, size))
 
     def levels(self) -> tuple[int, int, int, int]:
         """Hosts started and finished, politeness waits started and finished, so far."""
@@ -937,7 +953,7 @@ class FetchRunner:
         with self._lock:
             self._pending += 1
         fut = asyncio.run_coroutine_threadsafe(self._crawler.crawl(plan), self._loop)
-        fut.add_done_callback(lambda _f: self._out.put(("done", None)))
+        fut.add_done_callback(lambda _f: self._out.put(("done", None, 0)))
 
     def drain(self, wait: bool = False) -> Iterator[tuple[str, Any]]:
         """Yields what the loop emitted: what is ready now, or with ``wait`` everything until
@@ -955,10 +971,12 @@ class FetchRunner:
             took = False
             while True:
                 try:
-                    kind, value = self._out.get_nowait()
+                    kind, value, size = self._out.get_nowait()
                 except queue.Empty:
                     break
                 took = True
+                if size:
+                    self.backlog.took(size)
                 if kind == "done":
                     with self._lock:
                         self._pending -= 1

@@ -360,6 +360,14 @@ class CrawlConfig:
         "Hosts crawled at once by one fetch loop (like Scrapy's CONCURRENT_REQUESTS).",
         minimum=1,
     )
+    max_unparsed_bytes: int = _setting(
+        64 * MiB,
+        "Most bytes of fetched responses one fetch loop holds before the stage has parsed "
+        "them; past it the loop sends no request until half of that is parsed (memory stays "
+        "flat however long the window, when pages come faster than they are parsed).",
+        minimum=1,
+        unit="bytes",
+    )
     seen_bucket_bits: int = _setting(
         4,
         "The URL-seen join uses at least 2^bits fingerprint buckets (key ranges of the seen "
