@@ -197,7 +197,7 @@ def run_round(
     notes: dict[str, Any] = {}
     moved = commit_round(store, outputs, notes)
     finished = time.time()
-    frontier_left = store.count_rows("frontier")
+    frontier_left, frontier_exact = store.report_rows("frontier")
     pages = metrics.get("fetch/success", 0)
     report = {
         "round": round_no,
@@ -246,6 +246,9 @@ def run_round(
         # one in force this round, and those URLs (left queued).
         "refusals": refusal_figures(metrics),
         "frontier_size": frontier_left,
+        # False where counting would be a scan of the table (Bigtable, past 20,000 rows): an
+        # estimate from the table's size (stores/bigtable.py, report_rows).
+        "frontier_size_exact": frontier_exact,
         "pages_per_second": round_rate(pages, fetch_done - started),
         # Bytes into GroupByKeys and side inputs, and main inputs held for a side input
         # (pipelines/job_metrics.py: on the in-process runner, Flink and Prism; None where the

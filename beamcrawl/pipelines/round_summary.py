@@ -27,7 +27,8 @@ def summary(report: dict[str, Any]) -> str:
         f"  refused by address policy {report.get('refused', 0)} (never connected: link-local always, loopback "
         f"and private addresses without --allow-private-networks)",
         f"  links found {report['links_found']}, refused by shape {report['links_refused_by_shape']}, "
-        f"new URLs {report['new_urls']}, frontier now {report['frontier_size']}",
+        f"new URLs {report['new_urls']}, frontier now "
+        f"{'' if report.get('frontier_size_exact', True) else 'about '}{report['frontier_size']}",
         f"  deferred by budgets {report['deferred_by_budgets']} (queued URLs set aside, due again later, never "
         f"deleted: over the domain's page budget {m.get('budgets/urls_over_budget', 0)}, over a host's or "
         f"domain's cap on new URLs or host names {m.get('budgets/urls_new_host_capped', 0)}; seeds and submissions "

@@ -443,6 +443,20 @@ class BigtableStore(Store):
                     out[row.row_key] = {} if keys_only else _cells(row)
         return out
 
+    def report_rows(self, table: str) -> tuple[int, bool]:
+        """The row count a round reports: exact below
+        :data:`~beamcrawl.stores.interface.ESTIMATE_EXACT_ROWS` rows, else
+        :meth:`estimate_rows` (SampleRowKeys and a short scan). Bigtable has no count: an
+        exact one is every key of the table streamed to the client, which after every round
+        of a billion-row frontier would take longer than the round.
+
+        Raises:
+            ValueError: Unknown table.
+            StoreError: The table is missing or unreachable.
+        """
+        n = self.estimate_rows(table)
+        return n, n < ESTIMATE_EXACT_ROWS
+
     def estimate_rows(self, table: str) -> int:
         """Estimates the row count from SampleRowKeys (one cheap request) and a short scan.
 

@@ -113,7 +113,7 @@ class Store(abc.ABC):
         """
 
     def count_rows(self, table: str) -> int:
-        """How many rows ``table`` holds, exactly (a round's report: the frontier left).
+        """How many rows ``table`` holds, exactly.
 
         The default counts the keys of one keys-only scan, in the client: linear in the
         table, what Bigtable offers (it has no count; its server strips the values, the
@@ -125,6 +125,19 @@ class Store(abc.ABC):
         """
         check_table(table)
         return sum(1 for _ in self.read_range(table, keys_only=True))
+
+    def report_rows(self, table: str) -> tuple[int, bool]:
+        """How many rows ``table`` holds, for a round's report, and whether that is exact.
+
+        Asked after every round (the frontier left), so it must not cost what the table
+        costs to read: the default is the exact :meth:`count_rows`, for backends that count
+        where the rows are; a backend whose count is a scan through the client (Bigtable)
+        gives its :meth:`estimate_rows` for a large table instead.
+
+        Raises:
+            ValueError: Unknown table.
+        """
+        return self.count_rows(table), True
 
     def estimate_rows(self, table: str) -> int:
         """A cheap estimate of how many rows ``table`` holds (for sizing batch joins).

@@ -103,6 +103,9 @@ def test_prints_a_summary_per_round(crawl_run):
     # in-process runner from its result, Prism and Flink from their job service.
     assert r2["shuffle_bytes"] > 0 and r2["shuffle_bytes_per_page"] > 0
     assert r2["shuffle_bytes_by_step"]["Crawl round/Fetch/Group by fetch shard"] > 0
+    # The frontier left, counted: this store is small (an estimate only past 20,000 rows).
+    assert r2["frontier_size_exact"] is True
+    assert r2["frontier_size"] == len(crawl_run["state"]["frontier"]) > 0
 
 
 def test_server_side_politeness_audit_is_clean(crawl_run):

@@ -310,6 +310,25 @@ def test_estimate_rows_from_samples(bigtable_uri: str) -> None:
         assert 22_500 <= store.estimate_rows("frontier") <= 27_500  # keys not uniform: bytes work
 
 
+def test_a_rounds_frontier_count_is_exact_when_small_and_estimated_when_large(bigtable_uri: str) -> None:
+    """After every round the report gives the frontier left: counted while the table is small,
+    from SampleRowKeys past that (an exact count streams every key to the client), and
+    the report says which."""
+    import struct
+
+    from beamcrawl.stores.interface import ESTIMATE_EXACT_ROWS
+
+    with open_store(bigtable_uri) as store:
+        rows = lambda lo, hi: [  # noqa: E731
+            Mutation.set(struct.pack(">QQ", 1_700_000_000_000 + i, i), {"r:json": b"{}"}) for i in range(lo, hi)
+        ]
+        store.mutate("frontier", rows(0, 1_000))
+        assert store.report_rows("frontier") == (1_000, True)
+        store.mutate("frontier", rows(1_000, ESTIMATE_EXACT_ROWS + 10_000))
+        n, exact = store.report_rows("frontier")
+        assert not exact and abs(n - (ESTIMATE_EXACT_ROWS + 10_000)) <= 0.1 * (ESTIMATE_EXACT_ROWS + 10_000)
+
+
 # --- the emulator helper -------------------------------------------------------------------
 
 

@@ -262,8 +262,11 @@ def test_count_rows_counts_rows_not_cells(store: Store) -> None:
     store.mutate("frontier", [Mutation.delete_row(b"%03d" % i) for i in range(0, 250, 5)])
     store.mutate("urls", [Mutation.set(b"k", {"u:q": b"1"})])  # another table's rows are not counted
     assert store.count_rows("frontier") == 200 == len(_keys(store, "frontier", keys_only=True))
+    assert store.report_rows("frontier") == (200, True)  # a small table: every store counts it
     with pytest.raises(ValueError, match="nope"):
         store.count_rows("nope")
+    with pytest.raises(ValueError, match="nope"):
+        store.report_rows("nope")
 
 
 # --- errors -----------------------------------------------------------------------------

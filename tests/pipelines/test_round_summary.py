@@ -1,0 +1,23 @@
+"""The console summary of a round says whether the frontier left was counted or estimated."""
+
+from __future__ import annotations
+
+from beamcrawl.pipelines.round_summary import summary
+
+KEYS = (
+    "robots_fetches bytes deferred deferred_by_budgets fetch_errors hosts_planned links_found "
+    "links_refused_by_shape new_urls pages_per_second pipeline_seconds responses robots_disallowed "
+    "round urls_assigned urls_due"
+).split()
+
+
+def _report(**kw) -> dict:
+    report = {k: 1 for k in KEYS} | {"metrics": {}, "files": {}, "purposes": []}
+    return report | kw
+
+
+def test_a_counted_frontier_is_given_as_counted_and_an_estimate_as_about():
+    assert "frontier now 2500000" in summary(_report(frontier_size=2_500_000, frontier_size_exact=True))
+    assert "frontier now about 2500000" in summary(_report(frontier_size=2_500_000, frontier_size_exact=False))
+    # A report written before the field existed was always counted.
+    assert "frontier now 7\n" in summary(_report(frontier_size=7))
