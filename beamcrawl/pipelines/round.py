@@ -44,7 +44,7 @@ from beamcrawl.transforms.record import RecordHostState, RecordUrlState
 from beamcrawl.transforms.resolve import ResolveHosts
 from beamcrawl.transforms.select import ReadDueFrontier, ReadHostState
 from beamcrawl.transforms.set_aside import SetBodiesAside
-from beamcrawl.transforms.url_seen import ExtractCandidates, QueueUnseenUrls
+from beamcrawl.transforms.url_seen import CANDIDATE_BLOCKS, ExtractCandidates, QueueUnseenUrls
 from beamcrawl.transforms.warc_io import WriteWarc
 
 
@@ -114,7 +114,11 @@ class CrawlRound(beam.PTransform[beam.pvalue.PBegin, dict[str, beam.PCollection]
                 | "Discovered URLs" >> ExtractCandidates(cfg.shape_rules(), cfg.max_redirects)
                 | "URL seen"
                 >> QueueUnseenUrls(
-                    cfg.store, cfg.seen_bucket_bits, now_ms, lastmod_hints=cfg.revisit_policy == "adaptive"
+                    cfg.store,
+                    cfg.seen_bucket_bits,
+                    now_ms,
+                    lastmod_hints=cfg.revisit_policy == "adaptive",
+                    staging=outputs.staged(CANDIDATE_BLOCKS),
                 )
             )
 

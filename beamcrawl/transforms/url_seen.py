@@ -6,7 +6,10 @@ counts add up) and emits one block per fingerprint bucket — the
 fingerprint's top bits, so a bucket is one contiguous key range of the seen set. A block
 (``CandidateBlock``, schemas/candidate_block.py) holds its candidates as columns, so what
 crosses the bucket shuffle is fingerprints and small fixed-width arrays, not a pickled
-object per URL. After a ``GroupByKey`` on bucket, each bucket's blocks are combined and
+object per URL; in a round the blocks themselves wait on disk, in span files of the round's
+staging (core/runtime/batch_files.py), and only a span per block (file, offset, length)
+crosses the shuffle, so the runner does not hold the round's discovered URLs until the last
+bundle is done. After a ``GroupByKey`` on bucket, each bucket's blocks are combined and
 sorted as arrays (:func:`combine_blocks`, under ``Candidate.merge``'s rules) and their
 fingerprints merged against the keys of its range (a keys-only range scan), a chunk of keys
 at a time, by ``searchsorted`` (:func:`seen_mask`); only the new URLs, and the known ones a
@@ -35,6 +38,7 @@ Governed by: --seen-bucket-bits (at least 2^bits buckets; more when the seen set
 
 from __future__ import annotations
 
+import errno
 import json
 import math
 from itertools import chain, islice
@@ -59,6 +63,7 @@ from beamcrawl.core.policy.change_rate import (
     redirect_allowed,
 )
 from beamcrawl.core.runtime import gctune
+from beamcrawl.core.runtime.batch_files import SpanRef, read_spans, write_spans
 from beamcrawl.core.runtime.config import MAX_REDIRECTS
 from beamcrawl.core.urls.urlnorm import host_of
 from beamcrawl.core.urls.urlshape import REASONS, ShapeRules
@@ -102,6 +107,9 @@ COMBINE_AT_MOST = 50_000
 # Offers a bundle collects before it combines them with those it holds (one array pass).
 COMBINE_BATCH = 4_096
 
+
+# The staging folder where a round's candidate blocks wait for the merge (never committed).
+CANDIDATE_BLOCKS = "candidateblocks"
 
 MAX_BUCKET_BITS = 16
 # A bucket's range scan should stay short (seconds) and its work even across workers.
@@ -704,9 +712,11 @@ class _BucketFn(beam.DoFn):
     offer is combined a few times at most, and at most ``2 × COMBINE_AT_MOST`` are held.
     An element may be a list of any length (a page's links, or a batch of pages')."""
 
-    def __init__(self, bits: int) -> None:
+    def __init__(self, bits: int, staging: str | None = None) -> None:
         self.bits = bits
+        self.staging = staging
         self.received = Metrics.counter("url_seen", "offered")
+        self.spilled = Metrics.counter("url_seen", "block_bytes_set_aside")
         self.dead = Outlet("url_seen")
 
     def start_bundle(self) -> None:
@@ -762,9 +772,22 @@ class _BucketFn(beam.DoFn):
                 yield letter(exc, cand)
         self.held = CandidateBlock.from_candidates([folded[fp] for fp in sorted(folded)])
 
-    def _blocks(self) -> Iterator[tuple[int, CandidateBlock]]:
+    def _blocks(self) -> Iterator[tuple[int, CandidateBlock | SpanRef]]:
         held, self.held = self.held, CandidateBlock.empty()
-        yield from bucket_blocks(held, self.bits)
+        if self.staging is None:
+            yield from bucket_blocks(held, self.bits)
+            return
+        # Set aside: every bucket's block in one span file, only its span crosses the shuffle.
+        buckets: list[int] = []
+
+        def encoded() -> Iterator[bytes]:
+            for bucket, block in bucket_blocks(held, self.bits):
+                buckets.append(bucket)
+                yield block.encode()
+
+        refs = write_spans(self.staging, encoded())
+        self.spilled.inc(sum(ref.length for ref in refs))
+        yield from zip(buckets, refs)
 
     def finish_bundle(self) -> Iterator[Any]:
         yield from self._combine(windowed=True)
@@ -804,8 +827,10 @@ class _MergeBucketFn(beam.DoFn):
         keyset_cost_ratio: float,
         path: JoinPath,
         lastmod_hints: bool = True,
+        staging: str | None = None,
     ) -> None:
         self.store_uri = store_uri
+        self.staging = staging
         self.lastmod_hints = lastmod_hints
         self.hints = Metrics.counter("url_seen", "lastmod_hints")
         self.bits = bits
@@ -821,9 +846,9 @@ class _MergeBucketFn(beam.DoFn):
         gctune.tune()
         self.store = open_store(self.store_uri)
 
-    def process(self, element: tuple[int, Iterable[CandidateBlock]]) -> Iterator[Any]:
+    def process(self, element: tuple[int, Iterable[CandidateBlock | SpanRef]]) -> Iterator[Any]:
         _, groups = element
-        blocks = list(groups)
+        blocks = self._read(list(groups))
         try:
             out = self._merge_blocks(blocks)
         except Exception as exc:
@@ -838,6 +863,20 @@ class _MergeBucketFn(beam.DoFn):
                 yield beam.pvalue.TaggedOutput(ERRORS, letter)
             return
         yield from out
+
+    def _read(self, items: list[Any]) -> list[CandidateBlock]:
+        """The bucket's blocks: as they came, or read back from their span files. A file
+        that will not read, or a block that will not decode, is the round's own output gone
+        bad: an infrastructure failure (``OSError``), the round is redone."""
+        if self.staging is None:
+            return items
+        blocks = []
+        for data in read_spans(self.staging, items):
+            try:
+                blocks.append(CandidateBlock.decode(data))
+            except ValueError as exc:
+                raise OSError(errno.EIO, f"a set-aside candidate block does not decode: {exc}") from exc
+        return blocks
 
     def _merge_blocks(self, blocks: Sequence[CandidateBlock]) -> list[Packed]:
         """The bucket's blocks combined as columns and merged with the seen set; only the
@@ -904,6 +943,8 @@ class QueueUnseenUrls(beam.PTransform):
         max_bits: At most ``2**max_bits`` buckets (pass ``bits`` to fix the count).
         path: ``"auto"`` picks scan or key set per bucket by cost; ``"scan"`` or
             ``"keyset"`` forces one.
+        staging: A folder of the round's staging: the blocks wait for the merge there, in
+            span files, and only their spans cross the shuffle. None: the blocks cross it.
         seen_rows: The seen set's size; default the store's estimate, read once here,
             at pipeline construction.
         candidates: Expected distinct offers this round, if known (sizes buckets too).
@@ -925,9 +966,11 @@ class QueueUnseenUrls(beam.PTransform):
         candidates: int | None = None,
         keyset_cost_ratio: float | None = None,
         lastmod_hints: bool = True,
+        staging: str | None = None,
     ) -> None:
         super().__init__()
         self.lastmod_hints = lastmod_hints
+        self.staging = staging
         if path not in ("auto", "scan", "keyset"):
             raise ValueError(f"path must be auto, scan or keyset, got {path!r}")
         self.store_uri = store_uri
@@ -962,10 +1005,13 @@ class QueueUnseenUrls(beam.PTransform):
             self.keyset_cost_ratio,
             self.path,
             self.lastmod_hints,
+            self.staging,
         )
         buckets = candidate_lists | "Combine per fingerprint, bucket by top bits" >> beam.ParDo(
-            _BucketFn(self.bits)
-        ).with_output_types(tuple[int, CandidateBlock]).with_outputs(ERRORS, main="buckets")
+            _BucketFn(self.bits, self.staging)
+        ).with_output_types(tuple[int, CandidateBlock if self.staging is None else Any]).with_outputs(
+            ERRORS, main="buckets"
+        )
         collect(buckets[ERRORS])
         new = (
             buckets.buckets

@@ -78,8 +78,10 @@ def test_buckets_partition_the_key_space_in_order():
 
 
 class TestQueueUnseenUrls:
-    def test_only_never_seen_urls_reach_the_frontier(self, tmp_path):
+    @pytest.mark.parametrize("set_aside", [False, True], ids=["blocks-shuffled", "blocks-set-aside"])
+    def test_only_never_seen_urls_reach_the_frontier(self, tmp_path, set_aside):
         uri = f"sqlite:///{tmp_path}/store.sqlite"
+        staging = str(tmp_path / "staging" / "candidateblocks") if set_aside else None
         rng = random.Random(11)
         seen = [(1 << 63) | rng.getrandbits(63) for _ in range(50)] + [rng.getrandbits(63) for _ in range(50)]
         with open_store(uri) as store:
@@ -90,9 +92,13 @@ class TestQueueUnseenUrls:
             [cand(f) for f in seen[30:] + fresh[20:]],  # overlaps: combined per fingerprint
         ]
         with TestPipeline(runner="FnApiRunner") as p:
-            new = p | beam.Create(pages) | QueueUnseenUrls(uri, bits=3, now_ms=5000) | beam.FlatMap(list)
+            new = (
+                p | beam.Create(pages) | QueueUnseenUrls(uri, bits=3, now_ms=5000, staging=staging) | beam.FlatMap(list)
+            )
             assert_that(new | beam.Map(lambda e: e.fp), equal_to(sorted(set(fresh) - set(seen))))
             assert_that(collected(p), equal_to([]), label="No dead letters")
+        if set_aside:  # the blocks waited on disk: one span file per bundle's emission
+            assert list((tmp_path / "staging" / "candidateblocks").glob("*.spans"))
 
         with open_store(uri) as store:
             frontier = [FrontierEntry.from_cells(c) for _, c in store.read_range("frontier")]
@@ -113,6 +119,60 @@ class TestQueueUnseenUrls:
                 new = p | beam.Create(pages) | QueueUnseenUrls(uri, bits=2, now_ms=1) | beam.FlatMap(list)
                 assert_that(new | beam.combiners.Count.Globally(), equal_to([expected]))
                 assert_that(collected(p), equal_to([]), label="No dead letters")
+
+
+def test_blocks_set_aside_in_many_files_merge_as_the_shuffled_ones(tmp_path, monkeypatch):
+    """Bundles that emit their blocks often (a low COMBINE_AT_MOST) write many span files,
+    with offers of one URL in several of them: the merge reads each bucket's spans back and
+    queues what the blocks crossing the shuffle queue, in-link counts and all."""
+    from beamcrawl.transforms import url_seen
+
+    monkeypatch.setattr(url_seen, "COMBINE_AT_MOST", 50)
+    monkeypatch.setattr(url_seen, "COMBINE_BATCH", 20)
+    rng = random.Random(5)
+    fps = [rng.getrandbits(64) for _ in range(400)]
+    pages = [[cand(f) for f in rng.sample(fps, 60)] for _ in range(30)]
+    queued = {}
+    for name, staging in (("shuffled", None), ("set_aside", str(tmp_path / "spans"))):
+        uri = f"sqlite:///{tmp_path}/{name}.sqlite"
+        with TestPipeline(runner="FnApiRunner") as p:
+            _ = p | beam.Create(pages) | QueueUnseenUrls(uri, bits=2, now_ms=3, staging=staging)
+            assert_that(collected(p), equal_to([]), label="No dead letters")
+        with open_store(uri) as store:
+            queued[name] = sorted(
+                (e.fp, e.url, e.inlinks, e.depth, e.priority)
+                for e in (FrontierEntry.from_cells(c) for _, c in store.read_range("frontier"))
+            )
+    assert len(list((tmp_path / "spans").glob("*.spans"))) > 2
+    assert queued["set_aside"] == queued["shuffled"]
+    assert sum(inlinks for _, _, inlinks, _, _ in queued["set_aside"]) == 30 * 60
+
+
+def test_a_span_file_lost_before_the_merge_fails_the_round(tmp_path, monkeypatch):
+    """The blocks are the round's own files: one gone is an infrastructure failure (the
+    round is redone), never URLs silently not queued."""
+    from beamcrawl.core.runtime import batch_files
+    from beamcrawl.transforms import url_seen
+
+    real = batch_files.read_spans
+
+    def lost(folder, refs):
+        for path in (tmp_path / "spans").glob("*.spans"):
+            path.unlink()
+        return real(folder, refs)
+
+    monkeypatch.setattr(url_seen, "read_spans", lost)
+    uri = f"sqlite:///{tmp_path}/store.sqlite"
+    with pytest.raises(Exception, match="No such file|spans"):
+        with TestPipeline(runner="FnApiRunner") as p:
+            _ = (
+                p
+                | beam.Create([[cand(f) for f in range(100)]])
+                | QueueUnseenUrls(uri, bits=2, now_ms=3, staging=str(tmp_path / "spans"))
+            )
+            assert_that(collected(p), equal_to([]), label="No dead letters")
+    with open_store(uri) as store:
+        assert not list(store.read_range("frontier"))
 
 
 # --- at scale: bucket sizing, the scan and key-set paths, on both backends --------------

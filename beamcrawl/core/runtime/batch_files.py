@@ -17,18 +17,22 @@ so a rerun never reads a crashed attempt's files.
 A file is a sequence of records, each a 4-byte big-endian length and that many bytes; the
 reference carries the count and the file's length, and a file that does not match them is an
 infrastructure failure (``OSError``: the round fails and is redone).
+
+Records bound for different readers (a shuffle's keys) go to one file together with
+:func:`write_spans`: one :class:`SpanRef` per record (its file, offset and length) is what
+crosses the shuffle, and each reader reads only its own spans (:func:`read_spans`).
 """
 
 from __future__ import annotations
 
 import errno
 import struct
-from typing import IO, Iterator, NamedTuple
+from typing import IO, Iterable, Iterator, NamedTuple
 
 from beamcrawl.core.runtime import files
 from beamcrawl.core.runtime.outputs import part_name
 
-__all__ = ["BatchRef", "BatchWriter", "read_batch"]
+__all__ = ["BatchRef", "BatchWriter", "SpanRef", "read_batch", "read_spans", "write_spans"]
 
 _LENGTH = struct.Struct(">I")
 
@@ -103,3 +107,65 @@ def read_batch(folder: str, ref: BatchRef) -> Iterator[bytes]:
 
 def _short(ref: BatchRef, read: int) -> OSError:
     return OSError(errno.EIO, f"batch file {ref.name} is short: {read} of {ref.length} bytes")
+
+
+class SpanRef(NamedTuple):
+    """One record of a span file: the file's name in the folder, and where the record lies."""
+
+    name: str
+    offset: int
+    length: int
+
+
+def write_spans(folder: str, records: Iterable[bytes]) -> list[SpanRef]:
+    """Writes ``records`` one after another, as they come, to a new file in ``folder``,
+    closes it, and returns each record's :class:`SpanRef`, in order (none, and no file, for
+    no records)."""
+    refs: list[SpanRef] = []
+    fh: IO[bytes] | None = None
+    name = part_name(".spans")
+    offset = 0
+    try:
+        for record in records:
+            if fh is None:
+                fh = files.open_write(files.join(folder, name))
+            fh.write(record)
+            refs.append(SpanRef(name, offset, len(record)))
+            offset += len(record)
+    finally:
+        if fh is not None:
+            fh.close()
+    return refs
+
+
+def read_spans(folder: str, refs: list[SpanRef]) -> Iterator[bytes]:
+    """The records ``refs`` name, in their order; each file opened once.
+
+    Raises:
+        OSError: A file is missing or shorter than a span says.
+    """
+    order = sorted(range(len(refs)), key=lambda i: (refs[i].name, refs[i].offset))
+    got: dict[int, bytes] = {}
+    fh: IO[bytes] | None = None
+    name = None
+    try:
+        for i in order:
+            ref = refs[i]
+            if ref.name != name:
+                if fh is not None:
+                    fh.close()
+                name = ref.name
+                fh = files.open_read(files.join(folder, ref.name))
+            assert fh is not None
+            fh.seek(ref.offset)
+            record = fh.read(ref.length)
+            if len(record) != ref.length:
+                raise OSError(
+                    errno.EIO, f"span file {ref.name} is short: {len(record)} of {ref.length} bytes at {ref.offset}"
+                )
+            got[i] = record
+    finally:
+        if fh is not None:
+            fh.close()
+    for i in range(len(refs)):
+        yield got.pop(i)

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from beamcrawl.core.runtime.batch_files import BatchRef, BatchWriter, read_batch
+from beamcrawl.core.runtime.batch_files import BatchRef, BatchWriter, read_batch, read_spans, write_spans
 
 
 def write_all(folder: str, records: list[bytes], max_records: int, max_bytes: int) -> list[BatchRef]:
@@ -63,3 +63,33 @@ def test_a_writer_with_no_records_leaves_no_file(tmp_path):
     assert not (tmp_path / "none").exists()
     with pytest.raises(ValueError):
         BatchWriter(str(tmp_path), 0, 100)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    files=st.lists(st.lists(st.binary(max_size=200), max_size=12), max_size=5),
+    data=st.data(),
+)
+def test_any_spans_of_any_files_read_back_in_the_order_asked(tmp_path_factory, files, data):
+    """Several span files (one per emission), and a reader asking for any subset of their
+    records in any order (a shuffle's group): each comes back whole, in the order asked."""
+    folder = str(tmp_path_factory.mktemp("spans"))
+    written = [(ref, record) for records in files for ref, record in zip(write_spans(folder, records), records)]
+    assert len(os.listdir(folder)) == sum(1 for records in files if records)  # no file for no records
+    order = data.draw(st.permutations(written))
+    asked = order[: data.draw(st.integers(0, len(order)))]
+    assert list(read_spans(folder, [ref for ref, _ in asked])) == [record for _, record in asked]
+
+
+def test_a_span_past_its_files_end_fails(tmp_path):
+    folder = str(tmp_path)
+    refs = write_spans(folder, [b"one", b"two", b"three"])
+    path = os.path.join(folder, refs[0].name)
+    with open(path, "rb+") as fh:
+        fh.truncate(8)
+    assert list(read_spans(folder, refs[:2])) == [b"one", b"two"]
+    with pytest.raises(OSError, match="short"):
+        list(read_spans(folder, refs))
+    os.remove(path)
+    with pytest.raises(OSError):
+        list(read_spans(folder, refs[:1]))
