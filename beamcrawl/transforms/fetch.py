@@ -300,7 +300,9 @@ class _FetchShardsFn(beam.DoFn):
         if self.metrics is not None and backlog.waits:
             self.metrics.backlog_waits.inc(backlog.waits)
             self.metrics.backlog_wait_ms.inc(int(backlog.waited * 1000))
-        log.info(
+        # INFO only when the stage held the loop back (a line a user should see), else DEBUG.
+        log.log(
+            logging.INFO if backlog.waits else logging.DEBUG,
             "fetch: at most %.1f MB of responses waited to be parsed; %d requests waited %.1f s for the stage",
             backlog.peak / 1e6,
             backlog.waits,

@@ -492,7 +492,7 @@ def test_on_a_terminal_log_lines_do_not_break_the_bar(tmp_path):
     assert logged, "\n".join(screen)
     for line in logged:  # whole lines of their own, not drawn over by the bar
         assert line.split(" INFO ", 1)[1].startswith("beamcrawl.transforms.fetch: fetch: ") and line.endswith(
-            "in this bundle"
+            ("in this bundle", "for the stage")  # progress, or how long the stage held the loop back
         ), line
         assert "settled" not in line and "waiting on delay" not in line, line
     bars = [line for line in screen if "settled [" in line]

@@ -314,12 +314,14 @@ def test_flink_two_slots_each_ip_has_one_owner(flink_parallel_run):
             assert nxt["start"] - prev["start"] >= IP_DELAY, (ip, prev, nxt)
             assert nxt["start"] - prev["end"] >= IP_DELAY - SERVER_END_LAG, (ip, prev, nxt)
         spans[ip] = [(r["start"], r["end"]) for r in reqs]
-    # ... while different IPs were fetched at the same time (they do not wait for one another)
-    overlapping = sum(
+    # ... while different IPs did not wait for one another: were they one clock, any two
+    # requests would start IP_DELAY apart. (Requests on loopback last a few ms, so whether two
+    # of different IPs overlap outright is chance; one close pair is not.)
+    close = sum(
         1 for a in IPS for b in IPS if a < b
-        for s1, e1 in spans[a] for s2, e2 in spans[b] if s1 < e2 and s2 < e1
+        for s1, _ in spans[a] for s2, _ in spans[b] if abs(s1 - s2) < IP_DELAY / 2
     )  # fmt: skip
-    assert overlapping > 0
+    assert close > 0
 
 
 # A Flink task's state change, as the job server logs it (pipelines/flink.py sets the format):
