@@ -1,6 +1,6 @@
 """beamcrawl: a polite, web-scale crawler written as a batch Apache Beam pipeline."""
 
-from setuptools import find_packages, setup
+from setuptools import Extension, find_packages, setup
 
 BEAM_VERSION = "2.77.0"  # must match Dockerfile
 
@@ -12,6 +12,10 @@ setup(
     long_description_content_type="text/markdown",
     python_requires=">=3.10",
     packages=find_packages(include=["beamcrawl", "beamcrawl.*"]),
+    # The simhash of a page's words in C (core/content/textfp.py). Optional: where no C
+    # compiler is at hand the install goes on, and textfp computes the same bits in Python
+    # (slower: bench/README.md, "A compiled simhash").
+    ext_modules=[Extension("beamcrawl.core.content._simhash", ["beamcrawl/core/content/_simhash.c"], optional=True)],
     install_requires=[
         f"apache-beam[gcp]=={BEAM_VERSION}",
         "google-cloud-bigtable>=2.20,<3",

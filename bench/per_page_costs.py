@@ -231,12 +231,37 @@ def main(argv: list[str] | None = None) -> int:
     if "text" in steps:
         rows.append(f"| text: parse + tree_text | {_per_call(pages, _parse_text, args.repeat):,.1f} | |")
         rows.append(
-            f"| simhash: text_simhash of the visible text | {_per_call(texts, textfp.text_simhash, args.repeat):,.1f} | |"
+            f"| simhash: text_simhash of the visible text ({'compiled' if textfp.COMPILED else 'Python'}) | "
+            f"{_per_call(texts, textfp.text_simhash, args.repeat):,.1f} | |"
         )
+        rows += _simhash_rows("simweb", texts, args.repeat)
+        if real:
+            rows += _simhash_rows("real HTML", [_parse_text(b) for b in real], args.repeat)
     if "bounds" in steps:
         rows += _bounds_rows(pages, real, args.repeat)
     print("\n".join(rows))
     return 0
+
+
+def _simhash_rows(corpus: str, texts: list[str], repeat: int) -> list[str]:
+    """The simhash of each text's words (after :func:`textfp._utf8_words`) by both paths, and
+    whether they agree: the compiled module where it was built, and the Python one."""
+    words = [textfp._utf8_words(t) for t in texts]
+    width, weight = textfp.SHINGLE_WORDS, textfp.WORD_WEIGHT
+    python = [textfp._words_simhash(w, width, weight) for w in words]
+    rows = [
+        f"| {corpus}: words of a text (_utf8_words) | {_per_call(texts, textfp._utf8_words, repeat):,.1f} | |",
+        f"| {corpus}: simhash of the words, Python | "
+        f"{_per_call(words, lambda w: textfp._words_simhash(w, width, weight), repeat):,.1f} | |",
+    ]
+    compiled = textfp._compiled_simhash
+    if compiled is not None:
+        same = sum(compiled(w, width, weight) == p for w, p in zip(words, python))
+        rows.append(
+            f"| {corpus}: simhash of the words, compiled | {_per_call(words, lambda w: compiled(w, width, weight), repeat):,.1f} "
+            f"| {same}/{len(words)} the same |"
+        )
+    return rows
 
 
 if __name__ == "__main__":

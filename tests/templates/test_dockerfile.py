@@ -127,6 +127,17 @@ def test_dependencies_are_installed_before_the_code_is_copied(docker):
     assert "--no-deps" in after and "pip check" in after
 
 
+def test_a_c_compiler_is_there_before_the_package_is_installed(docker):
+    # setup.py's one extension (the compiled simhash) is optional: without a compiler the
+    # image would build and quietly run the slower Python path, on the launcher and on every
+    # worker that installs the staged package from this image.
+    runs = [args for kw, args in docker if kw == "RUN"]
+    compiler = [i for i, args in enumerate(runs) if "apt-get install" in args and " gcc" in args]
+    package = [i for i, args in enumerate(runs) if "pip install" in args and "-e ." in args]
+    assert compiler and package and compiler[0] < package[0]
+    assert "libc6-dev" in runs[compiler[0]]
+
+
 def test_requirements_pin_what_setup_py_asks_for():
     import importlib.util
 

@@ -1,0 +1,69 @@
+"""The compiled simhash (core/content/_simhash.c) gives the Python path's bits on any words."""
+
+from __future__ import annotations
+
+import mmh3
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from beamcrawl.core.content import textfp
+
+# Imported, not skipped when absent: make install builds it, and a build without it would
+# run the Python path unseen.
+from beamcrawl.core.content import _simhash  # noqa: E402
+
+words_lists = st.lists(st.binary(min_size=0, max_size=40), max_size=60)
+
+
+def test_the_compiled_simhash_is_built_and_used():
+    assert textfp.COMPILED
+    assert textfp._compiled_simhash is _simhash.simhash
+
+
+@settings(max_examples=300, deadline=None)
+@given(data=st.binary(max_size=100))
+def test_feature_hash_is_mmh3s_first_word(data):
+    assert _simhash.feature_hash(data) == mmh3.hash64(data, seed=0, x64arch=True, signed=False)[0]
+
+
+@settings(max_examples=400, deadline=None)
+@given(words=words_lists, width=st.integers(1, 5), weight=st.integers(1, 6) | st.integers(120, 600))
+def test_compiled_is_the_python_path(words, width, weight):
+    assert _simhash.simhash(words, width, weight) == textfp._words_simhash(words, width, weight)
+
+
+@settings(max_examples=100, deadline=None)
+@given(words=st.lists(st.sampled_from([b"near", b"copies", b"x" * 16, b"y" * 17, b"\xc3\xa9t\xc3\xa9"]), max_size=300))
+def test_compiled_on_repeated_words(words):
+    # Many occurrences of few features: the counts and the half-way comparison at their edge.
+    for width in (1, 2, 3):
+        assert _simhash.simhash(words, width, 1) == textfp._words_simhash(words, width, 1)
+
+
+@settings(max_examples=100, deadline=None)
+@given(text=st.text(max_size=400), width=st.integers(1, 4), weight=st.integers(1, 3))
+def test_text_simhash_is_the_same_with_and_without_it(text, width, weight):
+    compiled = textfp.text_simhash(text, width, 4, weight)
+    held, textfp._compiled_simhash = textfp._compiled_simhash, None
+    try:
+        assert textfp.text_simhash(text, width, 4, weight) == compiled
+    finally:
+        textfp._compiled_simhash = held
+
+
+def test_bad_arguments_raise():
+    with pytest.raises(TypeError):
+        _simhash.simhash([b"a", "b"], 2, 1)
+    with pytest.raises(TypeError):
+        _simhash.simhash((b"a", b"b"), 2, 1)
+    with pytest.raises(ValueError):
+        _simhash.simhash([b"a"], 2, 0)
+    with pytest.raises(TypeError):
+        _simhash.feature_hash("text")
+
+
+def test_an_implementation_that_disagrees_is_not_used():
+    assert textfp._compiled_agrees(_simhash.simhash)
+    assert not textfp._compiled_agrees(lambda words, width, weight: 0)
+    assert not textfp._compiled_agrees(lambda words, width, weight: _simhash.simhash(words, width + 1, weight))
