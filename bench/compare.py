@@ -523,7 +523,18 @@ def _git_state() -> dict[str, Any]:
         "dirty": bool(git("status", "--porcelain")),
         "snapshot": os.environ.get(SNAPSHOT_ENV),
         "snapshot_commit": os.environ.get(SNAPSHOT_ENV + "_REV"),
+        "simhash_compiled": _simhash_compiled(),
     }
+
+
+def _simhash_compiled() -> bool | None:
+    """Whether the beamcrawl on this run's path computes the simhash in C (None: it predates
+    the compiled one, or does not import)."""
+    try:
+        from beamcrawl.core.content import textfp
+    except Exception:
+        return None
+    return getattr(textfp, "COMPILED", None)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -573,9 +584,19 @@ def _reexec_in_snapshot(argv: list[str], rev: str) -> None:
     it first on ``PYTHONPATH`` (read-only git: ``git archive``, no worktree, no checkout)."""
     snap = Path(tempfile.mkdtemp(prefix="beamcrawl-snapshot-"))
     archive = subprocess.run(
-        ["git", "archive", "--format=tar", rev, "beamcrawl"], cwd=ROOT, capture_output=True, check=True
+        ["git", "archive", "--format=tar", rev, "beamcrawl", "setup.py", "README.md"],
+        cwd=ROOT,
+        capture_output=True,
+        check=True,
     ).stdout
     subprocess.run(["tar", "-x", "-C", str(snap)], input=archive, check=True)
+    # The package's C extension (the compiled simhash), built beside the snapshot's sources as
+    # `make install` builds it in the tree: without it the round would run the Python path.
+    built = subprocess.run(
+        [sys.executable, "setup.py", "-q", "build_ext", "--inplace"], cwd=snap, capture_output=True, text=True
+    )
+    if built.returncode:
+        print(f"bench: the snapshot's C extension did not build:\n{built.stderr[-2000:]}", file=sys.stderr)
     env = dict(os.environ)
     env[SNAPSHOT_ENV] = str(snap)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(snap), env.get("PYTHONPATH")) if p)
