@@ -7,7 +7,7 @@
  * MurmurHash3 x64-128, seed 0, and its first 64-bit word (h1) read as an unsigned integer;
  * bit b of the result is set when the occurrences whose hash has bit b set are more than
  * half of all occurrences. The shingles are joined into one buffer of this module's own
- * (no bytes object per shingle), the counts are kept in 64 integers.
+ * (no bytes object per shingle), and the bits are counted eight at a time (BitCounts).
  *
  * MurmurHash3 is Austin Appleby's public-domain hash; written here from its published
  * definition (the x64 128-bit variant: 16-byte blocks as two little-endian 64-bit words,
@@ -128,13 +128,17 @@ static inline void add_bits(BitCounts *c, uint64_t h, int64_t weight) {
     c->held += weight;
 }
 
+/* Word weights above this are refused (textfp keeps them in Python): with at most 2**31
+ * words a page, every count and the total then fit in 63 bits. */
+#define MAX_WEIGHT 0x7fffffffLL
+
 static PyObject *simhash(PyObject *self, PyObject *args) {
     PyObject *words;
     Py_ssize_t width;
     long long weight;
     if (!PyArg_ParseTuple(args, "O!nL:simhash", &PyList_Type, &words, &width, &weight)) return NULL;
-    if (weight < 1) {
-        PyErr_SetString(PyExc_ValueError, "word_weight must be a positive integer");
+    if (weight < 1 || weight > MAX_WEIGHT) {
+        PyErr_SetString(PyExc_ValueError, "word_weight must be from 1 to 2**31 - 1");
         return NULL;
     }
     const Py_ssize_t n = PyList_GET_SIZE(words);
@@ -188,7 +192,7 @@ static PyObject *simhash(PyObject *self, PyObject *args) {
     uint64_t fingerprint = 0;
     if (total > 0) {
         for (int b = 0; b < 64; b++) {
-            if (2 * c.counts[b] > total) fingerprint |= (uint64_t)1 << b;
+            if (c.counts[b] > total - c.counts[b]) fingerprint |= (uint64_t)1 << b;
         }
     }
     return PyLong_FromUnsignedLongLong(fingerprint);

@@ -27,7 +27,7 @@ Sarma use it for crawling (docs/ARCHITECTURE.md §1 step 7):
    the same bits with numpy, several times faster, and the tests check that both agree
    bit for bit. A crawled page's fingerprint (:func:`text_simhash`) is computed from its
    words by the compiled ``_simhash`` module (``_simhash.c``: the shingles, MurmurHash3
-   and the bit counts in C, about a sixth of the Python path's cost), checked on import
+   and the bit counts in C, a fifth to a sixth of the Python path's cost), checked on import
    against the Python path it replaces, which runs where the module was not built.
 
 Pages with fewer than :data:`MIN_FEATURES` distinct features get no simhash (None): a
@@ -531,6 +531,8 @@ def _load_compiled() -> Callable[[list[bytes], int, int], int] | None:
 # The simhash of a page's words in C (_simhash.c), or None; COMPILED says which one runs.
 _compiled_simhash = _load_compiled() if _feature_hashes is _hashes_from_digests else None
 COMPILED = _compiled_simhash is not None
+# The largest word weight it takes (its counts are 64-bit integers); above it, Python.
+_COMPILED_MAX_WEIGHT = 2**31 - 1
 
 
 def text_simhash(
@@ -559,7 +561,7 @@ def text_simhash(
         len(set(words).union(_utf8_shingles(words, width))) < min_features
     ):
         return None
-    if _compiled_simhash is not None:
+    if _compiled_simhash is not None and word_weight <= _COMPILED_MAX_WEIGHT:
         return _compiled_simhash(words, width, word_weight)
     return _words_simhash(words, width, word_weight)
 

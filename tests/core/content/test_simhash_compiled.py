@@ -59,6 +59,9 @@ def test_bad_arguments_raise():
         _simhash.simhash((b"a", b"b"), 2, 1)
     with pytest.raises(ValueError):
         _simhash.simhash([b"a"], 2, 0)
+    with pytest.raises(ValueError):
+        _simhash.simhash([b"a"], 2, 2**31)
+    assert _simhash.simhash([b"a"], 2, 2**31 - 1) == _simhash.simhash([b"a"], 2, 1)
     with pytest.raises(TypeError):
         _simhash.feature_hash("text")
 
@@ -67,3 +70,16 @@ def test_an_implementation_that_disagrees_is_not_used():
     assert textfp._compiled_agrees(_simhash.simhash)
     assert not textfp._compiled_agrees(lambda words, width, weight: 0)
     assert not textfp._compiled_agrees(lambda words, width, weight: _simhash.simhash(words, width + 1, weight))
+
+
+def test_a_weight_past_the_compiled_counts_goes_to_python():
+    # A stand-in for the Python path records that it ran: the compiled module refuses such a
+    # weight (its counts are 64-bit), and text_simhash must not pass it on.
+    held = textfp._words_simhash
+    seen = []
+    textfp._words_simhash = lambda words, width, weight: seen.append(weight) or 0
+    try:
+        textfp.text_simhash(" ".join(f"word{i}x" for i in range(40)), 2, 16, 2**31)
+    finally:
+        textfp._words_simhash = held
+    assert seen == [2**31]
