@@ -83,7 +83,12 @@ COMPONENTS: list[tuple[str, re.Pattern[str]]] = [
 # "Class.method (path:line)"; Cython-compiled code (Beam's operations, selectolax, pyarrow's
 # core) has no frames of its own, its time shows in the Python caller.
 INCLUSIVE: list[tuple[str, re.Pattern[str]]] = [
-    ("fetch-loop thread (aiohttp + asyncio + fetcher)", re.compile(r"^thread \(\d+\): beamcrawl-fetch")),
+    # The thread's name is not always what py-spy shows (a Python 3.11 thread's OS name is
+    # its process's): the fetch loop is the thread running an asyncio loop.
+    (
+        "fetch-loop thread (aiohttp + asyncio + fetcher)",
+        re.compile(r"^thread \(\d+\): beamcrawl-fetch|^BaseEventLoop\.run_forever "),
+    ),
     ("main thread: Beam bundles (all DoFns)", re.compile(r"^BundleProcessor\.process_bundle ")),
     ("Select: frontier scan (_ScanDueFn)", re.compile(r"^_ScanDueFn\.")),
     ("Assign slots (_PlanFn)", re.compile(r"^_PlanFn\.")),
