@@ -116,8 +116,20 @@ def test_rows_taken_and_blocks_joined_encode_only_their_rows(cands, data):
     decoded = CandidateBlock.decode(joined.encode())
     _same(decoded.to_candidates(), expected)
     assert joined.compact().encode() == joined.encode()
-    # The rows' own strings only, not the buffers they were cut from.
-    assert len(CandidateBlock.decode(picked.encode()).url_text) == sum(len(cands[i].url) for i in rows)
+    # The rows' own strings only, not the buffers they were cut from: each URL's path in the
+    # text, its scheme and authority (a prefix its host's URLs share) among the prefixes.
+    alone = CandidateBlock.decode(picked.encode())
+    assert len(alone.url_text) == sum(len(_path_of(cands[i].url)) for i in rows)
+    assert set(alone.prefixes) == {cands[i].url[: len(cands[i].url) - len(_path_of(cands[i].url))] for i in rows}
+
+
+def _path_of(url: str) -> str:
+    """What follows ``scheme://authority`` in a URL (the whole of one without ``://``)."""
+    at = url.find("://")
+    if at < 0:
+        return url
+    end = url.find("/", at + 3)
+    return "" if end < 0 else url[end:]
 
 
 def test_a_block_is_a_few_buffers_not_a_pickle_per_candidate():
@@ -154,3 +166,16 @@ def test_another_value_under_the_type_still_round_trips():
     coder = CandidateBlockCoder()
     for value in (None, [1, 2], Packed()):
         assert coder.decode(coder.encode(value)) == value
+
+
+def test_a_taken_row_with_a_bare_scheme_separator_keeps_its_url():
+    # Found by CI: "://" is all prefix (no path), so the taken row's text is empty.
+    cands = [
+        Candidate(fp=i, url=u, host="a.test", depth=0, priority=0.0, source="link", inlinks=0)
+        for i, u in enumerate(["", "://", "http://h.test/p"])
+    ]
+    block = CandidateBlock.from_candidates(cands)
+    for rows in ([1], [2, 1], [0, 1, 2]):
+        alone = CandidateBlock.decode(block.take(np.array(rows, dtype=np.int64)).encode())
+        assert [c.url for c in alone.to_candidates()] == [cands[i].url for i in rows]
+        assert len(alone.url_text) == sum(len(_path_of(cands[i].url)) for i in rows)
