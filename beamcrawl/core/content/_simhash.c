@@ -40,45 +40,29 @@ static inline uint64_t load_le64(const unsigned char *p) {
 static const uint64_t C1 = 0x87c37b91114253d5ULL;
 static const uint64_t C2 = 0x4cf5ad432745937fULL;
 
+/* The mixing of a block's (or the tail's) first and second 64-bit word before it enters h1
+ * and h2 respectively. A zero word mixes to zero. */
+static inline uint64_t mix_k1(uint64_t k) { return rotl64(k * C1, 31) * C2; }
+static inline uint64_t mix_k2(uint64_t k) { return rotl64(k * C2, 33) * C1; }
+
 /* The first 64-bit word of MurmurHash3 x64-128 of data[0:len], seed 0. */
 static uint64_t murmur3_h1(const unsigned char *data, size_t len) {
     const size_t nblocks = len / 16;
     uint64_t h1 = 0, h2 = 0;
     for (size_t i = 0; i < nblocks; i++) {
-        uint64_t k1 = load_le64(data + 16 * i);
-        uint64_t k2 = load_le64(data + 16 * i + 8);
-        k1 *= C1;
-        k1 = rotl64(k1, 31);
-        k1 *= C2;
-        h1 ^= k1;
-        h1 = rotl64(h1, 27);
-        h1 += h2;
-        h1 = h1 * 5 + 0x52dce729;
-        k2 *= C2;
-        k2 = rotl64(k2, 33);
-        k2 *= C1;
-        h2 ^= k2;
-        h2 = rotl64(h2, 31);
-        h2 += h1;
-        h2 = h2 * 5 + 0x38495ab5;
+        h1 ^= mix_k1(load_le64(data + 16 * i));
+        h1 = (rotl64(h1, 27) + h2) * 5 + 0x52dce729;
+        h2 ^= mix_k2(load_le64(data + 16 * i + 8));
+        h2 = (rotl64(h2, 31) + h1) * 5 + 0x38495ab5;
     }
     const unsigned char *tail = data + 16 * nblocks;
     const size_t rest = len & 15;
     uint64_t k1 = 0, k2 = 0;
     for (size_t i = rest; i > 8; i--) k2 |= (uint64_t)tail[i - 1] << (8 * (i - 9));
     for (size_t i = rest < 8 ? rest : 8; i > 0; i--) k1 |= (uint64_t)tail[i - 1] << (8 * (i - 1));
-    if (rest > 8) {
-        k2 *= C2;
-        k2 = rotl64(k2, 33);
-        k2 *= C1;
-        h2 ^= k2;
-    }
-    if (rest > 0) {
-        k1 *= C1;
-        k1 = rotl64(k1, 31);
-        k1 *= C2;
-        h1 ^= k1;
-    }
+    /* The tail's words are zero where it has no bytes, and a zero word changes nothing. */
+    h2 ^= mix_k2(k2);
+    h1 ^= mix_k1(k1);
     h1 ^= (uint64_t)len;
     h2 ^= (uint64_t)len;
     h1 += h2;
