@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Callable, Iterator, Sequence
 
 from beamcrawl.core.runtime import files
+from beamcrawl.core.runtime.interruptible import run_tool
 from beamcrawl.pipelines.runner_args import (
     CACHE,
     RunnerSetupError,
@@ -94,7 +95,7 @@ def launcher_jar(build: bool = True) -> Path:
     staging = Path(tempfile.mkdtemp(prefix=".build-", dir=FOLDER.parent))
     try:
         (staging / "pom.xml").write_text(_POM_TEXT)
-        proc = subprocess.run(
+        proc = run_tool(
             [
                 mvn,
                 "-q",
@@ -105,8 +106,6 @@ def launcher_jar(build: bool = True) -> Path:
                 "-DincludeScope=runtime",
                 f"-DoutputDirectory={staging / 'lib'}",
             ],
-            capture_output=True,
-            text=True,
             timeout=3600,
         )
         jars = sorted(p.name for p in (staging / "lib").glob("*.jar"))
@@ -116,7 +115,7 @@ def launcher_jar(build: bool = True) -> Path:
                 f"job server): {_last_error(proc.stdout + proc.stderr)}"
             )
         (staging / "MANIFEST.MF").write_text(manifest(MAIN_CLASS, [f"lib/{name}" for name in jars]))
-        proc = subprocess.run(
+        proc = run_tool(
             [
                 jar_tool,
                 "--create",
@@ -128,8 +127,6 @@ def launcher_jar(build: bool = True) -> Path:
                 str(staging),
                 "pom.xml",
             ],
-            capture_output=True,
-            text=True,
             timeout=600,
         )
         if proc.returncode != 0:
@@ -235,10 +232,8 @@ def flink_job_server_jar(flink_version: str) -> Path:
     if mvn is None:
         raise RunnerSetupError("fetching the Flink job server needs Maven ('mvn' is not on PATH)")
     target.parent.mkdir(parents=True, exist_ok=True)
-    proc = subprocess.run(
+    proc = run_tool(
         [mvn, "-q", "-B", "-U", "dependency:copy", f"-Dartifact={coordinates}", f"-DoutputDirectory={target.parent}"],
-        capture_output=True,
-        text=True,
         timeout=1800,
     )
     if proc.returncode != 0 or not target.exists():

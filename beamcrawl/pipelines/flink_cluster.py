@@ -39,6 +39,7 @@ import urllib.request
 from pathlib import Path
 from typing import Iterator
 
+from beamcrawl.core.runtime.interruptible import run_tool
 from beamcrawl.pipelines import flink
 from beamcrawl.pipelines.runner_args import RunnerSetupError
 
@@ -119,10 +120,7 @@ def _classpath() -> str:
 
 def _memory_params(java: str, conf_dir: Path, what: str) -> tuple[list[str], list[str]]:
     """Flink's own computation of a process's JVM flags and memory options (as its scripts do)."""
-    proc = subprocess.run(
-        [java, "-cp", _classpath(), BASH_JAVA_UTILS, what, "--configDir", str(conf_dir)],
-        capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+    proc = run_tool([java, "-cp", _classpath(), BASH_JAVA_UTILS, what, "--configDir", str(conf_dir)], timeout=120)
     results = [
         line.split(":", 1)[1] for line in proc.stdout.splitlines() if line.startswith("BASH_JAVA_UTILS_EXEC_RESULT:")
     ]

@@ -30,6 +30,7 @@ from typing import Iterable, Iterator, TextIO
 
 from beamcrawl.core.net.resolver import hostname_of
 from beamcrawl.core.policy import politeness
+from beamcrawl.core.runtime import interruptible
 from beamcrawl.core.runtime.config import CrawlConfig
 from beamcrawl.schemas.records import (
     FrontierEntry,
@@ -244,5 +245,5 @@ def wait_until_due(
                     flush=True,
                 )
             return False
-        # Interruptible: Ctrl-C raises KeyboardInterrupt here like anywhere else.
-        time.sleep(min(max(idle.wake_at - time.time(), 0.0) + 0.05, RECHECK_SECONDS))
+        # In slices: a Ctrl-C delivered to any thread raises KeyboardInterrupt here within 0.2 s.
+        interruptible.sleep(min(max(idle.wake_at - time.time(), 0.0) + 0.05, RECHECK_SECONDS))

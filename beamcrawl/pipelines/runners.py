@@ -14,19 +14,16 @@
 
 from __future__ import annotations
 
-import contextlib
 import difflib
 import logging
 import os
 import shutil
-import signal
-import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
-from typing import Any, Iterator, Sequence
+from typing import Sequence
 
+from beamcrawl.core.runtime.interruptible import run_tool, sigterm_as_interrupt
 from beamcrawl.pipelines.runner_args import (
     CACHE,
     LOCAL_MASTERS,
@@ -116,12 +113,12 @@ def prism_binary(build: bool = True) -> Path:
     )
     started = time.monotonic()
     try:
-        with _terminate_as_interrupt():
+        # Ctrl-C or SIGTERM, to any thread, ends the build promptly and kills it (and its
+        # compilers); the staging folder goes either way.
+        with sigterm_as_interrupt():
             staging.mkdir(parents=True, exist_ok=True)
-            env = dict(os.environ, GOBIN=str(staging))
-            proc = subprocess.run(
-                [go, "install", f"{PRISM_MODULE}@v{version}"], env=env, capture_output=True, text=True, timeout=1800
-            )
+            proc = run_tool([go, "install", f"{PRISM_MODULE}@v{version}"], env=dict(os.environ, GOBIN=str(staging)),
+                            timeout=1800)  # fmt: skip
             if proc.returncode != 0:
                 last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
                 raise RunnerSetupError(f"cannot build Prism {version} from {PRISM_MODULE}: {last}")
@@ -131,24 +128,6 @@ def prism_binary(build: bool = True) -> Path:
         shutil.rmtree(staging, ignore_errors=True)
     print(f"built {target} in {time.monotonic() - started:.0f}s", file=sys.stderr, flush=True)
     return target
-
-
-@contextlib.contextmanager
-def _terminate_as_interrupt() -> Iterator[None]:
-    """SIGTERM raises KeyboardInterrupt in the block (as Ctrl-C does), so its cleanup runs
-    and the child it waits for is killed; outside the main thread signals stay as they are."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def interrupt(signum: int, frame: Any) -> None:
-        raise KeyboardInterrupt
-
-    previous = signal.signal(signal.SIGTERM, interrupt)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
 
 
 def prepare(args: Sequence[str]) -> list[str]:

@@ -35,6 +35,8 @@ from typing import Callable, Sequence
 
 import grpc
 
+from beamcrawl.core.runtime.interruptible import WAKE_EVERY
+
 log = logging.getLogger(__name__)
 
 # How long a stopped worker has to exit after SIGTERM before it is killed.
@@ -166,7 +168,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     done = threading.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: done.set())
-    done.wait()
+    while not done.wait(WAKE_EVERY):  # a signal delivered to a gRPC thread is handled here within that
+        pass
     server.stop(2)
     pool.stop_all()
     return 0

@@ -44,6 +44,8 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from beamcrawl.core.runtime.interruptible import run_tool
+
 __all__ = [
     "EmulatorUnavailable",
     "RunningEmulator",
@@ -166,13 +168,8 @@ def build_emulator(dest: Path | None = None, *, go: str | None = None) -> Path:
         with tempfile.TemporaryDirectory(prefix="build-", dir=dest.parent) as gobin:
             env = dict(os.environ, GOBIN=gobin, CGO_ENABLED="0")
             # `go install pkg@version` builds outside any module, from the module proxy.
-            proc = subprocess.run(
-                [go, "install", f"{GO_PACKAGE}@{GO_MODULE_VERSION}"],
-                env=env,
-                capture_output=True,
-                text=True,
-                timeout=BUILD_TIMEOUT_S,
-            )
+            # Ctrl-C reaching any thread stops the build (and its compilers) promptly.
+            proc = run_tool([go, "install", f"{GO_PACKAGE}@{GO_MODULE_VERSION}"], env=env, timeout=BUILD_TIMEOUT_S)
             built = Path(gobin) / "emulator"
             if proc.returncode != 0 or not built.is_file():
                 tail = (proc.stderr or proc.stdout).strip().splitlines()[-5:]

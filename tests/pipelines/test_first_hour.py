@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 from beamcrawl.schemas.records import FrontierEntry, HostRecord
 from beamcrawl.simweb.testing import running_simweb
 from beamcrawl.stores.base import Mutation, StoreError, open_store
+from thread_signals import alive, tgkill, threads_taking  # tests/thread_signals.py
 
 MAX_REPORTED = 50  # core/seedfile.MAX_REPORTED (checked below)
 
@@ -366,15 +367,20 @@ def test_ctrl_c_mid_round_is_one_line_rc_130_and_the_rerun_resumes(tmp_path):
 # --- 9. building Prism: says so, and an interrupted build leaves nothing -------------------------------
 
 
+@pytest.mark.parametrize("thread", ["main", "other"])
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
-def test_interrupted_prism_build_says_what_it_does_and_leaves_nothing(tmp_path, sig):
+def test_interrupted_prism_build_says_what_it_does_and_leaves_nothing(tmp_path, sig, thread):
     """A slow ``go`` first on PATH stands in for the toolchain (the real build needs the
-    module proxy); the cache is a folder of the test's own, never the shared one."""
+    module proxy); the cache is a folder of the test's own, never the shared one.
+
+    The signal is aimed at the CLI's main thread, then at another of its threads (numpy's
+    BLAS thread, say), as the kernel may choose for a Ctrl-C: CPython acts on it on the main
+    thread only, which once sat in ``poll`` until the whole build ended."""
     fake_bin = tmp_path / "fakebin"
     fake_bin.mkdir()
     started = tmp_path / "go-started"
     go = fake_bin / "go"
-    go.write_text(f"#!/bin/sh\ntouch '{started}'\nexec sleep 120\n")
+    go.write_text(f"#!/bin/sh\necho $$ > '{started}.tmp'; mv '{started}.tmp' '{started}'\nexec sleep 120\n")
     go.chmod(0o755)
     cache = tmp_path / "cache"
     env = dict(os.environ, PATH=f"{fake_bin}{os.pathsep}{os.environ['PATH']}", BEAMCRAWL_CACHE=str(cache))
@@ -388,7 +394,9 @@ def test_interrupted_prism_build_says_what_it_does_and_leaves_nothing(tmp_path, 
         time.sleep(0.05)
     assert child.poll() is None and started.exists(), child.stderr.read() if child.stderr else ""
     assert list((cache / "bin").glob(".prism-build-*")), "the build's staging folder should exist while it runs"
-    child.send_signal(sig)
+    targets = threads_taking(child.pid, sig)
+    assert targets[0] == child.pid and len(targets) >= 2, targets  # the main thread, and more
+    tgkill(child.pid, targets[0] if thread == "main" else targets[-1], sig)
     _, stderr = child.communicate(timeout=60)
     lines = stderr.strip().splitlines()
     assert lines[0].startswith("building the Prism runner") and "go install" in lines[0]
@@ -396,6 +404,11 @@ def test_interrupted_prism_build_says_what_it_does_and_leaves_nothing(tmp_path, 
     assert child.returncode == 130
     assert list((cache / "bin").iterdir()) == []  # no .prism-build-*, no half binary
     assert not out.exists()
+    go_pid = int(started.read_text())
+    deadline = time.monotonic() + 10
+    while alive(go_pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not alive(go_pid), "the interrupted build's go kept running"
 
 
 # --- 10. small CLI slips ------------------------------------------------------------------------------

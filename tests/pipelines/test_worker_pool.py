@@ -7,6 +7,9 @@ need a control endpoint to talk to).
 
 from __future__ import annotations
 
+import signal
+import socket
+import subprocess
 import sys
 import time
 
@@ -17,6 +20,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from beamcrawl.pipelines import worker_pool
+from thread_signals import tgkill, threads_taking  # tests/thread_signals.py
 
 
 # Each caller its own connection, as each TaskManager's (a Java channel's) is: Python's gRPC
@@ -119,3 +123,28 @@ def test_interleaved_starts_and_stops_of_two_callers_keep_each_callers_workers(i
             channel.close()
         server.stop(None)
         keyed.stop_all()
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_the_pool_process_stops_on_a_signal_that_lands_on_any_of_its_threads(sig):
+    """The kernel may hand the TaskManager host's SIGTERM to one of gRPC's threads; the pool
+    acts on it on its main thread, which once waited on an Event with no timeout and so
+    never woke. Aimed at the last thread that can take it (a gRPC one), it stops at once."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    child = subprocess.Popen(
+        [sys.executable, "-m", "beamcrawl.pipelines.worker_pool", "--port", str(port)],
+        stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert child.stderr is not None
+        while "listening on" not in (line := child.stderr.readline()):
+            assert line, "the pool ended before it listened"
+        targets = threads_taking(child.pid, sig)
+        assert targets[0] == child.pid and len(targets) >= 2, targets
+        tgkill(child.pid, targets[-1], sig)
+        assert child.wait(timeout=20) == 0
+    finally:
+        child.kill()
+        child.wait()

@@ -1,0 +1,43 @@
+"""Signals aimed at one thread of a process, as the kernel may deliver a process's signal.
+
+The kernel hands a signal sent to a process (``kill``, a terminal's Ctrl-C) to any of its
+threads that does not block it; CPython acts on it on the main thread only. Tests that a
+stop signal is acted on promptly aim it at each thread in turn with these.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+from pathlib import Path
+
+_LIBC = ctypes.CDLL(None, use_errno=True)
+
+
+def tgkill(pid: int, tid: int, sig: int) -> None:
+    """Sends ``sig`` to one thread of ``pid`` (os.kill lets the kernel choose)."""
+    if _LIBC.tgkill(pid, tid, int(sig)) != 0:
+        raise OSError(ctypes.get_errno(), f"tgkill({pid}, {tid}, {sig})")
+
+
+def threads_taking(pid: int, sig: int) -> list[int]:
+    """The threads of ``pid`` that do not block ``sig``, the main thread (tid == pid) first."""
+    taking = []
+    for tid in sorted(int(t) for t in os.listdir(f"/proc/{pid}/task")):
+        try:
+            status = Path(f"/proc/{pid}/task/{tid}/status").read_text()
+        except FileNotFoundError:  # the thread ended meanwhile
+            continue
+        blocked = int(status.split("SigBlk:")[1].split()[0], 16)
+        if not blocked >> (int(sig) - 1) & 1:
+            taking.append(tid)
+    return sorted(taking, key=lambda tid: tid != pid)
+
+
+def alive(pid: int) -> bool:
+    """Whether ``pid`` runs (a zombie, ended but not yet reaped, does not)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except FileNotFoundError:
+        return False
+    return state != "Z"
