@@ -32,6 +32,7 @@ import contextlib
 import contextvars
 import inspect
 import logging
+import math
 import queue
 import threading
 import time
@@ -82,9 +83,11 @@ DRAIN_PAUSE = 0.05
 REFUSED_PREFIX = REFUSED
 # The longest a host waits after DNS failures in a row.
 DNS_BACKOFF_MAX = 86400.0
-# When the transfer of the response this task is reading ended (monotonic) and the loop's lag
-# then: set by HostCrawler._read_body, read by its caller (each fetch is a task of its own).
-_TRANSFER_END: contextvars.ContextVar[tuple[float, float] | None] = contextvars.ContextVar("transfer_end", default=None)
+# When the transfer of the response this task is reading ended (monotonic, and the wall clock
+# then) and the loop's lag then: set by HostCrawler._read_body, read by its callers.
+_TRANSFER_END: contextvars.ContextVar[tuple[float, float, float] | None] = contextvars.ContextVar(
+    "transfer_end", default=None
+)
 # What _fetch_robots returns when a redirect leads to a host another fetch loop owns.
 ROUTED = object()
 # Bodies past this many bytes are decoded, and robots.txt files parsed, on a worker thread:
@@ -121,13 +124,15 @@ class ResponseRefused(aiohttp.ClientError):
 
 
 class _IpClock:
-    """One server IP's turn: a FIFO lock (one request at a time) and its last response end."""
+    """One server IP's turn: a FIFO lock (one request at a time) and its last response end,
+    on the wall clock and, for this loop's own responses, on the monotonic one."""
 
-    __slots__ = ("last_end", "lock")
+    __slots__ = ("last_end", "lock", "mono_end")
 
     def __init__(self) -> None:
         self.lock = asyncio.Lock()
         self.last_end = 0.0
+        self.mono_end = -math.inf
 
 
 class LoopLag:
@@ -207,6 +212,9 @@ class HostCrawler:
         # for the hosts this loop crawls and those robots.txt redirects lead to.
         self._clocks: dict[str, HostRecord] = {}
         self._turns: dict[str, asyncio.Lock] = {}
+        # Per host slot: when this loop's last response from it ended, on the monotonic clock
+        # (the wall clock can step; the gap the server sees must not shrink with it).
+        self._mono_ends: dict[str, float] = {}
         self._rules: dict[tuple[str, str], RobotsRules] = {}
         self.lag = LoopLag()
         self._slots = asyncio.Semaphore(cfg.max_hosts_in_flight)
@@ -437,7 +445,11 @@ class HostCrawler:
                             log.warning("fetch shard %d stops: %s", shard, refused)
                         self.fenced[shard] = refused
                         return None
+                _TRANSFER_END.set(None)
                 result = await self._get(entry, url, ip)
+                transfer = _TRANSFER_END.get()
+                ended = transfer[0] if transfer is not None else time.monotonic()
+                self._mono_ends[record.host] = max(self._mono_ends.get(record.host, -math.inf), ended)
             if record is not self._clocks.get(record.host, record):  # the host's plan came meanwhile
                 self._clocks[record.host].last_fetch_end = max(
                     self._clocks[record.host].last_fetch_end, result.fetched_at + result.elapsed
@@ -496,28 +508,43 @@ class HostCrawler:
         clock = self._ip_clocks.setdefault(ip, _IpClock())
         began = time.monotonic()
         async with clock.lock:  # FIFO: hosts sharing the IP take turns in arrival order
-            while (wait := clock.last_end + gap + politeness.SAFETY_MARGIN - time.time()) > 0:
+            while (
+                wait := max(
+                    clock.last_end + gap + politeness.SAFETY_MARGIN - time.time(),
+                    clock.mono_end + gap + politeness.SAFETY_MARGIN - time.monotonic(),
+                )
+            ) > 0:
                 await asyncio.sleep(wait)
             try:
                 yield time.monotonic() - began
             finally:
                 clock.last_end = max(clock.last_end, time.time())
+                clock.mono_end = time.monotonic()
 
     async def _wait_turn(self, record: HostRecord, delay: float) -> float:
         """Sleeps until the host may be asked again (real clock, from the last response end);
         returns the seconds slept, for the politeness-wait metric."""
         began = time.monotonic()
-        gap = politeness.next_allowed(record.last_fetch_end, delay, record.not_before) - time.time()
+        gap = self._turn_gap(record, delay)
         if gap <= 0:
             return 0.0
         self.waits_started += 1
         try:
             while gap > 0:
                 await asyncio.sleep(gap)
-                gap = politeness.next_allowed(record.last_fetch_end, delay, record.not_before) - time.time()
+                gap = self._turn_gap(record, delay)
         finally:
             self.waits_finished += 1
         return time.monotonic() - began
+
+    def _turn_gap(self, record: HostRecord, delay: float) -> float:
+        """Seconds until the host's turn: on the wall clock from its booked end (which also
+        carries earlier rounds' and other loops' requests, and Retry-After holds), and on the
+        monotonic clock from this loop's own last response to it, so that a step of the wall
+        clock during the wait cannot shorten the gap the server sees."""
+        wall = politeness.next_allowed(record.last_fetch_end, delay, record.not_before) - time.time()
+        mono = self._mono_ends.get(record.host, -math.inf) + delay + politeness.SAFETY_MARGIN - time.monotonic()
+        return max(wall, mono)
 
     def _after(self, record: HostRecord, result: FetchResult, rules: RobotsRules | None, floor: float) -> None:
         """Books a response on the host's clock and adapts its delay (never below ``floor``,
@@ -629,6 +656,11 @@ class HostCrawler:
         if self.signer is not None:
             # Signed per request, created now: robots.txt, redirect hops, pages and sitemaps alike.
             request_headers += self.signer.headers(url)
+        # ``fetched_at`` is the start on the clock the end is read on: the wall clock's reading
+        # at the end less the monotonic duration. Taken as the wall clock's reading before the
+        # request, a step of that clock meanwhile (an NTP step, a VM paused and resumed) put
+        # the booked end seconds before the real one, and the host's next request that much
+        # too soon (seen on a loaded machine: 0.23 s after a response for a 0.3 s delay).
         started = time.time()
         t0 = time.monotonic()
         lag0 = self.lag.now()
@@ -655,7 +687,7 @@ class HostCrawler:
                 raw, body, cut = await self._read_body(resp, sitemap=entry.kind != "page")
                 headers = [(k.decode("latin-1"), v.decode("latin-1")) for k, v in resp.raw_headers]
                 # The response ended with its last byte: decoding it afterwards is our time.
-                ended, lag_then = _TRANSFER_END.get() or (time.monotonic(), self.lag.now())
+                ended, ended_wall, lag_then = _TRANSFER_END.get() or (time.monotonic(), time.time(), self.lag.now())
                 elapsed = ended - t0
                 lag = min(elapsed, lag_then - lag0)
                 return FetchResult(
@@ -664,7 +696,7 @@ class HostCrawler:
                     url=url,
                     final_url=str(resp.url),
                     status=resp.status,
-                    fetched_at=started,
+                    fetched_at=ended_wall - elapsed,
                     elapsed=elapsed,
                     ip=(peer[0] if peer else ip),
                     http_version=f"{resp.version.major}.{resp.version.minor}" if resp.version else "1.1",
@@ -685,7 +717,7 @@ class HostCrawler:
                 entry=entry,
                 outcome="error",
                 url=url,
-                fetched_at=started,
+                fetched_at=time.time() - elapsed,
                 elapsed=elapsed,
                 ip=ip,
                 request_headers=request_headers,
@@ -705,8 +737,9 @@ class HostCrawler:
         A sitemap or feed (``sitemap``) may be larger than a page: up to
         ``max_sitemap_bytes``, transferred and decoded.
 
-        The monotonic time the transfer ended and the loop's lag then (:meth:`LoopLag.now`)
-        are left in :data:`_TRANSFER_END` for the caller: the response's end, before decoding.
+        The monotonic and wall times the transfer ended and the loop's lag then
+        (:meth:`LoopLag.now`) are left in :data:`_TRANSFER_END` for the callers: the
+        response's end, before decoding.
         """
         cfg = self.cfg
         body_cap = max(cfg.max_body_bytes, cfg.max_sitemap_bytes) if sitemap else cfg.max_body_bytes
@@ -725,7 +758,7 @@ class HostCrawler:
             cfg.transfer_grace,
             stall=cfg.stall_timeout,
         )
-        _TRANSFER_END.set((time.monotonic(), self.lag.now()))
+        _TRANSFER_END.set((time.monotonic(), time.time(), self.lag.now()))
         if cut is not None:
             resp.close()  # drop the connection rather than drain it
         if decoder is None:

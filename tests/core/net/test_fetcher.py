@@ -15,6 +15,8 @@ from dataclasses import replace
 
 import brotli
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from aiohttp import web
 
 from beamcrawl.core.runtime.config import CrawlConfig
@@ -719,3 +721,52 @@ def test_a_robots_redirect_to_a_host_another_loop_owns_waits_for_a_round_in_its_
             ("ok.test", "/robots.txt"),
             ("src.test", "/a"),
         ]
+
+
+# --- the wall clock steps ------------------------------------------------------------------
+
+
+class _SteppingClock:
+    """The fetcher's ``time`` module, with a wall clock that steps forward by ``step`` seconds
+    at every ``every``-th reading, ``steps`` times (an NTP step, a VM paused and resumed);
+    the monotonic clock, and the server's clocks, do not step."""
+
+    def __init__(self, step: float, every: int, steps: int) -> None:
+        self.step, self.every, self.steps_left = step, every, steps
+        self.readings = 0
+        self.offset = 0.0
+
+    def time(self) -> float:
+        self.readings += 1
+        if self.steps_left and self.readings % self.every == 0:
+            self.steps_left -= 1
+            self.offset += self.step
+        return time.time() + self.offset
+
+    def __getattr__(self, name: str):
+        return getattr(time, name)
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    step=st.floats(min_value=0.05, max_value=3.0),
+    every=st.integers(min_value=1, max_value=30),
+    steps=st.integers(min_value=1, max_value=5),
+)
+def test_a_wall_clock_step_never_shortens_a_gap_the_server_sees(monkeypatch, step, every, steps):
+    """Wherever the steps fall (before a request, during it, during a wait for the host's or
+    the IP's turn), every gap the server measures is still the delay: the booked end is read
+    on the clock it is compared with, and the waits also count on the monotonic clock. Before,
+    a step during a request booked its end ``step`` seconds early (a 0.23 s gap for 0.3 s)."""
+    from beamcrawl.core.net import fetcher
+
+    monkeypatch.setattr(fetcher, "time", _SteppingClock(step, every, steps))
+    with mock_server() as server:
+        plans = [plan(server, h, ["/1", "/2", "/3", "/4"], robots_known="") for h in ("a.test", "b.test")]
+        results, _ = run(cfg(ip_delay=0.05, round_window=60), plans)
+        log = list(server.log)
+    assert len(log) == 8 and all(r.outcome == "fetched" for r in results)
+    for reqs in per_host(log).values():
+        for prev, nxt in zip(reqs, reqs[1:]):
+            assert nxt["start"] - prev["end"] >= 0.19, (prev, nxt)  # the server books "end" a moment late
+    assert min(_server_gaps(log)) >= 0.04  # the IP's gap, 0.05 s, on the server's clock too
