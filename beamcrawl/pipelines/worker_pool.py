@@ -162,12 +162,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--bind", default="127.0.0.1", help="Address to listen on (default 127.0.0.1).")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    pool = KeyedWorkerPool()
-    server, port = serve(pool, args.bind, args.port)
-    log.info("SDK worker pool listening on %s:%d (python %s, pid %d)", args.bind, port, sys.executable, os.getpid())
+    # Before it listens: a stop that comes as soon as it is up stops its workers too.
     done = threading.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: done.set())
+    pool = KeyedWorkerPool()
+    server, port = serve(pool, args.bind, args.port)
+    log.info("SDK worker pool listening on %s:%d (python %s, pid %d)", args.bind, port, sys.executable, os.getpid())
     while not done.wait(WAKE_EVERY):  # a signal delivered to a gRPC thread is handled here within that
         pass
     server.stop(2)
