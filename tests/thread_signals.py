@@ -41,3 +41,15 @@ def alive(pid: int) -> bool:
     except FileNotFoundError:
         return False
     return state != "Z"
+
+
+def stop_signals_as_from_a_terminal() -> None:
+    """A ``preexec_fn``: the child starts with SIGINT and SIGTERM at their default action and
+    unblocked, as a command typed at a terminal does, whatever the test process inherited
+    (a suite started in the background has SIGINT ignored, and an ignored or blocked signal
+    stays so across exec; one CI run had its SIGINT tests fail so in one worker)."""
+    import signal
+
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM})
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)

@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 from beamcrawl.schemas.records import FrontierEntry, HostRecord
 from beamcrawl.simweb.testing import running_simweb
 from beamcrawl.stores.base import Mutation, StoreError, open_store
-from thread_signals import alive, tgkill, threads_taking  # tests/thread_signals.py
+from thread_signals import alive, stop_signals_as_from_a_terminal, tgkill, threads_taking  # tests/thread_signals.py
 
 MAX_REPORTED = 50  # core/seedfile.MAX_REPORTED (checked below)
 
@@ -341,8 +341,9 @@ def test_ctrl_c_mid_round_is_one_line_rc_130_and_the_rerun_resumes(tmp_path):
         common = ["crawl", "--seeds", str(seeds), "--out", str(out), "--resolve", "*=127.0.0.1",
                   "--allow-private-networks", "--min-delay", "0.05", "--runner", "FnApiRunner"]  # fmt: skip
         child = subprocess.Popen(
-            [*CLI, *common, "--round-window", "60"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
-        )
+            [*CLI, *common, "--round-window", "60"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            preexec_fn=stop_signals_as_from_a_terminal,
+        )  # fmt: skip
         deadline = time.monotonic() + 180
         while (len([r for r in web.requests(sync=False) if "beamcrawl" in r.get("ua", "")]) < 25
                and child.poll() is None and time.monotonic() < deadline):  # fmt: skip
@@ -388,7 +389,8 @@ def test_interrupted_prism_build_says_what_it_does_and_leaves_nothing(tmp_path, 
     seeds.write_text("http://ok.example/\n")
     out = tmp_path / "out"
     child = subprocess.Popen([*CLI, "crawl", "--seeds", str(seeds), "--out", str(out), "--runner", "PrismRunner", *LOOPBACK_ONLY],
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)  # fmt: skip
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                             preexec_fn=stop_signals_as_from_a_terminal)  # fmt: skip
     deadline = time.monotonic() + 120
     while not started.exists() and child.poll() is None and time.monotonic() < deadline:
         time.sleep(0.05)

@@ -20,7 +20,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from beamcrawl.pipelines import worker_pool
-from thread_signals import tgkill, threads_taking  # tests/thread_signals.py
+from thread_signals import stop_signals_as_from_a_terminal, tgkill, threads_taking  # tests/thread_signals.py
 
 
 # Each caller its own connection, as each TaskManager's (a Java channel's) is: Python's gRPC
@@ -135,7 +135,7 @@ def test_the_pool_process_stops_on_a_signal_that_lands_on_any_of_its_threads(sig
         port = probe.getsockname()[1]
     child = subprocess.Popen(
         [sys.executable, "-m", "beamcrawl.pipelines.worker_pool", "--port", str(port)],
-        stderr=subprocess.PIPE, text=True,
+        stderr=subprocess.PIPE, text=True, preexec_fn=stop_signals_as_from_a_terminal,
     )  # fmt: skip
     try:
         assert child.stderr is not None

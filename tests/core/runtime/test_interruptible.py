@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 
 from beamcrawl.core.runtime import interruptible
 from beamcrawl.core.runtime.interruptible import run_tool
-from thread_signals import alive, tgkill, threads_taking  # tests/thread_signals.py
+from thread_signals import alive, stop_signals_as_from_a_terminal, tgkill, threads_taking  # tests/thread_signals.py
 
 # A child that starts a thread of its own (as numpy's BLAS, gRPC or the fetch loop do), then
 # waits in the helper named by argv[1]; it says which pids to watch and how it ended.
@@ -50,7 +50,11 @@ CHILD = textwrap.dedent(
 
 def start_child(tmp_path: Path, what: str) -> tuple[subprocess.Popen[bytes], Path, list[int]]:
     out = tmp_path / "ended"
-    child = subprocess.Popen([sys.executable, "-c", CHILD, what, str(out)], cwd=Path(__file__).parents[3])
+    child = subprocess.Popen(
+        [sys.executable, "-c", CHILD, what, str(out)],
+        cwd=Path(__file__).parents[3],
+        preexec_fn=stop_signals_as_from_a_terminal,
+    )
     pids_file = Path(f"{out}.pids")
     expected = 2 if what == "tool" else 0  # the tool's shell and its sleep; none for a sleep
 
@@ -114,7 +118,12 @@ def test_a_signal_at_any_moment_of_the_tool_leaves_nothing_running(tmp_path_fact
             sys.exit(130)
         """
     )
-    child = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, cwd=Path(__file__).parents[3])
+    child = subprocess.Popen(
+        [sys.executable, "-c", script],
+        stdout=subprocess.PIPE,
+        cwd=Path(__file__).parents[3],
+        preexec_fn=stop_signals_as_from_a_terminal,
+    )
     try:
         assert child.stdout is not None and child.stdout.readline() == b"ready\n"
         time.sleep(delay)
