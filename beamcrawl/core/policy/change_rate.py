@@ -360,7 +360,8 @@ def estimate_rate(
     if g_hi >= 0:
         return math.exp(hi)
     u = min(hi, max(lo, mu))
-    for _ in range(60):
+    previous = math.inf
+    for _ in range(200):
         g, dg = slope(u)
         if g > 0:
             lo = u
@@ -369,8 +370,12 @@ def estimate_rate(
         if abs(g) < 1e-10 or hi - lo < 1e-9:
             break
         step = u - g / dg if dg < 0 else (lo + hi) / 2
-        # Newton inside the bracket, else bisect: fast near the mode, safe far from it.
-        u = step if lo < step < hi else (lo + hi) / 2
+        # Newton inside the bracket while it at least halves |L'|, else bisect: fast near the
+        # mode, safe far from it. (Newton alone could bounce between the bracket's two ends,
+        # shrinking it a little each time, and stop 60 steps later far from the mode: a 6x
+        # error for two changes seen an hour apart.)
+        u = step if lo < step < hi and abs(g) <= 0.5 * previous else (lo + hi) / 2
+        previous = abs(g)
     return math.exp(u)
 
 

@@ -169,6 +169,51 @@ def test_estimate_bounded(history):
     assert m.min_rate * (1 - 1e-9) <= lam <= m.max_rate * (1 + 1e-9)
 
 
+def _mode_by_bisection(history: list[tuple[float, int]], model: f.ChangeModel = f.DEFAULT_MODEL) -> float:
+    """The posterior mode found the slow, sure way: 200 bisections of L' on the bounds."""
+    mu = math.log(model.prior_rate)
+    inv_var = 1 / model.prior_sigma**2
+    changed, exposure, dated, weight = [], 0.0, 0.0, 1.0
+    for interval, kind in reversed(history[-model.history :]):
+        if kind == f.DATED:
+            dated += weight
+            exposure += weight * interval
+        elif kind:
+            changed.append((weight, interval))
+        else:
+            exposure += weight * interval
+        weight *= model.forget
+
+    def slope(u: float) -> float:
+        rate = math.exp(u)
+        return dated - exposure * rate - (u - mu) * inv_var + sum(w * f._h(t * rate) for w, t in changed)
+
+    lo, hi = math.log(model.min_rate), math.log(model.max_rate)
+    for _ in range(200):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if slope(mid) > 0 else (lo, mid)
+    return math.exp(lo)
+
+
+@settings(max_examples=300)
+@given(
+    st.lists(
+        st.tuples(st.floats(min_value=1, max_value=1e7), st.sampled_from([0, 1, f.DATED])), min_size=1, max_size=16
+    )
+)
+def test_the_estimate_is_the_posterior_mode(history):
+    """Newton's steps are only a shortcut: the answer is the mode a plain bisection finds.
+    (Newton alone once bounced between its bracket's ends and stopped at 3.9e-5 for a mode
+    of 2.3e-4, so that two changes seen an hour apart gave a lower rate than one.)"""
+    assert f.estimate_rate(history) == pytest.approx(_mode_by_bisection(history), rel=1e-6)
+
+
+def test_two_changes_an_hour_apart_find_the_mode():
+    history = [(3520.0, True), (3618.0, True)]
+    assert f.estimate_rate(history) == pytest.approx(_mode_by_bisection(history), rel=1e-6)
+    assert f.estimate_rate(history) >= f.estimate_rate([(3520.0, False), (3618.0, True)])
+
+
 @given(st.lists(st.tuples(st.floats(min_value=1, max_value=1e7), st.booleans()), min_size=1, max_size=16), st.data())
 def test_more_changes_never_lower_the_estimate(history, data):
     i = data.draw(st.integers(0, len(history) - 1))
