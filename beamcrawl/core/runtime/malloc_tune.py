@@ -30,9 +30,9 @@ import platform
 __all__ = ["ARENA_MAX", "MMAP_THRESHOLD", "TRIM_THRESHOLD", "tune"]
 
 #: Blocks this large or larger get a mapping of their own, unmapped when freed (glibc's start value).
-MMAP_THRESHOLD = 128 * 1024
+MMAP_THRESHOLD = 1024 * 1024
 #: Free memory at the top of the heap beyond this is given back to the system.
-TRIM_THRESHOLD = 256 * 1024
+TRIM_THRESHOLD = 64 * 1024 * 1024
 #: Malloc arenas in all (the main one and one more, whatever the threads).
 ARENA_MAX = 2
 

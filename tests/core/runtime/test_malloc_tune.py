@@ -32,20 +32,36 @@ if sys.argv[1] == "tuned":
     assert applied and all(applied.values()), applied
 """
 
-# A large buffer freed (glibc then raises its mmap threshold), then a round's worth of
-# half-megabyte buffers of which every other one is freed while its neighbours live.
-_FREE_KEPT = """
+_INFO = """
 class Info(ctypes.Structure):
     _fields_ = [(n, ctypes.c_size_t) for n in (
         "arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks", "uordblks", "fordblks", "keepcost")]
 libc.mallinfo2.restype = Info
-big = libc.malloc(8 << 20); ctypes.memset(big, 1, 8 << 20); libc.free(big)
-blocks = [libc.malloc(512 << 10) for _ in range(64)]
+"""
+
+# A large buffer freed (glibc then raises its mmap threshold), then a round's worth of
+# 2 MiB buffers of which every other one is freed while its neighbours live.
+_FREE_KEPT = """
+big = libc.malloc(16 << 20); ctypes.memset(big, 1, 16 << 20); libc.free(big)
+blocks = [libc.malloc(BLOCK) for _ in range(32)]
 for b in blocks:
-    ctypes.memset(b, 1, 512 << 10)
+    ctypes.memset(b, 1, BLOCK)
 for b in blocks[::2]:
     libc.free(b)
 print(libc.mallinfo2().fordblks)
+"""
+
+# A deflate state (the WARC writer makes one per record): from the heap, not a mapping of
+# its own; a mapping and unmapping per record cost 113 µs a simweb record (63 → 176 µs,
+# bench/per_page_costs.py --steps gzip) at a 128 KiB threshold.
+_DEFLATE = """
+import zlib, zlib_ng.zlib_ng as zlib_ng
+for module in (zlib, zlib_ng, zlib, zlib_ng):
+    before = libc.mallinfo2().hblks
+    state = module.compressobj(9, module.DEFLATED, -15, 9)
+    state.compress(b"x" * 100_000)
+    print(libc.mallinfo2().hblks - before)
+    del state
 """
 
 # Eight threads allocate at the same time (each new thread would get an arena of its own).
@@ -65,7 +81,7 @@ libc.malloc_stats()
 
 
 def _run(body: str, mode: str) -> subprocess.CompletedProcess[str]:
-    script = textwrap.dedent(_PRELUDE) + textwrap.dedent(body)
+    script = textwrap.dedent(_PRELUDE) + textwrap.dedent(_INFO) + textwrap.dedent(body)
     done = subprocess.run(
         [sys.executable, "-c", script, mode], capture_output=True, text=True, timeout=120, check=False
     )
@@ -74,9 +90,11 @@ def _run(body: str, mode: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_freed_large_buffers_are_given_back_not_kept_in_the_heap():
-    kept_before = int(_run(_FREE_KEPT, "as-started").stdout)
-    kept_after = int(_run(_FREE_KEPT, "tuned").stdout)
-    freed = 32 * (512 << 10)
+    block = 2 * malloc_tune.MMAP_THRESHOLD
+    body = f"BLOCK = {block}\n" + textwrap.dedent(_FREE_KEPT)
+    kept_before = int(_run(body, "as-started").stdout)
+    kept_after = int(_run(body, "tuned").stdout)
+    freed = 16 * block
     assert kept_before >= freed  # glibc's raised threshold: the freed half stays in the heap
     assert kept_after < freed // 8  # each block had its own mapping, unmapped when freed
 
@@ -99,3 +117,7 @@ def test_tune_is_once_per_process_and_says_what_glibc_took():
         "tuned",
     )
     assert done.stdout.split(None, 1) == ["True", "['arena_max', 'mmap_threshold', 'trim_threshold']\n"]
+
+
+def test_a_deflate_state_comes_from_the_heap():
+    assert _run(_DEFLATE, "tuned").stdout.split() == ["0"] * 4
