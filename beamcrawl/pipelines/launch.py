@@ -13,7 +13,7 @@ from typing import Any, Iterable
 
 from apache_beam.options.pipeline_options import PipelineOptions
 
-from beamcrawl.core.runtime import files, malloc_tune, prometheus
+from beamcrawl.core.runtime import files, prometheus
 from beamcrawl.core.runtime.config import CrawlConfig
 from beamcrawl.core.runtime.outputs import RoundOutputs
 from beamcrawl.pipelines import flink_failover, live
@@ -142,7 +142,6 @@ def run_round(
     job's whole error goes there too, and the one line names the worker's exception and it.
     In process, a failed round's traceback goes to ``crawl_log`` (the crawl's log, OUT/logs/),
     which the one line names likewise."""
-    malloc_tune.tune()  # a local runner's buffers live in this process (core/runtime/malloc_tune.py)
     outputs = RoundOutputs(cfg.out, round_no)
     outputs.prepare()
     started = time.time()

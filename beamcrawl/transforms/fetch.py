@@ -55,7 +55,7 @@ from beamcrawl.core.net.fetcher import (
 from beamcrawl.core.policy import refusals
 from beamcrawl.core.policy.robots import RobotsRules
 from beamcrawl.core.policy.usage_prefs import UsageRules
-from beamcrawl.core.runtime import gctune, malloc_tune
+from beamcrawl.core.runtime import gctune
 from beamcrawl.core.runtime.config import CrawlConfig
 from beamcrawl.schemas.records import FetchResult, HostPlan, HostRecord
 from beamcrawl.state.fence import StoreFence
@@ -238,7 +238,6 @@ class _FetchShardsFn(beam.DoFn):
 
     def setup(self) -> None:
         gctune.tune()
-        malloc_tune.tune()  # before the fetch loop's thread takes an arena of its own
         self.metrics = _MetricsCollector(self.cfg.robots_token if self.cfg.purposes else None)
         self.refusals = _RefusalWatch(self.cfg)
 

@@ -36,7 +36,7 @@ from beamcrawl.core.content.htmlparse import (
     robots_directives,
 )
 from beamcrawl.core.policy.robots import RobotsRules
-from beamcrawl.core.runtime import gctune, malloc_tune
+from beamcrawl.core.runtime import gctune
 from beamcrawl.core.urls.urlnorm import InvalidURL, fingerprint, normalize
 from beamcrawl.schemas.records import FetchResult, Link, Packed, ParsedPage
 from beamcrawl.transforms.dead_letter import ERRORS, Outlet, collect
@@ -162,7 +162,6 @@ class _ParseFn(beam.DoFn):
 
     def setup(self) -> None:
         gctune.tune()  # this process moves many small objects per page (core/runtime/gctune.py)
-        malloc_tune.tune()  # ... and frees large buffers all round long (core/runtime/malloc_tune.py)
 
     def process(self, result: FetchResult) -> Iterator[ParsedPage]:
         self.received.inc()

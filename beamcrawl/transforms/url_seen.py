@@ -62,7 +62,7 @@ from beamcrawl.core.policy.change_rate import (
     importance,
     redirect_allowed,
 )
-from beamcrawl.core.runtime import gctune, malloc_tune
+from beamcrawl.core.runtime import gctune
 from beamcrawl.core.runtime.batch_files import SpanRef, read_spans, write_spans
 from beamcrawl.core.runtime.config import MAX_REDIRECTS
 from beamcrawl.core.urls.urlnorm import host_of
@@ -844,7 +844,6 @@ class _MergeBucketFn(beam.DoFn):
 
     def setup(self) -> None:
         gctune.tune()
-        malloc_tune.tune()
         self.store = open_store(self.store_uri)
 
     def process(self, element: tuple[int, Iterable[CandidateBlock | SpanRef]]) -> Iterator[Any]:
