@@ -9,6 +9,10 @@ counted; its wall time is printed beside it):
   URL, into an empty store, then again into the same store (a second batch of as many URLs:
   the B-tree is no longer empty); the cells' encoding alone (``FrontierEntry.to_cells`` and
   ``UrlState.discovered_cells``) and their decoding (``from_cells`` of the rows read back);
+- **fetch outcomes**: ``transforms/record.py:url_state_cells`` for each page once fetched and
+  scheduled, its seen-set row written as ``RecordUrlState`` writes a batch, into a store that
+  already holds the pages' discovery rows; the cells' encoding alone, and
+  ``UrlState.from_cells`` of the rows read back (a fetched URL's whole row);
 - **new originals**: ``content_seen.settle`` for each page taken as a new original, and its
   rows (one content row, 20 simhash-table rows) written as ``_SettleFn`` writes them; the
   cells' encoding alone, and the decoding of the rows read back (``ContentRecord.from_cells``
@@ -30,10 +34,13 @@ from contextlib import contextmanager
 from typing import Any
 
 from beamcrawl.core.runtime import gctune
-from beamcrawl.schemas.records import Candidate, FrontierEntry, UrlState
+from beamcrawl.schemas.records import Candidate, FrontierEntry, UrlState, fp_key
 from beamcrawl.state.frontier import queue_new_urls
 from beamcrawl.stores.base import Store, open_store
+from beamcrawl.stores.interface import Mutation
 from beamcrawl.transforms import content_seen as cs
+from beamcrawl.transforms.freshness import SchedulePolicy, schedule_page
+from beamcrawl.transforms.record import url_state_cells
 from beamcrawl.transforms.parse import parse_fetch
 from beamcrawl.transforms.url_seen import page_candidates
 
@@ -131,6 +138,45 @@ def _new_urls(fresh: Callable[[], Any], cands: list[Candidate], repeat: int) -> 
     _line("UrlState.from_cells of a discovered row", t, len(urls), "row")
 
 
+def _fetch_outcomes(fresh: Callable[[], Any], pages: list[Any], repeat: int) -> None:
+    now = 1_800_000_000_000
+    discovered = [
+        Candidate(fp=p.fetch.entry.fp, url=p.fetch.entry.url, host=p.fetch.entry.host, depth=1, priority=1.0)
+        for p in pages
+    ]
+
+    def rows() -> list[tuple[bytes, dict[str, bytes]]]:
+        return [(fp_key(p.fetch.entry.fp), c) for p in pages if (c := url_state_cells(p)) is not None]
+
+    def write() -> tuple[float, float]:
+        with fresh() as store:
+            queue_new_urls(store, discovered, now)
+
+            def run() -> None:
+                batch = rows()
+                for i in range(0, len(batch), 2000):  # RecordUrlState's batches
+                    store.mutate("urls", [Mutation.set(k, c) for k, c in batch[i : i + 2000]])
+
+            return _cpu(run)
+
+    cells = rows()
+    n = sum(len(c) for _, c in cells)
+    t, w = _best(repeat, write)
+    _line(
+        f"URL state of {len(pages):,} fetches ({n / max(1, len(cells)):.2f} cells a row)", t, len(pages), "page", w, n
+    )
+    t, _ = _best(repeat, lambda: _cpu(rows))
+    _line("  of which url_state_cells (the cells' encoding)", t, len(pages), "page")
+    with fresh() as store:
+        queue_new_urls(store, discovered, now)
+        store.mutate("urls", [Mutation.set(k, c) for k, c in cells])
+        read = list(store.read_range("urls"))
+    t, _ = _best(repeat, lambda: _cpu(lambda: [UrlState.from_cells(c) for _, c in read]))
+    _line("UrlState.from_cells of a fetched row", t, len(read), "row")
+    size = sum(len(v) for _, c in cells for v in c.values())
+    print(f"  stored value bytes of a fetch's cells: {size / max(1, len(cells)):.1f} B/row")
+
+
 class _NullStore(Store):
     """A store that drops what is written (to time the encoding alone)."""
 
@@ -207,11 +253,14 @@ def main(argv: list[str] | None = None) -> int:
             new.setdefault(c.fp, c)
     cands = sorted(new.values(), key=lambda c: c.fp)
     probes = [p for p in (cs.probe_page(pg) for pg in pages) if p is not None]
+    policy = SchedulePolicy()
+    scheduled = [schedule_page(pg, policy) for pg in pages]
     print(f"{len(pages):,} pages, {len(cands):,} new URLs, {len(probes):,} originals")
     for kind in args.stores.split(","):
         print(f"{kind}:")
         with _stores(kind) as fresh:
             _new_urls(fresh, cands, args.repeat)
+            _fetch_outcomes(fresh, scheduled, args.repeat)
             _new_originals(fresh, probes, args.repeat)
     return 0
 
