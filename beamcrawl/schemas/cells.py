@@ -1,8 +1,8 @@
 """Compact binary cells for the rows a round writes most (docs/ARCHITECTURE.md §2).
 
-A new URL costs a frontier row and a seen-set row, a new original a content row and 20
-simhash-table rows. Their cells were JSON objects (field names and all, ~200-300 bytes, and
-``json.loads`` to read); here each is a struct of its fixed fields and length-prefixed UTF-8
+A new URL costs a frontier row and a seen-set row, a fetch its outcome in the seen set, a
+new original a content row and 20 simhash-table rows. Their cells were JSON objects (field
+names and all, ~200-300 bytes, and ``json.loads`` to read); here each is a struct of its fixed fields and length-prefixed UTF-8
 strings. The first byte names the format and its version: a byte below 0x20 that is not
 JSON whitespace, which JSON text can never start with, so every decoder tells a binary cell
 from a JSON one by that byte and reads both: a store written before keeps reading, with no
@@ -22,6 +22,8 @@ byte   cell                          layout after the byte (little-endian)
 0x04   simhash, first table          flags B, round q, url length H, url
 0x05   simhash, other 19 tables      nothing: the first table's cell names the original
                                      and its round (transforms/content_seen.py)
+0x06   seen set ``u:o``              flags B, status q, fetched_at_ms q, lengths 4×H (url,
+                                     state, checksum, error), the bytes
 =====  ============================  ====================================================
 
 Flags say which optional fields are present (an absent one reads as None). A value that the
@@ -44,6 +46,7 @@ from typing import Any
 __all__ = [
     "CONTENT",
     "FRONTIER",
+    "OUTCOME",
     "QUEUED",
     "SIMHASH_NAMED",
     "SIMHASH_SEEN",
@@ -51,10 +54,12 @@ __all__ = [
     "CellError",
     "decode_content",
     "decode_frontier",
+    "decode_outcome",
     "decode_queued",
     "decode_simhash",
     "encode_content",
     "encode_frontier",
+    "encode_outcome",
     "encode_queued",
     "encode_simhash_named",
     "is_binary",
@@ -66,6 +71,7 @@ QUEUED = 0x02
 CONTENT = 0x03
 SIMHASH_NAMED = 0x04
 SIMHASH_SEEN = 0x05
+OUTCOME = 0x06
 # The cell of the other 19 simhash tables: the fingerprint is in its qualifier, the original's
 # name and round in the first table's cell, so it holds nothing else.
 SIMHASH_SEEN_CELL = bytes((SIMHASH_SEEN,))
@@ -77,12 +83,15 @@ _FRONTIER = struct.Struct("<BBQqdiqiidHHHHHHII")
 _QUEUED = struct.Struct("<BBqqHH")
 _CONTENT = struct.Struct("<BBdqqHHH")
 _SIMHASH = struct.Struct("<BBqH")
+_OUTCOME = struct.Struct("<BBqqHHHH")
 
 # Frontier flags.
 _LASTMOD, _ORIGIN, _REVISIT, _ALSO = 1, 2, 4, 8
 # Seen-set and content flags.
 _SOURCE, _DEPTH = 1, 2
 _FETCHED, _DIGEST, _ROUND = 1, 2, 4
+# Fetch-outcome flags.
+_STATUS, _AT, _CHECKSUM, _ERROR = 1, 2, 4, 8
 
 
 class CellError(ValueError):
@@ -281,6 +290,68 @@ def decode_queued(raw: bytes) -> tuple[str, int, str | None, int | None]:
         raise
     except (struct.error, ValueError) as exc:
         raise CellError(f"seen-set cell does not decode: {exc}") from None
+
+
+# --- the seen set's fetch outcome ---------------------------------------------------------
+
+
+def encode_outcome(
+    url: str, state: str, status: int | None, fetched_at_ms: int | None, checksum: str | None, error: str | None
+) -> bytes | None:
+    """The ``u:o`` cell of a fetch's outcome, or None when a value does not fit."""
+    if not (status is None or type(status) is int) or not (fetched_at_ms is None or type(fetched_at_ms) is int):
+        return None
+    try:
+        url_b, state_b = _utf8(url), _utf8(state)
+        checksum_b = b"" if checksum is None else _utf8(checksum)
+        error_b = b"" if error is None else _utf8(error)
+        flags = (
+            (_STATUS if status is not None else 0)
+            | (_AT if fetched_at_ms is not None else 0)
+            | (_CHECKSUM if checksum is not None else 0)
+            | (_ERROR if error is not None else 0)
+        )
+        head = _OUTCOME.pack(
+            OUTCOME,
+            flags,
+            status or 0,
+            fetched_at_ms or 0,
+            len(url_b),
+            len(state_b),
+            len(checksum_b),
+            len(error_b),
+        )
+    except (struct.error, TypeError, AttributeError, UnicodeError, OverflowError):
+        return None
+    return b"".join((head, url_b, state_b, checksum_b, error_b))
+
+
+def decode_outcome(raw: bytes) -> tuple[str, str, int | None, int | None, str | None, str | None]:
+    """``(url, state, status, fetched_at_ms, checksum, error)`` of a binary ``u:o`` cell.
+
+    Raises:
+        CellError: Not a whole cell of this format.
+    """
+    try:
+        version, flags, status, fetched_at_ms, nu, ns, nc, ne = _OUTCOME.unpack_from(raw)
+        at = _OUTCOME.size
+        state_at = at + nu
+        checksum_at = state_at + ns
+        error_at = checksum_at + nc
+        if version != OUTCOME or error_at + ne != len(raw):
+            raise CellError("not a fetch-outcome cell")
+        return (
+            _text(raw[at:state_at]),
+            intern(_text(raw[state_at:checksum_at])),
+            status if flags & _STATUS else None,
+            fetched_at_ms if flags & _AT else None,
+            _text(raw[checksum_at:error_at]) if flags & _CHECKSUM else None,
+            _text(raw[error_at:]) if flags & _ERROR else None,
+        )
+    except CellError:
+        raise
+    except (struct.error, ValueError) as exc:
+        raise CellError(f"fetch-outcome cell does not decode: {exc}") from None
 
 
 # --- content-seen and simhash rows ---------------------------------------------------------

@@ -27,6 +27,13 @@ JSON_CELL = "r:json"
 # schemas/cells.py; a JSON array in rows written before).
 QUEUED_CELL = "u:q"
 QUEUED_FIELDS = ("url", "first_seen_ms", "source", "depth")
+# A fetch's outcome packs these UrlState fields in one cell (binary, schemas/cells.py; a JSON
+# array when a value does not fit it), where rows written before hold a ``u:<field>`` cell
+# each. It is newer than any of those, so its fields win over theirs.
+OUTCOME_CELL = "u:o"
+OUTCOME_FIELDS = ("url", "state", "status", "fetched_at_ms", "checksum", "error")
+# The URL's revisit state after its last fetch (JSON), read on its own by URL seen.
+REVISIT_CELL = "u:revisit"
 # One encoder for compact JSON (json.dumps with arguments builds a new encoder per call).
 _COMPACT = json.JSONEncoder(separators=(",", ":"), default=lambda v: _json_default(v))
 
@@ -285,10 +292,13 @@ _FRONTIER_VALUES = field_values(FrontierEntry)
 class UrlState:
     """A row of the seen set: what is known about one URL.
 
-    One cell per field (``u:<field>``, JSON values) so that a fetch outcome is written as a
-    partial update, merged into the row without reading it first. A URL just discovered is
-    written leaner (:meth:`discovered_cells`): one ``u:q`` cell packing what is known at
-    discovery (:data:`QUEUED_FIELDS`); a field's own cell, when there is one, wins over it.
+    Written as partial updates, merged into the row without reading it first, in cells
+    that pack the fields written together: a URL just discovered gets one ``u:q`` cell
+    (:meth:`discovered_cells`, :data:`QUEUED_FIELDS`), a fetch one ``u:o`` cell
+    (:meth:`outcome_cells`, :data:`OUTCOME_FIELDS`); the fields written on their own
+    (``revisit``, ``reason``) have a ``u:<field>`` cell each, of JSON. A field's own cell wins
+    over ``u:q``, and ``u:o`` over both (rows written before it have ``u:<field>`` cells of
+    JSON for the fields it packs).
     """
 
     url: str
@@ -321,18 +331,32 @@ class UrlState:
             raw = _COMPACT.encode([url, first_seen_ms, source, depth]).encode()
         return {QUEUED_CELL: raw}
 
+    def outcome_cells(self) -> dict[str, bytes]:
+        """The cell of a fetch's outcome: :data:`OUTCOME_FIELDS` in one (``u:o``, binary)."""
+        values = (self.url, self.state, self.status, self.fetched_at_ms, self.checksum, self.error)
+        raw = binary.encode_outcome(*values)
+        if raw is None:  # a value the binary layout cannot hold exactly
+            raw = _COMPACT.encode(list(values)).encode()
+        return {OUTCOME_CELL: raw}
+
     @classmethod
     def from_cells(cls, cells: dict[str, bytes]) -> "UrlState":
-        """Reads a seen-set row; its discovery cell (``u:q``) in either format. A discovery
-        cell that does not decode counts as absent (:data:`UNREADABLE_CELLS` counts it)."""
-        known = {f.name for f in dataclasses.fields(cls)}
+        """Reads a seen-set row; its packed cells (``u:q``, ``u:o``) in either format. A
+        packed cell that does not decode counts as absent (:data:`UNREADABLE_CELLS` counts
+        it)."""
+        known = _URL_STATE_FIELDS
         values: dict[str, Any] = {}
         packed = cells.get(QUEUED_CELL)
         if packed is not None:
-            values.update(_queued_values(packed) or {"url": ""})  # unreadable: no URL known
+            values.update(_packed_values(QUEUED_CELL, packed) or {"url": ""})  # unreadable: no URL known
         values.update(
             (col[2:], json.loads(raw)) for col, raw in cells.items() if col.startswith("u:") and col[2:] in known
         )
+        outcome = cells.get(OUTCOME_CELL)
+        if outcome is not None:
+            values.update(_packed_values(OUTCOME_CELL, outcome))
+        if "url" not in values and (packed is not None or outcome is not None):
+            values["url"] = ""  # every packed cell unreadable: no URL known
         return cls(**values)
 
 
@@ -340,17 +364,27 @@ class UrlState:
 UNREADABLE_CELLS = collections.Counter[str]()
 
 
-def _queued_values(raw: bytes) -> dict[str, Any]:
-    """A ``u:q`` cell's fields, or none (counted) when it does not decode."""
+_URL_STATE_FIELDS = frozenset(f.name for f in dataclasses.fields(UrlState))
+# Each packed cell of the seen set: its fields, and the decoder of its binary format.
+_PACKED: dict[str, tuple[tuple[str, ...], Callable[[bytes], tuple[Any, ...]]]] = {
+    QUEUED_CELL: (QUEUED_FIELDS, binary.decode_queued),
+    OUTCOME_CELL: (OUTCOME_FIELDS, binary.decode_outcome),
+}
+
+
+def _packed_values(column: str, raw: bytes) -> dict[str, Any]:
+    """A packed seen-set cell's fields (``u:q`` or ``u:o``, binary or a JSON array), or none
+    (counted) when it does not decode."""
+    names, decode = _PACKED[column]
     try:
         if binary.is_binary(raw):
-            return dict(zip(QUEUED_FIELDS, binary.decode_queued(raw)))
+            return dict(zip(names, decode(raw)))
         values = json.loads(raw)
-        if type(values) is list and len(values) == len(QUEUED_FIELDS):
-            return dict(zip(QUEUED_FIELDS, values))
+        if type(values) is list and len(values) == len(names):
+            return dict(zip(names, values))
     except (ValueError, RecursionError):  # CellError, JSONDecodeError, UnicodeDecodeError
         pass
-    UNREADABLE_CELLS[QUEUED_CELL] += 1
+    UNREADABLE_CELLS[column] += 1
     return {}
 
 

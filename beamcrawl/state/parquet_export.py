@@ -31,6 +31,7 @@ from beamcrawl.schemas.arrow import (
 )
 from beamcrawl.schemas.records import (
     JSON_CELL,
+    OUTCOME_CELL,
     QUEUED_CELL,
     HostRecord,
     UrlState,
@@ -54,7 +55,7 @@ def _ts_s(seconds: float | None) -> dt.datetime | None:
 
 def url_row(key: bytes, cells: dict[str, bytes]) -> dict[str, Any] | None:
     """A ``urls`` export row from a seen-set row (None if the row has no URL)."""
-    state = UrlState.from_cells(cells) if "u:url" in cells or QUEUED_CELL in cells else None
+    state = UrlState.from_cells(cells) if "u:url" in cells or QUEUED_CELL in cells or OUTCOME_CELL in cells else None
     if state is None or not state.url:
         return None
     try:

@@ -24,6 +24,7 @@ from apache_beam.metrics import Metrics
 from beamcrawl.core.runtime import files
 from beamcrawl.core.runtime.outputs import DONE, REQUEUE, RoundOutputs, part_name
 from beamcrawl.schemas.records import (
+    REVISIT_CELL,
     HostRecord,
     ParsedPage,
     UrlState,
@@ -50,40 +51,38 @@ __all__ = [
 # usage_refused: the site's usage preferences refuse a purpose of the crawl (not fetched),
 # finished like robots_disallowed.
 FINISHED = ("fetched", "error", "refused", "robots_disallowed", "usage_refused")
-# url too: a URL queued by a run that died before marking it seen gets its row from here.
-STATE_FIELDS = ("url", "state", "status", "fetched_at_ms", "checksum", "error")
-# Written only when freshness scheduled the fetch (a result that never went through it
-# leaves the cell as it was).
-REVISIT_FIELDS = ("revisit",)
-# The original a fetched page copies (JSON, as the u:<field> cells are), null when it copies
-# none. Written on every response, so a page that stops being a copy loses the mark. Its
-# own cell beside UrlState's (whose from_cells skips cells it does not know), so rows stay
-# readable by every version; a UrlState field of that name would read it as is.
+# The original a fetched page copies (JSON), null when it copies none. Written on every
+# response, so a page that stops being a copy loses the mark, and only then: an error leaves
+# the mark as it was. Its own cell beside UrlState's (whose from_cells skips cells it does
+# not know), so rows stay readable by every version; a UrlState field of that name would
+# read it as is.
 DUPLICATE_CELL = "u:duplicate_of"
 
 
 def url_state_cells(page: ParsedPage) -> dict[str, bytes] | None:
-    """The seen-set cells a fetch outcome updates (None when nothing happened)."""
+    """The seen-set cells a fetch outcome updates (None when nothing happened): the outcome
+    in one cell (``u:o``: state, status, time, checksum, error, and the URL, so that a URL
+    queued by a run that died before marking it seen gets its row from here), and the
+    revisit state and the copy mark in theirs when this fetch sets them."""
     f = page.fetch
     if f.outcome not in FINISHED or f.entry.source == "robots":
         return None
+    checksum = page.checksum
+    if f.status == 304 and page.revisit is not None:
+        # Not modified: the content we hold stands; its checksum is the stored one.
+        checksum = page.revisit.get("checksum")
     state = UrlState(
         url=f.entry.url,
         state=f.outcome,
         status=f.status if f.outcome == "fetched" else None,
         fetched_at_ms=int(f.fetched_at * 1000) if f.fetched_at else None,
-        checksum=page.checksum,
+        checksum=checksum,
         error=f.error,
     )
-    if f.status == 304 and page.revisit is not None:
-        # Not modified: the content we hold stands; its checksum is the stored one.
-        state.checksum = page.revisit.get("checksum")
-    cells = state.to_cells(only=STATE_FIELDS)
-    if page.revisit is not None:
-        state.revisit = page.revisit
-        cells.update(state.to_cells(only=REVISIT_FIELDS))
+    cells = state.outcome_cells()
+    if page.revisit is not None:  # freshness scheduled it: else the cell stays as it was
+        cells[REVISIT_CELL] = json_cell(page.revisit)
     if f.outcome == "fetched":
-        # Only a response says whether the page is a copy; an error leaves the mark as it was.
         cells[DUPLICATE_CELL] = json_cell(page.duplicate_of)
     return cells
 

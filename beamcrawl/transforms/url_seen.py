@@ -70,6 +70,7 @@ from beamcrawl.core.urls.urlshape import REASONS, ShapeRules
 from beamcrawl.schemas.candidate_block import CandidateBlock, gather_index
 from beamcrawl.schemas.records import (
     MAX_INLINK_HOSTS,
+    REVISIT_CELL,
     Batched,
     Candidate,
     FrontierEntry,
@@ -539,7 +540,7 @@ def lastmod_hint(cand: Candidate, cells: dict[str, bytes] | None, now_ms: int) -
     is due now and names the URL's scheduled row (``also_keys``), deleted once this one is
     fetched, so the hint moves the visit forward rather than adding one.
     """
-    raw = (cells or {}).get("u:revisit")
+    raw = (cells or {}).get(REVISIT_CELL)
     if cand.lastmod is None or not raw:
         return None
     try:

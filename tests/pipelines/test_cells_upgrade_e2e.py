@@ -2,8 +2,8 @@
 version before the binary cells (``schemas/cells.py``) wrote them, is crawled on by this one.
 
 One round runs through the real CLI on simweb (mirror hosts among its hosts, so the content
-tables fill); then every binary cell of the frontier, the seen set's discovery cells, the
-content rows and the simhash rows is rewritten into the JSON the earlier code wrote for it
+tables fill); then every binary cell of the frontier, the seen set's discovery and
+fetch-outcome cells, the content rows and the simhash rows is rewritten into the JSON the earlier code wrote for it
 (byte for byte, by that code's own encoders, kept in this test). A second round runs on that
 store, and:
 
@@ -13,6 +13,7 @@ store, and:
   was (a URL wrongly taken as unseen would be written again, in binary);
 - no content row of the first round is written again (a checksum wrongly taken as new
   would be);
+- the URLs it fetches get their outcome as one binary cell over the JSON cells of before;
 - the state export reads every seen-set row of both formats.
 """
 
@@ -28,7 +29,15 @@ from pathlib import Path
 import pytest
 
 from beamcrawl.schemas import cells as cellfmt
-from beamcrawl.schemas.records import JSON_CELL, QUEUED_CELL, FrontierEntry, UrlState, _encode
+from beamcrawl.schemas.records import (
+    JSON_CELL,
+    OUTCOME_CELL,
+    OUTCOME_FIELDS,
+    QUEUED_CELL,
+    FrontierEntry,
+    UrlState,
+    _encode,
+)
 from beamcrawl.simweb.testing import running_simweb
 from beamcrawl.state.parquet_export import url_row
 from beamcrawl.stores.base import Mutation, open_store
@@ -51,6 +60,11 @@ def _json_content(raw: bytes) -> bytes:
     return json.dumps(dataclasses.asdict(record), separators=(",", ":")).encode()
 
 
+def _json_outcome(raw: bytes) -> dict[str, bytes]:
+    """A fetch's outcome as the cells of before: one ``u:<field>`` JSON cell each."""
+    return UrlState(**dict(zip(OUTCOME_FIELDS, cellfmt.decode_outcome(raw)))).to_cells(only=OUTCOME_FIELDS)
+
+
 def _json_simhash(raw: bytes) -> bytes:
     url, round_no = _simhash_value(raw)
     value = round_no if url is None else {"url": url, "round": round_no}
@@ -71,9 +85,12 @@ def _rewrite_as_json(store_uri: str) -> collections.Counter[str]:
         for table in ("frontier", "urls", "content", "simhash"):
             muts = []
             for key, row in store.read_range(table):
-                new = {}
+                new, outcome = {}, {}
                 for column, raw in row.items():
                     if not cellfmt.is_binary(raw):
+                        continue
+                    if column == OUTCOME_CELL:  # its fields had a cell each: the row is rewritten
+                        outcome = _json_outcome(raw)
                         continue
                     if table == "simhash":
                         new[column] = _json_simhash(raw)
@@ -81,8 +98,12 @@ def _rewrite_as_json(store_uri: str) -> collections.Counter[str]:
                         name, convert = _TO_JSON[table]
                         assert column == name, (table, column)
                         new[column] = convert(raw)
-                if new:
-                    counts[table] += 1
+                counts[table] += bool(new)
+                if outcome:
+                    counts["outcomes"] += 1
+                    kept = {c: v for c, v in row.items() if c != OUTCOME_CELL}
+                    muts.append(Mutation(key=key, cells={**kept, **new, **outcome}, delete=True))
+                elif new:
                     muts.append(Mutation.set(key, new))
             store.mutate(table, muts)
             assert not any(cellfmt.is_binary(v) for _, row in store.read_range(table) for v in row.values())
@@ -111,7 +132,7 @@ def test_a_store_written_as_json_is_crawled_on(tmp_path: Path) -> None:
         first = _crawl(tmp_path, out, store_uri, seeds)
         assert first["errors"] == 0
         converted = _rewrite_as_json(store_uri)
-        assert all(converted[t] > 0 for t in ("frontier", "urls", "content", "simhash")), converted
+        assert all(converted[t] > 0 for t in ("frontier", "urls", "outcomes", "content", "simhash")), converted
         with open_store(store_uri) as store:
             queued = {FrontierEntry.from_cells(c).url for _, c in store.read_range("frontier")}
             known = {k: dict(c) for k, c in store.read_range("urls")}
@@ -125,8 +146,13 @@ def test_a_store_written_as_json_is_crawled_on(tmp_path: Path) -> None:
         urls = {k: dict(c) for k, c in store.read_range("urls")}
         content_after = {k: dict(c) for k, c in store.read_range("content")}
     # The second round worked through what the first queued (JSON rows, read by select).
-    fetched_urls = {UrlState.from_cells(c).url for c in urls.values() if "u:state" in c}
+    fetched_urls = {UrlState.from_cells(c).url for c in urls.values() if OUTCOME_CELL in c}
     assert fetched_urls & queued
+    assert all(cellfmt.is_binary(c[OUTCOME_CELL]) for c in urls.values() if OUTCOME_CELL in c)
+    # The first round's outcomes, JSON cells of before, read as they were written.
+    for key, cells in known.items():
+        if "u:state" in cells and OUTCOME_CELL not in urls[key]:
+            assert UrlState.from_cells(urls[key]) == UrlState.from_cells(cells)
     # What the first round knew stays known: its JSON discovery cells untouched, no URL twice.
     for key, cells in known.items():
         if QUEUED_CELL in cells:
@@ -138,4 +164,4 @@ def test_a_store_written_as_json_is_crawled_on(tmp_path: Path) -> None:
     # The content rows of the first round were found, not written again as new content.
     for key, cells in content.items():
         assert content_after[key] == cells
-    assert all(url_row(k, c) is not None for k, c in urls.items() if "u:url" in c or QUEUED_CELL in c)
+    assert all(url_row(k, c) is not None for k, c in urls.items() if {"u:url", QUEUED_CELL, OUTCOME_CELL} & set(c))

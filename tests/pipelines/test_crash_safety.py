@@ -49,7 +49,7 @@ from beamcrawl.core.urls.urlnorm import fingerprint, normalize
 from beamcrawl.core.urls.urlshape import check as shape_check
 from beamcrawl.pipelines.crawl_errors import CrawlError
 from beamcrawl.pipelines.lease import RoundLease
-from beamcrawl.schemas.records import FrontierEntry, key_fp
+from beamcrawl.schemas.records import FrontierEntry, UrlState, key_fp
 from beamcrawl.simweb.testing import SimwebHandle, running_simweb
 from beamcrawl.stores.base import Mutation, open_store
 
@@ -127,8 +127,8 @@ def check_nothing_lost(out: Path, store_uri: str, served: list[dict[str, Any]], 
     links = _rows(out, "links")
     committed = {row["url_fp"] & MASK for row in pages}
     with open_store(store_uri) as store:
-        # The seen row's state cells only: a URL queued by a crashed attempt but never
-        # marked seen gets just its fetch outcome's cells (no u:url) when it is fetched.
+        # A URL queued by a crashed attempt but never marked seen gets just its fetch
+        # outcome's cell (u:o, which holds its URL) when it is fetched.
         seen = {key_fp(k): c for k, c in store.read_range("urls")}
         entries = [FrontierEntry.from_cells(c) for _, c in store.read_range("frontier")]
     queued = {e.fp for e in entries}
@@ -146,7 +146,7 @@ def check_nothing_lost(out: Path, store_uri: str, served: list[dict[str, Any]], 
     assert not stateless, f"next visit queued without the page's state: {stateless[:5]}"
 
     def done(fp: int) -> bool:
-        return fp in queued or fp in committed or seen[fp].get("u:state") == b'"robots_disallowed"'
+        return fp in queued or fp in committed or UrlState.from_cells(seen[fp]).state == "robots_disallowed"
 
     copies = {row["url"] for row in pages if row.get("duplicate_of")}  # their links are not followed
     followable = {
@@ -158,9 +158,7 @@ def check_nothing_lost(out: Path, store_uri: str, served: list[dict[str, Any]], 
     assert not unseen, f"linked from committed pages but never seen: {unseen[:5]}"
     lost_links = sorted(url for fp, url in followable.items() if not done(fp))
     assert not lost_links, f"linked, seen, but neither queued nor fetched: {lost_links[:5]}"
-    lost_seen = sorted(
-        cells.get("u:url") or cells.get("u:q") or b"%x" % fp for fp, cells in seen.items() if not done(fp)
-    )
+    lost_seen = sorted(UrlState.from_cells(cells).url or f"{fp:x}" for fp, cells in seen.items() if not done(fp))
     assert not lost_seen, f"seen but neither queued nor fetched: {lost_seen[:5]}"
     fetched = {
         fingerprint(normalize(f"http://{r['host']}:{port}{r['path']}"))

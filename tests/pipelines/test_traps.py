@@ -24,7 +24,7 @@ from beamcrawl.core.runtime.config import CrawlConfig
 from beamcrawl.core.urls.urlnorm import fingerprint, host_of, normalize
 from beamcrawl.core.urls.urlshape import check
 from beamcrawl.pipelines.crawl import crawl
-from beamcrawl.schemas.records import QUEUED_CELL, Candidate, FrontierEntry, UrlState, key_fp
+from beamcrawl.schemas.records import OUTCOME_CELL, QUEUED_CELL, Candidate, FrontierEntry, UrlState, key_fp
 from beamcrawl.simweb.site import TRAP_ENTRY
 from beamcrawl.simweb.testing import running_simweb
 from beamcrawl.stores.base import open_store
@@ -97,8 +97,8 @@ def test_over_budget_urls_are_deferred_not_deleted(trap_crawl: dict) -> None:
         frontier = [FrontierEntry.from_cells(c) for _, c in store.read_range("frontier")]
     fetched = {row["url_fp"] & MASK for row in _pages(trap_crawl["out"])}
     queued = {e.fp for e in frontier}
-    refused = {fp for fp, c in seen.items() if c.get("u:state") == b'"robots_disallowed"'}
-    lost = [c.get("u:url") for fp, c in seen.items() if fp not in queued | fetched | refused]
+    refused = {fp for fp, c in seen.items() if UrlState.from_cells(c).state == "robots_disallowed"}
+    lost = [UrlState.from_cells(c).url for fp, c in seen.items() if fp not in queued | fetched | refused]
     assert not lost, f"seen but neither fetched nor queued: {lost[:5]}"
     # A deferred URL comes back no sooner than its domain's budget refills: the start of the
     # next budget period after the rounds began (periods are aligned to the epoch, so when
@@ -130,6 +130,6 @@ def test_links_of_a_bad_shape_never_reach_the_seen_set(trap_crawl: dict) -> None
     refused = sum(r["metrics"].get("url_seen/shape_binary_extension", 0) for r in trap_crawl["reports"])
     assert refused > 0  # simweb's /files/N.pdf links
     with open_store(trap_crawl["cfg"].store) as store:
-        # Queued URLs carry theirs in the discovery cell (u:q), fetched ones in u:url too.
-        urls = [UrlState.from_cells(c).url for _, c in store.read_range("urls") if "u:url" in c or QUEUED_CELL in c]
+        # Queued URLs carry theirs in the discovery cell (u:q), fetched ones in u:o too.
+        urls = [UrlState.from_cells(c).url for _, c in store.read_range("urls") if {QUEUED_CELL, OUTCOME_CELL} & set(c)]
     assert urls and all(check(u) is None for u in urls)

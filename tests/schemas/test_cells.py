@@ -12,7 +12,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from beamcrawl.schemas import cells as cellfmt
-from beamcrawl.schemas.records import JSON_CELL, QUEUED_CELL, UNREADABLE_CELLS, FrontierEntry, UrlState, _encode
+from beamcrawl.schemas.records import (
+    JSON_CELL,
+    OUTCOME_CELL,
+    QUEUED_CELL,
+    UNREADABLE_CELLS,
+    FrontierEntry,
+    UrlState,
+    _encode,
+)
 from beamcrawl.transforms.content_seen import (
     CONTENT_CELL,
     ContentRecord,
@@ -97,6 +105,68 @@ def test_a_discovery_cell_comes_back_equal_in_both_formats(url, first_seen, sour
         )
 
 
+outcomes = st.builds(
+    UrlState,
+    url=text,
+    state=st.sampled_from(["fetched", "error", "refused", "robots_disallowed", "usage_refused"]) | text,
+    status=st.none() | any_int,
+    fetched_at_ms=st.none() | any_int,
+    checksum=st.none() | text,
+    error=st.none() | text | st.sampled_from(["x" * 65_535, "é" * 40_000, "x" * 70_000]),
+)
+_OUTCOME_FIELDS = ("url", "state", "status", "fetched_at_ms", "checksum", "error")
+
+
+def _outcome(state: UrlState) -> tuple:
+    return tuple(getattr(state, name) for name in _OUTCOME_FIELDS)
+
+
+@settings(max_examples=300, deadline=None)
+@given(outcomes)
+def test_a_fetch_outcome_comes_back_equal_in_both_formats(written: UrlState) -> None:
+    """The ``u:o`` cell round-trips every value with its type: binary where the layout holds
+    it exactly, a JSON array where it does not (an int past 64 bits, a string past 65,535
+    bytes); a row of the ``u:<field>`` cells written before reads the same."""
+    cells = written.outcome_cells()
+    assert list(cells) == [OUTCOME_CELL]
+    fits = all(v is None or -(2**63) <= v < 2**63 for v in (written.status, written.fetched_at_ms)) and all(
+        v is None or len(v.encode("utf-8", "surrogatepass")) <= 65_535 for v in (written.url, written.error)
+    )
+    assert cellfmt.is_binary(cells[OUTCOME_CELL]) == fits
+    old = written.to_cells(only=_OUTCOME_FIELDS)
+    for row in (cells, old):
+        read = UrlState.from_cells(row)
+        assert _outcome(read) == _outcome(written)
+        assert [type(v) for v in _outcome(read)] == [type(v) for v in _outcome(written)]
+
+
+def test_a_fetch_outcome_wins_over_the_cells_of_rows_written_before_and_keeps_the_rest() -> None:
+    """A row from before the ``u:o`` cell holds one JSON cell per field; the next fetch's
+    outcome is written over it as one cell, and its fields are the ones read. The fields it
+    does not pack (discovery, revisit, reason) are kept."""
+    before = UrlState(url="http://a.example/x", state="error", status=None, fetched_at_ms=5, error="timeout")
+    row = {
+        **UrlState.discovered_cells("http://a.example/x", 3, "link", 2),
+        **before.to_cells(only=_OUTCOME_FIELDS),
+        "u:revisit": b'{"visits": 1}',
+        "u:reason": b'"asked"',
+    }
+    fetched = UrlState(url="http://a.example/x", state="fetched", status=200, fetched_at_ms=9, checksum="ab")
+    row.update(fetched.outcome_cells())
+    read = UrlState.from_cells(row)
+    assert _outcome(read) == ("http://a.example/x", "fetched", 200, 9, "ab", None)
+    assert (read.first_seen_ms, read.source, read.depth) == (3, "link", 2)
+    assert (read.revisit, read.reason) == ({"visits": 1}, "asked")
+
+
+def test_an_ordinary_fetch_outcome_is_one_cell_smaller_than_its_json_cells() -> None:
+    state = UrlState(url="http://a.example/p/1.html", state="fetched", status=200, fetched_at_ms=1_796_288_668_798)
+    state.checksum = "ac66df46ac5c7071"
+    packed = state.outcome_cells()[OUTCOME_CELL]
+    assert packed[0] == cellfmt.OUTCOME
+    assert len(packed) <= sum(len(v) for v in state.to_cells(only=_OUTCOME_FIELDS).values())
+
+
 content_records = st.builds(
     ContentRecord,
     url=text,
@@ -152,11 +222,17 @@ def _mutations(raw: bytes) -> list[bytes]:
     return out
 
 
-_DECODERS = (cellfmt.decode_frontier, cellfmt.decode_queued, cellfmt.decode_content, cellfmt.decode_simhash)
+_DECODERS = (
+    cellfmt.decode_frontier,
+    cellfmt.decode_queued,
+    cellfmt.decode_outcome,
+    cellfmt.decode_content,
+    cellfmt.decode_simhash,
+)
 
 
 @settings(max_examples=400, deadline=None)
-@given(st.binary(max_size=120) | st.binary(max_size=120).map(lambda b: bytes((1 + len(b) % 5,)) + b))
+@given(st.binary(max_size=120) | st.binary(max_size=120).map(lambda b: bytes((1 + len(b) % 6,)) + b))
 def test_garbage_raises_a_cell_error_and_nothing_else(raw: bytes) -> None:
     for decode in _DECODERS:
         try:
@@ -172,6 +248,12 @@ def test_truncated_and_flipped_cells_raise_cell_errors_or_decode_to_their_kind()
     samples = [
         (entry.to_cells()[JSON_CELL], cellfmt.decode_frontier),
         (UrlState.discovered_cells("http://a.example/", 7, "link", 2)[QUEUED_CELL], cellfmt.decode_queued),
+        (
+            UrlState(
+                "http://a.example/", state="error", status=503, fetched_at_ms=8, checksum="c", error="e"
+            ).outcome_cells()[OUTCOME_CELL],
+            cellfmt.decode_outcome,
+        ),
         (
             ContentRecord("http://a.example/", "exact", 1.5, "sha1:X", 0, 3).to_cells()[CONTENT_CELL],
             cellfmt.decode_content,
@@ -206,6 +288,13 @@ def test_readers_take_a_bad_cell_as_no_cell(raw: bytes) -> None:
     if state.url == "":
         assert UNREADABLE_CELLS[QUEUED_CELL] == before + 1
     assert UrlState.from_cells({QUEUED_CELL: raw, "u:url": b'"http://a.example/"'}).url == "http://a.example/"
+    before = UNREADABLE_CELLS[OUTCOME_CELL]
+    state = UrlState.from_cells({OUTCOME_CELL: raw, "u:state": b'"error"'})
+    assert state.state in ("error", "fetched") or UNREADABLE_CELLS[OUTCOME_CELL] == before
+    if state.url == "":
+        assert UNREADABLE_CELLS[OUTCOME_CELL] == before + 1 and state.state == "error"
+    queued = UrlState.discovered_cells("http://a.example/", 7, "link", 2)
+    assert UrlState.from_cells({**queued, OUTCOME_CELL: raw}).first_seen_ms == 7
     rows = list(read_content_rows([(b"\x00" * 8, {CONTENT_CELL: raw}), (b"\x00" * 7 + b"\x01", {})]))
     assert all(isinstance(r, ContentRecord) for _, r in rows)
     assert isinstance(_parse_simhash_cells({"s:" + "0" * 32: raw, "s:zz": b"1"}, 5), list)

@@ -9,8 +9,17 @@ import os
 import pytest
 
 from beamcrawl.core.urls.urlnorm import fingerprint
-from beamcrawl.schemas.records import FetchResult, FrontierEntry, ParsedPage, UrlState, json_cell
-from beamcrawl.transforms.record import DUPLICATE_CELL, REVISIT_FIELDS, STATE_FIELDS, url_state_cells
+from beamcrawl.schemas import cells as cellfmt
+from beamcrawl.schemas.records import (
+    OUTCOME_CELL,
+    REVISIT_CELL,
+    FetchResult,
+    FrontierEntry,
+    ParsedPage,
+    UrlState,
+    json_cell,
+)
+from beamcrawl.transforms.record import DUPLICATE_CELL, url_state_cells
 
 
 def _page(outcome: str = "fetched", source: str = "link", duplicate_of: str | None = None) -> ParsedPage:
@@ -38,7 +47,8 @@ def test_a_copy_is_recorded_in_url_state_and_an_original_clears_the_mark():
 
 def test_an_error_leaves_the_mark_as_it_was_and_robots_writes_nothing():
     failed = url_state_cells(_page(outcome="error"))
-    assert failed is not None and DUPLICATE_CELL not in failed and json.loads(failed["u:state"]) == "error"
+    assert failed is not None and DUPLICATE_CELL not in failed and REVISIT_CELL not in failed
+    assert (UrlState.from_cells(failed).state, UrlState.from_cells(failed).error) == ("error", "timeout")
     assert url_state_cells(_page(source="robots")) is None
 
 
@@ -62,18 +72,30 @@ def test_json_cell_is_json_dumps(value):
     assert json_cell(value) == json.dumps(value).encode()
 
 
-def test_url_state_cells_are_encoded_as_before():
+def test_url_state_cells_are_the_outcome_in_one_binary_cell_beside_the_revisit_and_the_mark():
     page = _page(duplicate_of="http://a.test/ü")
     page.revisit = {"checksum": "00ff" * 4, "visits": 2, "lam": 1.65e-06, "history": [1.5, 2], "etag": None}
     page.fetch.error = 'naïve "error"'
     cells = url_state_cells(page)
-    assert cells is not None
+    assert cells is not None and set(cells) == {OUTCOME_CELL, REVISIT_CELL, DUPLICATE_CELL}
+    assert cells[OUTCOME_CELL][0] == cellfmt.OUTCOME
+    # the cells written on their own are as json.dumps wrote them, as in rows written before
+    assert cells[REVISIT_CELL] == json.dumps(page.revisit).encode()
+    assert cells[DUPLICATE_CELL] == json.dumps(page.duplicate_of).encode()
     state = UrlState.from_cells(cells)
-    values = {**state.__dict__, "duplicate_of": page.duplicate_of}
-    # every cell as json.dumps wrote it, so rows written before and after read the same
-    names = (*STATE_FIELDS, *REVISIT_FIELDS, "duplicate_of")
-    assert cells == {f"u:{name}": json.dumps(values[name]).encode() for name in names}
-    assert state.revisit == page.revisit and state.error == page.fetch.error
+    assert (state.url, state.state, state.status, state.fetched_at_ms, state.checksum, state.error) == (
+        "http://b.test/story", "fetched", 200, 12500, "00ff" * 4, 'naïve "error"',
+    )  # fmt: skip
+    assert state.revisit == page.revisit
+
+
+def test_a_not_modified_answer_records_the_checksum_held():
+    page = _page()
+    page.fetch.status = 304
+    page.checksum = None
+    page.revisit = {"checksum": "abcd" * 4, "visits": 3}
+    cells = url_state_cells(page)
+    assert cells is not None and UrlState.from_cells(cells).checksum == "abcd" * 4
 
 
 # --- staged lines: written a chunk at a time, the same file as written whole ------------
