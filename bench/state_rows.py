@@ -12,7 +12,8 @@ counted; its wall time is printed beside it):
 - **fetch outcomes**: ``transforms/record.py:url_state_cells`` for each page once fetched and
   scheduled, its seen-set row written as ``RecordUrlState`` writes a batch, into a store that
   already holds the pages' discovery rows; the cells' encoding alone, and
-  ``UrlState.from_cells`` of the rows read back (a fetched URL's whole row);
+  ``UrlState.from_cells`` of the rows read back (a fetched URL's whole row); and the next
+  visit's frontier row each schedules (its cell's encoding and decoding, and its size);
 - **new originals**: ``content_seen.settle`` for each page taken as a new original, and its
   rows (one content row, 20 simhash-table rows) written as ``_SettleFn`` writes them; the
   cells' encoding alone, and the decoding of the rows read back (``ContentRecord.from_cells``
@@ -39,7 +40,7 @@ from beamcrawl.state.frontier import queue_new_urls
 from beamcrawl.stores.base import Store, open_store
 from beamcrawl.stores.interface import Mutation
 from beamcrawl.transforms import content_seen as cs
-from beamcrawl.transforms.freshness import SchedulePolicy, schedule_page
+from beamcrawl.transforms.freshness import SchedulePolicy, next_entry, schedule_page
 from beamcrawl.transforms.record import url_state_cells
 from beamcrawl.transforms.parse import parse_fetch
 from beamcrawl.transforms.url_seen import page_candidates
@@ -175,6 +176,16 @@ def _fetch_outcomes(fresh: Callable[[], Any], pages: list[Any], repeat: int) -> 
     _line("UrlState.from_cells of a fetched row", t, len(read), "row")
     size = sum(len(v) for _, c in cells for v in c.values())
     print(f"  stored value bytes of a fetch's cells: {size / max(1, len(cells)):.1f} B/row")
+
+    # The next visit's frontier row each fetch schedules: it carries the revisit state too.
+    nexts = [e for e in (next_entry(p) for p in pages) if e is not None]
+    t, _ = _best(repeat, lambda: _cpu(lambda: [e.to_cells() for e in nexts]))
+    _line("FrontierEntry.to_cells of a next visit", t, len(nexts), "row")
+    rows_next = [e.to_cells() for e in nexts]
+    t, _ = _best(repeat, lambda: _cpu(lambda: [FrontierEntry.from_cells(c) for c in rows_next]))
+    _line("FrontierEntry.from_cells of a next visit", t, len(nexts), "row")
+    size = sum(len(v) for c in rows_next for v in c.values())
+    print(f"  stored value bytes of a next visit's row: {size / max(1, len(nexts)):.1f} B/row")
 
 
 class _NullStore(Store):

@@ -14,7 +14,8 @@ byte   cell                          layout after the byte (little-endian)
 0x01   frontier ``r:json``           flags B, fp Q, due_ms q, priority d, depth i,
                                      inlinks q, deferrals i, hops i, lastmod d, lengths
                                      6×H (url, host, source, kind, reason, robots_origin)
-                                     and 2×I (also_keys, revisit: compact JSON), the bytes
+                                     and 2×I (also_keys: compact JSON; revisit: 0x07's
+                                     layout, or compact JSON), the bytes
 0x02   seen set ``u:q``              flags B, first_seen_ms q, depth q, lengths 2×H, url,
                                      source
 0x03   content ``c:json``            flags B, fetched_at d, distance q, round q, lengths
@@ -24,6 +25,13 @@ byte   cell                          layout after the byte (little-endian)
                                      and its round (transforms/content_seen.py)
 0x06   seen set ``u:o``              flags B, status q, fetched_at_ms q, lengths 4×H (url,
                                      state, checksum, error), the bytes
+0x07   revisit state (``u:revisit``  flags H, 9×d (importance, lam, prior_rate, checked_at,
+       and a frontier row's)         changed_at, stored_at, next_due, lastmod_agree,
+                                     lastmod_disagree), 5×q (status, visits, changes,
+                                     misses, errors), lengths 7×H (etag, last_modified,
+                                     checksum, simhash, digest, moved_to, outcomes),
+                                     history length H; the bytes, then the history's
+                                     intervals n×d and kinds n×B
 =====  ============================  ====================================================
 
 Flags say which optional fields are present (an absent one reads as None). A value that the
@@ -48,6 +56,7 @@ __all__ = [
     "FRONTIER",
     "OUTCOME",
     "QUEUED",
+    "REVISIT",
     "SIMHASH_NAMED",
     "SIMHASH_SEEN",
     "SIMHASH_SEEN_CELL",
@@ -56,11 +65,13 @@ __all__ = [
     "decode_frontier",
     "decode_outcome",
     "decode_queued",
+    "decode_revisit",
     "decode_simhash",
     "encode_content",
     "encode_frontier",
     "encode_outcome",
     "encode_queued",
+    "encode_revisit",
     "encode_simhash_named",
     "is_binary",
     "peek_frontier",
@@ -72,9 +83,11 @@ CONTENT = 0x03
 SIMHASH_NAMED = 0x04
 SIMHASH_SEEN = 0x05
 OUTCOME = 0x06
+REVISIT = 0x07
 # The cell of the other 19 simhash tables: the fingerprint is in its qualifier, the original's
 # name and round in the first table's cell, so it holds nothing else.
 SIMHASH_SEEN_CELL = bytes((SIMHASH_SEEN,))
+_REVISIT_BYTE = bytes((REVISIT,))
 
 _ENC = "surrogatepass"
 _COMPACT = json.JSONEncoder(separators=(",", ":"))
@@ -84,6 +97,7 @@ _QUEUED = struct.Struct("<BBqqHH")
 _CONTENT = struct.Struct("<BBdqqHHH")
 _SIMHASH = struct.Struct("<BBqH")
 _OUTCOME = struct.Struct("<BBqqHHHH")
+_REVISIT_HEAD = struct.Struct("<BH9d5q7HH")  # the 7 lengths: etag .. moved_to, then outcomes
 
 # Frontier flags.
 _LASTMOD, _ORIGIN, _REVISIT, _ALSO = 1, 2, 4, 8
@@ -142,7 +156,7 @@ def encode_frontier(v: Any) -> bytes | None:
         )
         origin_b = b"" if origin is None else _utf8(origin)
         also_b = _COMPACT.encode(also).encode() if also else b""
-        revisit_b = _COMPACT.encode(revisit).encode() if revisit is not None else b""
+        revisit_b = b"" if revisit is None else encode_revisit(revisit) or _COMPACT.encode(revisit).encode()
         flags = (
             (_LASTMOD if lastmod is not None else 0)
             | (_ORIGIN if origin is not None else 0)
@@ -203,7 +217,9 @@ def decode_frontier(raw: bytes) -> tuple[Any, ...]:
             at += n
         url, host, source, kind, reason, origin, also, revisit = parts
         also_keys = json.loads(also) if flags & _ALSO else []
-        revisit_v = json.loads(revisit) if flags & _REVISIT else None
+        revisit_v = None
+        if flags & _REVISIT:
+            revisit_v = decode_revisit(revisit) if revisit[:1] == _REVISIT_BYTE else json.loads(revisit)
         if type(also_keys) is not list or not (revisit_v is None or type(revisit_v) is dict):
             raise CellError("frontier cell with a malformed list or revisit state")
         # The texts a host's entries share (its name, the source and kind, a reason, the
@@ -352,6 +368,141 @@ def decode_outcome(raw: bytes) -> tuple[str, str, int | None, int | None, str | 
         raise
     except (struct.error, ValueError) as exc:
         raise CellError(f"fetch-outcome cell does not decode: {exc}") from None
+
+
+# --- a URL's revisit state (core/policy/change_rate.RevisitState.to_dict()) ---------------
+
+# Its keys, in to_dict's order (the order a decoded dict has).
+_R_KEYS = frozenset((
+    "importance", "lam", "prior_rate", "status", "etag", "last_modified", "checksum", "simhash", "visits",
+    "changes", "history", "outcomes", "checked_at", "changed_at", "stored_at", "digest", "misses", "errors",
+    "moved_to", "next_due", "lastmod_agree", "lastmod_disagree",
+))  # fmt: skip
+# A flag bit per optional field: present (else None).
+_R_PRIOR, _R_CHECKED, _R_CHANGED, _R_STORED, _R_DUE, _R_STATUS = 1, 2, 4, 8, 16, 32
+_R_ETAG, _R_LASTMOD, _R_CHECKSUM, _R_SIMHASH, _R_DIGEST, _R_MOVED = 64, 128, 256, 512, 1024, 2048
+
+
+def _opt(value: Any, kind: type) -> bool:
+    return value is None or type(value) is kind
+
+
+def encode_revisit(d: Any) -> bytes | None:
+    """A revisit state's dict as a binary cell, or None when it does not fit the layout
+    exactly (other keys, or a value of another type: the caller writes JSON)."""
+    if type(d) is not dict or d.keys() != _R_KEYS:
+        return None
+    history = d["history"]
+    if not (
+        type(d["importance"]) is float
+        and type(d["lam"]) is float
+        and type(d["lastmod_agree"]) is float
+        and type(d["lastmod_disagree"]) is float
+        and type(d["visits"]) is int
+        and type(d["changes"]) is int
+        and type(d["misses"]) is int
+        and type(d["errors"]) is int
+        and type(d["outcomes"]) is str
+        and _opt(d["prior_rate"], float)
+        and _opt(d["checked_at"], float)
+        and _opt(d["changed_at"], float)
+        and _opt(d["stored_at"], float)
+        and _opt(d["next_due"], float)
+        and _opt(d["status"], int)
+        and _opt(d["etag"], str)
+        and _opt(d["last_modified"], str)
+        and _opt(d["checksum"], str)
+        and _opt(d["simhash"], str)
+        and _opt(d["digest"], str)
+        and _opt(d["moved_to"], str)
+        and type(history) is list
+        and all(type(h) is list and len(h) == 2 and type(h[0]) is float and type(h[1]) is int for h in history)
+    ):
+        return None
+    try:
+        prior, checked, changed, stored, due, status = (
+            d["prior_rate"], d["checked_at"], d["changed_at"], d["stored_at"], d["next_due"], d["status"],
+        )  # fmt: skip
+        etag, lastmod, checksum, simhash, digest, moved = (
+            d["etag"], d["last_modified"], d["checksum"], d["simhash"], d["digest"], d["moved_to"],
+        )  # fmt: skip
+        flags = (
+            (prior is not None and _R_PRIOR)
+            | (checked is not None and _R_CHECKED)
+            | (changed is not None and _R_CHANGED)
+            | (stored is not None and _R_STORED)
+            | (due is not None and _R_DUE)
+            | (status is not None and _R_STATUS)
+            | (etag is not None and _R_ETAG)
+            | (lastmod is not None and _R_LASTMOD)
+            | (checksum is not None and _R_CHECKSUM)
+            | (simhash is not None and _R_SIMHASH)
+            | (digest is not None and _R_DIGEST)
+            | (moved is not None and _R_MOVED)
+        )
+        texts = [b"" if t is None else _utf8(t) for t in (etag, lastmod, checksum, simhash, digest, moved)]
+        outcomes = _utf8(d["outcomes"])
+        n = len(history)
+        head = _REVISIT_HEAD.pack(
+            REVISIT, flags, d["importance"], d["lam"], prior or 0.0, checked or 0.0, changed or 0.0,
+            stored or 0.0, due or 0.0, d["lastmod_agree"], d["lastmod_disagree"], status or 0, d["visits"],
+            d["changes"], d["misses"], d["errors"], *map(len, texts), len(outcomes), n,
+        )  # fmt: skip
+        tail = struct.pack(f"<{n}d", *[h[0] for h in history]) + bytes([h[1] for h in history]) if n else b""
+    except (struct.error, TypeError, ValueError, UnicodeError, OverflowError):  # a kind past 255 too
+        return None
+    return b"".join((head, *texts, outcomes, tail))
+
+
+def decode_revisit(raw: bytes) -> dict[str, Any]:
+    """The revisit state's dict (to_dict's keys, in its order) of a binary cell.
+
+    Raises:
+        CellError: Not a whole cell of this format.
+    """
+    try:
+        (
+            version, flags, importance, lam, prior, checked, changed, stored, due, agree, disagree,
+            status, visits, changes, misses, errors, ne, nl, nc, ns, nd, nm, no, n,
+        ) = _REVISIT_HEAD.unpack_from(raw)  # fmt: skip
+        at = _REVISIT_HEAD.size
+        end = at + ne + nl + nc + ns + nd + nm + no
+        if version != REVISIT or end + 9 * n != len(raw):
+            raise CellError("not a revisit-state cell")
+        texts = []
+        for length in (ne, nl, nc, ns, nd, nm, no):
+            texts.append(_text(raw[at : at + length]))
+            at += length
+        etag, lastmod, checksum, simhash, digest, moved, outcomes = texts
+        history = [[i, k] for i, k in zip(struct.unpack_from(f"<{n}d", raw, end), raw[end + 8 * n :])] if n else []
+        return {
+            "importance": importance,
+            "lam": lam,
+            "prior_rate": prior if flags & _R_PRIOR else None,
+            "status": status if flags & _R_STATUS else None,
+            "etag": etag if flags & _R_ETAG else None,
+            "last_modified": lastmod if flags & _R_LASTMOD else None,
+            "checksum": checksum if flags & _R_CHECKSUM else None,
+            "simhash": simhash if flags & _R_SIMHASH else None,
+            "visits": visits,
+            "changes": changes,
+            "history": history,
+            "outcomes": outcomes,
+            "checked_at": checked if flags & _R_CHECKED else None,
+            "changed_at": changed if flags & _R_CHANGED else None,
+            "stored_at": stored if flags & _R_STORED else None,
+            "digest": digest if flags & _R_DIGEST else None,
+            "misses": misses,
+            "errors": errors,
+            "moved_to": moved if flags & _R_MOVED else None,
+            "next_due": due if flags & _R_DUE else None,
+            "lastmod_agree": agree,
+            "lastmod_disagree": disagree,
+        }
+    except CellError:
+        raise
+    except (struct.error, ValueError) as exc:  # UnicodeError too
+        raise CellError(f"revisit-state cell does not decode: {exc}") from None
 
 
 # --- content-seen and simhash rows ---------------------------------------------------------

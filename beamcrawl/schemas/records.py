@@ -32,7 +32,8 @@ QUEUED_FIELDS = ("url", "first_seen_ms", "source", "depth")
 # each. It is newer than any of those, so its fields win over theirs.
 OUTCOME_CELL = "u:o"
 OUTCOME_FIELDS = ("url", "state", "status", "fetched_at_ms", "checksum", "error")
-# The URL's revisit state after its last fetch (JSON), read on its own by URL seen.
+# The URL's revisit state after its last fetch (binary, schemas/cells.py; JSON in rows
+# written before or when a value does not fit), read on its own by URL seen.
 REVISIT_CELL = "u:revisit"
 # One encoder for compact JSON (json.dumps with arguments builds a new encoder per call).
 _COMPACT = json.JSONEncoder(separators=(",", ":"), default=lambda v: _json_default(v))
@@ -295,10 +296,10 @@ class UrlState:
     Written as partial updates, merged into the row without reading it first, in cells
     that pack the fields written together: a URL just discovered gets one ``u:q`` cell
     (:meth:`discovered_cells`, :data:`QUEUED_FIELDS`), a fetch one ``u:o`` cell
-    (:meth:`outcome_cells`, :data:`OUTCOME_FIELDS`); the fields written on their own
-    (``revisit``, ``reason``) have a ``u:<field>`` cell each, of JSON. A field's own cell wins
-    over ``u:q``, and ``u:o`` over both (rows written before it have ``u:<field>`` cells of
-    JSON for the fields it packs).
+    (:meth:`outcome_cells`, :data:`OUTCOME_FIELDS`); the fields written on their own have a
+    ``u:<field>`` cell each: ``revisit`` binary (:func:`revisit_cell`), ``reason`` JSON. A
+    field's own cell wins over ``u:q``, and ``u:o`` over both (rows written before it have
+    ``u:<field>`` cells of JSON for the fields it packs).
     """
 
     url: str
@@ -350,8 +351,13 @@ class UrlState:
         if packed is not None:
             values.update(_packed_values(QUEUED_CELL, packed) or {"url": ""})  # unreadable: no URL known
         values.update(
-            (col[2:], json.loads(raw)) for col, raw in cells.items() if col.startswith("u:") and col[2:] in known
+            (col[2:], json.loads(raw))
+            for col, raw in cells.items()
+            if col.startswith("u:") and col[2:] in known and col != REVISIT_CELL
         )
+        revisit = cells.get(REVISIT_CELL)
+        if revisit is not None:
+            values["revisit"] = revisit_value(revisit)
         outcome = cells.get(OUTCOME_CELL)
         if outcome is not None:
             values.update(_packed_values(OUTCOME_CELL, outcome))
@@ -362,6 +368,22 @@ class UrlState:
 
 # Discovery cells (``u:q``) read as absent because they did not decode, in this process.
 UNREADABLE_CELLS = collections.Counter[str]()
+
+
+def revisit_cell(revisit: dict[str, Any] | None) -> bytes:
+    """A revisit state (``RevisitState.to_dict()``) as its ``u:revisit`` cell: binary, or
+    its JSON when a value does not fit the layout (as before the binary cells)."""
+    return binary.encode_revisit(revisit) or json_cell(revisit)
+
+
+def revisit_value(raw: bytes) -> Any:
+    """A ``u:revisit`` cell's value, of either format: a dict, or None (also for a cell that
+    does not decode, counted in :data:`UNREADABLE_CELLS`). A JSON cell's value as written."""
+    try:
+        return binary.decode_revisit(raw) if binary.is_binary(raw) else json.loads(raw)
+    except (ValueError, RecursionError):  # CellError, JSONDecodeError, UnicodeDecodeError
+        UNREADABLE_CELLS[REVISIT_CELL] += 1
+        return None
 
 
 _URL_STATE_FIELDS = frozenset(f.name for f in dataclasses.fields(UrlState))

@@ -30,6 +30,7 @@ from beamcrawl.schemas.records import (
     UrlState,
     fp_key,
     json_cell,
+    revisit_cell,
 )
 from beamcrawl.state.frontier import read_requeue_line
 from beamcrawl.stores.base import Mutation, open_store
@@ -81,7 +82,7 @@ def url_state_cells(page: ParsedPage) -> dict[str, bytes] | None:
     )
     cells = state.outcome_cells()
     if page.revisit is not None:  # freshness scheduled it: else the cell stays as it was
-        cells[REVISIT_CELL] = json_cell(page.revisit)
+        cells[REVISIT_CELL] = revisit_cell(page.revisit)
     if f.outcome == "fetched":
         cells[DUPLICATE_CELL] = json_cell(page.duplicate_of)
     return cells

@@ -39,7 +39,6 @@ Governed by: --seen-bucket-bits (at least 2^bits buckets; more when the seen set
 from __future__ import annotations
 
 import errno
-import json
 import math
 from itertools import chain, islice
 from typing import Any, Iterable, Iterator, MutableMapping, Sequence
@@ -78,6 +77,7 @@ from beamcrawl.schemas.records import (
     PageBatch,
     ParsedPage,
     fp_key,
+    revisit_value,
 )
 import beamcrawl.schemas.coders  # noqa: F401  (registers the record coders the output types name)
 from beamcrawl.state.frontier import queue_new_urls
@@ -544,8 +544,8 @@ def lastmod_hint(cand: Candidate, cells: dict[str, bytes] | None, now_ms: int) -
     if cand.lastmod is None or not raw:
         return None
     try:
-        state = RevisitState.from_dict(json.loads(raw))
-    except (ValueError, TypeError):
+        state = RevisitState.from_dict(revisit_value(raw))
+    except (ValueError, TypeError, AttributeError):  # a JSON cell of another shape
         return None
     now = now_ms / 1000.0
     scheduled = scheduled_key(cand.fp, state.to_dict(), now_ms)

@@ -2,8 +2,8 @@
 version before the binary cells (``schemas/cells.py``) wrote them, is crawled on by this one.
 
 One round runs through the real CLI on simweb (mirror hosts among its hosts, so the content
-tables fill); then every binary cell of the frontier, the seen set's discovery and
-fetch-outcome cells, the content rows and the simhash rows is rewritten into the JSON the earlier code wrote for it
+tables fill); then every binary cell of the frontier, the seen set's discovery,
+fetch-outcome and revisit cells, the content rows and the simhash rows is rewritten into the JSON the earlier code wrote for it
 (byte for byte, by that code's own encoders, kept in this test). A second round runs on that
 store, and:
 
@@ -34,6 +34,7 @@ from beamcrawl.schemas.records import (
     OUTCOME_CELL,
     OUTCOME_FIELDS,
     QUEUED_CELL,
+    REVISIT_CELL,
     FrontierEntry,
     UrlState,
     _encode,
@@ -92,6 +93,10 @@ def _rewrite_as_json(store_uri: str) -> collections.Counter[str]:
                     if column == OUTCOME_CELL:  # its fields had a cell each: the row is rewritten
                         outcome = _json_outcome(raw)
                         continue
+                    if column == REVISIT_CELL:
+                        counts["revisits"] += 1
+                        new[column] = json.dumps(cellfmt.decode_revisit(raw)).encode()
+                        continue
                     if table == "simhash":
                         new[column] = _json_simhash(raw)
                     else:
@@ -132,7 +137,9 @@ def test_a_store_written_as_json_is_crawled_on(tmp_path: Path) -> None:
         first = _crawl(tmp_path, out, store_uri, seeds)
         assert first["errors"] == 0
         converted = _rewrite_as_json(store_uri)
-        assert all(converted[t] > 0 for t in ("frontier", "urls", "outcomes", "content", "simhash")), converted
+        assert all(converted[t] > 0 for t in ("frontier", "urls", "outcomes", "revisits", "content", "simhash")), (
+            converted
+        )
         with open_store(store_uri) as store:
             queued = {FrontierEntry.from_cells(c).url for _, c in store.read_range("frontier")}
             known = {k: dict(c) for k, c in store.read_range("urls")}

@@ -11,15 +11,18 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from beamcrawl.core.policy.change_rate import RevisitState
 from beamcrawl.schemas import cells as cellfmt
 from beamcrawl.schemas.records import (
     JSON_CELL,
     OUTCOME_CELL,
     QUEUED_CELL,
+    REVISIT_CELL,
     UNREADABLE_CELLS,
     FrontierEntry,
     UrlState,
     _encode,
+    revisit_cell,
 )
 from beamcrawl.transforms.content_seen import (
     CONTENT_CELL,
@@ -39,7 +42,27 @@ u64 = st.integers(0, 2**64 - 1)
 # Ints and floats of any size or kind: those the layout cannot hold fall back to JSON.
 any_int = i64 | st.integers(-(2**70), 2**70)
 floats = st.floats(allow_nan=False) | st.just(float("inf"))
-revisits = st.none() | st.fixed_dictionaries({"visits": st.integers(0, 9), "etag": st.none() | text, "lam": floats})
+# Revisit states: RevisitState.to_dict()'s keys and types (binary), and dicts of other keys
+# or types (JSON): an int where a float was, a history pair of other kinds.
+_opt_floats = st.none() | floats
+revisit_states = st.fixed_dictionaries(
+    {
+        "importance": floats, "lam": floats, "prior_rate": _opt_floats, "status": st.none() | any_int,
+        "etag": st.none() | text, "last_modified": st.none() | text, "checksum": st.none() | text,
+        "simhash": st.none() | text, "visits": any_int, "changes": any_int,
+        "history": st.lists(st.lists(floats, min_size=1, max_size=1).map(lambda v: [v[0], 1]) | st.tuples(
+            floats | st.integers(0, 5), st.integers(-1, 300) | st.booleans()
+        ).map(list), max_size=16),
+        "outcomes": text, "checked_at": _opt_floats, "changed_at": _opt_floats, "stored_at": _opt_floats,
+        "digest": st.none() | text, "misses": any_int, "errors": any_int, "moved_to": st.none() | text,
+        "next_due": _opt_floats, "lastmod_agree": floats | st.integers(0, 3), "lastmod_disagree": floats,
+    }
+)  # fmt: skip
+revisits = (
+    st.none()
+    | st.fixed_dictionaries({"visits": st.integers(0, 9), "etag": st.none() | text, "lam": floats})
+    | revisit_states
+)
 
 entries = st.builds(
     FrontierEntry,
@@ -167,6 +190,56 @@ def test_an_ordinary_fetch_outcome_is_one_cell_smaller_than_its_json_cells() -> 
     assert len(packed) <= sum(len(v) for v in state.to_cells(only=_OUTCOME_FIELDS).values())
 
 
+def _typed(value):
+    """A value with the type of each of its parts (1 and 1.0 and True differ)."""
+    if isinstance(value, dict):
+        return {k: _typed(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_typed(v) for v in value]
+    return (type(value).__name__, value)
+
+
+@settings(max_examples=400, deadline=None)
+@given(revisit_states)
+def test_a_revisit_state_comes_back_equal_with_its_types_in_either_format(state: dict) -> None:
+    raw = cellfmt.encode_revisit(state)
+    fits = (
+        all(type(state[k]) is float for k in ("importance", "lam", "lastmod_agree", "lastmod_disagree"))
+        and all(type(h[0]) is float and type(h[1]) is int and 0 <= h[1] < 256 for h in state["history"])
+        and all(
+            state[k] is None or -(2**63) <= state[k] < 2**63
+            for k in ("status", "visits", "changes", "misses", "errors")
+        )
+        and all(
+            len((state[k] or "").encode("utf-8", "surrogatepass")) < 2**16
+            for k in ("etag", "last_modified", "checksum", "simhash", "outcomes", "digest", "moved_to")
+        )
+    )
+    assert (raw is not None) == fits
+    if raw is not None:
+        assert cellfmt.is_binary(raw) and raw[0] == cellfmt.REVISIT
+        back = cellfmt.decode_revisit(raw)
+        assert _typed(back) == _typed(state) and list(back) == list(RevisitState().to_dict())
+    cell = revisit_cell(state)
+    assert _typed(
+        UrlState.from_cells({**UrlState.discovered_cells("u", 1, None, None), REVISIT_CELL: cell}).revisit
+    ) == (_typed(state))
+
+
+def test_a_revisit_state_of_a_real_schedule_is_binary_and_under_half_its_json() -> None:
+    state = RevisitState(
+        checksum="ac66df46ac5c7071", simhash="a101238aa93e6d88", visits=3, changes=1, outcomes="FFF",
+        history=[[3600.0, 0], [7200.5, 1]], checked_at=1.8e9, changed_at=1.8e9, stored_at=1.8e9,
+        digest="sha1:4EBD6VIBT6TER7GZOPP7MKGJC3G6BFZQ", next_due=1.9e9, status=200, etag='"x"',
+    ).to_dict()  # fmt: skip
+    raw = cellfmt.encode_revisit(state)
+    assert raw is not None and cellfmt.decode_revisit(raw) == state
+    assert len(raw) < len(json.dumps(state)) / 2
+    entry = FrontierEntry(url="http://a.example/", fp=1, host="a.example", due_ms=5, revisit=state)
+    cell = entry.to_cells()[JSON_CELL]
+    assert raw in cell and FrontierEntry.from_cells({JSON_CELL: cell}).revisit == state
+
+
 content_records = st.builds(
     ContentRecord,
     url=text,
@@ -226,13 +299,14 @@ _DECODERS = (
     cellfmt.decode_frontier,
     cellfmt.decode_queued,
     cellfmt.decode_outcome,
+    cellfmt.decode_revisit,
     cellfmt.decode_content,
     cellfmt.decode_simhash,
 )
 
 
 @settings(max_examples=400, deadline=None)
-@given(st.binary(max_size=120) | st.binary(max_size=120).map(lambda b: bytes((1 + len(b) % 6,)) + b))
+@given(st.binary(max_size=120) | st.binary(max_size=120).map(lambda b: bytes((1 + len(b) % 7,)) + b))
 def test_garbage_raises_a_cell_error_and_nothing_else(raw: bytes) -> None:
     for decode in _DECODERS:
         try:
@@ -253,6 +327,10 @@ def test_truncated_and_flipped_cells_raise_cell_errors_or_decode_to_their_kind()
                 "http://a.example/", state="error", status=503, fetched_at_ms=8, checksum="c", error="e"
             ).outcome_cells()[OUTCOME_CELL],
             cellfmt.decode_outcome,
+        ),
+        (
+            cellfmt.encode_revisit(RevisitState(checksum="c", history=[[1.5, 1]], etag="e", next_due=3.0).to_dict()),
+            cellfmt.decode_revisit,
         ),
         (
             ContentRecord("http://a.example/", "exact", 1.5, "sha1:X", 0, 3).to_cells()[CONTENT_CELL],
@@ -295,6 +373,9 @@ def test_readers_take_a_bad_cell_as_no_cell(raw: bytes) -> None:
         assert UNREADABLE_CELLS[OUTCOME_CELL] == before + 1 and state.state == "error"
     queued = UrlState.discovered_cells("http://a.example/", 7, "link", 2)
     assert UrlState.from_cells({**queued, OUTCOME_CELL: raw}).first_seen_ms == 7
+    revisit = UrlState.from_cells({**queued, REVISIT_CELL: raw}).revisit
+    if cellfmt.is_binary(raw):  # else JSON: the value as written
+        assert revisit is None or set(revisit) == set(RevisitState().to_dict())
     rows = list(read_content_rows([(b"\x00" * 8, {CONTENT_CELL: raw}), (b"\x00" * 7 + b"\x01", {})]))
     assert all(isinstance(r, ContentRecord) for _, r in rows)
     assert isinstance(_parse_simhash_cells({"s:" + "0" * 32: raw, "s:zz": b"1"}, 5), list)

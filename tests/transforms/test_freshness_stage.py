@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import gzip
 import io
+import json
 
 from warcio.archiveiterator import ArchiveIterator
 
@@ -15,7 +16,8 @@ from beamcrawl.core.policy import change_rate as freshness
 from beamcrawl.core.runtime.config import CrawlConfig
 from beamcrawl.core.net.conditional import REVISIT_PROFILE_NOT_MODIFIED
 from beamcrawl.core.urls.urlnorm import fingerprint
-from beamcrawl.schemas.records import FetchResult, FrontierEntry, Link, ParsedPage, UrlState
+from beamcrawl.schemas import cells as cellfmt
+from beamcrawl.schemas.records import REVISIT_CELL, FetchResult, FrontierEntry, Link, ParsedPage, UrlState
 from beamcrawl.transforms.assign_slots import plan_host, ranking
 from beamcrawl.transforms.freshness import UNIFORM_PRIORITY, next_entry, schedule_page
 from beamcrawl.transforms.parse import parse_fetch
@@ -291,6 +293,11 @@ def test_a_sitemap_lastmod_after_our_visit_moves_the_visit_forward_weighed_by_tr
 
     hint = lastmod_hint(offer(T0 + 10), cells, now_ms)
     assert hint is not None and hint.due_ms == now_ms and hint.reason == "sitemap lastmod"
+    # The revisit state is a binary cell; a row written before holds its JSON: the same hint.
+    assert cells[REVISIT_CELL][0] == cellfmt.REVISIT
+    assert lastmod_hint(offer(T0 + 10), {REVISIT_CELL: json.dumps(page.revisit).encode()}, now_ms) == hint
+    for bad in (cells[REVISIT_CELL][:-1], b"[1, 2]", b"{", b"\x07"):
+        assert lastmod_hint(offer(T0 + 10), {REVISIT_CELL: bad}, now_ms) is None
     assert hint.also_keys == [frontier_key(int(page.revisit["next_due"] * 1000), hint.fp).hex()]  # replaces, not adds
     assert lastmod_hint(offer(T0 - 10), cells, now_ms) is None  # dated before our visit: no news
     assert lastmod_hint(offer(None), cells, now_ms) is None

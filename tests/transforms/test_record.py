@@ -8,6 +8,7 @@ import os
 
 import pytest
 
+from beamcrawl.core.policy.change_rate import RevisitState
 from beamcrawl.core.urls.urlnorm import fingerprint
 from beamcrawl.schemas import cells as cellfmt
 from beamcrawl.schemas.records import (
@@ -79,14 +80,28 @@ def test_url_state_cells_are_the_outcome_in_one_binary_cell_beside_the_revisit_a
     cells = url_state_cells(page)
     assert cells is not None and set(cells) == {OUTCOME_CELL, REVISIT_CELL, DUPLICATE_CELL}
     assert cells[OUTCOME_CELL][0] == cellfmt.OUTCOME
-    # the cells written on their own are as json.dumps wrote them, as in rows written before
+    # the cells written on their own are as json.dumps wrote them, as in rows written before,
+    # where a value does not fit a binary cell
     assert cells[REVISIT_CELL] == json.dumps(page.revisit).encode()
     assert cells[DUPLICATE_CELL] == json.dumps(page.duplicate_of).encode()
+    # a revisit state of other keys than RevisitState's does not fit the binary layout
+    assert not cellfmt.is_binary(cells[REVISIT_CELL])
     state = UrlState.from_cells(cells)
     assert (state.url, state.state, state.status, state.fetched_at_ms, state.checksum, state.error) == (
         "http://b.test/story", "fetched", 200, 12500, "00ff" * 4, 'naïve "error"',
     )  # fmt: skip
     assert state.revisit == page.revisit
+
+
+def test_a_revisit_state_is_a_binary_cell_that_reads_back_equal():
+    page = _page()
+    page.revisit = RevisitState(
+        checksum="00ff" * 4, visits=2, history=[[3600.5, 1], [7200.0, 2]], etag='"v"', next_due=99.5
+    ).to_dict()
+    cells = url_state_cells(page)
+    assert cells is not None and cells[REVISIT_CELL][0] == cellfmt.REVISIT
+    assert len(cells[REVISIT_CELL]) < len(json.dumps(page.revisit)) / 2
+    assert UrlState.from_cells(cells).revisit == page.revisit
 
 
 def test_a_not_modified_answer_records_the_checksum_held():
