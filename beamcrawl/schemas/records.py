@@ -257,7 +257,7 @@ class FrontierEntry:
         return {JSON_CELL: raw} if raw is not None else _encode(self)
 
     def to_json(self) -> str:
-        """The entry as one line of JSON (the staged requeue lines of a round's commit)."""
+        """The entry as one line of compact JSON (its cell and staged line in earlier versions)."""
         return _COMPACT.encode(self.values())
 
     def values(self) -> dict[str, Any]:

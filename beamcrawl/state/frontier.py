@@ -4,13 +4,17 @@ the staged requeue lines a round's commit turns into frontier rows."""
 
 from __future__ import annotations
 
+import base64
+import binascii
 import json
 import math
 from typing import Sequence
 
 from beamcrawl.core.policy.change_rate import importance
 from beamcrawl.core.runtime.faults import crash_point
+from beamcrawl.schemas import cells as binary
 from beamcrawl.schemas.records import (
+    JSON_CELL,
     Candidate,
     FrontierEntry,
     UrlState,
@@ -96,8 +100,30 @@ def scheduled_key(fp: int, revisit: dict | None, after_ms: int) -> bytes | None:
     return frontier_key(int(due * 1000), fp)
 
 
+def requeue_text(entry: FrontierEntry) -> str:
+    """A next visit's frontier row as one staged line: ``<key hex> <cell, base64>``, the cell
+    encoded here once, as the commit writes it (``FrontierEntry.to_cells``)."""
+    return entry.key.hex() + " " + base64.b64encode(entry.to_cells()[JSON_CELL]).decode("ascii")
+
+
 def read_requeue_line(line: str) -> tuple[bytes, dict[str, bytes]]:
-    """Inverse of :func:`requeue_line`: the row's key and cells (the line's JSON loaded, and
-    written as every frontier row is, ``FrontierEntry.to_cells``)."""
+    """Inverse of :func:`requeue_text`: the row's key and cells. A binary cell is written as
+    staged once its layout is checked (``cells.peek_frontier``); a JSON one, and a line of
+    the versions that staged the row's JSON itself (``<key hex> {...}``), is read and
+    written as every frontier row is.
+
+    Raises:
+        ValueError: Not a staged line.
+    """
     key_hex, _, row = line.partition(" ")
-    return bytes.fromhex(key_hex), FrontierEntry.from_cells({"r:json": row.encode()}).to_cells()
+    key = bytes.fromhex(key_hex)
+    if row.startswith("{"):  # staged as JSON, before the cells were
+        return key, FrontierEntry.from_cells({JSON_CELL: row.encode()}).to_cells()
+    try:
+        cell = base64.b64decode(row, validate=True)
+    except binascii.Error as exc:
+        raise ValueError(f"not a staged frontier row: {exc}") from None
+    if binary.is_binary(cell):
+        binary.peek_frontier(cell)
+        return key, {JSON_CELL: cell}
+    return key, FrontierEntry.from_cells({JSON_CELL: cell}).to_cells()

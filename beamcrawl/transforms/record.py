@@ -32,7 +32,7 @@ from beamcrawl.schemas.records import (
     json_cell,
     revisit_cell,
 )
-from beamcrawl.state.frontier import read_requeue_line
+from beamcrawl.state.frontier import read_requeue_line, requeue_text
 from beamcrawl.stores.base import Mutation, open_store
 from beamcrawl.transforms import dead_letter
 from beamcrawl.transforms.dead_letter import ERRORS, Outlet, collect
@@ -97,11 +97,12 @@ def done_keys(page: ParsedPage) -> list[str]:
 
 
 def requeue_line(page: ParsedPage) -> str | None:
-    """The URL's next frontier row as one staged line (``<key hex> <row JSON>``), or None."""
+    """The URL's next frontier row as one staged line (``state/frontier.py:requeue_text``),
+    or None."""
     entry = next_entry(page)
     if entry is None:
         return None
-    return entry.key.hex() + " " + entry.to_json()
+    return requeue_text(entry)
 
 
 class _WriteRowsFn(beam.DoFn):
