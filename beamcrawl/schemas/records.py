@@ -42,6 +42,8 @@ _COMPACT = json.JSONEncoder(separators=(",", ":"), default=lambda v: _json_defau
 R = TypeVar("R")
 # The field-values getter of each @shuffled class (Packed pickles lists of them as rows).
 _FIELD_VALUES: dict[type, Callable[[Any], tuple[Any, ...]]] = {}
+# The field names of each @shuffled class.
+_FIELD_SETS: dict[type, frozenset[str]] = {}
 
 
 def shuffled(cls: type[R]) -> type[R]:
@@ -61,6 +63,7 @@ def shuffled(cls: type[R]) -> type[R]:
         raise TypeError(f"{cls.__name__}: shuffled records need two or more init fields and no __post_init__")
     values: Callable[[Any], tuple[Any, ...]] = operator.attrgetter(*(f.name for f in fields))
     _FIELD_VALUES[cls] = values
+    _FIELD_SETS[cls] = frozenset(f.name for f in fields)
 
     def __reduce__(self: Any) -> tuple[type, tuple[Any, ...]]:
         if type(self) is not cls:  # a subclass's own fields would be lost
@@ -69,6 +72,29 @@ def shuffled(cls: type[R]) -> type[R]:
 
     cls.__reduce__ = __reduce__  # type: ignore[method-assign]
     return cls
+
+
+def evolve(record: R, **changes: Any) -> R:
+    """``dataclasses.replace(record, **changes)`` for a ``@shuffled`` record, at a quarter of
+    its cost (``replace`` reads every field's metadata, then calls ``__init__`` by keyword:
+    3.7-4.7 µs for a page's records, against 0.9-1.3). As ``@shuffled`` checked, such a
+    record's ``__init__`` only assigns its fields, so a new object given the same field
+    values, ``changes`` over them, is what ``replace`` makes. Anything else (another class,
+    a record holding attributes that are not fields) goes to ``replace``.
+
+    Raises:
+        TypeError: A change names no field of the record.
+    """
+    cls = type(record)
+    names = _FIELD_SETS.get(cls)
+    values = getattr(record, "__dict__", None)
+    if names is None or values is None or len(values) != len(names) or not changes.keys() <= names:
+        return dataclasses.replace(record, **changes)  # type: ignore[type-var]
+    new = object.__new__(cls)
+    fields = new.__dict__
+    fields.update(values)
+    fields.update(changes)
+    return new
 
 
 def field_values(cls: type) -> Callable[[Any], tuple[Any, ...]]:

@@ -110,7 +110,7 @@ from beamcrawl.core.content.htmlparse import checksum as payload_checksum
 from beamcrawl.core.runtime.batch_files import BatchRef, BatchWriter, read_batch
 from beamcrawl.core.urls.urlnorm import fingerprint
 from beamcrawl.schemas import cells as cellfmt
-from beamcrawl.schemas.records import Packed, PageBatch, ParsedPage, fp_key, key_fp, shuffled
+from beamcrawl.schemas.records import Packed, PageBatch, ParsedPage, evolve, fp_key, key_fp, shuffled
 import beamcrawl.schemas.coders  # noqa: F401  (registers the record coders the output types name)
 from beamcrawl.stores.base import Mutation, Store, open_store
 from beamcrawl.transforms import dead_letter
@@ -880,7 +880,7 @@ def apply_copy(page: ParsedPage, copy: Copy | None) -> ParsedPage:
     """The page marked as a copy (a new object; the input is not changed)."""
     if copy is None:
         return page
-    return dataclasses.replace(
+    return evolve(
         page,
         duplicate_of=copy.original,
         duplicate_kind=copy.kind,

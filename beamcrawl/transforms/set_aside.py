@@ -24,7 +24,6 @@ Governed by: nothing to set (the spool lives and dies with the round's staging f
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Iterator
 
 import apache_beam as beam
@@ -35,7 +34,7 @@ from beamcrawl.core.archive.spool import SpoolWriter
 from beamcrawl.core.archive.warc_revisit import payload_digest
 from beamcrawl.core.net.conditional import is_conditional
 from beamcrawl.core.runtime.outputs import RoundOutputs
-from beamcrawl.schemas.records import ParsedPage, Spooled
+from beamcrawl.schemas.records import ParsedPage, Spooled, evolve
 from beamcrawl.transforms.dead_letter import is_infrastructure
 from beamcrawl.transforms.parse import PARSED_KINDS, body_kind
 from beamcrawl.transforms.warc_io import capture_record
@@ -80,7 +79,7 @@ class _SetBodiesAsideFn(beam.DoFn):
         digest = f.digest or payload_digest(f.raw_body)
         if body_still_needed(page):
             self.kept_whole.inc()
-            yield dataclasses.replace(page, fetch=dataclasses.replace(f, digest=digest))
+            yield evolve(page, fetch=evolve(f, digest=digest))
             return
         spooled: Spooled | None = None
         if not (f.status == 304 and is_conditional(f.request_headers)):
@@ -90,7 +89,7 @@ class _SetBodiesAsideFn(beam.DoFn):
                 if is_infrastructure(exc):
                     raise
                 self.kept_whole.inc()
-                yield dataclasses.replace(page, fetch=dataclasses.replace(f, digest=digest))
+                yield evolve(page, fetch=evolve(f, digest=digest))
                 return
             path, offset = self.writer.append(capture.member)
             spooled = Spooled(
@@ -98,8 +97,8 @@ class _SetBodiesAsideFn(beam.DoFn):
             )
             self.spooled.inc()
             self.spooled_bytes.inc(len(capture.member))
-        light = dataclasses.replace(f, body=b"", raw_body=b"", body_size=len(f.body), digest=digest, spooled=spooled)
-        yield dataclasses.replace(page, fetch=light)
+        light = evolve(f, body=b"", raw_body=b"", body_size=len(f.body), digest=digest, spooled=spooled)
+        yield evolve(page, fetch=light)
 
     def finish_bundle(self) -> None:
         self.writer.close()

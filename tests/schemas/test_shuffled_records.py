@@ -126,3 +126,41 @@ def test_a_packed_list_of_one_record_class_pickles_as_rows() -> None:
 def test_any_other_packed_list_round_trips(values: list) -> None:
     back = pickle.loads(pickle.dumps(Packed(values), pickle.HIGHEST_PROTOCOL))
     assert type(back) is Packed and back == values and [type(v) for v in back] == [type(v) for v in values]
+
+
+# --- evolve: dataclasses.replace for @shuffled records, without its cost ------------------
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from beamcrawl.schemas.records import evolve, shuffled_classes  # noqa: E402
+
+_values = st.none() | st.integers() | st.text(max_size=5) | st.binary(max_size=5) | st.lists(st.integers(), max_size=2)
+
+
+@settings(max_examples=200, deadline=None)
+@given(data=st.data())
+def test_evolve_makes_what_replace_makes_and_leaves_the_record_as_it_was(data: st.DataObject) -> None:
+    page = _page()
+    record = data.draw(st.sampled_from([page, page.fetch, page.fetch.entry]))
+    names = [f.name for f in dataclasses.fields(record)]
+    changes = data.draw(st.dictionaries(st.sampled_from(names), _values, max_size=4))
+    before = dataclasses.replace(record)
+    evolved = evolve(record, **changes)
+    replaced = dataclasses.replace(record, **changes)
+    assert type(evolved) is type(replaced) and evolved == replaced and evolved is not record
+    assert vars(evolved) == vars(replaced) if hasattr(replaced, "__dict__") else True
+    assert record == before  # the input is not changed
+    assert pickle.loads(pickle.dumps(evolved)) == replaced
+
+
+def test_evolve_refuses_what_replace_refuses_and_drops_what_replace_drops() -> None:
+    page = _page()
+    with pytest.raises(TypeError):
+        evolve(page, not_a_field=1)
+    page.scratch = "set on the instance, not a field"  # type: ignore[attr-defined]
+    evolved = evolve(page, duplicate_of="x")
+    assert not hasattr(evolved, "scratch") and evolved.duplicate_of == "x"
+    # Every class evolve serves was checked by @shuffled: init fields only, no __post_init__.
+    for cls in shuffled_classes():
+        assert all(f.init for f in dataclasses.fields(cls)) and not hasattr(cls, "__post_init__")

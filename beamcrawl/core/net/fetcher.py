@@ -64,7 +64,7 @@ from beamcrawl.core.net.transfer import (
     warc_truncated,
 )
 from beamcrawl.schemas.due_rows import entries_of
-from beamcrawl.schemas.records import FetchResult, FrontierEntry, HostPlan, HostRecord
+from beamcrawl.schemas.records import FetchResult, FrontierEntry, HostPlan, HostRecord, evolve
 
 log = logging.getLogger(__name__)
 
@@ -828,9 +828,9 @@ def apply_usage(result: FetchResult, site_usage: usage_prefs.UsageRules, purpose
     decided = usage_prefs.decide(site_usage, result.url, purposes, header)
     _, bad = usage_prefs.header_preferences(header, purposes)
     refusal = usage_prefs.crawl_refusal(decided)
-    result = replace(result, usage=usage_prefs.record_of(decided), usage_bad_header=bad)
+    result = evolve(result, usage=usage_prefs.record_of(decided), usage_bad_header=bad)
     if refusal is not None:
-        result = replace(result, usage_refused=refusal[:300], body=b"", raw_body=b"")
+        result = evolve(result, usage_refused=refusal[:300], body=b"", raw_body=b"")
     return result
 
 
