@@ -1,8 +1,9 @@
 """Compact binary cells for the rows a round writes most (docs/ARCHITECTURE.md §2).
 
-A new URL costs a frontier row and a seen-set row, a fetch its outcome in the seen set, a
-new original a content row and 20 simhash-table rows. Their cells were JSON objects (field
-names and all, ~200-300 bytes, and ``json.loads`` to read); here each is a struct of its fixed fields and length-prefixed UTF-8
+A new URL costs a frontier row and a seen-set row, a fetch its outcome and revisit state in
+the seen set and its next visit's frontier row, a new original a content row and 20
+simhash-table rows. Their cells were JSON objects (field names and all, ~200-500 bytes, and
+``json.loads`` to read); here each is a struct of its fixed fields and length-prefixed UTF-8
 strings. The first byte names the format and its version: a byte below 0x20 that is not
 JSON whitespace, which JSON text can never start with, so every decoder tells a binary cell
 from a JSON one by that byte and reads both: a store written before keeps reading, with no
@@ -372,7 +373,7 @@ def decode_outcome(raw: bytes) -> tuple[str, str, int | None, int | None, str | 
 
 # --- a URL's revisit state (core/policy/change_rate.RevisitState.to_dict()) ---------------
 
-# Its keys, in to_dict's order (the order a decoded dict has).
+# Its keys (a decoded dict has them in to_dict's order).
 _R_KEYS = frozenset((
     "importance", "lam", "prior_rate", "status", "etag", "last_modified", "checksum", "simhash", "visits",
     "changes", "history", "outcomes", "checked_at", "changed_at", "stored_at", "digest", "misses", "errors",

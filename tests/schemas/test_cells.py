@@ -182,7 +182,7 @@ def test_a_fetch_outcome_wins_over_the_cells_of_rows_written_before_and_keeps_th
     assert (read.revisit, read.reason) == ({"visits": 1}, "asked")
 
 
-def test_an_ordinary_fetch_outcome_is_one_cell_smaller_than_its_json_cells() -> None:
+def test_an_ordinary_fetch_outcome_is_one_cell_no_larger_than_its_json_cells() -> None:
     state = UrlState(url="http://a.example/p/1.html", state="fetched", status=200, fetched_at_ms=1_796_288_668_798)
     state.checksum = "ac66df46ac5c7071"
     packed = state.outcome_cells()[OUTCOME_CELL]
