@@ -379,47 +379,41 @@ _R_KEYS = frozenset((
     "changes", "history", "outcomes", "checked_at", "changed_at", "stored_at", "digest", "misses", "errors",
     "moved_to", "next_due", "lastmod_agree", "lastmod_disagree",
 ))  # fmt: skip
-# A flag bit per optional field: present (else None).
-_R_PRIOR, _R_CHECKED, _R_CHANGED, _R_STORED, _R_DUE, _R_STATUS = 1, 2, 4, 8, 16, 32
-_R_ETAG, _R_LASTMOD, _R_CHECKSUM, _R_SIMHASH, _R_DIGEST, _R_MOVED = 64, 128, 256, 512, 1024, 2048
 
 
-def _opt(value: Any, kind: type) -> bool:
-    return value is None or type(value) is kind
+# Each scalar field's type: a value of another type (an int where a float was, a bool) does
+# not fit the layout exactly, and is written as JSON.
+_R_TYPES = (
+    ("importance", float), ("lam", float), ("lastmod_agree", float), ("lastmod_disagree", float),
+    ("visits", int), ("changes", int), ("misses", int), ("errors", int), ("outcomes", str),
+)  # fmt: skip
+_R_OPTIONAL_TYPES = (
+    ("prior_rate", float), ("checked_at", float), ("changed_at", float), ("stored_at", float),
+    ("next_due", float), ("status", int), ("etag", str), ("last_modified", str), ("checksum", str),
+    ("simhash", str), ("digest", str), ("moved_to", str),
+)  # fmt: skip
+
+
+# The optional fields' flag bits: set when the value is present (else None).
+_R_OPTIONAL = tuple((name, 1 << i) for i, (name, _) in enumerate(_R_OPTIONAL_TYPES))
+
+
+def _fits_revisit(d: dict[str, Any]) -> bool:
+    history = d["history"]
+    return (
+        all(type(d[name]) is kind for name, kind in _R_TYPES)
+        and all(d[name] is None or type(d[name]) is kind for name, kind in _R_OPTIONAL_TYPES)
+        and type(history) is list
+        and all(type(h) is list and len(h) == 2 and type(h[0]) is float and type(h[1]) is int for h in history)
+    )
 
 
 def encode_revisit(d: Any) -> bytes | None:
     """A revisit state's dict as a binary cell, or None when it does not fit the layout
     exactly (other keys, or a value of another type: the caller writes JSON)."""
-    if type(d) is not dict or d.keys() != _R_KEYS:
+    if type(d) is not dict or d.keys() != _R_KEYS or not _fits_revisit(d):
         return None
     history = d["history"]
-    if not (
-        type(d["importance"]) is float
-        and type(d["lam"]) is float
-        and type(d["lastmod_agree"]) is float
-        and type(d["lastmod_disagree"]) is float
-        and type(d["visits"]) is int
-        and type(d["changes"]) is int
-        and type(d["misses"]) is int
-        and type(d["errors"]) is int
-        and type(d["outcomes"]) is str
-        and _opt(d["prior_rate"], float)
-        and _opt(d["checked_at"], float)
-        and _opt(d["changed_at"], float)
-        and _opt(d["stored_at"], float)
-        and _opt(d["next_due"], float)
-        and _opt(d["status"], int)
-        and _opt(d["etag"], str)
-        and _opt(d["last_modified"], str)
-        and _opt(d["checksum"], str)
-        and _opt(d["simhash"], str)
-        and _opt(d["digest"], str)
-        and _opt(d["moved_to"], str)
-        and type(history) is list
-        and all(type(h) is list and len(h) == 2 and type(h[0]) is float and type(h[1]) is int for h in history)
-    ):
-        return None
     try:
         prior, checked, changed, stored, due, status = (
             d["prior_rate"], d["checked_at"], d["changed_at"], d["stored_at"], d["next_due"], d["status"],
@@ -427,20 +421,7 @@ def encode_revisit(d: Any) -> bytes | None:
         etag, lastmod, checksum, simhash, digest, moved = (
             d["etag"], d["last_modified"], d["checksum"], d["simhash"], d["digest"], d["moved_to"],
         )  # fmt: skip
-        flags = (
-            (prior is not None and _R_PRIOR)
-            | (checked is not None and _R_CHECKED)
-            | (changed is not None and _R_CHANGED)
-            | (stored is not None and _R_STORED)
-            | (due is not None and _R_DUE)
-            | (status is not None and _R_STATUS)
-            | (etag is not None and _R_ETAG)
-            | (lastmod is not None and _R_LASTMOD)
-            | (checksum is not None and _R_CHECKSUM)
-            | (simhash is not None and _R_SIMHASH)
-            | (digest is not None and _R_DIGEST)
-            | (moved is not None and _R_MOVED)
-        )
+        flags = sum(bit for name, bit in _R_OPTIONAL if d[name] is not None)
         texts = [b"" if t is None else _utf8(t) for t in (etag, lastmod, checksum, simhash, digest, moved)]
         outcomes = _utf8(d["outcomes"])
         n = len(history)
@@ -476,30 +457,17 @@ def decode_revisit(raw: bytes) -> dict[str, Any]:
             at += length
         etag, lastmod, checksum, simhash, digest, moved, outcomes = texts
         history = [[i, k] for i, k in zip(struct.unpack_from(f"<{n}d", raw, end), raw[end + 8 * n :])] if n else []
-        return {
-            "importance": importance,
-            "lam": lam,
-            "prior_rate": prior if flags & _R_PRIOR else None,
-            "status": status if flags & _R_STATUS else None,
-            "etag": etag if flags & _R_ETAG else None,
-            "last_modified": lastmod if flags & _R_LASTMOD else None,
-            "checksum": checksum if flags & _R_CHECKSUM else None,
-            "simhash": simhash if flags & _R_SIMHASH else None,
-            "visits": visits,
-            "changes": changes,
-            "history": history,
-            "outcomes": outcomes,
-            "checked_at": checked if flags & _R_CHECKED else None,
-            "changed_at": changed if flags & _R_CHANGED else None,
-            "stored_at": stored if flags & _R_STORED else None,
-            "digest": digest if flags & _R_DIGEST else None,
-            "misses": misses,
-            "errors": errors,
-            "moved_to": moved if flags & _R_MOVED else None,
-            "next_due": due if flags & _R_DUE else None,
-            "lastmod_agree": agree,
-            "lastmod_disagree": disagree,
-        }
+        state = {
+            "importance": importance, "lam": lam, "prior_rate": prior, "status": status, "etag": etag,
+            "last_modified": lastmod, "checksum": checksum, "simhash": simhash, "visits": visits,
+            "changes": changes, "history": history, "outcomes": outcomes, "checked_at": checked,
+            "changed_at": changed, "stored_at": stored, "digest": digest, "misses": misses, "errors": errors,
+            "moved_to": moved, "next_due": due, "lastmod_agree": agree, "lastmod_disagree": disagree,
+        }  # fmt: skip
+        for name, bit in _R_OPTIONAL:
+            if not flags & bit:
+                state[name] = None
+        return state
     except CellError:
         raise
     except (struct.error, ValueError) as exc:  # UnicodeError too
