@@ -1,13 +1,13 @@
 """Compact binary cells for the rows a round writes most (docs/ARCHITECTURE.md §2).
 
 A new URL costs a frontier row and a seen-set row, a fetch its outcome and revisit state in
-the seen set and its next visit's frontier row, a new original a content row and 20
-simhash-table rows. Their cells were JSON objects (field names and all, ~200-500 bytes, and
-``json.loads`` to read); here each is a struct of its fixed fields and length-prefixed UTF-8
-strings. The first byte names the format and its version: a byte below 0x20 that is not
-JSON whitespace, which JSON text can never start with, so every decoder tells a binary cell
-from a JSON one by that byte and reads both: a store written before keeps reading, with no
-migration.
+the seen set and its next visit's frontier row (and, before its request, the host's clock),
+a new original a content row and 20 simhash-table rows. Their cells were JSON objects (field
+names and all, ~200-500 bytes, and ``json.loads`` to read); here each is a struct of its
+fixed fields and length-prefixed UTF-8 strings. The first byte names the format and its
+version: a byte below 0x20 that is not JSON whitespace, which JSON text can never start
+with, so every decoder tells a binary cell from a JSON one by that byte and reads both: a
+store written before keeps reading, with no migration.
 
 =====  ============================  ====================================================
 byte   cell                          layout after the byte (little-endian)
@@ -33,6 +33,7 @@ byte   cell                          layout after the byte (little-endian)
                                      checksum, simhash, digest, moved_to, outcomes),
                                      history length H; the bytes, then the history's
                                      intervals n×d and kinds n×B
+0x08   host clock ``r:clock``        4×d: at, end, delay, not_before (state/host_clock.py)
 =====  ============================  ====================================================
 
 Flags say which optional fields are present (an absent one reads as None). A value that the
@@ -53,6 +54,7 @@ from sys import intern
 from typing import Any
 
 __all__ = [
+    "CLOCK",
     "CONTENT",
     "FRONTIER",
     "OUTCOME",
@@ -62,12 +64,14 @@ __all__ = [
     "SIMHASH_SEEN",
     "SIMHASH_SEEN_CELL",
     "CellError",
+    "decode_clock",
     "decode_content",
     "decode_frontier",
     "decode_outcome",
     "decode_queued",
     "decode_revisit",
     "decode_simhash",
+    "encode_clock",
     "encode_content",
     "encode_frontier",
     "encode_outcome",
@@ -85,6 +89,7 @@ SIMHASH_NAMED = 0x04
 SIMHASH_SEEN = 0x05
 OUTCOME = 0x06
 REVISIT = 0x07
+CLOCK = 0x08
 # The cell of the other 19 simhash tables: the fingerprint is in its qualifier, the original's
 # name and round in the first table's cell, so it holds nothing else.
 SIMHASH_SEEN_CELL = bytes((SIMHASH_SEEN,))
@@ -99,6 +104,7 @@ _CONTENT = struct.Struct("<BBdqqHHH")
 _SIMHASH = struct.Struct("<BBqH")
 _OUTCOME = struct.Struct("<BBqqHHHH")
 _REVISIT_HEAD = struct.Struct("<BH9d5q7HH")  # the 7 lengths: etag .. moved_to, then outcomes
+_CLOCK = struct.Struct("<B4d")
 
 # Frontier flags.
 _LASTMOD, _ORIGIN, _REVISIT, _ALSO = 1, 2, 4, 8
@@ -565,3 +571,28 @@ def decode_simhash(raw: bytes) -> tuple[str | None, int | None]:
         raise
     except (struct.error, ValueError, IndexError) as exc:
         raise CellError(f"simhash cell does not decode: {exc}") from None
+
+
+# --- host clocks ---------------------------------------------------------------------------
+
+
+def encode_clock(at: float, end: float, delay: float, not_before: float) -> bytes | None:
+    """A host clock cell (four times and delays in seconds, each read as a float), or None
+    when one is not a number a float holds (the caller writes JSON)."""
+    try:
+        return _CLOCK.pack(CLOCK, at, end, delay, not_before)
+    except (struct.error, TypeError, OverflowError):
+        return None
+
+
+def decode_clock(raw: bytes) -> tuple[float, float, float, float]:
+    """``(at, end, delay, not_before)`` of a binary host clock cell (not checked for NaN or
+    infinity: the reader decides what a clock may say).
+
+    Raises:
+        CellError: Not a whole cell of this format.
+    """
+    if len(raw) != _CLOCK.size or raw[0] != CLOCK:
+        raise CellError("not a host clock cell")
+    _, at, end, delay, not_before = _CLOCK.unpack(raw)
+    return at, end, delay, not_before

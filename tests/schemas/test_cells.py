@@ -302,11 +302,12 @@ _DECODERS = (
     cellfmt.decode_revisit,
     cellfmt.decode_content,
     cellfmt.decode_simhash,
+    cellfmt.decode_clock,
 )
 
 
 @settings(max_examples=400, deadline=None)
-@given(st.binary(max_size=120) | st.binary(max_size=120).map(lambda b: bytes((1 + len(b) % 7,)) + b))
+@given(st.binary(max_size=120) | st.binary(max_size=120).map(lambda b: bytes((1 + len(b) % 8,)) + b))
 def test_garbage_raises_a_cell_error_and_nothing_else(raw: bytes) -> None:
     for decode in _DECODERS:
         try:
@@ -338,6 +339,7 @@ def test_truncated_and_flipped_cells_raise_cell_errors_or_decode_to_their_kind()
         ),
         (cellfmt.encode_simhash_named("http://a.example/", 3), cellfmt.decode_simhash),
         (cellfmt.SIMHASH_SEEN_CELL, cellfmt.decode_simhash),
+        (cellfmt.encode_clock(1.5e9, 1.4e9, 2.0, 0.0), cellfmt.decode_clock),
     ]
     for raw, decode in samples:
         assert raw is not None

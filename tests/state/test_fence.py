@@ -21,6 +21,7 @@ from beamcrawl.core.policy import politeness
 from beamcrawl.core.policy.robots import RobotsRules
 from beamcrawl.core.runtime.config import CrawlConfig
 from beamcrawl.pipelines.lease import RoundLease
+from beamcrawl.schemas import cells as cellfmt
 from beamcrawl.schemas.records import FrontierEntry, HostRecord
 from beamcrawl.state.fence import (
     ATTEMPT_CELL,
@@ -194,6 +195,47 @@ def test_a_clock_cell_that_does_not_decode_leaves_the_record_as_it_was(raw):
     record = HostRecord(host="h", last_fetch_end=5.0, delay=1.0)
     merged = merge_clock(record, {CLOCK_CELL: raw})
     assert merged.last_fetch_end >= 5.0 and merged.delay >= 1.0
+
+
+def _json_clock(at: float, end: float, delay: float, not_before: float) -> bytes:
+    """The clock cell as versions before the binary cell wrote it."""
+    return json.dumps({"at": at, "end": end, "delay": delay, "not_before": not_before}, separators=(",", ":")).encode()
+
+
+any_float = st.floats(allow_nan=True, allow_infinity=True) | st.integers(-(2**1100), 2**1100)
+
+
+@settings(max_examples=400, deadline=None)
+@given(end=times, not_before=times, delay=st.floats(0, 3600), at=any_float, c_end=any_float, c_delay=any_float,
+       c_nb=any_float)  # fmt: skip
+def test_a_clock_cell_merges_as_its_json_written_before_did(end, not_before, delay, at, c_end, c_delay, c_nb):
+    """The binary cell and the JSON one of the same values merge into the same record, for
+    any values at all: NaN, infinities and ints past a float's range are ignored by both."""
+    written = HostRecord(host="h", last_fetch_end=c_end, delay=0.0, not_before=c_nb)
+    raw = clock_cells(written, at, c_delay)[CLOCK_CELL]
+    values = (at, c_end, max(c_delay, 0.0), c_nb)  # the delay written is the larger of the two
+    fits = all(isinstance(v, float) or abs(v) < 2**1000 for v in values)
+    assert cellfmt.is_binary(raw) == fits and (len(raw) == 33) == fits
+    old = _json_clock(*values)
+
+    def record() -> HostRecord:
+        return HostRecord(host="h", last_fetch_end=end, delay=delay, not_before=not_before)
+
+    new_r, old_r = merge_clock(record(), {CLOCK_CELL: raw}), merge_clock(record(), {CLOCK_CELL: old})
+    assert (new_r.last_fetch_end, new_r.delay, new_r.not_before) == (
+        old_r.last_fetch_end,
+        old_r.delay,
+        old_r.not_before,
+    )
+
+
+def test_the_clock_written_before_each_request_is_one_binary_cell_under_half_its_json():
+    written = HostRecord(host="h", last_fetch_end=1_700_000_000.25, delay=1.5, not_before=1_700_000_030.0)
+    raw = clock_cells(written, 1_700_000_001.123456, 2.0)[CLOCK_CELL]
+    assert cellfmt.decode_clock(raw) == (1_700_000_001.123456, 1_700_000_000.25, 2.0, 1_700_000_030.0)
+    assert len(raw) * 2 < len(_json_clock(1_700_000_001.123456, 1_700_000_000.25, 2.0, 1_700_000_030.0))
+    merged = read_host("h", {CLOCK_CELL: raw})
+    assert (merged.last_fetch_end, merged.delay, merged.not_before) == (1_700_000_001.123456, 2.0, 1_700_000_030.0)
 
 
 # --- real fetch loops, both stores ---------------------------------------------------------
