@@ -12,6 +12,7 @@ from beamcrawl.stores.interface import (
     ESTIMATE_EXACT_ROWS,
     FAMILIES,
     TABLES,
+    Cell,
     Cells,
     Mutation,
     Row,
@@ -25,6 +26,7 @@ from beamcrawl.stores.interface import (
 )
 
 __all__ = [
+    "Cell",
     "Cells",
     "ESTIMATE_EXACT_ROWS",
     "FAMILIES",

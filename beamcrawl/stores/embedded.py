@@ -23,11 +23,12 @@ import sqlite3
 import threading
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
+from itertools import repeat
 from operator import itemgetter
 from pathlib import Path
 from typing import Any
 
-from beamcrawl.stores.interface import TABLES, Mutation, Row, Store, StoreError
+from beamcrawl.stores.interface import TABLES, Cell, Mutation, Row, Store, StoreError
 
 _log = logging.getLogger(__name__)
 
@@ -460,9 +461,25 @@ class EmbeddedStore(Store):
         if batch:
             self._apply(sql, batch)
 
+    def write_cells(self, table: str, cells: Sequence[Cell]) -> None:
+        """Sets each ``(key, column, value)`` cell (the interface's method), ``write_batch``
+        cells per transaction, each in key order, with no Mutation made: the checks that
+        :meth:`mutate` makes a mutation at a time run over the batch at once.
+
+        Raises:
+            ValueError: Unknown table, empty key or malformed column name.
+            TypeError: A key, column or value has the wrong type.
+        """
+        sql = self._sql[_check_table(table)]
+        for at in range(0, len(cells), self.write_batch):
+            self._commit(sql, [([], _checked_cells(cells[at : at + self.write_batch]))])
+
     def _apply(self, sql: _TableSQL, batch: Sequence[Mutation]) -> None:
         """Writes one batch in one transaction, with as few executemany calls as possible."""
-        phases = _plan(batch)
+        self._commit(sql, _plan(batch))
+
+    def _commit(self, sql: _TableSQL, phases: list[_Phase]) -> None:
+        """Applies ``phases`` (row deletes, then cell sets, in turn) in one transaction."""
         with self._use() as conn:
             conn.execute("BEGIN IMMEDIATE")
             try:
@@ -597,6 +614,38 @@ def _plan(batch: Sequence[Mutation]) -> list[_Phase]:
         d.sort()
         s.sort(key=itemgetter(0))
     return phases
+
+
+def _checked_cells(cells: Sequence[Cell]) -> list[_Cell]:
+    """``cells`` in key order (stably: a cell set twice keeps its later value), each key,
+    name and value checked as :func:`_plan` checks a mutation's, and bytes-like keys and
+    values made bytes. The usual batch (bytes, well-formed names) is checked by a few
+    passes of builtins, not a Python call a cell.
+
+    Raises:
+        ValueError: An empty key or a malformed column name.
+        TypeError: A key, column or value of the wrong type, or a cell that is not a triple.
+    """
+    out = list(cells)
+    if not out:
+        return out
+    try:
+        keys, names, values = zip(*out, strict=True)
+    except (TypeError, ValueError):
+        raise TypeError("cells are (key, column, value) triples") from None
+    if set(map(type, keys)) != {bytes} or set(map(type, values)) != {bytes}:
+        out = [(_key(k), c, _value(v)) for k, c, v in out]
+    elif b"" in keys:
+        raise ValueError("row keys must not be empty")  # as _key says it
+    distinct = set(names)
+    if set(map(type, distinct)) != {str} or min(map(str.find, distinct, repeat(":"))) < 1:
+        for name in distinct:
+            _column(name)  # raises for the first malformed one
+    out.sort(key=_CELL_KEY)
+    return out
+
+
+_CELL_KEY = itemgetter(0)
 
 
 def _variable_limit(conn: sqlite3.Connection) -> int:

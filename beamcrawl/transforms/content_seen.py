@@ -112,7 +112,7 @@ from beamcrawl.core.urls.urlnorm import fingerprint
 from beamcrawl.schemas import cells as cellfmt
 from beamcrawl.schemas.records import Packed, PageBatch, ParsedPage, evolve, fp_key, key_fp, shuffled
 import beamcrawl.schemas.coders  # noqa: F401  (registers the record coders the output types name)
-from beamcrawl.stores.base import Mutation, Store, open_store
+from beamcrawl.stores.base import Cell, Mutation, Store, open_store
 from beamcrawl.transforms import dead_letter
 from beamcrawl.transforms.dead_letter import ERRORS, Outlet, collect
 from beamcrawl.transforms.parse import PARSED_KINDS, body_kind
@@ -146,6 +146,8 @@ __all__ = [
     "resolve_round",
     "settle",
     "simhash_cells",
+    "simhash_row_cells",
+    "sorted_cells",
 ]
 
 CONTENT_TABLE = "content"
@@ -786,8 +788,9 @@ def resolve_round(
     return out
 
 
-def simhash_cells(probe: Probe, round_no: int | None, layout: textfp.TableLayout = textfp.LAYOUT) -> list[Mutation]:
-    """The mutations that record an original's simhash in every permuted table.
+def simhash_row_cells(probe: Probe, round_no: int | None, layout: textfp.TableLayout = textfp.LAYOUT) -> list[Cell]:
+    """The cells that record an original's simhash in every permuted table, one a row:
+    ``(row key, column, value)`` for ``Store.write_cells``.
 
     The first table's cell names the original and the round that wrote it (binary,
     ``schemas/cells.py``: 12 bytes and the URL); the other 19 tables' cells hold nothing but
@@ -802,10 +805,14 @@ def simhash_cells(probe: Probe, round_no: int | None, layout: textfp.TableLayout
     name = cellfmt.encode_simhash_named(probe.url, round_no)
     if name is None:
         name = json.dumps({"url": probe.url, "round": round_no}, separators=(",", ":")).encode()
-    named = {column: name}
-    compact = {column: cellfmt.SIMHASH_SEEN_CELL}  # one dict for 19 rows: the store only reads it
     keys = layout.keys_of(probe.simhash)
-    return [Mutation(keys[0], named), *[Mutation(key, compact) for key in keys[1:]]]
+    seen = cellfmt.SIMHASH_SEEN_CELL
+    return [(keys[0], column, name), *[(key, column, seen) for key in keys[1:]]]
+
+
+def simhash_cells(probe: Probe, round_no: int | None, layout: textfp.TableLayout = textfp.LAYOUT) -> list[Mutation]:
+    """:func:`simhash_row_cells` as a mutation a row, for ``Store.mutate``."""
+    return [Mutation(key, {column: value}) for key, column, value in simhash_row_cells(probe, round_no, layout)]
 
 
 def sorted_run(mutations: list[Mutation]) -> list[Mutation]:
@@ -814,7 +821,14 @@ def sorted_run(mutations: list[Mutation]) -> list[Mutation]:
     return mutations
 
 
+def sorted_cells(cells: list[Cell]) -> list[Cell]:
+    """The cells in key order (stable), as one run to write."""
+    cells.sort(key=_cell_key)
+    return cells
+
+
 _mutation_key = operator.attrgetter("key")
+_cell_key = operator.itemgetter(0)
 
 
 def _name_key(fp: int, layout: textfp.TableLayout = textfp.LAYOUT) -> bytes:
@@ -852,7 +866,7 @@ def settle(
     near: tuple[str, int] | None,
     round_no: int | None,
     layout: textfp.TableLayout = textfp.LAYOUT,
-) -> tuple[list[Copy], list[Mutation], list[Mutation]]:
+) -> tuple[list[Copy], list[Mutation], list[Cell]]:
     """The final decision for a new checksum, and the rows that record it.
 
     Args:
@@ -862,7 +876,8 @@ def settle(
         layout: The simhash tables' layout.
 
     Returns:
-        ``(copies, content mutations, simhash mutations)``.
+        ``(copies, content mutations, simhash-table cells)`` (the cells one a row:
+        :func:`simhash_row_cells`).
     """
     first = new.first
     if near is not None:
@@ -872,7 +887,7 @@ def settle(
         return copies, [Mutation.set(fp_key(new.checksum), record.to_cells())], []
     copies = [Copy(p.url, first.url, "exact", 0, first.fetched_at, first.digest) for p in new.others]
     record = ContentRecord(first.url, "exact", first.fetched_at, first.digest, 0, round_no)
-    hashes = simhash_cells(first, round_no, layout) if first.simhash is not None else []
+    hashes = simhash_row_cells(first, round_no, layout) if first.simhash is not None else []
     return copies, [Mutation.set(fp_key(new.checksum), record.to_cells())], hashes
 
 
@@ -1113,7 +1128,7 @@ class _SettleFn(beam.DoFn):
 
     def start_bundle(self) -> None:
         self.content: list[Mutation] = []
-        self.hashes: list[Mutation] = []
+        self.hashes: list[Cell] = []
 
     def process(self, new: NewContent, near_by_fp: Mapping[int, tuple[str, int]]) -> Iterator[tuple[str, Copy]]:
         near = near_by_fp.get(new.first.url_fp)
@@ -1138,8 +1153,9 @@ class _SettleFn(beam.DoFn):
     def _flush(self) -> None:
         if self.store is not None:
             # Each table's rows as one sorted run (one transaction on the embedded store,
-            # MutateRows requests of neighbouring keys on Bigtable).
-            self.store.mutate(SIMHASH_TABLE, sorted_run(self.hashes))
+            # MutateRows requests of neighbouring keys on Bigtable); the 20 simhash-table
+            # rows of an original as cells, with no Mutation and dict made for each.
+            self.store.write_cells(SIMHASH_TABLE, sorted_cells(self.hashes))
             self.store.mutate(CONTENT_TABLE, sorted_run(self.content))
             self.rows.inc(len(self.content) + len(self.hashes))
         self.content, self.hashes = [], []

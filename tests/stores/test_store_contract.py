@@ -272,6 +272,35 @@ def test_count_rows_counts_rows_not_cells(store: Store) -> None:
 # --- errors -----------------------------------------------------------------------------
 
 
+@pytest.mark.parametrize(
+    "cells, error",
+    [
+        ([(b"", "f:a", b"1")], ValueError),
+        ([(b"k", "fa", b"1")], ValueError),
+        ([(b"k", ":a", b"1")], ValueError),
+        ([(b"k", "f:a", b"1"), (b"l", "g", b"1")], ValueError),
+        (["k", "f:a", b"1"], TypeError),
+        ([("k", "f:a", b"1")], TypeError),
+        ([(b"k", 7, b"1")], TypeError),
+        ([(b"k", "f:a", "1")], TypeError),
+        ([(b"k", "f:a", None)], TypeError),
+        ([(b"k", "f:a")], TypeError),
+        ([(b"k", "f:a", b"1", b"2")], TypeError),
+    ],
+)
+def test_write_cells_refuses_what_mutate_refuses_and_writes_nothing_of_the_batch(store: Store, cells, error) -> None:
+    with pytest.raises(error):
+        store.write_cells("urls", cells)
+    assert _rows(store.read_range("urls")) == []
+    with pytest.raises(ValueError, match="nope"):
+        store.write_cells("nope", [(b"k", "f:a", b"1")])
+
+
+def test_write_cells_takes_bytes_like_keys_and_values(store: Store) -> None:
+    store.write_cells("urls", [(bytearray(b"k"), "f:a", memoryview(b"v")), (b"j", "f:a", b"w")])  # type: ignore[list-item]
+    assert _rows(store.read_range("urls")) == [(b"j", {"f:a": b"w"}), (b"k", {"f:a": b"v"})]
+
+
 def test_unknown_table(store: Store) -> None:
     with pytest.raises(ValueError, match="nope"):
         list(store.read_range("nope"))
@@ -339,14 +368,28 @@ _mutation_st = st.one_of(
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture],
 )
-@given(batches=st.lists(st.lists(_mutation_st, max_size=8), max_size=4))
-def test_matches_a_dict_model(store: Store, batches: list[list[Mutation]]) -> None:
+@given(
+    batches=st.lists(
+        st.lists(_mutation_st, max_size=8)
+        | st.lists(st.tuples(_key_st, st.sampled_from(["f:x", "f:y", "g:z"]), st.binary(max_size=3)), max_size=12),
+        max_size=4,
+    )
+)
+def test_matches_a_dict_model(store: Store, batches: list[list[Mutation] | list[tuple[bytes, str, bytes]]]) -> None:
+    """Batches of mutations (``mutate``) and runs of cells (``write_cells``, in any order,
+    a cell given twice among them) against a dict."""
     # Hypothesis reuses the store across examples: empty it first.
     store.mutate("urls", [Mutation.delete_row(k) for k in _keys(store, keys_only=True)])
     model: dict[bytes, dict[str, bytes]] = {}
     for batch in batches:
-        store.mutate("urls", batch)
+        if batch and isinstance(batch[0], tuple):
+            store.write_cells("urls", batch)  # type: ignore[arg-type]
+            for key, column, value in batch:  # type: ignore[misc]
+                model.setdefault(key, {})[column] = value
+            continue
+        store.mutate("urls", batch)  # type: ignore[arg-type]
         for m in batch:
+            assert isinstance(m, Mutation)
             if m.delete:
                 model.pop(m.key, None)
             if m.cells:

@@ -472,7 +472,8 @@ def test_settle_records_originals_and_copies():
     assert ContentRecord.from_cells(content[0].cells) == ContentRecord(
         "http://a.com/", "exact", 7.0, "sha1:http://a.com/", 0, 4
     )
-    assert len(hashes) == 20 and {m.key[0] for m in hashes} == set(range(20))
+    assert len(hashes) == 20 and {key[0] for key, _, _ in hashes} == set(range(20))
+    assert [Mutation(k, {c: v}) for k, c, v in hashes] == simhash_cells(first, 4)
     copies, content, hashes = settle(NewContent(42, first, (other,)), ("http://o.com/", 2), round_no=4)
     assert [(c.url, c.original, c.kind) for c in copies] == [
         ("http://a.com/", "http://o.com/", "near"),
