@@ -21,7 +21,7 @@ from beamcrawl.schemas.records import (
     fp_key,
     frontier_key,
 )
-from beamcrawl.stores.base import Mutation, Store
+from beamcrawl.stores.base import Cell, Store
 
 WRITE_BATCH = 2000
 
@@ -67,26 +67,21 @@ def queue_new_urls(store: Store, new: Sequence[Candidate], now_ms: int, reason: 
     discovered = UrlState.discovered_cells
     # Written in key order (DRUM's sorted run): the frontier keys of one call share their
     # due time, so both tables' keys follow the fingerprint. Each batch is one store call
-    # per table (one transaction on the embedded store, one MutateRows on Bigtable).
+    # per table (one transaction on the embedded store, one MutateRows on Bigtable), as
+    # cells (Store.write_cells): no Mutation made for each of a round's many new URLs.
     ordered = sorted(entries, key=_by_fp)
     for i in range(0, len(ordered), WRITE_BATCH):
         batch = ordered[i : i + WRITE_BATCH]
-        store.mutate("frontier", [Mutation(e.key, e.to_cells()) for e in batch])
+        store.write_cells("frontier", [(e.key, c, v) for e in batch for c, v in e.to_cells().items()])
         crash_point("url_seen.after_frontier_write")
         # One small cell per URL (UrlState.discovered_cells), not one per UrlState field.
-        store.mutate(
-            "urls",
-            [
-                Mutation(
-                    fp_key(e.fp),
-                    # The operator's reason for submitted work rides along in its own cell.
-                    {**discovered(e.url, now_ms, e.source, e.depth), REASON_CELL: _json(e.reason)}
-                    if e.reason
-                    else discovered(e.url, now_ms, e.source, e.depth),
-                )
-                for e in batch
-            ],
-        )
+        seen: list[Cell] = []
+        for e in batch:
+            key = fp_key(e.fp)
+            seen.extend((key, c, v) for c, v in discovered(e.url, now_ms, e.source, e.depth).items())
+            if e.reason:  # the operator's reason for submitted work, in its own cell
+                seen.append((key, REASON_CELL, _json(e.reason)))
+        store.write_cells("urls", seen)
     return entries
 
 

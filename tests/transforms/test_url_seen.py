@@ -285,6 +285,10 @@ class _WriteLog(EmbeddedStore):
         self.tables.append(table)
         super().mutate(table, mutations)
 
+    def write_cells(self, table, cells):
+        self.tables.append(table)
+        super().write_cells(table, cells)
+
 
 def test_new_urls_are_queued_before_they_are_marked_seen(tmp_path):
     store = _WriteLog(tmp_path / "s.sqlite")
