@@ -630,14 +630,16 @@ def _checked_cells(cells: Sequence[Cell]) -> list[_Cell]:
     if not out:
         return out
     try:
-        keys, names, values = zip(*out, strict=True)
-    except (TypeError, ValueError):
-        raise TypeError("cells are (key, column, value) triples") from None
-    if set(map(type, keys)) != {bytes} or set(map(type, values)) != {bytes}:
+        triples = set(map(len, out)) == {3}
+    except TypeError:
+        triples = False
+    if not triples:
+        raise TypeError("cells are (key, column, value) triples")
+    if set(map(type, map(_CELL_KEY, out))) != {bytes} or set(map(type, map(_CELL_VALUE, out))) != {bytes}:
         out = [(_key(k), c, _value(v)) for k, c, v in out]
-    elif b"" in keys:
+    elif b"" in map(_CELL_KEY, out):
         raise ValueError("row keys must not be empty")  # as _key says it
-    distinct = set(names)
+    distinct = set(map(_CELL_COLUMN, out))
     if set(map(type, distinct)) != {str} or min(map(str.find, distinct, repeat(":"))) < 1:
         for name in distinct:
             _column(name)  # raises for the first malformed one
@@ -645,7 +647,7 @@ def _checked_cells(cells: Sequence[Cell]) -> list[_Cell]:
     return out
 
 
-_CELL_KEY = itemgetter(0)
+_CELL_KEY, _CELL_COLUMN, _CELL_VALUE = itemgetter(0), itemgetter(1), itemgetter(2)
 
 
 def _variable_limit(conn: sqlite3.Connection) -> int:
