@@ -17,7 +17,8 @@ counted; its wall time is printed beside it):
 - **new originals**: ``content_seen.settle`` for each page taken as a new original, and its
   rows (one content row, 20 simhash-table rows) written as ``_SettleFn`` writes them; the
   cells' encoding alone, and the decoding of the rows read back (``ContentRecord.from_cells``
-  and ``_parse_simhash_cells``).
+  and ``_parse_simhash_cells``); and the simhash-table rows alone, built and written as
+  cells (``Store.write_cells``) against a Mutation a row (``Store.mutate``).
 
     .venv/bin/python bench/state_rows.py [--pages 2000] [--hosts 300] [--stores embedded,emulator] [--repeat 3]
 
@@ -219,6 +220,27 @@ def _write_originals(store: Store, probes: list[cs.Probe]) -> int:
     return len(probes)
 
 
+def _simhash_rows_two_ways(fresh: Callable[[], Any], probes: list[cs.Probe], repeat: int) -> None:
+    """The originals' simhash-table rows built and written as cells (``Store.write_cells``,
+    what ``_SettleFn`` does) and as a Mutation a row (``Store.mutate``, what it did)."""
+    cells = cs.sorted_cells([c for p in probes for c in cs.simhash_row_cells(p, 1)])
+    mutations = cs.sorted_run([m for p in probes for m in cs.simhash_cells(p, 1)])
+    n = len(cells)
+    t, _ = _best(repeat, lambda: _cpu(lambda: cs.sorted_cells([c for p in probes for c in cs.simhash_row_cells(p, 1)])))
+    _line("simhash rows built as cells", t, n, "row")
+    t, _ = _best(repeat, lambda: _cpu(lambda: cs.sorted_run([m for p in probes for m in cs.simhash_cells(p, 1)])))
+    _line("simhash rows built as mutations", t, n, "row")
+
+    def write(how: Callable[[Any], None]) -> tuple[float, float]:
+        with fresh() as store:
+            return _cpu(lambda: how(store))
+
+    t, w = _best(repeat, lambda: write(lambda store: store.write_cells(cs.SIMHASH_TABLE, cells)))
+    _line("simhash rows written: write_cells", t, n, "row", w)
+    t, w = _best(repeat, lambda: write(lambda store: store.mutate(cs.SIMHASH_TABLE, mutations)))
+    _line("simhash rows written: mutate", t, n, "row", w)
+
+
 def _new_originals(fresh: Callable[[], Any], probes: list[cs.Probe], repeat: int) -> None:
     hashed = sum(p.simhash is not None for p in probes)
     rows = len(probes) + 20 * hashed
@@ -231,6 +253,7 @@ def _new_originals(fresh: Callable[[], Any], probes: list[cs.Probe], repeat: int
     _line(f"settle + content and simhash rows, {len(probes):,} originals", t, len(probes), "original", w, rows)
     t, _ = _best(repeat, lambda: _cpu(lambda: [cs.settle(cs.NewContent(p.checksum, p), None, 1) for p in probes]))
     _line("  of which settle (the decision and its cells)", t, len(probes), "original")
+    _simhash_rows_two_ways(fresh, [p for p in probes if p.simhash is not None], repeat)
     with fresh() as store:
         _write_originals(store, probes)
         content = list(store.read_range(cs.CONTENT_TABLE))
