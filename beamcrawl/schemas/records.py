@@ -579,14 +579,16 @@ class HostPlan:
 
 class Spooled(NamedTuple):
     """A response record written in the fetch stage, before the round knows whether it is
-    kept (transforms/set_aside.py): one gzip member in a spool file of the round's staging."""
+    kept (transforms/set_aside.py): one gzip member in a spool file of the round's staging,
+    and its request record's member right after it."""
 
     name: str  # of the spool file, in the round's staging ``spool/`` folder
     offset: int
-    length: int
+    length: int  # of the response record's member
     record_id: str  # its WARC-Record-ID (the request record's WARC-Concurrent-To)
     mime: str | None  # what its index line says (core/archive/cdxj.py Capture)
     location: str | None
+    request_length: int = 0  # of the request record's member after it (0: not spooled)
 
 
 @shuffled

@@ -3,8 +3,10 @@
 A fetched page's body is needed by parse (fused to the fetch, before this) and by its WARC
 response record, and by nothing after. So each fetched page's response record is
 serialised here, where the body is, and appended to the bundle's spool file
-(:mod:`beamcrawl.core.archive.spool`); the page goes on without ``body`` and ``raw_body``, carrying
-their size, the payload digest, and the record's place (``FetchResult.spooled``). Content
+(:mod:`beamcrawl.core.archive.spool`), its request record right after it (built here too,
+so that the page store, after the fetch, only copies the two); the page goes on without
+``body`` and ``raw_body``, carrying their size, the payload digest, and the records' place
+(``FetchResult.spooled``). Content
 seen, the schedule, the page store, the Parquet tables and the store's rows then see pages
 of a few hundred bytes plus their links, whatever the bodies weighed: the round's memory
 and the bytes between its stages no longer grow with page size.
@@ -37,7 +39,7 @@ from beamcrawl.core.runtime.outputs import RoundOutputs
 from beamcrawl.schemas.records import ParsedPage, Spooled, evolve
 from beamcrawl.transforms.dead_letter import is_infrastructure
 from beamcrawl.transforms.parse import PARSED_KINDS, body_kind
-from beamcrawl.transforms.warc_io import capture_record
+from beamcrawl.transforms.warc_io import capture_record, request_member
 
 __all__ = ["SetBodiesAside", "body_still_needed"]
 
@@ -85,18 +87,20 @@ class _SetBodiesAsideFn(beam.DoFn):
         if not (f.status == 304 and is_conditional(f.request_headers)):
             try:
                 capture = capture_record(page, "response", warc_records.new_record_id(), self.level)
+                request = request_member(f, capture.record_id, warc_records.new_record_id(), self.level)
             except Exception as exc:  # a response no record can hold: the page store says so
                 if is_infrastructure(exc):
                     raise
                 self.kept_whole.inc()
                 yield evolve(page, fetch=evolve(f, digest=digest))
                 return
-            path, offset = self.writer.append(capture.member)
+            path, offset = self.writer.append(capture.member + request)
+            index = capture.index
             spooled = Spooled(
-                path, offset, len(capture.member), capture.record_id, capture.index.mime, capture.index.location
+                path, offset, len(capture.member), capture.record_id, index.mime, index.location, len(request)
             )
             self.spooled.inc()
-            self.spooled_bytes.inc(len(capture.member))
+            self.spooled_bytes.inc(len(capture.member) + len(request))
         light = evolve(f, body=b"", raw_body=b"", body_size=len(f.body), digest=digest, spooled=spooled)
         yield evolve(page, fetch=light)
 

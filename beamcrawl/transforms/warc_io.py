@@ -99,6 +99,7 @@ __all__ = [
     "capture_kind",
     "held_copy",
     "page_event",
+    "request_member",
     "warcinfo_bytes",
 ]
 
@@ -305,6 +306,7 @@ def archive_fetch(
     revisit: bool | None = None,
     kind: str | None = None,
     capture: CaptureRecord | None = None,
+    request: bytes | None = None,
     new_id: Callable[[], str] = warc_records.new_record_id,
     level: int = warc_records.GZIP_LEVEL,
 ) -> ArchivedFetch:
@@ -321,6 +323,8 @@ def archive_fetch(
         kind: :func:`capture_kind`'s answer, if the caller has it (overrides ``revisit``).
         capture: The capture record when it is already serialised (a response written in
             the fetch stage, read back from its spool file).
+        request: The request record's member when it is already serialised (spooled after
+            that response; ``WARC-Concurrent-To`` names ``capture``).
         new_id: Makes record ids (tests pin them).
         level: The gzip level of each record.
 
@@ -333,9 +337,19 @@ def archive_fetch(
         if kind is None:
             kind = capture_kind(page) if revisit is None else ("revisit" if revisit else "response")
         capture = capture_record(page, kind, new_id(), level)
-    f = page.fetch
-    request = gzip_member(_request_record(f, warc_date(f.fetched_at), capture.record_id, new_id()), level)
+    if request is None:
+        request = request_member(page.fetch, capture.record_id, new_id(), level)
     return ArchivedFetch(capture.member + request, len(capture.member), capture.index)
+
+
+def request_member(f: FetchResult, concurrent_to: str, record_id: str, level: int = warc_records.GZIP_LEVEL) -> bytes:
+    """A fetch's request record, one gzip member, ``WARC-Concurrent-To`` its capture record.
+
+    Raises:
+        ValueError: A URL that does not split.
+        UnicodeError: A header or URL that cannot be encoded.
+    """
+    return gzip_member(_request_record(f, warc_date(f.fetched_at), concurrent_to, record_id), level)
 
 
 def warcinfo_bytes(filename: str, user_agent: str, is_part_of: str, make_writer: WriterFactory = _new_writer) -> bytes:
@@ -545,14 +559,16 @@ class _WriteWarcFn(beam.DoFn):
             return page_event(page, None)
         started = time.perf_counter()
         spooled = page.fetch.spooled
-        # A response written in the fetch stage is copied as it was written; any other kind
-        # is built now (it has no payload: the body is not needed).
-        capture = None
+        # A response written in the fetch stage is copied as it was written, with its
+        # request record; any other kind is built now (it has no payload: the body is not
+        # needed), its request record with it.
+        capture = request = None
         if kind == "response" and spooled is not None:
-            member = self.spools.read(spooled)
-            capture = CaptureRecord(member, spooled.record_id, spooled_index(page.fetch, spooled))
+            data = self.spools.read(spooled)
+            capture = CaptureRecord(data[: spooled.length], spooled.record_id, spooled_index(page.fetch, spooled))
+            request = data[spooled.length :] if spooled.request_length else None
         try:
-            archived = archive_fetch(page, kind=kind, capture=capture)
+            archived = archive_fetch(page, kind=kind, capture=capture, request=request)
         except (ValueError, UnicodeError) as exc:  # a response a WARC record cannot represent
             self.metrics.error.inc()
             note = f"not archived: {type(exc).__name__}: {exc}"[:300]

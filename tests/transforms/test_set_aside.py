@@ -34,7 +34,7 @@ from beamcrawl.transforms import set_aside as spool
 from beamcrawl.transforms.dead_letter import collected
 from beamcrawl.transforms.parse import parse_fetch
 from beamcrawl.transforms.set_aside import SetBodiesAside, body_still_needed
-from beamcrawl.transforms.warc_io import WriteWarc, capture_record
+from beamcrawl.transforms.warc_io import WriteWarc, capture_record, request_member
 
 FETCHED_AT = 1_767_225_600.125
 HTML = b"<html><head><title>A</title></head><body><p>%s</p><a href='/b'>b</a></body></html>"
@@ -216,10 +216,24 @@ def test_a_page_goes_on_without_its_body_and_its_record_waits_in_the_spool(tmp_p
     assert light.checksum == page.checksum and light.simhash == page.simhash and light.links == page.links
     assert page.fetch.body, "the input page is not changed in place"
     assert f.spooled is not None and os.path.exists(os.path.join(outputs.staged(SPOOL), f.spooled.name))
-    member = SpoolReader(outputs).read(f.spooled)
+    spooled = SpoolReader(outputs).read(f.spooled)
+    assert len(spooled) == f.spooled.length + f.spooled.request_length and f.spooled.request_length > 0
+    member = spooled[: f.spooled.length]
     assert member == capture_record(page, "response", f.spooled.record_id).member
-    record = next(iter(ArchiveIterator(io.BytesIO(member), check_digests="raise")))
-    assert record.rec_type == "response" and record.content_stream().read() == page.fetch.body
+    records = [
+        (
+            r.rec_type,
+            r.rec_headers.get_header("WARC-Concurrent-To"),
+            r.http_headers.statusline,
+            r.content_stream().read(),
+        )
+        for r in ArchiveIterator(io.BytesIO(spooled), check_digests="raise")
+    ]
+    # The response as the page store would have built it, then its request record, each a
+    # member of its own.
+    assert [(kind, to) for kind, to, _, _ in records] == [("response", None), ("request", f.spooled.record_id)]
+    assert records[0][3] == page.fetch.body and (records[1][2], records[1][0]) == ("/p HTTP/1.1", "request")
+    assert next(iter(ArchiveIterator(io.BytesIO(member)))).rec_type == "response"
     assert len(pickle_bytes(light)) < 1_000 and len(pickle_bytes(page)) > 50_000
 
 
@@ -287,5 +301,10 @@ def test_the_spooled_record_is_the_record_the_page_store_would_write(
             capture_record(page, "response", "<urn:uuid:x>")
         return
     expected = capture_record(page, "response", f.spooled.record_id)
-    assert SpoolReader(outputs).read(f.spooled) == expected.member
+    spooled = SpoolReader(outputs).read(f.spooled)
+    assert spooled[: f.spooled.length] == expected.member
+    # Then the request record, byte for byte what the page store would build for it.
+    request_id = list(ArchiveIterator(io.BytesIO(spooled)))[1].rec_headers.get_header("WARC-Record-ID")
+    assert spooled[f.spooled.length :] == request_member(page.fetch, f.spooled.record_id, request_id)
+    assert len(spooled) == f.spooled.length + f.spooled.request_length
     assert (f.spooled.mime, f.spooled.location) == (expected.index.mime, expected.index.location)

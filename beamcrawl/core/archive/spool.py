@@ -1,11 +1,12 @@
 """Spool files: response records written where they are fetched, read back once kept.
 
 The fetch stage serialises each fetched page's response record as it parses the page
-(``transforms/set_aside.py``) and appends it, one gzip member, to a spool file of its bundle
-under the round's staging (``_staging/round=N/spool/``). Only the record's place travels on
-with the page (:class:`~beamcrawl.schemas.records.Spooled`); the body does not. When the
-round has decided which pages are kept, the page store (``transforms/warc_io.py``) copies
-the kept responses' members into the round's WARC files byte for byte. The spool folder is
+(``transforms/set_aside.py``) and appends it, one gzip member, and its request record's
+member to a spool file of its bundle under the round's staging (``_staging/round=N/spool/``).
+Only the records' place travels on with the page
+(:class:`~beamcrawl.schemas.records.Spooled`); the body does not. When the round has
+decided which pages are kept, the page store (``transforms/warc_io.py``) copies the kept
+responses' members, and their requests', into the round's WARC files byte for byte. The spool folder is
 not one of the kinds a round commits: it goes with the rest of staging.
 
 A local spool file is flushed record by record, so it can be read back at once. An object
@@ -44,7 +45,8 @@ class SpoolWriter:
         self.local = True
 
     def append(self, member: bytes) -> tuple[str, int]:
-        """Appends one gzip member; returns ``(file name, offset)`` of it."""
+        """Appends gzip members (a response record's, and its request record's); returns
+        ``(file name, offset)`` of the first."""
         if self.fh is None:
             self.name = part_name(".warc.gz")
             self.path = files.join(self.outputs.staged(SPOOL), self.name)
@@ -77,7 +79,8 @@ class SpoolReader:
         self.open: dict[str, IO[bytes]] = {}
 
     def read(self, spooled: Spooled) -> bytes:
-        """The member at ``spooled``.
+        """The members at ``spooled``: the response record's, then its request record's
+        when that was spooled too.
 
         Raises:
             OSError: The spool file is missing or short (an infrastructure failure: the
@@ -91,11 +94,12 @@ class SpoolReader:
             fh = files.open_read(files.join(self.folder, spooled.name))
         self.open[spooled.name] = fh  # most recently used last
         fh.seek(spooled.offset)
-        data = fh.read(spooled.length)
-        if len(data) != spooled.length:
+        length = spooled.length + spooled.request_length
+        data = fh.read(length)
+        if len(data) != length:
             raise OSError(
                 errno.EIO,
-                f"spool file {spooled.name} is short: {len(data)} of {spooled.length} bytes at {spooled.offset}",
+                f"spool file {spooled.name} is short: {len(data)} of {length} bytes at {spooled.offset}",
             )
         return data
 
