@@ -6,10 +6,10 @@ serialised here, where the body is, and appended to the bundle's spool file
 (:mod:`beamcrawl.core.archive.spool`), its request record right after it (built here too,
 so that the page store, after the fetch, only copies the two); the page goes on without
 ``body`` and ``raw_body``, carrying their size, the payload digest, and the records' place
-(``FetchResult.spooled``). Content
-seen, the schedule, the page store, the Parquet tables and the store's rows then see pages
-of a few hundred bytes plus their links, whatever the bodies weighed: the round's memory
-and the bytes between its stages no longer grow with page size.
+(``FetchResult.spooled``). Content seen, the schedule, the page store, the Parquet tables
+and the store's rows then see pages of a few hundred bytes plus their links, whatever the
+bodies weighed: the round's memory and the bytes between its stages no longer grow with
+page size.
 
 The record is written before the round knows whether the page is kept (content seen comes
 after): the page store copies a kept response's member into the round's WARC file byte for

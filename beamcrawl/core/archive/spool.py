@@ -6,8 +6,8 @@ member to a spool file of its bundle under the round's staging (``_staging/round
 Only the records' place travels on with the page
 (:class:`~beamcrawl.schemas.records.Spooled`); the body does not. When the round has
 decided which pages are kept, the page store (``transforms/warc_io.py``) copies the kept
-responses' members, and their requests', into the round's WARC files byte for byte. The spool folder is
-not one of the kinds a round commits: it goes with the rest of staging.
+responses' members, and their requests', into the round's WARC files byte for byte. The
+spool folder is not one of the kinds a round commits: it goes with the rest of staging.
 
 A local spool file is flushed record by record, so it can be read back at once. An object
 store publishes an object only when it is closed, at the end of the writing bundle: there,
