@@ -186,6 +186,16 @@ def test_spooled_pages_are_archived_exactly_as_whole_ones(tmp_path):
     assert [bool(e["blob"]) for e in sorted(light_events, key=lambda e: e["url"])] == [
         bool(e["blob"]) for e in sorted(whole_events, key=lambda e: e["url"])
     ]
+    # A response's request record is the one spooled with it, copied, not built again.
+    spooled_ids = {r.rec_headers.get_header("WARC-Record-ID") for r in _all_records(light.staged(SPOOL))}
+    archived = _all_records(light.staged("warc"))
+    responses = {r.rec_headers.get_header("WARC-Record-ID") for r in archived if r.rec_type == "response"}
+    requests = [
+        r.rec_headers.get_header("WARC-Record-ID")
+        for r in archived
+        if r.rec_type == "request" and r.rec_headers.get_header("WARC-Concurrent-To") in responses
+    ]
+    assert requests and set(requests) <= spooled_ids and responses <= spooled_ids
     # every blob points at its own record in the file it names
     for event in light_events:
         if event["blob"]:
@@ -195,6 +205,17 @@ def test_spooled_pages_are_archived_exactly_as_whole_ones(tmp_path):
                 fh.seek(int(offset))
                 record = next(iter(ArchiveIterator(fh)))
                 assert record.rec_headers.get_header("WARC-Target-URI") == event["url"]
+
+
+def _all_records(folder: str) -> list:
+    """Every record of the gzipped WARC members in ``folder``'s files (their headers read)."""
+    out = []
+    for path in sorted(glob.glob(f"{folder}/*.warc.gz")):
+        with open(path, "rb") as fh:
+            for record in ArchiveIterator(fh):
+                out.append(record)
+                record.content_stream().read()
+    return out
 
 
 def _through_spool(tmp_path, page: ParsedPage) -> tuple[ParsedPage, RoundOutputs]:
