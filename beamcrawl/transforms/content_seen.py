@@ -87,7 +87,6 @@ import pickle
 import struct
 from dataclasses import dataclass, field
 from itertools import chain
-from operator import itemgetter
 from typing import (
     Any,
     Callable,
@@ -439,10 +438,10 @@ def _records_of(checks: Sequence[int], stored: Iterable[tuple[int, ContentRecord
 
 
 class _Item(NamedTuple):
-    """One candidate in one permuted table, as it crosses the table-bucket shuffle: 20 per
-    new original, so only its two 64-bit numbers, never its URL. Items cross as plain tuples,
-    which pickle several times faster than a named tuple or a dataclass; the row key and the
-    permuted fingerprint are computed again where the bucket is merged."""
+    """One candidate in one permuted table: 20 per new original, so only its two 64-bit
+    numbers, never its URL. A bundle's items of one bucket cross the table-bucket shuffle
+    as one block of fixed-width pairs (:func:`pack_items`); the row key and the permuted
+    fingerprint are computed again where the bucket is merged."""
 
     fp: int  # the simhash
     url_fp: int  # the candidate's URL fingerprint: its name until the URLs are needed
@@ -456,20 +455,55 @@ class _Keyed(NamedTuple):
     url_fp: int
 
 
+#: An item as it crosses the table-bucket shuffle: the simhash, then the URL fingerprint,
+#: each a little-endian uint64 (16 bytes; a pickled tuple of the two ints is 22-23).
+_ITEM_DTYPE = np.dtype("<u8")
+
+
+def pack_items(fps: np.ndarray, url_fps: np.ndarray) -> bytes:
+    """One block of items, in the given order: ``(simhash, url fingerprint)`` pairs as
+    :data:`_ITEM_DTYPE` (see :func:`unpack_items`)."""
+    return np.column_stack((fps, url_fps)).astype(_ITEM_DTYPE, copy=False).tobytes()
+
+
+def unpack_items(blocks: Iterable[bytes]) -> np.ndarray:
+    """The items of :func:`pack_items` blocks, in order, as an ``(n, 2)`` uint64 array.
+
+    Raises:
+        ValueError: a block is not a whole number of items (the round wrote it: a bug).
+    """
+    data = b"".join(blocks)
+    if len(data) % (2 * _ITEM_DTYPE.itemsize):
+        raise ValueError(f"a table bucket's items are {len(data)} bytes, not whole items")
+    return np.frombuffer(data, dtype=_ITEM_DTYPE).reshape(-1, 2).astype(np.uint64)
+
+
 def key_items(
-    table: int, items: Iterable[tuple[int, int]], layout: textfp.TableLayout = textfp.LAYOUT
+    table: int, items: Iterable[tuple[int, int]] | np.ndarray, layout: textfp.TableLayout = textfp.LAYOUT
 ) -> tuple[list[_Keyed], float]:
-    """A table bucket's items with their row keys, sorted by key, and the fraction of the
-    table their permuted fingerprints span (what a range scan of their keys would read)."""
-    items = list(items)
-    if not items:
+    """A table bucket's items (``(simhash, url fingerprint)`` pairs, or their ``(n, 2)``
+    array) with their row keys (``layout.table_key``), sorted by key (stably), and the
+    fraction of the table their permuted fingerprints span (what a range scan of their keys
+    would read).
+
+    The keys are made over the array: a key is the table byte and the prefix left-aligned
+    in ``key_bytes`` big-endian bytes, so keys sort as the prefixes do.
+    """
+    pairs = items if isinstance(items, np.ndarray) else _uint64s([v for item in items for v in item])
+    pairs = pairs.reshape(-1, 2)
+    if not len(pairs):
         return [], 0.0
-    permuted = layout.permute_many(np.array([it[0] for it in items], dtype=np.uint64), table).tolist()
-    keyed = sorted(
-        (_Keyed(layout.table_key(table, value), fp, url_fp) for value, (fp, url_fp) in zip(permuted, items)),
-        key=itemgetter(0),
-    )
-    return keyed, (max(permuted) - min(permuted) + 1) / float(1 << 64)
+    permuted = layout.permute_many(pairs[:, 0], table)
+    width, size = layout.prefix_widths[table], layout.key_bytes
+    prefixes = permuted >> np.uint64(64 - width)
+    order = np.argsort(prefixes, kind="stable")
+    aligned = (prefixes[order] << np.uint64(8 * size - width)).astype(">u8").tobytes()
+    head, skip = bytes((table,)), 8 - size
+    keyed = [
+        _Keyed(head + aligned[at + skip : at + 8], fp, url_fp)
+        for at, fp, url_fp in zip(range(0, 8 * len(order), 8), pairs[order, 0].tolist(), pairs[order, 1].tolist())
+    ]
+    return keyed, (int(permuted.max()) - int(permuted.min()) + 1) / float(1 << 64)
 
 
 def _parse_simhash_cells(row: Mapping[str, bytes], round_no: int | None) -> list[tuple[int, int, str | None]]:
@@ -993,10 +1027,12 @@ class _MergeChecksumsFn(_StoreJoinFn):
 
 
 class _BucketPrefixesFn(beam.DoFn):
-    """Puts a bundle's new candidates into every permuted table; one list per (table, bucket).
+    """Puts a bundle's new candidates into every permuted table; one block per (table,
+    bucket).
 
-    An item is the candidate's simhash and URL fingerprint (:class:`_Item`), not its URL:
-    the bucket key names the table, and the merge computes the row key again.
+    An item is the candidate's simhash and URL fingerprint (:class:`_Item`), not its URL,
+    and a bucket's items cross as one block of fixed-width pairs (:func:`pack_items`): the
+    bucket key names the table, and the merge computes the row key again.
     """
 
     def __init__(self, bits: int, layout: textfp.TableLayout) -> None:
@@ -1013,17 +1049,19 @@ class _BucketPrefixesFn(beam.DoFn):
     def finish_bundle(self) -> Iterator[WindowedValue]:
         if not self.probes:
             return
-        fps = np.array([p.simhash for p in self.probes], dtype=np.uint64)
-        items = [(p.simhash, p.url_fp) for p in self.probes]
+        fps = _uint64s([p.simhash for p in self.probes])
+        url_fps = _uint64s([p.url_fp for p in self.probes])
         for table in range(len(self.layout.orders)):
             permuted = self.layout.permute_many(fps, table)
-            # Plain tuples in an _Item's field order: a named tuple pickles through a Python
-            # __getnewargs__ call, some five times slower than a tuple, 20 times a page.
-            buckets: dict[int, list[tuple[int, int]]] = {}
-            for item, value in zip(items, permuted.tolist()):
-                buckets.setdefault(bucket_of(value, self.bits), []).append(item)
-            for bucket, bucket_items in buckets.items():
-                yield GlobalWindows.windowed_value(((table, bucket), Packed(bucket_items)))
+            buckets = permuted >> np.uint64(64 - self.bits) if self.bits else np.zeros(len(fps), np.uint64)
+            # A bucket's items in the bundle's order (a stable sort by bucket), as one block.
+            order = np.argsort(buckets, kind="stable")
+            ordered = buckets[order]
+            starts = np.flatnonzero(np.r_[True, ordered[1:] != ordered[:-1]])
+            for start, end in zip(starts.tolist(), [*starts[1:].tolist(), len(order)]):
+                taken = order[start:end]
+                block = pack_items(fps[taken], url_fps[taken])
+                yield GlobalWindows.windowed_value(((table, int(ordered[start])), block))
         self.probes = []
 
 
@@ -1052,9 +1090,9 @@ class _MergePrefixesFn(_StoreJoinFn):
     def start_bundle(self) -> None:
         self.found: dict[int, Evidence] = {}
 
-    def process(self, element: tuple[tuple[int, int], Iterable[list[tuple[int, int]]]]) -> Iterator[Any]:
-        (table, _), lists = element
-        items, span = key_items(table, chain.from_iterable(lists), self.layout)
+    def process(self, element: tuple[tuple[int, int], Iterable[bytes]]) -> Iterator[Any]:
+        (table, _), blocks = element
+        items, span = key_items(table, unpack_items(blocks), self.layout)
         keys = sorted({it.key for it in items})
         rows = self._read(keys, span)
         found, crowded, compared, pairs = merge_prefix_rows(
@@ -1403,7 +1441,7 @@ class FindDuplicateContent(beam.PTransform):
         merged = (
             new
             | "Bucket by table and permuted prefix"
-            >> beam.ParDo(_BucketPrefixesFn(self.bits, self.layout)).with_output_types(tuple[tuple[int, int], Packed])
+            >> beam.ParDo(_BucketPrefixesFn(self.bits, self.layout)).with_output_types(tuple[tuple[int, int], bytes])
             | "Group by table bucket" >> beam.GroupByKey()
             | "Sort-merge with simhash tables"
             >> beam.ParDo(_MergePrefixesFn(max_distance=self.max_distance, layout=self.layout, **join)).with_outputs(

@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from urllib.parse import urlsplit
 
 import apache_beam as beam
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -51,10 +52,12 @@ from beamcrawl.transforms.content_seen import (
     merge_prefix_rows,
     names_from_rows,
     order_key,
+    pack_items,
     probe_page,
     resolve_round,
     settle,
     simhash_cells,
+    unpack_items,
 )
 
 import content_seen_reference as before
@@ -435,13 +438,53 @@ def test_items_crossing_the_table_bucket_shuffle_hold_no_url():
     for i, url in enumerate(urls):
         fn.process(NewContent(i, probe(url, check=i, simhash=random.Random(i).getrandbits(64))))
     elements = [wv.value for wv in fn.finish_bundle()]
-    assert sum(len(items) for _, items in elements) == 20 * len(urls)
-    for (table, bucket), items in elements:
-        for item in items:
-            assert type(item) is tuple and len(item) == 2 and all(type(v) is int for v in item)
-            assert item[1] in {fingerprint(u) for u in urls}
-        encoded = pickle.dumps(((table, bucket), items))
+    fps = {fingerprint(u): random.Random(i).getrandbits(64) for i, u in enumerate(urls)}
+    assert sum(len(block) for _, block in elements) == 20 * len(urls) * 16  # two uint64s an item
+    seen = []
+    for (table, bucket), block in elements:
+        assert type(block) is bytes
+        for simhash, url_fp in unpack_items([block]).tolist():
+            assert fps[url_fp] == simhash
+            assert bucket_of(textfp.permute(simhash, table), 2) == bucket
+            seen.append((table, url_fp))
+        encoded = pickle.dumps(((table, bucket), block))
         assert not any(url.encode() in encoded for url in urls) and b"http" not in encoded
+    assert sorted(seen) == sorted((t, fp) for t in range(20) for fp in fps)
+
+
+def test_a_bucket_block_keeps_the_bundles_order():
+    """A bucket's items leave the bundle in the order the candidates came (the merge sorts
+    by row key stably, so ties between bundles resolve as before the blocks)."""
+    fn = _BucketPrefixesFn(bits=0, layout=textfp.LAYOUT)
+    fn.start_bundle()
+    shared = 0x0123_4567_89AB_CDEF
+    urls = [f"http://copy{i}.example/" for i in range(5)]
+    for i, url in enumerate(urls):
+        fn.process(NewContent(i, probe(url, check=i, simhash=shared)))
+    elements = [wv.value for wv in fn.finish_bundle()]
+    assert sorted(key for key, _ in elements) == [(t, 0) for t in range(20)]  # one bucket a table
+    for _, block in elements:
+        assert [fp for _, fp in unpack_items([block]).tolist()] == [fingerprint(u) for u in urls]
+
+
+@given(st.lists(st.tuples(st.integers(0, 2**64 - 1), st.integers(0, 2**64 - 1)), max_size=40), st.integers(0, 19))
+def test_packed_items_key_as_the_pairs_did(pairs, table):
+    """Items as a packed block key and sort as the same items as int pairs, and as each
+    item's own ``table_key`` sorted stably (the keys made over an array are the scalar ones)."""
+    fps = np.array([a for a, _ in pairs], dtype=np.uint64)
+    url_fps = np.array([b for _, b in pairs], dtype=np.uint64)
+    cut = len(pairs) // 2
+    blocks = [pack_items(fps[:cut], url_fps[:cut]), pack_items(fps[cut:], url_fps[cut:])]
+    keyed, span = key_items(table, unpack_items(blocks))
+    assert (keyed, span) == key_items(table, pairs)
+    one_by_one = [(textfp.table_key(table, textfp.permute(fp, table)), fp, url_fp) for fp, url_fp in pairs]
+    assert [tuple(k) for k in keyed] == sorted(one_by_one, key=lambda k: k[0])
+    assert unpack_items(blocks).tolist() == [list(p) for p in pairs]
+
+
+def test_a_torn_bucket_block_is_refused():
+    with pytest.raises(ValueError, match="not whole items"):
+        unpack_items([b"\0" * 16, b"\0" * 7])
 
 
 def test_two_urls_sharing_a_fingerprint_do_not_fail_the_round(store_uri):
