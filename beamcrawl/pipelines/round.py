@@ -34,7 +34,7 @@ from beamcrawl.transforms.budgets import (
     CountDomainUsage,
     CountLinkingDomains,
 )
-from beamcrawl.transforms.content_seen import PAGE_BATCHES, FindDuplicateContent
+from beamcrawl.transforms.content_seen import NEW_BATCHES, PAGE_BATCHES, FindDuplicateContent
 from beamcrawl.transforms.dead_letter import DeadLetters
 from beamcrawl.transforms.fetch import FetchPages, needs_processing
 from beamcrawl.transforms.freshness import ScheduleRevisits
@@ -100,7 +100,11 @@ class CrawlRound(beam.PTransform[beam.pvalue.PBegin, dict[str, beam.PCollection]
                 | "Set bodies aside" >> SetBodiesAside(outputs)
                 | "Content seen"
                 >> FindDuplicateContent(
-                    cfg.store, outputs.round_no, bits=cfg.seen_bucket_bits, staging=outputs.staged(PAGE_BATCHES)
+                    cfg.store,
+                    outputs.round_no,
+                    bits=cfg.seen_bucket_bits,
+                    staging=outputs.staged(PAGE_BATCHES),
+                    new_staging=outputs.staged(NEW_BATCHES),
                 )
                 | "Schedule revisits" >> ScheduleRevisits(cfg.schedule_policy(), cfg.revisit_policy)
             )

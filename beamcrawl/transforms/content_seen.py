@@ -72,7 +72,11 @@ files (:mod:`beamcrawl.core.runtime.batch_files`), read back one file at a time 
 copies are known; what waits in the runner is a reference of a few dozen bytes per ~1,000
 pages, so the round's memory does not grow with its pages. Each file comes out of "Mark
 copies" as one :class:`~beamcrawl.schemas.records.PageBatch`, and the stages after it take
-batches: one DoFn call per ~1,000 pages per stage, not one per page.
+batches: one DoFn call per ~1,000 pages per stage, not one per page. The new checksums wait
+for the near copies the same way (``new_staging``), in files of up to 2,000, read back by
+the naming of the round's near pairs and by the settling; what crosses the table-bucket
+shuffle is a bundle's ``(simhash, url fingerprint)`` pairs of a bucket as one block of
+16-byte items.
 
 Governed by: the bucket bits (at least 2^bits buckets, more when the content-seen set is
 large), ``path`` (scan / keyset / auto), and the round number.
@@ -130,6 +134,7 @@ __all__ = [
     "Evidence",
     "FindDuplicateContent",
     "NewContent",
+    "NEW_BATCHES",
     "PAGE_BATCHES",
     "Probe",
     "apply_copy",
@@ -167,6 +172,11 @@ NAME_CACHE = 100_000
 PAGE_BATCHES = "pagebatch"
 BATCH_PAGES = 1_000
 BATCH_BYTES = 4 * 1024 * 1024
+# The staging folder of the new checksums waiting for the near copies (never committed), and
+# the most of them and bytes a batch file holds (a new checksum is about 200 bytes pickled).
+NEW_BATCHES = "newcontent"
+BATCH_NEW = 2_000
+BATCH_NEW_BYTES = 1024 * 1024
 # Stored content and simhash cells that did not decode (read as absent).
 _UNREADABLE = Metrics.counter("content_seen", "unreadable_cells")
 
@@ -1127,15 +1137,35 @@ class _MergePrefixesFn(_StoreJoinFn):
         self.found = {}
 
 
+def _read_new(folder: str | None, batch: BatchRef | Sequence[NewContent]) -> list[NewContent]:
+    """A batch of new checksums: read back from its batch file in ``folder``, or (without
+    staging) the batch itself.
+
+    Raises:
+        OSError: the file does not match its reference (the round fails and is redone); a
+            record that does not unpickle fails it too, as this round wrote it.
+    """
+    if folder is None:
+        return list(batch)  # type: ignore[arg-type]
+    return [pickle.loads(record) for record in read_batch(folder, batch)]  # type: ignore[arg-type]
+
+
 class _NamePendingFn(beam.DoFn):
     """Gives each pending candidate (:attr:`Evidence.pending`, a side input: few) its URL,
-    which only the new content carries; every other candidate goes by its fingerprint."""
+    which only the new content carries; every other candidate goes by its fingerprint. Takes
+    a batch of new checksums (:func:`_read_new`)."""
 
-    def process(self, new: NewContent, pending: Mapping[int, Evidence]) -> Iterator[tuple[int, tuple[Any, ...]]]:
-        first = new.first
-        evidence = pending.get(first.url_fp) if first.simhash is not None else None
-        if evidence is not None:
-            yield 0, (first.url, first.url_fp, evidence)
+    def __init__(self, folder: str | None) -> None:
+        self.folder = folder
+
+    def process(
+        self, batch: BatchRef | Sequence[NewContent], pending: Mapping[int, Evidence]
+    ) -> Iterator[tuple[int, tuple[Any, ...]]]:
+        for new in _read_new(self.folder, batch):
+            first = new.first
+            evidence = pending.get(first.url_fp) if first.simhash is not None else None
+            if evidence is not None:
+                yield 0, (first.url, first.url_fp, evidence)
 
 
 def _resolve_gathered(
@@ -1148,13 +1178,17 @@ def _resolve_gathered(
 
 
 class _SettleFn(beam.DoFn):
-    """Decides each new checksum's pages and records the new content, in batches."""
+    """Decides each new checksum's pages and records the new content, in batches. Takes a
+    batch of new checksums (:func:`_read_new`); a failing one is one dead letter."""
 
-    def __init__(self, store_uri: str, round_no: int | None, layout: textfp.TableLayout, record: bool) -> None:
+    def __init__(
+        self, store_uri: str, round_no: int | None, layout: textfp.TableLayout, record: bool, folder: str | None
+    ) -> None:
         self.store_uri = store_uri
         self.round_no = round_no
         self.layout = layout
         self.record = record
+        self.folder = folder
         self.originals = Metrics.counter("content_seen", "new_originals")
         self.near = Metrics.counter("content_seen", "near_copies")
         self.exact = Metrics.counter("content_seen", "exact_copies_in_round")
@@ -1168,8 +1202,13 @@ class _SettleFn(beam.DoFn):
         self.content: list[Mutation] = []
         self.hashes: list[Cell] = []
 
-    def process(self, new: NewContent, near_by_fp: Mapping[int, tuple[str, int]]) -> Iterator[tuple[str, Copy]]:
-        near = near_by_fp.get(new.first.url_fp)
+    def process(
+        self, batch: BatchRef | Sequence[NewContent], near_by_fp: Mapping[int, tuple[str, int]]
+    ) -> Iterator[Any]:
+        for new in _read_new(self.folder, batch):
+            yield from self._settle(new, near_by_fp.get(new.first.url_fp))
+
+    def _settle(self, new: NewContent, near: tuple[str, int] | None) -> Iterator[Any]:
         try:
             self.dead.check(new.first)
             copies, content, hashes = settle(new, near, self.round_no, self.layout)
@@ -1244,47 +1283,50 @@ class _MarkCopiesFn(beam.DoFn):
             yield PageBatch(marked)
 
 
-class _GatherPagesFn(beam.DoFn):
-    """Without staging: a bundle's pages gathered into batches of at most ``max_pages``,
-    so that "Mark copies" and the stages after it take batches either way."""
+class _GatherFn(beam.DoFn):
+    """Without staging: a bundle's records gathered into batches of at most ``max_records``
+    (``batch_type`` of a list of them), so that the stages waiting for content seen's side
+    inputs take batches either way."""
 
-    def __init__(self, max_pages: int) -> None:
-        self.max_pages = max_pages
+    def __init__(self, max_records: int, batch_type: Callable[[list[Any]], Any]) -> None:
+        self.max_records = max_records
+        self.batch_type = batch_type
 
     def start_bundle(self) -> None:
-        self.pages: list[ParsedPage] = []
+        self.records: list[Any] = []
 
-    def process(self, page: ParsedPage) -> Iterator[PageBatch]:
-        self.pages.append(page)
-        if len(self.pages) >= self.max_pages:
+    def process(self, record: Any) -> Iterator[Any]:
+        self.records.append(record)
+        if len(self.records) >= self.max_records:
             yield self._take()
 
     def finish_bundle(self) -> Iterator[WindowedValue]:
-        if self.pages:
+        if self.records:
             yield GlobalWindows.windowed_value(self._take())
 
-    def _take(self) -> PageBatch:
-        batch, self.pages = PageBatch(self.pages), []
+    def _take(self) -> Any:
+        batch, self.records = self.batch_type(self.records), []
         return batch
 
 
-class _SetPagesAsideFn(beam.DoFn):
-    """Writes the bundle's pages to batch files in the round's staging; emits one
-    :class:`~beamcrawl.core.runtime.batch_files.BatchRef` per file, all that waits for the
-    copies."""
+class _SetAsideFn(beam.DoFn):
+    """Writes the bundle's records (pages, or new checksums) to batch files in the round's
+    staging; emits one :class:`~beamcrawl.core.runtime.batch_files.BatchRef` per file, all
+    that waits for content seen's side inputs. Counted as ``<what>_batches`` and
+    ``<what>_batch_bytes``."""
 
-    def __init__(self, folder: str, max_pages: int, max_bytes: int) -> None:
+    def __init__(self, folder: str, max_records: int, max_bytes: int, what: str = "page") -> None:
         self.folder = folder
-        self.max_pages = max_pages
+        self.max_records = max_records
         self.max_bytes = max_bytes
-        self.batches = Metrics.counter("content_seen", "page_batches")
-        self.batch_bytes = Metrics.counter("content_seen", "page_batch_bytes")
+        self.batches = Metrics.counter("content_seen", f"{what}_batches")
+        self.batch_bytes = Metrics.counter("content_seen", f"{what}_batch_bytes")
 
     def start_bundle(self) -> None:
-        self.writer = BatchWriter(self.folder, self.max_pages, self.max_bytes)
+        self.writer = BatchWriter(self.folder, self.max_records, self.max_bytes)
 
-    def process(self, page: ParsedPage) -> Iterator[BatchRef]:
-        ref = self.writer.append(pickle.dumps(page, pickle.HIGHEST_PROTOCOL))
+    def process(self, record: Any) -> Iterator[BatchRef]:
+        ref = self.writer.append(pickle.dumps(record, pickle.HIGHEST_PROTOCOL))
         if ref is not None:
             yield self._count(ref)
 
@@ -1318,12 +1360,13 @@ class _ResolveNearCopies(beam.PTransform):
     """Evidence per candidate's URL fingerprint, the crowded rows and the new content →
     ``(url fingerprint, (original, distance))`` for every near copy."""
 
-    def __init__(self, max_distance: int) -> None:
+    def __init__(self, max_distance: int, new_staging: str | None) -> None:
         super().__init__()
         self.max_distance = max_distance
+        self.new_staging = new_staging
 
     def expand(self, inputs: tuple[beam.PCollection, beam.PCollection, beam.PCollection]) -> beam.PCollection:
-        evidence, crowded, new = inputs
+        evidence, crowded, new = inputs  # new: batches of new checksums (_read_new)
         of_stored = (
             evidence
             | "Near a stored original" >> beam.Filter(lambda kv: kv[1].stored is not None)
@@ -1332,7 +1375,9 @@ class _ResolveNearCopies(beam.PTransform):
         # Only the round's near pairs need URLs (their order decides): few, so their URLs
         # are looked up where the new content is, not carried through the table buckets.
         pending = evidence | "Near this round's only" >> beam.Filter(lambda kv: kv[1].pending)
-        named = new | "Name the round's near pairs" >> beam.ParDo(_NamePendingFn(), beam.pvalue.AsDict(pending))
+        named = new | "Name the round's near pairs" >> beam.ParDo(
+            _NamePendingFn(self.new_staging), beam.pvalue.AsDict(pending)
+        )
         # Crowded rows come as a side input (traps only): a Flatten of them with the named
         # candidates left the in-process runner's bundles waiting on each other.
         in_round = (
@@ -1374,6 +1419,9 @@ class FindDuplicateContent(beam.PTransform):
             ``batch_pages`` pages and ``batch_bytes`` bytes, only a reference per file
             waiting in the runner. None: the pages wait whole, gathered into batches of
             ``batch_pages`` (tests, one-off runs).
+        new_staging: Likewise for the new checksums waiting for the near copies
+            (``outputs.staged(NEW_BATCHES)``), ``BATCH_NEW`` and ``BATCH_NEW_BYTES`` a file.
+            None: they wait whole, in batches of ``BATCH_NEW``.
     """
 
     def __init__(
@@ -1392,6 +1440,7 @@ class FindDuplicateContent(beam.PTransform):
         staging: str | None = None,
         batch_pages: int = BATCH_PAGES,
         batch_bytes: int = BATCH_BYTES,
+        new_staging: str | None = None,
     ) -> None:
         super().__init__()
         if path not in ("auto", "scan", "keyset"):
@@ -1411,6 +1460,7 @@ class FindDuplicateContent(beam.PTransform):
         self.staging = staging
         self.batch_pages = batch_pages
         self.batch_bytes = batch_bytes
+        self.new_staging = new_staging
         self.bits = bits  # the chosen count, set by expand()
 
     def _size(self) -> tuple[int, float]:
@@ -1438,6 +1488,14 @@ class FindDuplicateContent(beam.PTransform):
             >> beam.ParDo(_MergeChecksumsFn(bits=self.bits, **join)).with_outputs(_MergeChecksumsFn.NEW, main="copies")
         )
         new = checked[_MergeChecksumsFn.NEW]
+        # The new checksums wait for the near copies (two side inputs) as batches: on disk,
+        # a reference a file, with staging; the simhash buckets are made as they come.
+        if self.new_staging is None:
+            new_batches = new | "Gather new content" >> beam.ParDo(_GatherFn(BATCH_NEW, Packed))
+        else:
+            new_batches = new | "Set new content aside" >> beam.ParDo(
+                _SetAsideFn(self.new_staging, BATCH_NEW, BATCH_NEW_BYTES, "new_content")
+            )
         merged = (
             new
             | "Bucket by table and permuted prefix"
@@ -1449,20 +1507,21 @@ class FindDuplicateContent(beam.PTransform):
             )
         )
         evidence = merged.evidence | "Combine evidence per page" >> beam.CombinePerKey(_merge_all)
-        near = (evidence, merged[_MergePrefixesFn.CROWDED], new) | "Resolve near copies" >> _ResolveNearCopies(
-            self.max_distance
+        near = (evidence, merged[_MergePrefixesFn.CROWDED], new_batches) | "Resolve near copies" >> _ResolveNearCopies(
+            self.max_distance, self.new_staging
         )
         # The near decisions are few (near copies only) and every new checksum looks its
         # candidate up in them: a side input, not a shuffle of every new page by URL.
         closest = near | "Closest original per page" >> beam.CombinePerKey(_closest)
-        settled = new | "Decide and record new content" >> beam.ParDo(
-            _SettleFn(self.store_uri, self.round_no, self.layout, self.record), beam.pvalue.AsDict(closest)
+        settled = new_batches | "Decide and record new content" >> beam.ParDo(
+            _SettleFn(self.store_uri, self.round_no, self.layout, self.record, self.new_staging),
+            beam.pvalue.AsDict(closest),
         ).with_outputs(ERRORS, main="copies")
         collect(settled[ERRORS])
         copies = (checked["copies"], settled.copies) | "All copies" >> beam.Flatten()
         if self.staging is None:
             mark: beam.PTransform = beam.ParDo(_MarkCopiesFn(), beam.pvalue.AsDict(copies))
-            waiting = pages | "Gather pages" >> beam.ParDo(_GatherPagesFn(self.batch_pages)).with_output_types(
+            waiting = pages | "Gather pages" >> beam.ParDo(_GatherFn(self.batch_pages, PageBatch)).with_output_types(
                 PageBatch
             )
         else:
@@ -1471,7 +1530,7 @@ class FindDuplicateContent(beam.PTransform):
             # themselves wait on disk, not in the runner.
             mark = beam.ParDo(_MarkBatchedCopiesFn(self.staging), beam.pvalue.AsDict(copies))
             waiting = pages | "Set pages aside" >> beam.ParDo(
-                _SetPagesAsideFn(self.staging, self.batch_pages, self.batch_bytes)
+                _SetAsideFn(self.staging, self.batch_pages, self.batch_bytes)
             )
         # Typed: a batch's coder estimates its size from a few pages (schemas/coders.py).
         marked = waiting | "Mark copies" >> mark.with_output_types(PageBatch).with_outputs(ERRORS, main="pages")

@@ -20,7 +20,7 @@ from beamcrawl.pipelines.round import CrawlRound
 from beamcrawl.pipelines.seeding import submit_urls
 from beamcrawl.schemas.records import PageBatch
 from beamcrawl.stores.base import open_store
-from beamcrawl.transforms.content_seen import PAGE_BATCHES
+from beamcrawl.transforms.content_seen import NEW_BATCHES, PAGE_BATCHES
 from loopback import LoopbackServer, serving  # tests/loopback.py
 
 pytestmark = pytest.mark.e2e  # a whole round
@@ -84,6 +84,9 @@ def test_a_round_applied_in_a_test_pipeline_is_one_step(site: _Site, tmp_path: P
     by_name = {c.key.metric.name: c.committed for c in counters}
     assert by_name["page_batches"] == len(batches) >= 1
     assert by_name["page_batch_bytes"] == sum(b.stat().st_size for b in batches)
+    # So did the new checksums, to the near copies' decision.
+    new_batches = list(Path(outputs.staged(NEW_BATCHES)).glob("*.batch"))
+    assert by_name["new_content_batches"] == len(new_batches) >= 1
     # After content seen an element is a batch file's pages, not a page.
     (arrived,) = result.metrics().query(MetricsFilter().with_name("round_page_batches"))["counters"]
     assert arrived.committed == len(batches)

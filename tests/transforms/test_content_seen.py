@@ -28,6 +28,7 @@ from beamcrawl.core.content import textfp
 from beamcrawl.core.urls.urlnorm import fingerprint
 from beamcrawl.core.archive.warc_revisit import payload_digest
 from beamcrawl.schemas.records import FetchResult, FrontierEntry, PageBatch, ParsedPage, fp_key
+from beamcrawl.core.runtime.batch_files import BatchWriter
 from beamcrawl.simweb import SimWeb
 from beamcrawl.stores.base import Mutation, open_store
 from beamcrawl.transforms.dead_letter import collected
@@ -43,6 +44,8 @@ from beamcrawl.transforms.content_seen import (
     NewContent,
     Probe,
     _BucketPrefixesFn,
+    _NamePendingFn,
+    _SettleFn,
     _Item,
     _simhash_value,
     apply_copy,
@@ -623,8 +626,16 @@ def test_pages_waiting_in_batch_files_come_out_once_each_marked_as_when_they_wai
     ]
     whole, _ = run(f"sqlite:///{tmp_path}/whole.sqlite", pages)
     folder = str(tmp_path / "pagebatch")
-    batched, counters = run(store_uri, pages, staging=folder, batch_pages=4, batch_bytes=64 * 1024)
+    new_folder = str(tmp_path / "newcontent")
+    batched, counters = run(
+        store_uri, pages, staging=folder, batch_pages=4, batch_bytes=64 * 1024, new_staging=new_folder
+    )
     assert batched == whole
+    # The new checksums waited for the near copies in files of their own folder too.
+    assert counters["new_content_batches"] == len(os.listdir(new_folder)) >= 1
+    assert counters["new_content_batch_bytes"] == sum(
+        os.path.getsize(os.path.join(new_folder, n)) for n in os.listdir(new_folder)
+    )
     assert counters["page_batches"] == len(os.listdir(folder)) >= -(-len(pages) // 4)
     assert counters["page_batch_bytes"] == sum(os.path.getsize(os.path.join(folder, n)) for n in os.listdir(folder))
     # One element per batch file comes out of "Mark copies", not one per page.
@@ -940,3 +951,35 @@ def test_content_and_simhash_rows_written_as_json_find_copies_next_round(any_sto
     assert got["http://copy.org/a"][:2] == ("http://old.org/a", "exact")
     assert got["http://copy.org/a"][3] == 7.0
     assert got["http://near.org/a"][:2] == ("http://old.org/a", "near")
+
+
+def test_new_checksums_are_read_back_from_their_batch_file_and_a_bad_one_is_one_dead_letter(tmp_path):
+    """The new checksums wait for the near copies in a batch file: settling and naming read
+    it back, in its order; one that fails to settle (a simhash that is no number) is one dead
+    letter and the file's others are decided."""
+    exact = NewContent(1, probe("http://a.com/", 1, simhash=7), (probe("http://b.com/", 1),))
+    bad = NewContent(2, dataclasses.replace(probe("http://c.com/", 2), simhash="zz"))
+    near = NewContent(3, probe("http://d.com/", 3, simhash=9))
+    writer = BatchWriter(str(tmp_path), 10, 1 << 20)
+    for new in (exact, bad, near):
+        assert writer.append(pickle.dumps(new, pickle.HIGHEST_PROTOCOL)) is None
+    ref = writer.close()
+    assert ref is not None and ref.records == 3
+
+    fn = _SettleFn("sqlite:///unused", 4, textfp.LAYOUT, record=False, folder=str(tmp_path))
+    fn.setup()
+    fn.start_bundle()
+    out = list(fn.process(ref, {fingerprint("http://d.com/"): ("http://original.com/", 2)}))
+    fn.finish_bundle()
+    letters = [o.value for o in out if isinstance(o, beam.pvalue.TaggedOutput)]
+    assert [(x.stage, x.url) for x in letters] == [("content_seen", "http://c.com/")]
+    assert [o for o in out if not isinstance(o, beam.pvalue.TaggedOutput)] == [
+        ("http://b.com/", Copy("http://b.com/", "http://a.com/", "exact", 0, 1.0, "sha1:http://a.com/")),
+        ("http://d.com/", Copy("http://d.com/", "http://original.com/", "near", 2)),
+    ]
+
+    pending = {fingerprint("http://d.com/"): Evidence(crowded=True)}  # the pending candidates only
+    named = list(_NamePendingFn(str(tmp_path)).process(ref, pending))
+    assert named == [(0, ("http://d.com/", fingerprint("http://d.com/"), Evidence(crowded=True)))]
+    # Without staging a batch is the list itself.
+    assert list(_NamePendingFn(None).process([exact, near], pending)) == named
