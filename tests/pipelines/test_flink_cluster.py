@@ -195,9 +195,17 @@ def test_the_cluster_reports_the_bytes_its_shuffles_moved_as_the_fnapi_runner_do
             if "[" not in step and local_bytes >= 0.02 * in_process["shuffle_bytes"]:
                 assert 0.6 * local_bytes <= steps[step] <= 4.5 * local_bytes, (step, steps[step], local_bytes)
         assert 0.75 <= on_flink["shuffle_bytes"] / in_process["shuffle_bytes"] <= 4.2
-        # Pages that wait for content seen's decisions are read by a stage Flink does not fuse
-        # to theirs: both stages count them, and they are counted once (summed, twice as many)
-        assert 0.7 <= on_flink["materialised_bytes"] / in_process["materialised_bytes"] <= 1.5
+        # Pages and new checksums wait for content seen's decisions as references to their
+        # batch files, read by stages Flink does not fuse to theirs: both stages count them,
+        # and they are counted once (summed, twice as many). Each of the four tasks writes
+        # files of its own, so Flink counts more references than the one bundle in process
+        # (measured 3.3-3.7 times in round 1, 1.4 in round 2). On both runners they are a few
+        # dozen references a round and a few bytes a page, not what waits: a page is about
+        # 2 KB pickled, a new checksum about 230 B.
+        assert on_flink["materialised_bytes"] >= 0.7 * in_process["materialised_bytes"] > 0
+        for report in (on_flink, in_process):
+            held = report["materialised_bytes"]
+            assert held < 2048 + 100 * report["responses"], (report["round"], held, report["responses"])
         # ... and what Flink itself counted its tasks exchanging, from its REST API: into its
         # GroupReduce vertices, the estimate's bytes plus Flink's framing (measured: 1.09-1.13
         # times); between all its tasks, more (a fused stage's outputs leave it one by one).
