@@ -29,7 +29,6 @@ from __future__ import annotations
 import dataclasses
 import math
 import pickle
-import struct
 from dataclasses import dataclass
 from itertools import chain
 from typing import Any, Iterable, Sequence
@@ -37,28 +36,26 @@ from typing import Any, Iterable, Sequence
 import apache_beam as beam
 import numpy as np
 
+from beamcrawl.schemas.columns import (
+    ERRORS,
+    STR,
+    NotColumnar,
+    Reader,
+    Writer,
+    encode_codes,
+    gather_index,
+    path_at,
+    types_are,
+)
 from beamcrawl.schemas.records import Candidate, Packed
 
-__all__ = ["CandidateBlock", "CandidateBlockCoder", "gather_index"]
+__all__ = ["CandidateBlock", "CandidateBlockCoder"]
 
 _FORMAT = 1  # the first byte of an encoded block
 _COLUMNS = 1
 _OBJECTS = 2
 
 _INT64 = (-(1 << 63), (1 << 63) - 1)
-_STR = "utf-8"
-_ERRORS = "surrogatepass"  # a Python str may hold lone surrogates: kept, byte for byte
-
-
-def gather_index(starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
-    """Positions of the ranges ``[starts[i], ends[i])`` one after another (an index that
-    gathers them into one contiguous buffer)."""
-    lens = ends - starts
-    total = int(lens.sum())
-    if not total:
-        return np.zeros(0, dtype=np.int64)
-    offsets = np.cumsum(lens) - lens
-    return np.arange(total, dtype=np.int64) + np.repeat(starts - offsets, lens)
 
 
 @dataclass(eq=False)
@@ -128,7 +125,7 @@ class CandidateBlock:
             raise ValueError(f"a fingerprint out of 64 bits: {exc}") from exc
         try:
             return _columns(cands, fp)
-        except _NotColumnar:
+        except NotColumnar:
             return _objects(fp, Packed(cands))
 
     def to_candidates(self, rows: Iterable[int] | np.ndarray | None = None) -> list[Candidate]:
@@ -259,7 +256,7 @@ class CandidateBlock:
     def encode(self) -> bytes:
         """The block as bytes: a format byte, then length-prefixed array buffers (integers
         in the narrowest type that holds them, floats as a dictionary where few differ)."""
-        out = _Writer()
+        out = Writer()
         out.raw(bytes((_FORMAT,)))
         out.array(self.fp)
         if self.objects is not None:
@@ -276,7 +273,7 @@ class CandidateBlock:
             out.ints(codes)
             out.strings(used)
         text, _ = _compact_text(self.url_text, self.url_start, self.url_end)
-        out.blob(text.encode(_STR, _ERRORS))
+        out.blob(text.encode(STR, ERRORS))
         out.ints(self.url_end - self.url_start)
         out.ints(self.link_end - self.link_start)
         hosts = self.link_hosts[gather_index(self.link_start, self.link_end)]
@@ -290,7 +287,7 @@ class CandidateBlock:
         Raises:
             ValueError: The bytes are not an encoded block.
         """
-        src = _Reader(data)
+        src = Reader(data, "candidate block")
         if src.raw(1) != bytes((_FORMAT,)):
             raise ValueError("not an encoded candidate block")
         fp = src.array().astype(np.uint64, copy=False)
@@ -308,7 +305,7 @@ class CandidateBlock:
             coded[vocab] = words = tuple(src.strings())
             if len(codes) and (int(codes.min()) < -1 or int(codes.max()) >= len(words)):
                 raise ValueError("an encoded candidate block with a code outside its vocabulary")
-        text = src.blob().decode(_STR, _ERRORS)
+        text = src.blob().decode(STR, ERRORS)
         url_end = np.cumsum(src.ints())
         link_end = np.cumsum(src.ints())
         link_hosts = src.array().astype(np.uint64)
@@ -358,72 +355,44 @@ _CODED = (
 _ROW_COLUMNS = (*_PLAIN_COLUMNS, *(c for c, _ in _CODED), "url_start", "url_end", "link_start", "link_end")
 
 
-class _NotColumnar(Exception):
-    """A value the columns would not give back exactly."""
-
-
-def _types_are(values: Iterable[Any], allowed: set[type]) -> None:
-    if not set(map(type, values)) <= allowed:
-        raise _NotColumnar("a value of another type")
-
-
 def _int64(values: list[int]) -> np.ndarray:
-    _types_are(values, {int})
+    types_are(values, {int})
     try:
         return np.array(values, dtype=np.int64)
     except OverflowError as exc:
-        raise _NotColumnar(str(exc)) from exc
-
-
-def _path_at(url: str) -> int:
-    """Where a URL's path begins (after ``scheme://authority``; 0 if it has no ``://``)."""
-    at = url.find("://")
-    if at < 0:
-        return 0
-    end = url.find("/", at + 3)
-    return len(url) if end < 0 else end
-
-
-def _encode_codes(values: list[Any], none_ok: bool = False) -> tuple[np.ndarray, tuple[str, ...]]:
-    """Codes into a vocabulary (in order of first appearance); None is code -1."""
-    _types_are(values, {str, type(None)} if none_ok else {str})
-    vocab = dict.fromkeys(values)
-    vocab.pop(None, None)
-    index: dict[Any, int] = {v: i for i, v in enumerate(vocab)}
-    index[None] = -1
-    return np.fromiter(map(index.__getitem__, values), dtype=np.int64, count=len(values)), tuple(vocab)
+        raise NotColumnar(str(exc)) from exc
 
 
 def _columns(cands: Sequence[Candidate], fp: np.ndarray) -> CandidateBlock:
     if not set(map(type, cands)) <= {Candidate}:
-        raise _NotColumnar("a subclass of Candidate")
+        raise NotColumnar("a subclass of Candidate")
     n = len(cands)
     urls = [c.url for c in cands]
-    _types_are(urls, {str})
+    types_are(urls, {str})
     # Each URL as its scheme and authority (one code: a host's URLs share it) and the rest.
-    cut = [_path_at(u) for u in urls]
-    prefix, prefixes = _encode_codes([u[:i] for u, i in zip(urls, cut)])
+    cut = [path_at(u) for u in urls]
+    prefix, prefixes = encode_codes([u[:i] for u, i in zip(urls, cut)])
     urls = [u[i:] for u, i in zip(urls, cut)]
     prio = [c.priority for c in cands]
-    _types_are(prio, {float})
+    types_are(prio, {float})
     lastmod = [c.lastmod for c in cands]
-    _types_are(lastmod, {float, type(None)})
+    types_are(lastmod, {float, type(None)})
     stamps = np.array([math.nan if v is None else v for v in lastmod], dtype=np.float64)
     if np.isnan(stamps).sum() != lastmod.count(None):
-        raise _NotColumnar("a NaN lastmod (the column's none)")
+        raise NotColumnar("a NaN lastmod (the column's none)")
     linked = [c.inlink_hosts for c in cands]
-    _types_are(linked, {tuple})
+    types_are(linked, {tuple})
     lens = np.fromiter(map(len, linked), dtype=np.int64, count=n)
     flat_values = list(chain.from_iterable(linked))
-    _types_are(flat_values, {int})
+    types_are(flat_values, {int})
     try:
         flat = np.array(flat_values, dtype=np.uint64)
     except OverflowError as exc:
-        raise _NotColumnar(str(exc)) from exc
-    kind, kinds = _encode_codes([c.kind for c in cands])
-    source, sources = _encode_codes([c.source for c in cands])
-    host, hosts = _encode_codes([c.host for c in cands])
-    origin, origins = _encode_codes([c.robots_origin for c in cands], none_ok=True)
+        raise NotColumnar(str(exc)) from exc
+    kind, kinds = encode_codes([c.kind for c in cands])
+    source, sources = encode_codes([c.source for c in cands])
+    host, hosts = encode_codes([c.host for c in cands])
+    origin, origins = encode_codes([c.robots_origin for c in cands], none_ok=True)
     url_end = np.cumsum(np.fromiter(map(len, urls), dtype=np.int64, count=n))
     link_end = np.cumsum(lens)
     return CandidateBlock(
@@ -480,110 +449,3 @@ def _compact_codes(codes: np.ndarray, vocab: tuple[str, ...]) -> tuple[np.ndarra
     renumber = np.full(len(vocab) + 1, -1, dtype=np.int64)
     renumber[keep] = np.arange(len(keep))
     return renumber[codes], [vocab[i] for i in keep.tolist()]
-
-
-_DTYPES: dict[int, np.dtype[Any]] = {
-    ord("b"): np.dtype("<i1"), ord("h"): np.dtype("<i2"), ord("i"): np.dtype("<i4"), ord("q"): np.dtype("<i8"),
-    ord("I"): np.dtype("<u4"), ord("Q"): np.dtype("<u8"), ord("d"): np.dtype("<f8"),
-}  # fmt: skip
-_CODE_OF = {dt: code for code, dt in _DTYPES.items()}
-_HEAD = struct.Struct("<BQ")  # dtype code, element count
-_LEN = struct.Struct("<Q")
-
-
-class _Writer:
-    def __init__(self) -> None:
-        self.parts: list[bytes] = []
-
-    def raw(self, data: bytes) -> None:
-        self.parts.append(data)
-
-    def blob(self, data: bytes) -> None:
-        self.parts += [_LEN.pack(len(data)), data]
-
-    def array(self, values: np.ndarray) -> None:
-        dt = values.dtype.newbyteorder("<")
-        self.parts += [_HEAD.pack(_CODE_OF[dt], len(values)), values.astype(dt, copy=False).tobytes()]
-
-    def ints(self, values: np.ndarray) -> None:
-        """Signed integers in the narrowest of 8, 16, 32 and 64 bits that holds them all."""
-        lo, hi = (int(values.min()), int(values.max())) if len(values) else (0, 0)
-        for dt in ("<i1", "<i2", "<i4"):
-            info = np.iinfo(dt)
-            if info.min <= lo and hi <= info.max:
-                self.array(values.astype(dt))
-                return
-        self.array(values.astype("<i8"))
-
-    def floats(self, values: np.ndarray) -> None:
-        """Float64s, bit for bit (NaN payloads and the sign of zero kept): as a dictionary of
-        their distinct bit patterns and a code each where that is smaller."""
-        bits = values.view(np.uint64) if values.dtype == np.float64 else values.astype(np.float64).view(np.uint64)
-        distinct, codes = np.unique(bits, return_inverse=True)
-        if len(distinct) <= 255 and len(distinct) < len(values) // 2:
-            self.raw(b"\x01")
-            self.array(distinct.astype(np.uint64).view(np.float64))
-            self.ints(codes.astype(np.int64))
-        else:
-            self.raw(b"\x00")
-            self.array(values.astype(np.float64, copy=False))
-
-    def strings(self, values: Sequence[str]) -> None:
-        self.blob("".join(values).encode(_STR, _ERRORS))
-        self.ints(np.fromiter(map(len, values), dtype=np.int64, count=len(values)))
-
-    def getvalue(self) -> bytes:
-        return b"".join(self.parts)
-
-
-class _Reader:
-    def __init__(self, data: bytes) -> None:
-        self.view = memoryview(data)
-        self.at = 0
-
-    def raw(self, n: int) -> bytes:
-        if self.at + n > len(self.view):
-            raise ValueError("an encoded candidate block cut short")
-        out = bytes(self.view[self.at : self.at + n])
-        self.at += n
-        return out
-
-    def blob(self) -> bytes:
-        (n,) = _LEN.unpack(self.raw(_LEN.size))
-        return self.raw(n)
-
-    def array(self) -> np.ndarray:
-        code, n = _HEAD.unpack(self.raw(_HEAD.size))
-        dt = _DTYPES.get(code)
-        if dt is None:
-            raise ValueError("an encoded candidate block with an unknown column type")
-        size = n * dt.itemsize
-        if self.at + size > len(self.view):
-            raise ValueError("an encoded candidate block cut short")
-        out = np.frombuffer(self.view, dtype=dt, count=n, offset=self.at)
-        self.at += size
-        return out
-
-    def ints(self) -> np.ndarray:
-        return self.array().astype(np.int64)
-
-    def floats(self) -> np.ndarray:
-        mode = self.raw(1)
-        if mode == b"\x01":
-            distinct = self.array().astype(np.float64)
-            codes = self.ints()
-            if len(codes) and (int(codes.min()) < 0 or int(codes.max()) >= len(distinct)):
-                raise ValueError("an encoded candidate block with a bad float code")
-            return distinct[codes]
-        return self.array().astype(np.float64)
-
-    def strings(self) -> list[str]:
-        text = self.blob().decode(_STR, _ERRORS)
-        ends = np.cumsum(self.ints()).tolist()
-        if (ends[-1] if ends else 0) != len(text):
-            raise ValueError("an encoded candidate block whose strings do not match their lengths")
-        return [text[a:b] for a, b in zip([0, *ends[:-1]], ends)]
-
-    def done(self) -> None:
-        if self.at != len(self.view):
-            raise ValueError("an encoded candidate block with bytes left over")

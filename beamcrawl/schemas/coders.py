@@ -22,6 +22,7 @@ import apache_beam as beam
 
 from beamcrawl.schemas import records
 from beamcrawl.schemas.candidate_block import CandidateBlock, CandidateBlockCoder
+from beamcrawl.schemas.probe_block import ProbeBlock, ProbeBlockCoder
 from beamcrawl.schemas.due_rows import DueRows
 
 __all__ = ["BatchCoder", "DueRowsCoder", "PackedCoder", "RecordCoder", "register"]
@@ -172,6 +173,7 @@ def register() -> None:
             beam.coders.registry.register_coder(cls, RecordCoder)
     beam.coders.registry.register_coder(records.Packed, PackedCoder)
     beam.coders.registry.register_coder(CandidateBlock, CandidateBlockCoder)
+    beam.coders.registry.register_coder(ProbeBlock, ProbeBlockCoder)
     beam.coders.registry.register_coder(DueRows, DueRowsCoder)
     beam.coders.registry.register_coder(records.PageBatch, BatchCoder)
     beam.coders.registry.register_coder(records.Batched, BatchCoder)

@@ -710,6 +710,29 @@ class ParsedPage:
         return [link for link in self.links if not link.nofollow]
 
 
+@shuffled
+@dataclass(frozen=True)
+class Probe:
+    """What content seen's checksum check needs of one page (the page itself stays where
+    it is); a bucket's probes cross its shuffle as a ``ProbeBlock`` (schemas/probe_block.py).
+
+    Attributes:
+        url: The fetched URL (the page's identity in this round).
+        url_fp: Its 64-bit fingerprint (names its simhash cells).
+        checksum: 64-bit mmh3 of the decoded payload.
+        simhash: 64-bit simhash of the visible text; None for non-HTML or too little text.
+        fetched_at: Epoch seconds of the fetch.
+        digest: WARC payload digest of the body as transferred.
+    """
+
+    url: str
+    url_fp: int
+    checksum: int
+    simhash: int | None
+    fetched_at: float
+    digest: str
+
+
 class PageBatch(NamedTuple):
     """Pages that travel together after content seen: one element per batch file of content
     seen's staging (transforms/content_seen.py), its pages in the order they were written.

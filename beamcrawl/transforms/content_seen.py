@@ -58,7 +58,8 @@ simhash    table byte + 5-byte left-aligned prefix   ``s:<fp hex><url fp hex>``:
 =========  ========================================  ==========================================
 
 At scale. Pages themselves are never shuffled: the joins carry small probes (URL, checksum,
-simhash, date, digest), and the decisions reach the pages as a side input holding the copies
+simhash, date, digest; a bucket's as one :class:`~beamcrawl.schemas.probe_block.ProbeBlock`
+of columns, about 95 bytes a probe), and the decisions reach the pages as a side input holding the copies
 only (about 150 bytes each). The one step that sees the whole round at once is the in-round
 resolution, and it holds only this round's candidates that are near each other and near no
 stored original; a row shared by more than :data:`MAX_PAIRWISE` candidates (a trap serving
@@ -90,7 +91,6 @@ import operator
 import pickle
 import struct
 from dataclasses import dataclass, field
-from itertools import chain
 from typing import (
     Any,
     Callable,
@@ -113,7 +113,8 @@ from beamcrawl.core.content.htmlparse import checksum as payload_checksum
 from beamcrawl.core.runtime.batch_files import BatchRef, BatchWriter, read_batch
 from beamcrawl.core.urls.urlnorm import fingerprint
 from beamcrawl.schemas import cells as cellfmt
-from beamcrawl.schemas.records import Packed, PageBatch, ParsedPage, evolve, fp_key, key_fp, shuffled
+from beamcrawl.schemas.probe_block import ProbeBlock
+from beamcrawl.schemas.records import Packed, PageBatch, ParsedPage, Probe, evolve, fp_key, key_fp, shuffled
 import beamcrawl.schemas.coders  # noqa: F401  (registers the record coders the output types name)
 from beamcrawl.stores.base import Cell, Mutation, Store, open_store
 from beamcrawl.transforms import dead_letter
@@ -140,6 +141,7 @@ __all__ = [
     "apply_copy",
     "decide_checksum",
     "decide_checksums",
+    "group_probes",
     "eligible",
     "merge_prefix_rows",
     "names_from_rows",
@@ -182,28 +184,6 @@ _UNREADABLE = Metrics.counter("content_seen", "unreadable_cells")
 
 
 # --- records -----------------------------------------------------------------------------
-
-
-@shuffled
-@dataclass(frozen=True)
-class Probe:
-    """What the content check needs of one page (the page itself stays where it is).
-
-    Attributes:
-        url: The fetched URL (the page's identity in this round).
-        url_fp: Its 64-bit fingerprint (names its simhash cells).
-        checksum: 64-bit mmh3 of the decoded payload.
-        simhash: 64-bit simhash of the visible text; None for non-HTML or too little text.
-        fetched_at: Epoch seconds of the fetch.
-        digest: WARC payload digest of the body as transferred.
-    """
-
-    url: str
-    url_fp: int
-    checksum: int
-    simhash: int | None
-    fetched_at: float
-    digest: str
 
 
 @shuffled
@@ -366,6 +346,22 @@ def probe_page(page: ParsedPage) -> Probe | None:
 def _usable(round_written: int | None, round_no: int | None) -> bool:
     """Rows this round (a crashed earlier attempt) or a later one wrote do not count."""
     return round_no is None or round_written is None or round_written < round_no
+
+
+def group_probes(block: ProbeBlock) -> list[tuple[int, list[Probe]]]:
+    """A checksum bucket's probes grouped by checksum, as :func:`decide_checksums` takes
+    them: ``(checksum, probes)`` sorted by checksum, each group's probes in the block's
+    order. Grouped over the checksum column (a stable sort); the probes are made once, in
+    that order."""
+    if not len(block):
+        return []
+    order = np.argsort(block.checksum, kind="stable")
+    checks = block.checksum[order]
+    starts = np.flatnonzero(np.r_[True, checks[1:] != checks[:-1]]).tolist()
+    # Made in the block's order, then gathered (cheaper than gathering each column).
+    probes = list(map(block.probes().__getitem__, order.tolist()))
+    ends = [*starts[1:], len(probes)]
+    return [(check, probes[a:b]) for check, a, b in zip(checks[starts].tolist(), starts, ends)]
 
 
 def decide_checksums(
@@ -953,11 +949,11 @@ def apply_copy(page: ParsedPage, copy: Copy | None) -> ParsedPage:
 
 
 class _BucketChecksumsFn(beam.DoFn):
-    """Collects a bundle's probes per checksum bucket; emits one list per bucket.
+    """Collects a bundle's probes per checksum bucket; emits one block per bucket.
 
-    A bucket's probes cross as one flat list of records (the class written once, a row of
-    field values each), and the merge groups them by checksum: a list of ``(checksum,
-    probes)`` groups pickled each probe with its own ``__reduce__`` and the checksum twice.
+    A bucket's probes cross as one :class:`~beamcrawl.schemas.probe_block.ProbeBlock`: fixed
+    width columns, the digests as raw bytes and the URLs as a host code and the rest (some
+    70 bytes a probe, where a pickled list of them took 126).
     """
 
     def __init__(self, bits: int) -> None:
@@ -965,19 +961,19 @@ class _BucketChecksumsFn(beam.DoFn):
         self.pages = Metrics.counter("content_seen", "pages_checked")
 
     def start_bundle(self) -> None:
-        self.buckets: dict[int, Packed] = {}
+        self.buckets: dict[int, list[Probe]] = {}
 
     def process(self, probe: Probe) -> None:
         self.pages.inc()
         bucket = bucket_of(probe.checksum, self.bits)
         probes = self.buckets.get(bucket)
         if probes is None:
-            self.buckets[bucket] = probes = Packed()
+            self.buckets[bucket] = probes = []
         probes.append(probe)
 
     def finish_bundle(self) -> Iterator[WindowedValue]:
         for bucket, probes in self.buckets.items():
-            yield GlobalWindows.windowed_value((bucket, probes))
+            yield GlobalWindows.windowed_value((bucket, ProbeBlock.from_probes(probes)))
         self.buckets = {}
 
 
@@ -1016,12 +1012,11 @@ class _MergeChecksumsFn(_StoreJoinFn):
         self.exact = Metrics.counter("content_seen", "exact_copies_of_stored")
         self.new_content = Metrics.counter("content_seen", "new_checksums")
 
-    def process(self, element: tuple[int, Iterable[list[Probe]]]) -> Iterator[Any]:
-        _, lists = element
-        merged: dict[int, list[Probe]] = {}
-        for probe in chain.from_iterable(lists):
-            merged.setdefault(probe.checksum, []).append(probe)
-        ordered = sorted(merged.items())
+    def process(self, element: tuple[int, Iterable[ProbeBlock]]) -> Iterator[Any]:
+        _, blocks = element
+        ordered = group_probes(ProbeBlock.concat(list(blocks)))
+        if not ordered:
+            return
         keys = [fp_key(check) for check, _ in ordered]
         span = (ordered[-1][0] - ordered[0][0] + 1) / float(1 << 64)
         # Only the rows of the bucket's own checksums are decoded (a scan reads its span's all).
@@ -1482,7 +1477,8 @@ class FindDuplicateContent(beam.PTransform):
             pages
             | "Checksum and simhash" >> dead_letter.Map("content_seen", probe_page)
             | "Fetched 2xx payloads" >> beam.Filter(lambda probe: probe is not None)
-            | "Bucket by checksum" >> beam.ParDo(_BucketChecksumsFn(self.bits))
+            | "Bucket by checksum"
+            >> beam.ParDo(_BucketChecksumsFn(self.bits)).with_output_types(tuple[int, ProbeBlock])
             | "Group by checksum bucket" >> beam.GroupByKey()
             | "Sort-merge with content-seen set"
             >> beam.ParDo(_MergeChecksumsFn(bits=self.bits, **join)).with_outputs(_MergeChecksumsFn.NEW, main="copies")

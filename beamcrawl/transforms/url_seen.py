@@ -66,7 +66,8 @@ from beamcrawl.core.runtime.batch_files import SpanRef, read_spans, write_spans
 from beamcrawl.core.runtime.config import MAX_REDIRECTS
 from beamcrawl.core.urls.urlnorm import host_of
 from beamcrawl.core.urls.urlshape import REASONS, ShapeRules
-from beamcrawl.schemas.candidate_block import CandidateBlock, gather_index
+from beamcrawl.schemas.candidate_block import CandidateBlock
+from beamcrawl.schemas.columns import gather_index
 from beamcrawl.schemas.records import (
     MAX_INLINK_HOSTS,
     REVISIT_CELL,

@@ -27,6 +27,7 @@ from apache_beam.testing.util import assert_that, equal_to
 from beamcrawl.core.content import textfp
 from beamcrawl.core.urls.urlnorm import fingerprint
 from beamcrawl.core.archive.warc_revisit import payload_digest
+from beamcrawl.schemas.probe_block import ProbeBlock
 from beamcrawl.schemas.records import FetchResult, FrontierEntry, PageBatch, ParsedPage, fp_key
 from beamcrawl.core.runtime.batch_files import BatchWriter
 from beamcrawl.simweb import SimWeb
@@ -51,6 +52,7 @@ from beamcrawl.transforms.content_seen import (
     apply_copy,
     decide_checksums,
     eligible,
+    group_probes,
     key_items,
     merge_prefix_rows,
     names_from_rows,
@@ -483,6 +485,33 @@ def test_packed_items_key_as_the_pairs_did(pairs, table):
     one_by_one = [(textfp.table_key(table, textfp.permute(fp, table)), fp, url_fp) for fp, url_fp in pairs]
     assert [tuple(k) for k in keyed] == sorted(one_by_one, key=lambda k: k[0])
     assert unpack_items(blocks).tolist() == [list(p) for p in pairs]
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(
+        st.builds(
+            Probe,
+            url=st.sampled_from(["http://a.test/", "http://a.test/?x", "http://b.test/p"]),
+            url_fp=st.integers(0, 2**64 - 1),
+            checksum=st.sampled_from([0, 7, 2**63, 2**64 - 1]),  # few: groups of many
+            simhash=st.one_of(st.none(), st.integers(0, 2**64 - 1)),
+            fetched_at=st.floats(allow_nan=False),
+            digest=st.just("sha1:" + "A" * 32),
+        ),
+        max_size=30,
+    ),
+    st.integers(1, 4),
+)
+def test_probes_group_over_their_block_as_one_by_one(probes, parts):
+    """The checksum merge groups a bucket's blocks over the checksum column as it grouped
+    the probes one by one: by checksum, each group in the blocks' order."""
+    cut = len(probes) // parts or 1
+    blocks = [ProbeBlock.from_probes(probes[at : at + cut]) for at in range(0, len(probes), cut)]
+    expected: dict[int, list[Probe]] = {}
+    for probe in probes:
+        expected.setdefault(probe.checksum, []).append(probe)
+    assert group_probes(ProbeBlock.concat(blocks)) == sorted(expected.items())
 
 
 def test_a_torn_bucket_block_is_refused():
