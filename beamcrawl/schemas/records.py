@@ -668,6 +668,10 @@ class Link:
     # sitemap (robots.txt Sitemap: line, sitemap index entry) | listed (a sitemap's or feed's URL)
     kind: str = "a"
     lastmod: float | None = None  # a sitemap's or feed's date for a listed URL
+    # The URL's politeness slot (``urlnorm.host_of``), found once where the link is parsed:
+    # candidates, linking domains and the link-edge columns all need it. "" when it was
+    # not set (or the URL has none): each of them then asks ``host_of`` itself.
+    host: str = ""
 
 
 @shuffled

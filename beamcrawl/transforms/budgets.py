@@ -530,7 +530,7 @@ def linked_domains(page: ParsedPage) -> tuple[str, set[str]]:
         if link.kind == "canonical":
             continue
         try:
-            dst = domain_of(host_of(link.url))
+            dst = domain_of(link.host or host_of(link.url))
         except ValueError:
             continue
         if dst != src:

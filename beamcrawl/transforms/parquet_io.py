@@ -95,7 +95,7 @@ def link_edge_columns(page: ParsedPage) -> dict[str, list[Any]] | None:
     src_host = f.entry.host
     meta_nofollow = page.meta_nofollow
     dst = [link.url for link in links]
-    dst_host = [host_of(url) for url in dst]
+    dst_host = [link.host or host_of(link.url) for link in links]
     return {
         "src": [f.url] * n,
         "dst": dst,

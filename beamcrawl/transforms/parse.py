@@ -37,7 +37,7 @@ from beamcrawl.core.content.htmlparse import (
 )
 from beamcrawl.core.policy.robots import RobotsRules
 from beamcrawl.core.runtime import gctune
-from beamcrawl.core.urls.urlnorm import InvalidURL, fingerprint, normalize
+from beamcrawl.core.urls.urlnorm import InvalidURL, fingerprint, host_of, normalize
 from beamcrawl.schemas.records import FetchResult, Link, Packed, ParsedPage
 from beamcrawl.transforms.dead_letter import ERRORS, Outlet, collect
 
@@ -67,12 +67,21 @@ def skipped_counter_name(kind: str) -> str:
     return "skipped_" + kind.replace(":", "_")
 
 
+def link_host(url: str) -> str:
+    """A normalised link's ``host_of``, found once where it is parsed (``Link.host``); ""
+    for a URL with none (the stages that need it then refuse it themselves)."""
+    try:
+        return host_of(url)
+    except InvalidURL:
+        return ""
+
+
 def _link(url: str, base: str, kind: str, lastmod: float | None = None) -> Link | None:
     try:
         target = normalize(url.strip(), base)
     except InvalidURL:
         return None
-    return Link(url=target, fp=fingerprint(target), kind=kind, lastmod=lastmod)
+    return Link(url=target, fp=fingerprint(target), kind=kind, lastmod=lastmod, host=link_host(target))
 
 
 def robots_sitemap_links(result: FetchResult, token: str) -> list[Link]:
@@ -93,9 +102,15 @@ def sitemap_links(result: FetchResult, max_bytes: int = sitemaps.MAX_BYTES) -> t
     entry = result.entry
     origins = (entry.robots_origin,) if entry.robots_origin else ()
     doc = sitemaps.parse(result.body, result.final_url or result.url, robots_origins=origins, max_bytes=max_bytes)
-    links = [Link(url=e.url, fp=fingerprint(e.url), kind="listed", lastmod=e.lastmod) for e in doc.urls]
+    links = [
+        Link(url=e.url, fp=fingerprint(e.url), kind="listed", lastmod=e.lastmod, host=link_host(e.url))
+        for e in doc.urls
+    ]
     if entry.depth == 0:  # named by robots.txt or submitted: an index's children are read too
-        links += [Link(url=e.url, fp=fingerprint(e.url), kind="sitemap", lastmod=e.lastmod) for e in doc.sitemaps]
+        links += [
+            Link(url=e.url, fp=fingerprint(e.url), kind="sitemap", lastmod=e.lastmod, host=link_host(e.url))
+            for e in doc.sitemaps
+        ]
     problem = doc.error or (f"truncated at the {doc.truncated} limit" if doc.truncated else None)
     return links, problem, doc.kind
 
@@ -116,7 +131,7 @@ def parse_fetch(result: FetchResult, token: str, max_sitemap_bytes: int = sitema
         if location:
             try:
                 target = normalize(location.strip(), result.url)
-                page.links.append(Link(url=target, fp=fingerprint(target), kind="redirect"))
+                page.links.append(Link(url=target, fp=fingerprint(target), kind="redirect", host=link_host(target)))
             except InvalidURL:
                 page.parse_error = "bad redirect location"
         return page
@@ -135,7 +150,7 @@ def parse_fetch(result: FetchResult, token: str, max_sitemap_bytes: int = sitema
     tree, page.parse_truncated, encoding = parse_bounded(result.body, result.content_type)
     found = page_links(tree, result.url, token, encoding)
     page.links = Packed(  # the page crosses a shuffle before it is stored: pickled as rows
-        Link(url=url, fp=fp, anchor=anchor, nofollow=nofollow, kind=kind)
+        Link(url=url, fp=fp, anchor=anchor, nofollow=nofollow, kind=kind, host=link_host(url))
         for url, fp, anchor, nofollow, kind in found.links
     )
     page.canonical = found.canonical

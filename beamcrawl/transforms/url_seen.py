@@ -609,10 +609,12 @@ def page_candidates(
                 if rejected is not None:
                     rejected[reason] = rejected.get(reason, 0) + 1
                 continue
-        try:
-            host = host_of(link.url)
-        except ValueError:
-            continue
+        host = link.host
+        if not host:
+            try:
+                host = host_of(link.url)
+            except ValueError:
+                continue
         if kind in ("sitemap", "feed"):
             # A document to read for URLs. One named by robots.txt is an entry point
             # (depth 0) that may list its origin's URLs wherever it is kept.

@@ -13,6 +13,7 @@ a valid one.
 
 from __future__ import annotations
 
+import dataclasses
 import html
 
 import apache_beam as beam
@@ -28,8 +29,9 @@ from beamcrawl.core.runtime.outputs import RoundOutputs
 from beamcrawl.core.urls.urlnorm import InvalidURL, fingerprint, host_of, normalize
 from beamcrawl.schemas.records import FetchResult, FrontierEntry, PageBatch, packed_by_host
 from beamcrawl.stores.base import open_store
-from beamcrawl.transforms.budgets import ApplyBudgets, CountDomainUsage, CountLinkingDomains
+from beamcrawl.transforms.budgets import ApplyBudgets, CountDomainUsage, CountLinkingDomains, linked_domains
 from beamcrawl.transforms.dead_letter import collected
+from beamcrawl.transforms.parquet_io import link_edge_columns
 from beamcrawl.transforms.parse import parse_fetch
 from beamcrawl.transforms.url_seen import ExtractCandidates, QueueUnseenUrls, page_candidates
 
@@ -109,6 +111,28 @@ def test_hostile_link_sets_pass_url_seen_and_budgets(tmp_path_factory, rng) -> N
     named = {domain_of(f.entry.host) for f in fetches} | {domain_of(c.host) for c in candidates}
     assert domains and set(domains) <= named and all(domains)
     assert "[::1]" in domains and "[2001:db8::1]" in domains
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(rng=hostile.seeded)
+def test_a_links_host_found_at_parse_is_the_one_each_stage_would_find(rng) -> None:
+    """Parse sets each link's slot once (``Link.host``); candidates, linking domains and the
+    link-edge columns give what they gave when each found it again from the URL."""
+    fetches = []
+    for n, url in enumerate(_source_urls(rng)[:8]):
+        fetches += _fetched(url, hostile.hostile_urls(rng, LINKS), hostile.hostile_url(rng), n)
+    pages = [parse_fetch(f, "beamcrawl") for f in fetches]
+    assert sum(1 for p in pages for link in p.links if link.host) > 8 * LINKS / 4
+    for page in pages:
+        for link in page.links:
+            try:
+                assert link.host == host_of(link.url)
+            except InvalidURL:
+                assert link.host == ""
+        blank = dataclasses.replace(page, links=[dataclasses.replace(link, host="") for link in page.links])
+        assert page_candidates(page) == page_candidates(blank)
+        assert linked_domains(page) == linked_domains(blank)
+        assert link_edge_columns(page) == link_edge_columns(blank)
 
 
 # --- the issue's IPv6 failures, one by one ------------------------------------------------------
