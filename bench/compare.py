@@ -29,6 +29,8 @@ process and all its children), peak RSS (summed over its processes), and politen
 counted by ``beamcrawl/simweb/audit.py`` from the server's log.
 
     python bench/compare.py                       # 3,000 hosts, 0.5 s delay, 60 s windows
+    python bench/compare.py --snapshot --snapshot-rev A --warm-state S   # saves the warm state in S
+    python bench/compare.py --snapshot --snapshot-rev B --warm-state S   # B's rounds from A's state
     python bench/compare.py --hosts 200 --window 10 --crawlers floor,scrapy   # a quick look
 
 Prints a Markdown table (the one in bench/README.md) and writes all figures as JSON.
@@ -65,6 +67,7 @@ from harness import (  # noqa: E402
 
 from beamcrawl import DEFAULT_USER_AGENT, PRODUCT_TOKEN  # noqa: E402
 from beamcrawl.simweb.names import host_names  # noqa: E402
+from beamcrawl.simweb.testing import read_request_log  # noqa: E402
 
 __all__ = ["Row", "main"]
 
@@ -225,64 +228,91 @@ def run_beamcrawl(args: argparse.Namespace, work: Path, port: int, seeds: Path, 
     # Generous: a round runs well past its window (every page fetched is then parsed, stored
     # and its links merged), and a round stopped before its end measures nothing valid.
     timeout = args.window + 900
-    with simweb_on_port(
-        work,
-        port,
-        hosts=args.hosts,
-        seed=args.seed,
-        pages_per_host=args.pages_per_host,
-        log_name="beamcrawl-warm.jsonl",
-    ) as web:
-        wait_quiet(args.wait_quiet)
-        cold = run_measured(
-            "beamcrawl-cold",
-            [
-                py,
-                script,
-                "--out",
-                str(warm_out),
-                "--seeds",
-                str(seeds),
-                "--window",
-                str(args.window),
-                "--report-out",
-                str(work / "beamcrawl-cold.json"),
-                *common,
-            ],
-            log_dir=work,
-            timeout=timeout,
-            server_pid=web.process.pid,
-            cwd=work,
+    state = Path(args.warm_state) if args.warm_state else None
+    params = _warm_params(args)
+    truth = None
+    if state is not None and (state / WARM_META).exists():
+        # The same starting state as an earlier run (another tree's, say): its store, the
+        # warm-up's request log (the audit reads it before each round's own) and frontier.
+        meta = json.loads((state / WARM_META).read_text())
+        if meta.get("params") != params:
+            raise SystemExit(f"bench: {state} was warmed up with {meta.get('params')}, not {params}")
+        shutil.rmtree(warm_out, ignore_errors=True)
+        shutil.copytree(state / "beamcrawl-warm", warm_out)
+        warm_log = read_request_log(state / "beamcrawl-warm.jsonl")
+        frontier = meta["frontier"]
+        print(
+            f"bench: warm state reused from {state} (made by {meta.get('rev')}); frontier {frontier} URLs", flush=True
         )
-        warm_cold = web.requests()
-        warm = run_measured(
-            "beamcrawl-warmup",
-            [
-                py,
-                script,
-                "--out",
-                str(warm_out),
-                "--window",
-                str(args.warmup_window),
-                "--report-out",
-                str(work / "beamcrawl-warmup.json"),
-                *common,
-            ],
-            log_dir=work,
-            timeout=timeout,
-            server_pid=web.process.pid,
-            cwd=work,
-        )
-        warm_log = web.requests()
-        truth = web.truth()
-    cold_row = Row("beamcrawl, 1 round from the roots (cold)", cold)
-    _fill(cold_row, _own_requests(warm_cold, PRODUCT_TOKEN), warm_cold, truth, args.delay)
-    cold_row.extra["round"] = _read_json(work / "beamcrawl-cold.json")
-    cold_row.note = "robots.txt + the root of every host: a round fetches only what was due at its start"
-    rows.append(cold_row)
-    warm_reports = _read_json(work / "beamcrawl-warmup.json") or []
-    frontier = warm_reports[-1]["frontier_size"] if warm_reports else None
-    print(f"bench: warm-up round done in {warm.wall:.1f}s; frontier now {frontier} URLs", flush=True)
+    else:
+        with simweb_on_port(
+            work,
+            port,
+            hosts=args.hosts,
+            seed=args.seed,
+            pages_per_host=args.pages_per_host,
+            log_name="beamcrawl-warm.jsonl",
+        ) as web:
+            wait_quiet(args.wait_quiet)
+            cold = run_measured(
+                "beamcrawl-cold",
+                [
+                    py,
+                    script,
+                    "--out",
+                    str(warm_out),
+                    "--seeds",
+                    str(seeds),
+                    "--window",
+                    str(args.window),
+                    "--report-out",
+                    str(work / "beamcrawl-cold.json"),
+                    *common,
+                ],
+                log_dir=work,
+                timeout=timeout,
+                server_pid=web.process.pid,
+                cwd=work,
+            )
+            warm_cold = web.requests()
+            warm = run_measured(
+                "beamcrawl-warmup",
+                [
+                    py,
+                    script,
+                    "--out",
+                    str(warm_out),
+                    "--window",
+                    str(args.warmup_window),
+                    "--report-out",
+                    str(work / "beamcrawl-warmup.json"),
+                    *common,
+                ],
+                log_dir=work,
+                timeout=timeout,
+                server_pid=web.process.pid,
+                cwd=work,
+            )
+            warm_log = web.requests()
+            truth = web.truth()
+            log_path = web.log_path
+        cold_row = Row("beamcrawl, 1 round from the roots (cold)", cold)
+        _fill(cold_row, _own_requests(warm_cold, PRODUCT_TOKEN), warm_cold, truth, args.delay)
+        cold_row.extra["round"] = _read_json(work / "beamcrawl-cold.json")
+        cold_row.note = "robots.txt + the root of every host: a round fetches only what was due at its start"
+        rows.append(cold_row)
+        warm_reports = _read_json(work / "beamcrawl-warmup.json") or []
+        frontier = warm_reports[-1]["frontier_size"] if warm_reports else None
+        print(f"bench: warm-up round done in {warm.wall:.1f}s; frontier now {frontier} URLs", flush=True)
+        if state is not None:
+            shutil.rmtree(state, ignore_errors=True)
+            state.mkdir(parents=True)
+            shutil.copytree(warm_out, state / "beamcrawl-warm")
+            shutil.copyfile(log_path, state / "beamcrawl-warm.jsonl")
+            rev = os.environ.get(SNAPSHOT_ENV + "_REV") or "the working tree"
+            meta = {"params": params, "frontier": frontier, "rev": rev, "port": port}
+            (state / WARM_META).write_text(json.dumps(meta, indent=1))
+            print(f"bench: warm state saved in {state}", flush=True)
 
     for key, label, beam_args in (
         ("beamcrawl", "beamcrawl, 1 round, FnApiRunner in-process", []),
@@ -318,6 +348,7 @@ def run_beamcrawl(args: argparse.Namespace, work: Path, port: int, seeds: Path, 
                 cwd=work,
             )
             own = _own_requests(web.requests(), PRODUCT_TOKEN)
+            truth = truth if truth is not None else web.truth()
         row = Row(label, m)
         # Politeness holds across rounds: audit the warm-up's traffic and this round's together.
         _fill(row, own, warm_log + own, truth, args.delay)
@@ -573,10 +604,39 @@ def build_parser() -> argparse.ArgumentParser:
         "committed tree while others edit the working copy)",
     )
     p.add_argument("--snapshot-rev", default="HEAD", help="the commit --snapshot uses (default HEAD)")
+    p.add_argument(
+        "--warm-state",
+        default=None,
+        help="a folder for beamcrawl's state after its warm-up: saved there by a run that finds "
+        "none, reused by a run that finds one (with the same --hosts, --seed, --pages-per-host, "
+        "--delay, --window and --warmup-window), so that two trees measure their rounds from "
+        "one state; the cold row is then left out",
+    )
     return p
 
 
 SNAPSHOT_ENV = "BEAMCRAWL_BENCH_SNAPSHOT"
+WARM_META = "warm.json"
+
+
+def _warm_port(args: argparse.Namespace) -> int | None:
+    """The port a saved warm state's URLs name (its web must be served there again)."""
+    meta = Path(args.warm_state or "") / WARM_META
+    if args.warm_state and meta.exists():
+        return int(json.loads(meta.read_text())["port"])
+    return None
+
+
+def _warm_params(args: argparse.Namespace) -> dict[str, Any]:
+    """What a saved warm state depends on (a state is reused only for the same values)."""
+    return {
+        "hosts": args.hosts,
+        "seed": args.seed,
+        "pages_per_host": args.pages_per_host,
+        "delay": args.delay,
+        "window": args.window,
+        "warmup_window": args.warmup_window,
+    }
 
 
 def _reexec_in_snapshot(argv: list[str], rev: str) -> None:
@@ -624,7 +684,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"bench: work folder {work}; machine busy before start: {busy:.2f} cores of {os.cpu_count()}", flush=True)
     if busy > 0.3:
         print("bench: WARNING: other processes are using CPU; figures will be lower and noisier", flush=True)
-    port = free_port()
+    port = _warm_port(args) or free_port()
     seeds = work / "seeds.txt"
     seeds.write_text("".join(f"http://{h}:{port}/\n" for h in host_names(args.hosts, args.seed)))
     ua = DEFAULT_USER_AGENT
