@@ -517,6 +517,28 @@ def violation_details(rows: list[Row]) -> str:
     return "\n".join(out)
 
 
+def speed_lines(rows: list[Row]) -> str:
+    """Each run's machine speed (``harness.calibrate`` before and after it) and its CPU a page
+    corrected for it: in calibrations per 1,000 pages, and against the floor's at the same
+    speed (the machine's speed moves between runs, so the raw CPU ratio does not hold)."""
+    measured = [r for r in rows if r.measure is not None and r.measure.speed_cal > 0 and r.pages]
+    floor = next((r for r in measured if r.name.startswith("floor")), None)
+    base = floor.cpu_per_1000 / floor.measure.speed_cal if floor is not None else None  # type: ignore[union-attr]
+    out = []
+    for r in measured:
+        m = r.measure
+        assert m is not None
+        units = r.cpu_per_1000 / m.speed_cal
+        line = (
+            f"- {r.name}: {1000 * m.calibration[0]:.0f} / {1000 * m.calibration[1]:.0f} ms; "
+            f"{r.cpu_per_1000:.2f} ms a page = {units:.1f} calibrations per 1k pages"
+        )
+        if base and r is not floor:
+            line += f", {units / base:.2f}x the floor at the same speed"
+        out.append(line)
+    return "\n".join(out)
+
+
 def moved_bytes(rows: list[Row], top: int = 6) -> str:
     """Bytes per fetched page that crossed shuffles, side inputs and main inputs held for a
     side input, from each beamcrawl round's report (Beam's PCollection size metrics)."""
@@ -708,6 +730,10 @@ def main(argv: list[str] | None = None) -> int:
     if details:
         print()
         print(details)
+    speeds = speed_lines(rows)
+    if speeds:
+        print("\nmachine speed (bench/harness.py calibrate(), before / after each run) and CPU a page for it:")
+        print(speeds)
     moved = moved_bytes(rows)
     if moved:
         print("\nbytes that crossed shuffles, per fetched page (round reports):")

@@ -16,11 +16,13 @@ from __future__ import annotations
 
 import json
 import os
+import pickle
 import signal
 import socket
 import subprocess
 import threading
 import time
+import zlib
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
@@ -196,6 +198,8 @@ class RunMeasure:
         harness_cpu: CPU seconds this harness used over the interval (sampling, waiting).
         stdout: File holding the process's standard output.
         stderr: File holding its standard error.
+        calibration: :func:`calibrate` just before the run and just after it: what the
+            machine's speed was (a shared machine's moves by a third within minutes).
         per_process: ``[cpu seconds, command]`` of each process seen, busiest first (sampled,
             so a process's last 0.2 s may be missing).
     """
@@ -216,6 +220,14 @@ class RunMeasure:
     stdout: str = ""
     stderr: str = ""
     per_process: list[tuple[float, str]] = field(default_factory=list)
+    calibration: tuple[float, float] = (0.0, 0.0)
+
+    @property
+    def speed_cal(self) -> float:
+        """The machine's speed over the run: the mean of :func:`calibrate` before and after
+        (CPU seconds of a fixed piece of work; 0 if not measured)."""
+        before, after = self.calibration
+        return (before + after) / 2
 
     @property
     def other_cpu(self) -> float:
@@ -279,6 +291,7 @@ def run_measured(
     log_dir = Path(log_dir)
     log_dir.mkdir(parents=True, exist_ok=True)
     m = RunMeasure(label=label, command=list(command))
+    cal_before = calibrate()
     m.stdout = str(log_dir / f"{label}.stdout")
     m.stderr = str(log_dir / f"{label}.stderr")
     server0 = process_cpu_seconds(server_pid) if server_pid else 0.0
@@ -334,7 +347,29 @@ def run_measured(
         ((round(cpu, 2), sampler.cmd_by_pid.get(pid, "")) for pid, cpu in sampler.cpu_by_pid.items()),
         reverse=True,
     )
+    m.calibration = (cal_before, calibrate())
     return m
+
+
+_CAL_ROWS = [(i, f"http://h{i % 97}.test/p/{i}.html", i * 0.5) for i in range(20_000)]
+
+
+def calibrate(repeat: int = 5) -> float:
+    """CPU seconds of a fixed piece of Python work like a crawler's (records pickled and
+    unpickled, compressed, strings hashed into a dict and sorted), the best of ``repeat``:
+    the machine's speed now. A run's CPU a page divided by it compares runs made at
+    different speeds (the same code measured 0.78 and 1.07 ms a page for the floor within
+    ten minutes here)."""
+    best = float("inf")
+    for _ in range(repeat):
+        start = time.process_time()
+        blob = pickle.dumps(_CAL_ROWS, pickle.HIGHEST_PROTOCOL)
+        rows = pickle.loads(blob)
+        zlib.compress(blob, 6)
+        index = {url: n for n, url, _ in rows}
+        sorted(index)
+        best = min(best, time.process_time() - start)
+    return best
 
 
 # --------------------------------------------------------------------------------- simweb

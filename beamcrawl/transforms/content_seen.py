@@ -179,6 +179,10 @@ BATCH_BYTES = 4 * 1024 * 1024
 NEW_BATCHES = "newcontent"
 BATCH_NEW = 2_000
 BATCH_NEW_BYTES = 1024 * 1024
+# Records (pages, new checksums) pickled together as one record of a batch file: a page
+# pickled alone cost 25-40 µs to write and read back, most of it per-object work that a
+# list of one record class pays once (schemas/records.py, Packed).
+SET_ASIDE_CHUNK = 50
 # Stored content and simhash cells that did not decode (read as absent).
 _UNREADABLE = Metrics.counter("content_seen", "unreadable_cells")
 
@@ -1142,7 +1146,7 @@ def _read_new(folder: str | None, batch: BatchRef | Sequence[NewContent]) -> lis
     """
     if folder is None:
         return list(batch)  # type: ignore[arg-type]
-    return [pickle.loads(record) for record in read_batch(folder, batch)]  # type: ignore[arg-type]
+    return read_set_aside(folder, batch)  # type: ignore[arg-type]
 
 
 class _NamePendingFn(beam.DoFn):
@@ -1308,32 +1312,75 @@ class _SetAsideFn(beam.DoFn):
     """Writes the bundle's records (pages, or new checksums) to batch files in the round's
     staging; emits one :class:`~beamcrawl.core.runtime.batch_files.BatchRef` per file, all
     that waits for content seen's side inputs. Counted as ``<what>_batches`` and
-    ``<what>_batch_bytes``."""
+    ``<what>_batch_bytes``.
 
-    def __init__(self, folder: str, max_records: int, max_bytes: int, what: str = "page") -> None:
+    A file's record is a run of up to ``chunk`` of them pickled as one ``Packed`` list (the
+    class written once, a row of values each; read back by :func:`read_set_aside`), a run
+    cut short where it would pass the file's ``max_bytes`` at the last run's size a record:
+    a file holds at most about ``max_records`` of them, and passes ``max_bytes`` by at most
+    one record's misjudged share."""
+
+    def __init__(
+        self, folder: str, max_records: int, max_bytes: int, what: str = "page", chunk: int = SET_ASIDE_CHUNK
+    ) -> None:
         self.folder = folder
         self.max_records = max_records
         self.max_bytes = max_bytes
+        self.chunk = max(1, min(chunk, max_records))
         self.batches = Metrics.counter("content_seen", f"{what}_batches")
         self.batch_bytes = Metrics.counter("content_seen", f"{what}_batch_bytes")
 
     def start_bundle(self) -> None:
-        self.writer = BatchWriter(self.folder, self.max_records, self.max_bytes)
+        self.writer = BatchWriter(self.folder, -(-self.max_records // self.chunk), self.max_bytes)
+        self.run: list[Any] = []
+        self.record_bytes = 0.0  # pickled bytes a record took in the last run (0: none yet)
+
+    def _target(self) -> int:
+        """Records the open run takes: ``chunk``, fewer where that many would pass the file's
+        byte budget (at the last run's bytes a record), one until a run has been measured."""
+        if not self.record_bytes:
+            return 1
+        return max(1, min(self.chunk, int(self.writer.room() // self.record_bytes)))
 
     def process(self, record: Any) -> Iterator[BatchRef]:
-        ref = self.writer.append(pickle.dumps(record, pickle.HIGHEST_PROTOCOL))
-        if ref is not None:
-            yield self._count(ref)
+        self.run.append(record)
+        if len(self.run) >= self._target():
+            ref = self._write()
+            if ref is not None:
+                yield self._count(ref)
 
     def finish_bundle(self) -> Iterator[WindowedValue]:
-        ref = self.writer.close()
-        if ref is not None:
-            yield GlobalWindows.windowed_value(self._count(ref))
+        for ref in (self._write() if self.run else None, self.writer.close()):
+            if ref is not None:
+                yield GlobalWindows.windowed_value(self._count(ref))
+
+    def _write(self) -> BatchRef | None:
+        """Writes the run as one record; the file's reference if that closed it."""
+        run, self.run = Packed(self.run), []
+        blob = pickle.dumps(run, pickle.HIGHEST_PROTOCOL)
+        self.record_bytes = len(blob) / len(run)
+        return self.writer.append(blob)
 
     def _count(self, ref: BatchRef) -> BatchRef:
         self.batches.inc()
         self.batch_bytes.inc(ref.length)
         return ref
+
+
+def read_set_aside(folder: str, ref: BatchRef) -> list[Any]:
+    """The records :class:`_SetAsideFn` wrote to one batch file, in their order.
+
+    Raises:
+        OSError: the file does not match its reference (the round fails and is redone); a
+            record that does not unpickle to a list fails it too, as this round wrote it.
+    """
+    out: list[Any] = []
+    for record in read_batch(folder, ref):
+        run = pickle.loads(record)
+        if not isinstance(run, list):
+            raise OSError(f"a batch file of {folder} holds a {type(run).__name__}, not a run of records")
+        out += run
+    return out
 
 
 class _MarkBatchedCopiesFn(_MarkCopiesFn):
@@ -1347,8 +1394,7 @@ class _MarkBatchedCopiesFn(_MarkCopiesFn):
     def process(self, ref: BatchRef, copies: Mapping[str, Copy]) -> Iterator[Any]:  # type: ignore[override]
         # An unreadable file fails the round (OSError); so does a record that does not
         # unpickle, which this round wrote itself.
-        pages = [pickle.loads(record) for record in read_batch(self.folder, ref)]
-        yield from self._mark(pages, copies)
+        yield from self._mark(read_set_aside(self.folder, ref), copies)
 
 
 class _ResolveNearCopies(beam.PTransform):

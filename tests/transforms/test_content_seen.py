@@ -28,7 +28,7 @@ from beamcrawl.core.content import textfp
 from beamcrawl.core.urls.urlnorm import fingerprint
 from beamcrawl.core.archive.warc_revisit import payload_digest
 from beamcrawl.schemas.probe_block import ProbeBlock
-from beamcrawl.schemas.records import FetchResult, FrontierEntry, PageBatch, ParsedPage, fp_key
+from beamcrawl.schemas.records import FetchResult, FrontierEntry, Packed, PageBatch, ParsedPage, fp_key
 from beamcrawl.core.runtime.batch_files import BatchWriter
 from beamcrawl.simweb import SimWeb
 from beamcrawl.stores.base import Mutation, open_store
@@ -46,6 +46,7 @@ from beamcrawl.transforms.content_seen import (
     Probe,
     _BucketPrefixesFn,
     _NamePendingFn,
+    _SetAsideFn,
     _SettleFn,
     _Item,
     _simhash_value,
@@ -59,6 +60,7 @@ from beamcrawl.transforms.content_seen import (
     order_key,
     pack_items,
     probe_page,
+    read_set_aside,
     resolve_round,
     settle,
     simhash_cells,
@@ -982,6 +984,26 @@ def test_content_and_simhash_rows_written_as_json_find_copies_next_round(any_sto
     assert got["http://near.org/a"][:2] == ("http://old.org/a", "near")
 
 
+@settings(max_examples=60, deadline=None)
+@given(st.integers(0, 120), st.integers(1, 40), st.integers(1, 60), st.sampled_from([64, 1 << 20]))
+def test_records_set_aside_in_runs_come_back_once_each_in_order(n, max_records, chunk, max_bytes):
+    """Set aside a run of records at a time, the bundle's records come back from its files
+    once each and in order, and a file holds about ``max_records`` of them (whole runs)."""
+    records = [probe(f"http://h{i % 7}.test/{i}", i, simhash=i or None) for i in range(n)]
+    with tempfile.TemporaryDirectory() as folder:
+        fn = _SetAsideFn(folder, max_records, max_bytes, chunk=chunk)
+        fn.start_bundle()
+        refs = [ref for r in records for ref in fn.process(r)]
+        refs += [wv.value for wv in fn.finish_bundle()]
+        back = [read_set_aside(folder, ref) for ref in refs]
+        assert len(refs) == len(os.listdir(folder))  # one reference a file, each file once
+    assert [r for file in back for r in file] == records
+    run = min(chunk, max_records)
+    assert all(0 < len(file) <= -(-max_records // run) * run for file in back)
+    if max_bytes == 64:  # a budget smaller than a record: a file each, as one record a run
+        assert all(len(file) == 1 for file in back)
+
+
 def test_new_checksums_are_read_back_from_their_batch_file_and_a_bad_one_is_one_dead_letter(tmp_path):
     """The new checksums wait for the near copies in a batch file: settling and naming read
     it back, in its order; one that fails to settle (a simhash that is no number) is one dead
@@ -990,10 +1012,10 @@ def test_new_checksums_are_read_back_from_their_batch_file_and_a_bad_one_is_one_
     bad = NewContent(2, dataclasses.replace(probe("http://c.com/", 2), simhash="zz"))
     near = NewContent(3, probe("http://d.com/", 3, simhash=9))
     writer = BatchWriter(str(tmp_path), 10, 1 << 20)
-    for new in (exact, bad, near):
-        assert writer.append(pickle.dumps(new, pickle.HIGHEST_PROTOCOL)) is None
+    for run in ([exact], [bad, near]):  # a file's records are runs of them, one pickle a run
+        assert writer.append(pickle.dumps(Packed(run), pickle.HIGHEST_PROTOCOL)) is None
     ref = writer.close()
-    assert ref is not None and ref.records == 3
+    assert ref is not None and ref.records == 2
 
     fn = _SettleFn("sqlite:///unused", 4, textfp.LAYOUT, record=False, folder=str(tmp_path))
     fn.setup()

@@ -28,7 +28,7 @@ from beamcrawl.core.policy.change_rate import SchedulePolicy
 from beamcrawl.core.runtime.batch_files import BatchWriter
 from beamcrawl.core.runtime.outputs import DONE, REQUEUE, RoundOutputs
 from beamcrawl.core.urls.urlnorm import fingerprint, host_of
-from beamcrawl.schemas.records import FetchResult, FrontierEntry, PageBatch, ParsedPage
+from beamcrawl.schemas.records import FetchResult, FrontierEntry, Packed, PageBatch, ParsedPage
 from beamcrawl.stores.base import open_store
 from beamcrawl.transforms import content_seen
 from beamcrawl.transforms.budgets import CountLinkingDomains, DomainState
@@ -277,8 +277,8 @@ def test_mark_copies_reads_a_batch_file_back_as_one_batch_and_sets_a_bad_page_as
     first, bad, last = _pages()
     bad.fetch.body_size = "large"  # type: ignore[assignment]
     writer = BatchWriter(str(tmp_path), 10, 1 << 20)
-    for page in (first, bad, last):
-        assert writer.append(pickle.dumps(page, pickle.HIGHEST_PROTOCOL)) is None
+    for run in ([first, bad], [last]):  # a file's records are runs of pages, one pickle a run
+        assert writer.append(pickle.dumps(Packed(run), pickle.HIGHEST_PROTOCOL)) is None
     ref = writer.close()
     assert ref is not None
     copy = Copy(first.fetch.url, "http://original.test/", "exact", 0, 5.0, "sha1:X")

@@ -74,6 +74,10 @@ class BatchWriter:
             return self.close()
         return None
 
+    def room(self) -> int:
+        """Bytes the next records may take before the file they go to is full."""
+        return self.max_bytes - (self.length if self.fh is not None else 0)
+
     def close(self) -> BatchRef | None:
         """Closes the open file, if any; returns its reference (call before the bundle ends)."""
         if self.fh is None:
