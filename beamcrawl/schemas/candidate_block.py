@@ -33,10 +33,10 @@ from dataclasses import dataclass
 from itertools import chain
 from typing import Any, Iterable, Sequence
 
-import apache_beam as beam
 import numpy as np
 
 from beamcrawl.schemas.columns import (
+    BlockCoder,
     ERRORS,
     STR,
     NotColumnar,
@@ -324,28 +324,12 @@ class CandidateBlock:
         )  # fmt: skip
 
 
-class CandidateBlockCoder(beam.coders.Coder):
-    """A :class:`CandidateBlock` as :meth:`CandidateBlock.encode`'s bytes (registered for the
-    type in schemas/coders.py). Anything else emitted under the type is pickled."""
+class CandidateBlockCoder(BlockCoder):
+    """A :class:`CandidateBlock` as :meth:`CandidateBlock.encode`'s bytes (registered for the type in
+    schemas/coders.py). Anything else emitted under the type is pickled."""
 
-    def encode(self, value: Any) -> bytes:
-        if type(value) is CandidateBlock:
-            return value.encode()
-        return _OTHER + pickle.dumps(value, pickle.HIGHEST_PROTOCOL)
+    BLOCK = CandidateBlock
 
-    def decode(self, encoded: bytes) -> Any:
-        if encoded[:1] == _OTHER:
-            return pickle.loads(encoded[1:])
-        return CandidateBlock.decode(encoded)
-
-    def is_deterministic(self) -> bool:
-        return False  # never a grouping key
-
-    def to_type_hint(self) -> type:
-        return CandidateBlock
-
-
-_OTHER = b"\xff"  # then the pickled value: not a block
 
 # The per-row arrays a take() cuts (the vocabularies, URL string and host buffer are shared).
 _PLAIN_COLUMNS = ("fp", "depth", "hops", "inlinks", "priority", "lastmod")

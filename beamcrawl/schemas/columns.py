@@ -11,12 +11,15 @@ whose values a column cannot give back exactly, of the same Python type, raises
 
 from __future__ import annotations
 
+import pickle
 import struct
 from typing import Any, Iterable, Sequence
 
+import apache_beam as beam
 import numpy as np
 
 __all__ = [
+    "BlockCoder",
     "ERRORS",
     "STR",
     "NotColumnar",
@@ -189,3 +192,30 @@ class Reader:
     def done(self) -> None:
         if self.at != len(self.view):
             raise self.fail("with bytes left over")
+
+
+class BlockCoder(beam.coders.Coder):
+    """A columnar block (``BLOCK``, a class with ``encode()`` and ``decode(bytes)``) as its
+    own bytes, registered for its type in schemas/coders.py. Anything else emitted under the
+    type is pickled, behind a byte no block starts with."""
+
+    BLOCK: Any = None
+
+    def encode(self, value: Any) -> bytes:
+        if type(value) is self.BLOCK:
+            return value.encode()
+        return _OTHER + pickle.dumps(value, pickle.HIGHEST_PROTOCOL)
+
+    def decode(self, encoded: bytes) -> Any:
+        if encoded[:1] == _OTHER:
+            return pickle.loads(encoded[1:])
+        return self.BLOCK.decode(encoded)
+
+    def is_deterministic(self) -> bool:
+        return False  # never a grouping key
+
+    def to_type_hint(self) -> Any:
+        return self.BLOCK
+
+
+_OTHER = b"\xff"  # then the pickled value: not a block (a block's first byte is its format)

@@ -24,10 +24,10 @@ import pickle
 from dataclasses import dataclass
 from typing import Any, Sequence
 
-import apache_beam as beam
 import numpy as np
 
 from beamcrawl.schemas.columns import (
+    BlockCoder,
     NotColumnar,
     Reader,
     Writer,
@@ -211,28 +211,13 @@ class ProbeBlock:
         return cls(checksum, url_fp, simhash, has_simhash, fetched_at, urls, digests)
 
 
-class ProbeBlockCoder(beam.coders.Coder):
+class ProbeBlockCoder(BlockCoder):
     """A :class:`ProbeBlock` as :meth:`ProbeBlock.encode`'s bytes (registered for the type in
     schemas/coders.py). Anything else emitted under the type is pickled."""
 
-    def encode(self, value: Any) -> bytes:
-        if type(value) is ProbeBlock:
-            return value.encode()
-        return _OTHER + pickle.dumps(value, pickle.HIGHEST_PROTOCOL)
-
-    def decode(self, encoded: bytes) -> Any:
-        if encoded[:1] == _OTHER:
-            return pickle.loads(encoded[1:])
-        return ProbeBlock.decode(encoded)
-
-    def is_deterministic(self) -> bool:
-        return False  # never a grouping key
-
-    def to_type_hint(self) -> type:
-        return ProbeBlock
+    BLOCK = ProbeBlock
 
 
-_OTHER = b"\xff"  # then the pickled value: not a block
 _FIELDS = operator.attrgetter("url", "url_fp", "checksum", "simhash", "fetched_at", "digest")  # Probe's order
 
 
