@@ -59,8 +59,8 @@ simhash    table byte + 5-byte left-aligned prefix   ``s:<fp hex><url fp hex>``:
 
 At scale. Pages themselves are never shuffled: the joins carry small probes (URL, checksum,
 simhash, date, digest; a bucket's as one :class:`~beamcrawl.schemas.probe_block.ProbeBlock`
-of columns, about 95 bytes a probe), and the decisions reach the pages as a side input holding the copies
-only (about 150 bytes each). The one step that sees the whole round at once is the in-round
+of columns, about 90 bytes a probe), and the decisions reach the pages as a side input
+holding the copies only (about 150 bytes each). The one step that sees the whole round at once is the in-round
 resolution, and it holds only this round's candidates that are near each other and near no
 stored original; a row shared by more than :data:`MAX_PAIRWISE` candidates (a trap serving
 one text over and over) is checked against its first originals, not pair by pair: such a
@@ -956,8 +956,8 @@ class _BucketChecksumsFn(beam.DoFn):
     """Collects a bundle's probes per checksum bucket; emits one block per bucket.
 
     A bucket's probes cross as one :class:`~beamcrawl.schemas.probe_block.ProbeBlock`: fixed
-    width columns, the digests as raw bytes and the URLs as a host code and the rest (some
-    70 bytes a probe, where a pickled list of them took 126).
+    width columns, the digests as raw bytes and the URLs as a host code and the rest (86-94
+    bytes a probe, where a pickled list of them took 126-128).
     """
 
     def __init__(self, bits: int) -> None:
