@@ -228,6 +228,13 @@ def run_beamcrawl(args: argparse.Namespace, work: Path, port: int, seeds: Path, 
     # Generous: a round runs well past its window (every page fetched is then parsed, stored
     # and its links merged), and a round stopped before its end measures nothing valid.
     timeout = args.window + 900
+
+    def round_(label: str, out: Path, window: float, web: Any, *extra: str) -> RunMeasure:
+        """One ``beamcrawl_round.py`` round on ``out``, measured; its report in WORK/LABEL.json."""
+        command = [py, script, "--out", str(out), "--window", str(window)]
+        command += ["--report-out", str(work / f"{label}.json"), *common, *extra]
+        return run_measured(label, command, log_dir=work, timeout=timeout, server_pid=web.process.pid, cwd=work)
+
     state = Path(args.warm_state) if args.warm_state else None
     params = _warm_params(args)
     truth = None
@@ -254,45 +261,9 @@ def run_beamcrawl(args: argparse.Namespace, work: Path, port: int, seeds: Path, 
             log_name="beamcrawl-warm.jsonl",
         ) as web:
             wait_quiet(args.wait_quiet)
-            cold = run_measured(
-                "beamcrawl-cold",
-                [
-                    py,
-                    script,
-                    "--out",
-                    str(warm_out),
-                    "--seeds",
-                    str(seeds),
-                    "--window",
-                    str(args.window),
-                    "--report-out",
-                    str(work / "beamcrawl-cold.json"),
-                    *common,
-                ],
-                log_dir=work,
-                timeout=timeout,
-                server_pid=web.process.pid,
-                cwd=work,
-            )
+            cold = round_("beamcrawl-cold", warm_out, args.window, web, "--seeds", str(seeds))
             warm_cold = web.requests()
-            warm = run_measured(
-                "beamcrawl-warmup",
-                [
-                    py,
-                    script,
-                    "--out",
-                    str(warm_out),
-                    "--window",
-                    str(args.warmup_window),
-                    "--report-out",
-                    str(work / "beamcrawl-warmup.json"),
-                    *common,
-                ],
-                log_dir=work,
-                timeout=timeout,
-                server_pid=web.process.pid,
-                cwd=work,
-            )
+            warm = round_("beamcrawl-warmup", warm_out, args.warmup_window, web)
             warm_log = web.requests()
             truth = web.truth()
             log_path = web.log_path
@@ -327,26 +298,7 @@ def run_beamcrawl(args: argparse.Namespace, work: Path, port: int, seeds: Path, 
             work, port, hosts=args.hosts, seed=args.seed, pages_per_host=args.pages_per_host, log_name=f"{key}.jsonl"
         ) as web:
             wait_quiet(args.wait_quiet)
-            m = run_measured(
-                key,
-                [
-                    py,
-                    script,
-                    "--out",
-                    str(out),
-                    "--window",
-                    str(args.window),
-                    "--report-out",
-                    str(work / f"{key}.json"),
-                    *common,
-                    "--",
-                    *beam_args,
-                ],
-                log_dir=work,
-                timeout=timeout,
-                server_pid=web.process.pid,
-                cwd=work,
-            )
+            m = round_(key, out, args.window, web, "--", *beam_args)
             own = _own_requests(web.requests(), PRODUCT_TOKEN)
             truth = truth if truth is not None else web.truth()
         row = Row(label, m)

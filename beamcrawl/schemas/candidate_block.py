@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import pickle
 from dataclasses import dataclass
 from itertools import chain
 from typing import Any, Iterable, Sequence
@@ -51,9 +50,6 @@ from beamcrawl.schemas.records import Candidate, Packed
 
 __all__ = ["CandidateBlock", "CandidateBlockCoder"]
 
-_FORMAT = 1  # the first byte of an encoded block
-_COLUMNS = 1
-_OBJECTS = 2
 
 _INT64 = (-(1 << 63), (1 << 63) - 1)
 
@@ -257,13 +253,8 @@ class CandidateBlock:
         """The block as bytes: a format byte, then length-prefixed array buffers (integers
         in the narrowest type that holds them, floats as a dictionary where few differ)."""
         out = Writer()
-        out.raw(bytes((_FORMAT,)))
-        out.array(self.fp)
-        if self.objects is not None:
-            out.raw(bytes((_OBJECTS,)))
-            out.blob(pickle.dumps(self.objects, pickle.HIGHEST_PROTOCOL))
+        if not out.head(self.fp, self.objects):
             return out.getvalue()
-        out.raw(bytes((_COLUMNS,)))
         for name in ("depth", "hops", "inlinks"):
             out.ints(getattr(self, name))
         out.floats(self.priority)
@@ -288,15 +279,9 @@ class CandidateBlock:
             ValueError: The bytes are not an encoded block.
         """
         src = Reader(data, "candidate block")
-        if src.raw(1) != bytes((_FORMAT,)):
-            raise ValueError("not an encoded candidate block")
-        fp = src.array().astype(np.uint64, copy=False)
-        mode = src.raw(1)
-        if mode == bytes((_OBJECTS,)):
-            objects = pickle.loads(src.blob())
+        fp, objects = src.head()
+        if objects is not None:
             return _objects(fp, objects)
-        if mode != bytes((_COLUMNS,)):
-            raise ValueError("an encoded candidate block of an unknown layout")
         depth, hops, inlinks = (src.ints() for _ in range(3))
         priority, lastmod = src.floats(), src.floats()
         coded: dict[str, Any] = {}

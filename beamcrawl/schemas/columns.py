@@ -80,6 +80,9 @@ _DTYPES: dict[int, np.dtype[Any]] = {
     ord("B"): np.dtype("<u1"), ord("I"): np.dtype("<u4"), ord("Q"): np.dtype("<u8"), ord("d"): np.dtype("<f8"),
 }  # fmt: skip
 _CODE_OF = {dt: code for code, dt in _DTYPES.items()}
+BLOCK_FORMAT = 1  # the first byte of an encoded block (never _OTHER)
+_COLUMNS = 1  # after the key column: the other columns follow
+_OBJECTS = 2  # after the key column: the records, pickled whole
 _HEAD = struct.Struct("<BQ")  # dtype code, element count
 _LEN = struct.Struct("<Q")
 
@@ -127,6 +130,19 @@ class Writer:
         self.blob("".join(values).encode(STR, ERRORS))
         self.ints(np.fromiter(map(len, values), dtype=np.int64, count=len(values)))
 
+    def head(self, key: np.ndarray, objects: Any | None) -> bool:
+        """A block's head: the format byte, its key column (uint64, every block has it), then
+        either its records pickled whole (``objects``; the block is then complete) or the
+        mark that columns follow. Returns whether they do."""
+        self.raw(bytes((BLOCK_FORMAT,)))
+        self.array(key.astype(np.uint64, copy=False))
+        if objects is not None:
+            self.raw(bytes((_OBJECTS,)))
+            self.blob(pickle.dumps(objects, pickle.HIGHEST_PROTOCOL))
+            return False
+        self.raw(bytes((_COLUMNS,)))
+        return True
+
     def getvalue(self) -> bytes:
         return b"".join(self.parts)
 
@@ -142,6 +158,25 @@ class Reader:
 
     def fail(self, why: str) -> ValueError:
         return ValueError(f"an encoded {self.what} {why}")
+
+    def head(self) -> tuple[np.ndarray, Any | None]:
+        """:meth:`Writer.head` read back: the key column, and the records when the block
+        holds them whole (then nothing may follow), else None (the columns follow).
+
+        Raises:
+            ValueError: Not an encoded block, or of an unknown layout.
+        """
+        if self.raw(1) != bytes((BLOCK_FORMAT,)):
+            raise ValueError(f"not an encoded {self.what}")
+        key = self.array().astype(np.uint64, copy=False)
+        mode = self.raw(1)
+        if mode == bytes((_OBJECTS,)):
+            objects = pickle.loads(self.blob())
+            self.done()
+            return key, objects
+        if mode != bytes((_COLUMNS,)):
+            raise self.fail("of an unknown layout")
+        return key, None
 
     def raw(self, n: int) -> bytes:
         if self.at + n > len(self.view):

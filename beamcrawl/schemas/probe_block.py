@@ -20,7 +20,6 @@ the merge groups by it.
 from __future__ import annotations
 
 import operator
-import pickle
 from dataclasses import dataclass
 from typing import Any, Sequence
 
@@ -39,9 +38,6 @@ from beamcrawl.schemas.records import Packed, Probe
 
 __all__ = ["ProbeBlock", "ProbeBlockCoder"]
 
-_FORMAT = 1  # the first byte of an encoded block
-_COLUMNS = 1
-_OBJECTS = 2
 _DIGEST_RAW = b"\x01"  # every digest sha1: + 32 base32 characters, as 20 bytes
 _DIGEST_TEXT = b"\x00"
 
@@ -139,13 +135,8 @@ class ProbeBlock:
         """The block as bytes: a format byte, the checksums, then the other columns (or the
         probes pickled, for a block of objects)."""
         out = Writer()
-        out.raw(bytes((_FORMAT,)))
-        out.array(self.checksum.astype(np.uint64, copy=False))
-        if self.objects is not None:
-            out.raw(bytes((_OBJECTS,)))
-            out.blob(pickle.dumps(self.objects, pickle.HIGHEST_PROTOCOL))
+        if not out.head(self.checksum, self.objects):
             return out.getvalue()
-        out.raw(bytes((_COLUMNS,)))
         out.array(self.url_fp)
         out.array(self.has_simhash.astype(np.uint8))
         out.array(self.simhash[self.has_simhash])
@@ -173,16 +164,9 @@ class ProbeBlock:
             ValueError: The bytes are not an encoded block.
         """
         src = Reader(data, "probe block")
-        if src.raw(1) != bytes((_FORMAT,)):
-            raise ValueError("not an encoded probe block")
-        checksum = src.array().astype(np.uint64, copy=False)
-        mode = src.raw(1)
-        if mode == bytes((_OBJECTS,)):
-            objects = pickle.loads(src.blob())
-            src.done()
+        checksum, objects = src.head()
+        if objects is not None:
             return cls._of_objects(checksum, objects)
-        if mode != bytes((_COLUMNS,)):
-            raise src.fail("of an unknown layout")
         n = len(checksum)
         url_fp = src.array().astype(np.uint64, copy=False)
         has_simhash = src.array().astype(bool)
