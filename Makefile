@@ -71,10 +71,11 @@ lint-check: install
 	$(VENV)/bin/mypy
 
 # Two workers, a module each at a time, the longest modules first (tests/conftest.py); then the
-# tests that need the machine to themselves (marked solo), alone.
+# tests that need the machine to themselves (marked solo), alone. Each run ends with its
+# slowest tests, so that a suite creeping towards its 30 minutes shows where.
 test: install emulator prism flink
-	$(PY) -m pytest -q -n 2 --dist loadfile --no-loadscope-reorder -m "not solo" tests
-	$(PY) -m pytest -q -m solo tests
+	$(PY) -m pytest -q -n 2 --dist loadfile --no-loadscope-reorder --durations=25 -m "not solo" tests
+	$(PY) -m pytest -q --durations=5 -m solo tests
 
 bench: install
 	$(PY) bench/demo_throughput.py

@@ -48,6 +48,8 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from collections import Counter
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 BENCH = Path(__file__).resolve().parent
@@ -99,6 +101,7 @@ class Row:
     extra: dict[str, Any] = field(default_factory=dict)
     first_request: float = 0.0
     last_request: float = 0.0
+    pauses: tuple[int, int, int] = (0, 0, 0)  # fetch_pauses: span s, seconds without a request, longest run
 
     @property
     def startup(self) -> float:
@@ -141,6 +144,11 @@ class Row:
             "fetching_seconds": round(self.fetching, 1),
             "tail_seconds": round(self.tail, 1),
             "pages_per_second_while_fetching": round(self.fetch_rate, 1),
+            "fetch_pauses": {
+                "span_seconds": self.pauses[0],
+                "seconds_without_a_request": self.pauses[1],
+                "longest": self.pauses[2],
+            },
             "cpu_seconds_per_1000_pages": round(self.cpu_per_1000, 3),
             "measure": self.measure.to_dict() if self.measure else None,
             "audit": self.audit.to_dict() if self.audit else None,
@@ -158,6 +166,7 @@ def _fill(row: Row, own: list[dict[str, Any]], audited: list[dict[str, Any]], tr
     if own:
         starts = [float(r["start"]) for r in own]
         row.first_request, row.last_request = min(starts), max(starts)
+    row.pauses = fetch_pauses(own)
     row.html_pages = sum(1 for r in own if int(r.get("status", 0)) == 200)
     row.audit = audit_split(audited, truth, PRODUCT_TOKEN, delay)
     return row
@@ -451,6 +460,17 @@ def table(rows: list[Row]) -> str:
     return "\n".join(lines)
 
 
+def pause_lines(rows: list[Row]) -> str:
+    """Seconds of each crawler's fetching in which it started no request (its fetch loop
+    waiting for the stage behind it: the backlog's bound, or a stall), and the longest run."""
+    out = []
+    for row in rows:
+        span, idle, longest = row.pauses
+        if span:
+            out.append(f"- {row.name}: {idle} of {span} s without a request started, the longest pause {longest} s")
+    return "\n".join(out)
+
+
 def violation_details(rows: list[Row]) -> str:
     """Where each crawler's violations happened, by the robots.txt kind of the host."""
     out = []
@@ -472,10 +492,15 @@ def violation_details(rows: list[Row]) -> str:
 def speed_lines(rows: list[Row]) -> str:
     """Each run's machine speed (``harness.calibrate`` before and after it) and its CPU a page
     corrected for it: in calibrations per 1,000 pages, and against the floor's at the same
-    speed (the machine's speed moves between runs, so the raw CPU ratio does not hold)."""
+    speed (the machine's speed moves between runs, so the raw CPU ratio does not hold). Then
+    the same weighed second by second through the run (``RunMeasure.weighted_cpu``: the
+    speed moves within a run too), with the range of the speed sampled."""
     measured = [r for r in rows if r.measure is not None and r.measure.speed_cal > 0 and r.pages]
     floor = next((r for r in measured if r.name.startswith("floor")), None)
     base = floor.cpu_per_1000 / floor.measure.speed_cal if floor is not None else None  # type: ignore[union-attr]
+    weighed_base = None
+    if floor is not None and floor.measure is not None and floor.measure.weighted_cpu:
+        weighed_base = 1000 * floor.measure.weighted_cpu / floor.pages
     out = []
     for r in measured:
         m = r.measure
@@ -487,8 +512,36 @@ def speed_lines(rows: list[Row]) -> str:
         )
         if base and r is not floor:
             line += f", {units / base:.2f}x the floor at the same speed"
+        if m.weighted_cpu and m.speed_pieces:
+            weighed = 1000 * m.weighted_cpu / r.pages
+            low, high = min(m.speed_pieces), max(m.speed_pieces)
+            line += (
+                f"; weighed each second ({len(m.speed_pieces)} samples, {1000 * low:.1f}-{1000 * high:.1f} ms a"
+                f" piece): {weighed:.0f} pieces per 1k pages"
+            )
+            if weighed_base and r is not floor:
+                line += f", {weighed / weighed_base:.2f}x the floor"
         out.append(line)
     return "\n".join(out)
+
+
+def fetch_pauses(requests: Sequence[Mapping[str, Any]], quiet: int = 1) -> tuple[int, int, int]:
+    """``(seconds from the first request to the last, seconds among them with no request
+    started, the longest run of such seconds)`` of one crawler's requests: a fetch loop that
+    waits for its stage (the backlog's bound) shows as whole seconds with none."""
+    if not requests:
+        return 0, 0, 0
+    seconds = Counter(int(r["start"]) for r in requests)
+    first, last = min(seconds), max(seconds)
+    idle = longest = run = 0
+    for second in range(first, last + 1):
+        if seconds.get(second, 0) < quiet:
+            idle += 1
+            run += 1
+            longest = max(longest, run)
+        else:
+            run = 0
+    return last - first + 1, idle, longest
 
 
 def moved_bytes(rows: list[Row], top: int = 6) -> str:
@@ -686,6 +739,10 @@ def main(argv: list[str] | None = None) -> int:
     if speeds:
         print("\nmachine speed (bench/harness.py calibrate(), before / after each run) and CPU a page for it:")
         print(speeds)
+    pauses = pause_lines(rows)
+    if pauses:
+        print("\nseconds without a request while fetching (the server's log, whole seconds):")
+        print(pauses)
     moved = moved_bytes(rows)
     if moved:
         print("\nbytes that crossed shuffles, per fetched page (round reports):")

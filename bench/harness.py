@@ -7,7 +7,10 @@
   their resident set sizes, the simweb server's CPU over the same interval and what the rest of
   the machine used meanwhile (other work on a 2-core machine changes the figures);
 - :func:`audit_split` runs simweb's politeness audit on a request log and splits each kind of
-  violation by the robots.txt kind of the host it happened on.
+  violation by the robots.txt kind of the host it happened on;
+- :func:`calibrate` and :func:`calibration_piece` time a fixed piece of Python work: the
+  machine's speed, before and after a run and every second through it, so that CPU measured
+  at different speeds can be compared (:attr:`RunMeasure.weighted_cpu`).
 
 Linux only (reads ``/proc``). Imports beamcrawl's simweb and audit, nothing else of it.
 """
@@ -36,12 +39,15 @@ __all__ = [
     "AuditSplit",
     "RunMeasure",
     "audit_split",
+    "calibrate",
+    "calibration_piece",
     "free_port",
     "machine_busy_seconds",
     "process_cpu_seconds",
     "requests_between",
     "run_measured",
     "simweb_on_port",
+    "weigh_cpu",
 ]
 
 _TICK = os.sysconf("SC_CLK_TCK")
@@ -174,6 +180,46 @@ class _TreeSampler(PeriodicSampler):
             self.pids.add(pid)
         self.peak_rss = max(self.peak_rss, total)
 
+    def cpu_so_far(self) -> float:
+        """The tree's CPU seconds at the last sample (processes gone keep their last)."""
+        return sum(list(self.cpu_by_pid.values()))
+
+
+class _SpeedSampler(PeriodicSampler):
+    """Every ``interval`` s, the machine's speed (:func:`calibration_piece`, the best of two)
+    beside the tree's CPU so far: which CPU seconds were used at which speed."""
+
+    def __init__(self, tree: _TreeSampler, interval: float = 1.0) -> None:
+        super().__init__("speed-sampler", interval)
+        self.tree = tree
+        self.samples: list[tuple[float, float]] = []  # (tree CPU s so far, piece s)
+
+    def sample(self) -> None:
+        piece = min(calibration_piece(), calibration_piece())
+        self.samples.append((self.tree.cpu_so_far(), piece))
+
+
+def weigh_cpu(samples: Sequence[tuple[float, float]], total_cpu: float) -> tuple[float, list[float]]:
+    """CPU seconds in calibration pieces: each interval's CPU divided by the speed measured
+    at its end (what came after the last sample by the last speed).
+
+    Args:
+        samples: ``(CPU seconds so far, piece seconds)`` in time order.
+        total_cpu: The run's CPU seconds in all (at least the last sample's).
+
+    Returns:
+        ``(pieces, the piece times)``; ``(0.0, [])`` without samples.
+    """
+    if not samples:
+        return 0.0, []
+    pieces = 0.0
+    before = 0.0
+    for cpu, piece in samples:
+        pieces += max(0.0, cpu - before) / piece
+        before = max(before, cpu)
+    pieces += max(0.0, total_cpu - before) / samples[-1][1]
+    return pieces, [piece for _, piece in samples]
+
 
 # --------------------------------------------------------------------------- measured runs
 
@@ -202,6 +248,11 @@ class RunMeasure:
             machine's speed was (a shared machine's moves by a third within minutes).
         per_process: ``[cpu seconds, command]`` of each process seen, busiest first (sampled,
             so a process's last 0.2 s may be missing).
+        weighted_cpu: The run's CPU in calibration pieces (:func:`weigh_cpu`): each second's
+            CPU divided by the machine's speed in that second, so a run whose machine slowed
+            down halfway is not charged for it. 0 when not sampled.
+        speed_pieces: The piece times sampled through the run, seconds (how much the
+            machine's speed moved within it).
     """
 
     label: str
@@ -221,6 +272,8 @@ class RunMeasure:
     stderr: str = ""
     per_process: list[tuple[float, str]] = field(default_factory=list)
     calibration: tuple[float, float] = (0.0, 0.0)
+    weighted_cpu: float = 0.0
+    speed_pieces: list[float] = field(default_factory=list)
 
     @property
     def speed_cal(self) -> float:
@@ -312,6 +365,8 @@ def run_measured(
     sampler = _TreeSampler(proc.pid)
     sampler.sample()
     sampler.start()
+    speed = _SpeedSampler(sampler)
+    speed.start()
 
     def on_timeout() -> None:
         m.timed_out = True
@@ -330,6 +385,7 @@ def run_measured(
     m.ended = time.time()
     proc.returncode = os.waitstatus_to_exitcode(status)
     m.returncode = proc.returncode
+    speed.stop()
     sampler.stop()
     m.server_cpu = (process_cpu_seconds(server_pid) - server0) if server_pid else 0.0
     m.machine_busy = machine_busy_seconds() - busy0
@@ -348,10 +404,12 @@ def run_measured(
         reverse=True,
     )
     m.calibration = (cal_before, calibrate())
+    m.weighted_cpu, m.speed_pieces = weigh_cpu(speed.samples, m.cpu)
     return m
 
 
 _CAL_ROWS = [(i, f"http://h{i % 97}.test/p/{i}.html", i * 0.5) for i in range(20_000)]
+_CAL_PIECE = _CAL_ROWS[:4_000]
 
 
 def calibrate(repeat: int = 5) -> float:
@@ -363,13 +421,25 @@ def calibrate(repeat: int = 5) -> float:
     best = float("inf")
     for _ in range(repeat):
         start = time.process_time()
-        blob = pickle.dumps(_CAL_ROWS, pickle.HIGHEST_PROTOCOL)
-        rows = pickle.loads(blob)
-        zlib.compress(blob, 6)
-        index = {url: n for n, url, _ in rows}
-        sorted(index)
+        _calibration_work(_CAL_ROWS)
         best = min(best, time.process_time() - start)
     return best
+
+
+def calibration_piece() -> float:
+    """CPU seconds of this thread for a fifth of :func:`calibrate`'s work, once (about 10 ms
+    here): the speed sampled through a run, by a thread beside others (its own CPU only)."""
+    start = time.thread_time()
+    _calibration_work(_CAL_PIECE)
+    return time.thread_time() - start
+
+
+def _calibration_work(rows: list[tuple[int, str, float]]) -> None:
+    blob = pickle.dumps(rows, pickle.HIGHEST_PROTOCOL)
+    back = pickle.loads(blob)
+    zlib.compress(blob, 6)
+    index = {url: n for n, url, _ in back}
+    sorted(index)
 
 
 # --------------------------------------------------------------------------------- simweb

@@ -17,7 +17,14 @@ sys.path.insert(0, str(BENCH))
 
 import compare  # noqa: E402
 import floor_crawler  # noqa: E402
-from harness import audit_split, free_port, requests_between, run_measured, simweb_on_port  # noqa: E402
+from harness import (  # noqa: E402
+    audit_split,
+    free_port,
+    requests_between,
+    run_measured,
+    simweb_on_port,
+    weigh_cpu,
+)
 
 from beamcrawl import DEFAULT_USER_AGENT, PRODUCT_TOKEN  # noqa: E402
 from beamcrawl.simweb.names import host_names  # noqa: E402
@@ -71,11 +78,38 @@ def test_floor_crawler_is_polite_and_measured(tmp_path: Path) -> None:
     assert split.report.violations == 0, split.report.summary()
     assert split.report.distinct_hosts == HOSTS
 
+    # The machine's speed was sampled about every second through the run, and the run's CPU
+    # weighed by it: as many pieces as its CPU over the slowest and the fastest piece allow.
+    assert len(m.speed_pieces) >= int(m.wall) - 2
+    assert m.cpu / max(m.speed_pieces) <= m.weighted_cpu * (1 + 1e-9)
+    assert m.weighted_cpu <= m.cpu / min(m.speed_pieces) * (1 + 1e-9)
+
     row = compare.Row("floor", m)
     compare._fill(row, own, own, truth, DELAY)
     assert row.pages == len(own) and row.pages_per_second > 0
+    span, idle, longest = row.pauses
+    assert span >= 1 and 0 <= longest <= idle < span
     text = compare.table([row, compare.Row("scrapy", note="not run")])
     assert "| floor |" in text and "not run" in text
+    assert "weighed each second" in compare.speed_lines([row])
+    assert "floor:" in compare.pause_lines([row])
+
+
+def test_weigh_cpu_divides_each_interval_by_its_speed() -> None:
+    # 2 s of CPU at a 10 ms piece, 3 more at 20 ms, 1 after the last sample at 20 ms.
+    pieces, times = weigh_cpu([(2.0, 0.010), (5.0, 0.020)], 6.0)
+    assert times == [0.010, 0.020]
+    assert pieces == pytest.approx(2 / 0.010 + 3 / 0.020 + 1 / 0.020)
+    # A sample read before a process's last CPU was counted cannot take CPU back.
+    assert weigh_cpu([(2.0, 0.01), (1.5, 0.01), (3.0, 0.01)], 3.0)[0] == pytest.approx(300)
+    assert weigh_cpu([], 5.0) == (0.0, [])
+
+
+def test_fetch_pauses_counts_whole_seconds_without_a_request() -> None:
+    starts = [100.1, 100.9, 101.5, 104.2, 104.3, 105.0, 108.7]
+    span, idle, longest = compare.fetch_pauses([{"start": t} for t in starts])
+    assert (span, idle, longest) == (9, 4, 2)  # 102-103 and 106-107
+    assert compare.fetch_pauses([]) == (0, 0, 0)
 
 
 @pytest.mark.parametrize(
