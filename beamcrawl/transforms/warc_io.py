@@ -499,7 +499,7 @@ class _WriteWarcFn(beam.DoFn):
         self.offset = 0
         self.name = ""
         self.rel = ""
-        self.index: list[cdxj.CdxjEntry] = []
+        self.index: list[cdxj.PackedEntry] = []  # this file's, until it closes
         self.spools = SpoolReader(self.outputs)
 
     def _open(self) -> None:
@@ -522,7 +522,7 @@ class _WriteWarcFn(beam.DoFn):
         self.fh = None
         self.metrics.file_bytes.update(self.offset)
         stem = self.name[: -len(".warc.gz")]
-        lines = cdxj.write_cdxj(files.join(self.outputs.staged("cdxj"), f"{stem}.cdxj"), self.index)
+        lines = cdxj.write_packed(files.join(self.outputs.staged("cdxj"), f"{stem}.cdxj"), self.index)
         self.metrics.cdxj_lines.inc(lines)
         self.index = []
 
@@ -585,7 +585,7 @@ class _WriteWarcFn(beam.DoFn):
         entry = cdxj.entry_for_capture(archived.capture, offset, archived.response_length, self.rel)
         self.fh.write(archived.data)
         self.offset += len(archived.data)
-        self.index.append(entry)
+        self.index.append(cdxj.pack(entry))
         event["blob"] = f"{self.rel}@{offset}"
         self.metrics.records.inc(2)
         self.metrics.success.inc()
