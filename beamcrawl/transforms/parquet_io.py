@@ -217,14 +217,15 @@ class ColumnBuffer:
         return rows
 
     def take(self) -> pa.Table:
-        """The rows so far as one table of the schema (fields, metadata and all; one chunk,
-        as one conversion of all the rows would give); empties the buffer.
+        """The rows so far as one table of the schema (fields, metadata and all), made of the
+        sealed batches as they are (no copy: sorting copies it once anyway); empties the
+        buffer.
 
         Raises:
             As :meth:`seal`, leaving the buffer as it was.
         """
         self.seal()
-        table = pa.Table.from_batches(self._sealed, schema=self.schema).combine_chunks()
+        table = pa.Table.from_batches(self._sealed, schema=self.schema)
         self._sealed = []
         self.rows = self.nbytes = self._sealed_nbytes = 0
         return table
@@ -240,10 +241,18 @@ def sorted_table(table: pa.Table, sort_by: tuple[str, ...]) -> pa.Table:
 
 
 def write_table(table: pa.Table, sort_by: tuple[str, ...], path: str) -> None:
-    """Writes a table as one zstd Parquet file, sorted by the ``sort_by`` columns."""
+    """Writes a table as one zstd Parquet file, sorted by the ``sort_by`` columns.
+
+    What a flush holds at once is the rows twice (unsorted and sorted, while the sort copies
+    them) and then the sorted rows and the file's bytes: the unsorted rows go as soon as the
+    sorted copy exists when the caller keeps no reference (``write_table(buffer.take(),
+    ...)``), and the file's bytes are written from Arrow's buffer, not copied to Python's.
+    """
+    table = sorted_table(table, sort_by)
     sink = pa.BufferOutputStream()  # a part is bounded (FLUSH_ROWS, FLUSH_BYTES); any filesystem takes bytes
-    pq.write_table(sorted_table(table, sort_by), sink, compression="zstd")
-    files.write_bytes(path, sink.getvalue().to_pybytes())
+    pq.write_table(table, sink, compression="zstd")
+    del table
+    files.write_bytes(path, memoryview(sink.getvalue()))
 
 
 def write_part(rows: list[dict[str, Any]], schema: pa.Schema, sort_by: tuple[str, ...], path: str) -> None:
@@ -340,15 +349,15 @@ class _ParquetPartsFn(beam.DoFn):
         started = time.perf_counter()
         letters: list[DeadLetter] = []
         try:
-            table = self.buffer.take()
+            self.buffer.seal()
         except (pa.ArrowException, TypeError, ValueError, OverflowError) as exc:
             letters = self._bad_rows(exc)
             rows = len(self.buffer)
             if not rows:
                 return letters
-            table = self.buffer.take()
         try:
-            write_table(table, self.sort_by, files.join(self.folder, part_name(".parquet")))
+            # Taken in the call: no reference here keeps the unsorted rows while they are written.
+            write_table(self.buffer.take(), self.sort_by, files.join(self.folder, part_name(".parquet")))
         except (pa.ArrowException, OSError):
             # A failed write is the disk's: the round must fail (and be rerun) rather than
             # publish less than it fetched.

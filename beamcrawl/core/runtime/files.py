@@ -47,7 +47,7 @@ def open_read(path: str) -> IO[bytes]:
     return open(path, "rb")
 
 
-def write_bytes(path: str, data: bytes) -> None:
+def write_bytes(path: str, data: bytes | memoryview) -> None:
     """Writes a whole file; locally under a temporary name first, so it appears whole."""
     if is_remote(path):
         with _fs().create(path) as fh:  # object stores publish an object only when closed
