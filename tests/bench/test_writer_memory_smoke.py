@@ -1,5 +1,5 @@
-"""Smoke test of bench/parquet_flush.py on a small buffer: it fills, flushes and measures, and
-the part it writes reads back whole and sorted."""
+"""Smoke test of bench/writer_memory.py: on a small buffer it fills, flushes and measures, and
+the part it writes reads back whole and sorted; index entries weigh less packed."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
 
-import parquet_flush  # noqa: E402
+import writer_memory  # noqa: E402
 
 from beamcrawl.transforms import parquet_io  # noqa: E402
 
@@ -20,10 +20,15 @@ def test_flush_bench_measures_a_part_that_reads_back(tmp_path: Path, monkeypatch
     monkeypatch.setattr(parquet_io, "FLUSH_BYTES", 200_000)
     monkeypatch.setattr(parquet_io, "SEAL_ROWS", 100)
     out = tmp_path / "part.parquet"
-    figures = parquet_flush.flush_once(str(out))
-    assert figures["rows"] % parquet_flush.LINKS_A_PAGE == 0 and figures["rows"] > 100
+    figures = writer_memory.flush_once(str(out))
+    assert figures["rows"] % writer_memory.LINKS_A_PAGE == 0 and figures["rows"] > 100
     assert figures["held_mb"] > 0 and figures["cpu_s"] > 0
     table = pq.read_table(out)
     assert table.num_rows == figures["rows"]
     keys = list(zip(table.column("src").to_pylist(), table.column("dst").to_pylist()))
     assert keys == sorted(keys)
+
+
+def test_packed_index_entries_weigh_less_than_entries() -> None:
+    entry, packed = writer_memory.index_bytes(500)
+    assert 0 < packed < entry

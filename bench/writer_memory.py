@@ -1,13 +1,21 @@
-"""What one Parquet part's flush adds to a process's memory, and its CPU.
+"""What the writers of the stage after content seen hold: a WARC file's index entries until
+the file closes, and what one Parquet part's flush adds to the process.
 
-Fills a links/ ``ColumnBuffer`` with edge rows shaped like simweb's (13 links a page, URLs of
-~60 characters) up to ``FLUSH_BYTES`` estimated, as ``_ParquetPartsFn`` does before it writes
-a part, then writes it as the DoFn does (``write_table(buffer.take(), ...)``), sampling this
-process's RSS and Arrow's allocations every 2 ms meanwhile. Prints the rise of each over
-what the buffer already held. The flush runs in the stage that is a round's peak in-process
-(bench/README.md, "Where a round's memory goes").
+- **The index.** ``--entries`` CDXJ entries of simweb-shaped captures (URLs of ~60
+  characters, a digest, a mime, a status), held as ``CdxjEntry`` objects and as
+  ``cdxj.pack`` tuples: bytes an entry, traced with ``tracemalloc`` (what an entry keeps of
+  its capture's URL is not counted: that string was made before). A WARC file holds up to
+  ``warc_io.INDEX_ENTRIES`` of them.
+- **A flush.** A links/ ``ColumnBuffer`` filled with edge rows shaped like simweb's (13
+  links a page) up to ``FLUSH_BYTES`` estimated, as ``_ParquetPartsFn`` fills it, then
+  written as the DoFn writes it (``write_table(buffer.take(), ...)``) while this process's
+  RSS and Arrow's allocations are sampled every 2 ms: the rise of each over what the buffer
+  already held, and the write's CPU.
 
-    python bench/parquet_flush.py [--repeat 3] [--out /tmp/part.parquet]
+Both run in the stage that is a round's peak in-process (bench/README.md, "Where a round's
+memory goes").
+
+    python bench/writer_memory.py [--entries 20000] [--repeat 3] [--out /tmp/part.parquet]
 
 To measure another tree, run this file with that tree first on ``PYTHONPATH``.
 """
@@ -19,9 +27,11 @@ import os
 import random
 import threading
 import time
+import tracemalloc
 
 import pyarrow as pa
 
+from beamcrawl.core.archive import cdxj
 from beamcrawl.transforms import parquet_io
 
 LINKS_A_PAGE = 13
@@ -96,11 +106,43 @@ def flush_once(path: str) -> dict[str, float]:
     }
 
 
+def index_bytes(entries: int, seed: int = 1) -> tuple[float, float]:
+    """Bytes an index entry holds: as a ``CdxjEntry``, and packed (:func:`cdxj.pack`)."""
+    rng = random.Random(seed)
+    alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZ234567"
+    captures = [
+        cdxj.Capture(
+            url=f"http://docs.site{rng.randint(0, 2999):04d}.fr:52705/p/{rng.randint(0, 10**6)}.html",
+            timestamp=f"202612040715{i % 60:02d}",
+            mime="".join(["text/", "html"]),  # a string of its own, as a parsed header gives it
+            status=str(200 + i % 2),
+            digest="sha1:" + "".join(rng.choice(alphabet) for _ in range(32)),
+        )
+        for i in range(entries)
+    ]
+    filename = "warc/round=3/part-0123456789abcdef.warc.gz"
+    tracemalloc.start()
+    try:
+        start = tracemalloc.get_traced_memory()[0]
+        held = [cdxj.entry_for_capture(c, 1000 + 2000 * i, 2100 + i % 50, filename) for i, c in enumerate(captures)]
+        as_entries = tracemalloc.get_traced_memory()[0] - start
+        start = tracemalloc.get_traced_memory()[0]
+        packed = [cdxj.pack(entry) for entry in held]
+        as_packed = tracemalloc.get_traced_memory()[0] - start
+    finally:
+        tracemalloc.stop()
+    assert len(packed) == len(held)
+    return as_entries / entries, as_packed / entries
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeat", type=int, default=3, help="flushes, each in this process after the last")
     parser.add_argument("--out", default="/tmp/beamcrawl-parquet-flush.parquet")
+    parser.add_argument("--entries", type=int, default=20_000, help="index entries to weigh")
     args = parser.parse_args()
+    entry, packed = index_bytes(args.entries)
+    print(f"index entries ({args.entries:,}): {entry:.0f} B an entry as CdxjEntry, {packed:.0f} B packed\n")
     print(f"Arrow's pool: {pa.default_memory_pool().backend_name}")
     print("| flush | rows | Arrow held before MB | RSS rise MB | Arrow rise MB | CPU s |")
     print("|---:|---:|---:|---:|---:|---:|")
