@@ -3,9 +3,8 @@ the file closes, and what one Parquet part's flush adds to the process.
 
 - **The index.** ``--entries`` CDXJ entries of simweb-shaped captures (URLs of ~60
   characters, a digest, a mime, a status), held as ``CdxjEntry`` objects and as
-  ``cdxj.pack`` tuples: bytes an entry, traced with ``tracemalloc`` (what an entry keeps of
-  its capture's URL is not counted: that string was made before). A WARC file holds up to
-  ``warc_io.INDEX_ENTRIES`` of them.
+  ``cdxj.pack`` tuples: the bytes an entry keeps alive, every string it holds included,
+  traced with ``tracemalloc``. A WARC file holds up to ``warc_io.INDEX_ENTRIES`` of them.
 - **A flush.** A links/ ``ColumnBuffer`` filled with edge rows shaped like simweb's (13
   links a page) up to ``FLUSH_BYTES`` estimated, as ``_ParquetPartsFn`` fills it, then
   written as the DoFn writes it (``write_table(buffer.take(), ...)``) while this process's
@@ -23,11 +22,13 @@ To measure another tree, run this file with that tree first on ``PYTHONPATH``.
 from __future__ import annotations
 
 import argparse
+import gc
 import os
 import random
 import threading
 import time
 import tracemalloc
+from typing import Any
 
 import pyarrow as pa
 
@@ -107,31 +108,37 @@ def flush_once(path: str) -> dict[str, float]:
 
 
 def index_bytes(entries: int, seed: int = 1) -> tuple[float, float]:
-    """Bytes an index entry holds: as a ``CdxjEntry``, and packed (:func:`cdxj.pack`)."""
+    """Bytes an index entry keeps alive while its file is open, with every string it holds
+    (its capture's URL among them): as a ``CdxjEntry``, and packed (:func:`cdxj.pack`). The
+    captures are made under the trace and dropped before each reading."""
     rng = random.Random(seed)
     alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZ234567"
-    captures = [
-        cdxj.Capture(
-            url=f"http://docs.site{rng.randint(0, 2999):04d}.fr:52705/p/{rng.randint(0, 10**6)}.html",
-            timestamp=f"202612040715{i % 60:02d}",
-            mime="".join(["text/", "html"]),  # a string of its own, as a parsed header gives it
-            status=str(200 + i % 2),
-            digest="sha1:" + "".join(rng.choice(alphabet) for _ in range(32)),
-        )
-        for i in range(entries)
-    ]
     filename = "warc/round=3/part-0123456789abcdef.warc.gz"
     tracemalloc.start()
     try:
         start = tracemalloc.get_traced_memory()[0]
-        held = [cdxj.entry_for_capture(c, 1000 + 2000 * i, 2100 + i % 50, filename) for i, c in enumerate(captures)]
+        captures = [
+            cdxj.Capture(
+                url=f"http://docs.site{rng.randint(0, 2999):04d}.fr:52705/p/{rng.randint(0, 10**6)}.html",
+                timestamp=f"202612040715{i % 60:02d}",
+                mime="".join(["text/", "html"]),  # a string of its own, as a parsed header gives it
+                status=str(200 + i % 2),
+                digest="sha1:" + "".join(rng.choice(alphabet) for _ in range(32)),
+            )
+            for i in range(entries)
+        ]
+        held: list[Any] = [
+            cdxj.entry_for_capture(c, 1000 + 2000 * i, 2100 + i % 50, filename) for i, c in enumerate(captures)
+        ]
+        del captures
+        gc.collect()
         as_entries = tracemalloc.get_traced_memory()[0] - start
-        start = tracemalloc.get_traced_memory()[0]
-        packed = [cdxj.pack(entry) for entry in held]
+        held = [cdxj.pack(entry) for entry in held]
+        gc.collect()
         as_packed = tracemalloc.get_traced_memory()[0] - start
     finally:
         tracemalloc.stop()
-    assert len(packed) == len(held)
+    assert len(held) == entries
     return as_entries / entries, as_packed / entries
 
 

@@ -582,10 +582,10 @@ class _WriteWarcFn(beam.DoFn):
             self._open()
         assert self.fh is not None
         offset = self.offset
-        entry = cdxj.entry_for_capture(archived.capture, offset, archived.response_length, self.rel)
+        line = cdxj.pack(cdxj.entry_for_capture(archived.capture, offset, archived.response_length, self.rel))
         self.fh.write(archived.data)
         self.offset += len(archived.data)
-        self.index.append(cdxj.pack(entry))
+        self.index.append(line)
         event["blob"] = f"{self.rel}@{offset}"
         self.metrics.records.inc(2)
         self.metrics.success.inc()

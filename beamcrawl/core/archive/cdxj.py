@@ -192,16 +192,23 @@ def index_warc(fh: BinaryIO, filename: str) -> list[CdxjEntry]:
     return entries
 
 
-# An entry as a writer holds it until its file closes: (key, timestamp, offset, the JSON's
-# bytes). Tuples of these order as the entries do (key, then timestamp, then offset), in C.
-PackedEntry = tuple[str, str, int, bytes]
+# An entry as a writer holds it until its file closes: its line's key and timestamp encoded,
+# its offset, and the JSON's bytes. Tuples of these order as the entries do (key, then
+# timestamp, then offset: UTF-8 bytes order as their code points), compared in C.
+PackedEntry = tuple[bytes, bytes, int, bytes]
 
 
 def pack(entry: CdxjEntry) -> PackedEntry:
     """What a writer keeps of an entry until its file's index is written: about half the
     memory of the entry and its field strings (a WARC file holds up to ``INDEX_ENTRIES`` of
-    them), and the page's URL is not kept alive by it."""
-    return (entry.key, entry.timestamp, entry.offset, json.dumps(entry.fields).encode("utf-8"))
+    them), and the page's URL is not kept alive by it.
+
+    Raises:
+        UnicodeEncodeError: A key that cannot be written (a lone surrogate): raised here, for
+            the record being indexed, not for the whole file when it closes.
+    """
+    fields = json.dumps(entry.fields).encode("utf-8")
+    return (entry.key.encode("utf-8"), entry.timestamp.encode("utf-8"), entry.offset, fields)
 
 
 def write_cdxj(path: str, entries: Iterable[CdxjEntry]) -> int:
@@ -215,10 +222,5 @@ def write_packed(path: str, packed: list[PackedEntry]) -> int:
     from beamcrawl.core.runtime import files
 
     packed.sort()
-    files.write_bytes(
-        path,
-        b"".join(
-            b"%s %s %s\n" % (key.encode("utf-8"), stamp.encode("utf-8"), fields) for key, stamp, _, fields in packed
-        ),
-    )
+    files.write_bytes(path, b"".join(b"%s %s %s\n" % (key, stamp, fields) for key, stamp, _, fields in packed))
     return len(packed)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -39,3 +40,9 @@ def test_packed_entries_write_the_lines_the_entries_would(tmp_path_factory, entr
     assert (folder / "packed.cdxj").read_bytes() == expected
     assert cdxj.write_cdxj(str(folder / "entries.cdxj"), entries) == len(entries)
     assert (folder / "entries.cdxj").read_bytes() == expected
+
+
+def test_a_key_that_cannot_be_written_fails_when_packed_not_when_the_file_closes() -> None:
+    entry = cdxj.CdxjEntry("com,h)/\udcff", "20261204071500", 0, {"url": "http://h.com/\udcff"})
+    with pytest.raises(UnicodeEncodeError):
+        cdxj.pack(entry)
