@@ -57,8 +57,14 @@ __all__ = [
     "CLOCK",
     "CONTENT",
     "FRONTIER",
+    "FRONTIER_HEAD",
+    "FRONTIER_LASTMOD",
+    "FRONTIER_ORIGIN",
     "OUTCOME",
     "QUEUED",
+    "QUEUED_DEPTH",
+    "QUEUED_HEAD",
+    "QUEUED_SOURCE",
     "REVISIT",
     "SIMHASH_NAMED",
     "SIMHASH_SEEN",
@@ -113,6 +119,12 @@ _SOURCE, _DEPTH = 1, 2
 _FETCHED, _DIGEST, _ROUND = 1, 2, 4
 # Fetch-outcome flags.
 _STATUS, _AT, _CHECKSUM, _ERROR = 1, 2, 4, 8
+
+#: The fixed heads and flags of the two cells a new URL costs, for the encoder that makes a
+#: batch's at once from columns (schemas/cell_columns.py): the same layouts, named once here.
+FRONTIER_HEAD, QUEUED_HEAD = _FRONTIER, _QUEUED
+FRONTIER_LASTMOD, FRONTIER_ORIGIN = _LASTMOD, _ORIGIN
+QUEUED_SOURCE, QUEUED_DEPTH = _SOURCE, _DEPTH
 
 
 class CellError(ValueError):

@@ -8,13 +8,20 @@ import base64
 import binascii
 import json
 import math
-from typing import Sequence
+from dataclasses import dataclass
+from itertools import repeat
+from typing import Iterator, Sequence
+
+import numpy as np
 
 from beamcrawl.core.policy.change_rate import importance
 from beamcrawl.core.runtime.faults import crash_point
+from beamcrawl.schemas import cell_columns
 from beamcrawl.schemas import cells as binary
+from beamcrawl.schemas.candidate_block import CandidateBlock
 from beamcrawl.schemas.records import (
     JSON_CELL,
+    QUEUED_CELL,
     Candidate,
     FrontierEntry,
     UrlState,
@@ -44,26 +51,7 @@ def queue_new_urls(store: Store, new: Sequence[Candidate], now_ms: int, reason: 
     folds rows of one fingerprint). The other order could leave a URL seen but never
     queued, lost for good.
     """
-    entries = [
-        FrontierEntry(
-            url=c.url,
-            fp=c.fp,
-            host=c.host,
-            due_ms=now_ms,
-            # On the one scale of slot assignment: a URL's importance (its way in, depth
-            # and the other hosts linking to it), or the level it was submitted at.
-            priority=max(c.priority, importance(len(c.inlink_hosts), c.source, c.depth)),
-            depth=c.depth,
-            source=c.source,
-            inlinks=c.inlinks,
-            kind=c.kind,
-            hops=c.hops,
-            lastmod=c.lastmod,
-            robots_origin=c.robots_origin,
-            reason=reason,
-        )
-        for c in new
-    ]
+    entries = [new_entry(c, now_ms, reason) for c in new]
     discovered = UrlState.discovered_cells
     # Written in key order (DRUM's sorted run): the frontier keys of one call share their
     # due time, so both tables' keys follow the fingerprint. Each batch is one store call
@@ -83,6 +71,100 @@ def queue_new_urls(store: Store, new: Sequence[Candidate], now_ms: int, reason: 
                 seen.append((key, REASON_CELL, _json(e.reason)))
         store.write_cells("urls", seen)
     return entries
+
+
+def new_entry(c: Candidate, now_ms: int, reason: str = "") -> FrontierEntry:
+    """The frontier entry of a never-seen candidate, due at ``now_ms``."""
+    return FrontierEntry(
+        url=c.url,
+        fp=c.fp,
+        host=c.host,
+        due_ms=now_ms,
+        # On the one scale of slot assignment: a URL's importance (its way in, depth and the
+        # other hosts linking to it), or the level it was submitted at.
+        priority=max(c.priority, importance(len(c.inlink_hosts), c.source, c.depth)),
+        depth=c.depth,
+        source=c.source,
+        inlinks=c.inlinks,
+        kind=c.kind,
+        hops=c.hops,
+        lastmod=c.lastmod,
+        robots_origin=c.robots_origin,
+        reason=reason,
+    )
+
+
+@dataclass
+class QueuedUrls:
+    """The URLs :func:`queue_new_block` queued: a block of their candidates in key order, and
+    their frontier entries made only when iterated (a round does not read them)."""
+
+    block: CandidateBlock
+    now_ms: int
+    reason: str = ""
+
+    def __len__(self) -> int:
+        return len(self.block)
+
+    def __iter__(self) -> Iterator[FrontierEntry]:
+        return (new_entry(c, self.now_ms, self.reason) for c in self.block.to_candidates())
+
+
+def block_priorities(block: CandidateBlock) -> np.ndarray:
+    """Each row's frontier priority, as :func:`new_entry` gives it: the greater of its
+    offered priority and its importance. ``importance`` is called once per distinct
+    (linking hosts, source, depth), a bucket having few, so every value is the function's own."""
+    linking = block.link_end - block.link_start
+    sources = block.sources
+    if (
+        len(block)
+        and 0 <= int(block.depth.min())
+        and int(block.depth.max()) < 1 << 40
+        and int(linking.max()) < 1 << 15
+        and len(sources) <= 1 << 8
+    ):
+        # One int a row (depth, linking hosts, source, each in bits of its own): far cheaper
+        # to make distinct than rows of three.
+        packed = (block.depth << 23) | (linking << 8) | block.source
+        distinct, inverse = np.unique(packed, return_inverse=True)
+        signals = [(p >> 8 & 0x7FFF, p & 0xFF, p >> 23) for p in distinct.tolist()]
+    else:
+        rows, inverse = np.unique(np.stack([linking, block.source, block.depth], axis=1), axis=0, return_inverse=True)
+        signals = rows.tolist()
+    values = np.array([importance(n, sources[s], d) for n, s, d in signals], dtype=np.float64)
+    worth = values[inverse.reshape(-1)]
+    return np.where(worth > block.priority, worth, block.priority)  # max(offered, worth), as max() picks
+
+
+def queue_new_block(
+    store: Store, block: CandidateBlock, rows: np.ndarray, now_ms: int, reason: str = ""
+) -> QueuedUrls | list[FrontierEntry]:
+    """:func:`queue_new_urls` for ``rows`` of a block (a bucket's new URLs), the cells made
+    from the columns (schemas/cell_columns.py): the same rows, byte for byte, written in the
+    same order, with no object a URL. A block whose values the columns cannot encode (held as
+    objects, text that is not ASCII, a value past its field) is queued as candidates."""
+    rows = np.asarray(rows, dtype=np.int64)
+    if not block.columnar or not 0 <= now_ms < 1 << 63:
+        return queue_new_urls(store, block.to_candidates(rows), now_ms, reason)
+    picked = block.take(rows[np.argsort(block.fp[rows], kind="stable")])
+    if not len(picked):
+        return QueuedUrls(picked, now_ms, reason)
+    queued = cell_columns.frontier_cells(picked, now_ms, block_priorities(picked), reason)
+    seen = cell_columns.queued_cells(picked, now_ms) if queued is not None else None
+    if queued is None or seen is None:
+        return queue_new_urls(store, picked.to_candidates(), now_ms, reason)
+    frontier_keys = cell_columns.frontier_keys(now_ms, picked.fp)
+    seen_keys = cell_columns.seen_keys(picked.fp)
+    why = _json(reason)
+    for i in range(0, len(picked), WRITE_BATCH):
+        end = i + WRITE_BATCH
+        store.write_cells("frontier", list(zip(frontier_keys[i:end], repeat(JSON_CELL), queued[i:end])))
+        crash_point("url_seen.after_frontier_write")
+        cells: list[Cell] = list(zip(seen_keys[i:end], repeat(QUEUED_CELL), seen[i:end]))
+        if reason:  # after its key's other cell, as the object path writes it (the sort is stable)
+            cells += zip(seen_keys[i:end], repeat(REASON_CELL), repeat(why))
+        store.write_cells("urls", cells)
+    return QueuedUrls(picked, now_ms, reason)
 
 
 def scheduled_key(fp: int, revisit: dict | None, after_ms: int) -> bytes | None:

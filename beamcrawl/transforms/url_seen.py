@@ -81,7 +81,7 @@ from beamcrawl.schemas.records import (
     revisit_value,
 )
 import beamcrawl.schemas.coders  # noqa: F401  (registers the record coders the output types name)
-from beamcrawl.state.frontier import queue_new_urls
+from beamcrawl.state.frontier import QueuedUrls, queue_new_block, queue_new_urls
 from beamcrawl.stores.base import Mutation, open_store
 from beamcrawl.transforms import dead_letter
 from beamcrawl.transforms.dead_letter import ERRORS, Outlet, collect
@@ -882,20 +882,21 @@ class _MergeBucketFn(beam.DoFn):
                 raise OSError(errno.EIO, f"a set-aside candidate block does not decode: {exc}") from exc
         return blocks
 
-    def _merge_blocks(self, blocks: Sequence[CandidateBlock]) -> list[Packed]:
+    def _merge_blocks(self, blocks: Sequence[CandidateBlock]) -> list[QueuedUrls | Packed]:
         """The bucket's blocks combined as columns and merged with the seen set; only the
         new candidates (and the known dated ones the lastmod hints read) become objects."""
         merged = combine_blocks(blocks)
         if not len(merged):
             return []
         seen = self._seen(merged.fp)
-        new = queue_new_urls(self.store, merged.to_candidates(np.flatnonzero(~seen)), self.now_ms)
+        # The new URLs' rows made from the columns: no Candidate or FrontierEntry a URL.
+        new = queue_new_block(self.store, merged, np.flatnonzero(~seen), self.now_ms)
         self.new.inc(len(new))
         if self.lastmod_hints:
             self._queue_hints(merged.to_candidates(np.flatnonzero(seen & merged.dated())))
-        # One element per bucket, not per URL: the round does not read them, and Beam
-        # encodes a DoFn's every output element (one pickle per URL) all the same.
-        return [Packed(new)]
+        # One element per bucket, not per URL, its entries made only if read: the round does
+        # not read them.
+        return [new if isinstance(new, QueuedUrls) else Packed(new)]
 
     def _seen(self, fps: np.ndarray) -> np.ndarray:
         """Which of the bucket's sorted fingerprints the seen set holds (counted)."""
