@@ -33,6 +33,8 @@ STAGES: tuple[tuple[str, tuple[str, ...]], ...] = (
 RATE_SPAN = 5.0  # seconds of polls the pages/s figure is averaged over
 # Stages that start only once the fetch is over (after a shuffle of the fetch's output).
 AFTER_FETCH = ("URL seen", "writes")
+# Stages whose counters move only while the fetch runs (the parse is fused with it).
+BESIDE_FETCH = ("fetch", "parse")
 
 
 def round_rate(responses: float, seconds: float) -> float:
@@ -88,11 +90,19 @@ class Snapshot:
 
 def running_stage(previous: Snapshot | None, current: Snapshot, last: str = "starting") -> str:
     """The stage running now: the last one (in round order) whose counters moved since
-    ``previous``; ``last`` when nothing moved (a stage busy between two counter updates)."""
+    ``previous``; ``last`` when nothing moved (a stage busy between two counter updates).
+
+    While the fetch or the parse beside it moves and not every planned fetch has its
+    outcome, a write counter that moves too is a write made beside the fetch (the host rows
+    of hosts done early are written as they finish), not the stages after the fetch: those
+    start only once it is over."""
     if previous is None:
         moved = [i for i, n in enumerate(current.stage_counts) if n > 0]
     else:
         moved = [i for i, (a, b) in enumerate(zip(previous.stage_counts, current.stage_counts)) if b > a]
+    fetch_over = current.planned > 0 and current.settled >= current.planned and not current.hosts_active
+    if not fetch_over and any(STAGES[i][0] in BESIDE_FETCH for i in moved):
+        moved = [i for i in moved if STAGES[i][0] not in AFTER_FETCH]
     return STAGES[moved[-1]][0] if moved else last
 
 

@@ -56,6 +56,10 @@ def test_snapshot_of_nothing_is_zero_and_ignores_non_numbers():
         ({"fetch/received": 9, "parse/received": 3}, {"fetch/received": 9, "parse/received": 8}, "parse"),
         ({"url_seen/offered": 1}, {"url_seen/offered": 5, "store/received": 2}, "writes"),
         ({"fetch/received": 9}, {"fetch/received": 9}, "starting"),  # nothing moved: the last stage stays
+        # Host rows written beside the fetch, as hosts finish early: still the fetch.
+        ({"fetch/received": 5, "record/hosts_rows": 1}, {"fetch/received": 9, "record/hosts_rows": 3}, "fetch"),
+        ({"parse/received": 5}, {"parse/received": 7, "record/hosts_rows": 3}, "parse"),
+        ({"fetch/received": 9}, {"fetch/received": 9, "record/hosts_rows": 3}, "writes"),  # after the fetch
     ],
 )
 def test_running_stage_is_the_last_stage_that_moved(before, after, expected):
@@ -74,6 +78,21 @@ def test_pages_per_second_over_the_polls():
     hist = [Snapshot.of({"fetch/success": n}, t) for t, n in ((0, 0), (1, 40), (2, 100))]
     assert pages_per_second(hist) == pytest.approx(50.0)
     assert pages_per_second(hist[:1]) == 0.0
+
+
+def test_host_rows_written_during_the_fetch_do_not_end_its_window():
+    """A host done early has its row written while the others fetch: the line must still
+    say fetch, with the window's time left, not 'writes' and 'window over'."""
+    prog = Progress(window=60.0, started=100.0)
+    prog.update({"assign_slots/results_planned": 900, "fetch/received": 10, "fetch/hosts_started": 30}, 101.0)
+    prog.update(
+        {"assign_slots/results_planned": 900, "fetch/received": 300, "parse/received": 250,
+         "fetch/hosts_started": 30, "record/hosts_rows": 100},
+        111.0,
+    )  # fmt: skip
+    line = format_line(3, prog.fields(111.0))
+    assert prog.phase(111.0) == "fetch" and prog.window_left(111.0) == pytest.approx(50.0)
+    assert "[fetch]" in line and "50s left in window" in line, line
 
 
 def test_window_clock_starts_when_the_fetch_is_seen_and_the_stage_after_it():
