@@ -7,8 +7,10 @@ counted; its wall time is printed beside it):
 
 - **new URLs**: ``state/frontier.py:queue_new_urls``, a frontier row and a seen-set row per
   URL, into an empty store, then again into the same store (a second batch of as many URLs:
-  the B-tree is no longer empty); the cells' encoding alone (``FrontierEntry.to_cells`` and
-  ``UrlState.discovered_cells``) and their decoding (``from_cells`` of the rows read back);
+  the B-tree is no longer empty); the same rows as URL seen's merge writes them, from a
+  bucket's columns (``queue_new_block``) against its rows made candidates first; the cells'
+  encoding alone (``FrontierEntry.to_cells`` and ``UrlState.discovered_cells``, and the
+  columns' cells) and their decoding (``from_cells`` of the rows read back);
 - **fetch outcomes**: ``transforms/record.py:url_state_cells`` for each page once fetched and
   scheduled, its seen-set row written as ``RecordUrlState`` writes a batch, into a store that
   already holds the pages' discovery rows; the cells' encoding alone, and
@@ -35,9 +37,13 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
+import numpy as np
+
 from beamcrawl.core.runtime import gctune
+from beamcrawl.schemas import cell_columns
+from beamcrawl.schemas.candidate_block import CandidateBlock
 from beamcrawl.schemas.records import Candidate, FrontierEntry, UrlState, fp_key
-from beamcrawl.state.frontier import queue_new_urls
+from beamcrawl.state.frontier import block_priorities, queue_new_block, queue_new_urls
 from beamcrawl.stores.base import Store, open_store
 from beamcrawl.stores.interface import Mutation
 from beamcrawl.transforms import content_seen as cs
@@ -122,6 +128,34 @@ def _new_urls(fresh: Callable[[], Any], cands: list[Candidate], repeat: int) -> 
     t, w = _best(repeat, grown)
     _line(f"queue_new_urls, {len(second):,} more URLs", t, len(second), "URL", w, 2 * len(second))
 
+    # As URL seen's merge queues them since 7260d44: a bucket's block (distinct fingerprints,
+    # sorted), its new rows' cells made from the columns, against the same rows as candidates.
+    for label, part, before in (("an empty store", first, None), ("more URLs", second, first)):
+        block = _bucket_block(part)
+        rows = np.arange(len(block))
+
+        def timed(queue: Callable[[Store], Any], before: list[Candidate] | None = before) -> tuple[float, float]:
+            with fresh() as store:
+                if before is not None:
+                    queue_new_block(store, _bucket_block(before), np.arange(len(_bucket_block(before))), now)
+                return _cpu(lambda: queue(store))
+
+        t, w = _best(repeat, lambda: timed(lambda store: queue_new_urls(store, block.to_candidates(rows), now)))
+        _line(f"a bucket's {len(block):,} as candidates, {label}", t, len(block), "URL", w, 2 * len(block))
+        t, w = _best(repeat, lambda: timed(lambda store: queue_new_block(store, block, rows, now)))
+        _line("the same from its columns (queue_new_block)", t, len(block), "URL", w, 2 * len(block))
+    block = _bucket_block(cands)
+
+    def columns() -> None:
+        priority = block_priorities(block)
+        cell_columns.frontier_cells(block, now, priority, "")
+        cell_columns.queued_cells(block, now)
+        cell_columns.frontier_keys(now, block.fp)
+        cell_columns.seen_keys(block.fp)
+
+    t, _ = _best(repeat, lambda: _cpu(columns))
+    _line("  of which the columns' cells, keys and priorities", t, len(block), "URL")
+
     entries = queue_new_urls(_NullStore(), cands, now)
     t, _ = _best(
         repeat,
@@ -138,6 +172,11 @@ def _new_urls(fresh: Callable[[], Any], cands: list[Candidate], repeat: int) -> 
     _line("FrontierEntry.from_cells (select's decode)", t, len(frontier), "row")
     t, _ = _best(repeat, lambda: _cpu(lambda: [UrlState.from_cells(c) for _, c in urls]))
     _line("UrlState.from_cells of a discovered row", t, len(urls), "row")
+
+
+def _bucket_block(cands: list[Candidate]) -> CandidateBlock:
+    """The candidates as a merged bucket holds them: one a fingerprint, in fingerprint order."""
+    return CandidateBlock.from_candidates(sorted({c.fp: c for c in reversed(cands)}.values(), key=lambda c: c.fp))
 
 
 def _fetch_outcomes(fresh: Callable[[], Any], pages: list[Any], repeat: int) -> None:
@@ -210,11 +249,11 @@ class _NullStore(Store):
 
 def _write_originals(store: Store, probes: list[cs.Probe]) -> int:
     """Settles each probe as a new original and writes its rows as _SettleFn does."""
-    settle = cs._SettleFn(store.uri, 1, cs.textfp.LAYOUT, True)
+    settle = cs._SettleFn(store.uri, 1, cs.textfp.LAYOUT, True, None)
     settle.store = store
     settle.start_bundle()
     for probe in probes:
-        for _ in settle.process(cs.NewContent(probe.checksum, probe), {}):
+        for _ in settle.process([cs.NewContent(probe.checksum, probe)], {}):
             pass
     settle._flush()
     return len(probes)
