@@ -46,7 +46,7 @@ from beamcrawl.schemas.columns import (
     path_at,
     types_are,
 )
-from beamcrawl.schemas.records import Candidate, Packed
+from beamcrawl.schemas.records import Candidate, Packed, field_values
 
 __all__ = ["CandidateBlock", "CandidateBlockCoder"]
 
@@ -112,17 +112,30 @@ class CandidateBlock:
             ValueError: A fingerprint is not an int in [0, 2**64) (the one value every block
                 needs as a column; the caller sets that candidate aside).
         """
-        fps = [c.fp for c in cands]
-        if not set(map(type, fps)) <= {int}:
-            raise ValueError("a fingerprint that is not an int")
+        fp = _fingerprints([c.fp for c in cands])
+        if not set(map(type, cands)) <= {Candidate}:
+            return _objects(fp, Packed(cands))  # a subclass's own fields would be lost
         try:
-            fp = np.array(fps, dtype=np.uint64)
-        except OverflowError as exc:
-            raise ValueError(f"a fingerprint out of 64 bits: {exc}") from exc
-        try:
-            return _columns(cands, fp)
+            return _columns(_transposed(map(_CANDIDATE_VALUES, cands)), fp)
         except NotColumnar:
             return _objects(fp, Packed(cands))
+
+    @classmethod
+    def from_rows(cls, rows: Sequence[tuple[Any, ...]]) -> CandidateBlock:
+        """The block of the candidates whose field values, in ``Candidate``'s field order,
+        are ``rows``: exactly ``from_candidates([Candidate(*row) for row in rows])``, with no
+        ``Candidate`` made unless the columns cannot hold the values.
+
+        Raises:
+            ValueError: As :meth:`from_candidates`.
+        """
+        if any(len(row) != _CANDIDATE_FIELDS for row in rows):
+            raise ValueError(f"a candidate row of other than {_CANDIDATE_FIELDS} values")
+        fp = _fingerprints([row[0] for row in rows])
+        try:
+            return _columns(_transposed(rows), fp)
+        except NotColumnar:
+            return _objects(fp, Packed(Candidate(*row) for row in rows))
 
     def to_candidates(self, rows: Iterable[int] | np.ndarray | None = None) -> list[Candidate]:
         """The candidates of ``rows`` (positions, default all), in that order."""
@@ -332,24 +345,44 @@ def _int64(values: list[int]) -> np.ndarray:
         raise NotColumnar(str(exc)) from exc
 
 
-def _columns(cands: Sequence[Candidate], fp: np.ndarray) -> CandidateBlock:
-    if not set(map(type, cands)) <= {Candidate}:
-        raise NotColumnar("a subclass of Candidate")
-    n = len(cands)
-    urls = [c.url for c in cands]
+_CANDIDATE_VALUES = field_values(Candidate)
+_CANDIDATE_FIELDS = len(dataclasses.fields(Candidate))
+
+
+def _fingerprints(fps: list[Any]) -> np.ndarray:
+    """The fingerprint column.
+
+    Raises:
+        ValueError: A fingerprint is not an int in [0, 2**64).
+    """
+    if not set(map(type, fps)) <= {int}:
+        raise ValueError("a fingerprint that is not an int")
+    try:
+        return np.array(fps, dtype=np.uint64)
+    except OverflowError as exc:
+        raise ValueError(f"a fingerprint out of 64 bits: {exc}") from exc
+
+
+def _transposed(rows: Iterable[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
+    """Rows of field values as one tuple a field (as many empty ones for no rows)."""
+    return list(zip(*rows)) or [()] * _CANDIDATE_FIELDS
+
+
+def _columns(values: list[tuple[Any, ...]], fp: np.ndarray) -> CandidateBlock:
+    """The block of candidates given as their fields' values (``Candidate``'s field order)."""
+    (_, urls_in, hosts_in, depths, prio, sources_in, inlinks, linked, kinds_in, hops, lastmod, origins_in) = values
+    n = len(fp)
+    urls = list(urls_in)
     types_are(urls, {str})
     # Each URL as its scheme and authority (one code: a host's URLs share it) and the rest.
     cut = [path_at(u) for u in urls]
     prefix, prefixes = encode_codes([u[:i] for u, i in zip(urls, cut)])
     urls = [u[i:] for u, i in zip(urls, cut)]
-    prio = [c.priority for c in cands]
     types_are(prio, {float})
-    lastmod = [c.lastmod for c in cands]
     types_are(lastmod, {float, type(None)})
     stamps = np.array([math.nan if v is None else v for v in lastmod], dtype=np.float64)
     if np.isnan(stamps).sum() != lastmod.count(None):
         raise NotColumnar("a NaN lastmod (the column's none)")
-    linked = [c.inlink_hosts for c in cands]
     types_are(linked, {tuple})
     lens = np.fromiter(map(len, linked), dtype=np.int64, count=n)
     flat_values = list(chain.from_iterable(linked))
@@ -358,17 +391,17 @@ def _columns(cands: Sequence[Candidate], fp: np.ndarray) -> CandidateBlock:
         flat = np.array(flat_values, dtype=np.uint64)
     except OverflowError as exc:
         raise NotColumnar(str(exc)) from exc
-    kind, kinds = encode_codes([c.kind for c in cands])
-    source, sources = encode_codes([c.source for c in cands])
-    host, hosts = encode_codes([c.host for c in cands])
-    origin, origins = encode_codes([c.robots_origin for c in cands], none_ok=True)
+    kind, kinds = encode_codes(list(kinds_in))
+    source, sources = encode_codes(list(sources_in))
+    host, hosts = encode_codes(list(hosts_in))
+    origin, origins = encode_codes(list(origins_in), none_ok=True)
     url_end = np.cumsum(np.fromiter(map(len, urls), dtype=np.int64, count=n))
     link_end = np.cumsum(lens)
     return CandidateBlock(
         fp=fp,
-        depth=_int64([c.depth for c in cands]),
-        hops=_int64([c.hops for c in cands]),
-        inlinks=_int64([c.inlinks for c in cands]),
+        depth=_int64(list(depths)),
+        hops=_int64(list(hops)),
+        inlinks=_int64(list(inlinks)),
         priority=np.array(prio, dtype=np.float64),
         lastmod=stamps,
         kind=kind, source=source, host=host, origin=origin, prefix=prefix,

@@ -187,6 +187,13 @@ class Outlet:
         if self._faults:
             faults.fail_element(self.stage, self._faults, *describe(element))
 
+    def faulty(self) -> bool:
+        """Whether a test injected faults into this stage's elements (then each element must
+        go through :meth:`check`; a stage may take a faster path otherwise)."""
+        if self._faults is None:
+            self._faults = faults.element_faults(self.stage)
+        return bool(self._faults)
+
     def letter(self, exc: BaseException, element: Any, host: str | None = None) -> DeadLetter:
         """Counts ``exc`` for ``element`` and returns its dead letter (``host`` names the
         element's host where the element itself does not).

@@ -580,6 +580,18 @@ def page_candidates(
             and ``redirect_hops`` for a chain over ``max_redirects``).
         max_redirects: Redirect hops a chain may take; the next target is not queued.
     """
+    return [Candidate(*offer) for offer in page_offers(page, shape, rejected, max_redirects)]
+
+
+def page_offers(
+    page: ParsedPage,
+    shape: ShapeRules | None = None,
+    rejected: MutableMapping[str, int] | None = None,
+    max_redirects: int = MAX_REDIRECTS,
+) -> list[tuple[Any, ...]]:
+    """:func:`page_candidates` as rows of each candidate's field values, in ``Candidate``'s
+    field order (fp, url, host, depth, priority, source, inlinks, inlink_hosts, kind, hops,
+    lastmod, robots_origin): what :meth:`CandidateBlock.from_rows` takes, no object made."""
     if page.duplicate_of and 200 <= page.fetch.status < 300:
         # A copy's links are its original's (or a mirror's echo of them): following them
         # would crawl the copied site twice. What is reachable otherwise is still found.
@@ -619,19 +631,18 @@ def page_candidates(
             # A document to read for URLs. One named by robots.txt is an entry point
             # (depth 0) that may list its origin's URLs wherever it is kept.
             from_robots = entry.source == "robots"
-            out.append(Candidate(
-                fp=link.fp, url=link.url, host=host, depth=0 if from_robots else depth, priority=priority,
-                source="sitemap" if kind == "sitemap" else "feed", kind="sitemap", lastmod=link.lastmod,
-                robots_origin=origin(page.fetch.url) if from_robots else entry.robots_origin,
+            out.append((
+                link.fp, link.url, host, 0 if from_robots else depth, priority,
+                "sitemap" if kind == "sitemap" else "feed", 1, (), "sitemap", 0, link.lastmod,
+                origin(page.fetch.url) if from_robots else entry.robots_origin,
             ))  # fmt: skip
             continue
         if kind == "listed":
             # A URL a sitemap or feed lists: the site vouches for it, as an entry point.
             source = "feed" if entry.source == "feed" else "sitemap"
-            out.append(Candidate(
-                fp=link.fp, url=link.url, host=host, depth=0, priority=importance(0, source, 0),
-                source=source, lastmod=link.lastmod,
-            ))  # fmt: skip
+            out.append(
+                (link.fp, link.url, host, 0, importance(0, source, 0), source, 1, (), "page", 0, link.lastmod, None)
+            )
             continue
         hosts: tuple[int, ...] = ()
         if host != own_host and kind != "redirect":
@@ -640,16 +651,12 @@ def page_candidates(
             hosts = vote
         if kind == "redirect":
             # The target is what the source was: a moved sitemap or feed is still read for URLs.
-            out.append(Candidate(
-                fp=link.fp, url=link.url, host=host, depth=entry.depth, priority=max(priority, min(1.0, entry.priority)),
-                source="redirect", hops=entry.hops + 1, kind=entry.kind, robots_origin=entry.robots_origin,
+            out.append((
+                link.fp, link.url, host, entry.depth, max(priority, min(1.0, entry.priority)), "redirect", 1, (),
+                entry.kind, entry.hops + 1, None, entry.robots_origin,
             ))  # fmt: skip
             continue
-        out.append(
-            Candidate(
-                fp=link.fp, url=link.url, host=host, depth=depth, priority=priority, source="link", inlink_hosts=hosts
-            )
-        )
+        out.append((link.fp, link.url, host, depth, priority, "link", 1, hosts, "page", 0, None, None))
     return out
 
 
@@ -664,13 +671,13 @@ class _CandidatesFn(beam.DoFn):
         self.dead = Outlet("url_seen")
 
     def process(self, batch: PageBatch) -> Iterator[Any]:
-        found: list[Candidate] = []
+        found: list[tuple[Any, ...]] = []
         rejected: dict[str, int] = {}
         for page in batch.pages:
             refused: dict[str, int] = {}
             try:
                 self.dead.check(page)
-                found.extend(page_candidates(page, self.shape, refused, self.max_redirects))
+                found.extend(page_offers(page, self.shape, refused, self.max_redirects))
             except Exception as exc:  # this page's letter; the batch's others go on
                 yield self.dead.tagged(exc, page)
                 continue
@@ -678,12 +685,18 @@ class _CandidatesFn(beam.DoFn):
                 rejected[reason] = rejected.get(reason, 0) + n
         for reason, n in rejected.items():
             self.refused[reason].inc(n)
-        if found:
-            yield Batched(found)
+        if not found:
+            return
+        try:
+            # The batch's offers as columns: no Candidate made for the many known URLs.
+            yield CandidateBlock.from_rows(found)
+        except ValueError:  # a fingerprint no column holds: as objects, each its own letter
+            yield Batched(Candidate(*offer) for offer in found)
 
 
 class ExtractCandidates(beam.PTransform):
-    """``PageBatch`` → one list of ``Candidate`` per batch (links travel together).
+    """``PageBatch`` → one ``CandidateBlock`` of offers per batch (links travel together, as
+    columns; a list of ``Candidate`` where a fingerprint does not fit one).
 
     Args:
         shape: URL-shape rules links must pass (``CrawlConfig.shape_rules()``); None
@@ -698,7 +711,7 @@ class ExtractCandidates(beam.PTransform):
     def expand(self, pages: beam.PCollection) -> beam.PCollection:
         out = pages | "Followable links of a sane shape" >> beam.ParDo(
             _CandidatesFn(self.shape, self.max_redirects)
-        ).with_output_types(Batched).with_outputs(ERRORS, main="candidates")
+        ).with_output_types(CandidateBlock).with_outputs(ERRORS, main="candidates")
         collect(out[ERRORS])
         return out.candidates
 
@@ -714,7 +727,8 @@ class _BucketFn(beam.DoFn):
     Offers wait uncombined until they are as many as the combined ones held (at least
     :data:`COMBINE_BATCH`), then all are combined at once (:func:`combine_blocks`): each
     offer is combined a few times at most, and at most ``2 × COMBINE_AT_MOST`` are held.
-    An element may be a list of any length (a page's links, or a batch of pages')."""
+    An element may be a list of any length (a page's links, or a batch of pages'), or a
+    ``CandidateBlock`` of them (what ``ExtractCandidates`` gives)."""
 
     def __init__(self, bits: int, staging: str | None = None) -> None:
         self.bits = bits
@@ -725,18 +739,26 @@ class _BucketFn(beam.DoFn):
 
     def start_bundle(self) -> None:
         self.held = CandidateBlock.empty()  # combined, sorted by fingerprint
-        self.pending: list[Candidate] = []  # offers not combined yet
+        self.pending: list[Candidate] = []  # offers not combined yet, as objects
+        self.pending_blocks: list[CandidateBlock] = []  # and as columns
+        self.pending_rows = 0  # offers in the pending blocks
 
-    def process(self, candidates: list[Candidate]) -> Iterator[Any]:
+    def process(self, candidates: CandidateBlock | list[Candidate]) -> Iterator[Any]:
         self.received.inc(len(candidates))
-        for cand in candidates:
-            try:
-                self.dead.check(cand)
-            except Exception as exc:
-                yield self.dead.tagged(exc, cand)
-                continue
-            self.pending.append(cand)
-        if len(self.pending) >= max(len(self.held), min(COMBINE_BATCH, COMBINE_AT_MOST)):
+        if isinstance(candidates, CandidateBlock) and not self.dead.faulty():
+            self.pending_blocks.append(candidates)  # fingerprints checked where it was made
+            self.pending_rows += len(candidates)
+        else:
+            # Offers as objects, or a test's injected faults (checked offer by offer).
+            offers = candidates.to_candidates() if isinstance(candidates, CandidateBlock) else candidates
+            for cand in offers:
+                try:
+                    self.dead.check(cand)
+                except Exception as exc:
+                    yield self.dead.tagged(exc, cand)
+                    continue
+                self.pending.append(cand)
+        if len(self.pending) + self.pending_rows >= max(len(self.held), min(COMBINE_BATCH, COMBINE_AT_MOST)):
             yield from self._combine()
             if len(self.held) >= COMBINE_AT_MOST:
                 yield from self._blocks()
@@ -746,6 +768,7 @@ class _BucketFn(beam.DoFn):
         64-bit int is a dead letter. Should the combine fail, the offers are merged one by
         one (``Candidate.merge``), and one that will not merge is a dead letter."""
         pending, self.pending = self.pending, []
+        blocks, self.pending_blocks, self.pending_rows = self.pending_blocks, [], 0
         letter = self.dead.windowed if windowed else self.dead.tagged
         try:
             block = CandidateBlock.from_candidates(pending)
@@ -762,13 +785,13 @@ class _BucketFn(beam.DoFn):
             pending = good
             block = CandidateBlock.from_candidates(pending)
         try:
-            self.held = combine_blocks([self.held, block])
+            self.held = combine_blocks([self.held, *blocks, block])
             return
         except Exception as exc:
             if dead_letter.is_infrastructure(exc):
                 raise
         folded = {c.fp: c for c in self.held.to_candidates()}
-        for cand in pending:
+        for cand in [c for b in blocks for c in b.to_candidates()] + pending:
             try:
                 kept = folded.get(cand.fp)
                 folded[cand.fp] = cand if kept is None else kept.merge(cand)

@@ -179,3 +179,27 @@ def test_a_taken_row_with_a_bare_scheme_separator_keeps_its_url():
         alone = CandidateBlock.decode(block.take(np.array(rows, dtype=np.int64)).encode())
         assert [c.url for c in alone.to_candidates()] == [cands[i].url for i in rows]
         assert len(alone.url_text) == sum(len(_path_of(cands[i].url)) for i in rows)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.one_of(_PLAIN, _PLAIN, _ODD), max_size=12))
+def test_a_block_from_rows_of_field_values_is_the_candidates_block(cands):
+    """``from_rows`` (URL seen's offers, made without a Candidate each) gives the block
+    ``from_candidates`` gives: the same candidates back, exactly, columnar or not alike."""
+    rows = [tuple(getattr(c, f) for f in _FIELDS) for c in cands]
+    by_rows, by_objects = CandidateBlock.from_rows(rows), CandidateBlock.from_candidates(cands)
+    assert by_rows.columnar == by_objects.columnar
+    _same(by_rows.to_candidates(), cands)
+    _same(by_objects.to_candidates(), cands)
+
+
+def test_rows_refuse_what_candidates_refuse():
+    good = tuple(
+        getattr(Candidate(fp=1, url="http://a.test/", host="a.test", depth=0, priority=0.5), f) for f in _FIELDS
+    )
+    for fp in (-1, 2**64, "1", 1.0):
+        with pytest.raises(ValueError):
+            CandidateBlock.from_rows([good, (fp, *good[1:])])
+    with pytest.raises(ValueError):
+        CandidateBlock.from_rows([good[:-1]])
+    assert len(CandidateBlock.from_rows([])) == 0

@@ -135,7 +135,8 @@ def test_page_batches_and_batched_lists_round_trip_and_estimate_their_size_from_
 
 def test_the_stages_after_content_seen_declare_batches():
     from beamcrawl.schemas.coders import BatchCoder
-    from beamcrawl.schemas.records import Batched, PageBatch
+    from beamcrawl.schemas.candidate_block import CandidateBlockCoder
+    from beamcrawl.schemas.records import PageBatch
     from beamcrawl.transforms.freshness import ScheduleRevisits
     from beamcrawl.transforms.url_seen import ExtractCandidates
     from beamcrawl.core.policy.change_rate import SchedulePolicy
@@ -145,4 +146,5 @@ def test_the_stages_after_content_seen_declare_batches():
     scheduled = batches | ScheduleRevisits(SchedulePolicy())
     offered = scheduled | ExtractCandidates()
     assert beam.coders.registry.get_coder(scheduled.element_type) == BatchCoder(PageBatch)
-    assert beam.coders.registry.get_coder(offered.element_type) == BatchCoder(Batched)
+    # The offers are one block of columns a batch, under its own coder.
+    assert isinstance(beam.coders.registry.get_coder(offered.element_type), CandidateBlockCoder)

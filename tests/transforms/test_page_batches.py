@@ -168,12 +168,14 @@ def _publish_links(batches: beam.PCollection, ctx: _Ctx) -> None:
 
 
 def _candidates(batches: beam.PCollection, ctx: _Ctx) -> None:
-    lists = batches | ExtractCandidates()
-    _ = lists | beam.ParDo(_Sink(ctx.sink, lambda cands: sorted((c.url, c.depth, c.source) for c in cands)))
+    blocks = batches | ExtractCandidates()  # a block of columns a batch
+    _ = blocks | beam.ParDo(
+        _Sink(ctx.sink, lambda block: sorted((c.url, c.depth, c.source) for c in block.to_candidates()))
+    )
 
 
 def _read_candidates(ctx: _Ctx) -> list[Any]:
-    (found,) = _sunk(ctx)  # one list for the batch
+    (found,) = _sunk(ctx)  # one block for the batch
     return found
 
 

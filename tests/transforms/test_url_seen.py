@@ -414,8 +414,11 @@ def test_extract_candidates_counts_refusals_by_reason():
     pages = [_page(("http://a.com/ok", "a"), ("http://a.com/v.mp4", "a")), _page(("http://a.com/a/a/a", "a"))]
     p = TestPipeline(runner="FnApiRunner")
     out = p | beam.Create([PageBatch(pages)]) | ExtractCandidates(ShapeRules())
-    # One list for the batch: the second page offers nothing (its one link is refused).
-    assert_that(out | beam.Map(lambda cs: [c.url for c in cs]), equal_to([["http://a.com/ok"]]))
+    # One block for the batch, as columns: the second page offers nothing (its one link is refused).
+    assert_that(
+        out | beam.Map(lambda block: (block.columnar, [c.url for c in block.to_candidates()])),
+        equal_to([(True, ["http://a.com/ok"])]),
+    )
     assert_that(collected(p), equal_to([]), label="No dead letters")
     result = p.run()
     result.wait_until_finish()
