@@ -46,7 +46,7 @@ from beamcrawl.schemas.columns import (
     path_at,
     types_are,
 )
-from beamcrawl.schemas.records import Candidate, Packed, field_values
+from beamcrawl.schemas.records import Candidate, Packed
 
 __all__ = ["CandidateBlock", "CandidateBlockCoder"]
 
@@ -116,7 +116,7 @@ class CandidateBlock:
         if not set(map(type, cands)) <= {Candidate}:
             return _objects(fp, Packed(cands))  # a subclass's own fields would be lost
         try:
-            return _columns(_transposed(map(_CANDIDATE_VALUES, cands)), fp)
+            return _columns(_fields_of(cands), fp)
         except NotColumnar:
             return _objects(fp, Packed(cands))
 
@@ -337,7 +337,7 @@ _CODED = (
 _ROW_COLUMNS = (*_PLAIN_COLUMNS, *(c for c, _ in _CODED), "url_start", "url_end", "link_start", "link_end")
 
 
-def _int64(values: list[int]) -> np.ndarray:
+def _int64(values: Sequence[int]) -> np.ndarray:
     types_are(values, {int})
     try:
         return np.array(values, dtype=np.int64)
@@ -345,8 +345,18 @@ def _int64(values: list[int]) -> np.ndarray:
         raise NotColumnar(str(exc)) from exc
 
 
-_CANDIDATE_VALUES = field_values(Candidate)
 _CANDIDATE_FIELDS = len(dataclasses.fields(Candidate))
+
+
+def _fields_of(cands: Sequence[Candidate]) -> list[list[Any]]:
+    """The candidates' field values, a list a field in ``Candidate``'s field order (a
+    comprehension a field: measured cheaper than ``attrgetter`` rows or ``map`` columns)."""
+    return [
+        [c.fp for c in cands], [c.url for c in cands], [c.host for c in cands], [c.depth for c in cands],
+        [c.priority for c in cands], [c.source for c in cands], [c.inlinks for c in cands],
+        [c.inlink_hosts for c in cands], [c.kind for c in cands], [c.hops for c in cands],
+        [c.lastmod for c in cands], [c.robots_origin for c in cands],
+    ]  # fmt: skip
 
 
 def _fingerprints(fps: list[Any]) -> np.ndarray:
@@ -363,21 +373,20 @@ def _fingerprints(fps: list[Any]) -> np.ndarray:
         raise ValueError(f"a fingerprint out of 64 bits: {exc}") from exc
 
 
-def _transposed(rows: Iterable[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
+def _transposed(rows: Iterable[tuple[Any, ...]]) -> Sequence[Sequence[Any]]:
     """Rows of field values as one tuple a field (as many empty ones for no rows)."""
     return list(zip(*rows)) or [()] * _CANDIDATE_FIELDS
 
 
-def _columns(values: list[tuple[Any, ...]], fp: np.ndarray) -> CandidateBlock:
+def _columns(values: Sequence[Sequence[Any]], fp: np.ndarray) -> CandidateBlock:
     """The block of candidates given as their fields' values (``Candidate``'s field order)."""
     (_, urls_in, hosts_in, depths, prio, sources_in, inlinks, linked, kinds_in, hops, lastmod, origins_in) = values
     n = len(fp)
-    urls = list(urls_in)
-    types_are(urls, {str})
+    types_are(urls_in, {str})
     # Each URL as its scheme and authority (one code: a host's URLs share it) and the rest.
-    cut = [path_at(u) for u in urls]
-    prefix, prefixes = encode_codes([u[:i] for u, i in zip(urls, cut)])
-    urls = [u[i:] for u, i in zip(urls, cut)]
+    cut = [path_at(u) for u in urls_in]
+    prefix, prefixes = encode_codes([u[:i] for u, i in zip(urls_in, cut)])
+    urls = [u[i:] for u, i in zip(urls_in, cut)]
     types_are(prio, {float})
     types_are(lastmod, {float, type(None)})
     stamps = np.array([math.nan if v is None else v for v in lastmod], dtype=np.float64)
@@ -391,17 +400,17 @@ def _columns(values: list[tuple[Any, ...]], fp: np.ndarray) -> CandidateBlock:
         flat = np.array(flat_values, dtype=np.uint64)
     except OverflowError as exc:
         raise NotColumnar(str(exc)) from exc
-    kind, kinds = encode_codes(list(kinds_in))
-    source, sources = encode_codes(list(sources_in))
-    host, hosts = encode_codes(list(hosts_in))
-    origin, origins = encode_codes(list(origins_in), none_ok=True)
+    kind, kinds = encode_codes(kinds_in)
+    source, sources = encode_codes(sources_in)
+    host, hosts = encode_codes(hosts_in)
+    origin, origins = encode_codes(origins_in, none_ok=True)
     url_end = np.cumsum(np.fromiter(map(len, urls), dtype=np.int64, count=n))
     link_end = np.cumsum(lens)
     return CandidateBlock(
         fp=fp,
-        depth=_int64(list(depths)),
-        hops=_int64(list(hops)),
-        inlinks=_int64(list(inlinks)),
+        depth=_int64(depths),
+        hops=_int64(hops),
+        inlinks=_int64(inlinks),
         priority=np.array(prio, dtype=np.float64),
         lastmod=stamps,
         kind=kind, source=source, host=host, origin=origin, prefix=prefix,

@@ -65,7 +65,7 @@ def path_at(url: str) -> int:
     return len(url) if end < 0 else end
 
 
-def encode_codes(values: list[Any], none_ok: bool = False) -> tuple[np.ndarray, tuple[str, ...]]:
+def encode_codes(values: Sequence[Any], none_ok: bool = False) -> tuple[np.ndarray, tuple[str, ...]]:
     """Codes into a vocabulary (in order of first appearance); None is code -1."""
     types_are(values, {str, type(None)} if none_ok else {str})
     vocab = dict.fromkeys(values)
