@@ -689,9 +689,13 @@ class _CandidatesFn(beam.DoFn):
             return
         try:
             # The batch's offers as columns: no Candidate made for the many known URLs.
-            yield CandidateBlock.from_rows(found)
-        except ValueError:  # a fingerprint no column holds: as objects, each its own letter
+            block = CandidateBlock.from_rows(found)
+        except Exception as exc:  # a fingerprint no column holds: as objects, each its own letter
+            if dead_letter.is_infrastructure(exc):
+                raise
             yield Batched(Candidate(*offer) for offer in found)
+        else:
+            yield block
 
 
 class ExtractCandidates(beam.PTransform):
