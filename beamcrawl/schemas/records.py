@@ -11,6 +11,7 @@ first byte tells it from JSON, and the readers here read both.
 from __future__ import annotations
 
 import collections
+import collections.abc
 import dataclasses
 import itertools
 import json
@@ -674,13 +675,150 @@ class Link:
     host: str = ""
 
 
+# Link's fields in the order LinkColumns keeps them.
+LINK_FIELDS = ("url", "fp", "anchor", "nofollow", "kind", "lastmod", "host")
+
+
+class LinkColumns(collections.abc.Sequence):
+    """A page's out-links as columns: one list a field of :class:`Link`, in its field order.
+
+    What the parse gives an HTML page (a dozen links on most pages, thousands on a sitemap's
+    page of URLs). A page is pickled at least twice after its parse (into content seen's
+    batch files, and back), and a list of ``Link`` objects pickles as a row of values a
+    link and is rebuilt one ``__init__`` call a link; seven lists pickle and load in C, and
+    the stages that read links in bulk (the candidates, the link-edge columns, the linking
+    domains: :meth:`rows`) take them column by column, no object made a link. Read as a
+    sequence it is the ``Link`` objects, made when asked for: a page's ``links`` may be
+    either, and compares equal to a list of the same links.
+
+    ``lastmods`` is None when no link has a date (an HTML page's).
+
+    Raises:
+        ValueError: The columns are not all of one length.
+    """
+
+    __slots__ = ("urls", "fps", "anchors", "nofollow", "kinds", "lastmods", "hosts")
+
+    def __init__(
+        self,
+        urls: list[str],
+        fps: list[int],
+        anchors: list[str],
+        nofollow: list[bool],
+        kinds: list[str],
+        lastmods: list[float | None] | None = None,
+        hosts: list[str] | None = None,
+    ) -> None:
+        n = len(urls)
+        if hosts is None:
+            hosts = [""] * n
+        if not (len(fps) == len(anchors) == len(nofollow) == len(kinds) == len(hosts) == n) or (
+            lastmods is not None and len(lastmods) != n
+        ):
+            raise ValueError("link columns of different lengths")
+        self.urls = urls
+        self.fps = fps
+        self.anchors = anchors
+        self.nofollow = nofollow
+        self.kinds = kinds
+        self.lastmods = lastmods
+        self.hosts = hosts
+
+    @classmethod
+    def of(cls, links: Iterable[Link]) -> LinkColumns:
+        """The columns of ``links`` (any iterable of :class:`Link`)."""
+        links = list(links)
+        lastmods = [link.lastmod for link in links]
+        return cls(
+            [link.url for link in links],
+            [link.fp for link in links],
+            [link.anchor for link in links],
+            [link.nofollow for link in links],
+            [link.kind for link in links],
+            lastmods if any(v is not None for v in lastmods) else None,
+            [link.host for link in links],
+        )
+
+    def __len__(self) -> int:
+        return len(self.urls)
+
+    def _link(self, i: int) -> Link:
+        lastmod = self.lastmods[i] if self.lastmods is not None else None
+        return Link(self.urls[i], self.fps[i], self.anchors[i], self.nofollow[i], self.kinds[i], lastmod, self.hosts[i])
+
+    def __getitem__(self, index: Any) -> Any:
+        if isinstance(index, slice):
+            lastmods = self.lastmods[index] if self.lastmods is not None else None
+            return LinkColumns(
+                self.urls[index], self.fps[index], self.anchors[index], self.nofollow[index],
+                self.kinds[index], lastmods, self.hosts[index],
+            )  # fmt: skip
+        i = operator.index(index)
+        if not -len(self.urls) <= i < len(self.urls):
+            raise IndexError("link index out of range")
+        return self._link(i)
+
+    def __iter__(self) -> Iterator[Link]:
+        lastmods = self.lastmods if self.lastmods is not None else itertools.repeat(None)
+        return itertools.starmap(
+            Link, zip(self.urls, self.fps, self.anchors, self.nofollow, self.kinds, lastmods, self.hosts)
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, LinkColumns):
+            return self.columns() == other.columns()
+        if isinstance(other, (list, tuple)):
+            return len(other) == len(self) and all(a == b for a, b in zip(self, other))
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]  # mutable, as the list it stands for
+
+    def __repr__(self) -> str:
+        return f"LinkColumns({list(self)!r})"
+
+    def columns(self) -> tuple[list[Any], ...]:
+        """The seven columns in :data:`LINK_FIELDS` order (``lastmods`` as Nones if absent)."""
+        lastmods = self.lastmods if self.lastmods is not None else [None] * len(self.urls)
+        return (self.urls, self.fps, self.anchors, self.nofollow, self.kinds, lastmods, self.hosts)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return LinkColumns, (
+            self.urls, self.fps, self.anchors, self.nofollow, self.kinds, self.lastmods, self.hosts,
+        )  # fmt: skip
+
+
+def follow_rows(links: Iterable[Link], meta_nofollow: bool) -> Iterator[tuple[str, int, str, str, float | None]]:
+    """``(url, fp, kind, host, lastmod)`` of each link the crawler may follow (not nofollow,
+    page not meta-nofollow): :attr:`ParsedPage.follow_links` as rows of values, read
+    column by column from :class:`LinkColumns`."""
+    if meta_nofollow:
+        return iter(())
+    if isinstance(links, LinkColumns):
+        lastmods = links.lastmods if links.lastmods is not None else itertools.repeat(None)
+        rows = zip(links.urls, links.fps, links.kinds, links.hosts, lastmods)
+        if any(links.nofollow):
+            return itertools.compress(rows, [not v for v in links.nofollow])
+        return rows
+    return ((link.url, link.fp, link.kind, link.host, link.lastmod) for link in links if not link.nofollow)
+
+
+def first_url(links: Iterable[Link], kind: str) -> str | None:
+    """The URL of the first link of ``kind`` (None: no such link), no ``Link`` made."""
+    if isinstance(links, LinkColumns):
+        try:
+            return links.urls[links.kinds.index(kind)]
+        except ValueError:
+            return None
+    return next((link.url for link in links if link.kind == kind), None)
+
+
 @shuffled
 @dataclass
 class ParsedPage:
     """A fetch plus what parsing found in it."""
 
     fetch: FetchResult
-    links: list[Link] = field(default_factory=list)
+    links: list[Link] | LinkColumns = field(default_factory=list)
     canonical: str | None = None
     meta_nofollow: bool = False
     meta_noindex: bool = False

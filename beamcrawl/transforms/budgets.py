@@ -56,7 +56,7 @@ from beamcrawl.core.urls import hostkeys
 from beamcrawl.core.urls.hostkeys import host_key
 from beamcrawl.core.urls.urlnorm import host_of
 from beamcrawl.schemas.due_rows import DueRows, due_rows_by_host, entries_of
-from beamcrawl.schemas.records import JSON_CELL, FetchResult, FrontierEntry, PageBatch, ParsedPage
+from beamcrawl.schemas.records import JSON_CELL, FetchResult, FrontierEntry, PageBatch, ParsedPage, follow_rows
 from beamcrawl.state.domains import SEEDED, TABLE, WRITE_BATCH
 from beamcrawl.stores.base import Mutation, Store, open_store
 from beamcrawl.transforms import dead_letter
@@ -526,11 +526,11 @@ def linked_domains(page: ParsedPage) -> tuple[str, set[str]]:
     out: set[str] = set()
     if getattr(page, "duplicate_of", None):
         return src, out
-    for link in page.follow_links:
-        if link.kind == "canonical":
+    for url, _fp, kind, host, _lastmod in follow_rows(page.links, page.meta_nofollow):
+        if kind == "canonical":
             continue
         try:
-            dst = domain_of(link.host or host_of(link.url))
+            dst = domain_of(host or host_of(url))
         except ValueError:
             continue
         if dst != src:

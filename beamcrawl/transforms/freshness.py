@@ -35,7 +35,7 @@ from beamcrawl.core.net.conditional import is_conditional, validators_from_heade
 from beamcrawl.core.policy import change_rate as freshness
 from beamcrawl.core.policy.change_rate import FetchOutcome, RevisitState, SchedulePolicy
 from beamcrawl.core.policy.politeness import parse_retry_after
-from beamcrawl.schemas.records import FrontierEntry, PageBatch, ParsedPage
+from beamcrawl.schemas.records import FrontierEntry, PageBatch, ParsedPage, first_url
 from beamcrawl.state.frontier import scheduled_key
 from beamcrawl.transforms.dead_letter import ERRORS, Outlet, collect
 
@@ -55,7 +55,7 @@ def fetch_outcome(page: ParsedPage) -> FetchOutcome:
     if f.outcome != "fetched":
         return FetchOutcome(status=None, conditional=is_conditional(f.request_headers))
     validators = validators_from_headers(f.response_headers, f.fetched_at)
-    location = next((link.url for link in page.links if link.kind == "redirect"), None)
+    location = first_url(page.links, "redirect")
     ok = 200 <= f.status < 300
     return FetchOutcome(
         status=f.status,

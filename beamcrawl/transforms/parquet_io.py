@@ -38,7 +38,7 @@ from beamcrawl.core.runtime.outputs import RoundOutputs, part_name
 from beamcrawl.core.urls.hostkeys import domain_of
 from beamcrawl.core.urls.urlnorm import host_of
 from beamcrawl.schemas.arrow import ERRORS_SCHEMA, LINKS_SCHEMA, PAGES_SCHEMA, signed64, timestamp_ms
-from beamcrawl.schemas.records import PageBatch, ParsedPage
+from beamcrawl.schemas.records import LinkColumns, PageBatch, ParsedPage
 from beamcrawl.transforms import dead_letter
 from beamcrawl.transforms.dead_letter import ERRORS, DeadLetter, Outlet, collect, dead_letter_row
 
@@ -94,20 +94,23 @@ def link_edge_columns(page: ParsedPage) -> dict[str, list[Any]] | None:
     n = len(links)
     src_host = f.entry.host
     meta_nofollow = page.meta_nofollow
-    dst = [link.url for link in links]
-    dst_host = [link.host or host_of(link.url) for link in links]
+    if not isinstance(links, LinkColumns):
+        links = LinkColumns.of(links)
+    dst = links.urls
+    hosts = links.hosts
+    dst_host = hosts if all(hosts) else [host or host_of(url) for url, host in zip(dst, hosts)]
     return {
         "src": [f.url] * n,
         "dst": dst,
         "src_fp": [signed64(f.entry.fp)] * n,
-        "dst_fp": [signed64(link.fp) for link in links],
+        "dst_fp": list(map(signed64, links.fps)),
         "src_host": [src_host] * n,
         "dst_host": dst_host,
         "src_domain": [_host_domain(src_host)] * n,
-        "dst_domain": [_host_domain(host) for host in dst_host],
-        "anchor": [link.anchor or None for link in links],
-        "nofollow": [link.nofollow or meta_nofollow for link in links],
-        "kind": [link.kind for link in links],
+        "dst_domain": list(map(_host_domain, dst_host)),
+        "anchor": [anchor or None for anchor in links.anchors],
+        "nofollow": [True] * n if meta_nofollow else links.nofollow,
+        "kind": links.kinds,
         "fetched_at": [timestamp_ms(f.fetched_at) if f.fetched_at else None] * n,
     }
 

@@ -38,7 +38,7 @@ from beamcrawl.core.content.htmlparse import (
 from beamcrawl.core.policy.robots import RobotsRules
 from beamcrawl.core.runtime import gctune
 from beamcrawl.core.urls.urlnorm import InvalidURL, fingerprint, host_of, normalize
-from beamcrawl.schemas.records import FetchResult, Link, Packed, ParsedPage
+from beamcrawl.schemas.records import FetchResult, Link, LinkColumns, ParsedPage
 from beamcrawl.transforms.dead_letter import ERRORS, Outlet, collect
 
 __all__ = [
@@ -74,6 +74,16 @@ def link_host(url: str) -> str:
         return host_of(url)
     except InvalidURL:
         return ""
+
+
+def html_link_columns(found: list[tuple[str, int, str, bool, str]]) -> LinkColumns:
+    """The links :func:`~beamcrawl.core.content.htmlparse.page_links` found, ``(url, fp,
+    anchor, nofollow, kind)`` each, as a page's :class:`LinkColumns` (no dates; each URL's
+    politeness slot found once, here)."""
+    if not found:
+        return LinkColumns([], [], [], [], [])
+    urls, fps, anchors, nofollow, kinds = map(list, zip(*found))
+    return LinkColumns(urls, fps, anchors, nofollow, kinds, None, [link_host(url) for url in urls])
 
 
 def _link(url: str, base: str, kind: str, lastmod: float | None = None) -> Link | None:
@@ -149,10 +159,8 @@ def parse_fetch(result: FetchResult, token: str, max_sitemap_bytes: int = sitema
     # Parsed once (links, then text), no further than the parse limits allow.
     tree, page.parse_truncated, encoding = parse_bounded(result.body, result.content_type)
     found = page_links(tree, result.url, token, encoding)
-    page.links = Packed(  # the page crosses a shuffle before it is stored: pickled as rows
-        Link(url=url, fp=fp, anchor=anchor, nofollow=nofollow, kind=kind, host=link_host(url))
-        for url, fp, anchor, nofollow, kind in found.links
-    )
+    # As columns: the page is pickled into content seen's batch files and read back.
+    page.links = html_link_columns(found.links)
     page.canonical = found.canonical
     page.title = found.title
     page.meta_noindex |= found.meta_noindex

@@ -77,6 +77,7 @@ from beamcrawl.schemas.records import (
     Packed,
     PageBatch,
     ParsedPage,
+    follow_rows,
     fp_key,
     revisit_value,
 )
@@ -603,8 +604,7 @@ def page_offers(
     own_host = entry.host
     vote: tuple[int, ...] | None = None
     out = []
-    for link in page.follow_links:
-        kind = link.kind
+    for url, fp, kind, host, lastmod in follow_rows(page.links, page.meta_nofollow):
         if kind == "canonical":
             continue  # a hint about this page, not a new page to crawl
         if kind == "redirect" and not redirect_allowed(entry.hops + 1, max_redirects):
@@ -612,7 +612,7 @@ def page_offers(
                 rejected["redirect_hops"] = rejected.get("redirect_hops", 0) + 1
             continue
         if shape is not None:
-            reason = shape.check(link.url)
+            reason = shape.check(url)
             if reason == "binary_extension" and (
                 kind in ("sitemap", "feed") or (kind == "redirect" and entry.kind == "sitemap")
             ):
@@ -621,10 +621,9 @@ def page_offers(
                 if rejected is not None:
                     rejected[reason] = rejected.get(reason, 0) + 1
                 continue
-        host = link.host
         if not host:
             try:
-                host = host_of(link.url)
+                host = host_of(url)
             except ValueError:
                 continue
         if kind in ("sitemap", "feed"):
@@ -632,17 +631,15 @@ def page_offers(
             # (depth 0) that may list its origin's URLs wherever it is kept.
             from_robots = entry.source == "robots"
             out.append((
-                link.fp, link.url, host, 0 if from_robots else depth, priority,
-                "sitemap" if kind == "sitemap" else "feed", 1, (), "sitemap", 0, link.lastmod,
+                fp, url, host, 0 if from_robots else depth, priority,
+                "sitemap" if kind == "sitemap" else "feed", 1, (), "sitemap", 0, lastmod,
                 origin(page.fetch.url) if from_robots else entry.robots_origin,
             ))  # fmt: skip
             continue
         if kind == "listed":
             # A URL a sitemap or feed lists: the site vouches for it, as an entry point.
             source = "feed" if entry.source == "feed" else "sitemap"
-            out.append(
-                (link.fp, link.url, host, 0, importance(0, source, 0), source, 1, (), "page", 0, link.lastmod, None)
-            )
+            out.append((fp, url, host, 0, importance(0, source, 0), source, 1, (), "page", 0, lastmod, None))
             continue
         hosts: tuple[int, ...] = ()
         if host != own_host and kind != "redirect":
@@ -652,11 +649,11 @@ def page_offers(
         if kind == "redirect":
             # The target is what the source was: a moved sitemap or feed is still read for URLs.
             out.append((
-                link.fp, link.url, host, entry.depth, max(priority, min(1.0, entry.priority)), "redirect", 1, (),
+                fp, url, host, entry.depth, max(priority, min(1.0, entry.priority)), "redirect", 1, (),
                 entry.kind, entry.hops + 1, None, entry.robots_origin,
             ))  # fmt: skip
             continue
-        out.append((link.fp, link.url, host, depth, priority, "link", 1, hosts, "page", 0, None, None))
+        out.append((fp, url, host, depth, priority, "link", 1, hosts, "page", 0, None, None))
     return out
 
 
