@@ -35,10 +35,19 @@ from beamcrawl.core.archive.warc_records import GZIP_LEVEL
 from beamcrawl.core.runtime import gctune
 from beamcrawl.core.policy.change_rate import SchedulePolicy
 from beamcrawl.schemas.arrow import LINKS_SCHEMA, PAGES_SCHEMA
-from beamcrawl.schemas.records import Candidate, FetchResult, FrontierEntry
+from beamcrawl.schemas.records import Candidate, FetchResult, FrontierEntry, Packed, evolve
 from beamcrawl.simweb.site import SimWeb
 from beamcrawl.stores.base import open_store
-from beamcrawl.transforms.content_seen import CONTENT_TABLE, SIMHASH_TABLE, WRITE_BATCH, NewContent, probe_page, settle
+from beamcrawl.transforms.content_seen import (
+    CONTENT_TABLE,
+    SIMHASH_TABLE,
+    WRITE_BATCH,
+    NewContent,
+    probe_page,
+    settle,
+    sorted_cells,
+    sorted_run,
+)
 from beamcrawl.transforms.freshness import schedule_page
 from beamcrawl.transforms.parquet_io import ColumnBuffer, link_edge_columns, write_table
 from beamcrawl.transforms.parse import parse_fetch
@@ -170,6 +179,14 @@ def main(argv: list[str] | None = None) -> int:
     rows.append(("page_candidates", t, f"{sum(len(c) for c in cands) / n:.1f} candidates/page"))
     t, _ = _timed(results, lambda r: pickle.dumps(r, protocol=pickle.HIGHEST_PROTOCOL))
     rows.append(("pickle one FetchResult (Beam's fallback coder, one way)", t, ""))
+    # The pages as content seen's batch files hold them (bodies set aside, a batch of 1,000
+    # pickled as one Packed list) and as "Mark copies" reads them back.
+    light = [evolve(pg, fetch=evolve(pg.fetch, body=b"", raw_body=b"")) for pg in pages]
+    batches = [Packed(light[i : i + 1000]) for i in range(0, n, 1000)]
+    t, blobs = _timed(batches, lambda b: pickle.dumps(b, protocol=pickle.HIGHEST_PROTOCOL))
+    rows.append(("pickle the pages into batch files (bodies set aside)", t, f"{sum(map(len, blobs)) / n:,.0f} B/page"))
+    t, _ = _timed(blobs, pickle.loads)
+    rows.append(("pickle: the batch files' pages read back", t, ""))
 
     new: dict[int, Candidate] = {}
     for cs in cands:
@@ -194,7 +211,8 @@ def main(argv: list[str] | None = None) -> int:
     )
 
     # Content seen: each page taken as a new original (the common case), its content row and
-    # its simhash's row in each of the 20 permuted tables written, as _SettleFn writes them.
+    # its simhash's row in each of the 20 permuted tables written, as _SettleFn writes them
+    # (each table's rows a sorted run).
     probes = [p for p in (probe_page(pg) for pg in pages) if p is not None]
     with tempfile.TemporaryDirectory() as tmp:
         store = open_store(f"sqlite:///{tmp}/store.sqlite")
@@ -206,11 +224,11 @@ def main(argv: list[str] | None = None) -> int:
             content.extend(c)
             hashes.extend(h)
             if len(content) + len(hashes) >= WRITE_BATCH:
-                store.mutate(SIMHASH_TABLE, hashes)
-                store.mutate(CONTENT_TABLE, content)
+                store.write_cells(SIMHASH_TABLE, sorted_cells(hashes))
+                store.mutate(CONTENT_TABLE, sorted_run(content))
                 content, hashes = [], []
-        store.mutate(SIMHASH_TABLE, hashes)
-        store.mutate(CONTENT_TABLE, content)
+        store.write_cells(SIMHASH_TABLE, sorted_cells(hashes))
+        store.mutate(CONTENT_TABLE, sorted_run(content))
         t = time.process_time() - t0
         store.close()
     rows.append(
