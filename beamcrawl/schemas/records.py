@@ -682,14 +682,14 @@ LINK_FIELDS = ("url", "fp", "anchor", "nofollow", "kind", "lastmod", "host")
 class LinkColumns(collections.abc.Sequence):
     """A page's out-links as columns: one list a field of :class:`Link`, in its field order.
 
-    What the parse gives an HTML page (a dozen links on most pages, thousands on a sitemap's
-    page of URLs). A page is pickled at least twice after its parse (into content seen's
-    batch files, and back), and a list of ``Link`` objects pickles as a row of values a
+    What the parse gives an HTML page (a dozen links on most pages; redirects, robots.txt,
+    sitemaps and feeds keep a list). A page is pickled into content seen's batch files after
+    its parse and read back, and a list of ``Link`` objects pickles as a row of values a
     link and is rebuilt one ``__init__`` call a link; seven lists pickle and load in C, and
-    the stages that read links in bulk (the candidates, the link-edge columns, the linking
-    domains: :meth:`rows`) take them column by column, no object made a link. Read as a
-    sequence it is the ``Link`` objects, made when asked for: a page's ``links`` may be
-    either, and compares equal to a list of the same links.
+    the stages that read links in bulk (the candidates and the linking domains through
+    :func:`follow_rows`, the link-edge columns from the lists) take them column by column,
+    no object made a link. Read as a sequence it is the ``Link`` objects, made when asked
+    for: a page's ``links`` may be either, and compares equal to a list of the same links.
 
     ``lastmods`` is None when no link has a date (an HTML page's).
 
