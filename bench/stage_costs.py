@@ -6,10 +6,11 @@ clock: parse (``parse_fetch``), WARC (``archive_fetch``, and the same records at
 levels), the WARC file's CDXJ index lines, page events, link-edge columns, the pages/ and
 links/ Parquet parts made of them (buffered, converted to Arrow, sorted, written as the publish
 DoFn does), URL candidates, the seen-set and frontier writes of the URLs they discover
-(``queue_new_urls`` into a fresh embedded store), and Beam's pickling of a fetch result, the
-content-seen rows of new originals (their content row and 20 simhash-table rows), and the
-URL-state cells of each fetch (after its revisit is scheduled). The sum says what a page costs
-beyond fetching it; compare with the round's CPU per page in the comparison table.
+(``queue_new_urls`` into a fresh embedded store), Beam's pickling of a fetch result, the
+pages pickled into content seen's batch files and read back, the content-seen rows of new
+originals (their content row and 20 simhash-table rows), and the URL-state cells of each
+fetch (after its revisit is scheduled). The sum says what a page costs beyond fetching it;
+compare with the round's CPU per page in the comparison table.
 
     python bench/stage_costs.py [--pages 3000] [--hosts 300] [--default-gc]
 
