@@ -788,9 +788,10 @@ class LinkColumns(collections.abc.Sequence):
 
 
 def follow_rows(links: Iterable[Link], meta_nofollow: bool) -> Iterator[tuple[str, int, str, str, float | None]]:
-    """``(url, fp, kind, host, lastmod)`` of each link the crawler may follow (not nofollow,
-    page not meta-nofollow): :attr:`ParsedPage.follow_links` as rows of values, read
-    column by column from :class:`LinkColumns`."""
+    """``(url, fp, kind, host, lastmod)`` of each link the crawler may follow: not nofollow,
+    on a page that is not meta-nofollow (``links`` and ``meta_nofollow`` are a
+    :class:`ParsedPage`'s). Read column by column from :class:`LinkColumns`, no ``Link``
+    made."""
     if meta_nofollow:
         return iter(())
     if isinstance(links, LinkColumns):
@@ -843,13 +844,6 @@ class ParsedPage:
     # decision it led to (core/freshness.Schedule as a dict: action, due, priority, observed).
     revisit: dict[str, Any] | None = None
     schedule: dict[str, Any] | None = None
-
-    @property
-    def follow_links(self) -> list[Link]:
-        """Links the crawler may follow: not nofollow, page not meta-nofollow."""
-        if self.meta_nofollow:
-            return []
-        return [link for link in self.links if not link.nofollow]
 
 
 @shuffled
