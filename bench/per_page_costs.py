@@ -14,7 +14,9 @@ model (no server) and on real HTML documents found on this machine (``--html-glo
 * ``simhash``: the fingerprint of that text (:func:`textfp.text_simhash`);
 * ``bounds``: the pre-scan of the parse limits (:func:`htmlbounds.scan`) of a decoded page, on
   simweb, on the real documents (mean and median a page: one 548 KB manual weighs on the mean)
-  and on the hostile shapes the limits are for (best of three times ``--repeat`` runs).
+  and on the hostile shapes the limits are for (best of three times ``--repeat`` runs); on
+  simweb and the real documents also with the tags read by the regular expressions instead of
+  the compiled tokenizer (``_htmltags.c``), in the same run.
 
     python bench/per_page_costs.py [--hosts 200] [--pages 2000] [--repeat 5]
         [--html-glob '/usr/share/doc/*/*.html'] [--steps digest,gzip,text,bounds] [--profile simhash|text|bounds]
@@ -30,6 +32,7 @@ texts, untimed, for an instruction count that the machine's load does not blur::
 from __future__ import annotations
 
 import argparse
+import contextlib
 import cProfile
 import glob
 import hashlib
@@ -39,7 +42,7 @@ import statistics
 import sys
 import time
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from selectolax.lexbor import LexborHTMLParser
@@ -115,16 +118,34 @@ HOSTILE = {
 }
 
 
+@contextlib.contextmanager
+def _tags_by_expressions() -> Iterator[None]:
+    """The scan with its tags read by the regular expressions, as without the compiled
+    tokenizer (``_htmltags.c``)."""
+    held = htmlbounds._tags, htmlbounds._long_attributes
+    htmlbounds._tags, htmlbounds._long_attributes = htmlbounds._regex_tags, htmlbounds._regex_long_attributes
+    try:
+        yield
+    finally:
+        htmlbounds._tags, htmlbounds._long_attributes = held
+
+
 def _bounds_rows(pages: list[bytes], real: list[bytes], repeat: int) -> list[str]:
     texts = [b.decode("utf-8", "replace") for b in pages]
-    rows = [f"| bounds: htmlbounds.scan, simweb | {_per_call(texts, htmlbounds.scan, repeat):,.1f} | |"]
+    how = "compiled tags" if htmlbounds.COMPILED else "tags by expressions (no compiled tokenizer)"
+    rows = [f"| bounds: htmlbounds.scan, simweb ({how}) | {_per_call(texts, htmlbounds.scan, repeat):,.1f} | |"]
+    with _tags_by_expressions():
+        rows.append(f"| bounds: the same, tags by expressions | {_per_call(texts, htmlbounds.scan, repeat):,.1f} | |")
     if real:
         docs = [b.decode("utf-8", "replace") for b in real]
-        each = [_per_call([d], htmlbounds.scan, repeat) for d in docs]
-        rows.append(
-            f"| bounds: htmlbounds.scan, real HTML, mean a page | {statistics.mean(each):,.1f} | "
-            f"median {statistics.median(each):,.1f}, largest page {each[max(range(len(docs)), key=lambda i: len(docs[i]))]:,.1f} |"
-        )
+        largest = max(range(len(docs)), key=lambda i: len(docs[i]))
+        for label, context in ((how, contextlib.nullcontext), ("tags by expressions", _tags_by_expressions)):
+            with context():
+                each = [_per_call([d], htmlbounds.scan, repeat) for d in docs]
+            rows.append(
+                f"| bounds: htmlbounds.scan, real HTML, mean a page ({label}) | {statistics.mean(each):,.1f} | "
+                f"median {statistics.median(each):,.1f}, largest page {each[largest]:,.1f} |"
+            )
     for name, make in HOSTILE.items():  # one page each: more runs, for a best that bursts of load miss
         page = make()
         bound = htmlbounds.scan(page)

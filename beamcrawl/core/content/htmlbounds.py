@@ -23,14 +23,30 @@ The walk does the tags most pages are made of (plain and formatting elements, bl
 items, cells and rows where they are expected, their end tags at the current node) in its loop,
 and leaves the others to :class:`_Tree`; it answers exactly what the plain form of the walk
 answered (kept in tests/core/content/htmlbounds_reference.py and compared on generated input).
+
+The tags are read by the compiled ``_htmltags`` module (``_htmltags.c``) where it was built and
+gives the tokens the regular expressions below give (checked on import: else they read them).
+On the documents of /usr/share/doc it takes under half of the expressions' time, and a tenth
+of it where only the attributes are read (bench/README.md, "The pre-scan's tags compiled").
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import Any, Callable
 
-__all__ = ["MAX_ATTRIBUTES", "MAX_DEPTH", "MAX_ELEMENTS", "MAX_TAGS", "Bound", "Estimate", "estimate", "scan"]
+__all__ = [
+    "COMPILED",
+    "MAX_ATTRIBUTES",
+    "MAX_DEPTH",
+    "MAX_ELEMENTS",
+    "MAX_TAGS",
+    "Bound",
+    "Estimate",
+    "estimate",
+    "scan",
+]
 
 #: Elements the parse may create, the ones the parser re-creates included (~0.5 KB each).
 MAX_ELEMENTS = 200_000
@@ -585,9 +601,56 @@ def scan(text: str) -> Bound | None:
     return _walk(text)[0]
 
 
+def _regex_tags(text: str) -> list[tuple[str, str, str, str]]:
+    """Each tag of ``text`` as ``(closing, name, attributes, after)``: ``closing`` is ``/`` for
+    an end tag, ``attributes`` all of the tag after its name (its ``>`` included), ``after`` the
+    first character of the text that follows it, or nothing when a tag or the end follows."""
+    return _TAG_AND_NEXT.findall(text)
+
+
+def _regex_long_attributes(text: str, longer_than: int) -> list[str]:
+    """The ``attributes`` of :func:`_regex_tags` longer than ``longer_than`` characters."""
+    return [rest for rest in _TAG_ATTRIBUTES.findall(text) if len(rest) > longer_than]
+
+
+def _compiled_agrees(tags: Callable[[str], list[Any]], long_attributes: Callable[[str, int], list[str]]) -> bool:
+    """Whether the compiled tokenizer reads these documents' tags as the expressions do
+    (checked once on import, on each rule's edge: else the expressions are used)."""
+    documents = [
+        "",
+        "x<",
+        "<a href=/x title='a>b' data-x=\"unclosed>t</a >",
+        "< p><P CLASS=x>\u00e9<br/><img src=a.png alt=>\n</P><1><!-- c --><a =b c = d e/>",
+        "<a\x0bb><svg\u4e2d\U0001f600 f='q\"'>x</svg><b\t\f\r\na\x0bb>\u00e9",
+        "</",
+        "<a",
+        '<a b="',
+    ]
+    return all(
+        tags(doc) == _regex_tags(doc) and long_attributes(doc, n) == _regex_long_attributes(doc, n)
+        for doc in documents
+        for n in (0, 3)
+    )
+
+
+def _load_compiled() -> tuple[Callable[[str], list[Any]], Callable[[str, int], list[str]]]:
+    try:
+        from beamcrawl.core.content._htmltags import long_attributes, tags
+    except ImportError:  # built without a C compiler: the same tags from the expressions
+        return _regex_tags, _regex_long_attributes
+    if not _compiled_agrees(tags, long_attributes):
+        return _regex_tags, _regex_long_attributes
+    return tags, long_attributes
+
+
+# How the tags are read: compiled (_htmltags.c) or by the expressions; COMPILED says which.
+_tags, _long_attributes = _load_compiled()
+COMPILED = _tags is not _regex_tags
+
+
 def _attributes_bound(text: str) -> Bound | None:
     """:func:`scan` of a document of few tags: only one of many attributes can cost much."""
-    long_tags = [rest for rest in _TAG_ATTRIBUTES.findall(text) if len(rest) > 2 * MAX_ATTRIBUTES]
+    long_tags = _long_attributes(text, 2 * MAX_ATTRIBUTES)
     if not any(_attribute_count(rest) > MAX_ATTRIBUTES for rest in long_tags):
         return None
     for match in _TAG.finditer(text):
@@ -621,7 +684,7 @@ def _walk(text: str) -> tuple[Bound | None, _Tree]:
     kinds = _START_KINDS
     max_elements, max_depth = MAX_ELEMENTS, MAX_DEPTH
     max_attributes, long_attributes = MAX_ATTRIBUTES, 2 * MAX_ATTRIBUTES
-    tokens = _TAG_AND_NEXT.findall(text)
+    tokens = _tags(text)
     too_many = len(tokens) > MAX_TAGS
     if too_many:  # the walk stops at the first tag past the limit, if nothing stops it before
         del tokens[MAX_TAGS:]

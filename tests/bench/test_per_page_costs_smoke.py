@@ -1,0 +1,44 @@
+"""Smoke test of ``bench/per_page_costs.py``'s ``bounds`` step: the pre-scan's rows print, with
+the compiled tokenizer and with the regular expressions, on simweb pages, a real-shaped
+document and the hostile shapes. A few seconds."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+BENCH = Path(__file__).resolve().parents[2] / "bench"
+sys.path.insert(0, str(BENCH))
+
+import per_page_costs  # noqa: E402
+
+
+def test_the_bounds_rows_print_both_tokenizers(tmp_path, capsys):
+    doc = (
+        "<html><body>"
+        + "".join(f"<p class=x><a href=/{i}>link <b>{i}</b></a></p>" for i in range(400))
+        + "</body></html>"
+    )
+    (tmp_path / "a.html").write_text(doc)
+    argv = [
+        "--hosts",
+        "3",
+        "--pages",
+        "20",
+        "--repeat",
+        "1",
+        "--steps",
+        "bounds",
+        "--html-glob",
+        str(tmp_path / "*.html"),
+    ]
+    assert per_page_costs.main(argv) == 0
+    out = capsys.readouterr().out
+    rows = [line for line in out.splitlines() if line.startswith("| bounds")]
+    names = [row.split(" | ")[0] for row in rows]
+    assert "| bounds: htmlbounds.scan, simweb (compiled tags)" in names
+    assert "| bounds: the same, tags by expressions" in names
+    assert "| bounds: htmlbounds.scan, real HTML, mean a page (compiled tags)" in names
+    assert "| bounds: htmlbounds.scan, real HTML, mean a page (tags by expressions)" in names
+    assert sum(name.startswith("| bounds, hostile:") for name in names) == len(per_page_costs.HOSTILE)
+    assert all(float(row.split(" | ")[1].replace(",", "")) > 0 for row in rows)

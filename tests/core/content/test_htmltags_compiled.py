@@ -1,0 +1,122 @@
+"""The compiled tokenizer of the parse limits' pre-scan (core/content/_htmltags.c) reads the
+tags the regular expressions read, on any text, and the scan answers the same with either."""
+
+from __future__ import annotations
+
+import glob
+import os
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from beamcrawl.core.content import htmlbounds
+from beamcrawl.core.content.sniff import decode_html
+
+# Imported, not skipped when absent: make install builds it, and a build without it would
+# run the expressions unseen.
+from beamcrawl.core.content import _htmltags  # noqa: E402
+
+# Every character a rule of the tokenizer treats apart (the HTML spaces, and the vertical tab
+# that is none), letters of both cases, and text of one, two and four bytes a character.
+_SIGNIFICANT = list("<>/=\"' \t\n\f\r\x0baZbY-1!?") + ["\u00e9", "\u4e2d", "\U0001f600"]
+_PIECES = ["<a", "</b", "<P ", "</", '="', "='", "<!--", "-->", " href=", "<br/>", "<svg ", "</svg>"]
+_texts = st.lists(st.sampled_from(_SIGNIFICANT + _PIECES) | st.text(max_size=3), max_size=80).map("".join)
+
+
+def test_the_compiled_tokenizer_is_built_and_used() -> None:
+    assert htmlbounds.COMPILED
+    assert htmlbounds._tags is _htmltags.tags
+    assert htmlbounds._long_attributes is _htmltags.long_attributes
+
+
+@settings(max_examples=1500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(text=_texts)
+def test_compiled_tags_are_the_expressions_tags(text: str) -> None:
+    assert _htmltags.tags(text) == htmlbounds._regex_tags(text)
+
+
+@settings(max_examples=800, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(text=_texts, longer_than=st.integers(-1, 12))
+def test_compiled_long_attributes_are_the_expressions(text: str, longer_than: int) -> None:
+    assert _htmltags.long_attributes(text, longer_than) == htmlbounds._regex_long_attributes(text, longer_than)
+
+
+@settings(max_examples=300, deadline=None)
+@given(text=st.text(max_size=200))
+def test_any_text_reads_the_same(text: str) -> None:
+    assert _htmltags.tags(text) == htmlbounds._regex_tags(text)
+
+
+def _real_documents() -> list[str]:
+    paths = [p for p in sorted(glob.glob("/usr/share/doc/*/*.html")) if os.path.isfile(p)][:20]
+    return [decode_html(open(p, "rb").read(), "text/html")[0] for p in paths]
+
+
+def _simweb_pages(count: int) -> list[str]:
+    from beamcrawl.simweb.site import SimWeb
+
+    web = SimWeb(4, seed=4, pages_per_host=1000, port=8000, latency_scale=0)
+    pages = []
+    for j in range(1, 40):
+        for hi in range(4):
+            path = web.page_path(hi, j)
+            sim = web.respond(web.names[hi], path)
+            if sim.status == 200 and path.endswith(".html"):
+                pages.append(sim.body.decode())
+    assert len(pages) >= count
+    return pages[:count]
+
+
+def test_documents_read_the_same() -> None:
+    # The HTML manuals of this machine (where it has them), simweb's pages and the limits' bombs.
+    docs = _real_documents() + _simweb_pages(20)
+    docs += ["<p><font id=1>x" * 3000, "<div>" * 5000, "<a " + " ".join(f"a{i}=x" for i in range(600)) + ">y</a>"]
+    for doc in docs:
+        assert _htmltags.tags(doc) == htmlbounds._regex_tags(doc)
+        assert _htmltags.long_attributes(doc, 512) == htmlbounds._regex_long_attributes(doc, 512)
+
+
+_SOUP_NAMES = "a b i font nobr p div li ul table tr td svg math br img select option h1 template".split()
+_soup_token = st.one_of(
+    st.builds(
+        lambda name, attr, slash: f"<{name}{attr}{slash}>",
+        st.sampled_from(_SOUP_NAMES),
+        st.sampled_from(["", " id=1", " class='x'", ' title="a>b"', " a=" + "x" * 40]),
+        st.sampled_from(["", "", "/"]),
+    ),
+    st.builds(lambda name: f"</{name}>", st.sampled_from(_SOUP_NAMES)),
+    st.sampled_from(["x", " ", "<", "\u00e9"]),
+)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(soup=st.lists(_soup_token, max_size=300).map("".join), few=st.sampled_from([4, 1024]))
+def test_the_scan_answers_the_same_with_either(soup: str, few: int) -> None:
+    # Both paths of scan (few tags: attributes only; else the walk), with a threshold low
+    # enough that generated soup takes the walk too.
+    held = htmlbounds._FEW_TAGS, htmlbounds._tags, htmlbounds._long_attributes
+    try:
+        htmlbounds._FEW_TAGS = few
+        compiled = htmlbounds.scan(soup), htmlbounds.estimate(soup)
+        htmlbounds._tags, htmlbounds._long_attributes = htmlbounds._regex_tags, htmlbounds._regex_long_attributes
+        assert (htmlbounds.scan(soup), htmlbounds.estimate(soup)) == compiled
+    finally:
+        htmlbounds._FEW_TAGS, htmlbounds._tags, htmlbounds._long_attributes = held
+
+
+def test_a_tokenizer_that_disagrees_is_not_used() -> None:
+    def wrong(text: str) -> list[tuple[str, str, str, str]]:
+        return [(c, n.lower(), a, f) for c, n, a, f in _htmltags.tags(text)]
+
+    assert htmlbounds._compiled_agrees(_htmltags.tags, _htmltags.long_attributes)
+    assert not htmlbounds._compiled_agrees(wrong, _htmltags.long_attributes)
+
+
+def test_bad_arguments_raise() -> None:
+    with pytest.raises(TypeError):
+        _htmltags.tags(b"<a>")  # type: ignore[arg-type]
+    with pytest.raises(TypeError):
+        _htmltags.long_attributes(b"<a>", 1)  # type: ignore[arg-type]
+    with pytest.raises(TypeError):
+        _htmltags.long_attributes("<a>")  # type: ignore[call-arg]
