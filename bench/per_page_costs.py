@@ -270,8 +270,18 @@ def _simhash_rows(corpus: str, texts: list[str], repeat: int) -> list[str]:
     words = [textfp._utf8_words(t) for t in texts]
     width, weight = textfp.SHINGLE_WORDS, textfp.WORD_WEIGHT
     python = [textfp._words_simhash(w, width, weight) for w in words]
+    how = "compiled split" if textfp._compiled_split is not None else "Python split (no compiled module)"
     rows = [
-        f"| {corpus}: words of a text (_utf8_words) | {_per_call(texts, textfp._utf8_words, repeat):,.1f} | |",
+        f"| {corpus}: words of a text (_utf8_words, {how}) | {_per_call(texts, textfp._utf8_words, repeat):,.1f} | |"
+    ]
+    held, textfp._compiled_split = textfp._compiled_split, None
+    try:
+        rows.append(
+            f"| {corpus}: words of a text, Python split | {_per_call(texts, textfp._utf8_words, repeat):,.1f} | |"
+        )
+    finally:
+        textfp._compiled_split = held
+    rows += [
         f"| {corpus}: simhash of the words, Python | "
         f"{_per_call(words, lambda w: textfp._words_simhash(w, width, weight), repeat):,.1f} | |",
     ]

@@ -9,6 +9,12 @@
  * half of all occurrences. The shingles are joined into one buffer of this module's own
  * (no bytes object per shingle), and the bits are counted eight at a time (BitCounts).
  *
+ * split_words(data, stop) returns what textfp._split_words returns: the chunks of data.split()
+ * (cut at ASCII whitespace) but those of ASCII bytes that are in the frozenset stop or are
+ * digits only, and the positions among them of the chunks with other bytes (which textfp reads
+ * back as text and tokenizes), with a bytes object made only for the chunks kept: no list of
+ * all of them and no two passes of filters over it.
+ *
  * MurmurHash3 is Austin Appleby's public-domain hash; written here from its published
  * definition (the x64 128-bit variant: 16-byte blocks as two little-endian 64-bit words,
  * the tail, the length, fmix64). textfp checks on import that this module gives the same
@@ -190,10 +196,144 @@ static PyObject *feature_hash(PyObject *self, PyObject *arg) {
     return PyLong_FromUnsignedLongLong(h);
 }
 
+/* The stop words of split_words, as a hash table of their bytes (FNV-1a, open addressing),
+ * built from the set the caller passes and kept while the caller passes that same set. */
+typedef struct {
+    const unsigned char *ptr;
+    Py_ssize_t len;
+} Span;
+
+static PyObject *stop_source = NULL; /* the set the table was built from (a strong reference) */
+static Span *stop_slots = NULL;
+static size_t stop_mask = 0;
+static unsigned char *stop_bytes = NULL;
+
+static inline uint64_t fnv1a(const unsigned char *p, Py_ssize_t len) {
+    uint64_t h = 0xcbf29ce484222325ULL;
+    for (Py_ssize_t i = 0; i < len; i++) h = (h ^ p[i]) * 0x100000001b3ULL;
+    return h;
+}
+
+static int stop_contains(const unsigned char *p, Py_ssize_t len) {
+    for (size_t i = (size_t)fnv1a(p, len) & stop_mask;; i = (i + 1) & stop_mask) {
+        const Span *slot = &stop_slots[i];
+        if (slot->ptr == NULL) return 0;
+        if (slot->len == len && memcmp(slot->ptr, p, (size_t)len) == 0) return 1;
+    }
+}
+
+/* Builds the table from ``stop`` (a frozenset of bytes: a set could change under the table)
+ * unless it was built from it. */
+static int use_stop_words(PyObject *stop) {
+    if (stop == stop_source) return 0;
+    if (!PyFrozenSet_Check(stop)) {
+        PyErr_SetString(PyExc_TypeError, "stop words must be a frozenset of bytes");
+        return -1;
+    }
+    Py_ssize_t count = PySet_GET_SIZE(stop), total = 0;
+    PyObject *items = PySequence_List(stop);
+    if (items == NULL) return -1;
+    for (Py_ssize_t i = 0; i < count; i++) {
+        PyObject *w = PyList_GET_ITEM(items, i);
+        if (!PyBytes_Check(w)) {
+            Py_DECREF(items);
+            PyErr_SetString(PyExc_TypeError, "stop words must be bytes");
+            return -1;
+        }
+        total += PyBytes_GET_SIZE(w);
+    }
+    size_t size = 8;
+    while (size < 4 * (size_t)count) size <<= 1;
+    Span *slots = PyMem_Calloc(size, sizeof(Span));
+    unsigned char *bytes = PyMem_Malloc(total ? (size_t)total : 1);
+    if (slots == NULL || bytes == NULL) {
+        PyMem_Free(slots);
+        PyMem_Free(bytes);
+        Py_DECREF(items);
+        PyErr_NoMemory();
+        return -1;
+    }
+    PyMem_Free(stop_slots);
+    PyMem_Free(stop_bytes);
+    stop_slots = slots;
+    stop_bytes = bytes;
+    stop_mask = size - 1;
+    size_t at = 0;
+    for (Py_ssize_t i = 0; i < count; i++) {
+        PyObject *w = PyList_GET_ITEM(items, i);
+        Py_ssize_t len = PyBytes_GET_SIZE(w);
+        memcpy(bytes + at, PyBytes_AS_STRING(w), (size_t)len);
+        size_t j = (size_t)fnv1a(bytes + at, len) & stop_mask;
+        while (slots[j].ptr != NULL) j = (j + 1) & stop_mask; /* a set has no duplicates */
+        slots[j].ptr = bytes + at;
+        slots[j].len = len;
+        at += (size_t)len;
+    }
+    Py_DECREF(items);
+    Py_INCREF(stop);
+    Py_XSETREF(stop_source, stop);
+    return 0;
+}
+
+static inline int ascii_space(unsigned char c) { return c == ' ' || (c >= '\t' && c <= '\r'); }
+
+/* split_words(data, stop): the chunks of data.split() but those of ASCII bytes that are in stop
+ * or digits only, in order, and the positions in that list of the chunks with a byte above
+ * 0x7f (kept whatever they are: the caller tokenizes them as text). A bytes object is made
+ * only for the chunks kept. */
+static PyObject *split_words(PyObject *self, PyObject *args) {
+    Py_buffer view;
+    PyObject *stop;
+    if (!PyArg_ParseTuple(args, "y*O:split_words", &view, &stop)) return NULL;
+    PyObject *words = NULL, *mixed = NULL, *out = NULL;
+    if (use_stop_words(stop) < 0) goto done;
+    words = PyList_New(0);
+    mixed = PyList_New(0);
+    if (words == NULL || mixed == NULL) goto done;
+    const unsigned char *p = view.buf;
+    const Py_ssize_t n = view.len;
+    Py_ssize_t i = 0;
+    while (i < n) {
+        while (i < n && ascii_space(p[i])) i++;
+        if (i >= n) break;
+        const Py_ssize_t start = i;
+        int digits = 1, ascii = 1;
+        while (i < n && !ascii_space(p[i])) {
+            if (p[i] < '0' || p[i] > '9') digits = 0;
+            if (p[i] > 0x7f) ascii = 0;
+            i++;
+        }
+        const Py_ssize_t len = i - start;
+        if (ascii && (digits || stop_contains(p + start, len))) continue;
+        if (!ascii) {
+            PyObject *at = PyLong_FromSsize_t(PyList_GET_SIZE(words));
+            int failed = at == NULL || PyList_Append(mixed, at) < 0;
+            Py_XDECREF(at);
+            if (failed) goto done;
+        }
+        PyObject *word = PyBytes_FromStringAndSize((const char *)p + start, len);
+        if (word == NULL || PyList_Append(words, word) < 0) {
+            Py_XDECREF(word);
+            goto done;
+        }
+        Py_DECREF(word);
+    }
+    out = PyTuple_Pack(2, words, mixed);
+done:
+    Py_XDECREF(words);
+    Py_XDECREF(mixed);
+    PyBuffer_Release(&view);
+    return out;
+}
+
 static PyMethodDef methods[] = {
     {"simhash", simhash, METH_VARARGS,
      "simhash(words: list[bytes], width: int, word_weight: int) -> int\n\n"
      "The 64-bit simhash of the words (each word_weight times) and their width-word shingles."},
+    {"split_words", split_words, METH_VARARGS,
+     "split_words(data: bytes, stop: frozenset[bytes]) -> tuple[list[bytes], list[int]]\n\n"
+     "The chunks of data.split() but the ASCII ones in stop or of digits only, and where the\n"
+     "chunks with a byte above 0x7f are among them."},
     {"feature_hash", feature_hash, METH_O,
      "feature_hash(data: bytes) -> int\n\nMurmurHash3 x64-128 of data, seed 0: its first 64-bit word, unsigned."},
     {NULL, NULL, 0, NULL},

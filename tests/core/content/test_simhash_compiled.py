@@ -83,3 +83,63 @@ def test_a_weight_past_the_compiled_counts_goes_to_python():
     finally:
         textfp._words_simhash = held
     assert seen == [2**31]
+
+
+# --- a text's words, split and filtered in C (split_words) ----------------------------------
+
+_chunks = st.lists(
+    st.sampled_from([b" ", b"\t", b"\n", b"\r", b"\x0b", b"\x0c", b"\x1c", b"\x00", b"\x80", b"\xff", b"_"])
+    | st.sampled_from([b"the", b"a", b"s", b"ll", b"x", b"7", b"2024", b"0x1", b"near", b"copies", b"caf\xc3\xa9"])
+    | st.binary(max_size=6),
+    max_size=60,
+).map(b"".join)
+
+
+def test_the_compiled_split_is_used():
+    assert textfp._compiled_split is _simhash.split_words
+
+
+@settings(max_examples=500, deadline=None)
+@given(data=_chunks)
+def test_split_words_are_the_python_split(data):
+    assert _simhash.split_words(data, textfp._STOP_UTF8) == textfp._split_words(data, textfp._STOP_UTF8)
+
+
+@settings(max_examples=300, deadline=None)
+@given(data=_chunks, stop=st.frozensets(st.binary(max_size=4), max_size=40))
+def test_split_words_take_any_stop_words(data, stop):
+    # The table of stop words is rebuilt for each set passed (and kept while the same one is).
+    assert _simhash.split_words(data, stop) == textfp._split_words(data, stop)
+    assert _simhash.split_words(data, textfp._STOP_UTF8) == textfp._split_words(data, textfp._STOP_UTF8)
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    text=st.text(max_size=400)
+    | st.text(st.characters(max_codepoint=0x7F), max_size=400)
+    # Mostly ASCII words with a few of other scripts: their chunks spliced in one by one.
+    | st.lists(
+        st.sampled_from(["the", "near", "copies", "x1", "42", "caf\u00e9", "don\u2019t", "\u4e2d\u6587"]), max_size=120
+    ).map(" ".join)
+)
+def test_text_words_are_the_same_with_and_without_it(text):
+    compiled = textfp._utf8_words(text)
+    held, textfp._compiled_split = textfp._compiled_split, None
+    try:
+        assert textfp._utf8_words(text) == compiled
+    finally:
+        textfp._compiled_split = held
+    assert compiled == [t.encode("utf-8") for t in textfp.tokens(text)]
+
+
+def test_split_words_bad_arguments_raise():
+    with pytest.raises(TypeError):
+        _simhash.split_words("text", textfp._STOP_UTF8)
+    with pytest.raises(TypeError):
+        _simhash.split_words(b"text", [b"a"])
+    with pytest.raises(TypeError):  # a set could change under the table built from it
+        _simhash.split_words(b"text", {b"a"})
+    with pytest.raises(TypeError):
+        _simhash.split_words(b"text", frozenset({"a"}))
+    # A refused set leaves the last good table in use.
+    assert _simhash.split_words(b"the near copies", textfp._STOP_UTF8) == ([b"near", b"copies"], [])
