@@ -15,7 +15,7 @@ setup(
     # The simhash of a page's words in C (core/content/textfp.py) and the tags the parse
     # limits' pre-scan reads (core/content/htmlbounds.py). Optional: where no C compiler is at
     # hand the install goes on, and both modules compute the same in Python (slower:
-    # bench/README.md, "A compiled simhash" and "The pre-scan's tags compiled").
+    # bench/README.md, "A compiled simhash" and "The parse's tags and words compiled").
     ext_modules=[
         Extension("beamcrawl.core.content._simhash", ["beamcrawl/core/content/_simhash.c"], optional=True),
         Extension("beamcrawl.core.content._htmltags", ["beamcrawl/core/content/_htmltags.c"], optional=True),

@@ -27,7 +27,8 @@ answered (kept in tests/core/content/htmlbounds_reference.py and compared on gen
 The tags are read by the compiled ``_htmltags`` module (``_htmltags.c``) where it was built and
 gives the tokens the regular expressions below give (checked on import: else they read them).
 On the documents of /usr/share/doc it takes under half of the expressions' time, and a tenth
-of it where only the attributes are read (bench/README.md, "The pre-scan's tags compiled").
+of it where only the attributes are read (bench/README.md, "The parse's tags and words
+compiled").
 """
 
 from __future__ import annotations
