@@ -137,93 +137,89 @@ static int read_text(PyObject *str, Text *t) {
     return 0;
 }
 
+/* One tag: where its name starts and stops, where it ends, whether it is an end tag. */
+typedef struct {
+    Py_ssize_t name, name_stop, end;
+    int closing;
+} Tag;
+
+/* Finds the first tag at or after ``pos``: 1 when found (``tag`` set), 0 when there is none,
+ * -1 on an error (set). */
+static int next_tag(PyObject *str, const Text *t, Py_ssize_t pos, Tag *tag) {
+    for (;;) {
+        Py_ssize_t lt = find_char(str, t, '<', pos);
+        if (lt == -2) return -1;
+        if (lt < 0) return 0;
+        if (tag_starts(t, lt, &tag->name, &tag->closing)) break;
+        pos = lt + 1;
+    }
+    tag->name_stop = name_end(t, tag->name);
+    tag->end = attributes_end(str, t, tag->name_stop);
+    return tag->end == -2 ? -1 : 1;
+}
+
 static PyObject *EMPTY, *SLASH;
 
-static PyObject *tags(PyObject *self, PyObject *str) {
+/* A tag's 4-tuple of tags(): (closing, name, attributes, after). */
+static PyObject *tag_tuple(PyObject *str, const Text *t, const Tag *tag) {
+    const Py_ssize_t end = tag->end;
+    Tag next;
+    PyObject *after;
+    if (end >= t->n || (at(t, end) == '<' && tag_starts(t, end, &next.name, &next.closing))) {
+        after = Py_NewRef(EMPTY);
+    } else {
+        after = PyUnicode_Substring(str, end, end + 1);
+    }
+    if (after == NULL) return NULL;
+    PyObject *item = NULL;
+    PyObject *name = PyUnicode_Substring(str, tag->name, tag->name_stop);
+    PyObject *attributes = PyUnicode_Substring(str, tag->name_stop, end);
+    if (name != NULL && attributes != NULL) {
+        item = PyTuple_Pack(4, tag->closing ? SLASH : EMPTY, name, attributes, after);
+    }
+    Py_XDECREF(name);
+    Py_XDECREF(attributes);
+    Py_DECREF(after);
+    return item;
+}
+
+/* Every tag of ``str`` as its tuple (``tuples``), or else the attributes of those whose
+ * attributes are longer than ``longer_than`` characters. */
+static PyObject *collect(PyObject *str, int tuples, Py_ssize_t longer_than) {
     Text t;
     if (read_text(str, &t) < 0) return NULL;
     PyObject *out = PyList_New(0);
     if (out == NULL) return NULL;
-    Py_ssize_t pos = 0;
-    for (;;) {
-        Py_ssize_t lt = find_char(str, &t, '<', pos);
-        if (lt == -2) goto fail;
-        if (lt < 0) break;
-        Py_ssize_t name;
-        int closing;
-        if (!tag_starts(&t, lt, &name, &closing)) {
-            pos = lt + 1;
+    Tag tag;
+    int found;
+    for (Py_ssize_t pos = 0; (found = next_tag(str, &t, pos, &tag)) == 1; pos = tag.end) {
+        PyObject *item;
+        if (tuples) {
+            item = tag_tuple(str, &t, &tag);
+        } else if (tag.end - tag.name_stop > longer_than) {
+            item = PyUnicode_Substring(str, tag.name_stop, tag.end);
+        } else {
             continue;
         }
-        Py_ssize_t name_stop = name_end(&t, name);
-        Py_ssize_t end = attributes_end(str, &t, name_stop);
-        if (end == -2) goto fail;
-        PyObject *after;
-        Py_ssize_t next_name;
-        int next_closing;
-        if (end >= t.n || (at(&t, end) == '<' && tag_starts(&t, end, &next_name, &next_closing))) {
-            after = Py_NewRef(EMPTY);
-        } else {
-            after = PyUnicode_Substring(str, end, end + 1);
-        }
-        PyObject *item = NULL;
-        if (after != NULL) {
-            PyObject *name_str = PyUnicode_Substring(str, name, name_stop);
-            PyObject *attributes = PyUnicode_Substring(str, name_stop, end);
-            if (name_str != NULL && attributes != NULL) {
-                item = PyTuple_Pack(4, closing ? SLASH : EMPTY, name_str, attributes, after);
-            }
-            Py_XDECREF(name_str);
-            Py_XDECREF(attributes);
-            Py_DECREF(after);
-        }
-        if (item == NULL) goto fail;
+        if (item == NULL) break;
         int failed = PyList_Append(out, item);
         Py_DECREF(item);
-        if (failed < 0) goto fail;
-        pos = end;
+        if (failed < 0) break;
+    }
+    if (found != 0) {
+        Py_DECREF(out);
+        return NULL;
     }
     return out;
-fail:
-    Py_DECREF(out);
-    return NULL;
 }
+
+static PyObject *tags(PyObject *self, PyObject *str) { return collect(str, 1, 0); }
 
 static PyObject *long_attributes(PyObject *self, PyObject *args) {
     PyObject *str;
     Py_ssize_t longer_than;
     if (!PyArg_ParseTuple(args, "On:long_attributes", &str, &longer_than)) return NULL;
-    Text t;
-    if (read_text(str, &t) < 0) return NULL;
-    PyObject *out = PyList_New(0);
-    if (out == NULL) return NULL;
-    Py_ssize_t pos = 0;
-    for (;;) {
-        Py_ssize_t lt = find_char(str, &t, '<', pos);
-        if (lt == -2) goto fail;
-        if (lt < 0) break;
-        Py_ssize_t name;
-        int closing;
-        if (!tag_starts(&t, lt, &name, &closing)) {
-            pos = lt + 1;
-            continue;
-        }
-        Py_ssize_t name_stop = name_end(&t, name);
-        Py_ssize_t end = attributes_end(str, &t, name_stop);
-        if (end == -2) goto fail;
-        if (end - name_stop > longer_than) {
-            PyObject *attributes = PyUnicode_Substring(str, name_stop, end);
-            if (attributes == NULL) goto fail;
-            int failed = PyList_Append(out, attributes);
-            Py_DECREF(attributes);
-            if (failed < 0) goto fail;
-        }
-        pos = end;
-    }
-    return out;
-fail:
-    Py_DECREF(out);
-    return NULL;
+    return collect(str, 0, longer_than);
 }
 
 static PyMethodDef methods[] = {
