@@ -20,6 +20,7 @@ import contextlib
 import hashlib
 import logging
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -186,6 +187,8 @@ LOG_NAME = "flink-job-server.log"
 # The job server's heap unless --job_server_jvm_property=-Xmx... says otherwise.
 JOB_SERVER_HEAP = "1g"
 START_TIMEOUT = 180.0
+# The line the job server logs once its job service listens, with the port it bound.
+_LISTENING = re.compile(r"JobService started on (?:\[[^\]\s]*\]|[^\s:]+):(\d+)\s*$", re.MULTILINE)
 # The job server logs through SLF4J to java.util.logging: one line per record, and without
 # the two loudest sources (a dump of every job's metrics, thousands of lines a round, which
 # the round's report already holds; Flink's metric-name collisions).
@@ -344,7 +347,6 @@ def job_server(args: Sequence[str], out: str, announce: Callable[[str], object] 
     folder = Path(out) / "logs" if not files.is_remote(out) else Path(tempfile.mkdtemp(prefix="beamcrawl-flink-"))
     folder.mkdir(parents=True, exist_ok=True)
     log_path = folder / LOG_NAME
-    port = _free_port()
     artifacts = tempfile.mkdtemp(prefix="beamcrawl-flink-artifacts-")
     logging_config = Path(artifacts) / "logging.properties"
     logging_config.write_text(JAVA_LOGGING)
@@ -357,15 +359,17 @@ def job_server(args: Sequence[str], out: str, announce: Callable[[str], object] 
         *jvm,
         "-jar", str(option_value(args, "flink_job_server_jar")),
         "--flink-master", FlinkRunner.add_http_scheme(option_value(args, "flink_master") or "[auto]"),
-        "--job-host", "localhost", "--job-port", str(port), "--artifact-port", "0", "--expansion-port", "0",
+        # Port 0: the job server binds a free port itself and logs it. A port picked here and
+        # handed over could be taken in between by another process, whose port the crawl
+        # would then find listening and send its rounds to (gRPC waits, then times out).
+        "--job-host", "localhost", "--job-port", "0", "--artifact-port", "0", "--expansion-port", "0",
         "--artifacts-dir", artifacts,
     ]  # fmt: skip
     with open(log_path, "a", encoding="utf-8") as log_file:
-        log_file.write(
-            f"# {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())} job server on localhost:{port}: {' '.join(cmd)}\n"
-        )
+        log_file.write(f"# {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())} job server: {' '.join(cmd)}\n")
         log_file.write(TEARDOWN_NOTE)
         log_file.flush()
+        start = log_file.tell()  # the log is appended to: this run's output begins here
         try:
             proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log_file, stderr=subprocess.STDOUT)
         except OSError as exc:
@@ -375,7 +379,7 @@ def job_server(args: Sequence[str], out: str, announce: Callable[[str], object] 
     # closing their streams when it goes.
     with quiet_teardown(announce):
         try:
-            _wait_listening(proc, port, log_path)
+            port = _wait_listening(proc, log_path, start)
             if announce is not None:
                 announce(f"flink: job server on localhost:{port}; its log: {log_path}")
             yield [*args, f"--job_endpoint=localhost:{port}"]
@@ -478,14 +482,16 @@ def option_values(args: Sequence[str], name: str) -> list[str]:
     return values
 
 
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+def _wait_listening(proc: subprocess.Popen, log_path: Path, start: int) -> int:
+    """The port the job server says (in its log, from byte ``start``) its job service bound,
+    once that port takes connections.
 
-
-def _wait_listening(proc: subprocess.Popen, port: int, log_path: Path) -> None:
+    Raises:
+        RunnerSetupError: The job server exited, or did not say it listened within
+            ``START_TIMEOUT`` seconds.
+    """
     deadline = time.monotonic() + START_TIMEOUT
+    port = None
     while True:
         if proc.poll() is not None:
             tail = [line.strip() for line in log_path.read_text(errors="replace").splitlines() if line.strip()]
@@ -493,12 +499,17 @@ def _wait_listening(proc: subprocess.Popen, port: int, log_path: Path) -> None:
                 f"the Flink job server exited with status {proc.returncode} before it listened "
                 f"({tail[-1][:200] if tail else 'no output'}); see {log_path}"
             )
-        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=1.0):
-            return
+        if port is None:
+            with open(log_path, "rb") as log:
+                log.seek(start)
+                found = _LISTENING.search(log.read().decode("utf-8", "replace"))
+            port = int(found.group(1)) if found else None
+        if port is not None:
+            with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=1.0):
+                return port
         if time.monotonic() > deadline:
-            raise RunnerSetupError(
-                f"the Flink job server did not listen on port {port} within {START_TIMEOUT:g}s; see {log_path}"
-            )
+            said = f"said it listens on port {port} but takes no connection there" if port else "did not say it listens"
+            raise RunnerSetupError(f"the Flink job server {said} within {START_TIMEOUT:g}s; see {log_path}")
         time.sleep(0.25)
 
 

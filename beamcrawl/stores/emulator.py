@@ -33,6 +33,7 @@ import contextlib
 import ctypes
 import fcntl
 import os
+import re
 import shutil
 import signal
 import socket
@@ -41,6 +42,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterator, Sequence
+from typing import IO
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -210,13 +212,6 @@ class RunningEmulator:
     start_seconds: float
 
 
-def free_port(host: str = "127.0.0.1") -> int:
-    """A TCP port that is free on ``host`` right now."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind((host, 0))
-        return int(s.getsockname()[1])
-
-
 def _die_with_parent() -> None:  # runs in the child between fork and exec
     # PR_SET_PDEATHSIG: the kernel sends SIGTERM when the launching thread's process ends,
     # so a test run killed with SIGKILL does not leave emulators running.
@@ -226,16 +221,33 @@ def _die_with_parent() -> None:  # runs in the child between fork and exec
         pass
 
 
-def _wait_until_serving(proc: subprocess.Popen[bytes], host: str, port: int, timeout: float) -> bool:
-    """Waits for the port to accept connections; False if the process exited first."""
+# What the emulator prints once it listens, with the address it bound (its own port when
+# asked for port 0).
+_RUNNING = re.compile(rb"emulator running on (\S+):(\d+)\s*$", re.MULTILINE)
+
+
+def _wait_until_serving(proc: subprocess.Popen[bytes], log: IO[bytes], host: str, timeout: float) -> int | None:
+    """The port the emulator says (in ``log``, its output) it bound, once it takes
+    connections there; None if the process exited first.
+
+    A port is trusted only from the emulator's own line: a port merely taking connections
+    may be another process's, when the emulator could not bind it.
+    """
     deadline = time.monotonic() + timeout
+    port = None
     while time.monotonic() < deadline:
         if proc.poll() is not None:
-            return False
-        with contextlib.suppress(OSError), socket.create_connection((host, port), timeout=0.2):
-            return True
+            return None
+        if port is None:
+            log.seek(0)
+            found = _RUNNING.search(log.read())
+            port = int(found.group(2)) if found else None
+        if port is not None:
+            with contextlib.suppress(OSError), socket.create_connection((host, port), timeout=0.2):
+                return port
         time.sleep(0.02)
-    raise EmulatorUnavailable(f"the Bigtable emulator did not listen on {host}:{port} within {timeout:g}s")
+    said = f"said it runs on port {port} but takes no connection there" if port else "did not say it listens"
+    raise EmulatorUnavailable(f"the Bigtable emulator {said} within {timeout:g}s")
 
 
 def _stop(proc: subprocess.Popen[bytes]) -> None:
@@ -262,11 +274,10 @@ def running_emulator(
     Args:
         binary: The emulator binary; default :func:`find_or_build_emulator`.
         host: Loopback address to bind.
-        port: Port to bind; default a free one (retried if another process takes it
-            between choosing and binding).
+        port: Port to bind; default one the emulator chooses (and says).
         set_env: Set ``BIGTABLE_EMULATOR_HOST`` for this process (and so for the
             subprocesses it starts) while the block runs, restoring it afterwards.
-        attempts: Launches to try when the chosen port turns out to be taken.
+        attempts: Launches to try when the emulator exits before it listens.
 
     Yields:
         The running emulator.
@@ -277,26 +288,26 @@ def running_emulator(
     binary = binary or find_or_build_emulator()
     proc: subprocess.Popen[bytes] | None = None
     started = 0.0
-    chosen = 0
+    chosen: int | None = None
     last_err = ""
     for _ in range(max(1, attempts)):
-        chosen = port or free_port(host)
         started = time.monotonic()
         log = tempfile.TemporaryFile()
+        # Port 0 unless one is asked for: the emulator binds a free port itself and says which.
         proc = subprocess.Popen(
-            [str(binary), "-host", host, "-port", str(chosen)],
+            [str(binary), "-host", host, "-port", str(port or 0)],
             stdin=subprocess.DEVNULL,
             stdout=log,
             stderr=subprocess.STDOUT,
             preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None,
         )
         try:
-            serving = _wait_until_serving(proc, host, chosen, START_TIMEOUT_S)
+            chosen = _wait_until_serving(proc, log, host, START_TIMEOUT_S)
         except BaseException:
             _stop(proc)
             log.close()
             raise
-        if serving:
+        if chosen is not None:
             log.close()
             break
         log.seek(0)
@@ -305,7 +316,7 @@ def running_emulator(
         proc = None
         if port:
             break
-    if proc is None:
+    if proc is None or chosen is None:
         raise EmulatorUnavailable(f"the Bigtable emulator ({binary}) did not start: {last_err}")
     running = RunningEmulator(
         host=f"{host}:{chosen}", binary=binary, pid=proc.pid, start_seconds=time.monotonic() - started

@@ -335,7 +335,10 @@ _TASK_SWITCH = re.compile(
 
 def test_flink_ran_the_fetch_on_two_task_slots_and_kept_its_log(flink_parallel_run):
     log = (flink_parallel_run["out"] / "logs" / "flink-job-server.log").read_text()
-    assert "job server on localhost:" in log.splitlines()[0]
+    assert "job server: " in log.splitlines()[0] and "--job-port 0" in log.splitlines()[0]
+    # the port it chose itself, and the crawl's rounds went there
+    port = re.search(r"JobService started on localhost:(\d+)$", log, re.MULTILINE)[1]
+    assert f"job server on localhost:{port};" in flink_parallel_run["proc"].stderr
     # Flink's own record of the fetch stage's subtasks: when each started and finished running
     runs = collections.defaultdict(dict)
     for line in log.splitlines():

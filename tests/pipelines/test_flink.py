@@ -12,6 +12,7 @@ import logging
 import os
 import socket
 import shutil
+import sys
 import threading
 import time
 from concurrent import futures
@@ -230,13 +231,13 @@ def test_a_job_server_that_cannot_start_fails_in_one_line_pointing_at_its_log(tm
     message = str(exc.value)
     assert "\n" not in message and "exited" in message and str(log) in message
     text = log.read_text()
-    assert "job server on localhost:" in text and "jarfile" in text.lower()  # java's own complaint
+    assert "job server: " in text and "jarfile" in text.lower()  # java's own complaint
 
 
 @pytest.mark.parametrize(
     "given, heap", [([], f"-Xmx{flink.JOB_SERVER_HEAP}"), (["--job_server_jvm_property=-Xmx384m"], "-Xmx384m")]
 )
-def test_the_job_server_gets_a_heap_limit_and_binds_its_job_port_to_loopback(tmp_path, given, heap):
+def test_the_job_server_gets_a_heap_limit_and_is_asked_for_loopback_and_a_port_of_its_own(tmp_path, given, heap):
     not_a_jar = tmp_path / "job-server.jar"
     not_a_jar.write_text("not a jar")
     args = ["--runner=FlinkRunner", "--flink_master=[local]", f"--flink_job_server_jar={not_a_jar}", *given]
@@ -246,6 +247,83 @@ def test_the_job_server_gets_a_heap_limit_and_binds_its_job_port_to_loopback(tmp
     cmd = (tmp_path / "out" / "logs" / flink.LOG_NAME).read_text().splitlines()[0].split(": ", 1)[1].split()
     assert [arg for arg in cmd if arg.startswith("-Xmx")] == [heap]
     assert cmd[cmd.index("--job-host") + 1] == "localhost"
+    assert cmd[cmd.index("--job-port") + 1] == "0"  # it binds a port itself and says which
+
+
+# A stand-in for the java launcher: a real process that, like Beam's job server, binds a port
+# of its own (``--job-port 0``), logs "JobService started on localhost:PORT" and serves, or
+# misbehaves as told (FAKE_MODE). It writes the port it bound to FAKE_BOUND for the test.
+FAKE_JOB_SERVER = """\
+import os, socket, sys, time
+args = sys.argv[1:]
+assert args[args.index("--job-port") + 1] == "0", args
+mode = os.environ["FAKE_MODE"]
+sock = socket.socket()
+sock.bind(("127.0.0.1", 0))
+sock.listen()
+port = sock.getsockname()[1]
+if mode == "elsewhere":  # says a port where nothing listens
+    sock.close()
+    probe = socket.socket(); probe.bind(("127.0.0.1", 0)); port = probe.getsockname()[1]; probe.close()
+with open(os.environ["FAKE_BOUND"], "w") as out:
+    out.write(str(port))
+time.sleep(float(os.environ.get("FAKE_DELAY", "0")))
+print("INFO JobServerDriver: ArtifactStagingService started on localhost:1", flush=True)
+if mode != "silent":
+    print(f"INFO org.apache.beam.runners.jobsubmission.JobServerDriver: JobService started on localhost:{port}", flush=True)
+time.sleep(120)
+"""
+
+
+def _fake_launcher(tmp_path, monkeypatch, mode, delay=0.0):
+    script = tmp_path / "fake_job_server.py"
+    script.write_text(FAKE_JOB_SERVER)
+    launcher = tmp_path / "java"
+    launcher.write_text(f'#!/bin/sh\nexec {sys.executable} {script} "$@"\n')
+    launcher.chmod(0o755)
+    jar = tmp_path / "job-server.jar"
+    jar.write_bytes(b"PK")
+    monkeypatch.setenv("FAKE_MODE", mode)
+    monkeypatch.setenv("FAKE_DELAY", str(delay))
+    monkeypatch.setenv("FAKE_BOUND", str(tmp_path / "bound"))
+    return [
+        "--runner=FlinkRunner",
+        "--flink_master=[local]",
+        f"--flink_job_server_jar={jar}",
+        f"--job_server_java_launcher={launcher}",
+    ]
+
+
+def test_the_crawl_uses_the_port_the_job_server_says_it_bound_not_one_it_handed_over(tmp_path, monkeypatch):
+    """The job server picks its port: the crawl's rounds go to the port it logs, even while
+    another process listens on loopback and the log already holds an earlier run's port."""
+    log = tmp_path / "out" / "logs" / flink.LOG_NAME
+    log.parent.mkdir(parents=True)
+    with socket.socket() as other:
+        other.bind(("127.0.0.1", 0))
+        other.listen()
+        stale = other.getsockname()[1]  # an earlier crawl's line, in the same log
+        log.write_text(f"INFO JobServerDriver: JobService started on localhost:{stale}\n")
+        args = _fake_launcher(tmp_path, monkeypatch, "serves", delay=0.5)
+        said: list[str] = []
+        with flink.job_server(args, str(tmp_path / "out"), announce=said.append) as given:
+            bound = int((tmp_path / "bound").read_text())
+            assert bound != stale
+            assert runners.option_value(given, "job_endpoint") == f"localhost:{bound}"
+            assert f"localhost:{bound}" in said[0]
+
+
+@pytest.mark.parametrize(
+    "mode, says", [("silent", "did not say it listens"), ("elsewhere", "takes no connection there")]
+)
+def test_a_job_server_that_does_not_say_a_port_it_serves_fails_in_one_line(tmp_path, monkeypatch, mode, says):
+    args = _fake_launcher(tmp_path, monkeypatch, mode)
+    monkeypatch.setattr(flink, "START_TIMEOUT", 3.0)
+    with pytest.raises(RunnerSetupError) as exc:
+        with flink.job_server(args, str(tmp_path / "out")):
+            pytest.fail("a job server that does not serve the port it says must not be used")
+    message = str(exc.value)
+    assert "\n" not in message and says in message and flink.LOG_NAME in message
 
 
 def test_other_runners_get_their_arguments_unchanged(tmp_path):

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import pickle
+import socket
 import time
 from pathlib import Path
 from typing import Any
@@ -354,6 +355,43 @@ def test_emulator_choice_by_environment(monkeypatch: pytest.MonkeyPatch, tmp_pat
         emulator.find_or_build_emulator()
     cached = emulator.cached_binary()
     assert cached.parent == tmp_path / "cache" / "bin" and emulator.GO_MODULE_VERSION in cached.name
+
+
+def test_an_emulator_whose_port_another_process_holds_is_not_mistaken_for_it(bigtable_emulator: Any) -> None:
+    """The port asked for is taken: the emulator cannot bind it, and the process that holds it
+    (taking connections) must not be handed out as the emulator."""
+    with socket.socket() as occupant:
+        occupant.bind(("127.0.0.1", 0))
+        occupant.listen()
+        taken = occupant.getsockname()[1]
+        with pytest.raises(emulator.EmulatorUnavailable, match="did not start"):
+            with emulator.running_emulator(bigtable_emulator.binary, port=taken, set_env=False):
+                pytest.fail(f"port {taken} is another process's")
+
+
+def _fake_emulator(tmp_path: Path, says: str) -> Path:
+    binary = tmp_path / "cbtemulator"
+    binary.write_text(f"#!/bin/sh\necho '{says}'\nexec sleep 60\n")
+    binary.chmod(0o755)
+    return binary
+
+
+def test_an_emulator_that_says_a_port_it_does_not_serve_fails_in_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(emulator, "START_TIMEOUT_S", 2.0)
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        nobody = probe.getsockname()[1]  # nothing listens here
+    cases = [
+        (f"Cloud Bigtable emulator running on 127.0.0.1:{nobody}", f"said it runs on port {nobody}"),
+        ("starting up", "did not say it listens"),
+    ]
+    for says, error in cases:
+        with pytest.raises(emulator.EmulatorUnavailable, match=error) as exc:
+            with emulator.running_emulator(_fake_emulator(tmp_path, says), set_env=False):
+                pytest.fail("an emulator that does not serve must not be used")
+        assert "\n" not in str(exc.value)
 
 
 def test_running_emulator_sets_and_restores_the_environment(bigtable_emulator: Any) -> None:
