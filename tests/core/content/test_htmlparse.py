@@ -179,3 +179,41 @@ def test_a_character_the_pages_encoding_cannot_write_is_a_numeric_reference() ->
 def test_utf8_pages_keep_utf8_queries() -> None:
     out = parse_html('<meta charset="utf-8"><a href="/s?q=日本">x</a>'.encode(), "http://a.example/")
     assert [url for url, *_ in out.links] == ["http://a.example/s?q=%E6%97%A5%E6%9C%AC"]
+
+
+# --- the attributes page_links reads ------------------------------------------------------------
+# page_links looks each attribute up on its own (``node.attrs.get``) rather than building every
+# link's attribute dict (``node.attributes``); the two must agree on any markup: repeated names
+# (the parser keeps the first), names in any case, no value, an empty value, foreign elements.
+
+_READ = ("href", "src", "rel", "type", "name", "content", "http-equiv")
+_attr_names = st.sampled_from([*_READ, "HREF", "Rel", "Http-Equiv", "xlink:href", "data-x", "id"])
+_attr_values = st.one_of(st.none(), st.text(alphabet=" \"'=<>/&;aZ\t\n#:?", max_size=6))
+
+
+def _attribute(name: str, value: str | None) -> str:
+    if value is None:
+        return name
+    return f'{name}="{value.replace(chr(34), "&quot;")}"'
+
+
+_elements = st.builds(
+    lambda tag, attrs, wrap: wrap.format(f"<{tag} {' '.join(_attribute(n, v) for n, v in attrs)}>x</{tag}>"),
+    st.sampled_from(["a", "area", "link", "base", "meta", "iframe", "frame", "title"]),
+    st.lists(st.tuples(_attr_names, _attr_values), max_size=6),
+    st.sampled_from(["{}", "<svg>{}</svg>", "<math>{}</math>", "<table>{}</table>", "<head>{}</head>"]),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_elements, min_size=1, max_size=6))
+def test_an_attribute_looked_up_alone_is_the_one_in_the_attribute_dict(elements):
+    from selectolax.lexbor import LexborHTMLParser
+
+    from beamcrawl.core.content.htmlparse import _PAGE_SELECTOR
+
+    tree = LexborHTMLParser("".join(elements))
+    for node in tree.css(_PAGE_SELECTOR) + tree.css("*"):
+        whole = node.attributes
+        for name in _READ:
+            assert node.attrs.get(name) == whole.get(name), (node.html, name)
