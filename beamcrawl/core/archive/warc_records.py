@@ -46,7 +46,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import http
-import uuid
+import os
 from typing import Sequence
 
 from zlib_ng import zlib_ng
@@ -60,6 +60,7 @@ __all__ = [
     "gzip_member",
     "http_head",
     "new_record_id",
+    "record_id_of",
     "record",
     "status_line",
     "window_bits",
@@ -115,9 +116,22 @@ def b32(data: bytes) -> str:
     )
 
 
+# A random (version 4) UUID's fixed bits (RFC 9562 §5.4): the version nibble and the variant.
+_V4_KEEP = ~((0xF000 << 64) | (0xC000 << 48))
+_V4_SET = (0x4000 << 64) | (0x8000 << 48)
+
+
+def record_id_of(random16: bytes) -> str:
+    """The ``WARC-Record-ID`` of the version 4 UUID made of 16 random bytes: what
+    ``f"<urn:uuid:{uuid.UUID(bytes=random16, version=4)}>"`` writes, at half its cost (two
+    records a page)."""
+    h = f"{int.from_bytes(random16) & _V4_KEEP | _V4_SET:032x}"
+    return f"<urn:uuid:{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}>"
+
+
 def new_record_id() -> str:
     """A fresh ``WARC-Record-ID``: a random UUID URN in angle brackets (WARC 1.1 §5.2)."""
-    return f"<urn:uuid:{uuid.uuid4()}>"
+    return record_id_of(os.urandom(16))
 
 
 def first_fields(kind: str, record_id: str, date: str, url: str, ip: str | None) -> list[tuple[str, str]]:

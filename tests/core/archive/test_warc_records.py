@@ -29,6 +29,7 @@ from beamcrawl.core.archive.warc_records import (
     http_head,
     new_record_id,
     record,
+    record_id_of,
     status_line,
 )
 
@@ -193,7 +194,12 @@ def test_record_ids_are_fresh_uuid4_urns():
     assert len(ids) == 100
     for rid in ids:
         m = re.fullmatch(r"<urn:uuid:([0-9a-f-]{36})>", rid)
-        assert m and uuid.UUID(m.group(1)).version == 4
+        assert m and uuid.UUID(m.group(1)).version == 4 and uuid.UUID(m.group(1)).variant == uuid.RFC_4122
+
+
+@given(st.binary(min_size=16, max_size=16))
+def test_a_record_id_is_the_uuid4_of_its_random_bytes(random16):
+    assert record_id_of(random16) == f"<urn:uuid:{uuid.UUID(bytes=random16, version=4)}>"
 
 
 # --- status lines: the reason phrase as received ------------------------------------------
