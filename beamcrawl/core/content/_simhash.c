@@ -230,9 +230,10 @@ static int use_stop_words(PyObject *stop) {
         PyErr_SetString(PyExc_TypeError, "stop words must be a frozenset of bytes");
         return -1;
     }
-    Py_ssize_t count = PySet_GET_SIZE(stop), total = 0;
     PyObject *items = PySequence_List(stop);
     if (items == NULL) return -1;
+    /* The list's own length: a frozenset subclass may iterate other than its size says. */
+    Py_ssize_t count = PyList_GET_SIZE(items), total = 0;
     for (Py_ssize_t i = 0; i < count; i++) {
         PyObject *w = PyList_GET_ITEM(items, i);
         if (!PyBytes_Check(w)) {

@@ -143,3 +143,18 @@ def test_split_words_bad_arguments_raise():
         _simhash.split_words(b"text", frozenset({"a"}))
     # A refused set leaves the last good table in use.
     assert _simhash.split_words(b"the near copies", textfp._STOP_UTF8) == ([b"near", b"copies"], [])
+
+
+class _Lying(frozenset):
+    """A frozenset whose iteration yields more words than its size says."""
+
+    def __iter__(self):
+        yield from super().__iter__()
+        yield from (b"extra%d" % i for i in range(64))
+
+
+def test_a_frozenset_that_iterates_other_than_its_size_is_read_as_iterated():
+    stop = _Lying({b"near"})
+    words, _ = _simhash.split_words(b"near extra3 extra63 copies extra64", stop)
+    assert words == [b"copies", b"extra64"]
+    assert _simhash.split_words(b"the near copies", textfp._STOP_UTF8) == ([b"near", b"copies"], [])
