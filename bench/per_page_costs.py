@@ -19,7 +19,7 @@ model (no server) and on real HTML documents found on this machine (``--html-glo
   the compiled tokenizer (``_htmltags.c``), in the same run.
 
     python bench/per_page_costs.py [--hosts 200] [--pages 2000] [--repeat 5]
-        [--html-glob '/usr/share/doc/*/*.html'] [--steps digest,gzip,text,bounds] [--profile simhash|text|bounds]
+        [--html-glob '/usr/share/doc/*/*.html'] [--steps digest,gzip,text,bounds,links] [--profile simhash|text|bounds]
 
 ``--profile`` runs cProfile over one pass of that step on the simweb sample (``bounds``: on the
 real documents) and prints the top functions by own time. ``--passes N`` only runs ``text_simhash`` N times over the sample's
@@ -48,7 +48,7 @@ from typing import Any
 from selectolax.lexbor import LexborHTMLParser
 
 from beamcrawl.core.archive import warc_records, warc_revisit
-from beamcrawl.core.content import htmlbounds, textfp
+from beamcrawl.core.content import htmlbounds, htmlparse, textfp
 from beamcrawl.simweb.site import SimWeb
 
 __all__ = ["main", "real_pages", "simweb_pages"]
@@ -155,6 +155,21 @@ def _bounds_rows(pages: list[bytes], real: list[bytes], repeat: int) -> list[str
     return rows
 
 
+def _links_rows(pages: list[bytes], real: list[bytes], repeat: int) -> list[str]:
+    """page_links over documents already parsed (the parse itself not counted), simweb's and
+    real ones, with the links each yields."""
+    url = "http://h17.simweb.test:8000/p/17/intro-to-things.html"
+    rows = []
+    for corpus, bodies in (("simweb", pages), ("real HTML", real)):
+        if not bodies:
+            continue
+        trees = [LexborHTMLParser(b.decode("utf-8", "replace")) for b in bodies]
+        links = sum(len(htmlparse.page_links(t, url).links) for t in trees) / len(trees)
+        us = _per_call(trees, lambda t: htmlparse.page_links(t, url), repeat)
+        rows.append(f"| links: page_links, {corpus} | {us:,.1f} | {links:,.1f} links a page |")
+    return rows
+
+
 def _parse_text(body: bytes) -> str:
     return textfp.tree_text(LexborHTMLParser(body.decode("utf-8", "replace")))
 
@@ -194,7 +209,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--profile", choices=("simhash", "text", "bounds"))
     p.add_argument("--passes", type=int, default=0, help="only run text_simhash this many times over the texts")
     p.add_argument(
-        "--steps", default="digest,gzip,text", help="which rows: digest (and record), gzip, text (and simhash), bounds"
+        "--steps",
+        default="digest,gzip,text",
+        help="which rows: digest (and record), gzip, text (and simhash), bounds, links",
     )
     args = p.parse_args(argv)
     steps = set(args.steps.split(","))
@@ -260,6 +277,8 @@ def main(argv: list[str] | None = None) -> int:
             rows += _simhash_rows("real HTML", [_parse_text(b) for b in real], args.repeat)
     if "bounds" in steps:
         rows += _bounds_rows(pages, real, args.repeat)
+    if "links" in steps:
+        rows += _links_rows(pages, real, args.repeat)
     print("\n".join(rows))
     return 0
 

@@ -42,3 +42,12 @@ def test_the_bounds_rows_print_both_tokenizers(tmp_path, capsys):
     assert "| bounds: htmlbounds.scan, real HTML, mean a page (tags by expressions)" in names
     assert sum(name.startswith("| bounds, hostile:") for name in names) == len(per_page_costs.HOSTILE)
     assert all(float(row.split(" | ")[1].replace(",", "")) > 0 for row in rows)
+
+
+def test_the_links_rows_print_each_corpus_with_its_links(tmp_path, capsys):
+    (tmp_path / "a.html").write_text("<p>" + "".join(f"<a href=/{i}>link {i}</a>" for i in range(30)) + "</p>")
+    argv = ["--hosts", "3", "--pages", "20", "--repeat", "1", "--steps", "links"]
+    assert per_page_costs.main([*argv, "--html-glob", str(tmp_path / "*.html")]) == 0
+    rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith("| links")]
+    assert [row.split(" | ")[0] for row in rows] == ["| links: page_links, simweb", "| links: page_links, real HTML"]
+    assert rows[1].endswith("| 30.0 links a page |")
