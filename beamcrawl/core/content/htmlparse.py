@@ -175,7 +175,7 @@ def page_links(tree: LexborHTMLParser, url: str, token: str = "beamcrawl", encod
                 base_node = node
         elif tag == "meta":
             meta_nodes.append(node)
-            if (node.attrs.get("http-equiv") or "").strip().lower() == "refresh":
+            if (node.attributes.get("http-equiv") or "").strip().lower() == "refresh":
                 link_nodes.append(("refresh", node))
         elif tag == "title":
             if title_node is None:
@@ -185,7 +185,7 @@ def page_links(tree: LexborHTMLParser, url: str, token: str = "beamcrawl", encod
 
     base = url
     if base_node is not None:
-        href = (base_node.attrs.get("href") or "").strip()
+        href = (base_node.attributes.get("href") or "").strip()
         if href:
             try:
                 base = normalize(href, url, encoding)
@@ -194,9 +194,9 @@ def page_links(tree: LexborHTMLParser, url: str, token: str = "beamcrawl", encod
 
     metas = []
     for node in meta_nodes:
-        name = (node.attrs.get("name") or "").strip().lower()
+        name = (node.attributes.get("name") or "").strip().lower()
         if name in ("robots", token.lower()):
-            content = node.attrs.get("content") or ""
+            content = node.attributes.get("content") or ""
             metas.append(content if name == "robots" else f"{token}: {content}")
     out.meta_noindex, out.meta_nofollow = robots_directives(metas, token)
 
@@ -208,9 +208,7 @@ def page_links(tree: LexborHTMLParser, url: str, token: str = "beamcrawl", encod
     # the top and the bottom): each href is normalised and fingerprinted once.
     targets: dict[str, tuple[str, int] | None] = {}
     for tag, node in link_nodes:
-        # One attribute looked up at a time: ``node.attributes`` would build a dict of all of
-        # them for each link (the same values: the parser keeps the first of a repeated name).
-        attrs = node.attrs
+        attrs = node.attributes
         if tag == "link":
             rels = (attrs.get("rel") or "").lower().split()
             if "canonical" in rels:
