@@ -42,9 +42,9 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterator, Sequence
-from typing import IO
 from dataclasses import dataclass
 from pathlib import Path
+from typing import IO
 
 from beamcrawl.core.runtime.interruptible import run_tool
 

@@ -125,7 +125,8 @@ def record_id_of(random16: bytes) -> str:
     """The ``WARC-Record-ID`` of the version 4 UUID made of 16 random bytes: what
     ``f"<urn:uuid:{uuid.UUID(bytes=random16, version=4)}>"`` writes, at half its cost (two
     records a page)."""
-    h = f"{int.from_bytes(random16) & _V4_KEEP | _V4_SET:032x}"
+    value = int.from_bytes(random16, "big") & _V4_KEEP | _V4_SET
+    h = f"{value:032x}"
     return f"<urn:uuid:{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}>"
 
 
