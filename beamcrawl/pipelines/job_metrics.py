@@ -199,12 +199,17 @@ def job_monitoring_infos(result: Any) -> list[Any] | None:
 
 def job_shuffle_figures(pipeline: Any, result: Any) -> dict[str, Any]:
     """:func:`shuffle_figures` of a finished job, or ``{}`` when its runner reports no
-    monitoring infos (a figure for the report, never a reason to fail a round)."""
+    monitoring infos (a figure for the report, never a reason to fail a round).
+
+    The job's proto is the one its runner kept (``pipeline_proto``: the in-process runner
+    of ``live.py``), else the pipeline translated again.
+    """
     try:
         infos = job_monitoring_infos(result)
         if infos is None:
             return {}
-        return shuffle_figures(pipeline.to_runner_api(), infos)
+        proto = getattr(pipeline.runner, "pipeline_proto", None) or pipeline.to_runner_api()
+        return shuffle_figures(proto, infos)
     except Exception as exc:  # noqa: BLE001 - runner-specific metric plumbing; the round stands
         log.debug("no shuffle figures from this runner: %s", exc)
         return {}

@@ -6,7 +6,7 @@ import apache_beam as beam
 from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.runners.portability.fn_api_runner import FnApiRunner
 
-from beamcrawl.pipelines.job_metrics import job_shuffle_figures
+from beamcrawl.pipelines.job_metrics import job_monitoring_infos, job_shuffle_figures, shuffle_figures
 
 N = 2000
 VALUE = 200  # bytes of each shuffled value
@@ -82,3 +82,26 @@ def test_prism_reports_the_join_and_the_side_input_as_the_in_process_runner_does
     (side,) = [k for k in local["by_step"] if k.startswith("Use [side input")]
     assert 200 * 50 <= prism["by_step"][side] <= 200 * 80
     assert abs(prism["by_step"][side] - local["by_step"][side]) <= 0.05 * local["by_step"][side]
+
+
+def test_the_in_process_runner_gives_the_proto_it_ran_and_the_pipeline_is_not_translated_again(monkeypatch):
+    """``live.LiveFnApiRunner`` keeps the job it ran: the figures come from it (the same as from
+    a second translation, which took ~0.6 s a round) and the pipeline is translated once."""
+    from beamcrawl.pipelines.live import LiveFnApiRunner
+
+    p = beam.Pipeline(runner=LiveFnApiRunner(), options=PipelineOptions(flags=[]))
+    _joined(p)
+    result = p.run()
+    result.wait_until_finish()
+    again = p.to_runner_api()
+    translations = []
+    real = beam.Pipeline.to_runner_api
+    monkeypatch.setattr(
+        beam.Pipeline, "to_runner_api", lambda self, *a, **k: translations.append(1) or real(self, *a, **k)
+    )
+    figures = job_shuffle_figures(p, result)
+    assert translations == []
+    assert p.runner.pipeline_proto is not None
+    assert figures == shuffle_figures(again, job_monitoring_infos(result))
+    join = "Join/CoGroupByKeyImpl/GroupByKey"
+    assert 4000 * 100 <= figures["by_step"][join] <= 4000 * 130
