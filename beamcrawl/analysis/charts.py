@@ -1,8 +1,9 @@
 """PNG charts of a crawl's rounds, from its round reports and its Parquet outputs.
 
-``beamcrawl report OUT_DIR`` draws them, and the crawl loop draws them again after every
-round into ``OUT/reports/`` (a failure there is logged, never fails the round). Each chart
-is one file:
+``beamcrawl report OUT_DIR`` draws them, and the crawl loop has them drawn again after every
+round into ``OUT/reports/``, in a process of its own (``python -m beamcrawl.analysis.charts
+OUT``, started by ``pipelines/round_charts.py``; a failure there is logged, never fails the
+round). Each chart is one file:
 
 - ``throughput.png``: responses and pages per second per round;
 - ``status_content.png``: the status-class mix per round and the content-type mix;
@@ -360,3 +361,10 @@ def charts_after_round(out: str) -> None:
         write_charts(out)
     except Exception as exc:  # charts are a view: a failure to draw never fails a round
         log.warning("report charts not drawn: %s", f"{type(exc).__name__}: {exc}".splitlines()[0])
+
+
+if __name__ == "__main__":  # the crawl loop's drawing process (pipelines/round_charts.py)
+    import sys
+
+    logging.basicConfig(level=logging.WARNING, format="%(message)s", stream=sys.stderr)
+    charts_after_round(sys.argv[1])

@@ -15,7 +15,6 @@ import sys
 import time
 from typing import Any, TextIO
 
-from beamcrawl.analysis.charts import charts_after_round
 from beamcrawl.core.runtime import files
 from beamcrawl.core.runtime.config import CrawlConfig
 from beamcrawl.core.runtime.outputs import RoundOutputs
@@ -27,6 +26,7 @@ from beamcrawl.pipelines.interrupt import watch_interrupt
 from beamcrawl.pipelines.launch import run_round
 from beamcrawl.pipelines.lease import RoundLease, lease_ttl
 from beamcrawl.pipelines.live_status import LiveStatus
+from beamcrawl.pipelines.round_charts import RoundCharts
 from beamcrawl.pipelines.round_summary import summary
 from beamcrawl.pipelines.runner_output import RunnerOutput, kept_off_console
 from beamcrawl.pipelines.seeding import submit_urls
@@ -103,11 +103,15 @@ def crawl(
             raise
         status = LiveStatus(cfg.out, claim.crawl_id, out_folder.store_name(cfg.store))
         # On a portable runner, its workers' and its own output go to the log, not the console.
-        with CrawlLog(cfg.out) as record, kept_off_console(pipeline_args, record) as runner_log:
+        with (
+            CrawlLog(cfg.out) as record,
+            kept_off_console(pipeline_args, record) as runner_log,
+            RoundCharts(cfg.out) as charts,  # OUT/reports/*.png, drawn beside the next round
+        ):
             try:
                 reports = _rounds(
                     cfg, store, rounds, seeds, pipeline_args, record.tee(out), exit_when_idle, status, record,
-                    runner_log,
+                    charts, runner_log,
                 )  # fmt: skip
             except BaseException as exc:
                 with contextlib.suppress(OSError):
@@ -131,10 +135,12 @@ def _rounds(
     exit_when_idle: bool,
     status: LiveStatus,
     record: CrawlLog,
+    charts: RoundCharts,
     runner_log: RunnerOutput | None = None,
 ) -> list[dict[str, Any]]:
     """The rounds of one run, under the crawl's lease; ``status`` (OUT/status.json) and
-    ``record`` (OUT/logs/) follow them, ``runner_log`` holds a portable runner's output."""
+    ``record`` (OUT/logs/) follow them, ``charts`` are redrawn after each, ``runner_log``
+    holds a portable runner's output."""
     reports = []
     with RoundLease(store, ttl=lease_ttl(cfg.round_window)) as lease:
         status.between_rounds()
@@ -159,7 +165,9 @@ def _rounds(
                     f"round {round_no} is already in {cfg.out} ({written}) though the store has not run it: "
                     "the folder holds another crawl's output; give another --out"
                 )
-            if not idle.wait_until_due(store, cfg, out, exit_when_idle=exit_when_idle, label=f"round {round_no}: "):
+            if not idle.wait_until_due(
+                store, cfg, out, exit_when_idle=exit_when_idle, label=f"round {round_no}: ", meanwhile=charts.catch_up
+            ):
                 break
             print(f"round {round_no}: running (window {cfg.round_window:g}s) ...", file=out, flush=True)
             status.round_started(round_no)
@@ -176,5 +184,5 @@ def _rounds(
             status.between_rounds(round_no)
             print(summary(report), file=out, flush=True)
             reports.append(report)
-            charts_after_round(cfg.out)  # OUT/reports/*.png; a failure is logged, never raised
+            charts.round_done()  # OUT/reports/*.png, in a child process; a failure is logged, never raised
     return reports

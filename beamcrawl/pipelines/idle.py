@@ -26,7 +26,7 @@ import struct
 import time
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Iterable, Iterator, TextIO
+from typing import Callable, Iterable, Iterator, TextIO
 
 from beamcrawl.core.net.resolver import hostname_of
 from beamcrawl.core.policy import politeness
@@ -212,7 +212,13 @@ def check_idle(store: Store, cfg: CrawlConfig, now: float) -> Idle | None:
 
 
 def wait_until_due(
-    store: Store, cfg: CrawlConfig, out: TextIO, *, exit_when_idle: bool = False, label: str = ""
+    store: Store,
+    cfg: CrawlConfig,
+    out: TextIO,
+    *,
+    exit_when_idle: bool = False,
+    label: str = "",
+    meanwhile: Callable[[], None] | None = None,
 ) -> bool:
     """Returns at once when a round has work; else says why not and waits until it has.
 
@@ -222,6 +228,7 @@ def wait_until_due(
         out: Where the one-line explanation goes.
         exit_when_idle: Return False instead of waiting (a scheduled run just ends).
         label: Put before the line (``round N: ``).
+        meanwhile: Called before each slice of the wait (the crawl loop's charts catch up).
 
     Returns:
         True when a round should run now; False when the crawl should stop: nothing is
@@ -245,5 +252,7 @@ def wait_until_due(
                     flush=True,
                 )
             return False
+        if meanwhile is not None:
+            meanwhile()
         # In slices: a Ctrl-C delivered to any thread raises KeyboardInterrupt here within 0.2 s.
         interruptible.sleep(min(max(idle.wake_at - time.time(), 0.0) + 0.05, RECHECK_SECONDS))

@@ -61,6 +61,12 @@ def test_charts_are_drawn_after_each_round(demo_crawl):
     reports = demo_crawl["out"] / "reports"
     for name in charts.CHARTS:
         _check_png(reports / f"{name}.png")
+    # Drawn beside the next round (pipelines/round_charts.py), and once the crawl has returned
+    # they cover its last round: a drawing read every round's Parquet, the last one's too.
+    rounds = [int(r["round"]) for r in charts.read_reports(str(demo_crawl["out"]))]
+    assert sorted(p.name for p in (reports / ".charts").iterdir()) == [f"round-{n:06d}.json" for n in rounds]
+    last_report = (reports / f"round-{rounds[-1]:06d}.json").stat().st_mtime
+    assert all((reports / f"{name}.png").stat().st_mtime >= last_report for name in charts.CHARTS)
 
 
 def test_report_command_draws_every_chart_from_a_real_crawl(demo_crawl, tmp_path):

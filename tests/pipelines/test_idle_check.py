@@ -117,3 +117,13 @@ def test_due_urls_on_hosts_that_refused_us_wait_for_their_recheck(tmp_path):
         assert idle is not None and "2 due URLs on hosts that refused the crawler" in idle.message()
         assert idle.wake_at == min(NOW - 3600 + 86400, NOW - 60 + cfg.robots_max_age)
         assert check_idle(store, cfg, NOW + cfg.robots_max_age) is None  # t.example's robots.txt is due
+
+
+def test_the_wait_calls_meanwhile_between_its_slices(tmp_path):
+    """The crawl loop's charts catch up while it waits (``meanwhile``), before the round runs."""
+    with _store(tmp_path) as store:
+        _queue(store, _entry(1, time.time() + 0.3))
+        calls: list[float] = []
+        assert wait_until_due(store, _cfg(tmp_path), io.StringIO(), meanwhile=lambda: calls.append(time.time()))
+        assert len(calls) >= 1
+        assert check_idle(store, _cfg(tmp_path), time.time()) is None

@@ -1,0 +1,149 @@
+"""The crawl's charts redrawn after each round, in a process of their own.
+
+Drawing the six PNG charts of ``beamcrawl report`` (matplotlib: figures laid out, rastered
+and compressed) takes 1-2 s of CPU. Drawn in the crawl's process, the next round waited for
+them, every round, whatever its size. Here a child process draws them
+(``python -m beamcrawl.analysis.charts OUT``) while the next round starts.
+
+- One drawing at a time. Each one draws every round so far, so a round that ends while one is
+  still under way only marks the charts stale; they are redrawn at the next chance (the next
+  round's end, a wait for URLs to fall due, or the crawl's end).
+- When the crawl ends, it waits for the drawing under way and draws once more if a round ended
+  meanwhile: once the command returns, the charts cover every round it ran.
+- An interrupted crawl does not wait: the drawing runs in a session of its own (the
+  terminal's Ctrl-C is the crawl's, not its) and finishes by itself.
+- What the child says on stderr (``report charts not drawn: ...``) is logged here as a warning;
+  a child that dies without a word is one warning too. A chart never fails a round.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import subprocess
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from types import TracebackType
+
+import beamcrawl
+from beamcrawl.pipelines.crawl_errors import RoundInterrupted
+
+log = logging.getLogger(__name__)
+
+WAIT_AT_END_S = 120.0  # a drawing that takes longer is stopped: the crawl has ended
+
+
+def drawing_command(out: str) -> list[str]:
+    """The child's command line: this Python, the charts module, the crawl's output folder."""
+    return [sys.executable, "-m", "beamcrawl.analysis.charts", out]
+
+
+class RoundCharts:
+    """Starts the charts' drawing after each round without waiting for it.
+
+    Args:
+        out: The crawl's output folder (its ``reports/`` gets the PNGs).
+        command: The child's command line (default :func:`drawing_command`); tests give a
+            stand-in.
+        wait_at_end: Seconds :meth:`close` waits for a drawing before stopping it.
+    """
+
+    def __init__(self, out: str, command: Sequence[str] | None = None, wait_at_end: float = WAIT_AT_END_S) -> None:
+        self.command = list(command) if command is not None else drawing_command(out)
+        self.wait_at_end = wait_at_end
+        self.stale = False  # a round ended after the drawing under way had read the reports
+        self.started = 0  # drawings started, for the crawl's log and for tests
+        self._proc: subprocess.Popen[bytes] | None = None
+
+    def round_done(self) -> None:
+        """A round was committed: draw the charts again, now or when the one under way ends."""
+        self.stale = True
+        self.catch_up()
+
+    def catch_up(self) -> None:
+        """Starts the redrawing a round asked for if the drawing under way has ended (the crawl
+        loop calls it while it waits for URLs to fall due, too)."""
+        if self.stale and self._reap():
+            self._start()
+
+    def close(self, *, wait: bool = True) -> None:
+        """The crawl ends: with ``wait``, the drawing under way finishes (or is stopped after
+        ``wait_at_end`` s) and a stale one is redrawn; without it, one under way is left to
+        finish by itself."""
+        if not wait:
+            self._proc = None  # its own session: it ends by itself, the crawl does not wait
+            return
+        self._finish()
+        if self.stale:
+            self._start()
+            self._finish()
+
+    def __enter__(self) -> RoundCharts:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        interrupted = exc_type is not None and issubclass(exc_type, (KeyboardInterrupt, RoundInterrupted))
+        self.close(wait=not interrupted)
+
+    def _start(self) -> None:
+        env = dict(os.environ)
+        # The child imports this very beamcrawl, however the crawl found it (installed, or a path).
+        package_root = str(Path(beamcrawl.__file__).resolve().parent.parent)
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH", "")) if p)
+        try:
+            self._proc = subprocess.Popen(
+                self.command,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.PIPE,
+                env=env,
+                start_new_session=True,
+            )
+        except OSError as exc:
+            log.warning("report charts not drawn: could not start the drawing process: %s", exc)
+            self._proc = None
+            return
+        self.stale = False
+        self.started += 1
+
+    def _reap(self) -> bool:
+        """True when no drawing is under way (the last one's words logged)."""
+        if self._proc is None:
+            return True
+        if self._proc.poll() is None:
+            return False
+        self._finish()  # exited: reads what it said, at once
+        return True
+
+    def _finish(self) -> None:
+        proc = self._proc
+        if proc is None:
+            return
+        self._proc = None
+        try:
+            _, said = proc.communicate(timeout=self.wait_at_end)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.communicate()
+            log.warning("report charts not drawn: the drawing took more than %g s and was stopped", self.wait_at_end)
+            return
+        _report(proc.returncode, said)
+
+
+def _report(returncode: int | None, said: bytes) -> None:
+    """Logs what a finished drawing said: its own warning line, or why it died."""
+    lines = [line for line in said.decode("utf-8", "replace").splitlines() if line.strip()]
+    if returncode == 0:
+        for line in lines[-5:]:  # "report charts not drawn: ..." when a chart failed
+            log.warning("%s", line)
+    else:  # it died: an import failed, a signal; its last line says why
+        why = f": {lines[-1].strip()}" if lines else ""
+        how = (
+            f"was killed by signal {-returncode}"
+            if returncode is not None and returncode < 0
+            else f"exited with status {returncode}"
+        )
+        log.warning("report charts not drawn: the drawing process %s%s", how, why)

@@ -1,0 +1,167 @@
+"""``pipelines/round_charts.py``: the charts redrawn after each round by a child process the
+crawl does not wait for, one at a time, every round covered once the crawl ends.
+
+The drawings here are stand-in children (a real process each: it notes its start in a file,
+then waits until the test lets it go), so what the crawl loop waits for is seen, not timed;
+the last test draws a real crawl's charts with the real command.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from beamcrawl.analysis import charts
+from beamcrawl.pipelines.crawl_errors import RoundInterrupted
+from beamcrawl.pipelines.round_charts import RoundCharts, drawing_command
+
+# A drawing: notes its start, waits for the "go" file (30 s at most), says $SAY, exits $RC
+# (a negative $RC: killed by that signal).
+STAND_IN = """
+import os, sys, time
+work = sys.argv[1]
+with open(os.path.join(work, "started"), "a") as fh:
+    fh.write(f"{os.getpid()} {os.getsid(0)}\\n")
+end = time.time() + 30
+while not os.path.exists(os.path.join(work, "go")) and time.time() < end:
+    time.sleep(0.01)
+sys.stderr.write(os.environ.get("SAY", ""))
+sys.stderr.flush()
+rc = int(os.environ.get("RC", "0"))
+if rc < 0:
+    os.kill(os.getpid(), -rc)
+sys.exit(rc)
+"""
+
+
+def _stand_in(tmp_path: Path) -> list[str]:
+    return [sys.executable, "-c", STAND_IN, str(tmp_path)]
+
+
+def _started(tmp_path: Path) -> list[tuple[int, int]]:
+    path = tmp_path / "started"
+    if not path.exists():
+        return []
+    return [tuple(map(int, line.split())) for line in path.read_text().splitlines()]  # type: ignore[misc]
+
+
+def _wait_for(cond, timeout: float = 30.0) -> None:
+    end = time.time() + timeout
+    while not cond():
+        assert time.time() < end, "timed out"
+        time.sleep(0.01)
+
+
+def test_a_round_does_not_wait_for_its_drawing_and_drawings_never_overlap(tmp_path):
+    drawer = RoundCharts(str(tmp_path), command=_stand_in(tmp_path))
+    drawer.round_done()
+    _wait_for(lambda: len(_started(tmp_path)) == 1)
+    # round_done returned while the drawing still waits for "go": the next round is not held.
+    drawer.round_done()  # a round ends while the first drawing is under way: no second one
+    drawer.round_done()
+    drawer.catch_up()
+    time.sleep(0.3)
+    assert len(_started(tmp_path)) == 1 and drawer.stale
+    (tmp_path / "go").touch()
+    drawer.close()  # waits for the first, then draws once more: the last rounds are covered
+    assert len(_started(tmp_path)) == 2 and drawer.started == 2 and not drawer.stale
+
+
+def test_a_stale_drawing_starts_as_soon_as_the_one_under_way_has_ended(tmp_path):
+    drawer = RoundCharts(str(tmp_path), command=_stand_in(tmp_path))
+    drawer.round_done()
+    drawer.round_done()
+    (tmp_path / "go").touch()
+    _wait_for(lambda: drawer._proc is not None and drawer._proc.poll() is not None)
+    drawer.catch_up()  # what the crawl loop calls while it waits for URLs to fall due
+    _wait_for(lambda: len(_started(tmp_path)) == 2)
+    drawer.close()
+    assert drawer.started == 2
+
+
+def test_the_drawing_runs_in_a_session_of_its_own_and_an_interrupted_crawl_leaves_it_running(tmp_path):
+    with pytest.raises(RoundInterrupted):
+        with RoundCharts(str(tmp_path), command=_stand_in(tmp_path)) as drawer:
+            drawer.round_done()
+            _wait_for(lambda: len(_started(tmp_path)) == 1)
+            raise RoundInterrupted(3)
+    ((pid, sid),) = _started(tmp_path)
+    assert sid == pid != os.getsid(0)  # a terminal's Ctrl-C goes to the crawl's group, not to it
+    os.kill(pid, 0)  # still running: the interrupted crawl did not wait for it
+    (tmp_path / "go").touch()
+    _wait_for(lambda: not _alive(pid))
+
+
+def _alive(pid: int) -> bool:
+    try:
+        finished, _ = os.waitpid(pid, os.WNOHANG)
+    except ChildProcessError:  # reaped already (Popen's own bookkeeping)
+        return False
+    return finished == 0
+
+
+def test_a_crawl_that_fails_still_waits_for_its_charts(tmp_path):
+    with pytest.raises(ValueError):
+        with RoundCharts(str(tmp_path), command=_stand_in(tmp_path)) as drawer:
+            drawer.round_done()
+            (tmp_path / "go").touch()
+            raise ValueError("a round failed")
+    assert len(_started(tmp_path)) == 1 and drawer._proc is None
+
+
+@pytest.mark.parametrize(
+    ("say", "rc", "expected"),
+    [
+        ("report charts not drawn: ValueError: no pages\n", "0", ["report charts not drawn: ValueError: no pages"]),
+        ("Traceback (most recent call last):\n  ...\nModuleNotFoundError: No module named 'matplotlib'\n", "1",
+         ["report charts not drawn: the drawing process exited with status 1: "
+          "ModuleNotFoundError: No module named 'matplotlib'"]),
+        ("", "-9", ["report charts not drawn: the drawing process was killed by signal 9"]),
+        ("", "0", []),
+    ],
+)  # fmt: skip
+def test_what_a_drawing_says_is_one_warning(tmp_path, caplog, monkeypatch, say, rc, expected):
+    monkeypatch.setenv("SAY", say)
+    monkeypatch.setenv("RC", rc)
+    (tmp_path / "go").touch()
+    with caplog.at_level(logging.WARNING, logger="beamcrawl.pipelines.round_charts"):
+        with RoundCharts(str(tmp_path), command=_stand_in(tmp_path)) as drawer:
+            drawer.round_done()
+    assert [r.getMessage() for r in caplog.records if r.name.endswith("round_charts")] == expected
+
+
+def test_a_drawing_that_hangs_is_stopped_at_the_end_with_one_warning(tmp_path, caplog):
+    with caplog.at_level(logging.WARNING, logger="beamcrawl.pipelines.round_charts"):
+        with RoundCharts(str(tmp_path), command=_stand_in(tmp_path), wait_at_end=0.5) as drawer:
+            drawer.round_done()
+    ((pid, _),) = _started(tmp_path)
+    assert not _alive(pid)
+    assert [r.getMessage() for r in caplog.records] == [
+        "report charts not drawn: the drawing took more than 0.5 s and was stopped"
+    ]
+
+
+def test_the_real_command_draws_every_chart_of_every_round(tmp_path):
+    out = tmp_path / "out"
+    (out / "reports").mkdir(parents=True)
+    for n in (1, 2, 3):
+        report = {"round": n, "responses": 10 * n, "pages_per_second": 1.0 * n, "new_urls": n, "frontier_size": 5 * n,
+                  "urls_due": n, "metrics": {}, "errors": 0, "files": {}}  # fmt: skip
+        (out / "reports" / f"round-{n:06d}.json").write_text(json.dumps(report))
+    cwd = os.getcwd()
+    os.chdir(tmp_path)  # the child finds this beamcrawl whatever the crawl's folder
+    try:
+        with RoundCharts(str(out)) as drawer:
+            drawer.round_done()
+    finally:
+        os.chdir(cwd)
+    assert drawer.command == drawing_command(str(out))
+    for name in charts.CHARTS:
+        assert (out / "reports" / f"{name}.png").read_bytes().startswith(b"\x89PNG\r\n\x1a\n")
+    assert sorted(p.name for p in (out / "reports" / ".charts").iterdir()) == [f"round-{n:06d}.json" for n in (1, 2, 3)]
