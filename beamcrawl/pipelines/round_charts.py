@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import logging
 import os
+import shutil
 import subprocess
 import sys
 from collections.abc import Sequence
@@ -32,11 +33,16 @@ from beamcrawl.pipelines.crawl_errors import RoundInterrupted
 log = logging.getLogger(__name__)
 
 WAIT_AT_END_S = 120.0  # a drawing that takes longer is stopped: the crawl has ended
+NICENESS = 10  # the drawing's priority below the crawl's
 
 
 def drawing_command(out: str) -> list[str]:
-    """The child's command line: this Python, the charts module, the crawl's output folder."""
-    return [sys.executable, "-m", "beamcrawl.analysis.charts", out]
+    """The child's command line: this Python, the charts module, the crawl's output folder;
+    under ``nice`` where there is one (the round's fetch and parse come first: on two cores a
+    drawing at the same priority cost a round some of its window's slots)."""
+    command = [sys.executable, "-m", "beamcrawl.analysis.charts", out]
+    nice = shutil.which("nice")
+    return [nice, "-n", str(NICENESS), *command] if nice else command
 
 
 class RoundCharts:

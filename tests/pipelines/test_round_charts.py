@@ -19,7 +19,7 @@ import pytest
 
 from beamcrawl.analysis import charts
 from beamcrawl.pipelines.crawl_errors import RoundInterrupted
-from beamcrawl.pipelines.round_charts import RoundCharts, drawing_command
+from beamcrawl.pipelines.round_charts import NICENESS, RoundCharts, drawing_command
 
 # A drawing: notes its start, waits for the "go" file (30 s at most), says $SAY, exits $RC
 # (a negative $RC: killed by that signal).
@@ -27,7 +27,7 @@ STAND_IN = """
 import os, sys, time
 work = sys.argv[1]
 with open(os.path.join(work, "started"), "a") as fh:
-    fh.write(f"{os.getpid()} {os.getsid(0)}\\n")
+    fh.write(f"{os.getpid()} {os.getsid(0)} {os.getpriority(os.PRIO_PROCESS, 0)}\\n")
 end = time.time() + 30
 while not os.path.exists(os.path.join(work, "go")) and time.time() < end:
     time.sleep(0.01)
@@ -45,10 +45,11 @@ def _stand_in(tmp_path: Path) -> list[str]:
 
 
 def _started(tmp_path: Path) -> list[tuple[int, int]]:
+    """(pid, session id) of each stand-in drawing started."""
     path = tmp_path / "started"
     if not path.exists():
         return []
-    return [tuple(map(int, line.split())) for line in path.read_text().splitlines()]  # type: ignore[misc]
+    return [(int(line.split()[0]), int(line.split()[1])) for line in path.read_text().splitlines()]
 
 
 def _wait_for(cond, timeout: float = 30.0) -> None:
@@ -145,6 +146,17 @@ def test_a_drawing_that_hangs_is_stopped_at_the_end_with_one_warning(tmp_path, c
     assert [r.getMessage() for r in caplog.records] == [
         "report charts not drawn: the drawing took more than 0.5 s and was stopped"
     ]
+
+
+def test_the_drawing_runs_at_a_lower_priority_than_the_crawl(tmp_path):
+    real = drawing_command(str(tmp_path))
+    python_at = real.index(sys.executable)
+    assert real[python_at:] == [sys.executable, "-m", "beamcrawl.analysis.charts", str(tmp_path)]
+    (tmp_path / "go").touch()
+    with RoundCharts(str(tmp_path), command=[*real[:python_at], *_stand_in(tmp_path)]) as drawer:
+        drawer.round_done()
+    niceness = int((tmp_path / "started").read_text().split()[2])
+    assert niceness == min(os.getpriority(os.PRIO_PROCESS, 0) + NICENESS, 19)
 
 
 def test_the_real_command_draws_every_chart_of_every_round(tmp_path):
