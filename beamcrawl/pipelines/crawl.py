@@ -121,6 +121,7 @@ def crawl(
                         else f"failed: {exc}"
                     )
                 raise
+            charts.close()  # the last round's charts drawn before the status says finished
             status.stopped("finished")
             return reports
 

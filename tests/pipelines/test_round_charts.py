@@ -72,6 +72,8 @@ def test_a_round_does_not_wait_for_its_drawing_and_drawings_never_overlap(tmp_pa
     (tmp_path / "go").touch()
     drawer.close()  # waits for the first, then draws once more: the last rounds are covered
     assert len(_started(tmp_path)) == 2 and drawer.started == 2 and not drawer.stale
+    drawer.close()  # closed again (the crawl closes it before its status says finished): nothing more
+    assert len(_started(tmp_path)) == 2
 
 
 def test_a_stale_drawing_starts_as_soon_as_the_one_under_way_has_ended(tmp_path):
