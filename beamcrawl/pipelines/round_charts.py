@@ -21,9 +21,10 @@ from __future__ import annotations
 import logging
 import os
 import shutil
+import site
 import subprocess
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 
@@ -43,6 +44,20 @@ def drawing_command(out: str) -> list[str]:
     command = [sys.executable, "-m", "beamcrawl.analysis.charts", out]
     nice = shutil.which("nice")
     return [nice, "-n", str(NICENESS), *command] if nice else command
+
+
+def child_env(environ: Mapping[str, str] = os.environ) -> dict[str, str]:
+    """The drawing's environment: the crawl's, with this beamcrawl's folder first on
+    ``PYTHONPATH`` when it is a source tree (a checkout, an editable install, a path a script
+    added), so that the child draws with the code the crawl runs. An installed beamcrawl
+    (its folder a site-packages) is found by the child as it is: putting site-packages
+    ahead of the standard library would let a package there shadow a standard module."""
+    env = dict(environ)
+    root = Path(beamcrawl.__file__).resolve().parent.parent
+    installed = {Path(p).resolve() for p in (*site.getsitepackages(), site.getusersitepackages())}
+    if root not in installed:
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(root), env.get("PYTHONPATH", "")) if p)
+    return env
 
 
 class RoundCharts:
@@ -95,17 +110,13 @@ class RoundCharts:
         self.close(wait=not interrupted)
 
     def _start(self) -> None:
-        env = dict(os.environ)
-        # The child imports this very beamcrawl, however the crawl found it (installed, or a path).
-        package_root = str(Path(beamcrawl.__file__).resolve().parent.parent)
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH", "")) if p)
         try:
             self._proc = subprocess.Popen(
                 self.command,
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.PIPE,
-                env=env,
+                env=child_env(),
                 start_new_session=True,
             )
         except OSError as exc:

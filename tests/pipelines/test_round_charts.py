@@ -19,7 +19,8 @@ import pytest
 
 from beamcrawl.analysis import charts
 from beamcrawl.pipelines.crawl_errors import RoundInterrupted
-from beamcrawl.pipelines.round_charts import NICENESS, RoundCharts, drawing_command
+from beamcrawl.pipelines import round_charts
+from beamcrawl.pipelines.round_charts import NICENESS, RoundCharts, child_env, drawing_command
 
 # A drawing: notes its start, waits for the "go" file (30 s at most), says $SAY, exits $RC
 # (a negative $RC: killed by that signal).
@@ -179,3 +180,13 @@ def test_the_real_command_draws_every_chart_of_every_round(tmp_path):
     for name in charts.CHARTS:
         assert (out / "reports" / f"{name}.png").read_bytes().startswith(b"\x89PNG\r\n\x1a\n")
     assert sorted(p.name for p in (out / "reports" / ".charts").iterdir()) == [f"round-{n:06d}.json" for n in (1, 2, 3)]
+
+
+def test_the_child_finds_this_source_tree_but_an_installed_package_is_left_where_it_is(monkeypatch):
+    root = str(Path(round_charts.__file__).resolve().parents[2])
+    env = child_env({"PATH": "/bin", "PYTHONPATH": "/elsewhere"})
+    assert env["PYTHONPATH"] == os.pathsep.join([root, "/elsewhere"]) and env["PATH"] == "/bin"
+    assert child_env({})["PYTHONPATH"] == root
+    # Installed (its folder a site-packages): not put ahead of the standard library.
+    monkeypatch.setattr(round_charts.site, "getsitepackages", lambda: [root])
+    assert child_env({"PATH": "/bin"}) == {"PATH": "/bin"}
