@@ -365,6 +365,9 @@ def charts_after_round(out: str) -> None:
 
 if __name__ == "__main__":  # the crawl loop's drawing process (pipelines/round_charts.py)
     import sys
+    import time
 
     logging.basicConfig(level=logging.WARNING, format="%(message)s", stream=sys.stderr)
+    _started = time.monotonic()
     charts_after_round(sys.argv[1])
+    print(f"{time.monotonic() - _started:.3f}")  # what the drawing took: the crawl spaces the next by it

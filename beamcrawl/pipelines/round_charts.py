@@ -8,6 +8,10 @@ them, every round, whatever its size. Here a child process draws them
 - One drawing at a time. Each one draws every round so far, so a round that ends while one is
   still under way only marks the charts stale; they are redrawn at the next chance (the next
   round's end, a wait for URLs to fall due, or the crawl's end).
+- At most a twentieth of the crawl's time: the next drawing starts no sooner than
+  ``SPACING`` times the last one's wall after that one started (a 2 s drawing: every 40 s at
+  most). Rounds of a minute are drawn after every round; a crawl of many short rounds is
+  drawn every few rounds, instead of spending as much CPU on its charts as on its pages.
 - When the crawl ends, it waits for the drawing under way and draws once more if a round ended
   meanwhile: once the command returns, the charts cover every round it ran.
 - An interrupted crawl does not wait: the drawing runs in a session of its own (the
@@ -24,6 +28,7 @@ import shutil
 import site
 import subprocess
 import sys
+import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
@@ -35,6 +40,7 @@ log = logging.getLogger(__name__)
 
 WAIT_AT_END_S = 120.0  # a drawing that takes longer is stopped: the crawl has ended
 NICENESS = 10  # the drawing's priority below the crawl's
+SPACING = 20.0  # the next drawing starts no sooner than this many times the last one's wall
 
 
 def drawing_command(out: str) -> list[str]:
@@ -70,12 +76,21 @@ class RoundCharts:
         wait_at_end: Seconds :meth:`close` waits for a drawing before stopping it.
     """
 
-    def __init__(self, out: str, command: Sequence[str] | None = None, wait_at_end: float = WAIT_AT_END_S) -> None:
+    def __init__(
+        self,
+        out: str,
+        command: Sequence[str] | None = None,
+        wait_at_end: float = WAIT_AT_END_S,
+        spacing: float = SPACING,
+    ) -> None:
         self.command = list(command) if command is not None else drawing_command(out)
         self.wait_at_end = wait_at_end
+        self.spacing = spacing
         self.stale = False  # a round ended after the drawing under way had read the reports
         self.started = 0  # drawings started, for the crawl's log and for tests
+        self.next_at = 0.0  # time.monotonic() before which no drawing starts but the last
         self._proc: subprocess.Popen[bytes] | None = None
+        self._started_at = 0.0
 
     def round_done(self) -> None:
         """A round was committed: draw the charts again, now or when the one under way ends."""
@@ -83,9 +98,10 @@ class RoundCharts:
         self.catch_up()
 
     def catch_up(self) -> None:
-        """Starts the redrawing a round asked for if the drawing under way has ended (the crawl
-        loop calls it while it waits for URLs to fall due, too)."""
-        if self.stale and self._reap():
+        """Starts the redrawing a round asked for if the drawing under way has ended and the
+        last one's spacing has passed (the crawl loop calls it while it waits for URLs to fall
+        due, too)."""
+        if self.stale and self._reap() and time.monotonic() >= self.next_at:
             self._start()
 
     def close(self, *, wait: bool = True) -> None:
@@ -114,7 +130,7 @@ class RoundCharts:
             self._proc = subprocess.Popen(
                 self.command,
                 stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,  # the seconds it took, its last line
                 stderr=subprocess.PIPE,
                 env=child_env(),
                 start_new_session=True,
@@ -125,6 +141,7 @@ class RoundCharts:
             return
         self.stale = False
         self.started += 1
+        self._started_at = time.monotonic()
 
     def _reap(self) -> bool:
         """True when no drawing is under way (the last one's words logged)."""
@@ -141,13 +158,25 @@ class RoundCharts:
             return
         self._proc = None
         try:
-            _, said = proc.communicate(timeout=self.wait_at_end)
+            told, said = proc.communicate(timeout=self.wait_at_end)
+            took = drawing_seconds(told, time.monotonic() - self._started_at)
+            self.next_at = self._started_at + self.spacing * took
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.communicate()
             log.warning("report charts not drawn: the drawing took more than %g s and was stopped", self.wait_at_end)
             return
         _report(proc.returncode, said)
+
+
+def drawing_seconds(told: bytes, otherwise: float) -> float:
+    """The drawing's own wall, as it told it (its stdout's last line); ``otherwise`` (the time
+    since it started, which counts the wait until the crawl loop looked) if it did not."""
+    try:
+        took = float(told.split()[-1])
+    except (IndexError, ValueError):
+        return otherwise
+    return took if 0.0 <= took <= otherwise else otherwise
 
 
 def _report(returncode: int | None, said: bytes) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -20,10 +21,11 @@ import pytest
 from beamcrawl.analysis import charts
 from beamcrawl.pipelines.crawl_errors import RoundInterrupted
 from beamcrawl.pipelines import round_charts
-from beamcrawl.pipelines.round_charts import NICENESS, RoundCharts, child_env, drawing_command
+from beamcrawl.pipelines.round_charts import NICENESS, SPACING, RoundCharts, child_env, drawing_command
 
-# A drawing: notes its start, waits for the "go" file (30 s at most), says $SAY, exits $RC
-# (a negative $RC: killed by that signal).
+# A drawing: notes its start, waits for the "go" file (30 s at most), says $SAY on stderr and
+# $TOOK (the seconds it took, as the real one tells them) on stdout, exits $RC (a negative $RC:
+# killed by that signal).
 STAND_IN = """
 import os, sys, time
 work = sys.argv[1]
@@ -34,6 +36,8 @@ while not os.path.exists(os.path.join(work, "go")) and time.time() < end:
     time.sleep(0.01)
 sys.stderr.write(os.environ.get("SAY", ""))
 sys.stderr.flush()
+time.sleep(float(os.environ.get("TOOK") or 0))
+print(os.environ.get("TOOK", ""))
 rc = int(os.environ.get("RC", "0"))
 if rc < 0:
     os.kill(os.getpid(), -rc)
@@ -61,7 +65,7 @@ def _wait_for(cond, timeout: float = 30.0) -> None:
 
 
 def test_a_round_does_not_wait_for_its_drawing_and_drawings_never_overlap(tmp_path):
-    drawer = RoundCharts(str(tmp_path), command=_stand_in(tmp_path))
+    drawer = RoundCharts(str(tmp_path), command=_stand_in(tmp_path), spacing=0)
     drawer.round_done()
     _wait_for(lambda: len(_started(tmp_path)) == 1)
     # round_done returned while the drawing still waits for "go": the next round is not held.
@@ -78,7 +82,7 @@ def test_a_round_does_not_wait_for_its_drawing_and_drawings_never_overlap(tmp_pa
 
 
 def test_a_stale_drawing_starts_as_soon_as_the_one_under_way_has_ended(tmp_path):
-    drawer = RoundCharts(str(tmp_path), command=_stand_in(tmp_path))
+    drawer = RoundCharts(str(tmp_path), command=_stand_in(tmp_path), spacing=0)
     drawer.round_done()
     drawer.round_done()
     (tmp_path / "go").touch()
@@ -91,7 +95,7 @@ def test_a_stale_drawing_starts_as_soon_as_the_one_under_way_has_ended(tmp_path)
 
 def test_the_drawing_runs_in_a_session_of_its_own_and_an_interrupted_crawl_leaves_it_running(tmp_path):
     with pytest.raises(RoundInterrupted):
-        with RoundCharts(str(tmp_path), command=_stand_in(tmp_path)) as drawer:
+        with RoundCharts(str(tmp_path), command=_stand_in(tmp_path), spacing=0) as drawer:
             drawer.round_done()
             _wait_for(lambda: len(_started(tmp_path)) == 1)
             raise RoundInterrupted(3)
@@ -112,7 +116,7 @@ def _alive(pid: int) -> bool:
 
 def test_a_crawl_that_fails_still_waits_for_its_charts(tmp_path):
     with pytest.raises(ValueError):
-        with RoundCharts(str(tmp_path), command=_stand_in(tmp_path)) as drawer:
+        with RoundCharts(str(tmp_path), command=_stand_in(tmp_path), spacing=0) as drawer:
             drawer.round_done()
             (tmp_path / "go").touch()
             raise ValueError("a round failed")
@@ -135,7 +139,7 @@ def test_what_a_drawing_says_is_one_warning(tmp_path, caplog, monkeypatch, say, 
     monkeypatch.setenv("RC", rc)
     (tmp_path / "go").touch()
     with caplog.at_level(logging.WARNING, logger="beamcrawl.pipelines.round_charts"):
-        with RoundCharts(str(tmp_path), command=_stand_in(tmp_path)) as drawer:
+        with RoundCharts(str(tmp_path), command=_stand_in(tmp_path), spacing=0) as drawer:
             drawer.round_done()
     assert [r.getMessage() for r in caplog.records if r.name.endswith("round_charts")] == expected
 
@@ -180,6 +184,10 @@ def test_the_real_command_draws_every_chart_of_every_round(tmp_path):
     for name in charts.CHARTS:
         assert (out / "reports" / f"{name}.png").read_bytes().startswith(b"\x89PNG\r\n\x1a\n")
     assert sorted(p.name for p in (out / "reports" / ".charts").iterdir()) == [f"round-{n:06d}.json" for n in (1, 2, 3)]
+    # The drawing tells what it took (its stdout's last line), which spaces the next one.
+    proc = subprocess.run(drawing_command(str(out)), capture_output=True, text=True, timeout=120, env=child_env())
+    assert proc.returncode == 0 and proc.stderr == "", proc.stderr
+    assert 0.0 < float(proc.stdout.split()[-1]) < 120.0
 
 
 def test_the_child_finds_this_source_tree_but_an_installed_package_is_left_where_it_is(monkeypatch):
@@ -190,3 +198,37 @@ def test_the_child_finds_this_source_tree_but_an_installed_package_is_left_where
     # Installed (its folder a site-packages): not put ahead of the standard library.
     monkeypatch.setattr(round_charts.site, "getsitepackages", lambda: [root])
     assert child_env({"PATH": "/bin"}) == {"PATH": "/bin"}
+
+
+def test_the_next_drawing_waits_twenty_times_what_the_last_one_took_but_the_crawls_end_does_not(tmp_path, monkeypatch):
+    monkeypatch.setenv("TOOK", "0.4")  # each drawing takes 0.4 s and says so: the next one 8 s after its start
+    (tmp_path / "go").touch()
+    real, ahead = time.monotonic, [0.0]
+    monkeypatch.setattr(round_charts.time, "monotonic", lambda: real() + ahead[0])
+    drawer = RoundCharts(str(tmp_path), command=_stand_in(tmp_path))
+    assert drawer.spacing == SPACING == 20.0
+
+    def drawn() -> bool:
+        return drawer._proc is not None and drawer._proc.poll() is not None
+
+    drawer.round_done()
+    _wait_for(drawn)
+    drawer.round_done()  # the first has ended, but its spacing has not passed: not yet
+    assert len(_started(tmp_path)) == 1 and drawer.stale
+    assert drawer.next_at - drawer._started_at == pytest.approx(8.0)
+    ahead[0] = 8.1  # the clock moves on past the spacing
+    drawer.catch_up()
+    assert len(_started(tmp_path)) == 2 or _wait_for(lambda: len(_started(tmp_path)) == 2) is None
+    _wait_for(drawn)
+    drawer.round_done()
+    assert len(_started(tmp_path)) == 2 and drawer.stale
+    drawer.close()  # the crawl's end draws the last rounds whatever the spacing
+    assert len(_started(tmp_path)) == 3 and not drawer.stale
+
+
+@pytest.mark.parametrize(
+    ("told", "since", "expected"),
+    [(b"1.250\n", 5.0, 1.25), (b"", 5.0, 5.0), (b"Traceback\n", 5.0, 5.0), (b"9.0\n", 5.0, 5.0), (b"-1\n", 5.0, 5.0)],
+)
+def test_what_a_drawing_took_is_what_it_told_unless_that_cannot_be(told, since, expected):
+    assert round_charts.drawing_seconds(told, since) == expected
