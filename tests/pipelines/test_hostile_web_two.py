@@ -25,6 +25,7 @@ import asyncio
 import gzip
 import json
 import os
+import re
 import subprocess
 import sys
 import threading
@@ -221,13 +222,23 @@ def crawl(tmp_path_factory) -> Iterator[dict]:
     }  # fmt: skip
 
 
+# The crawl's log line of each round's commit, to the millisecond (local time, as logging writes it).
+COMMITTED = re.compile(
+    r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d),(\d{3}) INFO beamcrawl\.pipelines\.commit: round (\d+) committed", re.M
+)
+
+
 def _rounds(crawl: dict) -> list[list[Served]]:
-    """The server's log cut by round (a round's requests fall between its start and end)."""
-    cuts = []
-    for r in crawl["reports"]:
-        start = time.mktime(time.strptime(r["started_at"], "%Y-%m-%dT%H:%M:%SZ")) - time.timezone
-        cuts.append((start, start + r["seconds"] + 1))
-    return [[q for q in crawl["requests"] if a <= q.start < b] for a, b in cuts]
+    """The server's log cut by round: a round's requests come after the previous round's
+    commit and before its own. (The reports' start times are whole seconds: cut by them, with
+    rounds that follow each other within a second or two, a request fell into two rounds.)"""
+    ends = [
+        time.mktime(time.strptime(m[1], "%Y-%m-%d %H:%M:%S")) + int(m[2]) / 1000
+        for m in COMMITTED.finditer(crawl["stderr"])
+    ]
+    assert [int(m[3]) for m in COMMITTED.finditer(crawl["stderr"])] == [r["round"] for r in crawl["reports"]]
+    bounds = [float("-inf"), *ends]
+    return [[q for q in crawl["requests"] if a <= q.start < b] for a, b in zip(bounds, bounds[1:])]
 
 
 def _archived(out: Path) -> dict[str, list[bytes]]:
