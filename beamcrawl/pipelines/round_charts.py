@@ -74,6 +74,8 @@ class RoundCharts:
         command: The child's command line (default :func:`drawing_command`); tests give a
             stand-in.
         wait_at_end: Seconds :meth:`close` waits for a drawing before stopping it.
+        spacing: The next drawing starts no sooner than this many times the last one's own
+            wall after its start (0: as soon as the last one has ended).
     """
 
     def __init__(
