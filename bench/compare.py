@@ -489,6 +489,36 @@ def violation_details(rows: list[Row]) -> str:
     return "\n".join(out)
 
 
+def _process_name(command: str) -> str:
+    """A short name for a process: its script, its ``-m`` module, or its program."""
+    words = command.split()
+    for i, word in enumerate(words):
+        if word.endswith(".py"):
+            return Path(word).name
+        if word == "-m" and i + 1 < len(words):
+            return words[i + 1]
+    return Path(words[0]).name if words else "?"
+
+
+def peak_lines(rows: list[Row]) -> str:
+    """What each crawler's peak RSS sums: each process's RSS in the sample of the peak, and its
+    own largest RSS where that was at another time (the table's figure is the sum's peak)."""
+    out = []
+    for row in rows:
+        m = row.measure
+        if m is None or len(m.peak_parts) < 2:
+            continue
+        parts = []
+        for at_peak, own, command in m.peak_parts:
+            part = f"{_process_name(command)} {at_peak / 2**20:,.0f}"
+            if own > at_peak:
+                part += f" (its own peak {own / 2**20:,.0f})"
+            parts.append(part)
+        sampled = sum(at_peak for at_peak, _, _ in m.peak_parts)
+        out.append(f"- {row.name}: {sampled / 2**20:,.0f} MB sampled = " + " + ".join(parts))
+    return "\n".join(out)
+
+
 def speed_lines(rows: list[Row]) -> str:
     """Each run's machine speed (``harness.calibrate`` before and after it) and its CPU a page
     corrected for it: in calibrations per 1,000 pages, and against the floor's at the same
@@ -739,6 +769,10 @@ def main(argv: list[str] | None = None) -> int:
     if speeds:
         print("\nmachine speed (bench/harness.py calibrate(), before / after each run) and CPU a page for it:")
         print(speeds)
+    peaks = peak_lines(rows)
+    if peaks:
+        print("\npeak RSS, by process (the sampled tree at the peak; MB):")
+        print(peaks)
     pauses = pause_lines(rows)
     if pauses:
         print("\nseconds without a request while fetching (the server's log, whole seconds):")

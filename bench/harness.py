@@ -163,22 +163,28 @@ class _TreeSampler(PeriodicSampler):
         super().__init__("tree-sampler", interval)
         self.root = root
         self.peak_rss = 0
+        self.peak_parts: dict[int, int] = {}  # each process's RSS in the sample of the peak
+        self.own_peak: dict[int, int] = {}  # each process's largest RSS in any sample
         self.cpu_by_pid: dict[int, float] = {}
         self.cmd_by_pid: dict[int, str] = {}
         self.pids: set[int] = set()
 
     def sample(self) -> None:
         """Take one sample now."""
-        total = 0
+        parts: dict[int, int] = {}
         for pid, f in process_tree(self.root):
             if f[0] == "Z":
                 continue
-            total += _rss_bytes(pid)
+            parts[pid] = rss = _rss_bytes(pid)
+            self.own_peak[pid] = max(self.own_peak.get(pid, 0), rss)
             self.cpu_by_pid[pid] = stat_cpu_seconds(f)
             if pid not in self.pids:
                 self.cmd_by_pid[pid] = _cmdline(pid)
             self.pids.add(pid)
-        self.peak_rss = max(self.peak_rss, total)
+        total = sum(parts.values())
+        if total > self.peak_rss:
+            self.peak_rss = total
+            self.peak_parts = parts
 
     def cpu_so_far(self) -> float:
         """The tree's CPU seconds at the last sample (processes gone keep their last)."""
@@ -248,6 +254,9 @@ class RunMeasure:
             machine's speed was (a shared machine's moves by a third within minutes).
         per_process: ``[cpu seconds, command]`` of each process seen, busiest first (sampled,
             so a process's last 0.2 s may be missing).
+        peak_parts: ``[RSS bytes in the sample of the tree's peak, the process's own largest
+            RSS in any sample, command]`` of each process seen, the largest at the peak first:
+            which processes the peak sums, and whether one of them peaked at another time.
         weighted_cpu: The run's CPU in calibration pieces (:func:`weigh_cpu`): each second's
             CPU divided by the machine's speed in that second, so a run whose machine slowed
             down halfway is not charged for it. 0 when not sampled.
@@ -271,6 +280,7 @@ class RunMeasure:
     stdout: str = ""
     stderr: str = ""
     per_process: list[tuple[float, str]] = field(default_factory=list)
+    peak_parts: list[tuple[int, int, str]] = field(default_factory=list)
     calibration: tuple[float, float] = (0.0, 0.0)
     weighted_cpu: float = 0.0
     speed_pieces: list[float] = field(default_factory=list)
@@ -401,6 +411,13 @@ def run_measured(
     m.processes = len(sampler.pids)
     m.per_process = sorted(
         ((round(cpu, 2), sampler.cmd_by_pid.get(pid, "")) for pid, cpu in sampler.cpu_by_pid.items()),
+        reverse=True,
+    )
+    m.peak_parts = sorted(
+        (
+            (sampler.peak_parts.get(pid, 0), peak, sampler.cmd_by_pid.get(pid, ""))
+            for pid, peak in sampler.own_peak.items()
+        ),
         reverse=True,
     )
     m.calibration = (cal_before, calibrate())

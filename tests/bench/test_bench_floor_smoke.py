@@ -67,6 +67,12 @@ def test_floor_crawler_is_polite_and_measured(tmp_path: Path) -> None:
     assert m.returncode == 0, (tmp_path / "floor.stderr").read_text()
     assert not m.timed_out
     assert m.processes >= 2 and m.cpu > 0 and m.peak_rss > 0
+    # The peak's make-up: every process seen, its RSS in the peak's sample summing to the
+    # sampled peak, and no process's own peak below what it held then.
+    assert len(m.peak_parts) == m.processes
+    assert 0 < sum(at_peak for at_peak, _, _ in m.peak_parts) <= m.peak_rss
+    assert all(own >= at_peak for at_peak, own, _ in m.peak_parts)
+    assert sum(1 for _, _, command in m.peak_parts if "floor_crawler.py" in command) >= 2
     # A host stops once its next turn would fall after the window, so the crawl may end up to
     # one delay early (it stops by itself: not timed out, above).
     assert m.wall >= WINDOW - 2 * DELAY
@@ -93,6 +99,27 @@ def test_floor_crawler_is_polite_and_measured(tmp_path: Path) -> None:
     assert "| floor |" in text and "not run" in text
     assert "weighed each second" in compare.speed_lines([row])
     assert "floor:" in compare.pause_lines([row])
+    assert compare.peak_lines([row]).startswith("- floor: ")
+
+
+def test_peak_lines_name_each_process_and_its_own_later_peak() -> None:
+    m = compare.RunMeasure(
+        "beamcrawl",
+        [],
+        peak_rss=900 * 2**20,
+        peak_parts=[
+            (780 * 2**20, 800 * 2**20, "/v/bin/python /w/bench/beamcrawl_round.py --out o"),
+            (80 * 2**20, 80 * 2**20, "/v/bin/python -m beamcrawl.analysis.charts o"),
+            (0, 40 * 2**20, "nice -n 10 /v/bin/python x"),
+        ],
+    )
+    line = compare.peak_lines([compare.Row("beamcrawl", m)])
+    assert line == (
+        "- beamcrawl: 860 MB sampled = beamcrawl_round.py 780 (its own peak 800)"
+        " + beamcrawl.analysis.charts 80 + nice 0 (its own peak 40)"
+    )
+    one = compare.RunMeasure("floor", [], peak_parts=[(10, 10, "python floor_crawler.py")])
+    assert compare.peak_lines([compare.Row("floor", one)]) == ""  # one process: the table says it
 
 
 def test_weigh_cpu_divides_each_interval_by_its_speed() -> None:
