@@ -511,7 +511,7 @@ def peak_lines(rows: list[Row]) -> str:
         parts = []
         for at_peak, own, command in m.peak_parts:
             part = f"{_process_name(command)} {at_peak / 2**20:,.0f}"
-            if own > at_peak:
+            if round(own / 2**20) > round(at_peak / 2**20):
                 part += f" (its own peak {own / 2**20:,.0f})"
             parts.append(part)
         sampled = sum(at_peak for at_peak, _, _ in m.peak_parts)

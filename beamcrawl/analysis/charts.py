@@ -14,7 +14,8 @@ round). Each chart is one file:
 
 What each round's Parquet says is summed once per round and kept beside the reports
 (``reports/.charts/round-N.json``): a committed round's files never change, so later
-reports read only the new round's columns.
+reports read only the new round's columns, a batch of rows at a time (the drawing runs
+beside the crawl: its memory must not grow with the round).
 """
 
 from __future__ import annotations
@@ -95,18 +96,27 @@ def summarise_pages(rows: Iterable[dict[str, Any]]) -> dict[str, Any]:
     return {"status": dict(status), "content_types": dict(kinds), "waits": dict(waits)}
 
 
+# Rows read from a Parquet file at a time: a round's page events are summed batch by batch,
+# never held as Python rows all at once (the drawing runs beside the next round).
+READ_ROWS = 8192
+
+
 def _round_pages(out: str, round_no: int) -> dict[str, Any]:
     import pyarrow.parquet as pq
 
     folder = files.join(out, "pages", f"round={round_no}")
-    rows: list[dict[str, Any]] = []
+    summary: dict[str, Counter[str]] = {"status": Counter(), "content_types": Counter(), "waits": Counter()}
     for path in files.list_files(folder):
         if not path.endswith(".parquet"):
             continue
         with files.open_read(path) as fh:
-            table = pq.read_table(fh, columns=["status", "outcome", "content_type", "waited_ms"])
-        rows.extend(table.to_pylist())
-    return summarise_pages(rows)
+            batches = pq.ParquetFile(fh).iter_batches(
+                batch_size=READ_ROWS, columns=["status", "outcome", "content_type", "waited_ms"]
+            )
+            for batch in batches:
+                for key, counts in summarise_pages(batch.to_pylist()).items():
+                    summary[key].update(counts)
+    return {key: dict(counts) for key, counts in summary.items()}
 
 
 def _round_errors(out: str, round_no: int) -> dict[str, int]:
@@ -118,9 +128,12 @@ def _round_errors(out: str, round_no: int) -> dict[str, int]:
         if not path.endswith(".parquet"):
             continue
         with files.open_read(path) as fh:
-            table = pq.read_table(fh)
-        stages = table.column("stage").to_pylist() if "stage" in table.column_names else ["unknown"] * table.num_rows
-        counts.update(str(s) for s in stages)
+            parquet = pq.ParquetFile(fh)
+            if "stage" not in parquet.schema_arrow.names:
+                counts["unknown"] += parquet.metadata.num_rows
+                continue
+            for batch in parquet.iter_batches(batch_size=READ_ROWS, columns=["stage"]):
+                counts.update(str(s) for s in batch.column(0).to_pylist())
     return dict(counts)
 
 

@@ -111,12 +111,13 @@ def test_peak_lines_name_each_process_and_its_own_later_peak() -> None:
             (780 * 2**20, 800 * 2**20, "/v/bin/python /w/bench/beamcrawl_round.py --out o"),
             (80 * 2**20, 80 * 2**20, "/v/bin/python -m beamcrawl.analysis.charts o"),
             (0, 40 * 2**20, "nice -n 10 /v/bin/python x"),
+            (2**20, 2**20 + 2**18, "/v/bin/python -c pass"),  # its own peak rounds to the same MB
         ],
     )
     line = compare.peak_lines([compare.Row("beamcrawl", m)])
     assert line == (
-        "- beamcrawl: 860 MB sampled = beamcrawl_round.py 780 (its own peak 800)"
-        " + beamcrawl.analysis.charts 80 + nice 0 (its own peak 40)"
+        "- beamcrawl: 861 MB sampled = beamcrawl_round.py 780 (its own peak 800)"
+        " + beamcrawl.analysis.charts 80 + nice 0 (its own peak 40) + python 1"
     )
     one = compare.RunMeasure("floor", [], peak_parts=[(10, 10, "python floor_crawler.py")])
     assert compare.peak_lines([compare.Row("floor", one)]) == ""  # one process: the table says it

@@ -161,3 +161,34 @@ def test_content_kind_and_wait_bucket():
         ">=60s",
         "0-0.1s",
     ]
+
+
+def test_a_rounds_parquet_is_summed_batch_by_batch_as_one_table(tmp_path, monkeypatch):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    rng = np.random.default_rng(7)
+    rows = [
+        {
+            "status": None if i % 11 == 0 else int(rng.choice([200, 204, 301, 404, 503])),
+            "outcome": "error" if i % 11 == 0 else "fetched",
+            "content_type": str(rng.choice(["text/html", "application/pdf", "image/png", ""])),
+            "waited_ms": float(rng.uniform(0, 4000)),
+        }
+        for i in range(100)
+    ]
+    pages = tmp_path / "pages" / "round=3"
+    pages.mkdir(parents=True)
+    for part, chunk in enumerate((rows[:37], rows[37:], [])):
+        pq.write_table(
+            pa.Table.from_pylist(chunk, schema=pa.Table.from_pylist(rows).schema), pages / f"p{part}.parquet"
+        )
+    errors = tmp_path / "errors" / "round=3"
+    errors.mkdir(parents=True)
+    pq.write_table(pa.table({"stage": ["parse"] * 9 + ["fetch"] * 4, "reason": ["x"] * 13}), errors / "a.parquet")
+    pq.write_table(pa.table({"reason": ["y"] * 5}), errors / "b.parquet")  # written before stages were kept
+    monkeypatch.setattr(charts, "READ_ROWS", 8)  # many batches a file
+    data = charts.round_data(str(tmp_path), {"round": 3})
+    assert {k: data[k] for k in ("status", "content_types", "waits")} == charts.summarise_pages(rows)
+    assert data["dead_letters"] == {"parse": 9, "fetch": 4, "unknown": 5}
+    assert sum(data["status"].values()) == 100
