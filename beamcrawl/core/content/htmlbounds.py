@@ -935,6 +935,7 @@ _WALK_CHECKS = [
     "<table><td>x<tr><td><b>y</td>z</table><table><caption>c<tbody><tr><th>1<td><i>2</table>"
     "<table><tr><table><thead><tr><col><tfoot><colgroup></table>x",
     "<object><b>x</object>y<applet><i>z</applet><template><u>t</template><marquee><s>m</div>",
+    "<div><b>x</div><object></object>y<div><i>x</div><table><tr><td></td></table>z",
     "<svg><g><b>x<svg><font color=1>y<math><mi><p>z</math><svg/><path/></svg><svg><foreignObject>"
     "<table><td>q</foreignObject></svg><math><font face=x><font>f</font><tr><foreignObject><table>x",
     "<select><option>a<option>b<optgroup><select><button><button><li>a<li>b<ul><li>c</li></ul><dd>c<dt>"
