@@ -919,13 +919,12 @@ def _compiled_walk_by(
 ) -> tuple[Bound | None, int, int]:
     """:func:`_py_walk` by the compiled walk: the tokens of :func:`_tags`, the limits as they
     are now, and the cut's offset found here."""
-    if min(MAX_ELEMENTS, MAX_DEPTH, MAX_ATTRIBUTES, MAX_TAGS) < 0:
+    limits = MAX_ELEMENTS, MAX_DEPTH, MAX_ATTRIBUTES, MAX_TAGS
+    if not all(0 <= limit < 1 << 62 for limit in limits):
         return _py_walk(text)  # no such limits in use; the Python walk answers them as it does
     following = bool(text) and _TAG_START.match(text) is None
     ids, names, flags = tables
-    tag, reason, created, deepest = walk_tokens(
-        _tags(text), following, ids, names, flags, MAX_ELEMENTS, MAX_DEPTH, MAX_ATTRIBUTES, MAX_TAGS, _attribute_count
-    )
+    tag, reason, created, deepest = walk_tokens(_tags(text), following, ids, names, flags, *limits, _attribute_count)
     return (None if reason is None else Bound(_offset_of_tag(text, tag), reason)), created, deepest
 
 

@@ -185,6 +185,14 @@ def test_the_limits_are_read_when_the_walk_runs() -> None:
         assert htmlbounds._walk(text)[0] == htmlbounds.Bound(35, "tags")
 
 
+def test_limits_the_compiled_walk_does_not_take_are_walked_in_python() -> None:
+    # Negative limits, and limits past a C long long, are nobody's; the answer is Python's.
+    text = "<div><b>x" * 30
+    for limits in [(-1, 512, 256, 400_000, 0), (200_000, 512, 256, 10**30, 0), (10**30, 10**30, 10**30, 10**30, 0)]:
+        with _with_limits(limits):
+            assert htmlbounds._walk(text) == htmlbounds._py_walk(text)
+
+
 def test_a_walk_that_disagrees_is_not_used() -> None:
     def deeper(*args: Any) -> tuple[int, str | None, int, int]:
         tag, reason, created, deepest = _htmltags.walk(*args)
