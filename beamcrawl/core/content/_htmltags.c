@@ -24,6 +24,9 @@
  *
  * The rules are the regular expressions', written as loops; htmlbounds checks on import that
  * both give the same tokens, and its tests compare them on generated tag soup.
+ *
+ * walk(tokens, ...) is the pre-scan's walk over those tokens, htmlbounds._py_walk compiled
+ * (described with the code, below).
  */
 
 #define PY_SSIZE_T_CLEAN
