@@ -12,10 +12,11 @@ setup(
     long_description_content_type="text/markdown",
     python_requires=">=3.10",
     packages=find_packages(include=["beamcrawl", "beamcrawl.*"]),
-    # The simhash of a page's words in C (core/content/textfp.py) and the tags the parse
-    # limits' pre-scan reads (core/content/htmlbounds.py). Optional: where no C compiler is at
-    # hand the install goes on, and both modules compute the same in Python (slower:
-    # bench/README.md, "A compiled simhash" and "The parse's tags and words compiled").
+    # The simhash of a page's words in C (core/content/textfp.py), and the tags the parse
+    # limits' pre-scan reads and its walk over them (core/content/htmlbounds.py). Optional: where
+    # no C compiler is at hand the install goes on, and both modules compute the same in Python
+    # (slower: bench/README.md, "A compiled simhash", "The parse's tags and words compiled" and
+    # "The pre-scan's walk compiled").
     ext_modules=[
         Extension("beamcrawl.core.content._simhash", ["beamcrawl/core/content/_simhash.c"], optional=True),
         Extension("beamcrawl.core.content._htmltags", ["beamcrawl/core/content/_htmltags.c"], optional=True),

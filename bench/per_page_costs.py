@@ -16,7 +16,9 @@ model (no server) and on real HTML documents found on this machine (``--html-glo
   simweb, on the real documents (mean and median a page: one 548 KB manual weighs on the mean)
   and on the hostile shapes the limits are for (best of three times ``--repeat`` runs); on
   simweb and the real documents also with the tags read by the regular expressions instead of
-  the compiled tokenizer (``_htmltags.c``), in the same run.
+  the compiled tokenizer (``_htmltags.c``) and walked in Python instead of by the compiled walk
+  (``_htmltags.walk``), and on the real documents and the hostile shapes with the compiled
+  tags walked in Python, in the same run.
 
     python bench/per_page_costs.py [--hosts 200] [--pages 2000] [--repeat 5]
         [--html-glob '/usr/share/doc/*/*.html'] [--steps digest,gzip,text,bounds,links] [--profile simhash|text|bounds]
@@ -115,6 +117,7 @@ HOSTILE = {
     "one tag of 100,000 attributes": lambda: "<a " + " ".join(f"a{i}=x" for i in range(100_000)) + ">y</a>",
     "<table><tr><td><b id=1> x 10,000": lambda: "<table><tr><td><b id=1>" * 10_000,
     "<b><div>x x 10,000 + </b> x 10,000": lambda: "<b><div>x" * 10_000 + "</b>" * 10_000,
+    "<a b> x 400,000": lambda: "<a b>" * 400_000,
 }
 
 
@@ -130,17 +133,38 @@ def _tags_by_expressions() -> Iterator[None]:
         htmlbounds._tags, htmlbounds._long_attributes = held
 
 
+@contextlib.contextmanager
+def _walk_in_python() -> Iterator[None]:
+    """The scan with its tags walked in Python (:func:`htmlbounds._py_walk`), as without the
+    compiled walk (``_htmltags.walk``)."""
+    held = htmlbounds._walk
+    htmlbounds._walk = htmlbounds._py_walk
+    try:
+        yield
+    finally:
+        htmlbounds._walk = held
+
+
 def _bounds_rows(pages: list[bytes], real: list[bytes], repeat: int) -> list[str]:
     texts = [b.decode("utf-8", "replace") for b in pages]
     how = "compiled tags" if htmlbounds.COMPILED else "tags by expressions (no compiled tokenizer)"
+    how += ", compiled walk" if htmlbounds.WALK_COMPILED else ", walk in Python (no compiled walk)"
     rows = [f"| bounds: htmlbounds.scan, simweb ({how}) | {_per_call(texts, htmlbounds.scan, repeat):,.1f} | |"]
-    with _tags_by_expressions():
-        rows.append(f"| bounds: the same, tags by expressions | {_per_call(texts, htmlbounds.scan, repeat):,.1f} | |")
+    with _tags_by_expressions(), _walk_in_python():
+        rows.append(
+            f"| bounds: the same, tags by expressions, walk in Python | {_per_call(texts, htmlbounds.scan, repeat):,.1f} | |"
+        )
     if real:
         docs = [b.decode("utf-8", "replace") for b in real]
         largest = max(range(len(docs)), key=lambda i: len(docs[i]))
-        for label, context in ((how, contextlib.nullcontext), ("tags by expressions", _tags_by_expressions)):
-            with context():
+        for label, contexts in (
+            (how, ()),
+            ("compiled tags, walk in Python", (_walk_in_python,)),
+            ("tags by expressions, walk in Python", (_tags_by_expressions, _walk_in_python)),
+        ):
+            with contextlib.ExitStack() as stack:
+                for context in contexts:
+                    stack.enter_context(context())
                 each = [_per_call([d], htmlbounds.scan, repeat) for d in docs]
             rows.append(
                 f"| bounds: htmlbounds.scan, real HTML, mean a page ({label}) | {statistics.mean(each):,.1f} | "
@@ -149,8 +173,11 @@ def _bounds_rows(pages: list[bytes], real: list[bytes], repeat: int) -> list[str
     for name, make in HOSTILE.items():  # one page each: more runs, for a best that bursts of load miss
         page = make()
         bound = htmlbounds.scan(page)
+        compiled = _per_call([page], htmlbounds.scan, 3 * repeat)
+        with _walk_in_python():
+            python = _per_call([page], htmlbounds.scan, 3 * repeat)
         rows.append(
-            f"| bounds, hostile: {name} ({len(page):,} chars) | {_per_call([page], htmlbounds.scan, 3 * repeat):,.1f} | {bound} |"
+            f"| bounds, hostile: {name} ({len(page):,} chars) | {compiled:,.1f} | walk in Python {python:,.1f}; {bound} |"
         )
     return rows
 

@@ -29,6 +29,17 @@ gives the tokens the regular expressions below give (checked on import: else the
 On the documents of /usr/share/doc it takes under half of the expressions' time, and a tenth
 of it where only the attributes are read (bench/README.md, "The parse's tags and words
 compiled").
+
+The walk itself is compiled too: ``_htmltags.walk`` takes those tokens, the limits as they are
+when :func:`scan` runs, and this module's sets of names as flags (:func:`_walk_tables`: the C
+keeps no copy of them), and answers the number of the tag at which a limit passed, the limit,
+the elements counted and the deepest nesting; the cut's offset is found here. The walk in
+Python (:func:`_py_walk` and :class:`_Tree`) stays as the fallback where the extension was not
+built and as the reference the compiled walk is checked against on import (the
+:data:`_WALK_CHECKS` documents, under the limits and smaller ones: a walk that answers
+otherwise is not used; :data:`WALK_COMPILED` says which walk runs), and the tests compare the
+two on generated input. It takes a real page's walk from ~1 ms to ~0.12 ms, leaving the
+tokenizer most of the scan (bench/README.md, "The pre-scan's walk compiled").
 """
 
 from __future__ import annotations
@@ -39,6 +50,7 @@ from typing import Any, Callable
 
 __all__ = [
     "COMPILED",
+    "WALK_COMPILED",
     "MAX_ATTRIBUTES",
     "MAX_DEPTH",
     "MAX_ELEMENTS",
@@ -672,11 +684,13 @@ class Estimate:
 
 def estimate(text: str) -> Estimate:
     """The elements and the deepest nesting :func:`scan` finds in ``text`` (up to a limit)."""
-    bound, tree = _walk(text)
-    return Estimate(tree.created, tree.deepest, bound)
+    bound, created, deepest = _walk(text)
+    return Estimate(created, deepest, bound)
 
 
-def _walk(text: str) -> tuple[Bound | None, _Tree]:
+def _py_walk(text: str) -> tuple[Bound | None, int, int]:
+    """The walk in Python: where ``text`` passes a limit (or None), the elements it counted
+    and the deepest nesting (the reference the compiled walk is checked against)."""
     tree = _Tree()
     stack = tree.stack
     names = tree.names
@@ -860,8 +874,8 @@ def _walk(text: str) -> tuple[Bound | None, _Tree]:
         if following:  # the text after the last tag (a cut there is at that tag)
             tree.reconstruct()
     except _Over as over:
-        return Bound(_offset_of_tag(text, tags), over.reason), tree
-    return None, tree
+        return Bound(_offset_of_tag(text, tags), over.reason), tree.created, tree.deepest
+    return None, tree.created, tree.deepest
 
 
 def _closes(token: tuple[str, str, str, str], name: str, long_attributes: int) -> bool:
@@ -876,3 +890,107 @@ def _offset_of_tag(text: str, number: int) -> int:
         if count == number:
             return match.start()
     return len(text)
+
+
+# --- the walk compiled (_htmltags.walk) ---
+
+WalkTokens = Callable[..., tuple[int, "str | None", int, int]]
+
+
+def _walk_tables(
+    fixed: tuple[str, ...], sets: tuple[str, ...]
+) -> tuple[dict[str, int], tuple[str, ...], tuple[int, ...]]:
+    """The names the compiled walk knows, numbered (``fixed``, the ones it names, first), and
+    each one's flags: bit i for the set of this module named ``sets[i]``, its kind in
+    :data:`_START_KINDS` from bit 16. The sets are this module's: the C holds no copy."""
+    members = [globals()[name] for name in sets]
+    known = set().union(*members, _START_KINDS)
+    names = tuple(fixed) + tuple(sorted(known - set(fixed)))
+    flags = tuple(
+        sum(1 << bit for bit, members_of in enumerate(members) if name in members_of)
+        | _START_KINDS.get(name, _PLAIN) << 16
+        for name in names
+    )
+    return {name: number for number, name in enumerate(names)}, names, flags
+
+
+def _compiled_walk_by(
+    walk_tokens: WalkTokens, tables: tuple[Any, Any, Any], text: str
+) -> tuple[Bound | None, int, int]:
+    """:func:`_py_walk` by the compiled walk: the tokens of :func:`_tags`, the limits as they
+    are now, and the cut's offset found here."""
+    limits = MAX_ELEMENTS, MAX_DEPTH, MAX_ATTRIBUTES, MAX_TAGS
+    if not all(0 <= limit < 1 << 62 for limit in limits):
+        return _py_walk(text)  # no such limits in use; the Python walk answers them as it does
+    following = bool(text) and _TAG_START.match(text) is None
+    ids, names, flags = tables
+    tag, reason, created, deepest = walk_tokens(_tags(text), following, ids, names, flags, *limits, _attribute_count)
+    return (None if reason is None else Bound(_offset_of_tag(text, tag), reason)), created, deepest
+
+
+# Documents that take each rule of the walk (the common tags and their short ways, Noah's Ark,
+# the adoption agency, <a> and <nobr>, markers, tables, SVG and MathML, lists, headings,
+# forms, names Python lowers apart from ASCII, text before and after), checked under limits
+# that cut them too.
+_WALK_CHECKS = [
+    "",
+    "x",
+    "<p><b><b><b><b>x</b></p>x<b id=1><b id=1><b id=1><b id=1><p>x</b>",
+    "<b><div>x</b>y<a><p><a>x</p><a>x<div><a>y<nobr>x<nobr>y</nobr><i><p><s><div>x</i>"
+    + "<div>" * 9
+    + "<b>"
+    + "<p>" * 9
+    + "</b>z",
+    "<SPAN>x</span><Code>y</CODE><b>x</i></b><span></span a b c><em>x</em><u>y</u>",
+    "<table><td>x<tr><td><b>y</td>z</table><table><caption>c<tbody><tr><th>1<td><i>2</table>"
+    "<table><tr><table><thead><tr><col><tfoot><colgroup></table>x",
+    "<object><b>x</object>y<applet><i>z</applet><template><u>t</template><marquee><s>m</div>",
+    "<div><b>x</div><object></object>y<div><i>x</div><table><tr><td></td></table>z",
+    "<svg><g><b>x<svg><font color=1>y<math><mi><p>z</math><svg/><path/></svg><svg><foreignObject>"
+    "<table><td>q</foreignObject></svg><math><font face=x><font>f</font><tr><foreignObject><table>x",
+    "<select><option>a<option>b<optgroup><select><button><button><li>a<li>b<ul><li>c</li></ul><dd>c<dt>"
+    "<h1><h2>x</h2><hr><br/></br><form><div></form></div></p><address><li>x</li></p></select>",
+    "<B\u0130>x</b\u0130><lin\u212a><spa\u212a>x</spa\u212a><\u212a>\u212a</\u212a><b\u00e9>\u00e9</B\u00c9>",
+    "<a " + "b " * 600 + ">x</a><b>x</b " + "c " * 600 + ">",
+    "<p><font id=1>x" * 30 + "<div>" * 40 + "<ul><li>" * 10 + "x",
+]
+
+
+def _walk_agrees(walk_tokens: WalkTokens, tables: tuple[Any, Any, Any]) -> bool:
+    """Whether the compiled walk answers what :func:`_py_walk` answers on these documents
+    (checked once on import, under the limits and smaller ones: else the Python walk is used)."""
+    global MAX_ELEMENTS, MAX_DEPTH, MAX_ATTRIBUTES, MAX_TAGS
+    held = MAX_ELEMENTS, MAX_DEPTH, MAX_ATTRIBUTES, MAX_TAGS
+    documents = _WALK_CHECKS + ["".join(_WALK_CHECKS)]
+    try:
+        for limits in (held, (60, 9, 3, held[3]), (held[0], held[1], held[2], 25), (200, 30, 256, 150)):
+            MAX_ELEMENTS, MAX_DEPTH, MAX_ATTRIBUTES, MAX_TAGS = limits
+            for doc in documents:
+                if _compiled_walk_by(walk_tokens, tables, doc) != _py_walk(doc):
+                    return False
+    except Exception:  # noqa: BLE001 - a walk that fails is one that does not agree
+        return False
+    finally:
+        MAX_ELEMENTS, MAX_DEPTH, MAX_ATTRIBUTES, MAX_TAGS = held
+    return True
+
+
+def _load_compiled_walk() -> Callable[[str], tuple[Bound | None, int, int]]:
+    try:
+        from beamcrawl.core.content._htmltags import WALK_NAMES, WALK_SETS
+        from beamcrawl.core.content._htmltags import walk as walk_tokens
+    except ImportError:  # built without a C compiler (or an older build): the walk in Python
+        return _py_walk
+    tables = _walk_tables(WALK_NAMES, WALK_SETS)
+    if not _walk_agrees(walk_tokens, tables):
+        return _py_walk
+
+    def compiled_walk(text: str) -> tuple[Bound | None, int, int]:
+        return _compiled_walk_by(walk_tokens, tables, text)
+
+    return compiled_walk
+
+
+# How the tags are walked: compiled (_htmltags.walk) or in Python; WALK_COMPILED says which.
+_walk = _load_compiled_walk()
+WALK_COMPILED = _walk is not _py_walk
