@@ -15,7 +15,7 @@ import sys
 import time
 from typing import Any, TextIO
 
-from beamcrawl.core.runtime import files
+from beamcrawl.core.runtime import files, heap
 from beamcrawl.core.runtime.config import CrawlConfig
 from beamcrawl.core.runtime.outputs import RoundOutputs
 from beamcrawl.pipelines import idle, out_folder
@@ -185,5 +185,6 @@ def _rounds(
             status.between_rounds(round_no)
             print(summary(report), file=out, flush=True)
             reports.append(report)
+            heap.release()  # what the round freed goes back before the drawing and the wait (core/runtime/heap.py)
             charts.round_done()  # OUT/reports/*.png, in a child process; a failure is logged, never raised
     return reports

@@ -1,0 +1,49 @@
+"""Giving back to the system the memory a round freed (pure; no Beam).
+
+A round allocates hundreds of megabytes of small and mid-sized objects and frees nearly all
+of them when it ends. glibc's allocator keeps what was freed inside its heap for the next
+allocations: only a free stretch at the very top of the heap goes back by itself, so one
+object left alive above the rest keeps the whole heap's pages resident. Between rounds the
+crawl then sits on its last round's high-water mark while it waits for the next round and
+while the charts are drawn beside it (``pipelines/round_charts.py``), a process of its own
+whose memory adds to the crawl's. :func:`release` asks the allocator to return every free
+page (``malloc_trim``), once a round: it costs tens of milliseconds on a heap of a few hundred
+megabytes (measured: 61 MB given back after a round of 73,252 pages; bench/README.md,
+"Result at 768c872"). Called during a round it would compete with the fetch loop's thread
+for the allocator, which made rounds slower when it was tried ("``malloc_trim`` tried").
+
+Where the C library is not glibc (macOS, musl) there is no such call and nothing is done.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+from typing import Any
+
+__all__ = ["release", "supported"]
+
+
+def _trim_function() -> Any:
+    name = ctypes.util.find_library("c")
+    if name is None:
+        return None
+    try:
+        return getattr(ctypes.CDLL(name), "malloc_trim", None)
+    except OSError:
+        return None
+
+
+_malloc_trim = _trim_function()
+
+
+def supported() -> bool:
+    """Whether this process's C library can give free memory back (glibc's ``malloc_trim``)."""
+    return _malloc_trim is not None
+
+
+def release() -> bool:
+    """Returns the free pages of the C library's heap to the system; True if any went back."""
+    if _malloc_trim is None:
+        return False
+    return bool(_malloc_trim(0))
