@@ -123,14 +123,15 @@ HOSTILE = {
 
 @contextlib.contextmanager
 def _tags_by_expressions() -> Iterator[None]:
-    """The scan with its tags read by the regular expressions, as without the compiled
-    tokenizer (``_htmltags.c``)."""
-    held = htmlbounds._tags, htmlbounds._long_attributes
+    """The scan with its tags read, and a cut's tag found, by the regular expressions, as
+    without the compiled tokenizer (``_htmltags.c``)."""
+    held = htmlbounds._tags, htmlbounds._long_attributes, htmlbounds._offset_of_tag
     htmlbounds._tags, htmlbounds._long_attributes = htmlbounds._regex_tags, htmlbounds._regex_long_attributes
+    htmlbounds._offset_of_tag = htmlbounds._regex_offset_of_tag
     try:
         yield
     finally:
-        htmlbounds._tags, htmlbounds._long_attributes = held
+        htmlbounds._tags, htmlbounds._long_attributes, htmlbounds._offset_of_tag = held
 
 
 @contextlib.contextmanager

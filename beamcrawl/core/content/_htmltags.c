@@ -142,7 +142,7 @@ static int read_text(PyObject *str, Text *t) {
 
 /* One tag: where its name starts and stops, where it ends, whether it is an end tag. */
 typedef struct {
-    Py_ssize_t name, name_stop, end;
+    Py_ssize_t start, name, name_stop, end;
     int closing;
 } Tag;
 
@@ -153,7 +153,10 @@ static int next_tag(PyObject *str, const Text *t, Py_ssize_t pos, Tag *tag) {
         Py_ssize_t lt = find_char(str, t, '<', pos);
         if (lt == -2) return -1;
         if (lt < 0) return 0;
-        if (tag_starts(t, lt, &tag->name, &tag->closing)) break;
+        if (tag_starts(t, lt, &tag->name, &tag->closing)) {
+            tag->start = lt;
+            break;
+        }
         pos = lt + 1;
     }
     tag->name_stop = name_end(t, tag->name);
@@ -217,6 +220,23 @@ static PyObject *collect(PyObject *str, int tuples, Py_ssize_t longer_than) {
 }
 
 static PyObject *tags(PyObject *self, PyObject *str) { return collect(str, 1, 0); }
+
+/* Where the ``number``-th tag (1-based) starts, the text's length when there are fewer. */
+static PyObject *tag_offset(PyObject *self, PyObject *args) {
+    PyObject *str;
+    Py_ssize_t number;
+    if (!PyArg_ParseTuple(args, "On:tag_offset", &str, &number)) return NULL;
+    Text t;
+    if (read_text(str, &t) < 0) return NULL;
+    Tag tag;
+    int found;
+    Py_ssize_t count = 0;
+    for (Py_ssize_t pos = 0; (found = next_tag(str, &t, pos, &tag)) == 1; pos = tag.end) {
+        if (++count == number) return PyLong_FromSsize_t(tag.start);
+    }
+    if (found < 0) return NULL;
+    return PyLong_FromSsize_t(t.n);
+}
 
 static PyObject *long_attributes(PyObject *self, PyObject *args) {
     PyObject *str;
@@ -1307,6 +1327,7 @@ static PyObject *walk(PyObject *self, PyObject *args) {
 static PyMethodDef methods[] = {
     {"tags", tags, METH_O, "The tags of an HTML document: (closing, name, attributes, after) each."},
     {"long_attributes", long_attributes, METH_VARARGS, "The attributes of the tags longer than a length."},
+    {"tag_offset", tag_offset, METH_VARARGS, "Where the number-th tag (1-based) starts, or the text's length."},
     {"walk", walk, METH_VARARGS, "The pre-scan's walk over the tokens of tags(): (tag, reason, created, deepest)."},
     {NULL, NULL, 0, NULL},
 };

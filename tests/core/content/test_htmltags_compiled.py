@@ -28,6 +28,7 @@ def test_the_compiled_tokenizer_is_built_and_used() -> None:
     assert htmlbounds.COMPILED
     assert htmlbounds._tags is _htmltags.tags
     assert htmlbounds._long_attributes is _htmltags.long_attributes
+    assert htmlbounds._offset_of_tag is _htmltags.tag_offset
 
 
 @settings(max_examples=1500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -105,6 +106,27 @@ def test_the_scan_answers_the_same_with_either(soup: str, few: int) -> None:
         htmlbounds._FEW_TAGS, htmlbounds._tags, htmlbounds._long_attributes = held
 
 
+@settings(max_examples=800, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(text=_texts, data=st.data())
+def test_compiled_tag_offsets_are_the_expressions(text: str, data: st.DataObject) -> None:
+    count = len(htmlbounds._regex_tags(text))
+    for number in (-1, 0, 1, count, count + 1, data.draw(st.integers(-2, count + 3))):
+        assert _htmltags.tag_offset(text, number) == htmlbounds._regex_offset_of_tag(text, number)
+
+
+def test_compiled_tag_offsets_on_real_pages_and_a_hostile_one() -> None:
+    for text in [*_real_documents()[:5], *_simweb_pages(5), "<a b>" * 50_000]:
+        count = len(_htmltags.tags(text))
+        for number in sorted({1, 2, count // 3, count // 2, count - 1, count, count + 1}):
+            assert _htmltags.tag_offset(text, number) == htmlbounds._regex_offset_of_tag(text, number), number
+
+
+def test_tag_offsets_that_disagree_are_not_used() -> None:
+    assert htmlbounds._offsets_agree(_htmltags.tag_offset)
+    assert not htmlbounds._offsets_agree(lambda text, n: _htmltags.tag_offset(text, n + 1))
+    assert not htmlbounds._offsets_agree(lambda text, n: _htmltags.tag_offset(text, n) - (n > 1))
+
+
 def test_a_tokenizer_that_disagrees_is_not_used() -> None:
     def wrong(text: str) -> list[tuple[str, str, str, str]]:
         return [(c, n.lower(), a, f) for c, n, a, f in _htmltags.tags(text)]
@@ -120,3 +142,7 @@ def test_bad_arguments_raise() -> None:
         _htmltags.long_attributes(b"<a>", 1)  # type: ignore[arg-type]
     with pytest.raises(TypeError):
         _htmltags.long_attributes("<a>")  # type: ignore[call-arg]
+    with pytest.raises(TypeError):
+        _htmltags.tag_offset(b"<a>", 1)  # type: ignore[arg-type]
+    with pytest.raises(TypeError):
+        _htmltags.tag_offset("<a>", "1")  # type: ignore[arg-type]
