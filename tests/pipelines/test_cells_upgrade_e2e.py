@@ -1,5 +1,6 @@
 """End to end, an existing crawl keeps reading: a store whose hot rows are JSON, as every
-version before the binary cells (``schemas/cells.py``) wrote them, is crawled on by this one.
+version before the binary cells (``schemas/cells.py``) wrote them, is crawled on by this one,
+on the embedded store and on the Bigtable emulator.
 
 One round runs through the real CLI on simweb (mirror hosts among its hosts, so the content
 tables fill); then every binary cell of the frontier, the seen set's discovery,
@@ -128,9 +129,9 @@ def _crawl(work: Path, out: Path, store: str, seeds: Path) -> dict:
     return json.loads(reports[-1].read_text())
 
 
-def test_a_store_written_as_json_is_crawled_on(tmp_path: Path) -> None:
+def test_a_store_written_as_json_is_crawled_on(tmp_path: Path, both_stores: str) -> None:
     out = tmp_path / "out"
-    store_uri = f"sqlite:///{out}/store.sqlite"
+    store_uri = both_stores  # the embedded store in ``out``, then a scratch one on the emulator
     with running_simweb(str(tmp_path), hosts=12, seed=5, pages_per_host=8, copy_hosts_from=0) as web:
         seeds = tmp_path / "seeds.txt"
         seeds.write_text("\n".join(web.base_url(h) for h in web.hosts) + "\n")
