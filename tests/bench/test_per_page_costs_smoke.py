@@ -36,11 +36,18 @@ def test_the_bounds_rows_print_both_tokenizers(tmp_path, capsys):
     out = capsys.readouterr().out
     rows = [line for line in out.splitlines() if line.startswith("| bounds")]
     names = [row.split(" | ")[0] for row in rows]
-    assert "| bounds: htmlbounds.scan, simweb (compiled tags)" in names
-    assert "| bounds: the same, tags by expressions" in names
-    assert "| bounds: htmlbounds.scan, real HTML, mean a page (compiled tags)" in names
-    assert "| bounds: htmlbounds.scan, real HTML, mean a page (tags by expressions)" in names
-    assert sum(name.startswith("| bounds, hostile:") for name in names) == len(per_page_costs.HOSTILE)
+    assert "| bounds: htmlbounds.scan, simweb (compiled tags, compiled walk)" in names
+    assert "| bounds: the same, tags by expressions, walk in Python" in names
+    for label in (
+        "compiled tags, compiled walk",
+        "compiled tags, walk in Python",
+        "tags by expressions, walk in Python",
+    ):
+        assert f"| bounds: htmlbounds.scan, real HTML, mean a page ({label})" in names
+    hostile = [row for row in rows if row.startswith("| bounds, hostile:")]
+    assert len(hostile) == len(per_page_costs.HOSTILE)
+    # Each hostile page timed with both walks, and cut where the limits say.
+    assert all(" | walk in Python " in row and "Bound(cut=" in row for row in hostile)
     assert all(float(row.split(" | ")[1].replace(",", "")) > 0 for row in rows)
 
 
