@@ -477,10 +477,17 @@ static Py_ssize_t key_number(Walk *w, Py_ssize_t name, PyObject *attributes) {
 
 /* --- the stack of open elements --- */
 
-static int push(Walk *w, Py_ssize_t name, Py_ssize_t entry, int foreign, long long *handle) {
+/* One more element counted, and one more open: OK, or the limit it passes. */
+static inline int admit(Walk *w) {
     w->created++;
     if (w->created > w->max_elements) return OVER_ELEMENTS;
     if (w->depth >= w->max_depth) return OVER_DEPTH;
+    return OK;
+}
+
+static int push(Walk *w, Py_ssize_t name, Py_ssize_t entry, int foreign, long long *handle) {
+    const int over = admit(w);
+    if (over != OK) return over;
     if (grow((void **)&w->stack, &w->cap_stack, w->depth + 1, sizeof(Elem)) < 0) return ERROR;
     long long h = (entry < 0 && !foreign) ? -(long long)(name + 1) : w->next_handle++;
     w->stack[w->depth++] = (Elem){name, entry, h, foreign};
@@ -1168,9 +1175,7 @@ static int walk_tokens(Walk *w, PyObject *tokens, int following, long long max_a
             if (needs_rebuild(w)) STOP(reconstruct(w));
             const Py_ssize_t key = key_number(w, name, attributes);
             if (key < 0) STOP(ERROR);
-            w->created++;
-            if (w->created > w->max_elements) STOP(OVER_ELEMENTS);
-            if (w->depth >= w->max_depth) STOP(OVER_DEPTH);
+            STOP(admit(w));
             if (tags < count) {
                 int pair = closes(w, tokens, tags, name, long_attributes);
                 if (pair < 0) STOP(ERROR);
@@ -1225,9 +1230,7 @@ static int walk_tokens(Walk *w, PyObject *tokens, int following, long long max_a
             continue;
         }
         /* Open the element (one with no entry). */
-        w->created++;
-        if (w->created > w->max_elements) STOP(OVER_ELEMENTS);
-        if (w->depth >= w->max_depth) STOP(OVER_DEPTH);
+        STOP(admit(w));
         if (tags < count) {
             int pair = closes(w, tokens, tags, name, long_attributes);
             if (pair < 0) STOP(ERROR);

@@ -337,26 +337,29 @@ def _answer(bound: object) -> tuple[int, str] | None:
 
 
 def _assert_same_as_reference(text: str) -> None:
+    # The module's walk (compiled where built: test_htmlwalk_compiled.py) is the Python one's,
+    # and the scan, with either, the plain reference's.
+    assert htmlbounds._walk(text) == htmlbounds._py_walk(text)
     assert _answer(htmlbounds.scan(text)) == _answer(reference.scan(text))
     new, old = htmlbounds.estimate(text), reference.estimate(text)
     assert (new.elements, new.depth, _answer(new.bound)) == (old.elements, old.depth, _answer(old.bound))
 
 
-@settings(max_examples=500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(_soup, _limits)
 def test_the_scan_equals_the_reference_on_tag_soup(soup: str, limits: tuple[int, int, int, int, int]) -> None:
     with _with_limits(limits):
         _assert_same_as_reference(soup)
 
 
-@settings(max_examples=500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(_dense, _limits)
 def test_the_scan_equals_the_reference_on_dense_formatting(soup: str, limits: tuple[int, int, int, int, int]) -> None:
     with _with_limits(limits):
         _assert_same_as_reference(soup)
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(_document, _limits)
 def test_the_scan_equals_the_reference_on_documents(document: str, limits: tuple[int, int, int, int, int]) -> None:
     with _with_limits(limits):
