@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Callable, Iterator, Sequence
 
 from beamcrawl.core.runtime import files
+from beamcrawl.core.runtime.children import parent_death_hook
 from beamcrawl.core.runtime.interruptible import run_tool
 from beamcrawl.pipelines.runner_args import (
     CACHE,
@@ -371,7 +372,15 @@ def job_server(args: Sequence[str], out: str, announce: Callable[[str], object] 
         log_file.flush()
         start = log_file.tell()  # the log is appended to: this run's output begins here
         try:
-            proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log_file, stderr=subprocess.STDOUT)
+            # It ends with the crawl even when the crawl is killed (SIGKILL, OOM): its JVM and
+            # the mini-cluster in it would otherwise run on, with their memory and ports.
+            proc = subprocess.Popen(
+                cmd,
+                stdin=subprocess.DEVNULL,
+                stdout=log_file,
+                stderr=subprocess.STDOUT,
+                preexec_fn=parent_death_hook(),
+            )
         except OSError as exc:
             shutil.rmtree(artifacts, ignore_errors=True)
             raise RunnerSetupError(f"cannot start the Flink job server ({cmd[0]}): {exc.strerror or exc}") from None

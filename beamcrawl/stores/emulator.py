@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import ctypes
 import fcntl
 import os
 import re
@@ -46,6 +45,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
+from beamcrawl.core.runtime.children import parent_death_hook
 from beamcrawl.core.runtime.interruptible import run_tool
 
 __all__ = [
@@ -212,15 +212,6 @@ class RunningEmulator:
     start_seconds: float
 
 
-def _die_with_parent() -> None:  # runs in the child between fork and exec
-    # PR_SET_PDEATHSIG: the kernel sends SIGTERM when the launching thread's process ends,
-    # so a test run killed with SIGKILL does not leave emulators running.
-    try:
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM, 0, 0, 0)
-    except OSError:
-        pass
-
-
 # What the emulator prints once it listens, with the address it bound (its own port when
 # asked for port 0).
 _RUNNING = re.compile(rb"emulator running on (\S+):(\d+)\s*$", re.MULTILINE)
@@ -299,7 +290,7 @@ def running_emulator(
             stdin=subprocess.DEVNULL,
             stdout=log,
             stderr=subprocess.STDOUT,
-            preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None,
+            preexec_fn=parent_death_hook(),  # a test run killed with SIGKILL leaves no emulator
         )
         try:
             chosen = _wait_until_serving(proc, log, host, START_TIMEOUT_S)

@@ -3,7 +3,10 @@
 Each scenario runs the real CLI as a subprocess against simweb and kills it with SIGKILL
 (no clean-up of any kind) either from inside, at a named crash point
 (``BEAMCRAWL_CRASH_AT``, see ``beamcrawl/core/runtime/faults.py``), or from outside, mid-fetch,
-once the server has answered a few requests. The killed crawl leaves its round lease
+once the server has answered a few requests, on the embedded store, on the Bigtable
+emulator, and on Flink (its local mini-cluster, in the job server the crawl starts) with the
+emulator. Nothing the killed crawl started may live on: on Flink its job server, which would
+otherwise run on as an orphan JVM. The killed crawl leaves its round lease
 held by a dead process; the rerun must take it over at once and finish the round. Then,
 from the committed outputs and the store (docs/ARCHITECTURE.md §3, "Nothing lost"):
 
@@ -39,7 +42,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 import pyarrow.parquet as pq
 import pytest
@@ -52,6 +55,7 @@ from beamcrawl.pipelines.lease import RoundLease
 from beamcrawl.schemas.records import FrontierEntry, UrlState, key_fp
 from beamcrawl.simweb.testing import SimwebHandle, running_simweb
 from beamcrawl.stores.base import Mutation, open_store
+from crawl_setups import IN_PROCESS, runner_args  # noqa: E402  (tests/crawl_setups.py)
 
 HOSTS = 6
 PAGES = 12
@@ -69,6 +73,11 @@ SCENARIOS = [
     ("commit.after_frontier_deletes", "embedded"),
     ("url_seen.after_frontier_write@2", "bigtable"),
     ("commit.after_files", "bigtable"),
+    # On Flink (its local mini-cluster in the job server the crawl starts, the SDK workers in
+    # the crawl's process): a kill inside a stage, from outside mid-fetch, and in the commit.
+    ("url_seen.after_frontier_write@2", "flink-bigtable"),
+    ("mid-fetch", "flink-bigtable"),
+    ("commit.after_requeue", "flink-bigtable"),
 ]
 
 
@@ -79,7 +88,13 @@ def web(tmp_path_factory: pytest.TempPathFactory):
 
 
 def _command(
-    web: SimwebHandle, work: Path, store: str, rounds: int = 1, min_delay: float = 0.05, window: float = 2.0
+    web: SimwebHandle,
+    work: Path,
+    store: str,
+    rounds: int = 1,
+    min_delay: float = 0.05,
+    window: float = 2.0,
+    runner: Sequence[str] = IN_PROCESS,
 ) -> list[str]:
     seeds = work / "seeds.txt"
     seeds.write_text("\n".join(web.base_url(h) for h in web.hosts) + "\n")
@@ -87,7 +102,7 @@ def _command(
         sys.executable, "-m", "beamcrawl.cli.main", "crawl",
         "--seeds", str(seeds), "--out", str(work / "out"), "--store", store, "--rounds", str(rounds),
         "--resolve", "*=127.0.0.1", "--allow-private-networks",
-        "--min-delay", str(min_delay), "--round-window", str(window), "--runner", "FnApiRunner",
+        "--min-delay", str(min_delay), "--round-window", str(window), *runner,
     ]  # fmt: skip
 
 
@@ -179,12 +194,16 @@ def test_killed_round_reruns_and_loses_nothing(
     web: SimwebHandle, tmp_path: Path, request: pytest.FixtureRequest, point: str, backend: str
 ) -> None:
     store = (
-        request.getfixturevalue("bigtable_uri") if backend == "bigtable" else f"sqlite:///{tmp_path}/out/store.sqlite"
+        request.getfixturevalue("bigtable_uri")
+        if backend.endswith("bigtable")
+        else f"sqlite:///{tmp_path}/out/store.sqlite"
     )
-    cmd = _command(web, tmp_path, store)
+    cmd = _command(web, tmp_path, store, runner=runner_args(backend))
     since = len(web.requests())
 
     _crash(web, cmd, point, since)
+    # Nothing the killed crawl started lives on (on Flink, its job server and mini-cluster).
+    assert not _still_writing(tmp_path / "out" / "logs"), "a process of the killed crawl is still running"
     with open_store(store) as s:
         lease = s.read_keys("meta", [b"lease"]).get(b"lease", {})
     assert lease.get("m:lease"), "the killed crawl should leave its lease behind"
@@ -203,6 +222,24 @@ def test_killed_round_reruns_and_loses_nothing(
     stored = Counter(uri for uri, _ in _stored_responses(tmp_path / "out"))
     twice = sorted(uri for uri, n in stored.items() if n > 1)
     assert not twice, f"stored twice after a kill at {point}: {twice[:5]}"
+
+
+def _still_writing(logs: Path, wait: float = 30.0) -> list[int]:
+    """The pids of processes that still hold a file of ``logs`` open, once ``wait`` seconds
+    have let those that are ending end: what a killed crawl left running."""
+    deadline = time.monotonic() + wait
+    while True:
+        holders = []
+        for fd_dir in glob.glob("/proc/[0-9]*/fd"):
+            try:
+                targets = [os.readlink(os.path.join(fd_dir, fd)) for fd in os.listdir(fd_dir)]
+            except OSError:  # gone, or not ours to read
+                continue
+            if any(t.startswith(f"{logs}/") for t in targets):
+                holders.append(int(fd_dir.split("/")[2]))
+        if not holders or time.monotonic() > deadline:
+            return holders
+        time.sleep(0.2)
 
 
 def _stored_responses(out: Path) -> list[tuple[str, str]]:
