@@ -5,8 +5,8 @@ several; Flink and Prism through their job service) counts every PCollection's e
 samples their encoded sizes; nothing is added to the workers' work to get them. A PCollection that feeds a ``GroupByKey`` crosses a shuffle (on Dataflow, bytes written to and
 read from the shuffle service, paid per GB); one read as a side input is materialised whole
 for every reader. The main input of a step that waits for a side input is materialised too
-when the side input is computed from the same data (the round's "Mark copies" waits for
-content seen's decisions about the very pages it marks): a runner cannot fuse the two, so
+when the side input is computed from the same data (content seen's settling waits for the
+near decisions about the very checksums it settles): a runner cannot fuse the two, so
 every element is written out and read back, as through a shuffle. Their estimated bytes,
 the sampled mean size times the element count, are what the round report calls
 ``shuffle_bytes``, ``side_input_bytes`` and ``materialised_bytes`` (the last counts every

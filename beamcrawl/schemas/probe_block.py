@@ -64,6 +64,7 @@ class ProbeBlock:
     fetched_at: np.ndarray  # float64
     urls: list[str]
     digests: list[str]
+    batches: list[str]
     objects: Packed | None = None
 
     def __len__(self) -> int:
@@ -77,7 +78,7 @@ class ProbeBlock:
             ValueError: A checksum is not an int in [0, 2**64) (the one column every block
                 needs; the caller sets that probe aside).
         """
-        columns = list(zip(*map(_FIELDS, probes))) if probes else [()] * 6
+        columns = list(zip(*map(_FIELDS, probes))) if probes else [()] * 7
         checksum = _uint64s(list(columns[2]), "checksum", strict=ValueError)
         try:
             types_are(probes, {Probe})
@@ -88,7 +89,7 @@ class ProbeBlock:
     @classmethod
     def _of_objects(cls, checksum: np.ndarray, objects: Packed) -> ProbeBlock:
         none = np.zeros(0, dtype=np.uint64)
-        return cls(checksum, none, none, none.astype(bool), none.astype(np.float64), [], [], objects)
+        return cls(checksum, none, none, none.astype(bool), none.astype(np.float64), [], [], [], objects)
 
     @classmethod
     def concat(cls, blocks: Sequence[ProbeBlock]) -> ProbeBlock:
@@ -108,6 +109,7 @@ class ProbeBlock:
             np.concatenate([b.fetched_at for b in blocks]),
             [u for b in blocks for u in b.urls],
             [d for b in blocks for d in b.digests],
+            [n for b in blocks for n in b.batches],
         )
 
     def probes(self, rows: np.ndarray | None = None) -> list[Probe]:
@@ -116,17 +118,18 @@ class ProbeBlock:
             return list(self.objects) if rows is None else [self.objects[i] for i in rows.tolist()]
         pick: np.ndarray | slice = slice(None) if rows is None else rows
         if rows is None:
-            urls, digests = self.urls, self.digests
+            urls, digests, batches = self.urls, self.digests, self.batches
         else:
             at = rows.tolist()
             urls, digests = list(map(self.urls.__getitem__, at)), list(map(self.digests.__getitem__, at))
+            batches = list(map(self.batches.__getitem__, at))
         has = self.has_simhash[pick]
         simhash = self.simhash[pick].tolist()
         if not has.all():
             simhash = [s if h else None for s, h in zip(simhash, has.tolist())]
         return list(
             map(Probe, urls, self.url_fp[pick].tolist(), self.checksum[pick].tolist(), simhash,
-                self.fetched_at[pick].tolist(), digests)
+                self.fetched_at[pick].tolist(), digests, batches)
         )  # fmt: skip
 
     # --- bytes --------------------------------------------------------------------------------
@@ -154,6 +157,10 @@ class ProbeBlock:
         out.ints(prefix)
         out.strings(prefixes)
         out.strings([u[i:] for u, i in zip(self.urls, cut)])
+        # The batches as codes too: a bundle's pages wait in a few batch files.
+        batch, batches = encode_codes(self.batches)
+        out.ints(batch)
+        out.strings(batches)
         return out.getvalue()
 
     @classmethod
@@ -186,13 +193,17 @@ class ProbeBlock:
         prefix = src.ints()
         prefixes = src.strings()
         rests = src.strings()
+        batch = src.ints()
+        batch_names = src.strings()
         src.done()
-        if not all(len(c) == n for c in (url_fp, has_simhash, fetched_at, digests, prefix, rests)):
+        if not all(len(c) == n for c in (url_fp, has_simhash, fetched_at, digests, prefix, rests, batch)):
             raise src.fail("with columns of unequal length")
-        if n and (int(prefix.min()) < 0 or int(prefix.max()) >= len(prefixes)):
-            raise src.fail("with a code outside its vocabulary")
+        for codes, vocabulary in ((prefix, prefixes), (batch, batch_names)):
+            if n and (int(codes.min()) < 0 or int(codes.max()) >= len(vocabulary)):
+                raise src.fail("with a code outside its vocabulary")
         urls = [prefixes[p] + rest for p, rest in zip(prefix.tolist(), rests)]
-        return cls(checksum, url_fp, simhash, has_simhash, fetched_at, urls, digests)
+        batches = list(map(batch_names.__getitem__, batch.tolist()))
+        return cls(checksum, url_fp, simhash, has_simhash, fetched_at, urls, digests, batches)
 
 
 class ProbeBlockCoder(BlockCoder):
@@ -202,7 +213,7 @@ class ProbeBlockCoder(BlockCoder):
     BLOCK = ProbeBlock
 
 
-_FIELDS = operator.attrgetter("url", "url_fp", "checksum", "simhash", "fetched_at", "digest")  # Probe's order
+_FIELDS = operator.attrgetter("url", "url_fp", "checksum", "simhash", "fetched_at", "digest", "batch")  # Probe's order
 
 
 def _uint64s(values: list[Any], what: str, strict: type[Exception] = NotColumnar) -> np.ndarray:
@@ -217,7 +228,7 @@ def _uint64s(values: list[Any], what: str, strict: type[Exception] = NotColumnar
 
 def _columns(columns: list[tuple[Any, ...]], checksum: np.ndarray) -> ProbeBlock:
     """A block of probes' field values (``_FIELDS`` of each, as columns)."""
-    urls, url_fps, _, hashes, stamps, digests = columns
+    urls, url_fps, _, hashes, stamps, digests, batches = columns
     url_fp = _uint64s(list(url_fps), "URL fingerprint")
     has_simhash = np.fromiter((h is not None for h in hashes), dtype=bool, count=len(hashes))
     simhash = np.zeros(len(hashes), dtype=np.uint64)
@@ -225,8 +236,16 @@ def _columns(columns: list[tuple[Any, ...]], checksum: np.ndarray) -> ProbeBlock
     types_are(stamps, {float})
     types_are(urls, {str})
     types_are(digests, {str})
+    types_are(batches, {str})
     return ProbeBlock(
-        checksum, url_fp, simhash, has_simhash, np.array(stamps, dtype=np.float64), list(urls), list(digests)
+        checksum,
+        url_fp,
+        simhash,
+        has_simhash,
+        np.array(stamps, dtype=np.float64),
+        list(urls),
+        list(digests),
+        list(batches),
     )
 
 

@@ -859,6 +859,9 @@ class Probe:
         simhash: 64-bit simhash of the visible text; None for non-HTML or too little text.
         fetched_at: Epoch seconds of the fetch.
         digest: WARC payload digest of the body as transferred.
+        batch: The batch the page waits in for content seen's decisions (its batch file's
+            name), where the page's copy mark is sent; the batches, space-separated, when
+            the round fetched the URL more than once. Empty: none (tests, tools).
     """
 
     url: str
@@ -867,6 +870,7 @@ class Probe:
     simhash: int | None
     fetched_at: float
     digest: str
+    batch: str = ""
 
 
 class PageBatch(NamedTuple):

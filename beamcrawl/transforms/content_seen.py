@@ -58,21 +58,24 @@ simhash    table byte + 5-byte left-aligned prefix   ``s:<fp hex><url fp hex>``:
 =========  ========================================  ==========================================
 
 At scale. Pages themselves are never shuffled: the joins carry small probes (URL, checksum,
-simhash, date, digest; a bucket's as one :class:`~beamcrawl.schemas.probe_block.ProbeBlock`
-of columns, about 90 bytes a probe), and the decisions reach the pages as a side input
-holding the copies only (about 150 bytes each). The one step that sees the whole round at once is the in-round
+simhash, date, digest, the batch the page waits in; a bucket's as one
+:class:`~beamcrawl.schemas.probe_block.ProbeBlock` of columns, about 90 bytes a probe), and
+the decisions reach the pages by a join on the batch: each copy (about 150 bytes) is sent to
+the batch its page waits in, so no worker holds the round's copies at once (a side input
+would: every worker, all of them). The one step that sees the whole round at once is the in-round
 resolution, and it holds only this round's candidates that are near each other and near no
 stored original; a row shared by more than :data:`MAX_PAIRWISE` candidates (a trap serving
 one text over and over) is checked against its first originals, not pair by pair: such a
 row crosses to the resolution as its members' fingerprints, and is checked there, in URL
 order, once its members are named.
 
-The pages themselves must wait for those decisions ("Mark copies" needs all of them). With
-``staging`` (the round's), they wait on disk: written where they are parsed to bounded batch
-files (:mod:`beamcrawl.core.runtime.batch_files`), read back one file at a time once the
-copies are known; what waits in the runner is a reference of a few dozen bytes per ~1,000
-pages, so the round's memory does not grow with its pages. Each file comes out of "Mark
-copies" as one :class:`~beamcrawl.schemas.records.PageBatch`, and the stages after it take
+The pages themselves must wait for those decisions. With ``staging`` (the round's), they
+wait on disk: written where they are parsed to bounded batch files
+(:mod:`beamcrawl.core.runtime.batch_files`), their probes made on the way, each naming its
+page's file; a file is read back once its copies are known (a ``CoGroupByKey`` on the file's
+name of its reference and its copies). What waits in the runner is a reference of a few
+dozen bytes per ~1,000 pages, so the round's memory does not grow with its pages. Each file
+comes out of "Mark copies" as one :class:`~beamcrawl.schemas.records.PageBatch`, and the stages after it take
 batches: one DoFn call per ~1,000 pages per stage, not one per page. The new checksums wait
 for the near copies the same way (``new_staging``), in files of up to 2,000, read back by
 the naming of the round's near pairs and by the settling; what crosses the table-bucket
@@ -90,6 +93,7 @@ import json
 import operator
 import pickle
 import struct
+import uuid
 from dataclasses import dataclass, field
 from typing import (
     Any,
@@ -117,7 +121,6 @@ from beamcrawl.schemas.probe_block import ProbeBlock
 from beamcrawl.schemas.records import Packed, PageBatch, ParsedPage, Probe, evolve, fp_key, key_fp, shuffled
 import beamcrawl.schemas.coders  # noqa: F401  (registers the record coders the output types name)
 from beamcrawl.stores.base import Cell, Mutation, Store, open_store
-from beamcrawl.transforms import dead_letter
 from beamcrawl.transforms.dead_letter import ERRORS, Outlet, collect
 from beamcrawl.transforms.parse import PARSED_KINDS, body_kind
 from beamcrawl.transforms.url_seen import (
@@ -183,6 +186,11 @@ BATCH_NEW_BYTES = 1024 * 1024
 # pickled alone cost 25-40 µs to write and read back, most of it per-object work that a
 # list of one record class pays once (schemas/records.py, Packed).
 SET_ASIDE_CHUNK = 50
+# The tags of content seen's own outputs and joins: the probes of the pages set aside, and
+# the two sides of "Mark copies".
+PROBES = "probes"
+WAITING = "waiting"
+COPIES = "copies"
 # Stored content and simhash cells that did not decode (read as absent).
 _UNREADABLE = Metrics.counter("content_seen", "unreadable_cells")
 
@@ -256,6 +264,15 @@ class Copy:
     distance: int = 0
     original_fetched_at: float | None = None
     original_digest: str | None = None
+    batch: str = ""  # where the page waits (Probe.batch): the copy is sent to that batch
+
+
+def by_batch(copy: Copy) -> Iterator[tuple[str, Copy]]:
+    """``(batch, copy)`` for each batch the copied page waits in (:attr:`Probe.batch`), the
+    key "Mark copies" joins the pages and their copies by."""
+    names = copy.batch.split()
+    for name in names or ("",):
+        yield name, copy
 
 
 @shuffled
@@ -324,8 +341,9 @@ def eligible(page: ParsedPage) -> bool:
     return f.outcome == "fetched" and f.payload_size > 0 and f.entry.source != "robots"
 
 
-def probe_page(page: ParsedPage) -> Probe | None:
-    """The page's :class:`Probe`, or None if it does not take part.
+def probe_page(page: ParsedPage, batch: str = "") -> Probe | None:
+    """The page's :class:`Probe`, or None if it does not take part; ``batch`` names the batch
+    it waits in.
 
     Uses the checksum and simhash the parse stage put on the page. A page that parse looked
     at (``body_kind`` set) and left without a simhash has none: not HTML, or too little
@@ -344,7 +362,7 @@ def probe_page(page: ParsedPage) -> Probe | None:
     elif page.body_kind is None and page.parse_error is None and body_kind(f) in PARSED_KINDS:
         simhash = textfp.html_simhash(f.body, f.content_type)
     url_fp = f.entry.fp if f.entry.url == f.url and f.entry.fp else fingerprint(f.url)
-    return Probe(f.url, url_fp, check, simhash, f.fetched_at, fetch_digest(f))
+    return Probe(f.url, url_fp, check, simhash, f.fetched_at, fetch_digest(f), batch)
 
 
 def _usable(round_written: int | None, round_no: int | None) -> bool:
@@ -410,7 +428,9 @@ def decide_checksum(
         record = None
     by_url: dict[str, Probe] = {}
     for probe in sorted(probes, key=lambda p: order_key(p.url)):
-        by_url.setdefault(probe.url, probe)  # one URL fetched twice is one page
+        kept = by_url.setdefault(probe.url, probe)  # one URL fetched twice is one page ...
+        if kept is not probe and probe.batch and probe.batch not in kept.batch.split():
+            by_url[probe.url] = evolve(kept, batch=f"{kept.batch} {probe.batch}".lstrip())  # ... in both batches
     ordered = list(by_url.values())
     if record is None:
         return [], NewContent(check, ordered[0], tuple(ordered[1:]))
@@ -423,6 +443,7 @@ def decide_checksum(
             record.distance,
             record.fetched_at if exact else None,
             record.digest if exact else None,
+            probe.batch,
         )
         for probe in ordered
         if probe.url != record.url  # the page that holds these bytes, unchanged: not a copy
@@ -926,10 +947,10 @@ def settle(
     first = new.first
     if near is not None:
         original, distance = near
-        copies = [Copy(p.url, original, "near", distance) for p in (first, *new.others)]
+        copies = [Copy(p.url, original, "near", distance, batch=p.batch) for p in (first, *new.others)]
         record = ContentRecord(original, "near", distance=distance, round=round_no)
         return copies, [Mutation.set(fp_key(new.checksum), record.to_cells())], []
-    copies = [Copy(p.url, first.url, "exact", 0, first.fetched_at, first.digest) for p in new.others]
+    copies = [Copy(p.url, first.url, "exact", 0, first.fetched_at, first.digest, p.batch) for p in new.others]
     record = ContentRecord(first.url, "exact", first.fetched_at, first.digest, 0, round_no)
     hashes = simhash_row_cells(first, round_no, layout) if first.simhash is not None else []
     return copies, [Mutation.set(fp_key(new.checksum), record.to_cells())], hashes
@@ -952,32 +973,52 @@ def apply_copy(page: ParsedPage, copy: Copy | None) -> ParsedPage:
 # --- DoFns -------------------------------------------------------------------------------
 
 
-class _BucketChecksumsFn(beam.DoFn):
-    """Collects a bundle's probes per checksum bucket; emits one block per bucket.
+class _PageProbes:
+    """The probes of a bundle's pages, made where the pages are set aside (one pass over each
+    page), named by the batch each page waits in, and collected per checksum bucket: one
+    block per bucket leaves the bundle.
 
     A bucket's probes cross as one :class:`~beamcrawl.schemas.probe_block.ProbeBlock`: fixed
-    width columns, the digests as raw bytes and the URLs as a host code and the rest (86-94
-    bytes a probe, where a pickled list of them took 126-128).
+    width columns, the digests as raw bytes, the URLs as a host code and the rest and the
+    batches as codes (86-94 bytes a probe, where a pickled list of them took 126-128).
     """
 
     def __init__(self, bits: int) -> None:
         self.bits = bits
-        self.pages = Metrics.counter("content_seen", "pages_checked")
-
-    def start_bundle(self) -> None:
         self.buckets: dict[int, list[Probe]] = {}
+        self.unnamed: list[Probe] = []  # the probes of pages not yet in a batch
+        self.checked = Metrics.counter("content_seen", "pages_checked")
 
-    def process(self, probe: Probe) -> None:
-        self.pages.inc()
-        bucket = bucket_of(probe.checksum, self.bits)
-        probes = self.buckets.get(bucket)
-        if probes is None:
-            self.buckets[bucket] = probes = []
-        probes.append(probe)
+    def take(self, page: ParsedPage, dead: Outlet) -> beam.pvalue.TaggedOutput | None:
+        """Makes the page's probe (none if it does not take part); its dead letter if that
+        fails, the page then waiting unmarked all the same."""
+        try:
+            dead.check(page)
+            probe = probe_page(page)
+        except Exception as exc:
+            return dead.tagged(exc, page)
+        if probe is not None:
+            self.checked.inc()
+            self.unnamed.append(probe)
+        return None
 
-    def finish_bundle(self) -> Iterator[WindowedValue]:
+    def name(self, batch: str) -> None:
+        """The pages taken since the last call went to batch ``batch``: their probes are
+        named by it and put in their buckets."""
+        for probe in self.unnamed:
+            bucket = bucket_of(probe.checksum, self.bits)
+            probes = self.buckets.get(bucket)
+            if probes is None:
+                self.buckets[bucket] = probes = []
+            probes.append(evolve(probe, batch=batch))
+        self.unnamed = []
+
+    def blocks(self) -> Iterator[beam.pvalue.TaggedOutput]:
+        """One ``(bucket, block)`` per bucket, as a tagged output of ``finish_bundle``."""
         for bucket, probes in self.buckets.items():
-            yield GlobalWindows.windowed_value((bucket, ProbeBlock.from_probes(probes)))
+            yield beam.pvalue.TaggedOutput(
+                PROBES, GlobalWindows.windowed_value((bucket, ProbeBlock.from_probes(probes)))
+            )
         self.buckets = {}
 
 
@@ -1030,7 +1071,7 @@ class _MergeChecksumsFn(_StoreJoinFn):
         self.exact.inc(len(copies))
         self.new_content.inc(len(new))
         for copy in copies:
-            yield (copy.url, copy)
+            yield from by_batch(copy)
         for item in new:
             yield beam.pvalue.TaggedOutput(self.NEW, item)
 
@@ -1222,7 +1263,7 @@ class _SettleFn(beam.DoFn):
         self.content.extend(content)
         self.hashes.extend(hashes)
         for copy in copies:
-            yield (copy.url, copy)
+            yield from by_batch(copy)
         if len(self.content) + len(self.hashes) >= WRITE_BATCH:
             self._flush()
 
@@ -1255,16 +1296,25 @@ def _match_key_rev(decision: tuple[str, int]) -> tuple[int, tuple[int, int, str]
 
 
 class _MarkCopiesFn(beam.DoFn):
-    """Marks each copy of a batch of pages with its original (every other page passes
-    unchanged) and passes the batch on as one element: the stages after it take batches."""
+    """Takes a batch of pages with the copies among them (joined by batch name), reads the
+    pages back from their batch file (with ``folder``; else the batch came whole), marks
+    each copy with its original (every other page passes unchanged) and passes the batch
+    on as one element: the stages after it take batches."""
 
-    def __init__(self) -> None:
+    def __init__(self, folder: str | None = None) -> None:
+        self.folder = folder
         self.exact = Metrics.counter("content_seen", "exact_copies")
         self.near = Metrics.counter("content_seen", "near_copies_marked")
         self.dead = Outlet("content_seen")
 
-    def process(self, batch: PageBatch, copies: Mapping[str, Copy]) -> Iterator[Any]:
-        yield from self._mark(batch.pages, copies)
+    def process(self, element: tuple[str, Mapping[str, Iterable[Any]]]) -> Iterator[Any]:
+        _, joined = element
+        copies = {copy.url: copy for copy in joined[COPIES]}
+        for waiting in joined[WAITING]:
+            # An unreadable file fails the round (OSError); so does a record that does not
+            # unpickle, which this round wrote itself.
+            pages = waiting.pages if self.folder is None else read_set_aside(self.folder, waiting)
+            yield from self._mark(pages, copies)
 
     def _mark(self, pages: Iterable[ParsedPage], copies: Mapping[str, Copy]) -> Iterator[Any]:
         marked: list[ParsedPage] = []
@@ -1383,18 +1433,66 @@ def read_set_aside(folder: str, ref: BatchRef) -> list[Any]:
     return out
 
 
-class _MarkBatchedCopiesFn(_MarkCopiesFn):
-    """Reads a batch file of pages back once the copies are known, marks them, and passes
-    them on as one :class:`~beamcrawl.schemas.records.PageBatch`, in the file's order."""
+class _SetPagesAsideFn(_SetAsideFn):
+    """Writes the bundle's pages to batch files (:class:`_SetAsideFn`) and makes each page's
+    probe on the way, named by the file the page waits in. Out: ``(file name, BatchRef)``
+    per file, and (``PROBES``) one block of probes per checksum bucket."""
 
-    def __init__(self, folder: str) -> None:
-        super().__init__()
-        self.folder = folder
+    def __init__(self, folder: str, bits: int, max_records: int, max_bytes: int, chunk: int = SET_ASIDE_CHUNK) -> None:
+        super().__init__(folder, max_records, max_bytes, "page", chunk)
+        self.bits = bits
+        self.dead = Outlet("content_seen")
 
-    def process(self, ref: BatchRef, copies: Mapping[str, Copy]) -> Iterator[Any]:  # type: ignore[override]
-        # An unreadable file fails the round (OSError); so does a record that does not
-        # unpickle, which this round wrote itself.
-        yield from self._mark(read_set_aside(self.folder, ref), copies)
+    def start_bundle(self) -> None:
+        super().start_bundle()
+        self.probes = _PageProbes(self.bits)
+
+    def process(self, page: ParsedPage) -> Iterator[Any]:  # type: ignore[override]
+        letter = self.probes.take(page, self.dead)
+        if letter is not None:
+            yield letter
+        for ref in super().process(page):
+            yield ref.name, ref
+
+    def _write(self) -> BatchRef | None:
+        ref = super()._write()
+        self.probes.name(self.writer.name)  # the file the run just went to
+        return ref
+
+    def finish_bundle(self) -> Iterator[Any]:  # type: ignore[override]
+        for ref in super().finish_bundle():
+            yield GlobalWindows.windowed_value((ref.value.name, ref.value))
+        yield from self.probes.blocks()
+
+
+class _GatherPagesFn(_GatherFn):
+    """Without staging: a bundle's pages gathered into batches (:class:`_GatherFn`), each
+    named by a fresh id, its pages' probes made on the way. Out: ``(id, PageBatch)``, and
+    (``PROBES``) one block of probes per checksum bucket."""
+
+    def __init__(self, bits: int, max_records: int) -> None:
+        super().__init__(max_records, PageBatch)
+        self.bits = bits
+        self.dead = Outlet("content_seen")
+
+    def start_bundle(self) -> None:
+        super().start_bundle()
+        self.probes = _PageProbes(self.bits)
+
+    def process(self, page: ParsedPage) -> Iterator[Any]:
+        letter = self.probes.take(page, self.dead)
+        if letter is not None:
+            yield letter
+        yield from super().process(page)
+
+    def _take(self) -> tuple[str, PageBatch]:
+        name = uuid.uuid4().hex
+        self.probes.name(name)
+        return name, super()._take()
+
+    def finish_bundle(self) -> Iterator[Any]:  # type: ignore[override]
+        yield from super().finish_bundle()
+        yield from self.probes.blocks()
 
 
 class _ResolveNearCopies(beam.PTransform):
@@ -1519,12 +1617,19 @@ class FindDuplicateContent(beam.PTransform):
         self.bits = choose_bucket_bits(rows, min_bits=self.min_bits, max_bits=self.max_bits)
         join = dict(store_uri=self.store_uri, round_no=self.round_no, rows=rows, ratio=ratio, path=self.path)
 
+        # The pages wait for content seen's decisions in batches (on disk, a reference a
+        # file, with staging); their probes are made as they are set aside, each named by
+        # the batch its page waits in, and leave as one block per checksum bucket.
+        if self.staging is None:
+            wait: beam.DoFn = _GatherPagesFn(self.bits, self.batch_pages)
+        else:
+            wait = _SetPagesAsideFn(self.staging, self.bits, self.batch_pages, self.batch_bytes)
+        waiting = pages | "Set pages aside" >> beam.ParDo(wait).with_outputs(PROBES, ERRORS, main="batches")
+        collect(waiting[ERRORS])
         checked = (
-            pages
-            | "Checksum and simhash" >> dead_letter.Map("content_seen", probe_page)
-            | "Fetched 2xx payloads" >> beam.Filter(lambda probe: probe is not None)
-            | "Bucket by checksum"
-            >> beam.ParDo(_BucketChecksumsFn(self.bits)).with_output_types(tuple[int, ProbeBlock])
+            waiting[PROBES]
+            # Typed, so that the blocks cross the shuffle by their own coder (schemas/coders.py).
+            | "Probe blocks" >> beam.Map(_as_is).with_output_types(tuple[int, ProbeBlock])
             | "Group by checksum bucket" >> beam.GroupByKey()
             | "Sort-merge with content-seen set"
             >> beam.ParDo(_MergeChecksumsFn(bits=self.bits, **join)).with_outputs(_MergeChecksumsFn.NEW, main="copies")
@@ -1561,23 +1666,21 @@ class FindDuplicateContent(beam.PTransform):
         ).with_outputs(ERRORS, main="copies")
         collect(settled[ERRORS])
         copies = (checked["copies"], settled.copies) | "All copies" >> beam.Flatten()
-        if self.staging is None:
-            mark: beam.PTransform = beam.ParDo(_MarkCopiesFn(), beam.pvalue.AsDict(copies))
-            waiting = pages | "Gather pages" >> beam.ParDo(_GatherFn(self.batch_pages, PageBatch)).with_output_types(
-                PageBatch
-            )
-        else:
-            # Only a reference per batch file waits for the copies (all of content seen's
-            # decisions, so no runner fuses the marking to the pages' stage): the pages
-            # themselves wait on disk, not in the runner.
-            mark = beam.ParDo(_MarkBatchedCopiesFn(self.staging), beam.pvalue.AsDict(copies))
-            waiting = pages | "Set pages aside" >> beam.ParDo(
-                _SetAsideFn(self.staging, self.batch_pages, self.batch_bytes)
-            )
-        # Typed: a batch's coder estimates its size from a few pages (schemas/coders.py).
-        marked = waiting | "Mark copies" >> mark.with_output_types(PageBatch).with_outputs(ERRORS, main="pages")
+        # Each batch meets the copies among its pages (keyed by the batch's name): a
+        # shuffle of references and copies, no side input that grows with the round.
+        marked = (
+            {WAITING: waiting.batches, COPIES: copies}
+            | "Join batches and their copies" >> beam.CoGroupByKey()
+            # Typed: a batch's coder estimates its size from a few pages (schemas/coders.py).
+            | "Mark copies"
+            >> beam.ParDo(_MarkCopiesFn(self.staging)).with_output_types(PageBatch).with_outputs(ERRORS, main="pages")
+        )
         collect(marked[ERRORS])
         return marked.pages
+
+
+def _as_is(element: Any) -> Any:
+    return element
 
 
 def _merge_all(evidence: Iterable[Evidence]) -> Evidence:

@@ -47,6 +47,8 @@ _SHA1_TEXT = st.binary(min_size=20, max_size=20).map(lambda d: "sha1:" + base64.
 # Digests as the fetch writes them, and others a block must keep as they are.
 _DIGEST = st.one_of(_SHA1_TEXT, _TEXT, st.just("sha1:" + "a" * 32), st.just("sha256:" + "A" * 52))
 
+# The batch a page waits in: a bundle's few file names, several for a URL fetched twice.
+_BATCH = st.one_of(st.sampled_from(["", "part-a.batch", "part-b.batch", "part-a.batch part-b.batch"]), _TEXT)
 _PLAIN = st.builds(
     Probe,
     url=_URL,
@@ -55,9 +57,10 @@ _PLAIN = st.builds(
     simhash=st.one_of(st.none(), _U64),
     fetched_at=st.floats(),  # NaN and infinities included: a float64 holds them
     digest=_SHA1_TEXT,
+    batch=_BATCH,
 )
 _ANY_DIGEST = st.builds(Probe, url=_URL, url_fp=_U64, checksum=_U64, simhash=st.none(), fetched_at=st.floats(),
-                        digest=_DIGEST)  # fmt: skip
+                        digest=_DIGEST, batch=_BATCH)  # fmt: skip
 
 # Values the columns do not hold: the block then carries the probes as objects.
 _ODD = st.one_of(
@@ -67,6 +70,7 @@ _ODD = st.one_of(
     _PLAIN.map(lambda p: dataclasses.replace(p, simhash=True)),  # a bool is an int to numpy
     _PLAIN.map(lambda p: dataclasses.replace(p, url=b"http://a.test/")),
     _PLAIN.map(lambda p: dataclasses.replace(p, digest=None)),
+    _PLAIN.map(lambda p: dataclasses.replace(p, batch=None)),
 )
 
 
@@ -116,7 +120,8 @@ def test_blocks_joined_and_rows_taken_keep_their_probes(lists, data):
 def _probe(i: int) -> Probe:
     url = f"http://h{i % 30}.test/p/{i}.html"
     digest = "sha1:" + base64.b32encode(hashlib.sha1(url.encode()).digest()).decode()
-    return Probe(url, i * 7919, (i * 0x9E3779B97F4A7C15) % 2**64, i if i % 3 else None, 1.7e9 + i / 7, digest)
+    batch = f"part-{i % 3}.batch"
+    return Probe(url, i * 7919, (i * 0x9E3779B97F4A7C15) % 2**64, i if i % 3 else None, 1.7e9 + i / 7, digest, batch)
 
 
 def test_a_block_is_columns_not_a_pickle_per_probe():
@@ -125,6 +130,7 @@ def test_a_block_is_columns_not_a_pickle_per_probe():
     assert b"Probe" not in encoded and b"sha1:" not in encoded  # raw digests, no record pickled
     assert encoded.count(b"http://") == 30  # a host's scheme and authority once
     assert hashlib.sha1(probes[5].url.encode()).digest() in encoded
+    assert encoded.count(b"part-0.batch") == 1  # the batches as codes: each name once
     packed = len(pickle.dumps(Packed(probes), pickle.HIGHEST_PROTOCOL))
     assert len(encoded) < 0.7 * packed
 

@@ -121,8 +121,8 @@ def page(
     return ParsedPage(fetch=fetch)
 
 
-def probe(url: str, check: int = 1, simhash: int | None = None, at: float = 1.0) -> Probe:
-    return Probe(url, fingerprint(url), check, simhash, at, f"sha1:{url}")
+def probe(url: str, check: int = 1, simhash: int | None = None, at: float = 1.0, batch: str = "") -> Probe:
+    return Probe(url, fingerprint(url), check, simhash, at, f"sha1:{url}", batch)
 
 
 def run(uri: str, pages: list[ParsedPage], round_no: int | None = 1, **kw) -> tuple[dict[str, tuple], dict[str, int]]:
@@ -143,7 +143,9 @@ def run(uri: str, pages: list[ParsedPage], round_no: int | None = 1, **kw) -> tu
     with open(sink, encoding="utf-8") as f:
         for line in f:
             url, decision = json.loads(line)
-            out[url] = tuple(decision)
+            # A URL the round fetched more than once has one decision, whatever batch each
+            # of its pages waited in.
+            assert out.setdefault(url, tuple(decision)) == tuple(decision), url
             lines += 1
     os.remove(sink)
     assert len(out) == len({pg.fetch.url for pg in pages})  # every page comes out,
@@ -681,6 +683,34 @@ def test_pages_waiting_in_batch_files_come_out_once_each_marked_as_when_they_wai
     assert -(-len(pages) // 4) <= counters["test_batches_out"] < len(pages)
 
 
+@pytest.mark.parametrize("waiting", ["files", "whole"])
+def test_a_url_fetched_twice_is_marked_in_every_batch_it_waits_in(tmp_path, waiting):
+    """The copies reach the pages by the batches they wait in: a URL the round fetched twice
+    (two pages, two batches) gets its decision in both, whether it copies a stored page,
+    another page of the round, or is near one; the original fetched twice is no copy."""
+    store_uri = f"sqlite:///{tmp_path}/store.sqlite"
+    run(store_uri, round_one(), round_no=1)
+    a, five = article(1), article(5)
+    near = list(a)
+    near[50] = "another"
+    twice = {
+        "http://new.org/a": html(a),  # an exact copy of a stored page
+        "http://new.org/five": html(five),  # this round's original
+        "http://new.org/five?print=1": html(five),  # its copy
+        "http://new.org/near": html(near),  # near a stored page
+    }
+    pages = [page(url, body, at=600.0 + i) for i in range(2) for url, body in twice.items()]
+    # One batch a page: each URL's two pages wait in two batches.
+    kw = {"staging": str(tmp_path / "files"), "batch_bytes": 1} if waiting == "files" else {"batch_pages": 1}
+    got, counters = run(store_uri, pages, round_no=2, **kw)
+    assert counters["test_batches_out"] == len(pages)
+    assert got["http://new.org/a"][:3] == ("http://site.com/a", "exact", 0)
+    assert got["http://new.org/five"][0] is None
+    assert got["http://new.org/five?print=1"][:3] == ("http://new.org/five", "exact", 0)
+    assert got["http://new.org/near"][:2] == ("http://site.com/a", "near")
+    assert counters["exact_copies"] == 4 and counters["near_copies_marked"] == 2  # pages, not URLs
+
+
 def test_later_rounds_find_copies_of_what_was_kept(any_store_uri):
     store_uri = any_store_uri
     run(store_uri, round_one(), round_no=1)
@@ -1008,9 +1038,9 @@ def test_new_checksums_are_read_back_from_their_batch_file_and_a_bad_one_is_one_
     """The new checksums wait for the near copies in a batch file: settling and naming read
     it back, in its order; one that fails to settle (a simhash that is no number) is one dead
     letter and the file's others are decided."""
-    exact = NewContent(1, probe("http://a.com/", 1, simhash=7), (probe("http://b.com/", 1),))
+    exact = NewContent(1, probe("http://a.com/", 1, simhash=7, batch="x"), (probe("http://b.com/", 1, batch="y z"),))
     bad = NewContent(2, dataclasses.replace(probe("http://c.com/", 2), simhash="zz"))
-    near = NewContent(3, probe("http://d.com/", 3, simhash=9))
+    near = NewContent(3, probe("http://d.com/", 3, simhash=9, batch="x"))
     writer = BatchWriter(str(tmp_path), 10, 1 << 20)
     for run in ([exact], [bad, near]):  # a file's records are runs of them, one pickle a run
         assert writer.append(pickle.dumps(Packed(run), pickle.HIGHEST_PROTOCOL)) is None
@@ -1024,9 +1054,12 @@ def test_new_checksums_are_read_back_from_their_batch_file_and_a_bad_one_is_one_
     fn.finish_bundle()
     letters = [o.value for o in out if isinstance(o, beam.pvalue.TaggedOutput)]
     assert [(x.stage, x.url) for x in letters] == [("content_seen", "http://c.com/")]
+    # Each copy goes to the batches its page waits in (b.com was fetched twice: two batches).
+    b_copy = Copy("http://b.com/", "http://a.com/", "exact", 0, 1.0, "sha1:http://a.com/", "y z")
     assert [o for o in out if not isinstance(o, beam.pvalue.TaggedOutput)] == [
-        ("http://b.com/", Copy("http://b.com/", "http://a.com/", "exact", 0, 1.0, "sha1:http://a.com/")),
-        ("http://d.com/", Copy("http://d.com/", "http://original.com/", "near", 2)),
+        ("y", b_copy),
+        ("z", b_copy),
+        ("x", Copy("http://d.com/", "http://original.com/", "near", 2, batch="x")),
     ]
 
     pending = {fingerprint("http://d.com/"): Evidence(crowded=True)}  # the pending candidates only

@@ -283,9 +283,10 @@ def test_mark_copies_reads_a_batch_file_back_as_one_batch_and_sets_a_bad_page_as
         assert writer.append(pickle.dumps(Packed(run), pickle.HIGHEST_PROTOCOL)) is None
     ref = writer.close()
     assert ref is not None
-    copy = Copy(first.fetch.url, "http://original.test/", "exact", 0, 5.0, "sha1:X")
-    fn = content_seen._MarkBatchedCopiesFn(str(tmp_path))
-    out = list(fn.process(ref, {first.fetch.url: copy}))
+    copy = Copy(first.fetch.url, "http://original.test/", "exact", 0, 5.0, "sha1:X", ref.name)
+    fn = content_seen._MarkCopiesFn(str(tmp_path))
+    # As "Join batches and their copies" gives it: the batch's name, its file, its copies.
+    out = list(fn.process((ref.name, {content_seen.WAITING: [ref], content_seen.COPIES: [copy]})))
     letters = [o.value for o in out if isinstance(o, beam.pvalue.TaggedOutput) and o.tag == ERRORS]
     batches = [o for o in out if not isinstance(o, beam.pvalue.TaggedOutput)]
     assert [(x.stage, x.url, x.exception) for x in letters] == [("content_seen", bad.fetch.url, "TypeError")]
