@@ -11,6 +11,12 @@ The server here is the test's own (loopback), serving exactly the shapes under t
 ``/static`` (never changes, no ETag or Last-Modified), ``/changes`` (a new body on its
 third visit) and ``/cut`` (a body larger than the crawl's body cap, so each capture is
 truncated the same way).
+
+The crawl runs on both set-ups (``tests/crawl_setups.py``): the embedded store in process,
+and the Bigtable emulator with Flink's local mini-cluster. Besides the WARC records, the
+revisit state each round carried to the next is read from the store: what each visit saw
+(visits, changes, outcomes, the evidence of the change-rate estimate), the copy it keeps
+(the WARC capture it names) and its next visit.
 """
 
 from __future__ import annotations
@@ -19,14 +25,20 @@ import glob
 import subprocess
 import sys
 from collections import defaultdict
+from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import Any, Iterator
 
 import pytest
 from aiohttp import web
+from crawl_setups import crawl_store, runner_args  # tests/crawl_setups.py
 from warcio.archiveiterator import ArchiveIterator
 
 from beamcrawl.core.archive.warc_revisit import REVISIT_PROFILE_1_1
+from beamcrawl.core.policy.change_rate import OUTCOME_CODES, RevisitState
+from beamcrawl.schemas.records import FrontierEntry
+from beamcrawl.stores.base import open_store
 from loopback import LoopbackServer, serving  # noqa: E402  (tests/loopback.py)
 
 pytestmark = pytest.mark.e2e
@@ -62,28 +74,34 @@ class _Site(LoopbackServer):
         return web.Response(body=self._page(path), content_type="text/html")
 
 
-@pytest.fixture(scope="module")
-def site() -> Iterator[_Site]:
-    with serving(_Site()) as s:
-        yield s
+@dataclass
+class Crawl:
+    site: _Site
+    out: Path
+    states: dict[str, RevisitState]  # by URL path: the revisit state of its next visit's row
 
 
-@pytest.fixture(scope="module")
-def crawl(site: _Site, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    work = tmp_path_factory.mktemp("unchanged")
-    base = f"http://127.0.0.1:{site.port}"
-    seeds = work / "seeds.txt"
-    seeds.write_text("".join(f"{base}{p}\n" for p in ("/", "/static", "/changes", "/cut")))
+@pytest.fixture(scope="module", params=["embedded", "flink-bigtable"])
+def crawl(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Crawl]:
+    work = tmp_path_factory.mktemp(f"unchanged-{request.param}")
     out = work / "out"
-    cmd = [
-        sys.executable, "-m", "beamcrawl.cli.main", "crawl",
-        "--seeds", str(seeds), "--out", str(out), "--rounds", str(ROUNDS), "--allow-private-networks",
-        "--min-delay", "0.05", "--round-window", "2", "--runner", "FnApiRunner",
-        "--revisit-policy", "uniform", "--min-revisit-interval", "0.001", "--max-body-bytes", str(BODY_CAP),
-    ]  # fmt: skip
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return out
+    with serving(_Site()) as site, crawl_store(request, request.param, out) as store:
+        base = f"http://127.0.0.1:{site.port}"
+        seeds = work / "seeds.txt"
+        seeds.write_text("".join(f"{base}{p}\n" for p in ("/", "/static", "/changes", "/cut")))
+        cmd = [
+            sys.executable, "-m", "beamcrawl.cli.main", "crawl",
+            "--seeds", str(seeds), "--out", str(out), "--store", store, "--rounds", str(ROUNDS),
+            "--allow-private-networks", "--min-delay", "0.05", "--round-window", "2",
+            "--revisit-policy", "uniform", "--min-revisit-interval", "0.001", "--max-body-bytes", str(BODY_CAP),
+            *runner_args(request.param),
+        ]  # fmt: skip
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        with open_store(store) as s:
+            entries = [FrontierEntry.from_cells(cells) for _, cells in s.read_range("frontier")]
+        states = {e.url[len(base) :]: RevisitState.from_dict(e.revisit) for e in entries if e.source == "revisit"}
+        yield Crawl(site, out, states)
 
 
 def _captures(out: Path) -> dict[str, list[dict[str, Any]]]:
@@ -113,9 +131,9 @@ def _captures(out: Path) -> dict[str, list[dict[str, Any]]]:
     return by_path
 
 
-def test_an_unchanged_page_is_one_response_and_then_revisits_of_it(site: _Site, crawl: Path) -> None:
-    assert site.visits["/static"] == ROUNDS  # fetched whole every round: no validators
-    records = _captures(crawl)["static"]
+def test_an_unchanged_page_is_one_response_and_then_revisits_of_it(crawl: Crawl) -> None:
+    assert crawl.site.visits["/static"] == ROUNDS  # fetched whole every round: no validators
+    records = _captures(crawl.out)["static"]
     assert [r["type"] for r in records] == ["response", "revisit", "revisit"]
     first = records[0]
     for r in records[1:]:
@@ -124,26 +142,55 @@ def test_an_unchanged_page_is_one_response_and_then_revisits_of_it(site: _Site, 
         assert r["digest"] == first["digest"]
 
 
-def test_a_changed_page_is_stored_again_and_later_revisits_refer_to_the_new_copy(site: _Site, crawl: Path) -> None:
-    records = _captures(crawl)["changes"]
+def test_a_changed_page_is_stored_again_and_later_revisits_refer_to_the_new_copy(crawl: Crawl) -> None:
+    records = _captures(crawl.out)["changes"]
     # visits 1 and 2 serve version 0, visit 3 version 1
     assert [r["type"] for r in records] == ["response", "revisit", "response"]
     assert records[1]["refers_date"] == records[0]["date"]
     assert records[2]["digest"] != records[0]["digest"]
 
 
-def test_a_truncated_body_is_stored_once(site: _Site, crawl: Path) -> None:
-    records = _captures(crawl)["cut"]
+def test_a_truncated_body_is_stored_once(crawl: Crawl) -> None:
+    records = _captures(crawl.out)["cut"]
     assert [r["type"] for r in records] == ["response", "revisit", "revisit"]
     assert records[0]["truncated"] == "length"
     assert all(r["refers_date"] == records[0]["date"] for r in records[1:])
 
 
-def test_warcio_check_accepts_every_file(crawl: Path) -> None:
-    files = sorted(glob.glob(str(crawl / "warc" / "round=*" / "*.warc.gz")))
+def test_warcio_check_accepts_every_file(crawl: Crawl) -> None:
+    files = sorted(glob.glob(str(crawl.out / "warc" / "round=*" / "*.warc.gz")))
     assert files
     check = subprocess.run(
         [str(Path(sys.executable).parent / "warcio"), "check", "-v", *files], capture_output=True, text=True
     )
     assert check.returncode == 0, check.stdout[-2000:] + check.stderr[-2000:]
     assert "digest present but not checked (revisit)" in check.stdout
+
+
+def _epoch(warc_date: str) -> float:
+    return datetime.fromisoformat(warc_date.replace("Z", "+00:00")).timestamp()
+
+
+def test_the_revisit_state_carried_across_rounds_is_what_the_visits_saw(crawl: Crawl) -> None:
+    """The store holds, for each page's next visit, what its visits saw: every visit counted,
+    the one change seen (only by the page that changed), one outcome letter a visit, the
+    estimator's evidence (an interval a revisit, 1 where it found a change), the copy kept
+    (the WARC capture later revisits refer to) and a next visit."""
+    first, unchanged, changed = (OUTCOME_CODES[k] for k in ("first", "unchanged", "changed"))
+    captures = _captures(crawl.out)
+    static, changes = crawl.states["/static"], crawl.states["/changes"]
+    for state in (static, changes):
+        assert state.visits == ROUNDS and state.status == 200 and state.next_due is not None
+        assert [flag for _, flag in state.history] == [0, 1 if state is changes else 0]
+        assert all(interval > 0 for interval, _ in state.history)
+    assert static.changes == 0 and static.outcomes == first + unchanged + unchanged
+    assert changes.changes == 1 and changes.outcomes == first + unchanged + changed
+    # The copy held is the capture the WARC has as a response: the first for the static page,
+    # the third (version 1) for the changed one.
+    for state, record in ((static, captures["static"][0]), (changes, captures["changes"][2])):
+        assert record["type"] == "response"
+        assert state.digest == record["digest"]
+        assert abs(state.stored_at - _epoch(record["date"])) < 1.0
+    assert changes.checksum != static.checksum and changes.changed_at > static.changed_at
+    # A change seen makes the estimated change rate higher than none seen.
+    assert changes.lam > static.lam
