@@ -7,8 +7,9 @@ numbers, and pickle's framing. A block holds them as columns instead (issue #25:
 does shuffle is fingerprints and small fixed-width columns"): checksums, URL fingerprints
 and simhashes as uint64 arrays (the simhashes of the probes that have one), fetch times as
 float64s bit for bit, the digests as 20 raw bytes each when every one is ``sha1:`` and 32
-base32 characters (else as text), and the URLs as a code for their scheme and authority
-(a host's pages share it) and the rest in one string with offsets.
+base32 characters (else as text), the URLs as a code for their scheme and authority
+(a host's pages share it) and the rest in one string with offsets, and the batch file each
+page waits in as a code (a bundle's pages share a few).
 
 A block is exact: :meth:`ProbeBlock.probes` gives back the very values
 :meth:`ProbeBlock.from_probes` was given, of the same Python types. A probe the columns
