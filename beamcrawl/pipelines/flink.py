@@ -331,6 +331,9 @@ def job_server(args: Sequence[str], out: str, announce: Callable[[str], object] 
     one job server serves all the rounds (``--job_endpoint``), and its port, command line
     and whole output (Flink's log, and gRPC's "Multiplexer hanging up" notices when a
     round's SDK workers close their streams at teardown) go to ``OUT/logs/flink-job-server.log``.
+    The job server ends with the crawl, however the crawl ends (a SIGKILL included:
+    ``core/runtime/children.py``); the artifacts folder a killed crawl could not remove is
+    swept by the next crawl's start (:func:`sweep_stale_artifacts`).
 
     Yields:
         ``args`` with ``--job_endpoint`` added when a job server was started, else unchanged.
@@ -348,7 +351,8 @@ def job_server(args: Sequence[str], out: str, announce: Callable[[str], object] 
     folder = Path(out) / "logs" if not files.is_remote(out) else Path(tempfile.mkdtemp(prefix="beamcrawl-flink-"))
     folder.mkdir(parents=True, exist_ok=True)
     log_path = folder / LOG_NAME
-    artifacts = tempfile.mkdtemp(prefix="beamcrawl-flink-artifacts-")
+    sweep_stale_artifacts()
+    artifacts = tempfile.mkdtemp(prefix=f"{ARTIFACTS_PREFIX}{os.getpid()}-")
     logging_config = Path(artifacts) / "logging.properties"
     logging_config.write_text(JAVA_LOGGING)
     jvm = option_values(args, "job_server_jvm_property")
@@ -400,6 +404,35 @@ def job_server(args: Sequence[str], out: str, announce: Callable[[str], object] 
                 proc.kill()
                 proc.wait()
             shutil.rmtree(artifacts, ignore_errors=True)
+
+
+# The job server's artifacts folder of a crawl: the prefix, the crawl's pid, then mkdtemp's tail.
+ARTIFACTS_PREFIX = "beamcrawl-flink-artifacts-"
+
+
+def sweep_stale_artifacts(folder: str | None = None) -> list[str]:
+    """Removes the artifacts folders (in ``folder``, default the temporary directory) that
+    crawls killed before their clean-up left behind: those whose crawl's pid (in the name)
+    is no live process. A folder of a live pid, possibly another crawl's, is kept; so is one
+    without a pid in its name. Returns the folders removed."""
+    removed = []
+    for path in Path(folder or tempfile.gettempdir()).glob(f"{ARTIFACTS_PREFIX}*"):
+        pid = path.name[len(ARTIFACTS_PREFIX) :].split("-", 1)[0]
+        if not pid.isdigit() or not path.is_dir() or _alive(int(pid)):
+            continue
+        shutil.rmtree(path, ignore_errors=True)
+        removed.append(str(path))
+    return removed
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True
 
 
 HANGUP = "Multiplexer hanging up"

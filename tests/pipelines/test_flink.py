@@ -13,6 +13,7 @@ import os
 import socket
 import shutil
 import sys
+import subprocess
 import threading
 import time
 from concurrent import futures
@@ -426,3 +427,19 @@ def test_quiet_teardown_says_nothing_when_nothing_happened():
     with flink.quiet_teardown(announce=said.append):
         time.sleep(0)
     assert said == []
+
+
+def test_artifacts_left_by_a_killed_crawl_are_swept_and_no_live_crawls(tmp_path):
+    """A crawl killed before its clean-up leaves its job server's artifacts folder; the next
+    crawl's job server start removes those of dead crawls only."""
+    exited = subprocess.Popen([sys.executable, "-c", "pass"])
+    exited.wait()
+    dead = tmp_path / f"{flink.ARTIFACTS_PREFIX}{exited.pid}-x1y2"
+    live = tmp_path / f"{flink.ARTIFACTS_PREFIX}{os.getpid()}-a3b4"
+    unnamed = tmp_path / f"{flink.ARTIFACTS_PREFIX}k9z8"  # an older crawl's: no pid to go by
+    other = tmp_path / "someone-elses"
+    for folder in (dead, live, unnamed, other):
+        folder.mkdir()
+        (folder / "logging.properties").write_text("x")
+    assert flink.sweep_stale_artifacts(str(tmp_path)) == [str(dead)]
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(p.name for p in (live, unnamed, other))
