@@ -1,18 +1,20 @@
 """What content seen's table-bucket shuffle costs a new original: bytes and CPU µs.
 
-Each new original goes into 20 permuted simhash tables, so 20 items a page cross the
-"Group by table bucket" shuffle. For ``--pages`` random ``(simhash, url fingerprint)``
-pairs taken as one bundle, both forms of a bucket's element are built, pickled (what the
-runner's coder does to them), unpickled and keyed (each item's row key, sorted, as the merge
-needs them):
+Each new original is looked up in 20 permuted simhash tables. For ``--pages`` random
+``(simhash, url fingerprint)`` pairs taken as one bundle, three forms of the "Group by table
+bucket" elements are built, pickled (what the runner's coder does to them), unpickled and
+keyed (each item's row key in each table, sorted, as the merge needs them):
 
-- **pairs**: the form before 6a28104, a ``Packed`` list of ``(int, int)`` tuples a bucket,
-  bucketed one item at a time; keyed one by one with ``TableLayout.table_key`` and a sort;
-- **blocks**: ``content_seen``'s form now, one block of 16-byte little-endian pairs a bucket
-  (``pack_items``), bucketed over arrays; keyed by ``key_items`` over the array.
+- **pairs**: the form before 6a28104, a ``Packed`` list of ``(int, int)`` tuples a (table,
+  bucket), bucketed one item at a time; keyed one by one with ``TableLayout.table_key``;
+- **table blocks**: the form from 6a28104, one block of 16-byte little-endian pairs
+  (``pack_items``) a (table, bucket): 20 items a page; keyed by ``key_items``;
+- **group blocks**: ``content_seen``'s form now, one block a (group, bucket), a group being
+  the tables whose permuted fingerprints begin alike (``TableLayout.bucket_groups``): 4 items
+  a page with up to 11 bits; the merge keys a block in each of its group's tables.
 
-Both forms key to the same items in the same order (checked on every run). Figures are CPU
-µs a page, the best of ``--repeat`` runs, and encoded bytes a page (20 items)::
+All forms key every table's items alike (checked on every run). Figures are CPU µs a page,
+the best of ``--repeat`` runs, and encoded bytes a page::
 
     .venv/bin/python bench/table_buckets.py [--pages 2000] [--bits 4] [--repeat 5]
 """
@@ -50,18 +52,41 @@ def pairs_bucket(probes: list[tuple[int, int]], bits: int) -> list[Element]:
     return out
 
 
-def pairs_key(table: int, items: list[tuple[int, int]]) -> list[Any]:
+def pairs_key(bits: int, key: tuple[int, int], items: list[tuple[int, int]]) -> dict[int, list[Any]]:
     """A bucket's int pairs keyed one at a time (each item's ``table_key``), sorted stably,
     as ``key_items`` did before 6a28104."""
+    table = key[0]
     permuted = LAYOUT.permute_many(np.array([fp for fp, _ in items], dtype=np.uint64), table).tolist()
     keyed = (
         content_seen._Keyed(LAYOUT.table_key(table, value), fp, url_fp) for value, (fp, url_fp) in zip(permuted, items)
     )
-    return sorted(keyed, key=itemgetter(0))
+    return {table: sorted(keyed, key=itemgetter(0))}
 
 
-def blocks_bucket(news: list[content_seen.NewContent], bits: int) -> list[Element]:
-    """The bundle's items as ``_BucketPrefixesFn`` gives them: a block per (table, bucket)."""
+def table_blocks_bucket(news: list[content_seen.NewContent], bits: int) -> list[Element]:
+    """The bundle's items as ``_BucketPrefixesFn`` gave them from 6a28104: a block per
+    (table, bucket)."""
+    fps = np.array([n.first.simhash for n in news], dtype=np.uint64)
+    url_fps = np.array([n.first.url_fp for n in news], dtype=np.uint64)
+    out: list[Element] = []
+    for table in range(len(LAYOUT.orders)):
+        buckets = LAYOUT.permute_many(fps, table) >> np.uint64(64 - bits) if bits else np.zeros(len(fps), np.uint64)
+        order = np.argsort(buckets, kind="stable")
+        ordered = buckets[order]
+        starts = np.flatnonzero(np.r_[True, ordered[1:] != ordered[:-1]])
+        for start, end in zip(starts.tolist(), [*starts[1:].tolist(), len(order)]):
+            taken = order[start:end]
+            out.append(((table, int(ordered[start])), content_seen.pack_items(fps[taken], url_fps[taken])))
+    return out
+
+
+def table_blocks_key(bits: int, key: tuple[int, int], block: bytes) -> dict[int, list[Any]]:
+    keyed, _ = content_seen.key_items(key[0], content_seen.unpack_items([block]), LAYOUT)
+    return {key[0]: keyed}
+
+
+def group_blocks_bucket(news: list[content_seen.NewContent], bits: int) -> list[Element]:
+    """The bundle's items as ``_BucketPrefixesFn`` gives them: a block per (group, bucket)."""
     fn = content_seen._BucketPrefixesFn(bits, LAYOUT)
     fn.start_bundle()
     for new in news:
@@ -69,9 +94,10 @@ def blocks_bucket(news: list[content_seen.NewContent], bits: int) -> list[Elemen
     return [wv.value for wv in fn.finish_bundle()]
 
 
-def blocks_key(table: int, block: bytes) -> list[Any]:
-    keyed, _ = content_seen.key_items(table, content_seen.unpack_items([block]), LAYOUT)
-    return keyed
+def group_blocks_key(bits: int, key: tuple[int, int], block: bytes) -> dict[int, list[Any]]:
+    """A group's block keyed in each of its tables, as ``_MergePrefixesFn`` does."""
+    pairs = content_seen.unpack_items([block])
+    return {table: content_seen.key_items(table, pairs, LAYOUT)[0] for table in LAYOUT.bucket_groups(bits)[key[0]]}
 
 
 def _best(repeat: int, work: Callable[[], Any]) -> tuple[float, Any]:
@@ -88,15 +114,24 @@ def measure(pages: int, bits: int, repeat: int, seed: int = 1) -> dict[str, dict
     probes = [(rnd.getrandbits(64), rnd.getrandbits(64)) for _ in range(pages)]
     # What each form's bucketing starts from: the pairs, or the new content the DoFn gets.
     news = [content_seen.NewContent(0, content_seen.Probe("", u, 0, fp, 0.0, "")) for fp, u in probes]
-    forms = {"pairs": (pairs_bucket, pairs_key, probes), "blocks": (blocks_bucket, blocks_key, news)}
+    forms = {
+        "pairs": (pairs_bucket, pairs_key, probes),
+        "table blocks": (table_blocks_bucket, table_blocks_key, news),
+        "group blocks": (group_blocks_bucket, group_blocks_key, news),
+    }
     figures: dict[str, dict[str, float]] = {}
     keyed_by_form = {}
     for name, (bucket, key, given) in forms.items():
         t_bucket, elements = _best(repeat, lambda: bucket(given, bits))
         t_pickle, encoded = _best(repeat, lambda: [pickle.dumps(e, pickle.HIGHEST_PROTOCOL) for e in elements])
         t_unpickle, decoded = _best(repeat, lambda: [pickle.loads(b) for b in encoded])
-        t_key, keyed = _best(repeat, lambda: {k: key(k[0], v) for k, v in decoded})
-        keyed_by_form[name] = keyed
+        t_key, keyed = _best(repeat, lambda: [key(bits, k, v) for k, v in decoded])
+        # Every table's keyed items, whichever bucket each came in.
+        by_table: dict[int, list[Any]] = {}
+        for tables in keyed:
+            for table, items in tables.items():
+                by_table.setdefault(table, []).extend(items)
+        keyed_by_form[name] = {table: sorted(items) for table, items in by_table.items()}
         per = 1e6 / pages
         figures[name] = {
             "bucket_us": t_bucket * per,
@@ -107,8 +142,8 @@ def measure(pages: int, bits: int, repeat: int, seed: int = 1) -> dict[str, dict
             "bytes": sum(map(len, encoded)) / pages,
             "elements": len(elements),
         }
-    if keyed_by_form["pairs"] != keyed_by_form["blocks"]:
-        raise SystemExit("the two forms keyed different items: the bench is wrong")
+    if len({repr(keyed) for keyed in keyed_by_form.values()}) != 1:
+        raise SystemExit("the forms keyed different items: the bench is wrong")
     return figures
 
 

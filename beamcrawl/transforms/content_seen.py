@@ -80,7 +80,8 @@ batches: one DoFn call per ~1,000 pages per stage, not one per page. The new che
 for the near copies the same way (``new_staging``), in files of up to 2,000, read back by
 the naming of the round's near pairs and by the settling; what crosses the table-bucket
 shuffle is a bundle's ``(simhash, url fingerprint)`` pairs of a bucket as one block of
-16-byte items.
+16-byte items, a bucket serving every table whose permuted fingerprints begin with the same
+bits (four groups of the twenty tables), so that a candidate crosses four times, not twenty.
 
 Governed by: the bucket bits (at least 2^bits buckets, more when the content-seen set is
 large), ``path`` (scan / keyset / auto), and the round number.
@@ -469,10 +470,11 @@ def _records_of(checks: Sequence[int], stored: Iterable[tuple[int, ContentRecord
 
 
 class _Item(NamedTuple):
-    """One candidate in one permuted table: 20 per new original, so only its two 64-bit
-    numbers, never its URL. A bundle's items of one bucket cross the table-bucket shuffle
-    as one block of fixed-width pairs (:func:`pack_items`); the row key and the permuted
-    fingerprint are computed again where the bucket is merged."""
+    """One candidate in one group of permuted tables: 4 per new original (one a group of
+    ``TableLayout.bucket_groups``), so only its two 64-bit numbers, never its URL. A
+    bundle's items of one bucket cross the table-bucket shuffle as one block of fixed-width
+    pairs (:func:`pack_items`); the row key and the permuted fingerprint in each of the
+    group's tables are computed where the bucket is merged."""
 
     fp: int  # the simhash
     url_fp: int  # the candidate's URL fingerprint: its name until the URLs are needed
@@ -1077,17 +1079,20 @@ class _MergeChecksumsFn(_StoreJoinFn):
 
 
 class _BucketPrefixesFn(beam.DoFn):
-    """Puts a bundle's new candidates into every permuted table; one block per (table,
-    bucket).
+    """Puts a bundle's new candidates into the permuted tables' buckets: one block per
+    (group, bucket), a group being the tables whose permuted fingerprints begin alike
+    (``TableLayout.bucket_groups``), so a candidate crosses once a group (4), not once a
+    table (20).
 
     An item is the candidate's simhash and URL fingerprint (:class:`_Item`), not its URL,
     and a bucket's items cross as one block of fixed-width pairs (:func:`pack_items`): the
-    bucket key names the table, and the merge computes the row key again.
+    key names the group, and the merge computes each of its tables' row keys again.
     """
 
     def __init__(self, bits: int, layout: textfp.TableLayout) -> None:
         self.bits = bits
         self.layout = layout
+        self.groups = layout.bucket_groups(bits)
 
     def start_bundle(self) -> None:
         self.probes: list[Probe] = []
@@ -1101,8 +1106,9 @@ class _BucketPrefixesFn(beam.DoFn):
             return
         fps = _uint64s([p.simhash for p in self.probes])
         url_fps = _uint64s([p.url_fp for p in self.probes])
-        for table in range(len(self.layout.orders)):
-            permuted = self.layout.permute_many(fps, table)
+        for group, tables in enumerate(self.groups):
+            # Every table of the group begins its permuted fingerprints with the same bits.
+            permuted = self.layout.permute_many(fps, tables[0])
             buckets = permuted >> np.uint64(64 - self.bits) if self.bits else np.zeros(len(fps), np.uint64)
             # A bucket's items in the bundle's order (a stable sort by bucket), as one block.
             order = np.argsort(buckets, kind="stable")
@@ -1111,21 +1117,22 @@ class _BucketPrefixesFn(beam.DoFn):
             for start, end in zip(starts.tolist(), [*starts[1:].tolist(), len(order)]):
                 taken = order[start:end]
                 block = pack_items(fps[taken], url_fps[taken])
-                yield GlobalWindows.windowed_value(((table, int(ordered[start])), block))
+                yield GlobalWindows.windowed_value(((group, int(ordered[start])), block))
         self.probes = []
 
 
 class _MergePrefixesFn(_StoreJoinFn):
-    """Merges one (table, bucket) of candidates against the stored simhash rows: evidence
-    per URL fingerprint out, crowded rows tagged."""
+    """Merges one (group, bucket) of candidates against the stored simhash rows of each of
+    the group's tables in turn: evidence per URL fingerprint out, crowded rows tagged."""
 
     TABLE = SIMHASH_TABLE
     CROWDED = "crowded"
 
-    def __init__(self, *args: Any, max_distance: int, layout: textfp.TableLayout, **kw: Any) -> None:
+    def __init__(self, *args: Any, bits: int, max_distance: int, layout: textfp.TableLayout, **kw: Any) -> None:
         super().__init__(*args, **kw)
         self.max_distance = max_distance
         self.layout = layout
+        self.groups = layout.bucket_groups(bits)
         self.compared = Metrics.counter("content_seen", "stored_fingerprints_compared")
         self.pairs = Metrics.counter("content_seen", "round_pairs_compared")
         self.crowded_rows = Metrics.counter("content_seen", "crowded_rows")
@@ -1141,15 +1148,20 @@ class _MergePrefixesFn(_StoreJoinFn):
         self.found: dict[int, Evidence] = {}
 
     def process(self, element: tuple[tuple[int, int], Iterable[bytes]]) -> Iterator[Any]:
-        (table, _), blocks = element
-        items, span = key_items(table, unpack_items(blocks), self.layout)
+        (group, _), blocks = element
+        pairs = unpack_items(blocks)
+        for table in self.groups[group]:
+            yield from self._merge_table(table, pairs)
+
+    def _merge_table(self, table: int, pairs: np.ndarray) -> Iterator[Any]:
+        items, span = key_items(table, pairs, self.layout)
         keys = sorted({it.key for it in items})
         rows = self._read(keys, span)
-        found, crowded, compared, pairs = merge_prefix_rows(
+        found, crowded, compared, compared_pairs = merge_prefix_rows(
             items, rows, self.round_no, self.max_distance, names=self._names
         )
         self.compared.inc(compared)
-        self.pairs.inc(pairs)
+        self.pairs.inc(compared_pairs)
         self.crowded_rows.inc(len(crowded))
         for url_fp, evidence in found.items():
             _add(self.found, url_fp, evidence)
@@ -1649,9 +1661,9 @@ class FindDuplicateContent(beam.PTransform):
             >> beam.ParDo(_BucketPrefixesFn(self.bits, self.layout)).with_output_types(tuple[tuple[int, int], bytes])
             | "Group by table bucket" >> beam.GroupByKey()
             | "Sort-merge with simhash tables"
-            >> beam.ParDo(_MergePrefixesFn(max_distance=self.max_distance, layout=self.layout, **join)).with_outputs(
-                _MergePrefixesFn.CROWDED, main="evidence"
-            )
+            >> beam.ParDo(
+                _MergePrefixesFn(bits=self.bits, max_distance=self.max_distance, layout=self.layout, **join)
+            ).with_outputs(_MergePrefixesFn.CROWDED, main="evidence")
         )
         evidence = merged.evidence | "Combine evidence per page" >> beam.CombinePerKey(_merge_all)
         near = (evidence, merged[_MergePrefixesFn.CROWDED], new_batches) | "Resolve near copies" >> _ResolveNearCopies(

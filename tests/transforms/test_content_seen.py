@@ -44,7 +44,9 @@ from beamcrawl.transforms.content_seen import (
     FindDuplicateContent,
     NewContent,
     Probe,
+    MAX_PAIRWISE,
     _BucketPrefixesFn,
+    _MergePrefixesFn,
     _NamePendingFn,
     _SetAsideFn,
     _SettleFn,
@@ -440,6 +442,60 @@ def test_fingerprint_items_decide_as_url_items_did(round_, bits, max_pairwise, c
     assert new == old
 
 
+def _decide_with_group_buckets(cands, originals, round_no, bits, rnd, path, folder):
+    """url -> (original, distance) from the bucketing and merging DoFns themselves: the
+    candidates dealt into bundles, bucketed once a group of tables, each bucket's blocks
+    handed over in random order and merged against the originals' compact rows in a real
+    embedded store."""
+    uri = f"sqlite:///{folder}/seen.sqlite"
+    with open_store(uri) as store:
+        store.mutate(SIMHASH_TABLE, [m for original, written in originals for m in simhash_cells(original, written)])
+    news = [NewContent(i, Probe(url, url_fp, i, simhash, 1.0, "")) for i, (url, url_fp, simhash) in enumerate(cands)]
+    cuts = sorted(rnd.sample(range(len(news) + 1), 2))
+    buckets: dict[tuple[int, int], list[bytes]] = {}
+    bucket_fn = _BucketPrefixesFn(bits, textfp.LAYOUT)
+    for bundle in (news[: cuts[0]], news[cuts[0] : cuts[1]], news[cuts[1] :]):
+        bucket_fn.start_bundle()
+        for new in bundle:
+            bucket_fn.process(new)
+        for wv in bucket_fn.finish_bundle() or ():
+            key, block = wv.value
+            buckets.setdefault(key, []).append(block)
+    merge_fn = _MergePrefixesFn(
+        store_uri=uri, round_no=round_no, rows=len(originals), ratio=1.0, path=path, bits=bits,
+        max_distance=textfp.MAX_DISTANCE, layout=textfp.LAYOUT,
+    )  # fmt: skip
+    merge_fn.setup()
+    try:
+        merge_fn.start_bundle()
+        crowded = []
+        for key, blocks in rnd.sample(sorted(buckets.items()), len(buckets)):
+            rnd.shuffle(blocks)
+            crowded += [out.value for out in merge_fn.process((key, blocks))]
+        evidence = dict(wv.value for wv in merge_fn.finish_bundle())
+    finally:
+        merge_fn.teardown()
+    assert not crowded  # at most 24 candidates: no row is crowded
+    by_fp = {fp: (ev.stored[1], ev.stored[0]) for fp, ev in evidence.items() if ev.stored is not None}
+    named = [(url, fp, evidence[fp]) for url, fp, _ in cands if fp in evidence and evidence[fp].pending]
+    by_fp.update(resolve_round(named, []))
+    return {url: by_fp[fp] for url, fp, _ in cands if fp in by_fp}
+
+
+@settings(max_examples=40, deadline=None)
+@given(near_rounds(), st.sampled_from([0, 1, 3, 12]), st.sampled_from(["scan", "keyset"]))
+def test_buckets_of_table_groups_decide_as_a_bucket_a_table_did(round_, bits, path):
+    """A candidate crosses once a group of tables (``TableLayout.bucket_groups``) and the
+    merge runs each of the group's tables in turn: the near-copy decisions are those of
+    the URL-carrying items bucketed a table at a time, whatever the bits (0: one group of
+    twenty; 12: ten groups split by a second block), the bundles and the read path."""
+    cands, originals, rnd = round_
+    old = _decide_with_url_items(cands, originals, 2, bits, random.Random(rnd.random()), MAX_PAIRWISE)
+    with tempfile.TemporaryDirectory() as folder:
+        new = _decide_with_group_buckets(cands, originals, 2, bits, random.Random(rnd.random()), path, folder)
+    assert new == old
+
+
 def test_items_crossing_the_table_bucket_shuffle_hold_no_url():
     fn = _BucketPrefixesFn(bits=2, layout=textfp.LAYOUT)
     fn.start_bundle()
@@ -448,17 +504,22 @@ def test_items_crossing_the_table_bucket_shuffle_hold_no_url():
         fn.process(NewContent(i, probe(url, check=i, simhash=random.Random(i).getrandbits(64))))
     elements = [wv.value for wv in fn.finish_bundle()]
     fps = {fingerprint(u): random.Random(i).getrandbits(64) for i, u in enumerate(urls)}
-    assert sum(len(block) for _, block in elements) == 20 * len(urls) * 16  # two uint64s an item
+    groups = textfp.LAYOUT.bucket_groups(2)
+    assert len(groups) == 4
+    # Once a group of tables, not once a table: two uint64s an item.
+    assert sum(len(block) for _, block in elements) == 4 * len(urls) * 16
     seen = []
-    for (table, bucket), block in elements:
+    for (group, bucket), block in elements:
         assert type(block) is bytes
+        tables = groups[group]
         for simhash, url_fp in unpack_items([block]).tolist():
             assert fps[url_fp] == simhash
-            assert bucket_of(textfp.permute(simhash, table), 2) == bucket
-            seen.append((table, url_fp))
-        encoded = pickle.dumps(((table, bucket), block))
+            # The bucket is the item's leading bits in every table of its group.
+            assert {bucket_of(textfp.permute(simhash, t), 2) for t in tables} == {bucket}
+            seen += [(t, url_fp) for t in tables]
+        encoded = pickle.dumps(((group, bucket), block))
         assert not any(url.encode() in encoded for url in urls) and b"http" not in encoded
-    assert sorted(seen) == sorted((t, fp) for t in range(20) for fp in fps)
+    assert sorted(seen) == sorted((t, fp) for t in range(20) for fp in fps)  # every table, once
 
 
 def test_a_bucket_block_keeps_the_bundles_order():
@@ -471,9 +532,25 @@ def test_a_bucket_block_keeps_the_bundles_order():
     for i, url in enumerate(urls):
         fn.process(NewContent(i, probe(url, check=i, simhash=shared)))
     elements = [wv.value for wv in fn.finish_bundle()]
-    assert sorted(key for key, _ in elements) == [(t, 0) for t in range(20)]  # one bucket a table
+    assert sorted(key for key, _ in elements) == [(0, 0)]  # no bits: one bucket, all twenty tables
     for _, block in elements:
         assert [fp for _, fp in unpack_items([block]).tolist()] == [fingerprint(u) for u in urls]
+
+
+@given(st.integers(0, 64), st.lists(st.integers(0, 2**64 - 1), min_size=1, max_size=20))
+def test_bucket_groups_share_their_bucket_bits_and_cover_every_table_once(bits, fps):
+    """Every table is in one group, and the tables of a group begin every permuted
+    fingerprint with the same ``bits`` bits (so a bucket is one bucket of each)."""
+    groups = textfp.LAYOUT.bucket_groups(bits)
+    assert sorted(t for tables in groups for t in tables) == list(range(20))
+    for tables in groups:
+        for fp in fps:
+            assert len({textfp.permute(fp, t) >> (64 - bits) if bits else 0 for t in tables}) == 1
+    sizes = {0: [20], 1: [10, 6, 3, 1], 11: [10, 6, 3, 1], 12: [4, 3, 2, 1, 3, 2, 1, 2, 1, 1]}
+    if bits in sizes:  # the default layout's first blocks are 11 bits: a group a first block
+        assert [len(tables) for tables in groups] == sizes[bits]
+    with pytest.raises(ValueError):
+        textfp.LAYOUT.bucket_groups(65)
 
 
 @given(st.lists(st.tuples(st.integers(0, 2**64 - 1), st.integers(0, 2**64 - 1)), max_size=40), st.integers(0, 19))

@@ -719,6 +719,29 @@ class TableLayout:
         """The key range ``[start, end)`` holding table ``table``."""
         return bytes((table,)), bytes((table + 1,))
 
+    def bucket_groups(self, bits: int) -> tuple[tuple[int, ...], ...]:
+        """The tables in groups whose permuted fingerprints always begin with the same
+        ``bits`` bits (the blocks that cover those bits are the same, in the same order),
+        tables ascending, groups in order of their first table.
+
+        A fingerprint's bucket (its first ``bits`` permuted bits) is then one bucket in
+        every table of its group, so it need cross a shuffle once a group, not once a table:
+        with the default layout and ``bits`` from 1 to 11, four groups of 10, 6, 3 and 1
+        tables (by the first leading block); with no bits, one group of all.
+        """
+        if not 0 <= bits <= _BITS:
+            raise ValueError(f"bucket bits must be between 0 and {_BITS}, got {bits}")
+        by_cover: dict[tuple[int, ...], list[int]] = {}
+        for table, order in enumerate(self.orders):
+            cover, covered = [], 0
+            for b in order:
+                if covered >= bits:
+                    break
+                cover.append(b)
+                covered += self.widths[b]
+            by_cover.setdefault(tuple(cover), []).append(table)
+        return tuple(tuple(tables) for tables in by_cover.values())
+
     @cached_property
     def _key_plans(self) -> tuple[tuple[int, tuple[tuple[int, int, int], ...]], ...]:
         """Per table: its number and, per leading block, (right shift, mask, left shift) that
