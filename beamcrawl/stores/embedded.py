@@ -46,8 +46,10 @@ BUSY_TIMEOUT_S = 60.0
 # operating system's page cache still holds the file). Each store object holds a connection
 # with a page cache of up to 32 MiB, and a round's worker opens one in every stage that
 # reads or writes the store: in a 22k-page round on the local runner their caches grew the
-# process by ~115 MB over the round (bench/memory_timeline.py).
-SOFT_HEAP_LIMIT = 64 * 1024 * 1024
+# process by ~115 MB over the round (bench/memory_timeline.py). 32 MiB rather than 64: the
+# round's peak, in URL seen's merge, held all 64, and a full-size round peaked 65-90 MB
+# lower at 32 for no CPU its runs could show (bench/README.md, "SQLite's memory halved").
+SOFT_HEAP_LIMIT = 32 * 1024 * 1024
 
 _COLUMNS = [("k", "BLOB", 1), ("c", "TEXT", 2), ("v", "BLOB", 0)]  # name, type, pk index
 _MISSING = "is missing tables"  # the one schema problem that creating the schema fixes
