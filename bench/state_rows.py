@@ -253,7 +253,8 @@ def _write_originals(store: Store, probes: list[cs.Probe]) -> int:
     settle.store = store
     settle.start_bundle()
     for probe in probes:
-        for _ in settle.process([cs.NewContent(probe.checksum, probe)], {}):
+        new = cs.NewContent(probe.checksum, probe)
+        for _ in settle.process((cs.near_part(probe.url_fp), {cs.NEW: [[new]], cs.NEAR: []})):
             pass
     settle._flush()
     return len(probes)

@@ -25,8 +25,8 @@ Every fetched page with a 2xx payload is checked; HTML pages also by their text:
    original kept in an earlier round, or of an original of this round that comes first by
    :func:`order_key` (a URL without a query first, then the shorter, then the smaller). This
    round's pairs are few (only real near copies share a row and pass the check), so they are
-   named (their URLs looked up where the new content is, through a side input of their
-   fingerprints) and resolved in one place, in that order: the result depends only on the
+   named (their URLs looked up where the new content is, their fingerprints joined to it by
+   part) and resolved in one place, in that order: the result depends only on the
    round's pages, not on fetch timing or bundle boundaries, and a rerun of a round decides
    the same. Two URLs of one round with one 64-bit fingerprint share one name and one
    decision (which may then be wrong for one of them); nothing fails.
@@ -77,8 +77,12 @@ name of its reference and its copies). What waits in the runner is a reference o
 dozen bytes per ~1,000 pages, so the round's memory does not grow with its pages. Each file
 comes out of "Mark copies" as one :class:`~beamcrawl.schemas.records.PageBatch`, and the stages after it take
 batches: one DoFn call per ~1,000 pages per stage, not one per page. The new checksums wait
-for the near copies the same way (``new_staging``), in files of up to 2,000, read back by
-the naming of the round's near pairs and by the settling; what crosses the table-bucket
+for the near copies the same way (``new_staging``): every 2,000 of a bundle go to a span
+file, one span per part (:func:`near_part`, the top bits of the candidate's URL
+fingerprint), and a part's spans are joined (a ``CoGroupByKey`` on the part) with its
+pending pairs, to name them, and with its near decisions, to settle: a worker holds one
+part's decisions, and no side input grows with the round's near copies but the crowded
+rows of traps. What crosses the table-bucket
 shuffle is a bundle's ``(simhash, url fingerprint)`` pairs of a bucket as one block of
 16-byte items, a bucket serving every table whose permuted fingerprints begin with the same
 bits (four groups of the twenty tables), so that a candidate crosses four times, not twenty.
@@ -115,7 +119,7 @@ from apache_beam.utils.windowed_value import WindowedValue
 from beamcrawl.core.archive.warc_revisit import fetch_digest
 from beamcrawl.core.content import textfp
 from beamcrawl.core.content.htmlparse import checksum as payload_checksum
-from beamcrawl.core.runtime.batch_files import BatchRef, BatchWriter, read_batch
+from beamcrawl.core.runtime.batch_files import BatchRef, BatchWriter, SpanRef, read_batch, read_spans, write_spans
 from beamcrawl.core.urls.urlnorm import fingerprint
 from beamcrawl.schemas import cells as cellfmt
 from beamcrawl.schemas.probe_block import ProbeBlock
@@ -179,10 +183,14 @@ PAGE_BATCHES = "pagebatch"
 BATCH_PAGES = 1_000
 BATCH_BYTES = 4 * 1024 * 1024
 # The staging folder of the new checksums waiting for the near copies (never committed), and
-# the most of them and bytes a batch file holds (a new checksum is about 200 bytes pickled).
+# the most probes a bundle holds before it sets them aside as one span file (a probe is about
+# 200 bytes pickled: some 400 KB a file).
 NEW_BATCHES = "newcontent"
 BATCH_NEW = 2_000
-BATCH_NEW_BYTES = 1024 * 1024
+# The new checksums meet the near decisions in 2**NEAR_PART_BITS parts by their candidate's
+# URL fingerprint (:func:`near_part`): a join, so a worker holds one part's decisions, not
+# the round's (a side input would give every worker all of them).
+NEAR_PART_BITS = 4
 # Records (pages, new checksums) pickled together as one record of a batch file: a page
 # pickled alone cost 25-40 µs to write and read back, most of it per-object work that a
 # list of one record class pays once (schemas/records.py, Packed).
@@ -192,6 +200,10 @@ SET_ASIDE_CHUNK = 50
 PROBES = "probes"
 WAITING = "waiting"
 COPIES = "copies"
+# The sides of the joins of a part's new checksums with its pending pairs and near decisions.
+NEW = "new"
+PENDING = "pending"
+NEAR = "near"
 # Stored content and simhash cells that did not decode (read as absent).
 _UNREADABLE = Metrics.counter("content_seen", "unreadable_cells")
 
@@ -1189,35 +1201,98 @@ class _MergePrefixesFn(_StoreJoinFn):
         self.found = {}
 
 
-def _read_new(folder: str | None, batch: BatchRef | Sequence[NewContent]) -> list[NewContent]:
-    """A batch of new checksums: read back from its batch file in ``folder``, or (without
-    staging) the batch itself.
+def near_part(url_fp: int, bits: int = NEAR_PART_BITS) -> int:
+    """The part a candidate's new checksum and its near decision meet in: the top ``bits`` of
+    its URL fingerprint."""
+    return bucket_of(url_fp & _MASK64, bits)
+
+
+def _by_part(kv: tuple[int, Any], bits: int) -> tuple[int, tuple[int, Any]]:
+    """``(url fingerprint, value)`` keyed by its :func:`near_part`."""
+    return near_part(kv[0], bits), kv
+
+
+def _read_part(folder: str | None, items: Iterable[SpanRef | Sequence[NewContent]]) -> Iterator[list[NewContent]]:
+    """A part's new checksums, a run at a time: read back from their spans in ``folder``, or
+    (without staging) the runs themselves.
 
     Raises:
-        OSError: the file does not match its reference (the round fails and is redone); a
-            record that does not unpickle fails it too, as this round wrote it.
+        OSError: a span file is missing or short (the round fails and is redone); a span
+            that does not unpickle to a list fails it too, as this round wrote it.
     """
     if folder is None:
-        return list(batch)  # type: ignore[arg-type]
-    return read_set_aside(folder, batch)  # type: ignore[arg-type]
+        for run in items:
+            yield list(run)  # type: ignore[arg-type]
+        return
+    for data in read_spans(folder, list(items)):  # type: ignore[arg-type]
+        run = pickle.loads(data)
+        if not isinstance(run, list):
+            raise OSError(f"a span of {folder} holds a {type(run).__name__}, not a run of new checksums")
+        yield run
+
+
+class _SetNewAsideFn(beam.DoFn):
+    """Sets a bundle's new checksums aside by part (:func:`near_part`): every ``max_records``
+    probes held, each part's run is pickled as one span of one span file in ``folder``
+    (:func:`~beamcrawl.core.runtime.batch_files.write_spans`), or, without staging, passed
+    on as it is. Out: ``(part, SpanRef | Packed)``; only the references wait for the near
+    decisions. Counted as ``new_content_batches`` (files) and ``new_content_batch_bytes``."""
+
+    def __init__(self, folder: str | None, bits: int = NEAR_PART_BITS, max_records: int = BATCH_NEW) -> None:
+        self.folder = folder
+        self.bits = bits
+        self.max_records = max(1, max_records)
+        self.batches = Metrics.counter("content_seen", "new_content_batches")
+        self.batch_bytes = Metrics.counter("content_seen", "new_content_batch_bytes")
+
+    def start_bundle(self) -> None:
+        self.held: dict[int, list[NewContent]] = {}
+        self.probes = 0  # the held checksums' pages: a checksum shared by many weighs as many
+
+    def process(self, new: NewContent) -> Iterator[tuple[int, SpanRef | Packed]]:
+        self.held.setdefault(near_part(new.first.url_fp, self.bits), []).append(new)
+        self.probes += 1 + len(new.others)
+        if self.probes >= self.max_records:
+            yield from self._spill()
+
+    def finish_bundle(self) -> Iterator[WindowedValue]:
+        for kv in self._spill():
+            yield GlobalWindows.windowed_value(kv)
+
+    def _spill(self) -> Iterator[tuple[int, SpanRef | Packed]]:
+        held, self.held, self.probes = sorted(self.held.items()), {}, 0
+        if not held:
+            return
+        parts = [part for part, _ in held]
+        if self.folder is None:
+            yield from zip(parts, (Packed(run) for _, run in held))
+            return
+        refs = write_spans(self.folder, (pickle.dumps(Packed(run), pickle.HIGHEST_PROTOCOL) for _, run in held))
+        self.batches.inc()
+        self.batch_bytes.inc(sum(ref.length for ref in refs))
+        yield from zip(parts, refs)
 
 
 class _NamePendingFn(beam.DoFn):
-    """Gives each pending candidate (:attr:`Evidence.pending`, a side input: few) its URL,
-    which only the new content carries; every other candidate goes by its fingerprint. Takes
-    a batch of new checksums (:func:`_read_new`)."""
+    """Gives each pending candidate (:attr:`Evidence.pending`: few) its URL, which only the
+    new content carries; every other candidate goes by its fingerprint. Takes one part
+    (:func:`near_part`): its new checksums' references and its pending candidates' evidence,
+    joined; a part with none pending reads nothing back."""
 
     def __init__(self, folder: str | None) -> None:
         self.folder = folder
 
-    def process(
-        self, batch: BatchRef | Sequence[NewContent], pending: Mapping[int, Evidence]
-    ) -> Iterator[tuple[int, tuple[Any, ...]]]:
-        for new in _read_new(self.folder, batch):
-            first = new.first
-            evidence = pending.get(first.url_fp) if first.simhash is not None else None
-            if evidence is not None:
-                yield 0, (first.url, first.url_fp, evidence)
+    def process(self, element: tuple[int, Mapping[str, Iterable[Any]]]) -> Iterator[tuple[int, tuple[Any, ...]]]:
+        _, groups = element
+        pending: dict[int, Evidence] = dict(groups[PENDING])
+        if not pending:
+            return
+        for run in _read_part(self.folder, groups[NEW]):
+            for new in run:
+                first = new.first
+                evidence = pending.get(first.url_fp) if first.simhash is not None else None
+                if evidence is not None:
+                    yield 0, (first.url, first.url_fp, evidence)
 
 
 def _resolve_gathered(
@@ -1230,8 +1305,9 @@ def _resolve_gathered(
 
 
 class _SettleFn(beam.DoFn):
-    """Decides each new checksum's pages and records the new content, in batches. Takes a
-    batch of new checksums (:func:`_read_new`); a failing one is one dead letter."""
+    """Decides each new checksum's pages and records the new content, in batches. Takes one
+    part (:func:`near_part`): its new checksums' references and its near decisions, joined
+    (:func:`_read_part`); a failing checksum is one dead letter."""
 
     def __init__(
         self, store_uri: str, round_no: int | None, layout: textfp.TableLayout, record: bool, folder: str | None
@@ -1254,11 +1330,12 @@ class _SettleFn(beam.DoFn):
         self.content: list[Mutation] = []
         self.hashes: list[Cell] = []
 
-    def process(
-        self, batch: BatchRef | Sequence[NewContent], near_by_fp: Mapping[int, tuple[str, int]]
-    ) -> Iterator[Any]:
-        for new in _read_new(self.folder, batch):
-            yield from self._settle(new, near_by_fp.get(new.first.url_fp))
+    def process(self, element: tuple[int, Mapping[str, Iterable[Any]]]) -> Iterator[Any]:
+        _, groups = element
+        near_by_fp: dict[int, tuple[str, int]] = dict(groups[NEAR])
+        for run in _read_part(self.folder, groups[NEW]):
+            for new in run:
+                yield from self._settle(new, near_by_fp.get(new.first.url_fp))
 
     def _settle(self, new: NewContent, near: tuple[str, int] | None) -> Iterator[Any]:
         try:
@@ -1346,8 +1423,8 @@ class _MarkCopiesFn(beam.DoFn):
 
 class _GatherFn(beam.DoFn):
     """Without staging: a bundle's records gathered into batches of at most ``max_records``
-    (``batch_type`` of a list of them), so that the stages waiting for content seen's side
-    inputs take batches either way."""
+    (``batch_type`` of a list of them), so that the stages waiting for content seen's
+    decisions take batches either way."""
 
     def __init__(self, max_records: int, batch_type: Callable[[list[Any]], Any]) -> None:
         self.max_records = max_records
@@ -1371,10 +1448,9 @@ class _GatherFn(beam.DoFn):
 
 
 class _SetAsideFn(beam.DoFn):
-    """Writes the bundle's records (pages, or new checksums) to batch files in the round's
-    staging; emits one :class:`~beamcrawl.core.runtime.batch_files.BatchRef` per file, all
-    that waits for content seen's side inputs. Counted as ``<what>_batches`` and
-    ``<what>_batch_bytes``.
+    """Writes the bundle's records (pages) to batch files in the round's staging; emits one
+    :class:`~beamcrawl.core.runtime.batch_files.BatchRef` per file, all that waits for
+    content seen's decisions. Counted as ``<what>_batches`` and ``<what>_batch_bytes``.
 
     A file's record is a run of up to ``chunk`` of them pickled as one ``Packed`` list (the
     class written once, a row of values each; read back by :func:`read_set_aside`), a run
@@ -1508,26 +1584,34 @@ class _GatherPagesFn(_GatherFn):
 
 
 class _ResolveNearCopies(beam.PTransform):
-    """Evidence per candidate's URL fingerprint, the crowded rows and the new content →
-    ``(url fingerprint, (original, distance))`` for every near copy."""
+    """Evidence per candidate's URL fingerprint, the crowded rows and the new content by part
+    → ``(url fingerprint, (original, distance))`` for every near copy."""
 
-    def __init__(self, max_distance: int, new_staging: str | None) -> None:
+    def __init__(self, max_distance: int, new_staging: str | None, part_bits: int = NEAR_PART_BITS) -> None:
         super().__init__()
         self.max_distance = max_distance
         self.new_staging = new_staging
+        self.part_bits = part_bits
 
     def expand(self, inputs: tuple[beam.PCollection, beam.PCollection, beam.PCollection]) -> beam.PCollection:
-        evidence, crowded, new = inputs  # new: batches of new checksums (_read_new)
+        evidence, crowded, new = inputs  # new: (part, a run of new checksums or its span)
         of_stored = (
             evidence
             | "Near a stored original" >> beam.Filter(lambda kv: kv[1].stored is not None)
             | "Copy of the closest" >> beam.Map(lambda kv: (kv[0], (kv[1].stored[1], kv[1].stored[0])))
         )
         # Only the round's near pairs need URLs (their order decides): few, so their URLs
-        # are looked up where the new content is, not carried through the table buckets.
-        pending = evidence | "Near this round's only" >> beam.Filter(lambda kv: kv[1].pending)
-        named = new | "Name the round's near pairs" >> beam.ParDo(
-            _NamePendingFn(self.new_staging), beam.pvalue.AsDict(pending)
+        # are looked up where the new content is, not carried through the table buckets;
+        # the pending pairs meet the new content of their part in a join.
+        pending = (
+            evidence
+            | "Near this round's only" >> beam.Filter(lambda kv: kv[1].pending)
+            | "Pending pairs by part" >> beam.Map(_by_part, self.part_bits)
+        )
+        named = (
+            {NEW: new, PENDING: pending}
+            | "Join new content and pending pairs" >> beam.CoGroupByKey()
+            | "Name the round's near pairs" >> beam.ParDo(_NamePendingFn(self.new_staging))
         )
         # Crowded rows come as a side input (traps only): a Flatten of them with the named
         # candidates left the in-process runner's bundles waiting on each other.
@@ -1571,8 +1655,10 @@ class FindDuplicateContent(beam.PTransform):
             waiting in the runner. None: the pages wait whole, gathered into batches of
             ``batch_pages`` (tests, one-off runs).
         new_staging: Likewise for the new checksums waiting for the near copies
-            (``outputs.staged(NEW_BATCHES)``), ``BATCH_NEW`` and ``BATCH_NEW_BYTES`` a file.
-            None: they wait whole, in batches of ``BATCH_NEW``.
+            (``outputs.staged(NEW_BATCHES)``): a span file every ``BATCH_NEW`` probes of a
+            bundle, a span per part. None: they wait whole, a run per part.
+        part_bits: The new checksums meet the near decisions in ``2**part_bits`` parts by
+            URL fingerprint (:func:`near_part`).
     """
 
     def __init__(
@@ -1592,6 +1678,7 @@ class FindDuplicateContent(beam.PTransform):
         batch_pages: int = BATCH_PAGES,
         batch_bytes: int = BATCH_BYTES,
         new_staging: str | None = None,
+        part_bits: int = NEAR_PART_BITS,
     ) -> None:
         super().__init__()
         if path not in ("auto", "scan", "keyset"):
@@ -1612,6 +1699,7 @@ class FindDuplicateContent(beam.PTransform):
         self.batch_pages = batch_pages
         self.batch_bytes = batch_bytes
         self.new_staging = new_staging
+        self.part_bits = part_bits
         self.bits = bits  # the chosen count, set by expand()
 
     def _size(self) -> tuple[int, float]:
@@ -1647,14 +1735,10 @@ class FindDuplicateContent(beam.PTransform):
             >> beam.ParDo(_MergeChecksumsFn(bits=self.bits, **join)).with_outputs(_MergeChecksumsFn.NEW, main="copies")
         )
         new = checked[_MergeChecksumsFn.NEW]
-        # The new checksums wait for the near copies (two side inputs) as batches: on disk,
-        # a reference a file, with staging; the simhash buckets are made as they come.
-        if self.new_staging is None:
-            new_batches = new | "Gather new content" >> beam.ParDo(_GatherFn(BATCH_NEW, Packed))
-        else:
-            new_batches = new | "Set new content aside" >> beam.ParDo(
-                _SetAsideFn(self.new_staging, BATCH_NEW, BATCH_NEW_BYTES, "new_content")
-            )
+        # The new checksums wait for the near copies by part (their URL fingerprint's top
+        # bits): on disk, a span of a file per part and bundle's run, with staging; the
+        # simhash buckets are made as they come.
+        new_parts = new | "Set new content aside" >> beam.ParDo(_SetNewAsideFn(self.new_staging, self.part_bits))
         merged = (
             new
             | "Bucket by table and permuted prefix"
@@ -1666,16 +1750,25 @@ class FindDuplicateContent(beam.PTransform):
             ).with_outputs(_MergePrefixesFn.CROWDED, main="evidence")
         )
         evidence = merged.evidence | "Combine evidence per page" >> beam.CombinePerKey(_merge_all)
-        near = (evidence, merged[_MergePrefixesFn.CROWDED], new_batches) | "Resolve near copies" >> _ResolveNearCopies(
-            self.max_distance, self.new_staging
+        near = (evidence, merged[_MergePrefixesFn.CROWDED], new_parts) | "Resolve near copies" >> _ResolveNearCopies(
+            self.max_distance, self.new_staging, self.part_bits
         )
-        # The near decisions are few (near copies only) and every new checksum looks its
-        # candidate up in them: a side input, not a shuffle of every new page by URL.
-        closest = near | "Closest original per page" >> beam.CombinePerKey(_closest)
-        settled = new_batches | "Decide and record new content" >> beam.ParDo(
-            _SettleFn(self.store_uri, self.round_no, self.layout, self.record, self.new_staging),
-            beam.pvalue.AsDict(closest),
-        ).with_outputs(ERRORS, main="copies")
+        # Every new checksum looks its candidate up in the near decisions (few: near copies
+        # only): they meet by part in a join of references and decisions, not a side input
+        # every worker would hold whole, nor a shuffle of every new page by URL.
+        closest = (
+            near
+            | "Closest original per page" >> beam.CombinePerKey(_closest)
+            | "Near copies by part" >> beam.Map(_by_part, self.part_bits)
+        )
+        settled = (
+            {NEW: new_parts, NEAR: closest}
+            | "Join new content and its near copies" >> beam.CoGroupByKey()
+            | "Decide and record new content"
+            >> beam.ParDo(
+                _SettleFn(self.store_uri, self.round_no, self.layout, self.record, self.new_staging)
+            ).with_outputs(ERRORS, main="copies")
+        )
         collect(settled[ERRORS])
         copies = (checked["copies"], settled.copies) | "All copies" >> beam.Flatten()
         # Each batch meets the copies among its pages (keyed by the batch's name): a

@@ -84,8 +84,8 @@ def test_a_round_applied_in_a_test_pipeline_is_one_step(site: _Site, tmp_path: P
     by_name = {c.key.metric.name: c.committed for c in counters}
     assert by_name["page_batches"] == len(batches) >= 1
     assert by_name["page_batch_bytes"] == sum(b.stat().st_size for b in batches)
-    # So did the new checksums, to the near copies' decision.
-    new_batches = list(Path(outputs.staged(NEW_BATCHES)).glob("*.batch"))
+    # So did the new checksums, to the near copies' decision (a span file a spill, a span a part).
+    new_batches = list(Path(outputs.staged(NEW_BATCHES)).glob("*.spans"))
     assert by_name["new_content_batches"] == len(new_batches) >= 1
     # After content seen an element is a batch file's pages, not a page.
     (arrived,) = result.metrics().query(MetricsFilter().with_name("round_page_batches"))["counters"]

@@ -28,8 +28,8 @@ from beamcrawl.core.content import textfp
 from beamcrawl.core.urls.urlnorm import fingerprint
 from beamcrawl.core.archive.warc_revisit import payload_digest
 from beamcrawl.schemas.probe_block import ProbeBlock
-from beamcrawl.schemas.records import FetchResult, FrontierEntry, Packed, PageBatch, ParsedPage, fp_key
-from beamcrawl.core.runtime.batch_files import BatchWriter
+from beamcrawl.schemas.records import FetchResult, FrontierEntry, PageBatch, ParsedPage, fp_key
+from beamcrawl.core.runtime.batch_files import SpanRef
 from beamcrawl.simweb import SimWeb
 from beamcrawl.stores.base import Mutation, open_store
 from beamcrawl.transforms.dead_letter import collected
@@ -47,9 +47,16 @@ from beamcrawl.transforms.content_seen import (
     MAX_PAIRWISE,
     _BucketPrefixesFn,
     _MergePrefixesFn,
+    NEAR,
+    NEAR_PART_BITS,
+    NEW,
+    PENDING,
     _NamePendingFn,
     _SetAsideFn,
+    _SetNewAsideFn,
     _SettleFn,
+    _read_part,
+    near_part,
     _Item,
     _simhash_value,
     apply_copy,
@@ -1111,36 +1118,95 @@ def test_records_set_aside_in_runs_come_back_once_each_in_order(n, max_records, 
         assert all(len(file) == 1 for file in back)
 
 
-def test_new_checksums_are_read_back_from_their_batch_file_and_a_bad_one_is_one_dead_letter(tmp_path):
-    """The new checksums wait for the near copies in a batch file: settling and naming read
-    it back, in its order; one that fails to settle (a simhash that is no number) is one dead
-    letter and the file's others are decided."""
+def _set_new_aside(folder: str | None, records: list[NewContent], max_records: int, bits: int = NEAR_PART_BITS):
+    """``_SetNewAsideFn`` run over ``records`` as one bundle: its ``(part, item)`` outputs."""
+    fn = _SetNewAsideFn(folder, bits, max_records)
+    fn.start_bundle()
+    out = [kv for r in records for kv in fn.process(r)]
+    return out + [wv.value for wv in fn.finish_bundle()]
+
+
+def test_new_checksums_are_read_back_from_their_part_and_a_bad_one_is_one_dead_letter(tmp_path):
+    """The new checksums wait for the near copies in span files, a span per part: settling
+    and naming take a part's spans joined with its decisions or pending pairs and read them
+    back; one that fails to settle (a simhash that is no number) is one dead letter and the
+    part's others are decided."""
     exact = NewContent(1, probe("http://a.com/", 1, simhash=7, batch="x"), (probe("http://b.com/", 1, batch="y z"),))
     bad = NewContent(2, dataclasses.replace(probe("http://c.com/", 2), simhash="zz"))
     near = NewContent(3, probe("http://d.com/", 3, simhash=9, batch="x"))
-    writer = BatchWriter(str(tmp_path), 10, 1 << 20)
-    for run in ([exact], [bad, near]):  # a file's records are runs of them, one pickle a run
-        assert writer.append(pickle.dumps(Packed(run), pickle.HIGHEST_PROTOCOL)) is None
-    ref = writer.close()
-    assert ref is not None and ref.records == 2
+    records = [exact, bad, near]
+    items = _set_new_aside(str(tmp_path), records, max_records=3)  # two spills: 2 probes, then 1 + 1 + 1
+    parts = {near_part(r.first.url_fp) for r in records}
+    assert {part for part, _ in items} == parts and len(os.listdir(tmp_path)) == 2
+    by_part: dict[int, list] = {}
+    for part, ref in items:
+        by_part.setdefault(part, []).append(ref)
+    d_fp = fingerprint("http://d.com/")
+    decisions = {d_fp: ("http://original.com/", 2)}
 
     fn = _SettleFn("sqlite:///unused", 4, textfp.LAYOUT, record=False, folder=str(tmp_path))
     fn.setup()
     fn.start_bundle()
-    out = list(fn.process(ref, {fingerprint("http://d.com/"): ("http://original.com/", 2)}))
+    out = []
+    for part, refs in sorted(by_part.items()):
+        near_here = [(fp, d) for fp, d in decisions.items() if near_part(fp) == part]
+        out += list(fn.process((part, {NEW: refs, NEAR: near_here})))
     fn.finish_bundle()
     letters = [o.value for o in out if isinstance(o, beam.pvalue.TaggedOutput)]
     assert [(x.stage, x.url) for x in letters] == [("content_seen", "http://c.com/")]
     # Each copy goes to the batches its page waits in (b.com was fetched twice: two batches).
     b_copy = Copy("http://b.com/", "http://a.com/", "exact", 0, 1.0, "sha1:http://a.com/", "y z")
-    assert [o for o in out if not isinstance(o, beam.pvalue.TaggedOutput)] == [
-        ("y", b_copy),
-        ("z", b_copy),
-        ("x", Copy("http://d.com/", "http://original.com/", "near", 2, batch="x")),
-    ]
+    assert sorted(o for o in out if not isinstance(o, beam.pvalue.TaggedOutput)) == sorted(
+        [("y", b_copy), ("z", b_copy), ("x", Copy("http://d.com/", "http://original.com/", "near", 2, batch="x"))]
+    )
 
-    pending = {fingerprint("http://d.com/"): Evidence(crowded=True)}  # the pending candidates only
-    named = list(_NamePendingFn(str(tmp_path)).process(ref, pending))
-    assert named == [(0, ("http://d.com/", fingerprint("http://d.com/"), Evidence(crowded=True)))]
-    # Without staging a batch is the list itself.
-    assert list(_NamePendingFn(None).process([exact, near], pending)) == named
+    pending = [(d_fp, Evidence(crowded=True))]  # the pending candidates only
+    part = near_part(d_fp)
+    named = list(_NamePendingFn(str(tmp_path)).process((part, {NEW: by_part[part], PENDING: pending})))
+    assert named == [(0, ("http://d.com/", d_fp, Evidence(crowded=True)))]
+    # A part with none pending reads nothing back (its references may name any file).
+    gone = [SpanRef("missing.spans", 0, 10)]
+    assert list(_NamePendingFn(str(tmp_path)).process((part, {NEW: gone, PENDING: []}))) == []
+    # Without staging a part's item is its run itself.
+    runs = _set_new_aside(None, records, max_records=3)
+    assert (
+        list(_NamePendingFn(None).process((part, {NEW: [r for p, r in runs if p == part], PENDING: pending}))) == named
+    )
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    fps=st.lists(st.integers(min_value=0, max_value=(1 << 64) - 1), min_size=0, max_size=60, unique=True),
+    others=st.lists(st.integers(min_value=0, max_value=3), min_size=60, max_size=60),
+    max_records=st.integers(min_value=1, max_value=25),
+    bits=st.sampled_from([0, 1, 4]),
+    staged=st.booleans(),
+)
+def test_new_checksums_set_aside_come_back_once_each_in_the_part_of_their_url_fingerprint(
+    fps, others, max_records, bits, staged
+):
+    """Whatever the spill size and part bits, every new checksum is read back exactly once,
+    from its own part (the top bits of its candidate's URL fingerprint), in the bundle's order
+    within a part; a span file is written at most once every ``max_records`` probes."""
+    records = [
+        NewContent(
+            i,
+            dataclasses.replace(probe(f"http://h{i}.com/", i), url_fp=fp),
+            tuple(probe(f"http://c{i}-{j}.com/", i) for j in range(others[i])),
+        )
+        for i, fp in enumerate(fps)
+    ]
+    with tempfile.TemporaryDirectory() as folder:
+        items = _set_new_aside(folder if staged else None, records, max_records, bits)
+        back: dict[int, list[NewContent]] = {}
+        for part, item in items:
+            for run in _read_part(folder if staged else None, [item]):
+                back.setdefault(part, []).extend(run)
+        files = len(os.listdir(folder))
+    assert sorted(r.checksum for run in back.values() for r in run) == list(range(len(records)))
+    for part, run in back.items():
+        assert all(near_part(r.first.url_fp, bits) == part for r in run)
+        assert [r.checksum for r in run] == sorted(r.checksum for r in run)  # the bundle's order
+    probes = sum(1 + len(r.others) for r in records)
+    assert files <= (-(-probes // max_records) if staged else 0)
+    assert all(0 <= part < (1 << bits) for part in back)
