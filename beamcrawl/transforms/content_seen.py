@@ -81,8 +81,7 @@ for the near copies the same way (``new_staging``): every 2,000 of a bundle go t
 file, one span per part (:func:`near_part`, the top bits of the candidate's URL
 fingerprint), and a part's spans are joined (a ``CoGroupByKey`` on the part) with its
 pending pairs, to name them, and with its near decisions, to settle: a worker holds one
-part's decisions, and no side input grows with the round's near copies but the crowded
-rows of traps. What crosses the table-bucket
+part's decisions, and content seen reads no side input. What crosses the table-bucket
 shuffle is a bundle's ``(simhash, url fingerprint)`` pairs of a bucket as one block of
 16-byte items, a bucket serving every table whose permuted fingerprints begin with the same
 bits (four groups of the twenty tables), so that a candidate crosses four times, not twenty.
@@ -204,6 +203,9 @@ COPIES = "copies"
 NEW = "new"
 PENDING = "pending"
 NEAR = "near"
+# The sides of the in-round resolution's gathering: the named near pairs and the crowded rows.
+NAMED = "named"
+CROWDED = "crowded"
 # Stored content and simhash cells that did not decode (read as absent).
 _UNREADABLE = Metrics.counter("content_seen", "unreadable_cells")
 
@@ -1207,6 +1209,11 @@ def near_part(url_fp: int, bits: int = NEAR_PART_BITS) -> int:
     return bucket_of(url_fp & _MASK64, bits)
 
 
+def _to_resolution(row: Any) -> tuple[int, Any]:
+    """A crowded row keyed for the in-round resolution (one place: key 0)."""
+    return 0, row
+
+
 def _by_part(kv: tuple[int, Any], bits: int) -> tuple[int, tuple[int, Any]]:
     """``(url fingerprint, value)`` keyed by its :func:`near_part`."""
     return near_part(kv[0], bits), kv
@@ -1296,12 +1303,11 @@ class _NamePendingFn(beam.DoFn):
 
 
 def _resolve_gathered(
-    element: tuple[int, Iterable[tuple[str, int, Evidence]]],
-    crowded: Sequence[Sequence[tuple[int, int]]],
-    max_distance: int,
+    element: tuple[int, Mapping[str, Iterable[Any]]], max_distance: int
 ) -> list[tuple[int, tuple[str, int]]]:
-    """:func:`resolve_round` over the round's named candidates and crowded rows."""
-    return resolve_round(element[1], crowded, max_distance)
+    """:func:`resolve_round` over the round's named candidates and crowded rows, gathered."""
+    _, groups = element
+    return resolve_round(groups[NAMED], list(groups[CROWDED]), max_distance)
 
 
 class _SettleFn(beam.DoFn):
@@ -1613,13 +1619,12 @@ class _ResolveNearCopies(beam.PTransform):
             | "Join new content and pending pairs" >> beam.CoGroupByKey()
             | "Name the round's near pairs" >> beam.ParDo(_NamePendingFn(self.new_staging))
         )
-        # Crowded rows come as a side input (traps only): a Flatten of them with the named
-        # candidates left the in-process runner's bundles waiting on each other.
+        # The round's near pairs and the crowded rows (traps) are resolved in one place,
+        # gathered there by a join: no side input.
         in_round = (
-            named
-            | "Gather the round's near pairs" >> beam.GroupByKey()
-            | "First original wins, in URL order"
-            >> beam.FlatMap(_resolve_gathered, beam.pvalue.AsList(crowded), self.max_distance)
+            {NAMED: named, CROWDED: crowded | "Crowded rows to the resolution" >> beam.Map(_to_resolution)}
+            | "Gather the round's near pairs" >> beam.CoGroupByKey()
+            | "First original wins, in URL order" >> beam.FlatMap(_resolve_gathered, self.max_distance)
         )
         return (of_stored, in_round) | "Near copies" >> beam.Flatten()
 

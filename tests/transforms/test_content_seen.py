@@ -911,6 +911,20 @@ def test_near_copies_in_one_round_keep_exactly_one_original(store_uri):
     assert {d[0] for u, d in got.items() if d[0]} == {"http://host0.com/story"}
 
 
+def test_a_trap_of_near_copies_crowds_a_row_and_still_keeps_exactly_one_original(store_uri):
+    """More near copies of one text than a row compares pair by pair (a trap): the row is
+    crowded, its members reach the in-round resolution by the same join as the named pairs
+    (no side input), and exactly one original is kept, the first in URL order."""
+    base = article(9, 600)
+    n = MAX_PAIRWISE + 6
+    variants = [page(f"http://host{i}.com/story", html(base, f"<p>{i * 137 + 5} views</p>")) for i in range(n)]
+    got, counters = run(store_uri, list(reversed(variants)))
+    assert counters["crowded_rows"] >= 1
+    originals = [u for u, d in got.items() if d[0] is None]
+    assert originals == ["http://host0.com/story"]
+    assert len(got) == n and {d[0] for d in got.values() if d[0]} == {"http://host0.com/story"}
+
+
 # --- on simweb ---------------------------------------------------------------------------
 
 
