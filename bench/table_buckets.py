@@ -86,12 +86,12 @@ def table_blocks_key(bits: int, key: tuple[int, int], block: bytes) -> dict[int,
 
 
 def group_blocks_bucket(news: list[content_seen.NewContent], bits: int) -> list[Element]:
-    """The bundle's items as ``_BucketPrefixesFn`` gives them: a block per (group, bucket)."""
+    """The bundle's items as ``_BucketPrefixesFn`` gives them: a block per (group, bucket),
+    every ``PROBES_HELD`` items and at the bundle's end."""
     fn = content_seen._BucketPrefixesFn(bits, LAYOUT)
     fn.start_bundle()
-    for new in news:
-        fn.process(new)
-    return [wv.value for wv in fn.finish_bundle()]
+    out = [kv for new in news for kv in fn.process(new)]
+    return out + [wv.value for wv in fn.finish_bundle()]
 
 
 def group_blocks_key(bits: int, key: tuple[int, int], block: bytes) -> dict[int, list[Any]]:

@@ -186,6 +186,10 @@ BATCH_BYTES = 4 * 1024 * 1024
 # 200 bytes pickled: some 400 KB a file).
 NEW_BATCHES = "newcontent"
 BATCH_NEW = 2_000
+# The most probes (pages' checksums, new candidates' simhashes) a bundle holds before it
+# passes them on as blocks: bounded by size, not by bundle (the local runners' bundle is the
+# round).
+PROBES_HELD = 20_000
 # The new checksums meet the near decisions in 2**NEAR_PART_BITS parts by their candidate's
 # URL fingerprint (:func:`near_part`): a join, so a worker holds one part's decisions, not
 # the round's (a side input would give every worker all of them).
@@ -992,16 +996,18 @@ def apply_copy(page: ParsedPage, copy: Copy | None) -> ParsedPage:
 class _PageProbes:
     """The probes of a bundle's pages, made where the pages are set aside (one pass over each
     page), named by the batch each page waits in, and collected per checksum bucket: one
-    block per bucket leaves the bundle.
+    block per bucket leaves every ``max_held`` probes and at the bundle's end.
 
     A bucket's probes cross as one :class:`~beamcrawl.schemas.probe_block.ProbeBlock`: fixed
     width columns, the digests as raw bytes, the URLs as a host code and the rest and the
     batches as codes (86-94 bytes a probe, where a pickled list of them took 126-128).
     """
 
-    def __init__(self, bits: int) -> None:
+    def __init__(self, bits: int, max_held: int = PROBES_HELD) -> None:
         self.bits = bits
+        self.max_held = max(1, max_held)
         self.buckets: dict[int, list[Probe]] = {}
+        self.named = 0  # probes in the buckets
         self.unnamed: list[Probe] = []  # the probes of pages not yet in a batch
         self.checked = Metrics.counter("content_seen", "pages_checked")
 
@@ -1027,15 +1033,21 @@ class _PageProbes:
             if probes is None:
                 self.buckets[bucket] = probes = []
             probes.append(evolve(probe, batch=batch))
+        self.named += len(self.unnamed)
         self.unnamed = []
 
-    def blocks(self) -> Iterator[beam.pvalue.TaggedOutput]:
-        """One ``(bucket, block)`` per bucket, as a tagged output of ``finish_bundle``."""
+    def full(self) -> bool:
+        """Whether the named probes held are due to leave (``max_held`` of them)."""
+        return self.named >= self.max_held
+
+    def blocks(self, windowed: bool = True) -> Iterator[beam.pvalue.TaggedOutput]:
+        """One ``(bucket, block)`` per bucket of the named probes, as a tagged output (of
+        ``finish_bundle`` if ``windowed``, else of ``process``)."""
         for bucket, probes in self.buckets.items():
-            yield beam.pvalue.TaggedOutput(
-                PROBES, GlobalWindows.windowed_value((bucket, ProbeBlock.from_probes(probes)))
-            )
+            kv = (bucket, ProbeBlock.from_probes(probes))
+            yield beam.pvalue.TaggedOutput(PROBES, GlobalWindows.windowed_value(kv) if windowed else kv)
         self.buckets = {}
+        self.named = 0
 
 
 class _StoreJoinFn(beam.DoFn):
@@ -1103,23 +1115,33 @@ class _BucketPrefixesFn(beam.DoFn):
     key names the group, and the merge computes each of its tables' row keys again.
     """
 
-    def __init__(self, bits: int, layout: textfp.TableLayout) -> None:
+    def __init__(self, bits: int, layout: textfp.TableLayout, max_held: int = PROBES_HELD) -> None:
         self.bits = bits
         self.layout = layout
         self.groups = layout.bucket_groups(bits)
+        self.max_held = max(1, max_held)
 
     def start_bundle(self) -> None:
-        self.probes: list[Probe] = []
+        self.fps: list[int] = []
+        self.url_fps: list[int] = []
 
-    def process(self, new: NewContent) -> None:
+    def process(self, new: NewContent) -> Iterator[tuple[tuple[int, int], bytes]]:
         if new.first.simhash is not None:
-            self.probes.append(new.first)
+            self.fps.append(new.first.simhash)
+            self.url_fps.append(new.first.url_fp)
+            if len(self.fps) >= self.max_held:  # bounded by size, not by bundle
+                yield from self._blocks()
 
     def finish_bundle(self) -> Iterator[WindowedValue]:
-        if not self.probes:
+        for kv in self._blocks():
+            yield GlobalWindows.windowed_value(kv)
+
+    def _blocks(self) -> Iterator[tuple[tuple[int, int], bytes]]:
+        """One ``((group, bucket), block)`` per bucket of each group of the items held."""
+        if not self.fps:
             return
-        fps = _uint64s([p.simhash for p in self.probes])
-        url_fps = _uint64s([p.url_fp for p in self.probes])
+        fps, url_fps = _uint64s(self.fps), _uint64s(self.url_fps)
+        self.fps, self.url_fps = [], []
         for group, tables in enumerate(self.groups):
             # Every table of the group begins its permuted fingerprints with the same bits.
             permuted = self.layout.permute_many(fps, tables[0])
@@ -1130,9 +1152,7 @@ class _BucketPrefixesFn(beam.DoFn):
             starts = np.flatnonzero(np.r_[True, ordered[1:] != ordered[:-1]])
             for start, end in zip(starts.tolist(), [*starts[1:].tolist(), len(order)]):
                 taken = order[start:end]
-                block = pack_items(fps[taken], url_fps[taken])
-                yield GlobalWindows.windowed_value(((group, int(ordered[start])), block))
-        self.probes = []
+                yield (group, int(ordered[start])), pack_items(fps[taken], url_fps[taken])
 
 
 class _MergePrefixesFn(_StoreJoinFn):
@@ -1530,16 +1550,26 @@ def read_set_aside(folder: str, ref: BatchRef) -> list[Any]:
 class _SetPagesAsideFn(_SetAsideFn):
     """Writes the bundle's pages to batch files (:class:`_SetAsideFn`) and makes each page's
     probe on the way, named by the file the page waits in. Out: ``(file name, BatchRef)``
-    per file, and (``PROBES``) one block of probes per checksum bucket."""
+    per file, and (``PROBES``) blocks of probes by checksum bucket, every ``probes_held``
+    probes and at the bundle's end."""
 
-    def __init__(self, folder: str, bits: int, max_records: int, max_bytes: int, chunk: int = SET_ASIDE_CHUNK) -> None:
+    def __init__(
+        self,
+        folder: str,
+        bits: int,
+        max_records: int,
+        max_bytes: int,
+        chunk: int = SET_ASIDE_CHUNK,
+        probes_held: int = PROBES_HELD,
+    ) -> None:
         super().__init__(folder, max_records, max_bytes, "page", chunk)
         self.bits = bits
+        self.probes_held = probes_held
         self.dead = Outlet("content_seen")
 
     def start_bundle(self) -> None:
         super().start_bundle()
-        self.probes = _PageProbes(self.bits)
+        self.probes = _PageProbes(self.bits, self.probes_held)
 
     def process(self, page: ParsedPage) -> Iterator[Any]:  # type: ignore[override]
         letter = self.probes.take(page, self.dead)
@@ -1547,6 +1577,8 @@ class _SetPagesAsideFn(_SetAsideFn):
             yield letter
         for ref in super().process(page):
             yield ref.name, ref
+        if self.probes.full():
+            yield from self.probes.blocks(windowed=False)
 
     def _write(self) -> BatchRef | None:
         ref = super()._write()
@@ -1562,22 +1594,26 @@ class _SetPagesAsideFn(_SetAsideFn):
 class _GatherPagesFn(_GatherFn):
     """Without staging: a bundle's pages gathered into batches (:class:`_GatherFn`), each
     named by a fresh id, its pages' probes made on the way. Out: ``(id, PageBatch)``, and
-    (``PROBES``) one block of probes per checksum bucket."""
+    (``PROBES``) blocks of probes by checksum bucket, every ``probes_held`` probes and at
+    the bundle's end."""
 
-    def __init__(self, bits: int, max_records: int) -> None:
+    def __init__(self, bits: int, max_records: int, probes_held: int = PROBES_HELD) -> None:
         super().__init__(max_records, PageBatch)
         self.bits = bits
+        self.probes_held = probes_held
         self.dead = Outlet("content_seen")
 
     def start_bundle(self) -> None:
         super().start_bundle()
-        self.probes = _PageProbes(self.bits)
+        self.probes = _PageProbes(self.bits, self.probes_held)
 
     def process(self, page: ParsedPage) -> Iterator[Any]:
         letter = self.probes.take(page, self.dead)
         if letter is not None:
             yield letter
         yield from super().process(page)
+        if self.probes.full():
+            yield from self.probes.blocks(windowed=False)
 
     def _take(self) -> tuple[str, PageBatch]:
         name = uuid.uuid4().hex
@@ -1664,6 +1700,8 @@ class FindDuplicateContent(beam.PTransform):
             bundle, a span per part. None: they wait whole, a run per part.
         part_bits: The new checksums meet the near decisions in ``2**part_bits`` parts by
             URL fingerprint (:func:`near_part`).
+        probes_held: The most probes a bundle's checksum and table bucketing hold before
+            they leave as blocks (at the bundle's end, too).
     """
 
     def __init__(
@@ -1684,6 +1722,7 @@ class FindDuplicateContent(beam.PTransform):
         batch_bytes: int = BATCH_BYTES,
         new_staging: str | None = None,
         part_bits: int = NEAR_PART_BITS,
+        probes_held: int = PROBES_HELD,
     ) -> None:
         super().__init__()
         if path not in ("auto", "scan", "keyset"):
@@ -1705,6 +1744,7 @@ class FindDuplicateContent(beam.PTransform):
         self.batch_bytes = batch_bytes
         self.new_staging = new_staging
         self.part_bits = part_bits
+        self.probes_held = probes_held
         self.bits = bits  # the chosen count, set by expand()
 
     def _size(self) -> tuple[int, float]:
@@ -1726,9 +1766,11 @@ class FindDuplicateContent(beam.PTransform):
         # file, with staging); their probes are made as they are set aside, each named by
         # the batch its page waits in, and leave as one block per checksum bucket.
         if self.staging is None:
-            wait: beam.DoFn = _GatherPagesFn(self.bits, self.batch_pages)
+            wait: beam.DoFn = _GatherPagesFn(self.bits, self.batch_pages, self.probes_held)
         else:
-            wait = _SetPagesAsideFn(self.staging, self.bits, self.batch_pages, self.batch_bytes)
+            wait = _SetPagesAsideFn(
+                self.staging, self.bits, self.batch_pages, self.batch_bytes, probes_held=self.probes_held
+            )
         waiting = pages | "Set pages aside" >> beam.ParDo(wait).with_outputs(PROBES, ERRORS, main="batches")
         collect(waiting[ERRORS])
         checked = (
@@ -1747,7 +1789,9 @@ class FindDuplicateContent(beam.PTransform):
         merged = (
             new
             | "Bucket by table and permuted prefix"
-            >> beam.ParDo(_BucketPrefixesFn(self.bits, self.layout)).with_output_types(tuple[tuple[int, int], bytes])
+            >> beam.ParDo(_BucketPrefixesFn(self.bits, self.layout, self.probes_held)).with_output_types(
+                tuple[tuple[int, int], bytes]
+            )
             | "Group by table bucket" >> beam.GroupByKey()
             | "Sort-merge with simhash tables"
             >> beam.ParDo(

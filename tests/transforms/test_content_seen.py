@@ -51,6 +51,7 @@ from beamcrawl.transforms.content_seen import (
     NEAR_PART_BITS,
     NEW,
     PENDING,
+    PROBES_HELD,
     _NamePendingFn,
     _SetAsideFn,
     _SetNewAsideFn,
@@ -460,13 +461,13 @@ def _decide_with_group_buckets(cands, originals, round_no, bits, rnd, path, fold
     news = [NewContent(i, Probe(url, url_fp, i, simhash, 1.0, "")) for i, (url, url_fp, simhash) in enumerate(cands)]
     cuts = sorted(rnd.sample(range(len(news) + 1), 2))
     buckets: dict[tuple[int, int], list[bytes]] = {}
-    bucket_fn = _BucketPrefixesFn(bits, textfp.LAYOUT)
+    # Blocks leave every max_held candidates as well as at the bundle's end.
+    bucket_fn = _BucketPrefixesFn(bits, textfp.LAYOUT, max_held=rnd.choice([1, 2, 5, PROBES_HELD]))
     for bundle in (news[: cuts[0]], news[cuts[0] : cuts[1]], news[cuts[1] :]):
         bucket_fn.start_bundle()
-        for new in bundle:
-            bucket_fn.process(new)
-        for wv in bucket_fn.finish_bundle() or ():
-            key, block = wv.value
+        out = [kv for new in bundle for kv in bucket_fn.process(new)]
+        out += [wv.value for wv in bucket_fn.finish_bundle()]
+        for key, block in out:
             buckets.setdefault(key, []).append(block)
     merge_fn = _MergePrefixesFn(
         store_uri=uri, round_no=round_no, rows=len(originals), ratio=1.0, path=path, bits=bits,
@@ -508,7 +509,7 @@ def test_items_crossing_the_table_bucket_shuffle_hold_no_url():
     fn.start_bundle()
     urls = [f"http://site{i}.example/article/{i}?page=2" for i in range(30)]
     for i, url in enumerate(urls):
-        fn.process(NewContent(i, probe(url, check=i, simhash=random.Random(i).getrandbits(64))))
+        assert list(fn.process(NewContent(i, probe(url, check=i, simhash=random.Random(i).getrandbits(64))))) == []
     elements = [wv.value for wv in fn.finish_bundle()]
     fps = {fingerprint(u): random.Random(i).getrandbits(64) for i, u in enumerate(urls)}
     groups = textfp.LAYOUT.bucket_groups(2)
@@ -537,7 +538,7 @@ def test_a_bucket_block_keeps_the_bundles_order():
     shared = 0x0123_4567_89AB_CDEF
     urls = [f"http://copy{i}.example/" for i in range(5)]
     for i, url in enumerate(urls):
-        fn.process(NewContent(i, probe(url, check=i, simhash=shared)))
+        assert list(fn.process(NewContent(i, probe(url, check=i, simhash=shared)))) == []
     elements = [wv.value for wv in fn.finish_bundle()]
     assert sorted(key for key, _ in elements) == [(0, 0)]  # no bits: one bucket, all twenty tables
     for _, block in elements:
@@ -764,6 +765,12 @@ def test_pages_waiting_in_batch_files_come_out_once_each_marked_as_when_they_wai
     # Without staging the pages are gathered into batches of batch_pages per bundle.
     gathered, counters = run(f"sqlite:///{tmp_path}/gathered.sqlite", pages, batch_pages=4)
     assert gathered == whole
+    # The probes leave their bundle in blocks every few of them, not only at its end: the
+    # same decisions, staged or not.
+    for staged in (True, False):
+        folder_kw = {"staging": str(tmp_path / "held"), "batch_pages": 4} if staged else {}
+        held, _ = run(f"sqlite:///{tmp_path}/held{staged}.sqlite", pages, probes_held=3, **folder_kw)
+        assert held == whole
     assert -(-len(pages) // 4) <= counters["test_batches_out"] < len(pages)
 
 
