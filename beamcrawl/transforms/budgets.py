@@ -244,7 +244,15 @@ def deferred_row(entry: FrontierEntry, due: float) -> FrontierEntry:
 
 class _BudgetFn(beam.DoFn):
     """Budgets a batch of domains: one key-set read of their rows, the deferred rows written
-    at once, their old keys staged for the commit, the allowed entries passed on."""
+    at once, their old keys staged for the commit, the allowed entries passed on.
+
+    The old keys go to the bundle's staged file a chunk at a time (``DONE_CHUNK`` keys), not
+    held until the bundle ends: a local runner's bundle is the whole round's due rows, and a
+    trap's deferrals can be most of them. The file appears under its name when the bundle
+    finishes (:class:`~beamcrawl.core.runtime.files.PiecewiseFile`), as when written whole.
+    """
+
+    DONE_CHUNK = 4096  # old keys joined and written at once
 
     def __init__(self, store_uri: str, rules: BudgetRules, now: float, outputs: RoundOutputs) -> None:
         self.store_uri = store_uri
@@ -267,6 +275,7 @@ class _BudgetFn(beam.DoFn):
 
     def start_bundle(self) -> None:
         self.done: list[str] = []
+        self.done_file: files.PiecewiseFile | None = None
 
     def process(self, batch: Sequence[tuple[str, list[tuple[str, Iterable[FrontierEntry]]]]]) -> Iterator[Any]:
         try:
@@ -326,17 +335,28 @@ class _BudgetFn(beam.DoFn):
         for i in range(0, len(rows), WRITE_BATCH):
             self.store.mutate("frontier", [Mutation.set(e.key, e.to_cells()) for e in rows[i : i + WRITE_BATCH]])
         self.done.extend(key for entry in replaced for key in (entry.key.hex(), *entry.also_keys))
+        if len(self.done) >= self.DONE_CHUNK:
+            self._stage_done()
         if known:
             self.store.mutate(TABLE, known)
         for key, exc, host in bad:  # each set aside with its reason, once the batch is done
             yield self.dead.tagged(exc, key, host=host)
         yield from passed
 
+    def _stage_done(self) -> None:
+        """Appends the old keys held to the bundle's staged file."""
+        if not self.done:
+            return
+        if self.done_file is None:
+            self.done_file = files.PiecewiseFile(files.join(self.outputs.staged(DONE), part_name(".txt")))
+        self.done_file.write(("\n".join(self.done) + "\n").encode("ascii"))
+        self.done = []
+
     def finish_bundle(self) -> None:
-        if self.done:
-            path = files.join(self.outputs.staged(DONE), part_name(".txt"))
-            files.write_bytes(path, ("\n".join(self.done) + "\n").encode("ascii"))
-            self.done = []
+        self._stage_done()
+        if self.done_file is not None:
+            self.done_file.close()
+            self.done_file = None
 
     def teardown(self) -> None:
         self.store.close()

@@ -234,10 +234,41 @@ def test_apply_budgets_defers_in_the_store_and_stages_old_keys(tmp_path):
     assert sorted(e.url for e in later) == sorted(e.url for e in trap[2:])
     assert all(e.deferrals == 1 and e.due_ms > NOW * 1000 for e in later)
     assert {e.key for e in rows} >= old  # nothing deleted before the commit
-    staged = set()
+    staged = []
     for path in outputs.done_files():
-        staged |= {bytes.fromhex(k) for k in open(path).read().split()}
-    assert staged == {e.key for e in trap[2:]}
+        staged += [bytes.fromhex(k) for k in open(path).read().split()]
+    assert sorted(staged) == sorted(e.key for e in trap[2:])
+
+
+def test_a_bundles_old_keys_leave_memory_a_chunk_at_a_time_into_one_staged_file(tmp_path, monkeypatch):
+    """The old keys of deferred rows are written to the bundle's staged file as they come (a
+    chunk at a time), and the file appears, holding each once, only when the bundle ends."""
+    monkeypatch.setattr(budgets._BudgetFn, "DONE_CHUNK", 2)
+    store_uri = f"sqlite:///{tmp_path}/store.sqlite"
+    outputs = RoundOutputs(str(tmp_path / "out"), 1)
+    rules = dataclasses.replace(RULES, new_hosts_per_round=0, max_hosts=0)
+    traps = {
+        d: [entry(f"http://cal.{d}/cal/{i}.html", priority=1 - i / 100) for i in range(8)] for d in ("a.com", "b.com")
+    }
+    usage = json.dumps({"period": NOW - 3600, "used": 3, "round": 0, "before": 0}).encode()
+    with open_store(store_uri) as store:
+        store.mutate("frontier", [Mutation.set(e.key, e.to_cells()) for es in traps.values() for e in es])
+        store.mutate("domains", [Mutation.set(d.encode(), {USAGE: usage}) for d in traps])
+    fn = budgets._BudgetFn(store_uri, rules, NOW, outputs)
+    fn.setup()
+    fn.start_bundle()
+    allowed = set()
+    for domain, entries in traps.items():
+        out = list(fn.process([(domain, list(packed_by_host(entries)))]))
+        allowed |= {e.key for _, rows in out for e in rows}
+        assert fn.done == []  # written out, not held
+    assert outputs.done_files() == []  # published only when the bundle ends
+    fn.finish_bundle()
+    fn.teardown()
+    deferred = {e.key for es in traps.values() for e in es} - allowed
+    assert all(any(e.key in deferred for e in es) for es in traps.values())  # each domain deferred some
+    staged = [bytes.fromhex(k) for path in outputs.done_files() for k in open(path).read().split()]
+    assert len(outputs.done_files()) == 1 and sorted(staged) == sorted(deferred)
 
 
 def test_a_hosts_rows_all_allowed_pass_on_as_read_and_the_others_are_made_anew():
