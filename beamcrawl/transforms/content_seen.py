@@ -188,8 +188,10 @@ NEW_BATCHES = "newcontent"
 BATCH_NEW = 2_000
 # The most probes (pages' checksums, new candidates' simhashes) a bundle holds before it
 # passes them on as blocks: bounded by size, not by bundle (the local runners' bundle is the
-# round).
-PROBES_HELD = 20_000
+# round), some 30 MB of probes at most. Not lower: every flush sends a block per bucket, each
+# with its own host names and framing, and at 20,000 the checksum and table buckets crossed
+# 33 B a page more in a 79k-page round (bench/README.md, "Content seen without side inputs").
+PROBES_HELD = 100_000
 # The new checksums meet the near decisions in 2**NEAR_PART_BITS parts by their candidate's
 # URL fingerprint (:func:`near_part`): a join, so a worker holds one part's decisions, not
 # the round's (a side input would give every worker all of them).
