@@ -932,6 +932,46 @@ def test_a_trap_of_near_copies_crowds_a_row_and_still_keeps_exactly_one_original
     assert len(got) == n and {d[0] for d in got.values() if d[0]} == {"http://host0.com/story"}
 
 
+@st.composite
+def near_copy_rounds(draw):
+    """A round of pages: a few stories served by several hosts, each serving its own view
+    counter (near copies) or the very bytes of another (exact copies), among unrelated pages."""
+    rnd = draw(st.randoms(use_true_random=False))
+    pages = []
+    for story in range(draw(st.integers(1, 3))):
+        words = article(1000 + 10_000 * story + rnd.randrange(10_000), 300)  # stories apart
+        for _ in range(draw(st.integers(1, 6))):
+            body = html(words, f"<p>{rnd.randrange(10**6)} views</p>") if rnd.random() < 0.7 else html(words)
+            pages.append(page(f"http://s{story}-h{rnd.randrange(50)}.com/{'a' * rnd.randrange(1, 4)}", body))
+    pages += [page(f"http://other{i}.org/", html(article(50_000 + i, 300))) for i in range(draw(st.integers(0, 4)))]
+    unique = {p.fetch.url: p for p in pages}  # one fetch a URL
+    order = list(unique.values())
+    rnd.shuffle(order)
+    return order
+
+
+@settings(max_examples=12, deadline=None)
+@given(near_copy_rounds(), st.sampled_from([0, 1, 4, 6]), st.sampled_from([1, 3, PROBES_HELD]), st.booleans())
+def test_near_decisions_reach_their_pages_whatever_the_parts_and_flushes(pages, part_bits, probes_held, staged):
+    """The new checksums meet the near decisions and pending pairs by part, and the probes
+    leave their bundle every ``probes_held``: whatever the parts' bits, the flushes and the
+    staging, a round decides exactly as with one part and one flush; a copy's original is
+    an original of its own story, and of pages with the very same bytes one at most is."""
+    with tempfile.TemporaryDirectory() as folder:
+        one, _ = run(f"sqlite:///{folder}/one.sqlite", pages, part_bits=0)
+        kw = {"staging": f"{folder}/pages", "new_staging": f"{folder}/new", "batch_pages": 2} if staged else {}
+        got, _ = run(f"sqlite:///{folder}/got.sqlite", pages, part_bits=part_bits, probes_held=probes_held, **kw)
+    assert got == one
+    assert len(got) == len(pages)
+    for url, (original, *_rest) in got.items():
+        if original is not None:
+            assert got[original][0] is None and original.split("-")[0] == url.split("-")[0], (url, original)
+    by_body: dict[bytes, list[str]] = {}
+    for p in pages:
+        by_body.setdefault(p.fetch.body, []).append(p.fetch.url)
+    assert all(sum(got[u][0] is None for u in urls) <= 1 for urls in by_body.values()), by_body.values()
+
+
 # --- on simweb ---------------------------------------------------------------------------
 
 
