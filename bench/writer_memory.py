@@ -5,6 +5,9 @@ the file closes, and what one Parquet part's flush adds to the process.
   characters, a digest, a mime, a status), held as ``CdxjEntry`` objects and as
   ``cdxj.pack`` tuples: the bytes an entry keeps alive, every string it holds included,
   traced with ``tracemalloc``. A WARC file holds up to ``warc_io.INDEX_ENTRIES`` of them.
+  Then the same packed entries added to a ``cdxj.SortedIndex`` (held ``cdxj.RUN_ENTRIES``
+  at a time, the rest in sorted runs on disk) and to a list, and each written: the most
+  either held in Python's memory while adding and writing, and the CPU of each.
 - **A flush.** A links/ ``ColumnBuffer`` filled with edge rows shaped like simweb's (13
   links a page) up to ``FLUSH_BYTES`` estimated, as ``_ParquetPartsFn`` fills it, then
   written as the DoFn writes it (``write_table(buffer.take(), ...)``) while this process's
@@ -14,7 +17,7 @@ the file closes, and what one Parquet part's flush adds to the process.
 Both run in the stage that is a round's peak in-process (bench/README.md, "Where a round's
 memory goes").
 
-    python bench/writer_memory.py [--entries 20000] [--repeat 3] [--out /tmp/part.parquet]
+    python bench/writer_memory.py [--entries 20000] [--index 50000] [--repeat 3] [--out /tmp/part.parquet]
 
 To measure another tree, run this file with that tree first on ``PYTHONPATH``.
 """
@@ -28,6 +31,7 @@ import random
 import threading
 import time
 import tracemalloc
+from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
@@ -142,14 +146,91 @@ def index_bytes(entries: int, seed: int = 1) -> tuple[float, float]:
     return as_entries / entries, as_packed / entries
 
 
+def index_runs(entries: int, folder: str = "/tmp", seed: int = 2) -> list[dict[str, Any]]:
+    """A file's index entries packed one by one (as the WARC writer packs each record's)
+    and held in a list until written whole (as the writer did before ``SortedIndex``), held
+    in a list and written by ``write_packed``, and added to a :class:`cdxj.SortedIndex` and
+    written: for each, the most Python's allocations held while packing, adding and
+    writing, and the CPU of it (the entries themselves made beforehand, outside both)."""
+    rng = random.Random(seed)
+    filename = "warc/round=3/part-0123456789abcdef.warc.gz"
+    made = [
+        cdxj.entry_for_capture(
+            cdxj.Capture(
+                url=f"http://docs.site{rng.randint(0, 2999):04d}.fr:52705/p/{rng.randint(0, 10**6)}.html",
+                timestamp=f"202612040715{i % 60:02d}",
+                mime="text/html",
+                status="200",
+                digest="".join(rng.choice("ABCDEFGHIJKLMNOPQRSTUVWXYZ234567") for _ in range(32)),
+            ),
+            1000 + 2000 * i,
+            2100 + i % 50,
+            filename,
+        )
+        for i in range(entries)
+    ]
+    out = []
+    for how in ("list, joined", "list", "runs"):
+        figures: dict[str, Any] = {"how": how}
+        for traced in (False, True):  # CPU untraced (tracemalloc slows every allocation), then memory
+            gc.collect()
+            if traced:
+                tracemalloc.start()
+            cpu = time.process_time()
+            try:
+                lines = _index_once(how, made, folder)
+                cpu = time.process_time() - cpu
+                peak = tracemalloc.get_traced_memory()[1]
+            finally:
+                tracemalloc.stop()
+            assert lines == entries
+            if traced:
+                figures["peak_mb"] = peak / 2**20
+            else:
+                figures["cpu_us"] = cpu / entries * 1e6
+        out.append(figures)
+    written = {name: Path(folder, f"beamcrawl-index-{name}.cdxj").read_bytes() for name in ("joined", "list", "runs")}
+    assert written["joined"] == written["list"] == written["runs"], "the indexes differ"
+    return out
+
+
+def _index_once(how: str, made: list[cdxj.CdxjEntry], folder: str) -> int:
+    """One file's index packed, held and written ``how``; returns its lines."""
+    if how == "runs":
+        index = cdxj.SortedIndex()
+        for entry in made:
+            index.add(cdxj.pack(entry))
+        return index.write(os.path.join(folder, "beamcrawl-index-runs.cdxj"))
+    held: list[Any] = []
+    for entry in made:
+        held.append(cdxj.pack(entry))
+    if how == "list":
+        return cdxj.write_packed(os.path.join(folder, "beamcrawl-index-list.cdxj"), held)
+    # As the WARC writer wrote it before SortedIndex: the file joined whole.
+    held.sort()
+    text = b"".join(b"%s %s %s\n" % (key, stamp, fields) for key, stamp, _, fields in held)
+    with open(os.path.join(folder, "beamcrawl-index-joined.cdxj"), "wb") as fh:
+        fh.write(text)
+    return len(held)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeat", type=int, default=3, help="flushes, each in this process after the last")
     parser.add_argument("--out", default="/tmp/beamcrawl-parquet-flush.parquet")
     parser.add_argument("--entries", type=int, default=20_000, help="index entries to weigh")
+    parser.add_argument("--index", type=int, default=50_000, help="entries of the index held and written")
     args = parser.parse_args()
     entry, packed = index_bytes(args.entries)
     print(f"index entries ({args.entries:,}): {entry:.0f} B an entry as CdxjEntry, {packed:.0f} B packed\n")
+    print(
+        f"| a file's index of {args.index:,} packed entries | most held while adding and writing MB | CPU µs an entry |"
+    )
+    print("|---|---:|---:|")
+    for _ in range(args.repeat):
+        for row in index_runs(args.index):
+            print(f"| {row['how']} | {row['peak_mb']:.1f} | {row['cpu_us']:.2f} |")
+    print()
     print(f"Arrow's pool: {pa.default_memory_pool().backend_name}")
     print("| flush | rows | Arrow held before MB | RSS rise MB | Arrow rise MB | CPU s |")
     print("|---:|---:|---:|---:|---:|---:|")

@@ -106,7 +106,9 @@ __all__ = [
 HOP_BY_HOP_RENAMED = {"transfer-encoding": "X-Crawler-Transfer-Encoding"}
 WARC_VERSION = "1.1"
 EMPTY_PAYLOAD_DIGEST = payload_digest(b"")  # a request's: GETs send no body
-INDEX_ENTRIES = 50_000  # a WARC file's CDXJ index is held until it closes: ~40 MB at most
+# A WARC file closes at this many CDXJ index entries (or at its size in bytes); its index is
+# held cdxj.RUN_ENTRIES at a time, the rest in sorted runs on local disk (cdxj.SortedIndex).
+INDEX_ENTRIES = 50_000
 
 WriterFactory = Callable[[BinaryIO], WARCWriter]
 
@@ -499,7 +501,7 @@ class _WriteWarcFn(beam.DoFn):
         self.offset = 0
         self.name = ""
         self.rel = ""
-        self.index: list[cdxj.PackedEntry] = []  # this file's, until it closes
+        self.index = cdxj.SortedIndex()  # this file's, until it closes
         self.spools = SpoolReader(self.outputs)
 
     def _open(self) -> None:
@@ -510,7 +512,6 @@ class _WriteWarcFn(beam.DoFn):
         head = warcinfo_bytes(self.name, self.user_agent, f"beamcrawl {self.outputs.label}")
         self.fh.write(head)
         self.offset = len(head)
-        self.index = []
         self.metrics.files.inc()
         self.metrics.records.inc()
 
@@ -522,9 +523,8 @@ class _WriteWarcFn(beam.DoFn):
         self.fh = None
         self.metrics.file_bytes.update(self.offset)
         stem = self.name[: -len(".warc.gz")]
-        lines = cdxj.write_packed(files.join(self.outputs.staged("cdxj"), f"{stem}.cdxj"), self.index)
+        lines = self.index.write(files.join(self.outputs.staged("cdxj"), f"{stem}.cdxj"))
         self.metrics.cdxj_lines.inc(lines)
-        self.index = []
 
     def process(self, batch: PageBatch) -> Iterator[Any]:
         """Archives a batch's pages in order; yields their events as one list (a page
@@ -585,7 +585,7 @@ class _WriteWarcFn(beam.DoFn):
         line = cdxj.pack(cdxj.entry_for_capture(archived.capture, offset, archived.response_length, self.rel))
         self.fh.write(archived.data)
         self.offset += len(archived.data)
-        self.index.append(line)
+        self.index.add(line)
         event["blob"] = f"{self.rel}@{offset}"
         self.metrics.records.inc(2)
         self.metrics.success.inc()
@@ -599,6 +599,11 @@ class _WriteWarcFn(beam.DoFn):
     def finish_bundle(self) -> None:
         self._close()
         self.spools.close()
+
+    def teardown(self) -> None:
+        index = getattr(self, "index", None)
+        if index is not None:
+            index.close()  # a bundle that failed: its runs on disk go now, not at exit
 
 
 class WriteWarc(beam.PTransform[beam.PCollection[PageBatch], beam.PCollection[list[dict[str, Any]]]]):

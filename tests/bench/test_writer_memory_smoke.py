@@ -1,5 +1,6 @@
 """Smoke test of bench/writer_memory.py: on a small buffer it fills, flushes and measures, and
-the part it writes reads back whole and sorted; index entries weigh less packed."""
+the part it writes reads back whole and sorted; index entries weigh less packed, and an index
+sorted in runs holds less than a list of them."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
 
 import writer_memory  # noqa: E402
 
+from beamcrawl.core.archive import cdxj  # noqa: E402
 from beamcrawl.transforms import parquet_io  # noqa: E402
 
 
@@ -32,3 +34,14 @@ def test_flush_bench_measures_a_part_that_reads_back(tmp_path: Path, monkeypatch
 def test_packed_index_entries_weigh_less_than_entries() -> None:
     entry, packed = writer_memory.index_bytes(500)
     assert 0 < packed < entry
+
+
+def test_an_index_in_runs_holds_less_than_a_list_and_writes_the_same(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(cdxj, "RUN_ENTRIES", 200)
+    rows = {row["how"]: row for row in writer_memory.index_runs(3_000, str(tmp_path))}
+    assert set(rows) == {"list, joined", "list", "runs"}  # and the bench checked the files are the same
+    assert 0 < rows["runs"]["peak_mb"] < rows["list"]["peak_mb"] / 2
+    assert rows["list"]["peak_mb"] < rows["list, joined"]["peak_mb"]
+    assert all(row["cpu_us"] > 0 for row in rows.values())

@@ -416,7 +416,12 @@ def test_cdxj_matches_cdxj_indexer_field_by_field(tmp_path):
     assert compare_with_cdxj_indexer(outputs.out) == 8
 
 
-def test_read_back_index_equals_the_writers(tmp_path):
+@pytest.mark.parametrize("run_entries", [1, 3, None])
+def test_read_back_index_equals_the_writers(tmp_path, monkeypatch, run_entries):
+    """Whether the writer's index was held whole or sorted into runs of 1 or 3 entries on
+    disk, its lines are the file's own, in order."""
+    if run_entries is not None:
+        monkeypatch.setattr(cdxj, "RUN_ENTRIES", run_entries)
     outputs, _ = _write_round(tmp_path, _pages())
     (warc,) = glob.glob(f"{outputs.out}/warc/round=3/*.warc.gz")
     rel = os.path.relpath(warc, outputs.out)

@@ -87,6 +87,13 @@ class PiecewiseFile:
         if self.tmp:
             os.replace(self.tmp, self.path)
 
+    def abandon(self) -> None:
+        """Gives the file up: nothing appears under its name, the local temporary is
+        deleted. (An object store's upload is left unfinished: closing would publish it.)"""
+        if self.tmp:
+            self.fh.close()
+            os.remove(self.tmp)
+
 
 def list_files(folder: str) -> list[str]:
     """Full paths of the files directly in ``folder`` (hidden names skipped), sorted."""

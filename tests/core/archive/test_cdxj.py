@@ -42,6 +42,44 @@ def test_packed_entries_write_the_lines_the_entries_would(tmp_path_factory, entr
     assert (folder / "entries.cdxj").read_bytes() == expected
 
 
+@settings(max_examples=200, deadline=None)
+@given(entries=_entries, run_entries=st.integers(1, 8), order=st.randoms(use_true_random=False))
+def test_an_index_sorted_in_runs_writes_the_lines_of_one_sort(
+    tmp_path_factory, entries: list[cdxj.CdxjEntry], run_entries: int, order
+) -> None:
+    """Entries added in any order, held ``run_entries`` at a time and the rest sorted into
+    runs on disk, make the very file one sort of them all makes; the index is empty after,
+    and holds no more than ``run_entries`` in memory meanwhile."""
+    folder = Path(tmp_path_factory.mktemp("runs"))
+    packed = [cdxj.pack(e) for e in entries]
+    order.shuffle(packed)
+    index = cdxj.SortedIndex(run_entries)
+    for i, entry in enumerate(packed, 1):
+        index.add(entry)
+        assert len(index) == i
+        assert index.runs == i // run_entries
+        assert len(index._held) == i % run_entries
+    assert index.write(str(folder / "runs.cdxj")) == len(entries)
+    assert (len(index), index.runs) == (0, 0)
+    assert cdxj.write_packed(str(folder / "one.cdxj"), packed) == len(entries)
+    assert (folder / "runs.cdxj").read_bytes() == (folder / "one.cdxj").read_bytes()
+    assert sorted(p.name for p in folder.iterdir()) == ["one.cdxj", "runs.cdxj"]  # no temporary left
+
+
+def test_an_index_that_fails_to_write_leaves_no_file_and_no_runs(tmp_path: Path) -> None:
+    index = cdxj.SortedIndex(2)
+    for n in range(4):
+        index.add((b"com,h)/%d" % n, b"20261204071500", n, b"{}"))
+    index.add(("com,h)/text", b"20261204071500", 9, b"{}"))  # type: ignore[arg-type]  # not bytes
+    assert index.runs == 2
+    with pytest.raises(TypeError):
+        index.write(str(tmp_path / "x.cdxj"))
+    assert list(tmp_path.iterdir()) == []  # neither the file nor its hidden temporary
+    assert (len(index), index.runs) == (0, 0)
+    with pytest.raises(ValueError, match="run_entries"):
+        cdxj.SortedIndex(0)
+
+
 def test_a_key_that_cannot_be_written_fails_when_packed_not_when_the_file_closes() -> None:
     entry = cdxj.CdxjEntry("com,h)/\udcff", "20261204071500", 0, {"url": "http://h.com/\udcff"})
     with pytest.raises(UnicodeEncodeError):
