@@ -8,6 +8,10 @@ the file closes, and what one Parquet part's flush adds to the process.
   Then the same packed entries added to a ``cdxj.SortedIndex`` (held ``cdxj.RUN_ENTRIES``
   at a time, the rest in sorted runs on disk) and to a list, and each written: the most
   either held in Python's memory while adding and writing, and the CPU of each.
+- **A bucket's new URLs' cells.** URL seen's merge makes the frontier and seen-set cells of a
+  bucket's ``--bucket`` new URLs from its columns (``schemas/cell_columns.py``): the most
+  Python's allocations held (numpy's arrays included) and the CPU, the rows cut in one
+  gather and ``CUT_ROWS`` at a time.
 - **A flush.** A links/ ``ColumnBuffer`` filled with edge rows shaped like simweb's (13
   links a page) up to ``FLUSH_BYTES`` estimated, as ``_ParquetPartsFn`` fills it, then
   written as the DoFn writes it (``write_table(buffer.take(), ...)``) while this process's
@@ -17,7 +21,8 @@ the file closes, and what one Parquet part's flush adds to the process.
 Both run in the stage that is a round's peak in-process (bench/README.md, "Where a round's
 memory goes").
 
-    python bench/writer_memory.py [--entries 20000] [--index 50000] [--repeat 3] [--out /tmp/part.parquet]
+    python bench/writer_memory.py [--entries 20000] [--index 50000] [--bucket 10000] [--repeat 3]
+                                  [--out /tmp/part.parquet]
 
 To measure another tree, run this file with that tree first on ``PYTHONPATH``.
 """
@@ -37,6 +42,10 @@ from typing import Any
 import pyarrow as pa
 
 from beamcrawl.core.archive import cdxj
+from beamcrawl.schemas import cell_columns
+from beamcrawl.schemas.candidate_block import CandidateBlock
+from beamcrawl.schemas.records import Candidate
+from beamcrawl.state.frontier import block_priorities
 from beamcrawl.transforms import parquet_io
 
 LINKS_A_PAGE = 13
@@ -214,12 +223,70 @@ def _index_once(how: str, made: list[cdxj.CdxjEntry], folder: str) -> int:
     return len(held)
 
 
+def bucket_cells(rows: int, seed: int = 3) -> list[dict[str, Any]]:
+    """A bucket of ``rows`` new URLs (simweb-shaped: ~70-character URLs, 300 hosts) made
+    into their frontier and seen-set cells as URL seen's merge makes them, cut in one
+    gather and ``CUT_ROWS`` rows at a time: for each, the most Python's allocations held
+    (traced) and the CPU (best of three, untraced). The cells are checked equal."""
+    rng = random.Random(seed)
+    block = CandidateBlock.from_candidates(
+        sorted(
+            (
+                Candidate(
+                    fp=rng.getrandbits(64),
+                    url=f"http://docs.site{h:04d}.fr:52705/p/{rng.randint(0, 10**6)}/{rng.randint(0, 10**4)}.html",
+                    host=f"docs.site{h:04d}.fr",
+                    depth=rng.randint(1, 6),
+                    priority=0.5,
+                    source="link",
+                    inlinks=1,
+                    inlink_hosts=(rng.getrandbits(32),),
+                )
+                for h in (rng.randint(0, 299) for _ in range(rows))
+            ),
+            key=lambda c: c.fp,
+        )
+    )
+    priority = block_priorities(block)
+    now_ms = 1_780_000_000_000
+
+    def cells() -> tuple[list[bytes] | None, list[bytes] | None]:
+        return cell_columns.frontier_cells(block, now_ms, priority, ""), cell_columns.queued_cells(block, now_ms)
+
+    out, made = [], []
+    default = cell_columns.CUT_ROWS
+    try:
+        for how, cut in (("one gather", max(rows, 1)), (f"{default:,} rows a gather", default)):
+            cell_columns.CUT_ROWS = cut
+            best = float("inf")
+            for _ in range(3):
+                gc.collect()
+                cpu = time.process_time()
+                result = cells()
+                best = min(best, time.process_time() - cpu)
+            made.append(result)
+            del result
+            gc.collect()
+            tracemalloc.start()
+            try:
+                cells()
+                peak = tracemalloc.get_traced_memory()[1]
+            finally:
+                tracemalloc.stop()
+            out.append({"how": how, "peak_mb": peak / 2**20, "cpu_us": best / rows * 1e6})
+    finally:
+        cell_columns.CUT_ROWS = default
+    assert made[0] == made[1] and made[0][0] is not None, "the cells differ"
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeat", type=int, default=3, help="flushes, each in this process after the last")
     parser.add_argument("--out", default="/tmp/beamcrawl-parquet-flush.parquet")
     parser.add_argument("--entries", type=int, default=20_000, help="index entries to weigh")
     parser.add_argument("--index", type=int, default=50_000, help="entries of the index held and written")
+    parser.add_argument("--bucket", type=int, default=10_000, help="new URLs of the bucket whose cells are made")
     args = parser.parse_args()
     entry, packed = index_bytes(args.entries)
     print(f"index entries ({args.entries:,}): {entry:.0f} B an entry as CdxjEntry, {packed:.0f} B packed\n")
@@ -230,6 +297,11 @@ def main() -> None:
     for _ in range(args.repeat):
         for row in index_runs(args.index):
             print(f"| {row['how']} | {row['peak_mb']:.1f} | {row['cpu_us']:.2f} |")
+    print()
+    print(f"| a bucket's {args.bucket:,} new URLs' cells | most held MB | CPU µs a URL |")
+    print("|---|---:|---:|")
+    for row in bucket_cells(args.bucket):
+        print(f"| {row['how']} | {row['peak_mb']:.1f} | {row['cpu_us']:.2f} |")
     print()
     print(f"Arrow's pool: {pa.default_memory_pool().backend_name}")
     print("| flush | rows | Arrow held before MB | RSS rise MB | Arrow rise MB | CPU s |")

@@ -66,16 +66,27 @@ class _Strings:
         self.longest = int(self.length.max())
 
 
+# Rows whose cells one gather makes: the gather's index is 8 bytes an output byte, so a
+# bucket of 10,000 new URLs cut at once held some 30 MB of index (bench/README.md, "URL
+# seen's rows cut in chunks"); 2,048 rows of ~200-300 B hold 4-5 MB.
+CUT_ROWS = 2_048
+
+
 def _cut(parts: Sequence[tuple[bytes, np.ndarray, np.ndarray]], rows: int) -> list[bytes]:
     """Row ``i``'s cell: the ``i``-th range of each part, parts in order (each part a
-    buffer, and per row a start in it and a length), as one ``bytes``."""
+    buffer, and per row a start in it and a length), as one ``bytes``; ``CUT_ROWS`` rows
+    gathered at a time."""
     bases = np.cumsum([0, *(len(data) for data, _, _ in parts)])[:-1].tolist()
     source = np.frombuffer(b"".join(data for data, _, _ in parts), dtype=np.uint8)
-    starts = np.stack([start + base for (_, start, _), base in zip(parts, bases)], axis=1).ravel()
-    lengths = np.stack([length for _, _, length in parts], axis=1).ravel()
-    joined = source[gather_index(starts, starts + lengths)].tobytes()
-    ends = np.cumsum(lengths.reshape(rows, len(parts)).sum(axis=1)).tolist()
-    return [joined[a:b] for a, b in zip([0, *ends[:-1]], ends)]
+    starts = np.stack([start + base for (_, start, _), base in zip(parts, bases)], axis=1)
+    lengths = np.stack([length for _, _, length in parts], axis=1)
+    cells: list[bytes] = []
+    for at in range(0, rows, CUT_ROWS):
+        first, size = starts[at : at + CUT_ROWS].ravel(), lengths[at : at + CUT_ROWS]
+        joined = source[gather_index(first, first + size.ravel())].tobytes()
+        ends = np.cumsum(size.sum(axis=1)).tolist()
+        cells += [joined[a:b] for a, b in zip([0, *ends[:-1]], ends)]
+    return cells
 
 
 def _fields(heads: np.ndarray) -> list[np.ndarray]:

@@ -1,6 +1,7 @@
 """Smoke test of bench/writer_memory.py: on a small buffer it fills, flushes and measures, and
-the part it writes reads back whole and sorted; index entries weigh less packed, and an index
-sorted in runs holds less than a list of them."""
+the part it writes reads back whole and sorted; index entries weigh less packed, an index
+sorted in runs holds less than a list of them, and a bucket's cells cut in chunks hold less
+than cut at once."""
 
 from __future__ import annotations
 
@@ -44,4 +45,13 @@ def test_an_index_in_runs_holds_less_than_a_list_and_writes_the_same(
     assert set(rows) == {"list, joined", "list", "runs"}  # and the bench checked the files are the same
     assert 0 < rows["runs"]["peak_mb"] < rows["list"]["peak_mb"] / 2
     assert rows["list"]["peak_mb"] < rows["list, joined"]["peak_mb"]
+    assert all(row["cpu_us"] > 0 for row in rows.values())
+
+
+def test_a_buckets_cells_cut_in_chunks_hold_less_and_are_the_same(monkeypatch: pytest.MonkeyPatch) -> None:
+    from beamcrawl.schemas import cell_columns
+
+    monkeypatch.setattr(cell_columns, "CUT_ROWS", 100)
+    rows = {row["how"]: row for row in writer_memory.bucket_cells(2_000)}  # the bench checks the cells equal
+    assert 0 < rows["100 rows a gather"]["peak_mb"] < rows["one gather"]["peak_mb"]
     assert all(row["cpu_us"] > 0 for row in rows.values())

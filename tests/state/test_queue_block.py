@@ -14,6 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from beamcrawl.core.policy.change_rate import importance
+from beamcrawl.schemas import cell_columns
 from beamcrawl.schemas.candidate_block import CandidateBlock
 from beamcrawl.schemas.records import Candidate, FrontierEntry, UrlState, fp_key
 from beamcrawl.state.frontier import QueuedUrls, block_priorities, queue_new_block, queue_new_urls
@@ -90,9 +91,15 @@ def _both(cands: list[Candidate], rows: list[int], now_ms: int, reason: str = ""
 @settings(max_examples=150, deadline=None)
 @given(st.lists(_PLAIN, max_size=20), st.data())
 def test_rows_queued_from_columns_are_those_queued_as_candidates(cands, data):
+    """Whatever the rows, and however many of them each gather cuts (``CUT_ROWS``)."""
     rows = data.draw(st.lists(st.integers(0, max(0, len(cands) - 1)), max_size=len(cands), unique=True))
     reason = data.draw(st.sampled_from(["", "submitted: r", "é"]))
-    queued = _both(cands, rows if cands else [], data.draw(st.integers(0, 2**62)), reason)
+    cut_rows = data.draw(st.sampled_from([1, 2, 3, 7, cell_columns.CUT_ROWS]))
+    default, cell_columns.CUT_ROWS = cell_columns.CUT_ROWS, cut_rows
+    try:
+        queued = _both(cands, rows if cands else [], data.draw(st.integers(0, 2**62)), reason)
+    finally:
+        cell_columns.CUT_ROWS = default
     fits = all(
         -(2**31) <= cands[i].depth < 2**31 and -(2**31) <= cands[i].hops < 2**31 and cands[i].depth >= 0 for i in rows
     )
