@@ -37,6 +37,7 @@ from beamcrawl.core.content.htmlparse import (
 )
 from beamcrawl.core.policy.robots import RobotsRules
 from beamcrawl.core.runtime import gctune
+from beamcrawl.core.urls import hostkeys, urlnorm
 from beamcrawl.core.urls.urlnorm import InvalidURL, fingerprint, host_of, normalize
 from beamcrawl.schemas.records import FetchResult, Link, LinkColumns, ParsedPage
 from beamcrawl.transforms.dead_letter import ERRORS, Outlet, collect
@@ -185,6 +186,14 @@ class _ParseFn(beam.DoFn):
 
     def setup(self) -> None:
         gctune.tune()  # this process moves many small objects per page (core/runtime/gctune.py)
+
+    def finish_bundle(self) -> None:
+        # The URL caches' entries, made all through the bundle (the local runners' is the
+        # round's whole fetch), would keep most of the memory its pages used from going back
+        # to the stages after it (urlnorm.clear_caches says how). A next bundle refills them
+        # within a few pages.
+        urlnorm.clear_caches()
+        hostkeys.clear_caches()
 
     def process(self, result: FetchResult) -> Iterator[ParsedPage]:
         self.received.inc()

@@ -6,13 +6,15 @@ import apache_beam as beam
 from apache_beam.metrics.metric import MetricsFilter
 from apache_beam.testing.test_pipeline import TestPipeline
 from apache_beam.testing.util import assert_that, equal_to
+from url_caches import fill_url_caches, module_caches
 
 from beamcrawl.core.content import textfp
 from beamcrawl.core.content.htmlparse import checksum
+from beamcrawl.core.urls import hostkeys, urlnorm
 from beamcrawl.core.urls.urlnorm import fingerprint
-from beamcrawl.schemas.records import FetchResult, FrontierEntry
+from beamcrawl.schemas.records import FetchResult, FrontierEntry, ParsedPage
 from beamcrawl.transforms.dead_letter import collected
-from beamcrawl.transforms.parse import ParsePages, body_kind, parse_fetch, skipped_counter_name
+from beamcrawl.transforms.parse import ParsePages, _ParseFn, body_kind, parse_fetch, skipped_counter_name
 
 TEXT = " ".join(f"word{i} topic{i % 7} detail{i % 11}" for i in range(60))
 PAGE = f"<html><head><title>T</title></head><body><p>{TEXT}</p><a href='/next'>next</a></body></html>".encode()
@@ -150,3 +152,17 @@ def test_a_parse_cut_is_a_column_of_the_page_event():
     for body, expected in ((deep, "depth"), ("<html><body><a href=/a>a</a>", None)):
         page = parse_fetch(_result(body.encode()), "beamcrawl")
         assert page_event(page, None)["parse_truncated"] == expected
+
+
+def test_a_parse_bundle_leaves_the_url_caches_empty():
+    # The caches' entries, made all through a long bundle, pin the memory its pages used
+    # (bench/README.md, "The URL caches pin the fetch stage's memory"): gone when it ends.
+    fn = _ParseFn("beamcrawl", 1 << 20)
+    fn.setup()
+    fill_url_caches()
+    pages = [p for p in fn.process(_result(PAGE)) if isinstance(p, ParsedPage)]
+    assert [link.url for link in pages[0].links] == ["http://a.test/next"]
+    caches = module_caches(urlnorm) + module_caches(hostkeys)
+    assert sum(c.cache_info().currsize for c in caches) > 0
+    fn.finish_bundle()
+    assert [c.__name__ for c in caches if c.cache_info().currsize] == []

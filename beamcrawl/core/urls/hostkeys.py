@@ -37,7 +37,7 @@ import mmh3
 
 from beamcrawl.core.urls.urlnorm import InvalidURL, normalize_host
 
-__all__ = ["domain_of", "host_key", "hostname_of", "is_ip_key", "shard_of", "split_slot"]
+__all__ = ["clear_caches", "domain_of", "host_key", "hostname_of", "is_ip_key", "shard_of", "split_slot"]
 
 # A key for text that is no host: "~" cannot start a host name, so it never meets a real one.
 _INVALID_PREFIX = "~"
@@ -180,3 +180,10 @@ def shard_of(key: str, shards: int) -> int:
     """The shard in ``range(shards)`` that owns ``key`` (stable across processes, unlike
     ``hash``); any string, lone surrogates included."""
     return mmh3.hash(key.encode("utf-8", "surrogatepass"), seed=0, signed=False) % shards
+
+
+def clear_caches() -> None:
+    """Empties this module's caches of host keys, names and domains: at the end of a long
+    run of pages, as :func:`beamcrawl.core.urls.urlnorm.clear_caches` (which says why)."""
+    for cached in (host_key, hostname_of, domain_of):
+        cached.cache_clear()
