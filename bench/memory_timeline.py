@@ -27,9 +27,15 @@ and keeps a snapshot of the moment the traced total was highest (taken whenever 
 ``--snapshot-step``); it prints that snapshot's largest allocation sites and tracebacks.
 Objects decoded from a stage's input are charged to Beam's decoder, whoever keeps them.
 ``--trim`` calls ``malloc_trim(0)`` after every bundle (what returning free memory would give).
+``--collect`` runs a full ``gc.collect()`` after every bundle and shows what it found: cyclic
+garbage that the raised collection thresholds (``core/runtime/gctune.py``) leave for later,
+and the pymalloc blocks still in use after it. ``--trace-left`` reports, instead of the traced
+stage's highest moment, what its bundles left allocated when they ended (after the collection,
+with ``--collect``): what stays alive past a stage and pins the allocators' arenas.
 
     python bench/memory_timeline.py [--hosts 1000] [--window 20] [--mp] [--sizes]
     python bench/memory_timeline.py --tracemalloc 5 --trace-stage Mark-copies
+    python bench/memory_timeline.py --collect --tracemalloc 6 --trace-stage Fetch --trace-left
 
 Wraps ``FnApiRunner._execute_bundle``, a private method of Beam's runner: a measuring tool,
 not part of beamcrawl. Linux with glibc only (``/proc``, ``mallinfo2``).
@@ -194,6 +200,7 @@ class _Sampler(PeriodicSampler):
         self.snapshot_step = snapshot_step
         self.samples: list[tuple[float, int, int]] = []  # (t, rss, traced)
         self.snapshot: tracemalloc.Snapshot | None = None
+        self.left_snapshot: tracemalloc.Snapshot | None = None  # at a traced stage's end
         self.snapshot_at = (0.0, 0, 0)  # (t, rss, traced) when the snapshot was taken
         self.peak_traced = 0
         self.peak_rss = 0
@@ -229,10 +236,20 @@ class _Recorder:
     """Wraps the runner's bundle execution: (stage, t0, t1, rss before, rss after, held after)."""
 
     def __init__(
-        self, sampler: _Sampler, trace_stage: str = "", frames: int = 0, sizes: bool = False, trim: bool = False
+        self,
+        sampler: _Sampler,
+        trace_stage: str = "",
+        frames: int = 0,
+        sizes: bool = False,
+        trim: bool = False,
+        collect: bool = False,
     ) -> None:
         self.sampler = sampler
         self.trim = trim
+        self.collect = collect
+        # After each bundle, with collect: the allocators before a full collection, the
+        # objects it found unreachable, the allocators after it.
+        self.collected: list[tuple[dict[str, int], int, dict[str, int]]] = []
         self.sizes = sizes
         self.trace_stage = trace_stage
         self.frames = frames
@@ -251,8 +268,13 @@ class _Recorder:
             try:
                 return original(runner, ctx, bundle_ctx, *args, **kwargs)
             finally:
+                if recorder.collect:
+                    # The allocators' figures below are after the collection; what it found
+                    # is shown beside them (the stage's own figures are without --collect).
+                    recorder.collected.append((allocators(), gc.collect(), allocators()))
                 if traced:
                     recorder.sampler.sample()
+                    recorder.sampler.left_snapshot = tracemalloc.take_snapshot()
                     tracemalloc.stop()
                 if recorder.trim:
                     malloc_trim()
@@ -287,6 +309,9 @@ def report(recorder: _Recorder, sampler: _Sampler, t_start: float, pages: int, t
             runs[-1][7] += 1
         else:
             runs.append([stage, t0, t1, r0, r1, held, alloc, 1])
+    run_of = []  # each bundle's row in the table
+    for i, bundle in enumerate(recorder.bundles):
+        run_of.append(0 if i == 0 else run_of[-1] + (bundle[0] != recorder.bundles[i - 1][0]))
     shown = sorted(range(len(runs)), key=lambda i: -(runs[i][2] - runs[i][1]))[:top]
     peak_in = [i for i, r in enumerate(runs) if r[1] <= peak_t <= r[2]]
     for i, (stage, t0, t1, r0, r1, held, alloc, n) in enumerate(runs):
@@ -309,6 +334,20 @@ def report(recorder: _Recorder, sampler: _Sampler, t_start: float, pages: int, t
             )
     if held_lines:
         lines += ["", "What the runner holds after each stage (buffers of 2 MB or more, MB):", "", *held_lines]
+    if recorder.collected:
+        lines += [
+            "",
+            "A full collection after each bundle (`--collect`; the table's allocators are after it), where it "
+            "found 1,000 objects or more: objects found unreachable; pymalloc arenas (in use) before → after, MB:",
+            "",
+        ]
+        for i, (before, found, after) in enumerate(recorder.collected):
+            if found >= 1_000:
+                lines.append(
+                    f"- #{run_of[i]}: {found:,} objects; {before.get('pymalloc_arenas', 0) / MB:,.0f} "
+                    f"({before.get('pymalloc_used', 0) / MB:,.0f}) → {after.get('pymalloc_arenas', 0) / MB:,.0f} "
+                    f"({after.get('pymalloc_used', 0) / MB:,.0f})"
+                )
     for i in peak_in:
         lines += ["", f"The peak's stage, whole: {_short(runs[i][0], 10_000)}"]
     if sampler.peak_allocators:
@@ -329,16 +368,26 @@ def _alloc_cell(alloc: dict[str, int]) -> str:
     )
 
 
-def tracemalloc_report(sampler: _Sampler, t_start: float, frames: int, top: int) -> str:
-    snap = sampler.snapshot
+def tracemalloc_report(sampler: _Sampler, t_start: float, frames: int, top: int, left: bool = False) -> str:
+    snap = sampler.left_snapshot if left else sampler.snapshot
     if snap is None:
         return "(no tracemalloc snapshot)"
     t, rss, traced = sampler.snapshot_at
     snap = snap.filter_traces((tracemalloc.Filter(False, tracemalloc.__file__),))
+    if left:
+        held = sum(stat.size for stat in snap.statistics("filename"))
+        head = (
+            f"What the traced stage's last bundle left allocated when it ended: {held / MB:,.0f} MB "
+            f"(highest traced total {sampler.peak_traced / MB:,.0f} MB)"
+        )
+    else:
+        head = (
+            f"tracemalloc snapshot at +{t - t_start:.1f} s: traced {traced / MB:,.0f} MB of RSS {rss / MB:,.0f} MB "
+            f"(highest traced total {sampler.peak_traced / MB:,.0f} MB)"
+        )
     lines = [
         "",
-        f"tracemalloc snapshot at +{t - t_start:.1f} s: traced {traced / MB:,.0f} MB of RSS {rss / MB:,.0f} MB "
-        f"(highest traced total {sampler.peak_traced / MB:,.0f} MB)",
+        head,
         "",
         "Largest allocation lines:",
         "",
@@ -401,6 +450,16 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="malloc_trim(0) after every bundle: what returning malloc's free memory would give",
     )
+    p.add_argument(
+        "--collect",
+        action="store_true",
+        help="a full gc.collect() after every bundle: the cyclic garbage each stage leaves for later",
+    )
+    p.add_argument(
+        "--trace-left",
+        action="store_true",
+        help="with --tracemalloc: report what the traced stage left allocated at its end, not its highest moment",
+    )
     p.add_argument("--snapshot-step", type=float, default=0.05, help="re-snapshot when the traced total grew by this")
     p.add_argument("--top", type=int, default=20, help="stages (and allocation sites) shown")
     args = p.parse_args(argv)
@@ -416,14 +475,14 @@ def main(argv: list[str] | None = None) -> int:
         t_start = time.monotonic()
         sampler.start()
         with _Recorder(
-            sampler, args.trace_stage if args.tracemalloc else "", args.tracemalloc, args.sizes, args.trim
+            sampler, args.trace_stage if args.tracemalloc else "", args.tracemalloc, args.sizes, args.trim, args.collect
         ) as recorder:
             reports = measured_round()
         sampler.stop()
     print(report(recorder, sampler, t_start, int(reports[-1]["responses"]), args.top))
     print(waiting_line(reports[-1]))
     if args.tracemalloc:
-        print(tracemalloc_report(sampler, t_start, args.tracemalloc, args.top))
+        print(tracemalloc_report(sampler, t_start, args.tracemalloc, args.top, args.trace_left))
     return 0
 
 
