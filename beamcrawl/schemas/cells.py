@@ -2,9 +2,9 @@
 
 A new URL costs a frontier row and a seen-set row, a fetch its outcome and revisit state in
 the seen set and its next visit's frontier row (and, before its request, the host's clock),
-a new original a content row and 20 simhash-table rows. Their cells were JSON objects (field
-names and all, ~200-500 bytes, and ``json.loads`` to read); here each is a struct of its
-fixed fields and length-prefixed UTF-8 strings. The first byte names the format and its
+a new original a content row and a simhash-table row a table (ten or twenty). Their cells
+were JSON objects (field names and all, ~200-500 bytes, and ``json.loads`` to read); here
+each is a struct of its fixed fields and length-prefixed UTF-8 strings. The first byte names the format and its
 version: a byte below 0x20 that is not JSON whitespace, which JSON text can never start
 with, so every decoder tells a binary cell from a JSON one by that byte and reads both: a
 store written before keeps reading, with no migration.
@@ -22,7 +22,7 @@ byte   cell                          layout after the byte (little-endian)
 0x03   content ``c:json``            flags B, fetched_at d, distance q, round q, lengths
                                      3×H, url, kind, digest
 0x04   simhash, first table          flags B, round q, url length H, url
-0x05   simhash, other 19 tables      nothing: the first table's cell names the original
+0x05   simhash, the other tables     nothing: the first table's cell names the original
                                      and its round (transforms/content_seen.py)
 0x06   seen set ``u:o``              flags B, status q, fetched_at_ms q, lengths 4×H (url,
                                      state, checksum, error), the bytes
@@ -96,7 +96,7 @@ SIMHASH_SEEN = 0x05
 OUTCOME = 0x06
 REVISIT = 0x07
 CLOCK = 0x08
-# The cell of the other 19 simhash tables: the fingerprint is in its qualifier, the original's
+# The cell of the other simhash tables: the fingerprint is in its qualifier, the original's
 # name and round in the first table's cell, so it holds nothing else.
 SIMHASH_SEEN_CELL = bytes((SIMHASH_SEEN,))
 _REVISIT_BYTE = bytes((REVISIT,))
@@ -566,7 +566,7 @@ def encode_simhash_named(url: str, round_no: int | None) -> bytes | None:
 
 
 def decode_simhash(raw: bytes) -> tuple[str | None, int | None]:
-    """``(url, round)`` of a binary simhash cell; both None in the cells of the other 19
+    """``(url, round)`` of a binary simhash cell; both None in the cells of the other
     tables (the first table's names the original and its round).
 
     Raises:

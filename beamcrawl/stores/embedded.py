@@ -83,6 +83,10 @@ class EmbeddedStore(Store):
     """
 
     write_batch: int = 100_000
+    # Ten simhash tables, not twenty: every row is a B-tree insert under the file's one write
+    # lock (two workers take turns), and a file holds far fewer pages than the 10^8-10^10
+    # the twenty are for (core/content/textfp.py).
+    simhash_tables: int = 10
     read_chunk: int = 4_096
     keys_chunk: int = 2_000
     # Measured (100k-row table, warm cache): a keys-only scan 1.6 us/key, read_keys

@@ -12,13 +12,14 @@ Tables (docs/ARCHITECTURE.md §2):
     frontier  queued URLs, keyed by 8-byte due time (ms since epoch) + 8-byte fingerprint
     hosts     host records (delay, last fetch, robots cache), keyed by host name
     policies  operator policies per host, keyed by host name
-    meta      crawl-wide rows: the round counter and the round lease
+    meta      crawl-wide rows: the round counter, the round lease, the simhash tables' layout
     domains   per registered domain budget state (linking domains, pages used, known host
               names, seed credit), keyed by the domain name
     content   the content-seen set: where the page with a payload is kept, keyed by the
               8-byte big-endian payload checksum (transforms/content_seen.py)
-    simhash   kept pages' simhashes in 20 permuted tables, keyed by a table byte and the
-              leading bits of the permuted fingerprint (core/content/textfp.py)
+    simhash   kept pages' simhashes in permuted tables (ten or twenty, as the store recorded
+              in meta: state/simhash_layout.py), keyed by a table byte and the leading bits
+              of the permuted fingerprint (core/content/textfp.py)
 """
 
 from __future__ import annotations
@@ -84,6 +85,12 @@ class Store(abc.ABC):
     # scan. Batch joins use it to choose between scanning a key range and reading just
     # the keys they need (transforms/url_seen.py).
     keyset_cost_ratio: float = 4.0
+    # The simhash tables a new store of this kind keeps for near copies (20 or 10: the
+    # layouts of core/content/textfp.py). Each table is a row a stored page; fewer tables
+    # mean fewer rows to write and more fingerprints read a lookup, which a store sized for
+    # billions of pages cannot afford. A store keeps the layout its first round recorded
+    # (transforms/content_seen.py, simhash_layout).
+    simhash_tables: int = 20
 
     @abc.abstractmethod
     def read_range(
@@ -113,7 +120,7 @@ class Store(abc.ABC):
         (a cell given twice keeps the later value). Meant for a sorted run; a row's cells
         are atomic together only where they are adjacent.
 
-        For rows written whole in great numbers (20 simhash-table rows a new original),
+        For rows written whole in great numbers (a simhash-table row a table a new original),
         where a Mutation and a dict a row cost more than the write. The default makes one
         Mutation of each run of one key's cells and applies them with :meth:`mutate` (on
         Bigtable, MutateRows requests of neighbouring keys); a backend that can write

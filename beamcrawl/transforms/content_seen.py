@@ -12,15 +12,17 @@ Every fetched page with a 2xx payload is checked; HTML pages also by their text:
    the first time may be shared by several pages of this round; exactly one of them, the
    first by :func:`order_key`, goes on as the candidate original, and the others are its
    copies.
-2. **Near copies.** Each new candidate's simhash (``core/content/textfp.py``) is looked up in the 20
-   permuted tables of the ``simhash`` table: for table ``t`` its row key is the table byte and
-   the leading 31–33 bits of the permuted fingerprint, so any stored fingerprint within 3 bits
-   shares that row in at least one table. Candidates are bucketed by (table, top bits of the
+2. **Near copies.** Each new candidate's simhash (``core/content/textfp.py``) is looked up in the
+   permuted tables of the ``simhash`` table, ten or twenty as the store recorded when its first
+   round chose (``state/simhash_layout.py``: ten on the embedded store, twenty on Bigtable):
+   for table ``t`` its row key is the table byte and the leading bits of the permuted
+   fingerprint (24–26 of ten tables, 31–33 of twenty), so any stored fingerprint within 3
+   bits shares that row in at least one table. Candidates are bucketed by (table, top bits of the
    permuted fingerprint), grouped, sorted, and merged against the stored rows of their keys in
    one pass; every fingerprint in a shared row is checked for a Hamming distance of at most
    3, and so is every pair of this round's candidates that share a row. A candidate crosses
-   that shuffle 20 times, so it goes by its simhash and 8-byte URL fingerprint only, never
-   its URL, and its evidence is combined per URL fingerprint.
+   that shuffle once a group of tables, so it goes by its simhash and 8-byte URL fingerprint
+   only, never its URL, and its evidence is combined per URL fingerprint.
 3. **One original, deterministically.** A page is a near copy when it is within 3 bits of an
    original kept in an earlier round, or of an original of this round that comes first by
    :func:`order_key` (a URL without a query first, then the shorter, then the smaller). This
@@ -31,8 +33,8 @@ Every fetched page with a 2xx payload is checked; HTML pages also by their text:
    the same. Two URLs of one round with one 64-bit fingerprint share one name and one
    decision (which may then be wrong for one of them); nothing fails.
 4. **Record.** After the decision, each new checksum is written to ``content`` (naming the
-   original, or for a near copy the page it is near) and each new original's simhash to the
-   20 rows of ``simhash``. Rows carry the round that wrote them; rows of this round or a later
+   original, or for a near copy the page it is near) and each new original's simhash to its
+   row of every table of ``simhash``. Rows carry the round that wrote them; rows of this round or a later
    one are ignored, so a rerun of a crashed round decides afresh rather than from its own
    half-written decisions.
 
@@ -51,9 +53,9 @@ table      key                                       cells
 content    8-byte big-endian checksum                ``c:json`` (binary, ``schemas/cells.py``;
                                                      JSON in older rows): url, kind,
                                                      fetched_at, digest, distance, round
-simhash    table byte + 5-byte left-aligned prefix   ``s:<fp hex><url fp hex>``: url and round
-                                                     in the first table; one format byte in
-                                                     the other 19 (older rows: JSON, the
+simhash    table byte + left-aligned prefix (4       ``s:<fp hex><url fp hex>``: url and round
+           bytes of ten tables, 5 of twenty)         in the first table; one format byte in
+                                                     the others (older rows: JSON, the
                                                      round alone, or url in all)
 =========  ========================================  ==========================================
 
@@ -84,7 +86,8 @@ pending pairs, to name them, and with its near decisions, to settle: a worker ho
 part's decisions, and content seen reads no side input. What crosses the table-bucket
 shuffle is a bundle's ``(simhash, url fingerprint)`` pairs of a bucket as one block of
 16-byte items, a bucket serving every table whose permuted fingerprints begin with the same
-bits (four groups of the twenty tables), so that a candidate crosses four times, not twenty.
+bits (four groups of the ten or twenty tables), so that a candidate crosses four times, not
+once a table.
 
 Governed by: the bucket bits (at least 2^bits buckets, more when the content-seen set is
 large), ``path`` (scan / keyset / auto), and the round number.
@@ -123,6 +126,7 @@ from beamcrawl.core.urls.urlnorm import fingerprint
 from beamcrawl.schemas import cells as cellfmt
 from beamcrawl.schemas.probe_block import ProbeBlock
 from beamcrawl.schemas.records import Packed, PageBatch, ParsedPage, Probe, evolve, fp_key, key_fp, shuffled
+from beamcrawl.state.simhash_layout import simhash_layout
 import beamcrawl.schemas.coders  # noqa: F401  (registers the record coders the output types name)
 from beamcrawl.stores.base import Cell, Mutation, Store, open_store
 from beamcrawl.transforms.dead_letter import ERRORS, Outlet, collect
@@ -167,7 +171,7 @@ CONTENT_TABLE = "content"
 SIMHASH_TABLE = "simhash"
 CONTENT_CELL = "c:json"
 SIMHASH_FAMILY = "s"
-# New originals' rows written per store call: 20 simhash-table rows per original land on
+# New originals' rows written per store call: a simhash-table row a table per original land on
 # random keys, so they are written in large batches, which share B-tree pages (see
 # EmbeddedStore.write_batch; ~5,000 originals, some 15 MB of mutations).
 WRITE_BATCH = 100_000
@@ -880,7 +884,7 @@ def simhash_row_cells(probe: Probe, round_no: int | None, layout: textfp.TableLa
     ``(row key, column, value)`` for ``Store.write_cells``.
 
     The first table's cell names the original and the round that wrote it (binary,
-    ``schemas/cells.py``: 12 bytes and the URL); the other 19 tables' cells hold nothing but
+    ``schemas/cells.py``: 12 bytes and the URL); the other tables' cells hold nothing but
     their format byte (the fingerprints are in the qualifier). A match found there is named
     from the first table's cell (:func:`names_from_rows`), and counts only if that cell's
     round does: the same originals are found as when each cell carried its round. Rows
@@ -1219,7 +1223,7 @@ class _MergePrefixesFn(_StoreJoinFn):
 
     def finish_bundle(self) -> Iterator[WindowedValue]:
         # One evidence a candidate a bundle, not one a table: a page near a stored original
-        # matches it in up to 20 tables, each naming the original's URL.
+        # matches it in up to every table, each naming the original's URL.
         for item in self.found.items():
             yield GlobalWindows.windowed_value(item)
         self.found = {}
@@ -1387,8 +1391,8 @@ class _SettleFn(beam.DoFn):
     def _flush(self) -> None:
         if self.store is not None:
             # Each table's rows as one sorted run (one transaction on the embedded store,
-            # MutateRows requests of neighbouring keys on Bigtable); the 20 simhash-table
-            # rows of an original as cells, with no Mutation and dict made for each.
+            # MutateRows requests of neighbouring keys on Bigtable); the simhash-table
+            # rows of an original (one a table) as cells, with no Mutation and dict made for each.
             self.store.write_cells(SIMHASH_TABLE, sorted_cells(self.hashes))
             self.store.mutate(CONTENT_TABLE, sorted_run(self.content))
             self.rows.inc(len(self.content) + len(self.hashes))
@@ -1690,7 +1694,8 @@ class FindDuplicateContent(beam.PTransform):
         keyset_cost_ratio: Cost of a key-set read per key, in scanned keys; default the
             store's.
         max_distance: Most differing simhash bits of a near copy (the layout must find them).
-        layout: The permuted tables' layout (part of the stored keys).
+        layout: The permuted tables' layout (part of the stored keys); default the one the
+            store recorded, or chooses and records now (``state/simhash_layout.py``).
         record: Whether to write the new originals (False: decide only, e.g. a dry run).
         staging: Where the pages wait for the copies: a folder of the round's staging
             (``outputs.staged(PAGE_BATCHES)``, never committed), in batch files of at most
@@ -1717,7 +1722,7 @@ class FindDuplicateContent(beam.PTransform):
         stored_rows: int | None = None,
         keyset_cost_ratio: float | None = None,
         max_distance: int = textfp.MAX_DISTANCE,
-        layout: textfp.TableLayout = textfp.LAYOUT,
+        layout: textfp.TableLayout | None = None,
         record: bool = True,
         staging: str | None = None,
         batch_pages: int = BATCH_PAGES,
@@ -1729,7 +1734,7 @@ class FindDuplicateContent(beam.PTransform):
         super().__init__()
         if path not in ("auto", "scan", "keyset"):
             raise ValueError(f"path must be auto, scan or keyset, got {path!r}")
-        if max_distance > layout.max_distance:
+        if layout is not None and max_distance > layout.max_distance:
             raise ValueError(f"the layout finds at most {layout.max_distance} differing bits")
         self.store_uri = store_uri
         self.round_no = round_no
@@ -1749,18 +1754,24 @@ class FindDuplicateContent(beam.PTransform):
         self.probes_held = probes_held
         self.bits = bits  # the chosen count, set by expand()
 
-    def _size(self) -> tuple[int, float]:
-        """Reads what sizing needs from the store, once, when the pipeline is built."""
-        if self.stored_rows is None or self.keyset_cost_ratio is None:
+    def _size(self) -> tuple[int, float, textfp.TableLayout]:
+        """Reads what sizing needs from the store, and the layout of its simhash tables
+        (``state/simhash_layout.py``: chosen and recorded if the store has none), once, when
+        the pipeline is built."""
+        if self.stored_rows is None or self.keyset_cost_ratio is None or self.layout is None:
             with open_store(self.store_uri) as store:
                 if self.stored_rows is None:
                     self.stored_rows = store.estimate_rows(CONTENT_TABLE)
                 if self.keyset_cost_ratio is None:
                     self.keyset_cost_ratio = float(store.keyset_cost_ratio)
-        return self.stored_rows, self.keyset_cost_ratio  # type: ignore[return-value]
+                if self.layout is None:
+                    self.layout = simhash_layout(store, record=self.record)
+        if self.max_distance > self.layout.max_distance:
+            raise ValueError(f"the layout finds at most {self.layout.max_distance} differing bits")
+        return self.stored_rows, self.keyset_cost_ratio, self.layout  # type: ignore[return-value]
 
     def expand(self, pages: beam.PCollection) -> beam.PCollection:
-        rows, ratio = self._size()
+        rows, ratio, layout = self._size()
         self.bits = choose_bucket_bits(rows, min_bits=self.min_bits, max_bits=self.max_bits)
         join = dict(store_uri=self.store_uri, round_no=self.round_no, rows=rows, ratio=ratio, path=self.path)
 
@@ -1791,13 +1802,13 @@ class FindDuplicateContent(beam.PTransform):
         merged = (
             new
             | "Bucket by table and permuted prefix"
-            >> beam.ParDo(_BucketPrefixesFn(self.bits, self.layout, self.probes_held)).with_output_types(
+            >> beam.ParDo(_BucketPrefixesFn(self.bits, layout, self.probes_held)).with_output_types(
                 tuple[tuple[int, int], bytes]
             )
             | "Group by table bucket" >> beam.GroupByKey()
             | "Sort-merge with simhash tables"
             >> beam.ParDo(
-                _MergePrefixesFn(bits=self.bits, max_distance=self.max_distance, layout=self.layout, **join)
+                _MergePrefixesFn(bits=self.bits, max_distance=self.max_distance, layout=layout, **join)
             ).with_outputs(_MergePrefixesFn.CROWDED, main="evidence")
         )
         evidence = merged.evidence | "Combine evidence per page" >> beam.CombinePerKey(_merge_all)
@@ -1816,9 +1827,9 @@ class FindDuplicateContent(beam.PTransform):
             {NEW: new_parts, NEAR: closest}
             | "Join new content and its near copies" >> beam.CoGroupByKey()
             | "Decide and record new content"
-            >> beam.ParDo(
-                _SettleFn(self.store_uri, self.round_no, self.layout, self.record, self.new_staging)
-            ).with_outputs(ERRORS, main="copies")
+            >> beam.ParDo(_SettleFn(self.store_uri, self.round_no, layout, self.record, self.new_staging)).with_outputs(
+                ERRORS, main="copies"
+            )
         )
         collect(settled[ERRORS])
         copies = (checked["copies"], settled.copies) | "All copies" >> beam.Flatten()

@@ -77,6 +77,8 @@ from beamcrawl.transforms.content_seen import (
     unpack_items,
 )
 
+from beamcrawl.state.simhash_layout import LAYOUT_CELL, LAYOUT_KEY, recorded_layout
+
 import content_seen_reference as before
 
 HTML = "text/html; charset=utf-8"
@@ -722,7 +724,41 @@ def test_copies_in_one_round(store_uri):
     near_row = [r for r in content.values() if r.kind == "near"]
     assert [(r.url, r.round) for r in near_row] == [("http://site.com/a", 1)]
     assert {len(cells) for _, cells in simhash_rows} == {1}
-    assert len(simhash_rows) == 2 * 20  # two HTML originals (a, b) in 20 tables
+    # A new embedded store keeps ten tables (state/simhash_layout.py), and says so.
+    assert len(simhash_rows) == 2 * 10  # two HTML originals (a, b) in 10 tables
+    with open_store(store_uri) as store:
+        assert recorded_layout(store) == textfp.TEN_TABLES
+
+
+def test_a_store_whose_simhash_rows_predate_the_record_keeps_twenty_tables(store_uri):
+    """A store written before layouts were recorded holds its rows in the twenty tables: the
+    next round reads them there (and records so), and its new originals go there too."""
+    run(store_uri, round_one(), round_no=1, layout=textfp.LAYOUT)  # as earlier versions wrote
+    with open_store(store_uri) as store:
+        assert recorded_layout(store) is None
+        assert len(list(store.read_range(SIMHASH_TABLE))) == 2 * 20
+    a = article(1)
+    near = list(a)
+    near[50] = "another"
+    got, counters = run(
+        store_uri,
+        [page("http://new.org/near", html(near), at=502.0), page("http://new.org/c", html(article(3)), at=503.0)],
+        round_no=2,
+    )
+    assert got["http://new.org/near"][:2] == ("http://site.com/a", "near")
+    assert got["http://new.org/c"][0] is None and counters["new_originals"] == 1
+    with open_store(store_uri) as store:
+        assert recorded_layout(store) == textfp.LAYOUT
+        assert len(list(store.read_range(SIMHASH_TABLE))) == 3 * 20  # a, b, then c
+
+
+def test_a_recorded_layout_is_kept_whatever_the_store_would_choose(store_uri):
+    """An embedded store that recorded the twenty tables keeps them, though a new one takes ten."""
+    with open_store(store_uri) as store:
+        assert store.check_and_set("meta", LAYOUT_KEY, LAYOUT_CELL, None, textfp.layout_name(textfp.LAYOUT).encode())
+    run(store_uri, round_one(), round_no=1)
+    with open_store(store_uri) as store:
+        assert len(list(store.read_range(SIMHASH_TABLE))) == 2 * 20
 
 
 def test_one_original_whatever_the_input_order(store_uri, tmp_path):

@@ -57,8 +57,13 @@ layout                        tables  prefix bits  read per lookup, 10^9 stored
 ============================  ======  ===========  ================================
 
 A crawl that keeps 10^8–10^10 pages needs the 20-table layout (the paper's own choice at
-8 billion); the 4-table one is only reasonable below ~10^6. The layout is part of the
-stored keys: change :data:`LAYOUT` and the simhash table must be rebuilt.
+8 billion); the 4-table one is only reasonable below ~10^6. Between them, the 10-table layout
+(:data:`TEN_TABLES`) reads ~4 fingerprints a lookup at 10^7 stored pages and ~40 at 10^8, for
+half the rows a page: what a store with one writer at a time is made for (the embedded store,
+where every row is a B-tree insert under the file's single write lock). The layout is part of
+the stored keys, so a store keeps the one it began with: it is recorded in the store when the
+first round chooses it (:func:`layout_name`, :func:`parse_layout`; ``transforms/content_seen.py``
+``simhash_layout``), and a store holding simhash rows from before that record used :data:`LAYOUT`.
 """
 
 from __future__ import annotations
@@ -80,16 +85,20 @@ from beamcrawl.core.content.sniff import decode_html
 __all__ = [
     "COMPILED",
     "LAYOUT",
+    "LAYOUTS",
     "MAX_DISTANCE",
     "MIN_FEATURES",
     "SHINGLE_WORDS",
     "STOP_WORDS",
+    "TEN_TABLES",
     "WORD_WEIGHT",
     "TableLayout",
     "feature_hash",
     "features",
     "hamming",
     "html_simhash",
+    "layout_name",
+    "parse_layout",
     "permutations",
     "permute",
     "prefix_bits",
@@ -772,9 +781,43 @@ class TableLayout:
         return out
 
 
-#: The layout of the stored simhash tables (20 tables, 31–33-bit prefixes, k = 3).
+#: The 20-table layout (31–33-bit prefixes, k = 3): Cloud Bigtable's, and every store's whose
+#: simhash rows predate the recorded layout.
 LAYOUT = TableLayout()
 assert LAYOUT.max_distance == MAX_DISTANCE
+
+#: The 10-table layout (24–26-bit prefixes, k = 3): half the rows a stored page, for stores of
+#: up to some 10^8 pages (the embedded store's).
+TEN_TABLES = TableLayout((13, 13, 13, 13, 12), 2)
+assert TEN_TABLES.max_distance == MAX_DISTANCE
+
+#: The layouts a store may record, by the number of tables.
+LAYOUTS = {len(layout.orders): layout for layout in (LAYOUT, TEN_TABLES)}
+
+
+def layout_name(layout: TableLayout) -> str:
+    """How a store records a layout: the block widths, then the leading blocks
+    (``"13,13,13,13,12/2"``)."""
+    return ",".join(map(str, layout.widths)) + f"/{layout.leading}"
+
+
+def parse_layout(name: str) -> TableLayout:
+    """The layout a store recorded (:func:`layout_name`).
+
+    Raises:
+        ValueError: Not a layout's name, or one that does not find every fingerprint within
+            :data:`MAX_DISTANCE` bits.
+    """
+    widths, sep, leading = name.partition("/")
+    try:
+        if not sep:
+            raise ValueError("no '/'")
+        layout = TableLayout(tuple(int(w) for w in widths.split(",")), int(leading))
+    except ValueError as exc:
+        raise ValueError(f"not a simhash table layout: {name[:80]!r} ({exc})") from None
+    if layout.max_distance != MAX_DISTANCE or len(layout.orders) > 255:
+        raise ValueError(f"simhash table layout {name!r} does not find copies {MAX_DISTANCE} bits apart")
+    return layout
 
 
 def permutations(layout: TableLayout = LAYOUT) -> tuple[tuple[int, ...], ...]:

@@ -13,11 +13,15 @@ from hypothesis import strategies as st
 
 from beamcrawl.core.content.textfp import (
     LAYOUT,
+    LAYOUTS,
     MAX_DISTANCE,
+    TEN_TABLES,
     TableLayout,
     features,
     hamming,
     html_simhash,
+    layout_name,
+    parse_layout,
     permutations,
     permute,
     prefix_bits,
@@ -254,26 +258,60 @@ def test_each_table_is_one_key_range_sorted_by_permuted_fingerprint(a, b, t):
     assert (ka == kb) == (a >> (64 - width) == b >> (64 - width))
 
 
+def test_ten_tables_are_half_the_rows_of_24_to_26_bit_prefixes():
+    assert len(TEN_TABLES.orders) == 10 and TEN_TABLES.max_distance == MAX_DISTANCE
+    assert set(TEN_TABLES.prefix_widths) == {25, 26} and TEN_TABLES.key_bytes == 4
+    assert LAYOUTS == {20: LAYOUT, 10: TEN_TABLES}
+    # A fingerprint crosses the table-bucket shuffle once a group: four groups, as for twenty.
+    assert [len(g) for g in TEN_TABLES.bucket_groups(8)] == [4, 3, 2, 1]
+
+
+@pytest.mark.parametrize("layout", [LAYOUT, TEN_TABLES], ids=["twenty", "ten"])
+def test_a_layout_is_recorded_by_a_name_that_reads_back(layout):
+    name = layout_name(layout)
+    assert parse_layout(name) == layout
+    assert name == {20: "11,11,11,11,10,10/3", 10: "13,13,13,13,12/2"}[len(layout.orders)]
+
+
+@settings(max_examples=200)
+@given(st.text(max_size=30))
+def test_a_recorded_name_that_is_no_layout_is_refused_with_its_reason(name):
+    try:
+        layout = parse_layout(name)
+    except ValueError as exc:
+        assert "layout" in str(exc) and "\n" not in str(exc)
+    else:  # whatever reads as a layout finds every copy 3 bits apart, and names itself
+        assert layout.max_distance == MAX_DISTANCE
+        assert parse_layout(layout_name(layout)) == layout
+
+
+def test_names_of_layouts_that_miss_copies_are_refused():
+    for name in ("11,11,11,11,10,10/2", "32,32/1", "13,13,13,13,12", "13,13,13,13,12/x", "64/0", ""):
+        with pytest.raises(ValueError, match="layout"):
+            parse_layout(name)
+
+
 @settings(max_examples=500)
-@given(fingerprints, st.sets(st.integers(min_value=0, max_value=63), max_size=3))
-def test_fingerprints_within_3_bits_share_a_table(fp, flips):
+@given(fingerprints, st.sets(st.integers(min_value=0, max_value=63), max_size=3), st.sampled_from([LAYOUT, TEN_TABLES]))
+def test_fingerprints_within_3_bits_share_a_table(fp, flips, layout):
     other = fp
     for bit in flips:
         other ^= 1 << bit
-    assert shares_a_table(fp, other)
+    assert shares_a_table(fp, other, layout)
 
 
-def test_every_3_bit_difference_shares_a_table_exhaustively():
+@pytest.mark.parametrize("layout", [LAYOUT, TEN_TABLES], ids=["twenty", "ten"])
+def test_every_3_bit_difference_shares_a_table_exhaustively(layout):
     """All C(64,3) + C(64,2) + 64 neighbours of one fingerprint, every table at once."""
     fp = random.Random(9).getrandbits(64)
     masks = [sum(1 << b for b in bits) for k in (1, 2, 3) for bits in itertools.combinations(range(64), k)]
     others = np.array([fp ^ m for m in masks], dtype=np.uint64)
     shared = np.zeros(len(masks), dtype=bool)
     mine = np.array([fp], dtype=np.uint64)
-    for t, width in enumerate(LAYOUT.prefix_widths):
+    for t, width in enumerate(layout.prefix_widths):
         shift = np.uint64(64 - width)
-        own = LAYOUT.permute_many(mine, t)[0] >> shift
-        shared |= (LAYOUT.permute_many(others, t) >> shift) == own
+        own = layout.permute_many(mine, t)[0] >> shift
+        shared |= (layout.permute_many(others, t) >> shift) == own
     assert shared.all()
     assert len(masks) == 41664 + 2016 + 64
 

@@ -1,0 +1,73 @@
+"""Which simhash tables a store keeps (state/simhash_layout.py), on the embedded store and on
+the Bigtable emulator: chosen once, recorded, then kept."""
+
+from __future__ import annotations
+
+import pytest
+
+from beamcrawl.core.content import textfp
+from beamcrawl.state import simhash_layout as sl
+from beamcrawl.stores.base import Mutation, StoreError, open_store
+
+
+@pytest.fixture(params=["embedded", "bigtable"])
+def store_uri(request: pytest.FixtureRequest, tmp_path) -> str:
+    if request.param == "embedded":
+        return f"sqlite:///{tmp_path}/store.sqlite"
+    return request.getfixturevalue("bigtable_uri")
+
+
+def _own(uri: str) -> textfp.TableLayout:
+    return textfp.TEN_TABLES if uri.startswith("sqlite") else textfp.LAYOUT
+
+
+def test_a_new_store_takes_its_kinds_tables_and_records_them(store_uri):
+    with open_store(store_uri) as store:
+        assert sl.recorded_layout(store) is None
+        chosen = sl.simhash_layout(store)
+        assert chosen == _own(store_uri) and len(chosen.orders) == store.simhash_tables
+        assert sl.recorded_layout(store) == chosen
+        raw = store.read_keys("meta", [sl.LAYOUT_KEY])[sl.LAYOUT_KEY][sl.LAYOUT_CELL]
+        assert raw == textfp.layout_name(chosen).encode()
+        assert sl.simhash_layout(store) == chosen  # read back, not chosen again
+
+
+def test_a_store_holding_simhash_rows_and_no_record_keeps_twenty_tables(store_uri):
+    with open_store(store_uri) as store:
+        store.mutate("simhash", [Mutation.set(b"\x05" + bytes(5), {"s:" + "ab" * 16: b"\x05"})])
+        assert sl.default_layout(store) == textfp.LAYOUT
+        assert sl.simhash_layout(store) == textfp.LAYOUT
+        assert sl.recorded_layout(store) == textfp.LAYOUT
+
+
+def test_a_job_that_records_nothing_leaves_the_choice_unrecorded(store_uri):
+    with open_store(store_uri) as store:
+        assert sl.simhash_layout(store, record=False) == _own(store_uri)
+        assert sl.recorded_layout(store) is None
+        assert store.read_keys("meta", [sl.LAYOUT_KEY]) == {}
+
+
+@pytest.mark.parametrize("raw", [b"", b"twenty", b"11,11,11,11,10,10/2", b"\xff\xfe", b"13,13,13,13,12/2/2"])
+def test_a_record_that_is_no_layout_fails_with_one_line_naming_it(store_uri, raw):
+    with open_store(store_uri) as store:
+        store.mutate("meta", [Mutation.set(sl.LAYOUT_KEY, {sl.LAYOUT_CELL: raw})])
+        with pytest.raises(StoreError) as err:
+            sl.simhash_layout(store)
+    message = str(err.value)
+    assert "meta row 'simhash'" in message and "layout" in message and "\n" not in message
+
+
+def test_two_launches_that_race_agree_on_the_first_record(store_uri, monkeypatch):
+    """The other launch records the twenty tables between this one's read and its write:
+    this one's check-and-set fails, and it takes what was recorded."""
+    with open_store(store_uri) as store:
+        real = sl.default_layout
+
+        def raced(s):
+            chosen = real(s)
+            assert s.check_and_set("meta", sl.LAYOUT_KEY, sl.LAYOUT_CELL, None, b"11,11,11,11,10,10/3")
+            return chosen
+
+        monkeypatch.setattr(sl, "default_layout", raced)
+        assert sl.simhash_layout(store) == textfp.LAYOUT
+        assert sl.recorded_layout(store) == textfp.LAYOUT
