@@ -9,7 +9,7 @@ For each size N, a fresh embedded store is filled with N known URLs the way
 row each). Their due times start in January 2027 and spread over 30 days, so none is due
 while the rounds run: the frontier and the seen set are N rows larger, the work due is
 the same. Every ``--originals-every``-th of them (default 10) is also a stored original
-in the content tables (:func:`fill_content`: its ``content`` row and 20 ``simhash`` rows,
+in the content tables (:func:`fill_content`: its ``content`` row and its ``simhash`` rows,
 as content seen writes them), so content seen's joins read a grown set too.
 
 Then, against a fresh simweb (same seed, same port: the same web for every size), two
@@ -48,6 +48,7 @@ from harness import free_port, run_measured, simweb_on_port  # noqa: E402
 from beamcrawl.core.urls.urlnorm import fingerprint  # noqa: E402
 from beamcrawl.schemas.records import FrontierEntry, fp_key, frontier_key  # noqa: E402
 from beamcrawl.simweb.names import host_names  # noqa: E402
+from beamcrawl.state.simhash_layout import simhash_layout  # noqa: E402
 from beamcrawl.stores.embedded import EmbeddedStore  # noqa: E402
 from beamcrawl.stores.interface import Mutation  # noqa: E402
 from beamcrawl.transforms.content_seen import (  # noqa: E402
@@ -64,8 +65,9 @@ CONTENT_BATCH = 2_000  # originals a write: ~42,000 rows, as content seen's flus
 
 def fill_content(path: Path, n: int, every: int, seed: int = 11) -> dict[str, float]:
     """Records every ``every``-th of the ``n`` known URLs as a stored original, as content
-    seen records a new one (its ``content`` row and its 20 ``simhash`` rows, written by a
-    round 0 so every later round uses them): random checksums and simhashes, which no
+    seen records a new one (its ``content`` row and a ``simhash`` row in each table of the
+    layout the store records, ten on this store; written by a round 0 so every later round
+    uses them): random checksums and simhashes, which no
     simweb page matches, so the rounds' probes read them and find nothing, as a grown
     crawl's mostly do."""
     rng = random.Random(seed)
@@ -73,6 +75,7 @@ def fill_content(path: Path, n: int, every: int, seed: int = 11) -> dict[str, fl
     t0 = time.perf_counter()
     originals = 0
     try:
+        layout = simhash_layout(store)  # what the rounds will read: recorded before any row
         ids = range(0, n, every)
         for start in range(0, len(ids), CONTENT_BATCH):
             content, hashes = [], []
@@ -83,7 +86,7 @@ def fill_content(path: Path, n: int, every: int, seed: int = 11) -> dict[str, fl
                 )
                 record = ContentRecord(url, "exact", probe.fetched_at, probe.digest, 0, 0)
                 content.append(Mutation.set(fp_key(probe.checksum), record.to_cells()))
-                hashes.extend(simhash_cells(probe, 0))
+                hashes.extend(simhash_cells(probe, 0, layout))
             store.mutate(SIMHASH_TABLE, sorted_run(hashes))
             store.mutate(CONTENT_TABLE, sorted_run(content))
             originals += len(content)
