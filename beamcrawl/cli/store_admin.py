@@ -17,6 +17,8 @@ import sys
 from typing import Sequence, TextIO
 
 from beamcrawl.cli.args import OneLineArgumentParser
+from beamcrawl.core.content import textfp
+from beamcrawl.state import simhash_layout
 from beamcrawl.stores.base import TABLES, StoreError, open_store
 
 
@@ -64,6 +66,10 @@ def store_info(uri: str, out: TextIO) -> None:
         print(f"store {store.uri}", file=out)
         for table in TABLES:
             print(f"  {table:<9} ~{store.estimate_rows(table)} rows", file=out)
+        recorded = simhash_layout.recorded_layout(store)
+        layout = recorded or simhash_layout.default_layout(store)
+        how = "recorded" if recorded else "none recorded yet: the next round records it"
+        print(f"  near copies in {len(layout.orders)} simhash tables ({textfp.layout_name(layout)}; {how})", file=out)
 
 
 def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:

@@ -4,10 +4,10 @@ A new URL costs a frontier row and a seen-set row, a fetch its outcome and revis
 the seen set and its next visit's frontier row (and, before its request, the host's clock),
 a new original a content row and a simhash-table row a table (ten or twenty). Their cells
 were JSON objects (field names and all, ~200-500 bytes, and ``json.loads`` to read); here
-each is a struct of its fixed fields and length-prefixed UTF-8 strings. The first byte names the format and its
-version: a byte below 0x20 that is not JSON whitespace, which JSON text can never start
-with, so every decoder tells a binary cell from a JSON one by that byte and reads both: a
-store written before keeps reading, with no migration.
+each is a struct of its fixed fields and length-prefixed UTF-8 strings. The first byte
+names the format and its version: a byte below 0x20 that is not JSON whitespace, which
+JSON text can never start with, so every decoder tells a binary cell from a JSON one by
+that byte and reads both: a store written before keeps reading, with no migration.
 
 =====  ============================  ====================================================
 byte   cell                          layout after the byte (little-endian)

@@ -89,7 +89,7 @@ class Store(abc.ABC):
     # layouts of core/content/textfp.py). Each table is a row a stored page; fewer tables
     # mean fewer rows to write and more fingerprints read a lookup, which a store sized for
     # billions of pages cannot afford. A store keeps the layout its first round recorded
-    # (transforms/content_seen.py, simhash_layout).
+    # (state/simhash_layout.py).
     simhash_tables: int = 20
 
     @abc.abstractmethod

@@ -16,10 +16,10 @@ Every fetched page with a 2xx payload is checked; HTML pages also by their text:
    permuted tables of the ``simhash`` table, ten or twenty as the store recorded when its first
    round chose (``state/simhash_layout.py``: ten on the embedded store, twenty on Bigtable):
    for table ``t`` its row key is the table byte and the leading bits of the permuted
-   fingerprint (24–26 of ten tables, 31–33 of twenty), so any stored fingerprint within 3
-   bits shares that row in at least one table. Candidates are bucketed by (table, top bits of the
-   permuted fingerprint), grouped, sorted, and merged against the stored rows of their keys in
-   one pass; every fingerprint in a shared row is checked for a Hamming distance of at most
+   fingerprint (25–26 of ten tables, 31–33 of twenty), so any stored fingerprint within 3
+   bits shares that row in at least one table. Candidates are bucketed by (table, top bits
+   of the permuted fingerprint), grouped, sorted, and merged against the stored rows of
+   their keys in one pass; every fingerprint in a shared row is checked for a Hamming distance of at most
    3, and so is every pair of this round's candidates that share a row. A candidate crosses
    that shuffle once a group of tables, so it goes by its simhash and 8-byte URL fingerprint
    only, never its URL, and its evidence is combined per URL fingerprint.
@@ -34,9 +34,9 @@ Every fetched page with a 2xx payload is checked; HTML pages also by their text:
    decision (which may then be wrong for one of them); nothing fails.
 4. **Record.** After the decision, each new checksum is written to ``content`` (naming the
    original, or for a near copy the page it is near) and each new original's simhash to its
-   row of every table of ``simhash``. Rows carry the round that wrote them; rows of this round or a later
-   one are ignored, so a rerun of a crashed round decides afresh rather than from its own
-   half-written decisions.
+   row of every table of ``simhash``. Rows carry the round that wrote them; rows of this
+   round or a later one are ignored, so a rerun of a crashed round decides afresh rather
+   than from its own half-written decisions.
 
 A copy comes out with ``duplicate_of`` (the original's URL), ``duplicate_kind`` (``exact`` or
 ``near``) and ``duplicate_distance``; an exact copy of a page kept in an earlier round also
@@ -171,8 +171,8 @@ CONTENT_TABLE = "content"
 SIMHASH_TABLE = "simhash"
 CONTENT_CELL = "c:json"
 SIMHASH_FAMILY = "s"
-# New originals' rows written per store call: a simhash-table row a table per original land on
-# random keys, so they are written in large batches, which share B-tree pages (see
+# New originals' rows written per store call: an original's simhash-table rows (one a table)
+# land on random keys, so they are written in large batches, which share B-tree pages (see
 # EmbeddedStore.write_batch; ~5,000 originals, some 15 MB of mutations).
 WRITE_BATCH = 100_000
 # A row shared by more of this round's candidates than this (a trap serving one text over
@@ -1392,7 +1392,7 @@ class _SettleFn(beam.DoFn):
         if self.store is not None:
             # Each table's rows as one sorted run (one transaction on the embedded store,
             # MutateRows requests of neighbouring keys on Bigtable); the simhash-table
-            # rows of an original (one a table) as cells, with no Mutation and dict made for each.
+            # rows of an original (one a table) as cells, with no Mutation and dict made a row.
             self.store.write_cells(SIMHASH_TABLE, sorted_cells(self.hashes))
             self.store.mutate(CONTENT_TABLE, sorted_run(self.content))
             self.rows.inc(len(self.content) + len(self.hashes))

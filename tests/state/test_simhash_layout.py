@@ -71,3 +71,15 @@ def test_two_launches_that_race_agree_on_the_first_record(store_uri, monkeypatch
         monkeypatch.setattr(sl, "default_layout", raced)
         assert sl.simhash_layout(store) == textfp.LAYOUT
         assert sl.recorded_layout(store) == textfp.LAYOUT
+
+
+def test_store_info_says_which_tables_the_store_keeps(tmp_path, capsys):
+    from beamcrawl.cli import store_admin
+
+    uri = f"sqlite:///{tmp_path}/store.sqlite"
+    assert store_admin.main(["info", "--store", uri]) == 0
+    assert "near copies in 10 simhash tables (13,13,13,13,12/2; none recorded yet" in capsys.readouterr().out
+    with open_store(uri) as store:
+        assert store.check_and_set("meta", sl.LAYOUT_KEY, sl.LAYOUT_CELL, None, b"11,11,11,11,10,10/3")
+    assert store_admin.main(["info", "--store", uri]) == 0
+    assert "near copies in 20 simhash tables (11,11,11,11,10,10/3; recorded)" in capsys.readouterr().out

@@ -52,18 +52,18 @@ table):
 layout                        tables  prefix bits  read per lookup, 10^9 stored
 ============================  ======  ===========  ================================
 4 blocks of 16, choose 1      4       16           4 × 15,000 = 61,000 fingerprints
-5 blocks (13,13,13,13,12), 2  10      24–26        10 × ~40 = ~400
+5 blocks (13,13,13,13,12), 2  10      25–26        10 × ~20 = ~200
 6 blocks (11×4, 10×2), 3      20      31–33        20 × ~0.3 = ~6
 ============================  ======  ===========  ================================
 
 A crawl that keeps 10^8–10^10 pages needs the 20-table layout (the paper's own choice at
 8 billion); the 4-table one is only reasonable below ~10^6. Between them, the 10-table layout
-(:data:`TEN_TABLES`) reads ~4 fingerprints a lookup at 10^7 stored pages and ~40 at 10^8, for
+(:data:`TEN_TABLES`) reads ~2 fingerprints a lookup at 10^7 stored pages and ~20 at 10^8, for
 half the rows a page: what a store with one writer at a time is made for (the embedded store,
 where every row is a B-tree insert under the file's single write lock). The layout is part of
 the stored keys, so a store keeps the one it began with: it is recorded in the store when the
-first round chooses it (:func:`layout_name`, :func:`parse_layout`; ``transforms/content_seen.py``
-``simhash_layout``), and a store holding simhash rows from before that record used :data:`LAYOUT`.
+first round chooses it (:func:`layout_name`, :func:`parse_layout`; ``state/simhash_layout.py``),
+and a store holding simhash rows from before that record used :data:`LAYOUT`.
 """
 
 from __future__ import annotations
@@ -786,7 +786,7 @@ class TableLayout:
 LAYOUT = TableLayout()
 assert LAYOUT.max_distance == MAX_DISTANCE
 
-#: The 10-table layout (24–26-bit prefixes, k = 3): half the rows a stored page, for stores of
+#: The 10-table layout (25–26-bit prefixes, k = 3): half the rows a stored page, for stores of
 #: up to some 10^8 pages (the embedded store's).
 TEN_TABLES = TableLayout((13, 13, 13, 13, 12), 2)
 assert TEN_TABLES.max_distance == MAX_DISTANCE

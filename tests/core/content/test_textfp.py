@@ -258,7 +258,7 @@ def test_each_table_is_one_key_range_sorted_by_permuted_fingerprint(a, b, t):
     assert (ka == kb) == (a >> (64 - width) == b >> (64 - width))
 
 
-def test_ten_tables_are_half_the_rows_of_24_to_26_bit_prefixes():
+def test_ten_tables_are_half_the_rows_of_25_to_26_bit_prefixes():
     assert len(TEN_TABLES.orders) == 10 and TEN_TABLES.max_distance == MAX_DISTANCE
     assert set(TEN_TABLES.prefix_widths) == {25, 26} and TEN_TABLES.key_bytes == 4
     assert LAYOUTS == {20: LAYOUT, 10: TEN_TABLES}
