@@ -795,6 +795,9 @@ assert TEN_TABLES.max_distance == MAX_DISTANCE
 LAYOUTS = {len(layout.orders): layout for layout in (LAYOUT, TEN_TABLES)}
 
 
+_LAYOUT_NAME = re.compile(r"[0-9]{1,2}(,[0-9]{1,2}){0,63}/[0-9]{1,2}", re.ASCII)
+
+
 def layout_name(layout: TableLayout) -> str:
     """How a store records a layout: the block widths, then the leading blocks
     (``"13,13,13,13,12/2"``)."""
@@ -805,18 +808,20 @@ def parse_layout(name: str) -> TableLayout:
     """The layout a store recorded (:func:`layout_name`).
 
     Raises:
-        ValueError: Not a layout's name, or one that does not find every fingerprint within
-            :data:`MAX_DISTANCE` bits.
+        ValueError: Not a layout's name, or a layout this version does not keep (one of
+            :data:`LAYOUTS`: a store's keys are read only in a layout known to find every
+            fingerprint within :data:`MAX_DISTANCE` bits).
     """
-    widths, sep, leading = name.partition("/")
+    if not _LAYOUT_NAME.fullmatch(name):
+        raise ValueError(f"not a simhash table layout: {name[:80]!r} (block widths, '/', leading blocks)")
+    widths, _, leading = name.partition("/")
     try:
-        if not sep:
-            raise ValueError("no '/'")
         layout = TableLayout(tuple(int(w) for w in widths.split(",")), int(leading))
     except ValueError as exc:
         raise ValueError(f"not a simhash table layout: {name[:80]!r} ({exc})") from None
-    if layout.max_distance != MAX_DISTANCE or len(layout.orders) > 255:
-        raise ValueError(f"simhash table layout {name!r} does not find copies {MAX_DISTANCE} bits apart")
+    if layout not in LAYOUTS.values():
+        known = ", ".join(map(layout_name, LAYOUTS.values()))
+        raise ValueError(f"simhash table layout {name[:80]!r} is not one this version keeps ({known})")
     return layout
 
 
