@@ -1,9 +1,10 @@
 """Which simhash tables a store keeps: the layout is part of the stored keys, so a store keeps
 the one its first round chose, recorded in its ``meta`` table (docs/ARCHITECTURE.md §2).
 
-A store that records none chooses when a round is built: the 20-table layout
-(:data:`~beamcrawl.core.content.textfp.LAYOUT`) if it already holds simhash rows (written
-before layouts were recorded, all in that layout), else its own kind's
+A store that records none chooses when a round is built: if it already holds simhash rows,
+the layout whose keys they have (rows written before layouts were recorded have the 20-table
+layout's, :data:`~beamcrawl.core.content.textfp.LAYOUT`: one table byte and five of prefix;
+the ten tables' have four), else its own kind's
 (:attr:`Store.simhash_tables <beamcrawl.stores.interface.Store.simhash_tables>`: 10 for the
 embedded store, 20 for Bigtable). The choice is recorded by a check-and-set, so two launches
 that race agree on the first one written.
@@ -37,11 +38,16 @@ def recorded_layout(store: Store) -> textfp.TableLayout | None:
 
 
 def default_layout(store: Store) -> textfp.TableLayout:
-    """The layout ``store`` would choose now: the 20 tables if it holds simhash rows, else
-    its kind's own."""
-    if any(True for _ in store.read_range(SIMHASH_TABLE, limit=1, keys_only=True)):
-        return textfp.LAYOUT
+    """The layout ``store`` would choose now: that of the simhash rows it holds (by their
+    keys' length; the 20 tables' for any other), else its kind's own."""
+    for key, _ in store.read_range(SIMHASH_TABLE, limit=1, keys_only=True):
+        return _BY_KEY_LENGTH.get(len(key), textfp.LAYOUT)
     return textfp.LAYOUTS.get(store.simhash_tables, textfp.LAYOUT)
+
+
+# A table byte, then the layout's prefix bytes: 6 for twenty tables, 5 for ten.
+_BY_KEY_LENGTH = {1 + layout.key_bytes: layout for layout in textfp.LAYOUTS.values()}
+assert len(_BY_KEY_LENGTH) == len(textfp.LAYOUTS)
 
 
 def simhash_layout(store: Store, *, record: bool = True) -> textfp.TableLayout:

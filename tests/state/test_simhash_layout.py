@@ -7,7 +7,9 @@ import pytest
 
 from beamcrawl.core.content import textfp
 from beamcrawl.state import simhash_layout as sl
+from beamcrawl.schemas.records import Probe
 from beamcrawl.stores.base import Mutation, StoreError, open_store
+from beamcrawl.transforms.content_seen import simhash_row_cells, sorted_cells
 
 
 @pytest.fixture(params=["embedded", "bigtable"])
@@ -38,6 +40,19 @@ def test_a_store_holding_simhash_rows_and_no_record_keeps_twenty_tables(store_ur
         assert sl.default_layout(store) == textfp.LAYOUT
         assert sl.simhash_layout(store) == textfp.LAYOUT
         assert sl.recorded_layout(store) == textfp.LAYOUT
+
+
+def test_rows_without_a_record_keep_the_layout_their_keys_have(store_uri):
+    """A store whose record was lost (restored without its meta row, say) reads its rows in
+    the layout they were written in, ten or twenty, whatever its kind would take."""
+    probe = Probe("http://a.com/", 7, 1, 0x0123456789ABCDEF, 1.0, "sha1:X")
+    for layout in (textfp.TEN_TABLES, textfp.LAYOUT):
+        with open_store(store_uri) as store:
+            old = [k for k, _ in store.read_range("simhash", keys_only=True)]
+            store.mutate("simhash", [Mutation.delete_row(k) for k in old])
+            store.write_cells("simhash", sorted_cells(simhash_row_cells(probe, 1, layout)))
+            assert sl.default_layout(store) == layout
+            assert sl.simhash_layout(store, record=False) == layout
 
 
 def test_a_job_that_records_nothing_leaves_the_choice_unrecorded(store_uri):
