@@ -93,6 +93,7 @@ def cmd_crawl(argv: Sequence[str]) -> int:
 
     from beamcrawl.pipelines.out_folder import check_folder
     from beamcrawl.pipelines.runners import RunnerSetupError, check_runner, check_store_for_runner, prepare
+    from beamcrawl.stores.interface import StoreError
 
     # force: the option checks above parse with Beam, which logs through the root logger; that
     # first record configured it at WARNING, and the round's INFO lines (the crawl log's too)
@@ -142,6 +143,9 @@ def cmd_crawl(argv: Sequence[str]) -> int:
 
         print(f"beamcrawl crawl: error: {exc}", file=sys.stderr)
         return 2 if isinstance(exc, FolderRefused) else 1
+    except StoreError as exc:  # the store refused a round (a damaged meta row, say): none committed
+        print(f"beamcrawl crawl: error: {exc}", file=sys.stderr)
+        return 1
     return 0
 
 

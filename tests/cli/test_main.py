@@ -140,6 +140,29 @@ def test_corrupt_store_is_a_one_line_error_and_left_untouched(tmp_path):
 
 
 @pytest.mark.e2e  # a crawl in a subprocess
+def test_a_damaged_simhash_layout_record_is_a_one_line_error_and_nothing_is_written(tmp_path):
+    """The store's record of its simhash tables (state/simhash_layout.py) is read when a round
+    is built: a value that is no layout stops the crawl with one line naming the meta row,
+    before any page is fetched or any simhash row written."""
+    from beamcrawl.stores.base import Mutation, open_store
+
+    store = f"sqlite:///{tmp_path}/store.sqlite"
+    with open_store(store) as s:
+        s.mutate("meta", [Mutation.set(b"simhash", {"m:layout": b"13,13/x"})])
+    seeds = tmp_path / "s.txt"
+    seeds.write_text("http://ok.com/\n")
+    agent = "Mozilla/5.0 (compatible; layouttest/1.0; +https://example.org/bot)"
+    proc = run("crawl", "--out", str(tmp_path / "out"), "--store", store, "--seeds", str(seeds), "--user-agent", agent)
+    assert proc.returncode == 1
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1, proc.stderr
+    assert "meta row 'simhash'" in lines[0] and "'13,13/x'" in lines[0]
+    with open_store(store) as s:
+        assert list(s.read_range("simhash")) == []
+        assert s.read_keys("meta", [b"simhash"])[b"simhash"]["m:layout"] == b"13,13/x"
+
+
+@pytest.mark.e2e  # a crawl in a subprocess
 def test_unreachable_bigtable_store_fails_fast_with_one_line(tmp_path):
     """A Bigtable store nobody answers for (an emulator address with nothing listening):
     one line naming the store, a non-zero exit within seconds, and no output folder."""
