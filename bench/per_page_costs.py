@@ -18,10 +18,12 @@ model (no server) and on real HTML documents found on this machine (``--html-glo
   simweb and the real documents also with the tags read by the regular expressions instead of
   the compiled tokenizer (``_htmltags.c``) and walked in Python instead of by the compiled walk
   (``_htmltags.walk``), and on the real documents and the hostile shapes with the compiled
-  tags walked in Python, in the same run.
+  tags walked in Python, in the same run;
+* ``surt``: the CDXJ key of every link of those pages (:func:`surt_key.surt_key`, the short way
+  where it answers) against ``surt.surt`` alone, and the share the short way answers.
 
     python bench/per_page_costs.py [--hosts 200] [--pages 2000] [--repeat 5]
-        [--html-glob '/usr/share/doc/*/*.html'] [--steps digest,gzip,text,bounds,links] [--profile simhash|text|bounds]
+        [--html-glob '/usr/share/doc/*/*.html'] [--steps digest,gzip,text,bounds,links,surt] [--profile simhash|text|bounds]
 
 ``--profile`` runs cProfile over one pass of that step on the simweb sample (``bounds``: on the
 real documents) and prints the top functions by own time. ``--passes N`` only runs ``text_simhash`` N times over the sample's
@@ -49,7 +51,9 @@ from typing import Any
 
 from selectolax.lexbor import LexborHTMLParser
 
-from beamcrawl.core.archive import warc_records, warc_revisit
+import surt
+
+from beamcrawl.core.archive import surt_key, warc_records, warc_revisit
 from beamcrawl.core.content import htmlbounds, htmlparse, textfp
 from beamcrawl.simweb.site import SimWeb
 
@@ -198,6 +202,29 @@ def _links_rows(pages: list[bytes], real: list[bytes], repeat: int) -> list[str]
     return rows
 
 
+def _surt_rows(pages: list[bytes], real: list[bytes], repeat: int) -> list[str]:
+    """The CDXJ key of every link of the documents (normalised, as the crawler archives URLs):
+    the short way where it answers and the surt library otherwise, against the library alone,
+    and the share of URLs the short way answers."""
+    base = "http://h17.simweb.test:8000/p/17/intro-to-things.html"
+    rows = []
+    for corpus, bodies in (("simweb", pages), ("real HTML", real)):
+        urls = [
+            link[0]
+            for b in bodies
+            for link in htmlparse.page_links(LexborHTMLParser(b.decode("utf-8", "replace")), base).links
+        ]
+        if not urls:
+            continue
+        short = sum(surt_key.short_key(u) is not None for u in urls) / len(urls)
+        rows.append(
+            f"| surt: surt_key of a link, {corpus} | {_per_call(urls, surt_key.surt_key, repeat):,.2f} | "
+            f"{len(urls):,} URLs, {short:.1%} the short way |"
+        )
+        rows.append(f"| surt: surt.surt of a link, {corpus} | {_per_call(urls, surt.surt, repeat):,.2f} | |")
+    return rows
+
+
 def _parse_text(body: bytes) -> str:
     return textfp.tree_text(LexborHTMLParser(body.decode("utf-8", "replace")))
 
@@ -239,7 +266,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument(
         "--steps",
         default="digest,gzip,text",
-        help="which rows: digest (and record), gzip, text (and simhash), bounds, links",
+        help="which rows: digest (and record), gzip, text (and simhash), bounds, links, surt",
     )
     args = p.parse_args(argv)
     steps = set(args.steps.split(","))
@@ -307,6 +334,8 @@ def main(argv: list[str] | None = None) -> int:
         rows += _bounds_rows(pages, real, args.repeat)
     if "links" in steps:
         rows += _links_rows(pages, real, args.repeat)
+    if "surt" in steps:
+        rows += _surt_rows(pages, real, args.repeat)
     print("\n".join(rows))
     return 0
 

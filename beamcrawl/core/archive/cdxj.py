@@ -11,7 +11,7 @@ Conventions, each chosen to match what replay tools and Common Crawl's index exp
 
 - the key is ``surt.surt(url)`` with its default canonicalisation, the same function pywb
   and cdxj-indexer apply to the URL being looked up (a key made any other way would not be
-  found);
+  found), taken the short way for the URLs where that is the same (:mod:`surt_key`);
 - ``digest`` is the payload digest without its ``sha1:`` prefix (Common Crawl's form);
 - ``mime`` is the HTTP Content-Type up to the first ``;`` or space, as sent
   (``warc/revisit`` for revisits); it is omitted when the response had none;
@@ -38,9 +38,10 @@ from dataclasses import dataclass, field
 from typing import Any, BinaryIO, Iterable, NamedTuple
 from urllib.parse import urljoin
 
-import surt
 from warcio.archiveiterator import ArchiveIterator
 from warcio.timeutils import iso_date_to_timestamp
+
+from beamcrawl.core.archive.surt_key import surt_key
 
 __all__ = [
     "INDEXED_RECORDS",
@@ -76,19 +77,6 @@ class CdxjEntry:
     def line(self) -> str:
         """The line as written (no newline)."""
         return f"{self.key} {self.timestamp} {json.dumps(self.fields)}"
-
-
-def surt_key(url: str) -> str:
-    """The SURT sort key of a URL, as pywb computes it for a lookup.
-
-    Falls back to the URL itself when surt cannot parse it (as cdxj-indexer does), so one
-    odd URL never costs a whole index.
-    """
-    try:
-        key: str = surt.surt(url)
-    except (ValueError, IndexError, TypeError, AttributeError):  # surt's failure modes on bad input
-        return url
-    return key
 
 
 class Capture(NamedTuple):
