@@ -51,11 +51,11 @@ from beamcrawl.simweb.names import host_names  # noqa: E402
 from beamcrawl.state.simhash_layout import simhash_layout  # noqa: E402
 from beamcrawl.stores.embedded import EmbeddedStore  # noqa: E402
 from beamcrawl.stores.interface import Mutation  # noqa: E402
-from beamcrawl.transforms.content_seen import (  # noqa: E402
+from beamcrawl.transforms.content_seen import Probe  # noqa: E402
+from beamcrawl.state.content_rows import (  # noqa: E402
     CONTENT_TABLE,
     SIMHASH_TABLE,
     ContentRecord,
-    Probe,
     simhash_cells,
     sorted_run,
 )

@@ -69,6 +69,7 @@ from beamcrawl.schemas.candidate_block import CandidateBlock, CandidateBlockCode
 from beamcrawl.schemas.coders import PackedCoder  # noqa: E402
 from beamcrawl.schemas.records import Packed  # noqa: E402
 from beamcrawl.schemas.records import Candidate, fp_key  # noqa: E402
+from beamcrawl.state import content_rows  # noqa: E402
 from beamcrawl.transforms import content_seen, url_seen  # noqa: E402
 
 
@@ -238,8 +239,8 @@ def bench_content_seen(args: argparse.Namespace, rng: random.Random) -> list[tup
     n_probes = sum(len(p) for _, p in groups)
     mine = rng.sample(checks, 10_000)
     stored = sorted(
-        [(c, content_seen.ContentRecord(f"http://o.com/{c}", "exact", 1.0, "d", 0, 1)) for c in mine]
-        + [(rng.getrandbits(64), content_seen.ContentRecord("http://o.com/x", "exact", 1.0, "d", 0, 1)) for _ in range(190_000)]
+        [(c, content_rows.ContentRecord(f"http://o.com/{c}", "exact", 1.0, "d", 0, 1)) for c in mine]
+        + [(rng.getrandbits(64), content_rows.ContentRecord("http://o.com/x", "exact", 1.0, "d", 0, 1)) for _ in range(190_000)]
     )  # fmt: skip
 
     def old_checks() -> Any:
@@ -263,7 +264,7 @@ def bench_content_seen(args: argparse.Namespace, rng: random.Random) -> list[tup
             cells = {}
             for k in range(2):
                 fp, url = _near(rng, base), f"http://kept.com/{r}/{k}"
-                cells.update(content_seen.simhash_cells(content_seen.Probe(url, r, 0, fp, 1.0, "d"), 1)[0].cells)
+                cells.update(content_rows.simhash_cells(content_seen.Probe(url, r, 0, fp, 1.0, "d"), 1)[0].cells)
             stored_rows[key] = cells
     items.sort(key=lambda it: it.key)
     srows = sorted(stored_rows.items())

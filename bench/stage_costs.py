@@ -40,12 +40,14 @@ from beamcrawl.schemas.records import Candidate, FetchResult, FrontierEntry, Pac
 from beamcrawl.simweb.site import SimWeb
 from beamcrawl.stores.base import open_store
 from beamcrawl.transforms.content_seen import (
-    CONTENT_TABLE,
-    SIMHASH_TABLE,
     WRITE_BATCH,
     NewContent,
     probe_page,
     settle,
+)
+from beamcrawl.state.content_rows import (
+    CONTENT_TABLE,
+    SIMHASH_TABLE,
     sorted_cells,
     sorted_run,
 )

@@ -43,7 +43,7 @@ from beamcrawl.schemas.records import (
 from beamcrawl.simweb.testing import running_simweb
 from beamcrawl.state.parquet_export import url_row
 from beamcrawl.stores.base import Mutation, open_store
-from beamcrawl.transforms.content_seen import CONTENT_CELL, ContentRecord, _simhash_value
+from beamcrawl.state.content_rows import CONTENT_CELL, ContentRecord, simhash_value
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
@@ -68,7 +68,7 @@ def _json_outcome(raw: bytes) -> dict[str, bytes]:
 
 
 def _json_simhash(raw: bytes) -> bytes:
-    url, round_no = _simhash_value(raw)
+    url, round_no = simhash_value(raw)
     value = round_no if url is None else {"url": url, "round": round_no}
     return json.dumps(value, separators=(",", ":")).encode()
 

@@ -24,18 +24,17 @@ from beamcrawl.schemas.records import (
     _encode,
     revisit_cell,
 )
-from beamcrawl.transforms.content_seen import (
+from beamcrawl.transforms.content_seen import Probe
+from beamcrawl.state.content_rows import (
     CONTENT_CELL,
     ContentRecord,
-    Probe,
-    _parse_simhash_cells,
-    _simhash_value,
+    parse_simhash_cells,
+    simhash_value,
     names_from_rows,
     read_content_rows,
     simhash_cells,
 )
 
-# Any str, lone surrogates included (JSON's \ud800 escapes kept them; so does the binary).
 text = st.text(max_size=40) | st.sampled_from(["", "\ud800", "naïve ☃ \U0001f600", "a\x00b"])
 i64 = st.integers(-(2**63), 2**63 - 1)
 u64 = st.integers(0, 2**64 - 1)
@@ -265,17 +264,17 @@ def test_simhash_cells_come_back_equal_in_both_formats(url, fp, url_fp, round_no
     rows = simhash_cells(Probe(url, url_fp, 1, fp, 1.0, "d"), round_no)
     column = f"s:{fp:016x}{url_fp:016x}"
     assert [list(m.cells) for m in rows] == [[column]] * 20
-    assert _simhash_value(rows[0].cells[column]) == (url, round_no)
+    assert simhash_value(rows[0].cells[column]) == (url, round_no)
     assert {m.cells[column] for m in rows[1:]} == {cellfmt.SIMHASH_SEEN_CELL}
-    assert _simhash_value(cellfmt.SIMHASH_SEEN_CELL) == (None, None)
+    assert simhash_value(cellfmt.SIMHASH_SEEN_CELL) == (None, None)
     # JSON cells as written before: the name and round, the round alone, the name in all.
     for raw, want in (
         (json.dumps({"url": url, "round": round_no}).encode(), (url, round_no)),
         (json.dumps(round_no).encode(), (None, round_no)),
     ):
-        assert _simhash_value(raw) == want
+        assert simhash_value(raw) == want
     usable = round_no is None or round_no < 2**41
-    assert _parse_simhash_cells(rows[0].cells, 2**41) == ([(fp, url_fp, url)] if usable else [])
+    assert parse_simhash_cells(rows[0].cells, 2**41) == ([(fp, url_fp, url)] if usable else [])
     assert names_from_rows([(fp, url_fp)], {rows[0].key: rows[0].cells}) == {(fp, url_fp): url}
     # The first table's round decides for all 20: a row of this round or a later one is no name.
     named_in = names_from_rows([(fp, url_fp)], {rows[0].key: rows[0].cells}, round_no=2**41)
@@ -380,5 +379,5 @@ def test_readers_take_a_bad_cell_as_no_cell(raw: bytes) -> None:
         assert revisit is None or set(revisit) == set(RevisitState().to_dict())
     rows = list(read_content_rows([(b"\x00" * 8, {CONTENT_CELL: raw}), (b"\x00" * 7 + b"\x01", {})]))
     assert all(isinstance(r, ContentRecord) for _, r in rows)
-    assert isinstance(_parse_simhash_cells({"s:" + "0" * 32: raw, "s:zz": b"1"}, 5), list)
+    assert isinstance(parse_simhash_cells({"s:" + "0" * 32: raw, "s:zz": b"1"}, 5), list)
     assert isinstance(names_from_rows([(0, 0)], {b"k": {"s:" + "0" * 32: raw}}), dict)

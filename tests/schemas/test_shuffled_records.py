@@ -21,7 +21,13 @@ from beamcrawl.schemas.records import (
     UrlState,
     shuffled,
 )
-from beamcrawl.transforms.content_seen import ContentRecord, Copy, Evidence, NewContent, Probe
+from beamcrawl.transforms.content_seen import (
+    Copy,
+    Evidence,
+    NewContent,
+    Probe,
+)
+from beamcrawl.state.content_rows import ContentRecord
 
 
 def _page() -> ParsedPage:

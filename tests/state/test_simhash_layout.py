@@ -9,7 +9,7 @@ from beamcrawl.core.content import textfp
 from beamcrawl.state import simhash_layout as sl
 from beamcrawl.schemas.records import Probe
 from beamcrawl.stores.base import Mutation, StoreError, open_store
-from beamcrawl.transforms.content_seen import simhash_row_cells, sorted_cells
+from beamcrawl.state.content_rows import simhash_row_cells, sorted_cells
 
 
 @pytest.fixture(params=["embedded", "bigtable"])

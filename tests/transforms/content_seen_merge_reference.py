@@ -15,7 +15,6 @@ from typing import Callable, Iterable, Mapping, Sequence
 from beamcrawl.core.content import textfp
 from beamcrawl.transforms.content_seen import (
     MAX_PAIRWISE,
-    ContentRecord,
     Copy,
     Evidence,
     NewContent,
@@ -23,10 +22,10 @@ from beamcrawl.transforms.content_seen import (
     _add,
     _Keyed,
     _match_key,
-    _parse_simhash_cells,
     decide_checksum,
     order_key,
 )
+from beamcrawl.state.content_rows import ContentRecord, parse_simhash_cells
 
 __all__ = ["decide_checksums", "merge_prefix_rows", "crowded_pairs"]
 
@@ -84,7 +83,7 @@ def merge_prefix_rows(
         while current is not None and current[0] < key:
             current = next(rows, None)
         if current is not None and current[0] == key:
-            originals = _parse_simhash_cells(current[1], round_no)
+            originals = parse_simhash_cells(current[1], round_no)
             for item in group:
                 for fp, url_fp, url in originals:
                     compared += 1

@@ -16,7 +16,8 @@ from typing import Iterable, Mapping, NamedTuple, Sequence
 
 from beamcrawl.core.content import textfp
 from beamcrawl.stores.base import Mutation
-from beamcrawl.transforms.content_seen import MAX_PAIRWISE, SIMHASH_FAMILY, Probe, _usable, order_key
+from beamcrawl.transforms.content_seen import MAX_PAIRWISE, Probe, order_key
+from beamcrawl.state.content_rows import SIMHASH_FAMILY, counts_in_round
 
 
 @dataclass(frozen=True)
@@ -56,13 +57,13 @@ class _Item(NamedTuple):
     url: str
 
 
-def _parse_simhash_cells(cells: Mapping[str, bytes], round_no: int | None) -> list[tuple[int, str]]:
+def parse_simhash_cells(cells: Mapping[str, bytes], round_no: int | None) -> list[tuple[int, str]]:
     """``(fingerprint, url)`` of the originals stored in one row that count this round."""
     out = []
     for column, raw in cells.items():
         qualifier = column.partition(":")[2]
         value = json.loads(raw)
-        if _usable(value.get("round"), round_no):
+        if counts_in_round(value.get("round"), round_no):
             out.append((int(qualifier[:16], 16), value["url"]))
     return out
 
@@ -101,7 +102,7 @@ def merge_prefix_rows(
         while current is not None and current[0] < key:
             current = next(rows, None)
         if current is not None and current[0] == key:
-            originals = _parse_simhash_cells(current[1], round_no)
+            originals = parse_simhash_cells(current[1], round_no)
             for item in group:
                 best: tuple[int, str] | None = None
                 for fp, url in originals:

@@ -36,9 +36,6 @@ from beamcrawl.transforms.dead_letter import collected
 from beamcrawl.transforms.parse import parse_fetch
 from beamcrawl.transforms.url_seen import bucket_of, page_candidates
 from beamcrawl.transforms.content_seen import (
-    CONTENT_TABLE,
-    SIMHASH_TABLE,
-    ContentRecord,
     Copy,
     Evidence,
     FindDuplicateContent,
@@ -59,22 +56,27 @@ from beamcrawl.transforms.content_seen import (
     _read_part,
     near_part,
     _Item,
-    _simhash_value,
     apply_copy,
     decide_checksums,
     eligible,
     group_probes,
     key_items,
     merge_prefix_rows,
-    names_from_rows,
     order_key,
     pack_items,
     probe_page,
     read_set_aside,
     resolve_round,
     settle,
-    simhash_cells,
     unpack_items,
+)
+from beamcrawl.state.content_rows import (
+    CONTENT_TABLE,
+    SIMHASH_TABLE,
+    ContentRecord,
+    simhash_value,
+    names_from_rows,
+    simhash_cells,
 )
 
 from beamcrawl.state.simhash_layout import LAYOUT_CELL, LAYOUT_KEY, recorded_layout
@@ -910,8 +912,8 @@ def test_an_original_names_its_url_in_one_simhash_row_of_twenty():
     assert [m.key[0] for m in named] == [0]  # the first table's row
     compact = {next(iter(m.cells.values())) for m in rows[1:]}
     assert compact == {b"\x05"}  # nothing but the format byte: the round is the first table's
-    assert _simhash_value(compact.pop()) == (None, None)
-    assert _simhash_value(next(iter(named[0].cells.values()))) == (url, 3)
+    assert simhash_value(compact.pop()) == (None, None)
+    assert simhash_value(next(iter(named[0].cells.values()))) == (url, 3)
 
 
 def test_rows_that_name_the_url_in_every_cell_still_find_copies(any_store_uri):
@@ -1053,6 +1055,7 @@ def test_simweb_every_byte_identical_copy_is_caught_and_no_look_alike_is_merged(
 
 import content_seen_merge_reference as per_pair  # noqa: E402
 
+from beamcrawl.state import content_rows  # noqa: E402
 from beamcrawl.transforms import content_seen  # noqa: E402
 
 
@@ -1090,7 +1093,7 @@ def prefix_buckets(draw):
             cells = (mutations[0] if rnd.random() < 0.5 else mutations[1]).cells
             column = next(iter(cells))
             # the qualifier names this original (any URL fingerprint, own or not)
-            cells = {f"{content_seen.SIMHASH_FAMILY}:{fp:016x}{url_fp:016x}": cells[column]}
+            cells = {f"{content_rows.SIMHASH_FAMILY}:{fp:016x}{url_fp:016x}": cells[column]}
             stored.setdefault(key, {}).update(cells)
             if rnd.random() < 0.8:
                 known[(fp, url_fp)] = url
@@ -1183,7 +1186,7 @@ def test_content_and_simhash_rows_written_as_json_find_copies_next_round(any_sto
                         record = ContentRecord.from_cells(cells)
                         new[column] = js.dumps(dc.asdict(record), separators=(",", ":")).encode()
                     else:
-                        url, written = _simhash_value(raw)
+                        url, written = simhash_value(raw)
                         new[column] = js.dumps({"url": url, "round": 1} if url else 1).encode()
                 muts.append(Mutation.set(key, new))
             store.mutate(table, muts)
