@@ -3,10 +3,13 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import email.utils
 import io
 
 import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
 from warcio.archiveiterator import ArchiveIterator
 from warcio.statusandheaders import StatusAndHeaders
 from warcio.warcwriter import WARCWriter
@@ -125,3 +128,55 @@ def test_revisit_record_reads_back_with_warcio():
     assert read.rec_headers.get_header("WARC-Profile") == c.REVISIT_PROFILE_NOT_MODIFIED
     assert read.rec_headers.get_header("WARC-Refers-To-Date") == "2026-05-01T10:00:00Z"
     assert read.http_headers.get_statuscode() == "304"
+
+
+def _by_email_utils(text: str) -> float | None:
+    """What parse_http_date answered before its IMF-fixdate reading: email.utils' parse."""
+    text = text.strip()
+    if not text or len(text) > 64:
+        return None
+    try:
+        when = email.utils.parsedate_to_datetime(text)
+    except (TypeError, ValueError, IndexError, OverflowError):
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=dt.timezone.utc)
+    try:
+        return when.timestamp()
+    except (OverflowError, OSError, ValueError):
+        return None
+
+
+# IMF-fixdates and their near misses: impossible days and times, two-digit or 0-led years,
+# other zones, lowercase names, one-digit days, extra spaces.
+_DATES = st.builds(
+    "{}, {} {} {} {}:{}:{} {}".format,
+    st.sampled_from(["Mon", "Sun", "Fri", "mon", "Xyz"]),
+    st.one_of(st.integers(0, 40).map("{:02d}".format), st.sampled_from(["6", "006", " 6"])),
+    st.sampled_from(["Jan", "Feb", "Apr", "Dec", "jan", "Foo"]),
+    st.one_of(st.integers(1000, 9999).map(str), st.sampled_from(["0099", "99", "1969", "2038", "0000"])),
+    st.integers(0, 25).map("{:02d}".format),
+    st.integers(0, 61).map("{:02d}".format),
+    st.integers(0, 61).map("{:02d}".format),
+    st.sampled_from(["GMT", "UTC", "+0100", "gmt", "GMT ", ""]),
+)
+
+
+@settings(max_examples=1500, deadline=None)
+@given(text=_DATES)
+@example("Sun, 06 Nov 1994 08:49:37 GMT")
+@example("Tue, 29 Feb 2000 00:00:00 GMT")
+@example("Tue, 29 Feb 2001 00:00:00 GMT")
+@example("Sun, 06 Nov 1994 24:00:00 GMT")
+def test_an_imf_fixdate_reads_as_email_utils_reads_it(text: str) -> None:
+    assert c.parse_http_date(text) == _by_email_utils(text)
+
+
+@settings(max_examples=500, deadline=None)
+@given(
+    text=st.from_regex(
+        r"(Mon|Sun), [0-3][0-9] (Jan|Feb|Jun|Dec) [1-9][0-9]{3} [0-2][0-9]:[0-6][0-9]:[0-6][0-9] GMT", fullmatch=True
+    )
+)
+def test_every_imf_fixdate_shape_reads_as_email_utils_reads_it(text: str) -> None:
+    assert c.parse_http_date(text) == _by_email_utils(text)
