@@ -3,6 +3,7 @@ codes steer the schedule after a fetch."""
 
 from __future__ import annotations
 
+import dataclasses
 import email.utils
 import math
 import random
@@ -561,3 +562,37 @@ def test_dated_changes_follow_a_page_that_changes_many_times_between_visits():
         dated, _ = f.after_fetch(dated, FetchOutcome(status=200, checksum=str(version), last_modified=stamp), t, policy)
         blind, _ = f.after_fetch(blind, FetchOutcome(status=200, checksum=str(version)), t, policy)
     assert blind.lam < 0.2 < 0.3 < dated.lam < 0.6
+
+
+_states = st.builds(
+    RevisitState,
+    importance=st.floats(0, 1),
+    status=st.none() | st.integers(100, 599),
+    etag=st.none() | st.text(max_size=5),
+    visits=st.integers(0, 50),
+    history=st.lists(st.tuples(st.floats(0, 1e7), st.integers(0, 2)).map(list), max_size=6),
+    outcomes=st.text(alphabet="acuegm", max_size=16),
+    next_due=st.none() | st.floats(0, 2e9),
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(state=_states)
+def test_a_state_copied_for_a_fetch_is_replace_with_its_own_history(state: RevisitState) -> None:
+    copy = state.copied()
+    assert copy == dataclasses.replace(state, history=[list(h) for h in state.history])
+    assert type(copy) is RevisitState and copy is not state
+    assert all(a is not b for a, b in zip(copy.history, state.history)) and copy.history is not state.history
+    copy.history.append([1.0, 1])
+    if copy.history[:-1]:
+        copy.history[0][1] = 9
+    assert all(h[1] != 9 for h in state.history)  # the original's lists are untouched
+
+
+@settings(max_examples=200, deadline=None)
+@given(state=_states)
+def test_a_states_dict_has_every_field_in_order_and_reads_back(state: RevisitState) -> None:
+    d = state.to_dict()
+    assert list(d) == [fld.name for fld in dataclasses.fields(RevisitState)]
+    assert d == {fld.name: getattr(state, fld.name) for fld in dataclasses.fields(RevisitState)}
+    assert RevisitState.from_dict({**d, "from_a_newer_version": 1}) == state
