@@ -71,6 +71,7 @@ from beamcrawl.schemas.records import Packed  # noqa: E402
 from beamcrawl.schemas.records import Candidate, fp_key  # noqa: E402
 from beamcrawl.state import content_rows  # noqa: E402
 from beamcrawl.transforms import content_seen, url_seen  # noqa: E402
+from beamcrawl.transforms import near_copies  # noqa: E402
 
 
 def best_of(repeat: int, *fns: Callable[[], Any]) -> list[float]:
@@ -259,7 +260,7 @@ def bench_content_seen(args: argparse.Namespace, rng: random.Random) -> list[tup
         key = bytes([3]) + rng.getrandbits(40).to_bytes(5, "big")
         base = rng.getrandbits(64)
         for _ in range(1 + r % 3):
-            items.append(content_seen._Keyed(key, _near(rng, base), rng.getrandbits(64)))
+            items.append(near_copies.Keyed(key, _near(rng, base), rng.getrandbits(64)))
         if r % 2 == 0:
             cells = {}
             for k in range(2):
@@ -274,7 +275,7 @@ def bench_content_seen(args: argparse.Namespace, rng: random.Random) -> list[tup
         return content_before.merge_prefix_rows(items, iter(srows), 2)
 
     def new_rows() -> Any:
-        return content_seen.merge_prefix_rows(items, iter(srows), 2)
+        return near_copies.merge_prefix_rows(items, iter(srows), 2)
 
     assert old_rows() == new_rows()
     old, new = best_of(args.repeat, old_rows, new_rows)
@@ -292,7 +293,7 @@ def bench_content_seen(args: argparse.Namespace, rng: random.Random) -> list[tup
 
     def new_crowded() -> Any:
         out: dict[int, set[tuple[int, int]]] = {}
-        return content_seen._crowded_pairs(members, names, out, 3, 64), out
+        return near_copies.crowded_pairs(members, names, out, 3, 64), out
 
     assert old_crowded() == new_crowded()
     old, new = best_of(args.repeat, old_crowded, new_crowded)

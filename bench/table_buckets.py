@@ -34,6 +34,7 @@ import numpy as np
 from beamcrawl.core.content import textfp
 from beamcrawl.schemas.records import Packed
 from beamcrawl.transforms import content_seen
+from beamcrawl.transforms import near_copies  # noqa: E402
 from beamcrawl.transforms.url_seen import bucket_of
 
 LAYOUT = textfp.LAYOUT
@@ -58,7 +59,7 @@ def pairs_key(bits: int, key: tuple[int, int], items: list[tuple[int, int]]) -> 
     table = key[0]
     permuted = LAYOUT.permute_many(np.array([fp for fp, _ in items], dtype=np.uint64), table).tolist()
     keyed = (
-        content_seen._Keyed(LAYOUT.table_key(table, value), fp, url_fp) for value, (fp, url_fp) in zip(permuted, items)
+        near_copies.Keyed(LAYOUT.table_key(table, value), fp, url_fp) for value, (fp, url_fp) in zip(permuted, items)
     )
     return {table: sorted(keyed, key=itemgetter(0))}
 
@@ -76,12 +77,12 @@ def table_blocks_bucket(news: list[content_seen.NewContent], bits: int) -> list[
         starts = np.flatnonzero(np.r_[True, ordered[1:] != ordered[:-1]])
         for start, end in zip(starts.tolist(), [*starts[1:].tolist(), len(order)]):
             taken = order[start:end]
-            out.append(((table, int(ordered[start])), content_seen.pack_items(fps[taken], url_fps[taken])))
+            out.append(((table, int(ordered[start])), near_copies.pack_items(fps[taken], url_fps[taken])))
     return out
 
 
 def table_blocks_key(bits: int, key: tuple[int, int], block: bytes) -> dict[int, list[Any]]:
-    keyed, _ = content_seen.key_items(key[0], content_seen.unpack_items([block]), LAYOUT)
+    keyed, _ = near_copies.key_items(key[0], near_copies.unpack_items([block]), LAYOUT)
     return {key[0]: keyed}
 
 
@@ -96,8 +97,8 @@ def group_blocks_bucket(news: list[content_seen.NewContent], bits: int) -> list[
 
 def group_blocks_key(bits: int, key: tuple[int, int], block: bytes) -> dict[int, list[Any]]:
     """A group's block keyed in each of its tables, as ``_MergePrefixesFn`` does."""
-    pairs = content_seen.unpack_items([block])
-    return {table: content_seen.key_items(table, pairs, LAYOUT)[0] for table in LAYOUT.bucket_groups(bits)[key[0]]}
+    pairs = near_copies.unpack_items([block])
+    return {table: near_copies.key_items(table, pairs, LAYOUT)[0] for table in LAYOUT.bucket_groups(bits)[key[0]]}
 
 
 def _best(repeat: int, work: Callable[[], Any]) -> tuple[float, Any]:

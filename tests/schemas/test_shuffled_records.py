@@ -21,12 +21,8 @@ from beamcrawl.schemas.records import (
     UrlState,
     shuffled,
 )
-from beamcrawl.transforms.content_seen import (
-    Copy,
-    Evidence,
-    NewContent,
-    Probe,
-)
+from beamcrawl.transforms.content_seen import Copy, NewContent, Probe
+from beamcrawl.transforms.near_copies import Evidence
 from beamcrawl.state.content_rows import ContentRecord
 
 

@@ -13,16 +13,13 @@ from __future__ import annotations
 from typing import Callable, Iterable, Mapping, Sequence
 
 from beamcrawl.core.content import textfp
-from beamcrawl.transforms.content_seen import (
+from beamcrawl.transforms.content_seen import Copy, NewContent, Probe, decide_checksum
+from beamcrawl.transforms.near_copies import (
     MAX_PAIRWISE,
-    Copy,
     Evidence,
-    NewContent,
-    Probe,
-    _add,
-    _Keyed,
-    _match_key,
-    decide_checksum,
+    add_evidence,
+    Keyed,
+    match_key,
     order_key,
 )
 from beamcrawl.state.content_rows import ContentRecord, parse_simhash_cells
@@ -57,14 +54,14 @@ def decide_checksums(
 
 
 def merge_prefix_rows(
-    items: Sequence[_Keyed],
+    items: Sequence[Keyed],
     stored_rows: Iterable[tuple[bytes, Mapping[str, bytes]]],
     round_no: int | None = None,
     max_distance: int = textfp.MAX_DISTANCE,
     max_pairwise: int = MAX_PAIRWISE,
     names: Callable[[list[tuple[int, int]]], Mapping[tuple[int, int], str]] | None = None,
 ) -> tuple[dict[int, Evidence], list[tuple[tuple[int, int], ...]], int, int]:
-    """As ``content_seen.merge_prefix_rows`` (the same arguments and result), one Hamming
+    """As ``near_copies.merge_prefix_rows`` (the same arguments and result), one Hamming
     distance at a time."""
     found: dict[int, Evidence] = {}
     crowded: list[tuple[tuple[int, int], ...]] = []
@@ -96,7 +93,7 @@ def merge_prefix_rows(
             # Which pairs a crowded row checks depends on its members' URL order: named later.
             crowded.append(tuple(sorted((it.fp, it.url_fp) for it in group)))
             for item in group:
-                _add(found, item.url_fp, Evidence(crowded=True))
+                add_evidence(found, item.url_fp, Evidence(crowded=True))
         elif len(group) > 1:
             pairs += _round_pairs(group, found, max_distance)
     for _ in rows:
@@ -107,14 +104,14 @@ def merge_prefix_rows(
     best: dict[int, tuple[int, str]] = {}
     for url_fp, d, original, url in matches:
         url = url if url is not None else named.get(original)
-        if url is not None and (url_fp not in best or _match_key((d, url)) < _match_key(best[url_fp])):
+        if url is not None and (url_fp not in best or match_key((d, url)) < match_key(best[url_fp])):
             best[url_fp] = (d, url)
     for url_fp, match in best.items():
-        _add(found, url_fp, Evidence(stored=match))
+        add_evidence(found, url_fp, Evidence(stored=match))
     return found, crowded, compared, pairs
 
 
-def _round_pairs(group: Sequence[_Keyed], found: dict[int, Evidence], max_distance: int) -> int:
+def _round_pairs(group: Sequence[Keyed], found: dict[int, Evidence], max_distance: int) -> int:
     """Adds this round's near pairs within one row (every pair: the order does not matter);
     returns how many pairs were checked."""
     checked = 0
@@ -126,8 +123,8 @@ def _round_pairs(group: Sequence[_Keyed], found: dict[int, Evidence], max_distan
                 continue
             d = textfp.hamming(first.fp, second.fp)
             if d <= max_distance:
-                _add(found, first.url_fp, Evidence(neighbours=frozenset({(second.url_fp, d)})))
-                _add(found, second.url_fp, Evidence(neighbours=frozenset({(first.url_fp, d)})))
+                add_evidence(found, first.url_fp, Evidence(neighbours=frozenset({(second.url_fp, d)})))
+                add_evidence(found, second.url_fp, Evidence(neighbours=frozenset({(first.url_fp, d)})))
     return checked
 
 

@@ -16,7 +16,8 @@ from typing import Iterable, Mapping, NamedTuple, Sequence
 
 from beamcrawl.core.content import textfp
 from beamcrawl.stores.base import Mutation
-from beamcrawl.transforms.content_seen import MAX_PAIRWISE, Probe, order_key
+from beamcrawl.transforms.content_seen import Probe
+from beamcrawl.transforms.near_copies import MAX_PAIRWISE, order_key
 from beamcrawl.state.content_rows import SIMHASH_FAMILY, counts_in_round
 
 

@@ -37,11 +37,9 @@ from beamcrawl.transforms.parse import parse_fetch
 from beamcrawl.transforms.url_seen import bucket_of, page_candidates
 from beamcrawl.transforms.content_seen import (
     Copy,
-    Evidence,
     FindDuplicateContent,
     NewContent,
     Probe,
-    MAX_PAIRWISE,
     _BucketPrefixesFn,
     _MergePrefixesFn,
     NEAR,
@@ -55,19 +53,23 @@ from beamcrawl.transforms.content_seen import (
     _SettleFn,
     _read_part,
     near_part,
-    _Item,
     apply_copy,
     decide_checksums,
     eligible,
     group_probes,
+    probe_page,
+    read_set_aside,
+    settle,
+)
+from beamcrawl.transforms.near_copies import (
+    Evidence,
+    MAX_PAIRWISE,
+    Item,
     key_items,
     merge_prefix_rows,
     order_key,
     pack_items,
-    probe_page,
-    read_set_aside,
     resolve_round,
-    settle,
     unpack_items,
 )
 from beamcrawl.state.content_rows import (
@@ -267,7 +269,7 @@ def test_stored_prefix_rows_give_the_closest_original_but_never_the_page_itself(
     fp = 0xF0F0_0000_0000_0000
     keys = {t: textfp.table_key(t, textfp.permute(fp, t)) for t in range(20)}
     t = 0
-    items, _ = key_items(t, [_Item(fp, fingerprint("http://new.com/"))])
+    items, _ = key_items(t, [Item(fp, fingerprint("http://new.com/"))])
     assert items[0].key == keys[t]
     row_cells = {}
     for other, url, rnd in (
@@ -289,7 +291,7 @@ def test_round_pairs_in_a_shared_row():
     fp = 0x1234_5678_9ABC_DEF0
     t = 0  # leading blocks 0, 1, 2: bits 0-1 (block 5) stay in the row, bit 40 (block 2) leaves it
     a, b, c = (fingerprint(u) for u in ("http://a.com/", "http://b.com/", "http://c.com/"))
-    items, _ = key_items(t, [_Item(fp, a), _Item(fp ^ 0b11, b), _Item(fp ^ (1 << 40), c)])
+    items, _ = key_items(t, [Item(fp, a), Item(fp ^ 0b11, b), Item(fp ^ (1 << 40), c)])
     found, crowded, _, pairs = merge_prefix_rows(items, [])
     assert pairs >= 1 and crowded == []
     assert (b, 2) in found[a].neighbours
@@ -301,7 +303,7 @@ def test_a_crowded_row_is_named_before_its_pairs_are_found():
     fp = 0x1234_5678_9ABC_DEF0
     urls = [f"http://h{i}.com/story" for i in range(5)]
     fps = [fingerprint(u) for u in urls]
-    items, _ = key_items(0, [_Item(fp ^ (1 << i), f) for i, f in enumerate(fps)])
+    items, _ = key_items(0, [Item(fp ^ (1 << i), f) for i, f in enumerate(fps)])
     found, crowded, _, pairs = merge_prefix_rows(items, [], max_pairwise=3)
     assert (
         pairs == 0 and len(crowded) == 1 and sorted(crowded[0]) == sorted((fp ^ (1 << i), f) for i, f in enumerate(fps))
@@ -1056,7 +1058,7 @@ def test_simweb_every_byte_identical_copy_is_caught_and_no_look_alike_is_merged(
 import content_seen_merge_reference as per_pair  # noqa: E402
 
 from beamcrawl.state import content_rows  # noqa: E402
-from beamcrawl.transforms import content_seen  # noqa: E402
+from beamcrawl.transforms import near_copies  # noqa: E402
 
 
 def _near(rnd: random.Random, fp: int, most: int = 4) -> int:
@@ -1081,7 +1083,7 @@ def prefix_buckets(draw):
         size = draw(st.sampled_from([1, 1, 2, 3, 5, 8, 70]))
         for _ in range(size):
             fp = _near(rnd, rnd.choice(bases)) if rnd.random() < 0.9 else rnd.getrandbits(64)
-            items.append(content_seen._Keyed(key, fp, rnd.choice(url_fps)))
+            items.append(near_copies.Keyed(key, fp, rnd.choice(url_fps)))
     stored: dict[bytes, dict[str, bytes]] = {}
     known: dict[tuple[int, int], str] = {}
     for key in keys + [b"\x00" * 6, b"\x00\xff\xff\xff\xff\xff"]:
@@ -1127,7 +1129,7 @@ def test_numpy_crowded_pairs_are_the_per_pair_ones(rnd, n, max_pairwise, max_dis
     names = {f: f"http://h{rnd.randrange(5)}.com/{rnd.randrange(9)}" for f in url_fps if rnd.random() < 0.9}
     new: dict[int, set] = {}
     old: dict[int, set] = {}
-    got = content_seen._crowded_pairs(members, names, new, max_distance, max_pairwise)
+    got = near_copies.crowded_pairs(members, names, new, max_distance, max_pairwise)
     assert got == per_pair.crowded_pairs(members, names, old, max_distance, max_pairwise)
     assert new == old
 
