@@ -35,8 +35,6 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 
-from warcio.timeutils import datetime_to_iso_date
-
 from beamcrawl.core.archive.warc_records import b32, first_fields
 from beamcrawl.schemas.records import FetchResult, ParsedPage
 
@@ -61,9 +59,20 @@ def is_identical_payload(page: ParsedPage, original_digest: str | None) -> bool:
 
 
 def warc_date(epoch: float) -> str:
-    """A ``WARC-Date`` value (UTC, microseconds) for epoch seconds."""
-    moment = dt.datetime.fromtimestamp(epoch, dt.timezone.utc).replace(tzinfo=None)
-    return str(datetime_to_iso_date(moment, use_micros=True))
+    """A ``WARC-Date`` value (UTC, microseconds) for epoch seconds: what warcio's
+    ``datetime_to_iso_date(..., use_micros=True)`` writes (``2026-12-02T19:42:04.123456Z``, no
+    fraction at a whole second), formatted by ``isoformat`` directly. A fetch's records ask for
+    its date in turn (response, then request), so the last answer is kept."""
+    global _last_date
+    last = _last_date
+    if last[0] == epoch:
+        return last[1]
+    text = dt.datetime.fromtimestamp(epoch, dt.timezone.utc).isoformat()[:-6] + "Z"  # "+00:00" off
+    _last_date = (epoch, text)  # one reference swapped: a reader sees a whole pair
+    return text
+
+
+_last_date: tuple[float | None, str] = (None, "")
 
 
 def revisit_fields(

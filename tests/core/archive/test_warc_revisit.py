@@ -3,16 +3,20 @@ file, checked with ``warcio check`` and read back."""
 
 from __future__ import annotations
 
+import datetime as dt
 import io
 import os
 import subprocess
 import sys
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from warcio.archiveiterator import ArchiveIterator
 from warcio.statusandheaders import StatusAndHeaders
+from warcio.timeutils import datetime_to_iso_date
 from warcio.warcwriter import WARCWriter
 
-from beamcrawl.core.archive import cdxj
+from beamcrawl.core.archive import cdxj, warc_revisit
 from beamcrawl.core.urls.urlnorm import fingerprint
 from beamcrawl.core.archive.warc_records import RESPONSE_CONTENT_TYPE, gzip_member, http_head, new_record_id, record
 from beamcrawl.core.archive.warc_revisit import (
@@ -117,3 +121,21 @@ def test_a_differently_encoded_copy_is_not_an_identical_payload():
     assert not is_identical_payload(copy, payload_digest(b"gzip bytes of the same text"))
     assert not is_identical_payload(copy, None)
     assert payload_digest(b"") == "sha1:3I42H3S6NNFQ2MSVX7XZKYAYSCX5QBYJ"
+
+
+@settings(max_examples=1000, deadline=None)
+@given(
+    epochs=st.lists(
+        st.one_of(
+            st.floats(0, 4_102_444_800, allow_nan=False),  # to 2100
+            st.integers(0, 4_102_444_800).map(float),  # whole seconds: no fraction written
+            st.integers(0, 4_102_444_800 * 10**6).map(lambda us: us / 10**6),
+        ),
+        min_size=1,
+        max_size=4,
+    )
+)
+def test_warc_date_is_what_warcio_writes_for_the_moment(epochs: list[float]) -> None:
+    for epoch in [*epochs, *epochs]:  # asked again: the kept answer is the same
+        moment = dt.datetime.fromtimestamp(epoch, dt.timezone.utc).replace(tzinfo=None)
+        assert warc_revisit.warc_date(epoch) == datetime_to_iso_date(moment, use_micros=True)
