@@ -20,10 +20,12 @@ model (no server) and on real HTML documents found on this machine (``--html-glo
   (``_htmltags.walk``), and on the real documents and the hostile shapes with the compiled
   tags walked in Python, in the same run;
 * ``surt``: the CDXJ key of every link of those pages (:func:`surt_key.surt_key`, the short way
-  where it answers) against ``surt.surt`` alone, and the share the short way answers.
+  where it answers) against ``surt.surt`` alone, and the share the short way answers;
+* ``schedule``: the revisit schedule of a page (:func:`freshness.schedule_page`) whose response
+  carries ``Date`` and ``Last-Modified``, and the HTTP-date reading inside it.
 
     python bench/per_page_costs.py [--hosts 200] [--pages 2000] [--repeat 5]
-        [--html-glob '/usr/share/doc/*/*.html'] [--steps digest,gzip,text,bounds,links,surt] [--profile simhash|text|bounds]
+        [--html-glob '/usr/share/doc/*/*.html'] [--steps digest,gzip,text,bounds,links,surt,schedule] [--profile simhash|text|bounds]
 
 ``--profile`` runs cProfile over one pass of that step on the simweb sample (``bounds``: on the
 real documents) and prints the top functions by own time. ``--passes N`` only runs ``text_simhash`` N times over the sample's
@@ -38,6 +40,8 @@ from __future__ import annotations
 import argparse
 import contextlib
 import cProfile
+import dataclasses
+import email.utils
 import glob
 import hashlib
 import os
@@ -55,7 +59,15 @@ import surt
 
 from beamcrawl.core.archive import surt_key, warc_records, warc_revisit
 from beamcrawl.core.content import htmlbounds, htmlparse, textfp
+from beamcrawl.core.net import conditional
+from beamcrawl.core.policy.change_rate import SchedulePolicy
+from beamcrawl.transforms import freshness
+from beamcrawl.transforms.parse import parse_fetch
 from beamcrawl.simweb.site import SimWeb
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from stage_costs import sample_results  # noqa: E402
 
 __all__ = ["main", "real_pages", "simweb_pages"]
 
@@ -225,6 +237,31 @@ def _surt_rows(pages: list[bytes], real: list[bytes], repeat: int) -> list[str]:
     return rows
 
 
+def _schedule_rows(hosts: int, pages: int, repeat: int) -> list[str]:
+    """The revisit schedule of a fetched page (:func:`freshness.schedule_page`), on simweb's
+    pages given the ``Date`` and ``Last-Modified`` headers servers send (the bench's pages come
+    without them), and the HTTP-date reading it does three times a page."""
+    dated = [
+        dataclasses.replace(
+            r,
+            response_headers=[
+                *r.response_headers,
+                ("Date", email.utils.formatdate(r.fetched_at, usegmt=True)),
+                ("Last-Modified", email.utils.formatdate(r.fetched_at - 3 * 86400, usegmt=True)),
+            ],
+        )
+        for r in sample_results(hosts, pages)
+    ]
+    policy = SchedulePolicy()
+    parsed = [freshness.schedule_page(parse_fetch(r, "beamcrawl"), policy) for r in dated]
+    dates = [value for r in dated for name, value in r.response_headers if name in ("Date", "Last-Modified")]
+    return [
+        f"| schedule: schedule_page of a dated response | "
+        f"{_per_call(parsed, lambda page: freshness.schedule_page(page, policy), repeat):,.1f} | |",
+        f"| schedule: parse_http_date of an IMF-fixdate | {_per_call(dates, conditional.parse_http_date, repeat):,.2f} | |",
+    ]
+
+
 def _parse_text(body: bytes) -> str:
     return textfp.tree_text(LexborHTMLParser(body.decode("utf-8", "replace")))
 
@@ -266,7 +303,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument(
         "--steps",
         default="digest,gzip,text",
-        help="which rows: digest (and record), gzip, text (and simhash), bounds, links, surt",
+        help="which rows: digest (and record), gzip, text (and simhash), bounds, links, surt, schedule",
     )
     args = p.parse_args(argv)
     steps = set(args.steps.split(","))
@@ -336,6 +373,8 @@ def main(argv: list[str] | None = None) -> int:
         rows += _links_rows(pages, real, args.repeat)
     if "surt" in steps:
         rows += _surt_rows(pages, real, args.repeat)
+    if "schedule" in steps:
+        rows += _schedule_rows(args.hosts, args.pages, args.repeat)
     print("\n".join(rows))
     return 0
 

@@ -58,3 +58,20 @@ def test_the_links_rows_print_each_corpus_with_its_links(tmp_path, capsys):
     rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith("| links")]
     assert [row.split(" | ")[0] for row in rows] == ["| links: page_links, simweb", "| links: page_links, real HTML"]
     assert rows[1].endswith("| 30.0 links a page |")
+
+
+def test_the_surt_and_schedule_rows_print(tmp_path, capsys):
+    (tmp_path / "a.html").write_text('<a href="/x/Y/">y</a><a href="http://www.b.example:80/?b=1&a=2">b</a>')
+    argv = ["--hosts", "3", "--pages", "20", "--repeat", "1", "--steps", "surt,schedule"]
+    assert per_page_costs.main([*argv, "--html-glob", str(tmp_path / "*.html")]) == 0
+    rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith("| ")]
+    names = [row.split(" | ")[0] for row in rows]
+    assert names[1:] == [
+        "| surt: surt_key of a link, simweb",
+        "| surt: surt.surt of a link, simweb",
+        "| surt: surt_key of a link, real HTML",
+        "| surt: surt.surt of a link, real HTML",
+        "| schedule: schedule_page of a dated response",
+        "| schedule: parse_http_date of an IMF-fixdate",
+    ]
+    assert "2 URLs, 100.0% the short way" in rows[3]
