@@ -26,8 +26,8 @@ Every fetched page with a 2xx payload is checked; HTML pages also by their text:
    functions and records are :mod:`beamcrawl.transforms.near_copies`; this module wires them.
 3. **One original, deterministically.** A page is a near copy when it is within 3 bits of an
    original kept in an earlier round, or of an original of this round that comes first by
-   :func:`~beamcrawl.transforms.near_copies.order_key` (a URL without a query first, then the shorter, then the smaller). This
-   round's pairs are few (only real near copies share a row and pass the check), so they are
+   :func:`~beamcrawl.transforms.near_copies.order_key` (a URL without a query first, then the
+   shorter, then the smaller). This round's pairs are few (only real near copies share a row and pass the check), so they are
    named (their URLs looked up where the new content is, their fingerprints joined to it by
    part) and resolved in one place, in that order: the result depends only on the
    round's pages, not on fetch timing or bundle boundaries, and a rerun of a round decides
@@ -56,8 +56,9 @@ the decisions reach the pages by a join on the batch: each copy (about 150 bytes
 the batch its page waits in, so no worker holds the round's copies at once (a side input
 would: every worker, all of them). The one step that sees the whole round at once is the in-round
 resolution, and it holds only this round's candidates that are near each other and near no
-stored original; a row shared by more than :data:`~beamcrawl.transforms.near_copies.MAX_PAIRWISE` candidates (a trap serving
-one text over and over) is checked against its first originals, not pair by pair: such a
+stored original; a row shared by more than
+:data:`~beamcrawl.transforms.near_copies.MAX_PAIRWISE` candidates (a trap serving one text over
+and over) is checked against its first originals, not pair by pair: such a
 row crosses to the resolution as its members' fingerprints, and is checked there, in URL
 order, once its members are named.
 

@@ -123,7 +123,7 @@ def parse_http_date(value: str | None) -> float | None:
     """Epoch seconds of an HTTP-date (IMF-fixdate, RFC 850 or asctime form), or None.
 
     RFC 9110 §5.6.7 makes recipients accept all three forms; a date without a zone (asctime)
-    is GMT by definition. An IMF-fixdate is read directly (1 µs), anything else by
+    is GMT by definition. An IMF-fixdate is read directly (2 µs), anything else by
     ``email.utils`` (4 µs), which reads an IMF-fixdate the same way (tests compare them).
     """
     if value is None:
