@@ -59,7 +59,10 @@ COMPONENTS: list[tuple[str, re.Pattern[str]]] = [
     ("domains: tldextract", re.compile(r"tldextract")),
     ("store: SQLite (frontier, seen set, hosts)", re.compile(r"sqlite3|beamcrawl/stores/")),
     ("DRUM: bucket/combine/merge, candidates", re.compile(r"beamcrawl/transforms/url_seen\.py")),
-    ("content seen: checksums, simhash tables, settle", re.compile(r"beamcrawl/transforms/content_seen\.py")),
+    (
+        "content seen: checksums, simhash tables, settle",
+        re.compile(r"beamcrawl/transforms/(content_seen|near_copies)\.py|beamcrawl/state/content_rows\.py"),
+    ),
     (
         "schedule: revisit policy",
         re.compile(r"beamcrawl/transforms/freshness\.py|beamcrawl/core/policy/change_rate\.py"),

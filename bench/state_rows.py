@@ -19,7 +19,7 @@ counted; its wall time is printed beside it):
 - **new originals**: ``content_seen.settle`` for each page taken as a new original, and its
   rows (one content row, 20 simhash-table rows) written as ``_SettleFn`` writes them; the
   cells' encoding alone, and the decoding of the rows read back (``ContentRecord.from_cells``
-  and ``_parse_simhash_cells``); and the simhash-table rows alone, built and written as
+  and ``parse_simhash_cells``); and the simhash-table rows alone, built and written as
   cells (``Store.write_cells``) against a Mutation a row (``Store.mutate``).
 
     .venv/bin/python bench/state_rows.py [--pages 2000] [--hosts 300] [--stores embedded,emulator] [--repeat 3]
@@ -46,6 +46,7 @@ from beamcrawl.schemas.records import Candidate, FrontierEntry, UrlState, fp_key
 from beamcrawl.state.frontier import block_priorities, queue_new_block, queue_new_urls
 from beamcrawl.stores.base import Store, open_store
 from beamcrawl.stores.interface import Mutation
+from beamcrawl.state import content_rows
 from beamcrawl.transforms import content_seen as cs
 from beamcrawl.transforms.freshness import SchedulePolicy, next_entry, schedule_page
 from beamcrawl.transforms.record import url_state_cells
@@ -263,21 +264,29 @@ def _write_originals(store: Store, probes: list[cs.Probe]) -> int:
 def _simhash_rows_two_ways(fresh: Callable[[], Any], probes: list[cs.Probe], repeat: int) -> None:
     """The originals' simhash-table rows built and written as cells (``Store.write_cells``,
     what ``_SettleFn`` does) and as a Mutation a row (``Store.mutate``, what it did)."""
-    cells = cs.sorted_cells([c for p in probes for c in cs.simhash_row_cells(p, 1)])
-    mutations = cs.sorted_run([m for p in probes for m in cs.simhash_cells(p, 1)])
+    cells = content_rows.sorted_cells([c for p in probes for c in content_rows.simhash_row_cells(p, 1)])
+    mutations = content_rows.sorted_run([m for p in probes for m in content_rows.simhash_cells(p, 1)])
     n = len(cells)
-    t, _ = _best(repeat, lambda: _cpu(lambda: cs.sorted_cells([c for p in probes for c in cs.simhash_row_cells(p, 1)])))
+    t, _ = _best(
+        repeat,
+        lambda: _cpu(
+            lambda: content_rows.sorted_cells([c for p in probes for c in content_rows.simhash_row_cells(p, 1)])
+        ),
+    )
     _line("simhash rows built as cells", t, n, "row")
-    t, _ = _best(repeat, lambda: _cpu(lambda: cs.sorted_run([m for p in probes for m in cs.simhash_cells(p, 1)])))
+    t, _ = _best(
+        repeat,
+        lambda: _cpu(lambda: content_rows.sorted_run([m for p in probes for m in content_rows.simhash_cells(p, 1)])),
+    )
     _line("simhash rows built as mutations", t, n, "row")
 
     def write(how: Callable[[Any], None]) -> tuple[float, float]:
         with fresh() as store:
             return _cpu(lambda: how(store))
 
-    t, w = _best(repeat, lambda: write(lambda store: store.write_cells(cs.SIMHASH_TABLE, cells)))
+    t, w = _best(repeat, lambda: write(lambda store: store.write_cells(content_rows.SIMHASH_TABLE, cells)))
     _line("simhash rows written: write_cells", t, n, "row", w)
-    t, w = _best(repeat, lambda: write(lambda store: store.mutate(cs.SIMHASH_TABLE, mutations)))
+    t, w = _best(repeat, lambda: write(lambda store: store.mutate(content_rows.SIMHASH_TABLE, mutations)))
     _line("simhash rows written: mutate", t, n, "row", w)
 
 
@@ -296,12 +305,12 @@ def _new_originals(fresh: Callable[[], Any], probes: list[cs.Probe], repeat: int
     _simhash_rows_two_ways(fresh, [p for p in probes if p.simhash is not None], repeat)
     with fresh() as store:
         _write_originals(store, probes)
-        content = list(store.read_range(cs.CONTENT_TABLE))
-        simhash = list(store.read_range(cs.SIMHASH_TABLE))
-    t, _ = _best(repeat, lambda: _cpu(lambda: [cs.ContentRecord.from_cells(c) for _, c in content]))
+        content = list(store.read_range(content_rows.CONTENT_TABLE))
+        simhash = list(store.read_range(content_rows.SIMHASH_TABLE))
+    t, _ = _best(repeat, lambda: _cpu(lambda: [content_rows.ContentRecord.from_cells(c) for _, c in content]))
     _line("ContentRecord.from_cells (the checksum merge's decode)", t, len(content), "row")
     cells = sum(len(c) for _, c in simhash)
-    t, _ = _best(repeat, lambda: _cpu(lambda: [cs._parse_simhash_cells(c, 2) for _, c in simhash]))
+    t, _ = _best(repeat, lambda: _cpu(lambda: [content_rows.parse_simhash_cells(c, 2) for _, c in simhash]))
     _line(f"_parse_simhash_cells ({cells / max(1, len(simhash)):.2f} cells a row)", t, cells, "cell")
     size = sum(len(v) for _, c in content for v in c.values())
     ssize = sum(len(v) for _, c in simhash for v in c.values())
