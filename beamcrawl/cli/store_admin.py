@@ -58,7 +58,7 @@ def init_store(uri: str, out: TextIO) -> None:
 
 def store_info(uri: str, out: TextIO) -> None:
     """Prints each table's rows: counted where the store counts them cheaply (the embedded
-    store, in SQLite), else its estimate, marked ``~`` (Bigtable past 10,000 rows: a count
+    store, in SQLite), else its estimate, marked ``~`` (Bigtable past 20,000 rows: a count
     there streams every key). ``Store.report_rows`` decides, as for a round's report; the
     plain key-space estimate is for sizing joins over uniform keys, and would read a
     simhash table, whose keys begin with their table byte, as many times its size.
