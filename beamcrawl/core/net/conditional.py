@@ -141,6 +141,12 @@ def parse_http_date(value: str | None) -> float | None:
         except ValueError:  # no such day or time (31 Feb, 24:00): as email.utils refuses it
             return None
         return moment.timestamp()
+    return _email_date(text)
+
+
+def _email_date(text: str) -> float | None:
+    """Epoch seconds of a stripped HTTP-date of any of the three forms, by ``email.utils``'
+    general parser (what :func:`parse_http_date` reads an IMF-fixdate the same as), or None."""
     try:
         when = email.utils.parsedate_to_datetime(text)
     except (TypeError, ValueError, IndexError, OverflowError):
