@@ -14,12 +14,14 @@ setup(
     packages=find_packages(include=["beamcrawl", "beamcrawl.*"]),
     # The simhash of a page's words in C (core/content/textfp.py), and the tags the parse
     # limits' pre-scan reads and its walk over them (core/content/htmlbounds.py). Optional: where
-    # no C compiler is at hand the install goes on, and both modules compute the same in Python
+    # no C compiler is at hand the install goes on, and the modules compute the same in Python
     # (slower: bench/README.md, "A compiled simhash", "The parse's tags and words compiled" and
     # "The pre-scan's walk compiled").
     ext_modules=[
         Extension("beamcrawl.core.content._simhash", ["beamcrawl/core/content/_simhash.c"], optional=True),
         Extension("beamcrawl.core.content._htmltags", ["beamcrawl/core/content/_htmltags.c"], optional=True),
+        # The URL-shape check of every discovered link (core/urls/urlshape.py), likewise.
+        Extension("beamcrawl.core.urls._urlshape", ["beamcrawl/core/urls/_urlshape.c"], optional=True),
     ],
     install_requires=[
         f"apache-beam[gcp]=={BEAM_VERSION}",

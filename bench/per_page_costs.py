@@ -21,11 +21,14 @@ model (no server) and on real HTML documents found on this machine (``--html-glo
   tags walked in Python, in the same run;
 * ``surt``: the CDXJ key of every link of those pages (:func:`surt_key.surt_key`, the short way
   where it answers) against ``surt.surt`` alone, and the share the short way answers;
+* ``shape``: the URL-shape check of every link of those pages (:meth:`urlshape.ShapeRules.check`,
+  compiled where it was built) against the Python rules (``check_python``), and how many
+  answers differ;
 * ``schedule``: the revisit schedule of a page (:func:`freshness.schedule_page`) whose response
   carries ``Date`` and ``Last-Modified``, and the HTTP-date reading inside it.
 
     python bench/per_page_costs.py [--hosts 200] [--pages 2000] [--repeat 5]
-        [--html-glob '/usr/share/doc/*/*.html'] [--steps digest,gzip,text,bounds,links,surt,schedule] [--profile simhash|text|bounds]
+        [--html-glob '/usr/share/doc/*/*.html'] [--steps digest,gzip,text,bounds,links,surt,shape,schedule] [--profile simhash|text|bounds]
 
 ``--profile`` runs cProfile over one pass of that step on the simweb sample (``bounds``: on the
 real documents) and prints the top functions by own time. ``--passes N`` only runs ``text_simhash`` N times over the sample's
@@ -61,6 +64,7 @@ from beamcrawl.core.archive import surt_key, warc_records, warc_revisit
 from beamcrawl.core.content import htmlbounds, htmlparse, textfp
 from beamcrawl.core.net import conditional
 from beamcrawl.core.policy.change_rate import SchedulePolicy
+from beamcrawl.core.urls import urlshape
 from beamcrawl.transforms import freshness
 from beamcrawl.transforms.parse import parse_fetch
 from beamcrawl.simweb.site import SimWeb
@@ -237,6 +241,33 @@ def _surt_rows(pages: list[bytes], real: list[bytes], repeat: int) -> list[str]:
     return rows
 
 
+def _shape_rows(pages: list[bytes], real: list[bytes], repeat: int) -> list[str]:
+    """The URL-shape check of every link of the documents (normalised, as the candidates
+    check them): compiled where it was built, and the Python rules, with how many answers
+    differ (none may)."""
+    base = "http://h17.simweb.test:8000/p/17/intro-to-things.html"
+    rules = urlshape.ShapeRules()
+    how = "compiled" if rules._compiled is not None else "Python (no compiled module)"
+    rows = []
+    for corpus, bodies in (("simweb", pages), ("real HTML", real)):
+        urls = [
+            link[0]
+            for b in bodies
+            for link in htmlparse.page_links(LexborHTMLParser(b.decode("utf-8", "replace")), base).links
+        ]
+        if not urls:
+            continue
+        differ = sum(rules.check(u) != rules.check_python(u) for u in urls)
+        rows.append(
+            f"| shape: ShapeRules.check of a link, {corpus} ({how}) | {_per_call(urls, rules.check, repeat):,.2f} | "
+            f"{len(urls):,} URLs, {differ} answers differ |"
+        )
+        rows.append(
+            f"| shape: ShapeRules.check_python of a link, {corpus} | {_per_call(urls, rules.check_python, repeat):,.2f} | |"
+        )
+    return rows
+
+
 def _schedule_rows(hosts: int, pages: int, repeat: int) -> list[str]:
     """The revisit schedule of a fetched page (:func:`freshness.schedule_page`), on simweb's
     pages given the ``Date`` and ``Last-Modified`` headers servers send (the bench's pages come
@@ -303,7 +334,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument(
         "--steps",
         default="digest,gzip,text",
-        help="which rows: digest (and record), gzip, text (and simhash), bounds, links, surt, schedule",
+        help="which rows: digest (and record), gzip, text (and simhash), bounds, links, surt, shape, schedule",
     )
     args = p.parse_args(argv)
     steps = set(args.steps.split(","))
@@ -373,6 +404,8 @@ def main(argv: list[str] | None = None) -> int:
         rows += _links_rows(pages, real, args.repeat)
     if "surt" in steps:
         rows += _surt_rows(pages, real, args.repeat)
+    if "shape" in steps:
+        rows += _shape_rows(pages, real, args.repeat)
     if "schedule" in steps:
         rows += _schedule_rows(args.hosts, args.pages, args.repeat)
     print("\n".join(rows))

@@ -75,3 +75,14 @@ def test_the_surt_and_schedule_rows_print(tmp_path, capsys):
         "| schedule: parse_http_date of an IMF-fixdate",
     ]
     assert "2 URLs, 100.0% the short way" in rows[3]
+
+
+def test_the_shape_rows_print_both_checks_and_no_difference(capsys):
+    argv = ["--hosts", "3", "--pages", "20", "--repeat", "1", "--steps", "shape"]
+    assert per_page_costs.main(argv) == 0
+    out = capsys.readouterr().out
+    rows = [line for line in out.splitlines() if line.startswith("| shape:")]
+    names = [row.split(" | ")[0] for row in rows]
+    assert "| shape: ShapeRules.check of a link, simweb (compiled)" in names
+    assert "| shape: ShapeRules.check_python of a link, simweb" in names
+    assert all(" 0 answers differ |" in row for row in rows if "(compiled)" in row)

@@ -110,6 +110,9 @@ def test_rules_pickle() -> None:
     rules = ShapeRules(max_depth=5)
     again = pickle.loads(pickle.dumps(rules))
     assert again == rules and again.check("https://a.example/1/2/3/4/5/6") == "too_deep"
+    # Its settings travel, not the compiled check: a worker uses its own build, or none.
+    assert b"_urlshape" not in pickle.dumps(rules)
+    assert again._compiled is not None
 
 
 def test_session_id_trap_collapses_in_normalisation() -> None:
@@ -186,3 +189,105 @@ def test_property_prefix_closed(segments: list[str]) -> None:
     first_bad = next((i for i, v in enumerate(verdicts) if v is not None), None)
     if first_bad is not None:
         assert all(v is not None for v in verdicts[first_bad:])
+
+
+# --- the compiled check (_urlshape.c) gives the Python rules' answers ---
+
+from beamcrawl.core.urls import urlshape  # noqa: E402
+
+
+def test_the_compiled_check_is_built_and_used() -> None:
+    """``make install`` builds it (a C compiler is part of the machine's setup): a test
+    run without it would compare the Python rules with themselves."""
+    assert urlshape._compiled_check is not None
+    assert ShapeRules()._compiled is not None
+
+
+_url_chars = st.sampled_from(list("aZ09/./;?#:%-_~@") + ["//", "://", ".png", ".PnG", ".html", ";v=1", "é", "\u212a"])
+_schemes = st.sampled_from(["http", "https", "HTTP", "Https", "ftp", "", "h", "http:", "javascript"])
+
+
+def _rules_strategy() -> st.SearchStrategy[ShapeRules]:
+    return st.builds(
+        ShapeRules,
+        max_length=st.sampled_from([0, 10, 40, 2048]),
+        max_depth=st.sampled_from([0, 1, 3, 16]),
+        max_segment_repeats=st.sampled_from([0, 2, 3, 5]),
+        schemes=st.sampled_from([frozenset({"http", "https"}), frozenset({"HTTP"}), frozenset({"ftp", "x"})]),
+        binary_extensions=st.sampled_from([frozenset({"png", "gz"}), frozenset(), frozenset({"K", "mkv", "a;b"})]),
+        skip_documents=st.booleans(),
+    )
+
+
+@settings(max_examples=1500, deadline=None)
+@given(
+    _rules_strategy(),
+    _schemes,
+    st.text(alphabet=st.characters(max_codepoint=0x80), max_size=8),
+    st.lists(_url_chars, max_size=30),
+)
+def test_property_compiled_answers_as_the_python_rules(
+    rules: ShapeRules, scheme: str, host: str, pieces: list[str]
+) -> None:
+    """Every outcome, on URLs built around each step's edges: schemes in every case and
+    missing, "://" twice, "?" and "#" before and after the first "/", empty and repeated
+    segments, extensions in any case and cut at ";", a KELVIN SIGN whose lower case is
+    "k" (left to the Python rules with the other non-ASCII URLs), lengths across the limit."""
+    for url in (f"{scheme}://{host}{''.join(pieces)}", f"{scheme}:{host}{''.join(pieces)}", "".join(pieces)):
+        assert rules.check(url) == rules.check_python(url), url
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.text(max_size=200))
+def test_property_compiled_answers_as_the_python_rules_on_any_text(text: str) -> None:
+    rules = ShapeRules()
+    for url in (text, f"http://h.example/{text}", f"https://{text}"):
+        assert rules.check(url) == rules.check_python(url)
+
+
+def test_compiled_leaves_what_it_does_not_read_to_python() -> None:
+    """Non-ASCII URLs and paths of more than 256 segments are the Python rules' (-2); the
+    answers are the same either way."""
+    rules = ShapeRules(max_depth=0)
+    assert rules._compiled is not None
+    many = "http://h.example/" + "/".join(f"s{i}" for i in range(300)) + "/s7/s7"
+    assert rules._compiled(many) == -2
+    assert rules.check(many) == rules.check_python(many) == "repeated_segment"
+    kelvin = "http://h.example/movie.m\u212av"  # "mkv" once lower-cased
+    assert rules._compiled(kelvin) == -2
+    assert rules.check(kelvin) == "binary_extension"
+    assert rules._compiled("http://h.example/a.png") == REASONS.index("binary_extension")
+    assert rules._compiled("http://h.example/a.html") == -1
+
+
+def test_compiled_refuses_bad_arguments_without_crashing() -> None:
+    compiled = urlshape._compiled_check
+    assert compiled is not None
+    with pytest.raises(TypeError):
+        compiled(1, 2, 3, frozenset(), frozenset())
+    with pytest.raises(TypeError):
+        compiled(1, 2, 3, {"http"}, frozenset(), "http://a/")
+    with pytest.raises(TypeError):
+        compiled(1, 2, 3, frozenset(), frozenset(), b"http://a/")
+    with pytest.raises(ValueError):
+        compiled(-1, 2, 3, frozenset(), frozenset(), "http://a/")
+
+
+def test_without_the_extension_the_rules_are_pythons() -> None:
+    import os
+    import subprocess
+    import sys
+    import textwrap
+
+    script = textwrap.dedent(
+        """
+        import sys
+        sys.modules["beamcrawl.core.urls._urlshape"] = None  # as if it was not built
+        from beamcrawl.core.urls import urlshape
+        assert urlshape._compiled_check is None and urlshape.ShapeRules()._compiled is None
+        print([urlshape.check(u) for u in ("http://a.example/x.png", "http://a.example/a/a/a/", "ftp://a/")])
+        """
+    )
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, check=True)
+    assert out.stdout.strip() == "['binary_extension', 'repeated_segment', 'bad_scheme']"
