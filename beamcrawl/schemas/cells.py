@@ -147,9 +147,10 @@ def _text(raw: bytes) -> str:
 # --- frontier entries ----------------------------------------------------------------------
 
 
-def encode_frontier(v: Any) -> bytes | None:
+def encode_frontier(v: Any, revisit_cell: bytes | None = None) -> bytes | None:
     """A frontier entry's fields (a ``FrontierEntry``, read by attribute) as a binary cell,
-    or None when a value does not fit the layout exactly (the caller writes JSON)."""
+    or None when a value does not fit the layout exactly (the caller writes JSON).
+    ``revisit_cell`` is ``encode_revisit(v.revisit)`` where the caller encoded it already."""
     try:
         lastmod, origin, revisit, also = v.lastmod, v.robots_origin, v.revisit, v.also_keys
         if (
@@ -175,7 +176,10 @@ def encode_frontier(v: Any) -> bytes | None:
         )
         origin_b = b"" if origin is None else _utf8(origin)
         also_b = _COMPACT.encode(also).encode() if also else b""
-        revisit_b = b"" if revisit is None else encode_revisit(revisit) or _COMPACT.encode(revisit).encode()
+        if revisit is None:
+            revisit_b = b""
+        else:
+            revisit_b = revisit_cell or encode_revisit(revisit) or _COMPACT.encode(revisit).encode()
         flags = (
             (_LASTMOD if lastmod is not None else 0)
             | (_ORIGIN if origin is not None else 0)

@@ -277,10 +277,15 @@ class FrontierEntry:
     def key(self) -> bytes:
         return frontier_key(self.due_ms, self.fp)
 
-    def to_cells(self) -> dict[str, bytes]:
+    def to_cells(self, revisit_cell: bytes | None = None) -> dict[str, bytes]:
         """The row's one cell (``r:json``, by its old name), binary (``schemas/cells.py``);
-        JSON for an entry whose values the binary layout cannot hold exactly."""
-        raw = binary.encode_frontier(self)
+        JSON for an entry whose values the binary layout cannot hold exactly.
+
+        Args:
+            revisit_cell: ``encode_revisit(self.revisit)`` when the caller has it already
+                (``ParsedPage.revisit_cell``): it is not encoded again.
+        """
+        raw = binary.encode_frontier(self, revisit_cell)
         return {JSON_CELL: raw} if raw is not None else _encode(self)
 
     def to_json(self) -> str:
@@ -844,6 +849,10 @@ class ParsedPage:
     # decision it led to (core/freshness.Schedule as a dict: action, due, priority, observed).
     revisit: dict[str, Any] | None = None
     schedule: dict[str, Any] | None = None
+    # ``revisit`` as its binary cell (schemas/cells.py ``encode_revisit``), encoded once where
+    # it is set, for both rows that hold it: the URL's state and its next frontier row. None
+    # when there is none or it does not fit the layout (each row then encodes it as JSON).
+    revisit_cell: bytes | None = None
 
 
 @shuffled

@@ -177,10 +177,11 @@ def scheduled_key(fp: int, revisit: dict | None, after_ms: int) -> bytes | None:
     return frontier_key(int(due * 1000), fp)
 
 
-def requeue_text(entry: FrontierEntry) -> str:
+def requeue_text(entry: FrontierEntry, revisit_cell: bytes | None = None) -> str:
     """A next visit's frontier row as one staged line: ``<key hex> <cell, base64>``, the cell
-    encoded here once, as the commit writes it (``FrontierEntry.to_cells``)."""
-    return entry.key.hex() + " " + base64.b64encode(entry.to_cells()[JSON_CELL]).decode("ascii")
+    encoded here once, as the commit writes it (``FrontierEntry.to_cells``, given the
+    entry's revisit state already encoded as ``revisit_cell`` where the caller has it)."""
+    return entry.key.hex() + " " + base64.b64encode(entry.to_cells(revisit_cell)[JSON_CELL]).decode("ascii")
 
 
 def read_requeue_line(line: str) -> tuple[bytes, dict[str, bytes]]:

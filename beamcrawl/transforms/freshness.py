@@ -35,6 +35,7 @@ from beamcrawl.core.net.conditional import is_conditional, validators_from_heade
 from beamcrawl.core.policy import change_rate as freshness
 from beamcrawl.core.policy.change_rate import FetchOutcome, RevisitState, SchedulePolicy
 from beamcrawl.core.policy.politeness import parse_retry_after
+from beamcrawl.schemas import cells as binary
 from beamcrawl.schemas.records import FrontierEntry, PageBatch, ParsedPage, first_url
 from beamcrawl.state.frontier import scheduled_key
 from beamcrawl.transforms.dead_letter import ERRORS, Outlet, collect
@@ -114,6 +115,7 @@ def schedule_page(page: ParsedPage, policy: SchedulePolicy, uniform: bool = Fals
         state.next_due = due
         schedule = dataclasses.replace(schedule, due=due)
     page.revisit = state.to_dict()
+    page.revisit_cell = binary.encode_revisit(page.revisit)
     page.schedule = {
         "action": schedule.action,
         "due": schedule.due,

@@ -82,7 +82,7 @@ def url_state_cells(page: ParsedPage) -> dict[str, bytes] | None:
     )
     cells = state.outcome_cells()
     if page.revisit is not None:  # freshness scheduled it: else the cell stays as it was
-        cells[REVISIT_CELL] = revisit_cell(page.revisit)
+        cells[REVISIT_CELL] = page.revisit_cell or revisit_cell(page.revisit)
     if f.outcome == "fetched":
         cells[DUPLICATE_CELL] = json_cell(page.duplicate_of)
     return cells
@@ -102,7 +102,7 @@ def requeue_line(page: ParsedPage) -> str | None:
     entry = next_entry(page)
     if entry is None:
         return None
-    return requeue_text(entry)
+    return requeue_text(entry, page.revisit_cell)
 
 
 class _WriteRowsFn(beam.DoFn):

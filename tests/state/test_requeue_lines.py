@@ -46,6 +46,16 @@ def test_a_staged_line_is_the_row_the_commit_writes_and_reads_back_equal(entry: 
     assert FrontierEntry.from_cells(cells) == entry
 
 
+@settings(max_examples=200, deadline=None)
+@given(entries)
+def test_a_revisit_state_encoded_by_the_caller_gives_the_same_line(entry: FrontierEntry) -> None:
+    """``ParsedPage.revisit_cell``, encoded once by freshness, stands for encoding the
+    entry's revisit state again; None (none, or a state that needs JSON) is encoded here."""
+    given_cell = None if entry.revisit is None else cellfmt.encode_revisit(entry.revisit)
+    assert requeue_text(entry, given_cell) == requeue_text(entry)
+    assert entry.to_cells(given_cell) == entry.to_cells()
+
+
 @settings(max_examples=100, deadline=None)
 @given(entries)
 def test_a_line_staged_as_json_by_an_earlier_version_reads_the_same(entry: FrontierEntry) -> None:

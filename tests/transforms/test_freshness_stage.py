@@ -81,6 +81,19 @@ def test_first_fetch_then_unchanged_then_changed_moves_the_estimate_and_the_due_
     assert changed.schedule["due"] - (T0 + 40) < same.schedule["due"] - (T0 + 20)
 
 
+def test_schedule_encodes_the_revisit_state_once_for_both_rows():
+    """``page.revisit_cell`` is the state set beside it, as its binary cell; the next
+    visit's staged row and the URL state row are what they were when each encoded it."""
+    first = schedule_page(_page(headers=[("ETag", '"v1"')]), POLICY)
+    same = schedule_page(_revisit(first, T0 + 20), POLICY)
+    for page in (first, same):
+        assert page.revisit_cell is not None and page.revisit_cell == cellfmt.encode_revisit(page.revisit)
+        line = requeue_line(page)
+        cells = url_state_cells(page)
+        page.revisit_cell = None  # as a page scheduled before the cell was kept
+        assert line == requeue_line(page) and cells == url_state_cells(page)
+
+
 def test_a_304_keeps_the_copy_and_is_archived_as_a_server_not_modified_revisit():
     first = schedule_page(_page(headers=[("ETag", '"v1"')]), POLICY)
     again = _revisit(

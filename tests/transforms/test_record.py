@@ -104,6 +104,18 @@ def test_a_revisit_state_is_a_binary_cell_that_reads_back_equal():
     assert UrlState.from_cells(cells).revisit == page.revisit
 
 
+def test_the_revisit_cell_encoded_by_freshness_is_the_one_written():
+    """Freshness encodes a page's revisit state once (``ParsedPage.revisit_cell``); the URL
+    state row writes those bytes, the same as encoding the state here."""
+    page = _page()
+    page.revisit = RevisitState(checksum="00ff" * 4, visits=1, history=[[60.0, 0]], next_due=99.5).to_dict()
+    encoded_here = url_state_cells(page)
+    page.revisit_cell = cellfmt.encode_revisit(page.revisit)
+    assert page.revisit_cell is not None
+    cells = url_state_cells(page)
+    assert cells == encoded_here and cells is not None and cells[REVISIT_CELL] is page.revisit_cell
+
+
 def test_a_not_modified_answer_records_the_checksum_held():
     page = _page()
     page.fetch.status = 304
