@@ -102,7 +102,7 @@ INCLUSIVE: list[tuple[str, re.Pattern[str]]] = [
     ("- warcio WARCWriter.write_record (gzip, digests)", re.compile(r"^WARCWriter\.write_record ")),
     ("- CDXJ index entries", re.compile(r"beamcrawl/core/archive/cdxj\.py")),
     ("Parquet writers (_ParquetPartsFn)", re.compile(r"^_ParquetPartsFn\.")),
-    ("- link_edge_columns (links/ columns)", re.compile(r"^link_edge_columns ")),
+    ("- link_edge_parts (links/ columns)", re.compile(r"^link_edge_(?:parts|columns) ")),
     ("DRUM combine per bundle (_BucketFn)", re.compile(r"^_BucketFn\.")),
     ("DRUM merge + queue new URLs (_MergeBucketFn.process)", re.compile(r"^_MergeBucketFn\.process ")),
     ("- queue_new_urls (frontier + seen-set rows)", re.compile(r"^queue_new_urls ")),

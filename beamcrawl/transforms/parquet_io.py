@@ -24,6 +24,7 @@ that way wrote, byte for byte (tests compare the two).
 from __future__ import annotations
 
 import time
+from itertools import repeat
 from typing import Any, Mapping
 
 import apache_beam as beam
@@ -48,6 +49,7 @@ __all__ = [
     "WriteLinkEdges",
     "WritePageEvents",
     "link_edge_columns",
+    "link_edge_parts",
     "sorted_table",
     "write_part",
     "write_table",
@@ -70,8 +72,8 @@ def _is_variable(t: pa.DataType) -> bool:
 def _lengths(values: list[Any]) -> int:
     """The summed lengths of a string column's values (None and anything without one: 0)."""
     try:
-        return sum(map(len, filter(None, values)))
-    except TypeError:  # a value of another type (the conversion will refuse it)
+        return len("".join(filter(None, values)))  # one C pass; a len() call a value costs more
+    except TypeError:  # bytes, or a value of another type (the conversion will refuse it)
         return sum(len(v) for v in values if isinstance(v, (str, bytes)))
 
 
@@ -80,39 +82,52 @@ def _lengths(values: list[Any]) -> int:
 _host_domain = domain_of
 
 
-def link_edge_columns(page: ParsedPage) -> dict[str, list[Any]] | None:
-    """A page's links/ rows, one per out-link, as columns (LINKS_SCHEMA's names), or None
-    when it has no links. Its round is the folder, ``links/round=N/``.
+def link_edge_parts(page: ParsedPage) -> tuple[dict[str, Any], dict[str, list[Any]]] | None:
+    """A page's links/ rows, one per out-link, as the values every row of the page shares
+    (its source: ``src``, ``src_fp``, ``src_host``, ``src_domain``, ``fetched_at``) and the
+    columns of the rest, or None when it has no links. Its round is the folder,
+    ``links/round=N/``. :meth:`ColumnBuffer.add_columns` takes both as they are.
 
     Values are as the columns store them: fingerprints signed (:func:`signed64`) and
-    ``fetched_at`` in epoch milliseconds (:func:`timestamp_ms`), one value for the page.
+    ``fetched_at`` in epoch milliseconds (:func:`timestamp_ms`).
     """
     links = page.links
     if not links:
         return None
     f = page.fetch
-    n = len(links)
     src_host = f.entry.host
-    meta_nofollow = page.meta_nofollow
     if not isinstance(links, LinkColumns):
         links = LinkColumns.of(links)
     dst = links.urls
     hosts = links.hosts
     dst_host = hosts if all(hosts) else [host or host_of(url) for url, host in zip(dst, hosts)]
-    return {
-        "src": [f.url] * n,
+    shared: dict[str, Any] = {
+        "src": f.url,
+        "src_fp": signed64(f.entry.fp),
+        "src_host": src_host,
+        "src_domain": _host_domain(src_host),
+        "fetched_at": timestamp_ms(f.fetched_at) if f.fetched_at else None,
+    }
+    columns: dict[str, list[Any]] = {
         "dst": dst,
-        "src_fp": [signed64(f.entry.fp)] * n,
         "dst_fp": list(map(signed64, links.fps)),
-        "src_host": [src_host] * n,
         "dst_host": dst_host,
-        "src_domain": [_host_domain(src_host)] * n,
         "dst_domain": list(map(_host_domain, dst_host)),
         "anchor": [anchor or None for anchor in links.anchors],
-        "nofollow": [True] * n if meta_nofollow else links.nofollow,
+        "nofollow": [True] * len(dst) if page.meta_nofollow else links.nofollow,
         "kind": links.kinds,
-        "fetched_at": [timestamp_ms(f.fetched_at) if f.fetched_at else None] * n,
     }
+    return shared, columns
+
+
+def link_edge_columns(page: ParsedPage) -> dict[str, list[Any]] | None:
+    """:func:`link_edge_parts` as one list a column (LINKS_SCHEMA's names, in its order)."""
+    parts = link_edge_parts(page)
+    if parts is None:
+        return None
+    shared, columns = parts
+    n = len(columns["dst"])
+    return {name: columns[name] if name in columns else [shared[name]] * n for name in LINKS_SCHEMA.names}
 
 
 class ColumnBuffer:
@@ -140,6 +155,7 @@ class ColumnBuffer:
         self._sealed: list[pa.RecordBatch] = []
         self._sealed_nbytes = 0
         self._variable = tuple(f.name for f in schema if _is_variable(f.type))
+        self._variable_set = frozenset(self._variable)
         self._row_slots = _SLOT * len(schema.names)
 
     def __len__(self) -> int:
@@ -157,15 +173,27 @@ class ColumnBuffer:
                 size += len(value)
         self.nbytes += size
 
-    def add_columns(self, columns: Mapping[str, list[Any]]) -> int:
-        """Appends rows given column by column; returns how many."""
+    def add_columns(self, columns: Mapping[str, list[Any]], shared: Mapping[str, Any] | None = None) -> int:
+        """Appends rows given column by column, and ``shared``: columns whose value is the
+        same in every one of these rows, given once (a page's source in each of its link
+        edges); returns how many rows. A column in neither is null."""
         n = len(next(iter(columns.values()), ()))
+        shared = shared or {}
+        size = self._row_slots * n
         for name, column in self.columns.items():
             values = columns.get(name)
-            column.extend(values if values is not None else [None] * n)
+            if values is not None:
+                column.extend(values)
+                if name in self._variable_set:
+                    size += _lengths(values)
+            else:
+                value = shared.get(name)
+                column.extend(repeat(value, n))
+                if isinstance(value, (str, bytes)) and name in self._variable_set:
+                    size += len(value) * n
         self.rows += n
         self.pending += n
-        self.nbytes += self._row_slots * n + sum(_lengths(columns.get(name) or []) for name in self._variable)
+        self.nbytes += size
         return n
 
     def full(self) -> bool:
@@ -300,23 +328,27 @@ class _ParquetPartsFn(beam.DoFn):
         self.buffer = ColumnBuffer(self.schema)
 
     # Not generators: the rows are buffered when called (a test calls these directly).
-    def process(self, element: Mapping[str, Any] | list[Mapping[str, Any]] | None) -> list[beam.pvalue.TaggedOutput]:
+    def process(self, element: Any) -> list[beam.pvalue.TaggedOutput]:
         if element is None:
             return []
         if not self.batched:
-            return self._add(element)  # type: ignore[arg-type]
+            return self._add(element)
         out: list[beam.pvalue.TaggedOutput] = []
-        for item in element:  # type: ignore[union-attr]
+        for item in element:
             out.extend(self._add(item))
         return out
 
-    def _add(self, item: Mapping[str, Any]) -> list[beam.pvalue.TaggedOutput]:
+    def _add(self, item: Any) -> list[beam.pvalue.TaggedOutput]:
+        """Buffers one item: a row dict, or with ``columnar`` a dict of columns or a
+        ``(shared values, columns)`` pair (:func:`link_edge_parts`)."""
         try:
             self.dead.check(item)
         except Exception as exc:
             return [self.dead.tagged(exc, item)]
         if self.columnar:
-            self.received.inc(self.buffer.add_columns(item))
+            # A page's columns, or its link edges as (shared values, columns): link_edge_parts.
+            shared, columns = item if isinstance(item, tuple) else (None, item)
+            self.received.inc(self.buffer.add_columns(columns, shared))
         else:
             self.buffer.add_row(item)
             self.received.inc()
@@ -398,7 +430,7 @@ class WriteLinkEdges(beam.PTransform[beam.PCollection[PageBatch], beam.PCollecti
     def expand(self, pages: beam.PCollection[PageBatch]) -> beam.PCollection[None]:
         out = (
             pages
-            | "Edges of each page" >> dead_letter.MapPages("publish_links", link_edge_columns)
+            | "Edges of each page" >> dead_letter.MapPages("publish_links", link_edge_parts)
             | "Write links Parquet"
             >> beam.ParDo(
                 _ParquetPartsFn(

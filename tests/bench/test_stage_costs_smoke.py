@@ -18,7 +18,7 @@ def test_every_stage_prints_a_figure(capsys):
     rows = {line.split(" | ")[0].lstrip("| ").strip(): line for line in out.splitlines() if line.startswith("| ")}
     for name in (
         "parse_fetch (selectolax, normalise + fingerprint every link)",
-        "link_edge_columns (links/ rows)",
+        "link_edge_parts (links/ rows: the page's values once, the links' columns)",
         "page_candidates",
         "pickle the pages into batch files (bodies set aside)",
         "pickle: the batch files' pages read back",

@@ -293,6 +293,11 @@ def test_link_parts_hold_what_the_row_path_wrote(tmp_path, monkeypatch, flush_ro
     now = _parts_now(tmp_path, [link_edge_columns(p) for p in pages], LINKS_SCHEMA, ("src", "dst"), columnar=True)
     assert len(now) == len(before) > (1 if flush_rows == 4 else 0)
     assert sorted(now) == sorted(before)  # the same bytes: schema, metadata, rows and order
+    # As the round gives them: each page's source values once beside the links' columns.
+    shared = _parts_now(
+        tmp_path / "shared", [parquet_io.link_edge_parts(p) for p in pages], LINKS_SCHEMA, ("src", "dst"), columnar=True
+    )
+    assert sorted(shared) == sorted(before)
     table = pq.read_table(pa.BufferReader(max(now, key=len)))
     assert table.schema.equals(LINKS_SCHEMA, check_metadata=True)
 
@@ -465,3 +470,39 @@ def test_a_sealed_buffer_keeps_no_python_values():
     assert [row["src"] for row in buffer.drop_bad_rows()] == [7]
     assert buffer.nbytes == 3 * 8 * len(LINKS_SCHEMA.names) + 6
     assert buffer.take().column("src").to_pylist() == ["a", "b", "c"]
+
+
+_cell = st.one_of(st.none(), st.text(max_size=6), st.binary(max_size=4), st.integers(0, 9))
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(_cell, max_size=12))
+def test_string_lengths_are_summed_as_each_value_counts(values):
+    """Strings and bytes weigh their length, anything else nothing, in one join or not."""
+    assert parquet_io._lengths(values) == sum(len(v) for v in values if isinstance(v, (str, bytes)))
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    n=st.integers(0, 6),
+    shared=st.dictionaries(st.sampled_from(["src", "src_fp", "src_host", "fetched_at"]), _cell, max_size=4),
+    dst=st.lists(st.text(max_size=5), min_size=6, max_size=6),
+)
+def test_shared_values_are_the_columns_they_stand_for(n, shared, dst):
+    """add_columns(columns, shared) holds, weighs and converts as the columns written out."""
+    given_once, written_out = ColumnBuffer(LINKS_SCHEMA), ColumnBuffer(LINKS_SCHEMA)
+    columns = {"dst": dst[:n]}
+    assert (
+        given_once.add_columns(columns, shared)
+        == written_out.add_columns({**columns, **{name: [value] * n for name, value in shared.items()}})
+        == n
+    )
+    assert given_once.nbytes == written_out.nbytes
+    assert given_once.columns == written_out.columns
+    try:
+        expected = written_out.take()
+    except (pa.ArrowException, TypeError, ValueError, OverflowError):
+        with pytest.raises((pa.ArrowException, TypeError, ValueError, OverflowError)):
+            given_once.take()
+        return
+    assert given_once.take().equals(expected)
