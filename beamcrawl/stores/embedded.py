@@ -21,7 +21,8 @@ import logging
 import os
 import sqlite3
 import threading
-from collections.abc import Iterable, Iterator, Sequence
+import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from itertools import repeat
 from operator import itemgetter
@@ -55,6 +56,11 @@ _COLUMNS = [("k", "BLOB", 1), ("c", "TEXT", 2), ("v", "BLOB", 0)]  # name, type,
 _MISSING = "is missing tables"  # the one schema problem that creating the schema fixes
 
 _INHERITED: list[sqlite3.Connection] = []  # see EmbeddedStore._use
+
+# Called after each write transaction with (table, epoch seconds it began, seconds waited for
+# the write lock, seconds holding it, cells written), where set: bench/store_locks.py sets it
+# in every process of a round to see who waits for SQLite's one writer and how long.
+COMMIT_HOOK: Callable[[str, float, float, float, int], None] | None = None
 
 _Cell = tuple[bytes, str, bytes]
 _Phase = tuple[list[tuple[bytes]], list[_Cell]]  # (row deletes, cell sets)
@@ -486,8 +492,11 @@ class EmbeddedStore(Store):
 
     def _commit(self, sql: _TableSQL, phases: list[_Phase]) -> None:
         """Applies ``phases`` (row deletes, then cell sets, in turn) in one transaction."""
+        began = time.time()
         with self._use() as conn:
+            asked = time.perf_counter()
             conn.execute("BEGIN IMMEDIATE")
+            locked = time.perf_counter()
             try:
                 for deletes, sets in phases:
                     if deletes:
@@ -498,6 +507,9 @@ class EmbeddedStore(Store):
             except BaseException:
                 _rollback(conn)
                 raise
+        if COMMIT_HOOK is not None:
+            cells = sum(len(deletes) + len(sets) for deletes, sets in phases)
+            COMMIT_HOOK(sql.table, began, locked - asked, time.perf_counter() - locked, cells)
 
     def check_and_set(self, table: str, key: bytes, column: str, expected: bytes | None, new: bytes | None) -> bool:
         """Sets ``column`` of ``key`` to ``new`` only if it holds ``expected``, atomically.

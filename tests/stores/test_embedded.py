@@ -410,3 +410,21 @@ def test_page_caches_of_many_stores_stay_under_the_process_limit(
             store.close()
         monkeypatch.undo()
         open_store(uri).close()  # the limit is the whole process's: put the default back
+
+
+def test_the_commit_hook_sees_each_write_transaction(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``COMMIT_HOOK`` (bench/store_locks.py's) gets each transaction's table, its start, the
+    seconds waited for and holding the write lock, and its cells; unset, nothing is called."""
+    from beamcrawl.stores import embedded
+
+    seen: list[tuple] = []
+    monkeypatch.setattr(embedded, "COMMIT_HOOK", lambda *args: seen.append(args))
+    store = open_store(str(tmp_path))
+    store.mutate("urls", [Mutation.set(b"a", {"u:x": b"1", "u:y": b"2"}), Mutation.delete_row(b"b")])
+    store.write_cells("frontier", [(b"k", "r:json", b"{}")])
+    assert [(table, cells) for table, _, _, _, cells in seen] == [("urls", 3), ("frontier", 1)]
+    assert all(began > 0 and waited >= 0 and held >= 0 for _, began, waited, held, _ in seen)
+    monkeypatch.setattr(embedded, "COMMIT_HOOK", None)
+    store.write_cells("frontier", [(b"k", "r:json", b"{}")])
+    assert len(seen) == 2
+    store.close()
