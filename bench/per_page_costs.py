@@ -25,7 +25,8 @@ model (no server) and on real HTML documents found on this machine (``--html-glo
   compiled where it was built) against the Python rules (``check_python``), and how many
   answers differ;
 * ``schedule``: the revisit schedule of a page (:func:`freshness.schedule_page`) whose response
-  carries ``Date`` and ``Last-Modified``, and the HTTP-date reading inside it.
+  carries ``Date`` and ``Last-Modified``, then with the two rows that hold its revisit state
+  (``record.url_state_cells``, ``record.requeue_line``), and the HTTP-date reading inside it.
 
     python bench/per_page_costs.py [--hosts 200] [--pages 2000] [--repeat 5]
         [--html-glob '/usr/share/doc/*/*.html'] [--steps digest,gzip,text,bounds,links,surt,shape,schedule] [--profile simhash|text|bounds]
@@ -65,7 +66,7 @@ from beamcrawl.core.content import htmlbounds, htmlparse, textfp
 from beamcrawl.core.net import conditional
 from beamcrawl.core.policy.change_rate import SchedulePolicy
 from beamcrawl.core.urls import urlshape
-from beamcrawl.transforms import freshness
+from beamcrawl.transforms import freshness, record
 from beamcrawl.transforms.parse import parse_fetch
 from beamcrawl.simweb.site import SimWeb
 
@@ -286,9 +287,16 @@ def _schedule_rows(hosts: int, pages: int, repeat: int) -> list[str]:
     policy = SchedulePolicy()
     parsed = [freshness.schedule_page(parse_fetch(r, "beamcrawl"), policy) for r in dated]
     dates = [value for r in dated for name, value in r.response_headers if name in ("Date", "Last-Modified")]
+
+    def with_rows(page: Any) -> Any:
+        page = freshness.schedule_page(page, policy)
+        return record.url_state_cells(page), record.requeue_line(page)
+
     return [
         f"| schedule: schedule_page of a dated response | "
         f"{_per_call(parsed, lambda page: freshness.schedule_page(page, policy), repeat):,.1f} | |",
+        f"| schedule: the same, and the rows of its state (URL state, next visit) | "
+        f"{_per_call(parsed, with_rows, repeat):,.1f} | |",
         f"| schedule: parse_http_date of an IMF-fixdate | {_per_call(dates, conditional.parse_http_date, repeat):,.2f} | |",
     ]
 

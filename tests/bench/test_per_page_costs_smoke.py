@@ -72,6 +72,7 @@ def test_the_surt_and_schedule_rows_print(tmp_path, capsys):
         "| surt: surt_key of a link, real HTML",
         "| surt: surt.surt of a link, real HTML",
         "| schedule: schedule_page of a dated response",
+        "| schedule: the same, and the rows of its state (URL state, next visit)",
         "| schedule: parse_http_date of an IMF-fixdate",
     ]
     assert "2 URLs, 100.0% the short way" in rows[3]
