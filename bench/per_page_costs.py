@@ -219,18 +219,23 @@ def _links_rows(pages: list[bytes], real: list[bytes], repeat: int) -> list[str]
     return rows
 
 
+def _link_urls(bodies: list[bytes]) -> list[str]:
+    """Every link of the documents, normalised as the parse gives them (one base for all)."""
+    base = "http://h17.simweb.test:8000/p/17/intro-to-things.html"
+    return [
+        link[0]
+        for b in bodies
+        for link in htmlparse.page_links(LexborHTMLParser(b.decode("utf-8", "replace")), base).links
+    ]
+
+
 def _surt_rows(pages: list[bytes], real: list[bytes], repeat: int) -> list[str]:
     """The CDXJ key of every link of the documents (normalised, as the crawler archives URLs):
     the short way where it answers and the surt library otherwise, against the library alone,
     and the share of URLs the short way answers."""
-    base = "http://h17.simweb.test:8000/p/17/intro-to-things.html"
     rows = []
     for corpus, bodies in (("simweb", pages), ("real HTML", real)):
-        urls = [
-            link[0]
-            for b in bodies
-            for link in htmlparse.page_links(LexborHTMLParser(b.decode("utf-8", "replace")), base).links
-        ]
+        urls = _link_urls(bodies)
         if not urls:
             continue
         short = sum(surt_key.short_key(u) is not None for u in urls) / len(urls)
@@ -246,16 +251,11 @@ def _shape_rows(pages: list[bytes], real: list[bytes], repeat: int) -> list[str]
     """The URL-shape check of every link of the documents (normalised, as the candidates
     check them): compiled where it was built, and the Python rules, with how many answers
     differ (none may)."""
-    base = "http://h17.simweb.test:8000/p/17/intro-to-things.html"
     rules = urlshape.ShapeRules()
     how = "compiled" if rules._compiled is not None else "Python (no compiled module)"
     rows = []
     for corpus, bodies in (("simweb", pages), ("real HTML", real)):
-        urls = [
-            link[0]
-            for b in bodies
-            for link in htmlparse.page_links(LexborHTMLParser(b.decode("utf-8", "replace")), base).links
-        ]
+        urls = _link_urls(bodies)
         if not urls:
             continue
         differ = sum(rules.check(u) != rules.check_python(u) for u in urls)
