@@ -79,11 +79,14 @@ def test_the_surt_and_schedule_rows_print(tmp_path, capsys):
 
 
 def test_the_shape_rows_print_both_checks_and_no_difference(capsys):
-    argv = ["--hosts", "3", "--pages", "20", "--repeat", "1", "--steps", "shape"]
-    assert per_page_costs.main(argv) == 0
-    out = capsys.readouterr().out
-    rows = [line for line in out.splitlines() if line.startswith("| shape:")]
-    names = [row.split(" | ")[0] for row in rows]
+    rows, names = _step_rows(capsys, "shape")
     assert "| shape: ShapeRules.check of a link, simweb (compiled)" in names
     assert "| shape: ShapeRules.check_python of a link, simweb" in names
     assert all(" 0 answers differ |" in row for row in rows if "(compiled)" in row)
+
+
+def _step_rows(capsys, step: str) -> tuple[list[str], list[str]]:
+    """The table rows of one quick run of ``step`` on a few simweb pages, and their names."""
+    assert per_page_costs.main(["--hosts", "3", "--pages", "20", "--repeat", "1", "--steps", step]) == 0
+    rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith(f"| {step}:")]
+    return rows, [row.split(" | ")[0] for row in rows]
