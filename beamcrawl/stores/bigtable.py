@@ -14,6 +14,9 @@ How the interface maps onto Bigtable:
   strip-value filter and a one-cell-per-row limit, so only keys cross the network.
 - ``read_keys`` is one ReadRows request per :attr:`BigtableStore.keys_chunk` keys, with the
   keys as the request's row set.
+- Both read plain protobuf responses on the calling thread and merge their chunks into
+  rows themselves, resuming a broken stream after its last row (``stores/bigtable_reads.py``:
+  the data client's read path cost some seven times the CPU a row).
 - ``mutate`` is MutateRows, :attr:`BigtableStore.write_batch` rows per request. Bigtable
   does not order the entries of one request, so the mutations of one key within a batch
   are folded into one entry (a row delete, then the last value of each cell) whose
@@ -52,16 +55,17 @@ from contextlib import contextmanager
 from typing import Any
 
 from google.api_core import exceptions as api_exceptions
+from google.api_core.gapic_v1 import routing_header
 from google.cloud.bigtable.data import (
     BigtableDataClient,
     DeleteRangeFromColumn,
     ReadRowsQuery,
-    RowRange,
     SetCell,
 )
 from google.cloud.bigtable.data import row_filters as rf
 from google.cloud.bigtable_v2.types import bigtable as _bigtable_types
 
+from beamcrawl.stores import bigtable_reads
 from beamcrawl.stores.interface import (
     ESTIMATE_EXACT_ROWS,
     FAMILIES,
@@ -111,6 +115,9 @@ _Entry = _bigtable_types.MutateRowsRequest.Entry.pb()
 _LATEST = rf.CellsColumnLimitFilter(1)
 # Keys only: one cell per row, value stripped.
 _KEYS_ONLY = rf.RowFilterChain([rf.CellsRowLimitFilter(1), rf.StripValueTransformerFilter(True)])
+# The same two as plain protobuf, for the store's own reads.
+_LATEST_PB = bigtable_reads.latest_filter()
+_KEYS_ONLY_PB = bigtable_reads.keys_only_filter()
 
 
 def parse_uri(uri: str) -> tuple[str, str, str]:
@@ -159,15 +166,32 @@ class _Clients:
             import grpc
 
             # The emulator speaks plain gRPC without credentials, as the data client does.
-            transport = BigtableGrpcTransport(channel=grpc.insecure_channel(emulator))
-            self.gapic = BigtableClient(transport=transport)
+            transport = BigtableGrpcTransport(
+                channel=grpc.insecure_channel(emulator, options=bigtable_reads.CHANNEL_OPTIONS)
+            )
         else:
-            self.gapic = BigtableClient()
+            transport = BigtableGrpcTransport(channel=_channel_streaming_on_caller)
+        self.gapic = BigtableClient(transport=transport)
+        # ReadRows on plain protobuf messages over the same channel (stores/bigtable_reads.py).
+        self.read_rows = transport.grpc_channel.unary_stream(
+            bigtable_reads.READ_ROWS_METHOD,
+            request_serializer=bigtable_reads.ReadRowsRequest.SerializeToString,
+            response_deserializer=bigtable_reads.ReadRowsResponse.FromString,
+        )
         self.refs = 0
 
     def close(self) -> None:
         self.data.close()
         self.gapic.transport.close()
+
+
+def _channel_streaming_on_caller(host: str, **kwargs: Any) -> Any:
+    """The generated transport's own channel (credentials, scopes, its options), with
+    server streams read on the calling thread (:data:`bigtable_reads.STREAM_ON_CALLER`)."""
+    from google.cloud.bigtable_v2.services.bigtable.transports import BigtableGrpcTransport
+
+    kwargs["options"] = [*kwargs.get("options", ()), bigtable_reads.STREAM_ON_CALLER]
+    return BigtableGrpcTransport.create_channel(host, **kwargs)
 
 
 def _require_credentials(project: str) -> None:
@@ -230,6 +254,9 @@ class BigtableStore(Store):
         mutate_timeout: Seconds :meth:`mutate` keeps retrying a batch's failed rows.
         mutate_attempts: Requests :meth:`mutate` sends for one batch at most.
         attempt_timeout: Seconds one MutateRows request may take.
+        read_attempt_timeout: Seconds one ReadRows attempt may take before the read is
+            resumed after its last row.
+        read_timeout: Seconds a read may take over all its attempts.
     """
 
     write_batch: int = 2_000
@@ -237,6 +264,8 @@ class BigtableStore(Store):
     mutate_timeout: float = 600.0
     mutate_attempts: int = 10
     attempt_timeout: float = 60.0
+    read_attempt_timeout: float = 20.0
+    read_timeout: float = 600.0
     # Seconds the open-time check of each table may take (an unreachable store fails then).
     probe_timeout: float = 10.0
     # A key-set read seeks per key while a scan streams: Cloud Bigtable's published
@@ -309,6 +338,8 @@ class BigtableStore(Store):
             "mutate_timeout": self.mutate_timeout,
             "mutate_attempts": self.mutate_attempts,
             "attempt_timeout": self.attempt_timeout,
+            "read_attempt_timeout": self.read_attempt_timeout,
+            "read_timeout": self.read_timeout,
         }
 
     def __setstate__(self, state: dict[str, Any]) -> None:
@@ -318,6 +349,8 @@ class BigtableStore(Store):
         self.mutate_timeout = state["mutate_timeout"]
         self.mutate_attempts = state["mutate_attempts"]
         self.attempt_timeout = state["attempt_timeout"]
+        self.read_attempt_timeout = state["read_attempt_timeout"]
+        self.read_timeout = state["read_timeout"]
 
     # --- connections ---------------------------------------------------------------------
 
@@ -370,6 +403,8 @@ class BigtableStore(Store):
             ) from exc
         except api_exceptions.GoogleAPIError as exc:
             raise StoreError(f"store {self.uri}: {self.table_id(table)}: {_first_line(exc)}") from exc
+        except bigtable_reads.InvalidChunk as exc:
+            raise StoreError(f"store {self.uri}: {self.table_id(table)}: a broken ReadRows response: {exc}") from exc
 
     def _timestamp_micros(self) -> int:
         """Now, in microseconds at millisecond granularity, never behind an earlier call."""
@@ -410,14 +445,17 @@ class BigtableStore(Store):
         """The generator behind :meth:`read_range` (arguments already checked)."""
         if limit == 0 or (lo is not None and hi is not None and lo >= hi):
             return  # Bigtable reads rows_limit=0 as "no limit" and rejects lo > hi
-        query = ReadRowsQuery(
-            row_ranges=RowRange(start_key=lo, end_key=hi),
-            limit=limit,
-            row_filter=_KEYS_ONLY if keys_only else _LATEST,
-        )
+        request = bigtable_reads.ReadRowsRequest(filter=_KEYS_ONLY_PB if keys_only else _LATEST_PB)
+        if lo is not None or hi is not None:
+            bounds = request.rows.row_ranges.add()
+            if lo is not None:
+                bounds.start_key_closed = lo
+            if hi is not None:
+                bounds.end_key_open = hi
+        if limit is not None:
+            request.rows_limit = limit
         with self._errors(table):
-            for row in self._table(table).read_rows_stream(query):
-                yield row.row_key, ({} if keys_only else _cells(row))
+            yield from self._read(table, request, keys_only)
 
     def read_keys(self, table: str, keys: Iterable[bytes], *, keys_only: bool = False) -> dict[bytes, dict[str, bytes]]:
         """Reads a set of keys, one ReadRows request (a row set) per ``keys_chunk`` keys.
@@ -433,15 +471,30 @@ class BigtableStore(Store):
         out: dict[bytes, dict[str, bytes]] = {}
         if not wanted:
             return out
-        bt = self._table(table)
         step = max(1, self.keys_chunk)
         with self._errors(table):
             for i in range(0, len(wanted), step):
-                chunk: list[str | bytes] = list(wanted[i : i + step])  # the client's declared type
-                query = ReadRowsQuery(row_keys=chunk, row_filter=_KEYS_ONLY if keys_only else _LATEST)
-                for row in bt.read_rows(query):
-                    out[row.row_key] = {} if keys_only else _cells(row)
+                request = bigtable_reads.ReadRowsRequest(filter=_KEYS_ONLY_PB if keys_only else _LATEST_PB)
+                request.rows.row_keys.extend(wanted[i : i + step])
+                out.update(self._read(table, request, keys_only))
         return out
+
+    def _read(self, table: str, request: Any, keys_only: bool) -> Iterator[Row]:
+        """The rows of one ReadRows request on ``table``, read on this thread as plain
+        protobuf and resumed after transient failures (stores/bigtable_reads.py)."""
+        name = self.table_name(table)
+        request.table_name = name
+        with self._lock:
+            call = self._connected().read_rows
+        return bigtable_reads.read_rows(
+            call,
+            request,
+            keys_only=keys_only,
+            metadata=[routing_header.to_grpc_metadata((("table_name", name),))],
+            attempt_timeout=self.read_attempt_timeout,
+            timeout=self.read_timeout,
+            backoff=(BACKOFF_FIRST, BACKOFF_MAX),
+        )
 
     def report_rows(self, table: str) -> tuple[int, bool]:
         """The row count a round reports: exact below
@@ -793,16 +846,6 @@ def _code_name(code: int) -> str:
         if status.value[0] == code:
             return status.name
     return f"code {code}"
-
-
-def _cells(row: Any) -> dict[str, bytes]:
-    """A row's cells as ``{"family:qualifier": value}``, newest version of each."""
-    out: dict[str, bytes] = {}
-    for cell in row.cells:  # sorted by family, qualifier, then newest first
-        name = f"{cell.family}:{cell.qualifier.decode('utf-8', 'surrogateescape')}"
-        if name not in out:
-            out[name] = cell.value
-    return out
 
 
 def _stored_bytes(key: bytes, cells: dict[str, bytes]) -> int:
