@@ -13,11 +13,12 @@ COPY --from=gcr.io/dataflow-templates-base/python311-template-launcher-base:late
     /opt/google/dataflow/python_template_launcher /opt/google/dataflow/python_template_launcher
 
 WORKDIR /template
-# A C compiler for the package's three extensions (the simhash, core/content/_simhash.c, the
-# parse limits' tokenizer, core/content/_htmltags.c, and the URL-shape check,
-# core/urls/_urlshape.c): built here, and again where a worker installs the staged package.
-# Without it the install still succeeds and the same fingerprints, tags and verdicts are
-# computed in Python, several times slower.
+# A C compiler for the package's four extensions (the simhash, core/content/_simhash.c, the
+# parse limits' tokenizer, core/content/_htmltags.c, the URL-shape check,
+# core/urls/_urlshape.c, and the normalisation of plain links, core/urls/_urlnorm.c): built
+# here, and again where a worker installs the staged package. Without it the install still
+# succeeds and the same fingerprints, tags, verdicts and URLs are computed in Python, several
+# times slower.
 RUN apt-get update && apt-get install -y --no-install-recommends gcc libc6-dev && rm -rf /var/lib/apt/lists/*
 # Dependencies first, pinned (`make requirements` writes the file from setup.py), in a layer
 # that a code change does not rebuild.

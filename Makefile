@@ -12,7 +12,7 @@ install: $(STAMP)
 
 # setuptools warns on every editable install that a folder named like the package may shadow
 # it; here that folder is the package itself (the install points at it), so that box is hidden.
-$(STAMP): setup.py beamcrawl/core/content/_simhash.c beamcrawl/core/content/_htmltags.c beamcrawl/core/urls/_urlshape.c
+$(STAMP): setup.py beamcrawl/core/content/_simhash.c beamcrawl/core/content/_htmltags.c beamcrawl/core/urls/_urlshape.c beamcrawl/core/urls/_urlnorm.c
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	@echo "installing beamcrawl and its dependencies into $(VENV) (quiet; a minute or two on a fresh machine) ..."
 	$(PY) -m pip install --quiet --upgrade pip wheel

@@ -22,6 +22,8 @@ setup(
         Extension("beamcrawl.core.content._htmltags", ["beamcrawl/core/content/_htmltags.c"], optional=True),
         # The URL-shape check of every discovered link (core/urls/urlshape.py), likewise.
         Extension("beamcrawl.core.urls._urlshape", ["beamcrawl/core/urls/_urlshape.c"], optional=True),
+        # The normalisation of plain links (core/urls/urlnorm.py), likewise.
+        Extension("beamcrawl.core.urls._urlnorm", ["beamcrawl/core/urls/_urlnorm.c"], optional=True),
     ],
     install_requires=[
         f"apache-beam[gcp]=={BEAM_VERSION}",

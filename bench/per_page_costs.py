@@ -24,12 +24,16 @@ model (no server) and on real HTML documents found on this machine (``--html-glo
 * ``shape``: the URL-shape check of every link of those pages (:meth:`urlshape.ShapeRules.check`,
   compiled where it was built) against the Python rules (``check_python``), and how many
   answers differ;
+* ``norm``: ``urlnorm.normalize`` of every ``<a href>`` of the documents against a page's URL,
+  its caches emptied before each pass (the compiled steps where they were built), against the
+  Python steps alone (``normalize_python``), the share the compiled steps answer, and how many
+  answers differ;
 * ``schedule``: the revisit schedule of a page (:func:`freshness.schedule_page`) whose response
   carries ``Date`` and ``Last-Modified``, then with the two rows that hold its revisit state
   (``record.url_state_cells``, ``record.requeue_line``), and the HTTP-date reading inside it.
 
     python bench/per_page_costs.py [--hosts 200] [--pages 2000] [--repeat 5]
-        [--html-glob '/usr/share/doc/*/*.html'] [--steps digest,gzip,text,bounds,links,surt,shape,schedule] [--profile simhash|text|bounds]
+        [--html-glob '/usr/share/doc/*/*.html'] [--steps digest,gzip,text,bounds,links,surt,shape,norm,schedule] [--profile simhash|text|bounds]
 
 ``--profile`` runs cProfile over one pass of that step on the simweb sample (``bounds``: on the
 real documents) and prints the top functions by own time. ``--passes N`` only runs ``text_simhash`` N times over the sample's
@@ -65,7 +69,7 @@ from beamcrawl.core.archive import surt_key, warc_records, warc_revisit
 from beamcrawl.core.content import htmlbounds, htmlparse, textfp
 from beamcrawl.core.net import conditional
 from beamcrawl.core.policy.change_rate import SchedulePolicy
-from beamcrawl.core.urls import urlshape
+from beamcrawl.core.urls import urlnorm, urlshape
 from beamcrawl.transforms import freshness, record
 from beamcrawl.transforms.parse import parse_fetch
 from beamcrawl.simweb.site import SimWeb
@@ -269,6 +273,63 @@ def _shape_rows(pages: list[bytes], real: list[bytes], repeat: int) -> list[str]
     return rows
 
 
+def _hrefs(bodies: list[bytes]) -> list[str]:
+    """Every ``<a href>`` of the documents as written, but the ones the parse skips (empty,
+    fragment-only, ``javascript:`` and the like)."""
+    hrefs = []
+    for b in bodies:
+        for node in LexborHTMLParser(b.decode("utf-8", "replace")).css("a[href]"):
+            href = (node.attributes.get("href") or "").strip()
+            if href and href[0] != "#" and not href.startswith(("javascript:", "mailto:", "tel:", "data:")):
+                hrefs.append(href)
+    return hrefs
+
+
+def _norm_rows(pages: list[bytes], real: list[bytes], repeat: int) -> list[str]:
+    """``urlnorm.normalize`` of every link of the documents against a page's URL, its caches
+    emptied before each pass: the compiled steps where they were built, and the Python steps
+    alone, with how many answers differ (none may)."""
+    base = "http://h17.simweb.test:8000/p/17/intro-to-things.html"
+    how = "compiled steps" if urlnorm._compiled is not None else "Python (no compiled module)"
+
+    def answer(fn: Any, href: str) -> str:
+        try:
+            return fn(href, base)
+        except urlnorm.InvalidURL as exc:
+            return f"refused: {exc}"
+
+    def per_link(fn: Any, hrefs: list[str]) -> float:
+        best = float("inf")
+        for _ in range(repeat):
+            urlnorm.clear_caches()
+            t0 = time.process_time()
+            for href in hrefs:
+                answer(fn, href)
+            best = min(best, (time.process_time() - t0) / len(hrefs) * 1e6)
+        return best
+
+    rows = []
+    for corpus, bodies in (("simweb", pages), ("real HTML", real)):
+        hrefs = _hrefs(bodies)
+        if not hrefs:
+            continue
+        differ = sum(answer(urlnorm.normalize, h) != answer(urlnorm.normalize_python, h) for h in hrefs)
+        compiled = urlnorm._compiled
+        in_c = (
+            sum(compiled(h, base, urlnorm._normalize_authority, urlnorm._DROPPED_NAMES) is not None for h in hrefs)
+            if compiled is not None
+            else 0
+        )
+        rows.append(
+            f"| norm: normalize of a link, {corpus} ({how}) | {per_link(urlnorm.normalize, hrefs):,.2f} | "
+            f"{len(hrefs):,} links, {in_c / len(hrefs):.1%} answered in C, {differ} answers differ |"
+        )
+        rows.append(
+            f"| norm: normalize_python of a link, {corpus} | {per_link(urlnorm.normalize_python, hrefs):,.2f} | |"
+        )
+    return rows
+
+
 def _schedule_rows(hosts: int, pages: int, repeat: int) -> list[str]:
     """The revisit schedule of a fetched page (:func:`freshness.schedule_page`), on simweb's
     pages given the ``Date`` and ``Last-Modified`` headers servers send (the bench's pages come
@@ -342,7 +403,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument(
         "--steps",
         default="digest,gzip,text",
-        help="which rows: digest (and record), gzip, text (and simhash), bounds, links, surt, shape, schedule",
+        help="which rows: digest (and record), gzip, text (and simhash), bounds, links, surt, shape, norm, schedule",
     )
     args = p.parse_args(argv)
     steps = set(args.steps.split(","))
@@ -414,6 +475,8 @@ def main(argv: list[str] | None = None) -> int:
         rows += _surt_rows(pages, real, args.repeat)
     if "shape" in steps:
         rows += _shape_rows(pages, real, args.repeat)
+    if "norm" in steps:
+        rows += _norm_rows(pages, real, args.repeat)
     if "schedule" in steps:
         rows += _schedule_rows(args.hosts, args.pages, args.repeat)
     print("\n".join(rows))

@@ -85,6 +85,15 @@ def test_the_shape_rows_print_both_checks_and_no_difference(capsys):
     assert all(" 0 answers differ |" in row for row in rows if "(compiled)" in row)
 
 
+def test_the_norm_rows_print_both_steps_and_no_difference(capsys):
+    rows, names = _step_rows(capsys, "norm")
+    assert "| norm: normalize of a link, simweb (compiled steps)" in names
+    assert "| norm: normalize_python of a link, simweb" in names
+    compiled = [row for row in rows if "(compiled steps)" in row]
+    assert compiled and all(" 0 answers differ |" in row for row in compiled)
+    assert "100.0% answered in C" in compiled[0]  # simweb's links are all plain ones
+
+
 def _step_rows(capsys, step: str) -> tuple[list[str], list[str]]:
     """The table rows of one quick run of ``step`` on a few simweb pages, and their names."""
     assert per_page_costs.main(["--hosts", "3", "--pages", "20", "--repeat", "1", "--steps", step]) == 0

@@ -489,6 +489,16 @@ def normalize(url: str, base: str | None = None, encoding: str | None = None) ->
     Raises:
         InvalidURL: The URL cannot be crawled; the message says why in a few words.
     """
+    if _compiled is not None:
+        found = _compiled(url, base, _normalize_authority, _DROPPED_NAMES)
+        if found is not None:
+            return found
+    return normalize_python(url, base, encoding)
+
+
+def normalize_python(url: str, base: str | None = None, encoding: str | None = None) -> str:
+    """:func:`normalize` by the Python steps alone (the compiled ones, where built, answer the
+    plain links and leave the rest to these)."""
     url = _clean(url)
     if len(url) > _MAX_INPUT_LENGTH:
         raise InvalidURL("too long")
@@ -666,3 +676,30 @@ def host_of(normalized_url: str) -> str:
         # The authority of a normalised URL is its own normal form (a cache hit).
         return _normalize_authority(match.group(2), match.group(1))
     return host_of(normalize(normalized_url))
+
+
+# --- the compiled steps ----------------------------------------------------------------------
+
+# What _MAYBE_DROPPED looks for at the start of each query parameter, for the compiled steps.
+_DROPPED_NAMES = (*_DROPPED_PREFIXES, *sorted(_DROPPED_PARAMS))
+
+
+def _load_compiled() -> Callable[[str, str | None, Callable[[str, str], str], tuple[str, ...]], str | None] | None:
+    """The compiled steps (``_urlnorm.normalize``) when they were built and answer as the
+    Python steps do on a few links of every kind they take, else None."""
+    try:
+        from beamcrawl.core.urls._urlnorm import normalize as compiled
+    except ImportError:  # built without a C compiler: the Python steps alone
+        return None
+    base = "http://Example.com:80/a/b/c.html?q=1"
+    probes = ("d.html", "../x/./y?utm=1&a=b", "/p;x=1", "//other.example/a/..", "HTTPS://h.example:444/", "?q", "e#f")
+    for ref in probes:
+        try:
+            if compiled(ref, base, _normalize_authority, _DROPPED_NAMES) not in (None, normalize_python(ref, base)):
+                return None
+        except InvalidURL:
+            return None
+    return compiled
+
+
+_compiled = _load_compiled()
