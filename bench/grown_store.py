@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/grown_store.py [--sizes 100000,1000000] [--hosts 300] [--window 20]
                                           [--delay 0.5] [--dir DIR] [--keep]
-                                          [--originals-every 10]
+                                          [--originals-every 10] [--commit-log]
 
 For each size N, a fresh embedded store is filled with N known URLs the way
 ``drum_scale.py`` fills it (``queue_new_urls`` in batches: a seen-set row and a frontier
@@ -20,6 +20,10 @@ the select stage's scan is timed alone on the same store (every frontier row due
 read and decoded as ``transforms/select.py`` reads it), and so is the count of frontier
 rows that every round's report makes after its commit (``pipelines/launch.py``:
 ``Store.count_rows``, on the embedded store one SQL count of the key index).
+
+With ``--commit-log`` every process of a round logs its store's write transactions
+(``store_locks.py``'s hook), and a second table sums them by table: what each size's
+writes held SQLite's one writer for.
 
 Prints a JSON line per round and a table per size, then the ratio of CPU ms a page at
 the largest size to the smallest (the goal of #25: at most 1.2×). Not collected by pytest;
@@ -44,6 +48,7 @@ sys.path.insert(0, str(BENCH))
 
 from drum_scale import fill, url_of  # noqa: E402
 from harness import free_port, run_measured, simweb_on_port  # noqa: E402
+from store_locks import LOG_ENV, SITECUSTOMIZE, read_commits  # noqa: E402
 
 from beamcrawl.core.urls.urlnorm import fingerprint  # noqa: E402
 from beamcrawl.schemas.records import FrontierEntry, fp_key, frontier_key  # noqa: E402
@@ -116,6 +121,32 @@ def time_scans(path: Path) -> dict[str, float]:
             "frontier_count_cpu_s": count_cpu_s}  # fmt: skip
 
 
+def _logging_commits(folder: Path) -> dict[str, str]:
+    """The environment of a round whose every process logs its store's write transactions
+    into ``folder`` (``store_locks.py``'s hook, loaded by a ``sitecustomize`` put first on
+    ``PYTHONPATH``)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "sitecustomize.py").write_text(SITECUSTOMIZE)
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(folder), str(BENCH.parent), env.get("PYTHONPATH")]))
+    env[LOG_ENV] = str(folder)
+    return env
+
+
+def writes_by_table(commits: list[tuple[int, str, float, float, float, int]]) -> dict[str, dict[str, float]]:
+    """A round's write transactions summed by table: how many, their cells, and the seconds
+    they held SQLite's write lock (its own time for the rows: B-tree pages, the WAL) and
+    waited for it, over all the round's processes."""
+    out: dict[str, dict[str, float]] = {}
+    for _pid, table, _began, waited, held, cells in commits:
+        t = out.setdefault(table, {"transactions": 0, "cells": 0, "held_s": 0.0, "waited_s": 0.0})
+        t["transactions"] += 1
+        t["cells"] += cells
+        t["held_s"] = round(t["held_s"] + held, 6)
+        t["waited_s"] = round(t["waited_s"] + waited, 6)
+    return out
+
+
 def run_size(args: argparse.Namespace, base: Path, n: int, port: int, seeds: Path) -> list[dict[str, Any]]:
     """Fills a store with ``n`` known URLs, then runs and measures the rounds on it."""
     out = base / f"crawl-{n}"
@@ -143,10 +174,12 @@ def run_size(args: argparse.Namespace, base: Path, n: int, port: int, seeds: Pat
             before = time_scans(store_path)
             report_path = base / f"round-{n}-{round_no}.json"
             extra = ["--seeds", str(seeds)] if round_no == 1 else []
+            commit_log = base / f"commits-{n}-{round_no}" if args.commit_log else None
             m = run_measured(
                 f"round-{n}-{round_no}",
                 [sys.executable, script, *common, *extra, "--report-out", str(report_path)],
                 log_dir=base, timeout=args.window + 900, server_pid=web.process.pid, cwd=base,
+                env=_logging_commits(commit_log) if commit_log else None,
             )  # fmt: skip
             if m.returncode != 0:
                 raise SystemExit(f"round {round_no} at {n:,} failed ({m.returncode}); see {m.stderr}")
@@ -159,6 +192,8 @@ def run_size(args: argparse.Namespace, base: Path, n: int, port: int, seeds: Pat
                 "frontier_size": report["frontier_size"], "other_cpu_s": m.other_cpu,
                 "select": before, "fill_s": filled["fill_s"], "originals": filled.get("originals", 0),
             }  # fmt: skip
+            if commit_log:
+                row["writes"] = writes_by_table(read_commits(str(commit_log)))
             print(f"  {json.dumps(row)}", flush=True)
             rows.append(row)
         audit = web.audit(min_delay=args.delay)
@@ -186,6 +221,11 @@ def main(argv: list[str] | None = None) -> int:
         help="also store every K-th known URL as an original in the content tables (0: none)",
     )
     parser.add_argument("--keep", action="store_true", help="keep the crawls' folders")
+    parser.add_argument(
+        "--commit-log",
+        action="store_true",
+        help="log every write transaction of the rounds (store_locks.py's hook) and print them by table",
+    )
     args = parser.parse_args(argv)
     base = Path(args.dir or tempfile.mkdtemp(prefix="grown-store-"))
     base.mkdir(parents=True, exist_ok=True)
@@ -212,6 +252,16 @@ def main(argv: list[str] | None = None) -> int:
             f"| {s['frontier_rows']:,}, {s['frontier_count_s']:.2f} | {r['other_cpu_s']:.1f} "
             f"| {r['politeness_violations']} |"
         )
+    if args.commit_log:
+        print("\n| known URLs | round | table | transactions | cells | held s | held µs a cell | waited s |")
+        print("|---:|---:|---|---:|---:|---:|---:|---:|")
+        for r in results:
+            for table, w in sorted(r["writes"].items(), key=lambda tw: -tw[1]["held_s"]):
+                per_cell = 1e6 * w["held_s"] / w["cells"] if w["cells"] else 0.0
+                print(
+                    f"| {r['n']:,} | {r['round']} | {table} | {w['transactions']:,} | {w['cells']:,} "
+                    f"| {w['held_s']:.2f} | {per_cell:.1f} | {w['waited_s']:.2f} |"
+                )
     sizes = sorted({r["n"] for r in results})
     if len(sizes) > 1:
         for round_no in (1, 2):

@@ -39,13 +39,13 @@ from stage_timeline import _short, add_round_arguments, warmed_up  # noqa: E402
 
 from beamcrawl.stores import embedded  # noqa: E402
 
-__all__ = ["main", "summarise"]
+__all__ = ["LOG_ENV", "SITECUSTOMIZE", "main", "read_commits", "summarise"]
 
 LOG_ENV = "BEAMCRAWL_BENCH_COMMIT_LOG"
 
 # Loaded first by every Python process that gets the folder on its PYTHONPATH: each one
 # appends its store's transactions to its own file beside the others.
-_SITECUSTOMIZE = f'''
+SITECUSTOMIZE = f'''
 import os
 if os.environ.get("{LOG_ENV}"):
     from beamcrawl.stores import embedded
@@ -59,7 +59,7 @@ if os.environ.get("{LOG_ENV}"):
 '''
 
 
-def _commits(folder: str) -> list[tuple[int, str, float, float, float, int]]:
+def read_commits(folder: str) -> list[tuple[int, str, float, float, float, int]]:
     """(pid, table, began, waited, held, cells) of every transaction logged in ``folder``."""
     out = []
     for path in Path(folder).glob("commits.*.jsonl"):
@@ -112,7 +112,7 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
 
     folder = tempfile.mkdtemp(prefix="beamcrawl-locks-")
-    Path(folder, "sitecustomize.py").write_text(_SITECUSTOMIZE)
+    Path(folder, "sitecustomize.py").write_text(SITECUSTOMIZE)
     saved = {name: os.environ.get(name) for name in ("PYTHONPATH", LOG_ENV)}
     os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [folder, str(BENCH.parent), saved["PYTHONPATH"]]))
     os.environ[LOG_ENV] = folder
@@ -147,7 +147,7 @@ def main(argv: list[str] | None = None) -> int:
                 os.environ.pop(name, None)
             else:
                 os.environ[name] = value
-    commits = [c for c in _commits(folder) if c[2] >= t0]
+    commits = [c for c in read_commits(folder) if c[2] >= t0]
     print(f"{int(reports[-1]['responses']):,} pages in {wall:.1f} s; {len(commits):,} write transactions\n")
     print(summarise(commits, stages, args.top))
     return 0
