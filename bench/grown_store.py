@@ -25,6 +25,11 @@ With ``--commit-log`` every process of a round logs its store's write transactio
 (``store_locks.py``'s hook), and a second table sums them by table: what each size's
 writes held SQLite's one writer for.
 
+A shared machine's speed moves by a third within minutes, and the sizes run minutes apart
+(the fill of 10 M takes some 13 minutes), so each round's CPU is also weighed second by
+second by the machine's speed then (``harness.RunMeasure.weighted_cpu``, in calibration
+pieces, as ``compare.py`` weighs it), and the ratio given both ways.
+
 Prints a JSON line per round and a table per size, then the ratio of CPU ms a page at
 the largest size to the smallest (the goal of #25: at most 1.2×). Not collected by pytest;
 run it by hand on a quiet machine (``nice`` on a shared one).
@@ -191,6 +196,8 @@ def run_size(args: argparse.Namespace, base: Path, n: int, port: int, seeds: Pat
                 "round_seconds": report["seconds"], "new_urls": report["new_urls"],
                 "frontier_size": report["frontier_size"], "other_cpu_s": m.other_cpu,
                 "select": before, "fill_s": filled["fill_s"], "originals": filled.get("originals", 0),
+                "calibration": m.calibration, "weighted_cpu": m.weighted_cpu,
+                "pieces_a_page": m.weighted_cpu / max(pages, 1),
             }  # fmt: skip
             if commit_log:
                 row["writes"] = writes_by_table(read_commits(str(commit_log)))
@@ -240,14 +247,15 @@ def main(argv: list[str] | None = None) -> int:
     load = os.getloadavg()
     print(f"\nload average at the end {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
     print(
-        "| known URLs | round | pages | CPU s | CPU ms a page | peak RSS MB | round s | "
+        "| known URLs | round | pages | CPU s | CPU ms a page | weighed: pieces a page | peak RSS MB | round s | "
         "select: due rows, s | frontier count: rows, s | other CPU s | politeness violations |"
     )
-    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for r in results:
         s = r["select"]
         print(
             f"| {r['n']:,} | {r['round']} | {r['pages']:,} | {r['cpu_s']:.1f} | {r['cpu_ms_page']:.2f} "
+            f"| {r['pieces_a_page']:.3f} "
             f"| {r['peak_rss_mb']:.0f} | {r['round_seconds']:.1f} | {s['due_rows']:,}, {s['select_s']:.2f} "
             f"| {s['frontier_rows']:,}, {s['frontier_count_s']:.2f} | {r['other_cpu_s']:.1f} "
             f"| {r['politeness_violations']} |"
@@ -267,9 +275,11 @@ def main(argv: list[str] | None = None) -> int:
         for round_no in (1, 2):
             small = next(r for r in results if r["n"] == sizes[0] and r["round"] == round_no)
             large = next(r for r in results if r["n"] == sizes[-1] and r["round"] == round_no)
+            weighed = large["pieces_a_page"] / small["pieces_a_page"] if small["pieces_a_page"] else float("nan")
             print(
                 f"round {round_no}: CPU ms a page at {sizes[-1]:,} / at {sizes[0]:,}: "
-                f"{large['cpu_ms_page'] / small['cpu_ms_page']:.2f}× (goal: at most 1.2×)"
+                f"{large['cpu_ms_page'] / small['cpu_ms_page']:.2f}×, weighed by the machine's speed "
+                f"each second {weighed:.2f}× (goal: at most 1.2×)"
             )
     if not args.keep and not args.dir:
         shutil.rmtree(base, ignore_errors=True)
