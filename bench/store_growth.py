@@ -145,9 +145,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=11)
     parser.add_argument("--dir", default=None, help="work folder (default: a temp dir, removed at the end)")
     args = parser.parse_args(argv)
-    sizes = [int(s) for s in args.sizes.split(",")]
-    if any(n < 0 for n in sizes) or args.runs < 1 or args.run < 1:
-        parser.error("sizes must be >= 0, --runs and --run >= 1")
+    try:
+        sizes = [int(s) for s in args.sizes.split(",")]
+    except ValueError:
+        parser.error(f"--sizes {args.sizes!r}: known-URL counts, comma-separated")
+    if any(n < 1 for n in sizes) or args.runs < 1 or args.run < 1:
+        parser.error("--sizes, --runs and --run must be at least 1")
     base = Path(args.dir or tempfile.mkdtemp(prefix="store-growth-"))
     base.mkdir(parents=True, exist_ok=True)
     rows = []
@@ -172,10 +175,12 @@ def main(argv: list[str] | None = None) -> int:
             f"| {r['n']:,} | {r['order']} | {r['file_gb']:.2f} | {r['user_us']:.1f} | {r['sys_us']:.1f} "
             f"| {r['wall_us']:.1f} | {io} |"
         )
-    if len(sizes) > 1:
+    if len(set(sizes)) > 1:
         print()
         for order in ORDERS:
-            small, large = (next(r for r in rows if r["n"] == n and r["order"] == order) for n in (sizes[0], sizes[-1]))
+            small, large = (
+                next(r for r in rows if r["n"] == n and r["order"] == order) for n in (min(sizes), max(sizes))
+            )
             cpu = (large["user_us"] + large["sys_us"]) / max(small["user_us"] + small["sys_us"], 1e-9)
             print(f"{order}: CPU a key at {large['n']:,} / at {small['n']:,}: {cpu:.2f}×")
     return 0
