@@ -7,8 +7,13 @@ import json
 import os
 
 import pytest
+from apache_beam.utils.windowed_value import WindowedValue
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from beamcrawl.core.policy.change_rate import RevisitState
+from beamcrawl.core.runtime import files
+from beamcrawl.core.runtime.outputs import REQUEUE, RoundOutputs
 from beamcrawl.core.urls.urlnorm import fingerprint
 from beamcrawl.schemas import cells as cellfmt
 from beamcrawl.schemas.records import (
@@ -20,7 +25,8 @@ from beamcrawl.schemas.records import (
     UrlState,
     json_cell,
 )
-from beamcrawl.transforms.record import DUPLICATE_CELL, url_state_cells
+from beamcrawl.transforms.dead_letter import ERRORS
+from beamcrawl.transforms.record import DUPLICATE_CELL, _StageLinesFn, _WriteRowsFn, url_state_cells
 
 
 def _page(outcome: str = "fetched", source: str = "link", duplicate_of: str | None = None) -> ParsedPage:
@@ -127,13 +133,6 @@ def test_a_not_modified_answer_records_the_checksum_held():
 
 # --- staged lines: written a chunk at a time, the same file as written whole ------------
 
-from hypothesis import given, settings  # noqa: E402
-from hypothesis import strategies as st  # noqa: E402
-
-from beamcrawl.core.runtime import files  # noqa: E402
-from beamcrawl.core.runtime.outputs import REQUEUE, RoundOutputs  # noqa: E402
-from beamcrawl.transforms.record import _StageLinesFn  # noqa: E402
-
 _LINE = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\n\r"), max_size=30)
 
 
@@ -161,3 +160,99 @@ def test_staged_lines_written_in_chunks_are_the_file_written_whole(tmp_path_fact
     with open(staged[0], "rb") as fh:
         assert fh.read() == ("\n".join(lines) + "\n").encode("utf-8")
     assert [n for n in os.listdir(folder) if n.startswith(".")] == []  # no temporary left
+
+
+# --- URL-state rows held and written as sorted runs --------------------------------------
+
+_cells = st.dictionaries(
+    st.sampled_from([OUTCOME_CELL, REVISIT_CELL, DUPLICATE_CELL]), st.binary(min_size=0, max_size=40), min_size=1
+)
+_rows = st.lists(st.tuples(st.binary(min_size=1, max_size=3), _cells), max_size=60)
+
+
+class _Recorded:
+    """The store's ``mutate``, each call's keys noted before the real call."""
+
+    def __init__(self, store):
+        self.store = store
+        self.calls: list[list[bytes]] = []
+        self._mutate = store.mutate
+        store.mutate = self
+
+    def __call__(self, table, mutations):
+        self.calls.append([m.key for m in mutations])
+        return self._mutate(table, mutations)
+
+
+def _run_fn(store_uri, batches, hold_bytes):
+    fn = _WriteRowsFn(store_uri, "urls", hold_bytes)
+    fn.setup()
+    recorded = _Recorded(fn.store)
+    out = []
+    try:
+        fn.start_bundle()
+        for batch in batches:
+            out += list(fn.process(batch))
+        finished = list(fn.finish_bundle())
+        rows = dict(fn.store.read_range("urls"))
+    finally:
+        fn.teardown()
+    return recorded.calls, out, finished, rows
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    batches=st.lists(_rows, max_size=5),
+    hold=st.sampled_from([0, 1, 200, 1 << 20]),
+    write_rows=st.sampled_from([1, 7, 1000]),
+)
+def test_held_rows_land_as_written_batch_by_batch_in_sorted_runs(
+    tmp_path_factory, monkeypatch, batches, hold, write_rows
+):
+    monkeypatch.setattr(_WriteRowsFn, "WRITE_ROWS", write_rows)
+    path = tmp_path_factory.mktemp("held") / "s.sqlite"
+    calls, out, finished, rows = _run_fn(f"sqlite:///{path}", batches, hold)
+    expected: dict[bytes, dict[str, bytes]] = {}
+    for key, cells in (row for batch in batches for row in batch):
+        expected.setdefault(key, {}).update(cells)  # cell by cell, the later row's value winning
+    assert rows == expected
+    assert out == [] and finished == []
+    written = [key for call in calls for key in call]
+    assert sorted(written) == sorted(key for batch in batches for key, _ in batch)
+    if hold:
+        assert all(call == sorted(call) and len(call) <= write_rows for call in calls)
+    else:
+        assert calls == [[key for key, _ in batch] for batch in batches]  # as they came
+
+
+def test_held_rows_wait_for_their_size_or_the_bundle_end(tmp_path):
+    batch = [(bytes([k]), {OUTCOME_CELL: b"x" * 100}) for k in (5, 3, 9, 1)]
+    size = sum(len(k) + len(OUTCOME_CELL) + len(v) for k, cells in batch for v in cells.values())
+    fn = _WriteRowsFn(f"sqlite:///{tmp_path / 's.sqlite'}", "urls", hold_bytes=2 * size)
+    fn.setup()
+    recorded = _Recorded(fn.store)
+    try:
+        fn.start_bundle()
+        assert list(fn.process(batch)) == [] and recorded.calls == []  # under the size: held
+        assert list(fn.process([(bytes([k]), {OUTCOME_CELL: b"y" * 100}) for k in (4, 3)])) == []
+        assert recorded.calls == []
+        list(fn.process([(b"\x02", {OUTCOME_CELL: b"z" * 100}), (b"\x00", {OUTCOME_CELL: b"z" * 100})]))
+        assert recorded.calls == [[b"\x00", b"\x01", b"\x02", b"\x03", b"\x03", b"\x04", b"\x05", b"\x09"]]
+        assert list(fn.finish_bundle()) == []  # nothing left to write
+        list(fn.process([(b"\x07", {OUTCOME_CELL: b"w"})]))
+        assert len(recorded.calls) == 1
+        assert list(fn.finish_bundle()) == [] and recorded.calls[-1] == [b"\x07"]
+        assert fn.store.read_keys("urls", [b"\x03"])[b"\x03"][OUTCOME_CELL] == b"y" * 100  # the later row
+    finally:
+        fn.teardown()
+
+
+def test_a_refused_held_row_is_one_dead_letter_from_the_bundle_end(tmp_path):
+    batch = [(b"\x02", {OUTCOME_CELL: b"a"}), (b"", {OUTCOME_CELL: b"b"}), (b"\x01", {OUTCOME_CELL: b"c"})]
+    calls, out, finished, rows = _run_fn(f"sqlite:///{tmp_path / 's.sqlite'}", [batch], hold_bytes=1 << 20)
+    assert out == []
+    assert len(finished) == 1 and finished[0].tag == ERRORS
+    assert isinstance(finished[0].value, WindowedValue)
+    letter = finished[0].value.value
+    assert (letter.stage, letter.exception) == ("record", "ValueError") and "empty" in letter.message
+    assert set(rows) == {b"\x01", b"\x02"}
