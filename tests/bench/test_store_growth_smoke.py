@@ -48,6 +48,33 @@ def test_the_orders_cut_runs_as_described():
         store_growth.new_runs(1, 1, "shuffled", seed=1)
 
 
+def test_the_url_state_goes_through_the_record_stage_writer_at_each_hold(capsys, tmp_path):
+    argv = ["--sizes", "2000", "--runs", "1", "--run", "10", "--pages", "1500", "--hold-bytes", "0,200000"]
+    assert store_growth.main([*argv, "--dir", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "The URL state of 1,500 fetched pages, in batches of 1,000" in out
+    held = [
+        [c.strip() for c in line.strip("|").split("|")] for line in out.splitlines() if line.startswith("| 2,000 | ")
+    ]
+    assert [row[1] for row in held] == ["sorted", "spread", "0", "200,000"]
+    for cells in held[2:]:
+        assert len(cells) == 8 and float(cells[4]) > 0 and float(cells[6]) > 0
+
+
+def test_url_state_written_through_the_writer_lands_whole(tmp_path):
+    store_growth.fill(tmp_path / "s.sqlite", 3000)
+    rows = store_growth.url_state_rows(3000, 2500, seed=5)
+    assert len({key for key, _ in rows}) == 2500
+    out = store_growth.write_url_state(tmp_path / "s.sqlite", rows, hold_bytes=1 << 20)
+    assert out["keys"] == 2500 and out["writes"] > 0
+    store = EmbeddedStore(str(tmp_path / "s.sqlite"))
+    try:
+        got = store.read_keys("urls", [key for key, _ in rows])
+    finally:
+        store.close()
+    assert all(got[key][column] == value for key, cells in rows for column, value in cells.items())
+
+
 def test_the_runs_land_in_the_seen_set(tmp_path):
     store = EmbeddedStore(str(tmp_path / "s.sqlite"))
     try:
