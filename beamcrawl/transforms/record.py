@@ -172,13 +172,20 @@ class _WriteRowsFn(beam.DoFn):
         self.store.close()
 
 
-def _row_key(row: tuple[bytes, dict[str, bytes]]) -> bytes:
-    return row[0]
+def _row_key(row: tuple[bytes, dict[str, bytes]]) -> tuple[int, bytes]:
+    """A held row's place in its run: by key; a row whose key is not bytes goes last (the
+    store refuses it, alone, as it would have in its batch)."""
+    key = row[0] if isinstance(row, tuple) and row else None
+    return (0, key) if isinstance(key, bytes) else (1, b"")
 
 
 def _row_size(row: tuple[bytes, dict[str, bytes]]) -> int:
-    key, cells = row
-    return len(key) + sum(len(column) + len(value) for column, value in cells.items())
+    """A held row's bytes (key, cell names, values); a malformed row counts for nothing here."""
+    try:
+        key, cells = row
+        return len(key) + sum(len(column) + len(value) for column, value in cells.items())
+    except Exception:  # refused when written, as one dead letter
+        return 0
 
 
 class _WriteRows(beam.PTransform):

@@ -247,6 +247,19 @@ def test_held_rows_wait_for_their_size_or_the_bundle_end(tmp_path):
         fn.teardown()
 
 
+@pytest.mark.parametrize(
+    "bad",
+    [("text key", {OUTCOME_CELL: b"a"}), (None, {OUTCOME_CELL: b"a"}), (b"\x03", {OUTCOME_CELL: None}),
+     (b"\x03", None), ("not a row",), 42],
+)  # fmt: skip
+def test_a_malformed_held_row_is_set_aside_and_the_others_written(tmp_path, bad):
+    batch = [(b"\x02", {OUTCOME_CELL: b"a"}), bad, (b"\x01", {OUTCOME_CELL: b"c"})]
+    calls, out, finished, rows = _run_fn(f"sqlite:///{tmp_path / 's.sqlite'}", [batch], hold_bytes=1 << 20)
+    assert out == [] and [f.tag for f in finished] == [ERRORS]
+    assert finished[0].value.value.stage == "record"
+    assert rows == {b"\x01": {OUTCOME_CELL: b"c"}, b"\x02": {OUTCOME_CELL: b"a"}}
+
+
 def test_a_refused_held_row_is_one_dead_letter_from_the_bundle_end(tmp_path):
     batch = [(b"\x02", {OUTCOME_CELL: b"a"}), (b"", {OUTCOME_CELL: b"b"}), (b"\x01", {OUTCOME_CELL: b"c"})]
     calls, out, finished, rows = _run_fn(f"sqlite:///{tmp_path / 's.sqlite'}", [batch], hold_bytes=1 << 20)
