@@ -2,6 +2,7 @@
 
     .venv/bin/python bench/store_growth.py [--sizes 100000,1000000,10000000]
                                            [--runs 143] [--run 1476] [--dir DIR]
+                                           [--pages 0] [--hold-bytes 0,6291456,12582912]
 
 For each size N (known URLs), a fresh embedded store is filled the way the crawl fills it
 (``drum_scale.fill``: every known URL's seen-set row in ``urls`` and its frontier row). Then
