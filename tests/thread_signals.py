@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import time
 from pathlib import Path
 
 _LIBC = ctypes.CDLL(None, use_errno=True)
@@ -26,12 +27,28 @@ def threads_taking(pid: int, sig: int) -> list[int]:
     for tid in sorted(int(t) for t in os.listdir(f"/proc/{pid}/task")):
         try:
             status = Path(f"/proc/{pid}/task/{tid}/status").read_text()
-        except FileNotFoundError:  # the thread ended meanwhile
+        except (FileNotFoundError, ProcessLookupError):  # the thread ended meanwhile (either error)
             continue
         blocked = int(status.split("SigBlk:")[1].split()[0], 16)
         if not blocked >> (int(sig) - 1) & 1:
             taking.append(tid)
     return sorted(taking, key=lambda tid: tid != pid)
+
+
+def settled_threads_taking(pid: int, sig: int, at_least: int = 2, timeout: float = 10.0) -> list[int]:
+    """:func:`threads_taking`, read again until the main thread and ``at_least`` threads in
+    all take ``sig`` (or ``timeout`` passes: the last reading, for the caller to assert on).
+
+    One reading is not enough: glibc blocks every signal in a thread while that thread
+    starts another (``pthread_create``), so a process still starting its threads can show
+    its main thread blocking ``sig`` for a moment (one CI run read ``[other]`` so).
+    """
+    deadline = time.monotonic() + timeout
+    while True:
+        targets = threads_taking(pid, sig)
+        if (targets and targets[0] == pid and len(targets) >= at_least) or time.monotonic() >= deadline:
+            return targets
+        time.sleep(0.01)
 
 
 def alive(pid: int) -> bool:

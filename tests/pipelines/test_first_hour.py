@@ -21,7 +21,12 @@ from hypothesis import strategies as st
 from beamcrawl.schemas.records import FrontierEntry, HostRecord
 from beamcrawl.simweb.testing import running_simweb
 from beamcrawl.stores.base import Mutation, StoreError, open_store
-from thread_signals import alive, stop_signals_as_from_a_terminal, tgkill, threads_taking  # tests/thread_signals.py
+from thread_signals import (
+    alive,
+    stop_signals_as_from_a_terminal,
+    tgkill,
+    settled_threads_taking,
+)  # tests/thread_signals.py
 
 MAX_REPORTED = 50  # core/seedfile.MAX_REPORTED (checked below)
 
@@ -396,7 +401,7 @@ def test_interrupted_prism_build_says_what_it_does_and_leaves_nothing(tmp_path, 
         time.sleep(0.05)
     assert child.poll() is None and started.exists(), child.stderr.read() if child.stderr else ""
     assert list((cache / "bin").glob(".prism-build-*")), "the build's staging folder should exist while it runs"
-    targets = threads_taking(child.pid, sig)
+    targets = settled_threads_taking(child.pid, sig)
     assert targets[0] == child.pid and len(targets) >= 2, targets  # the main thread, and more
     tgkill(child.pid, targets[0] if thread == "main" else targets[-1], sig)
     _, stderr = child.communicate(timeout=60)

@@ -20,7 +20,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from beamcrawl.pipelines import worker_pool
-from thread_signals import stop_signals_as_from_a_terminal, tgkill, threads_taking  # tests/thread_signals.py
+from thread_signals import stop_signals_as_from_a_terminal, tgkill, settled_threads_taking  # tests/thread_signals.py
 
 
 # Each caller its own connection, as each TaskManager's (a Java channel's) is: Python's gRPC
@@ -141,7 +141,7 @@ def test_the_pool_process_stops_on_a_signal_that_lands_on_any_of_its_threads(sig
         assert child.stderr is not None
         while "listening on" not in (line := child.stderr.readline()):
             assert line, "the pool ended before it listened"
-        targets = threads_taking(child.pid, sig)
+        targets = settled_threads_taking(child.pid, sig)
         assert targets[0] == child.pid and len(targets) >= 2, targets
         tgkill(child.pid, targets[-1], sig)
         assert child.wait(timeout=20) == 0

@@ -22,7 +22,12 @@ from hypothesis import strategies as st
 
 from beamcrawl.core.runtime import interruptible
 from beamcrawl.core.runtime.interruptible import run_tool
-from thread_signals import alive, stop_signals_as_from_a_terminal, tgkill, threads_taking  # tests/thread_signals.py
+from thread_signals import (
+    alive,
+    stop_signals_as_from_a_terminal,
+    tgkill,
+    settled_threads_taking,
+)  # tests/thread_signals.py
 
 # A child that starts a thread of its own (as numpy's BLAS, gRPC or the fetch loop do), then
 # waits in the helper named by argv[1]; it says which pids to watch and how it ended.
@@ -81,7 +86,7 @@ def test_a_stop_signal_to_any_thread_ends_the_wait_promptly(tmp_path, what, sig)
         run_dir.mkdir()
         child, out, pids = start_child(run_dir, what)
         try:
-            targets = threads_taking(child.pid, sig)
+            targets = settled_threads_taking(child.pid, sig)
             assert targets[0] == child.pid and len(targets) >= 2, targets
             target = targets[target_index]
             sent = time.monotonic()
