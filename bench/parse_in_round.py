@@ -16,7 +16,7 @@ its own; in a round it shares its process with the fetch loop's thread. Two meas
   the fetch loop wakes for its sockets' events between waits, and again with a longer GIL
   switch interval (``--switch-ms``). Each figure is the parsing thread's CPU a page.
 
-    python bench/parse_in_round.py [--hosts 3000] [--window 60] [--pages 2000] [--pairs 4] [--no-round]
+    python bench/parse_in_round.py [--hosts 1000] [--window 20] [--pages 2000] [--pairs 4] [--no-round]
 
 Wraps a module attribute of beamcrawl (``transforms.parse.parse_fetch``) for the measured round
 only: a measuring tool, not part of beamcrawl. In process only (with ``--mp`` the parse runs in
@@ -199,7 +199,7 @@ def main(argv: list[str] | None = None) -> int:
                 measured_round()
             print(clock.report(time.process_time() - c0))
             print()
-    results = sample_results(min(args.hosts, 3000), args.pages)
+    results = sample_results(args.hosts, args.pages)
     print(pairs_table(results, args.pairs, args.slice_us, args.sleep_us, args.switch_ms))
     return 0
 
