@@ -37,7 +37,7 @@ import queue
 import threading
 import time
 from dataclasses import replace
-from typing import Any, AsyncIterator, Callable, Iterator, Protocol
+from typing import Any, AsyncIterator, Callable, Iterable, Iterator, Protocol
 from urllib.parse import urljoin, urlsplit
 
 import aiohttp
@@ -63,7 +63,7 @@ from beamcrawl.core.net.transfer import (
     read_body,
     warc_truncated,
 )
-from beamcrawl.schemas.due_rows import entries_of
+from beamcrawl.schemas.due_rows import PlanEntries, entries_of
 from beamcrawl.schemas.records import FetchResult, FrontierEntry, HostPlan, HostRecord, evolve
 
 log = logging.getLogger(__name__)
@@ -289,7 +289,7 @@ class HostCrawler:
             self.emit("result", _not_fetched(entry, "robots_disallowed"))
         if not plan.entries and not plan.fetch_robots:
             return record
-        schemes = list(dict.fromkeys(_scheme(entry.url) for entry in plan.entries))
+        schemes = list(dict.fromkeys(_scheme(url) for url in _urls(plan.entries)))
         to_fetch = list(plan.robots_schemes) or ([schemes[0] if schemes else "http"] if plan.fetch_robots else [])
         host_only = hostname_of(plan.host)
         # The resolve stage's answer is the address this host's fetch shard was chosen by, so
@@ -844,11 +844,21 @@ def _not_fetched(entry: FrontierEntry, outcome: str) -> FetchResult:
 
 
 def unpacked_plan(plan: HostPlan) -> HostPlan:
-    """The plan with its URLs as lists of entries: a plan crosses to its fetch shard with
-    them packed (``transforms/assign_slots.packed_plan``), decoded when its host's turn comes."""
-    if type(plan.entries) is list and type(plan.disallowed) is list:
+    """The plan as its host's crawl reads it: a plan crosses to its fetch shard with its URLs
+    packed (``transforms/assign_slots.packed_plan``); when its host's turn comes the URLs it
+    may fetch become :class:`~beamcrawl.schemas.due_rows.PlanEntries` (each decoded as the
+    crawl reaches it: the plan lasts the host's whole crawl) and the ones robots.txt already
+    forbids a list (they are answered at once)."""
+    if type(plan.entries) in (list, PlanEntries) and type(plan.disallowed) is list:
         return plan
-    return replace(plan, entries=list(plan.entries), disallowed=list(plan.disallowed))
+    return replace(plan, entries=PlanEntries.of(plan.entries), disallowed=list(plan.disallowed))
+
+
+def _urls(entries: Iterable[FrontierEntry]) -> Iterator[str]:
+    """The planned entries' URLs (of :class:`PlanEntries`, without decoding the rows)."""
+    if type(entries) is PlanEntries:
+        return entries.urls()
+    return (entry.url for entry in entries)
 
 
 def _deferred(entry: FrontierEntry, why: str) -> FetchResult:
