@@ -37,7 +37,7 @@ import queue
 import threading
 import time
 from dataclasses import replace
-from typing import Any, AsyncIterator, Callable, Iterable, Iterator, Protocol
+from typing import Any, AsyncIterator, Callable, Iterable, Iterator, Protocol, Sequence
 from urllib.parse import urljoin, urlsplit
 
 import aiohttp
@@ -308,11 +308,11 @@ class HostCrawler:
         record.resolved_at, record.dns_ttl = answer.resolved_at, answer.ttl
         if answer.error is not None:
             if is_refusal(answer.error):  # the address policy: recorded, never retried
-                for entry in plan.entries:
+                for entry in self._each(plan, plan.entries):
                     self.emit("result", _refused(entry, entry.url, answer.error))
             else:  # DNS trouble passes: the URLs wait, the host backs off
                 hold_after_dns_failure(record, time.time())
-                for entry in plan.entries:
+                for entry in self._each(plan, plan.entries):
                     self.emit("result", _deferred(entry, answer.error))
             return record
         record.dns_failures = 0
@@ -334,7 +334,7 @@ class HostCrawler:
                     if fetched is None
                     else f"robots.txt unknown: redirected to {record.robots_via}"
                 )
-                for entry in plan.entries:
+                for entry in self._each(plan, plan.entries):
                     self.emit("result", _deferred(entry, why))
                 return record
             by_scheme[scheme] = fetched
@@ -365,7 +365,12 @@ class HostCrawler:
                 usage[scheme] = await asyncio.to_thread(usage_prefs.UsageRules.from_robots, known)
             else:
                 usage[scheme] = usage_prefs.UsageRules.from_robots(known)
-        for i, entry in enumerate(plan.entries):
+        entries = plan.entries
+        for i in range(len(entries)):
+            read = self._read(plan, entries, i)
+            if read is None:
+                continue
+            entry = read
             rules = by_scheme.get(_scheme(entry.url))
             if rules is None:  # robots unknown and not fetched: never fetch blind
                 self.emit("result", _deferred(entry, "robots.txt unknown"))
@@ -397,7 +402,7 @@ class HostCrawler:
                 result = await self._request(record, entry, entry.url, record.ip, record.delay, plan.shard)
             if result is None:
                 why = self._why_stopped(plan.shard)
-                for rest in plan.entries[i:]:
+                for rest in self._each(plan, entries[i:]):
                     self.emit("result", _deferred(rest, why))
                 break
             self._after(record, result, rules, plan.delay)
@@ -405,6 +410,25 @@ class HostCrawler:
                 result = apply_usage(result, site_usage, self.cfg.purposes)
             self.emit("result", result)
         return record
+
+    def _read(self, plan: HostPlan, entries: Sequence[FrontierEntry], i: int) -> FrontierEntry | None:
+        """Entry ``i`` of a plan, decoded as the crawl reaches it; a row that does not decode is
+        one dead letter of its own (None), and the host's others go on."""
+        try:
+            return entries[i]
+        except ValueError as exc:
+            if type(entries) is not PlanEntries:
+                raise
+            self.emit("failed", (replace(plan, entries=entries[i : i + 1], disallowed=[]), exc))
+            return None
+
+    def _each(self, plan: HostPlan, entries: Sequence[FrontierEntry]) -> Iterator[FrontierEntry]:
+        """The entries in order, each as :meth:`_read` gives it (the rows that do not decode
+        set aside)."""
+        for i in range(len(entries)):
+            entry = self._read(plan, entries, i)
+            if entry is not None:
+                yield entry
 
     def _may_start(self, record: HostRecord, delay: float, shard: int) -> bool:
         """Whether the host's next turn comes before the round window ends (and its shard's
