@@ -416,7 +416,7 @@ class HostCrawler:
         one dead letter of its own (None), and the host's others go on."""
         try:
             return entries[i]
-        except ValueError as exc:
+        except Exception as exc:  # a row's decode is pure: whatever it raises is the row's
             if type(entries) is not PlanEntries:
                 raise
             self.emit("failed", (replace(plan, entries=entries[i : i + 1], disallowed=[]), exc))
