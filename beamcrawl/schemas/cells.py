@@ -86,7 +86,6 @@ __all__ = [
     "encode_simhash_named",
     "is_binary",
     "peek_frontier",
-    "peek_frontier_url",
 ]
 
 FRONTIER = 0x01
@@ -289,26 +288,6 @@ def peek_frontier(raw: bytes) -> tuple[str, int, int]:
             raise CellError("not a frontier cell")
         at = _FRONTIER.size + lengths[0]
         return intern(_text(raw[at : at + lengths[1]])), due_ms, fp
-    except CellError:
-        raise
-    except (struct.error, ValueError) as exc:  # UnicodeError too
-        raise CellError(f"frontier cell does not decode: {exc}") from None
-
-
-def peek_frontier_url(raw: bytes) -> str:
-    """The URL of a binary frontier cell, the rest unread: what the fetch needs of a planned
-    row before its turn (the schemes whose robots.txt the host's rows are under), the row
-    decoded whole only when its request is due (:func:`decode_frontier`).
-
-    Raises:
-        CellError: Not a whole frontier cell of this format.
-    """
-    try:
-        version, *rest = _FRONTIER.unpack_from(raw)
-        lengths = rest[-8:]
-        if version != FRONTIER or _FRONTIER.size + sum(lengths) != len(raw):
-            raise CellError("not a frontier cell")
-        return _text(raw[_FRONTIER.size : _FRONTIER.size + lengths[0]])
     except CellError:
         raise
     except (struct.error, ValueError) as exc:  # UnicodeError too

@@ -16,14 +16,7 @@ once when it hands the group on (the in-process runner: its buffer, then the wor
 copies), so their size is what the round's start peaks at.
 
 A plan's URLs cross to their fetch shard the same way (``assign_slots.packed_plan``): a shard
-holds all its hosts' plans while most wait for a place among the hosts in flight. When a
-host's turn comes its rows become :class:`PlanEntries`, their cells expanded but each decoded
-only when the fetch reads it: a host's plan lasts as long as its crawl (the whole window, for
-a host with URLs to spare), and a decoded entry is some 415 bytes of Python objects against
-its cell's 150, kept through the fetch by the hundred thousand when every host's turn comes
-at once. Entries held so long, amid the pages fetched meanwhile, also set how far the fetch
-grows the allocator's arenas, which stay after it (bench/README.md, "Flat, again, at
-f4d12bf").
+holds all its hosts' plans while most wait for a place among the hosts in flight.
 
 A row that does not decode when it is finally read is one row set aside (:meth:`DueRows.decode`
 gives it back with its reason), never its host's others.
@@ -33,15 +26,14 @@ from __future__ import annotations
 
 import itertools
 import struct
-from collections.abc import Sequence
-from typing import Any, Iterable, Iterator, overload
+from typing import Any, Iterable, Iterator
 
 from zlib_ng import zlib_ng
 
 from beamcrawl.schemas import cells as binary
 from beamcrawl.schemas.records import JSON_CELL, FrontierEntry, frontier_key
 
-__all__ = ["DueRows", "PlanEntries", "due_rows_by_host", "entries_of"]
+__all__ = ["DueRows", "due_rows_by_host", "entries_of"]
 
 _LENGTH = struct.Struct("<I")
 # zlib's fastest level: 0.24 µs a row to compress and 0.11 to expand, 151 to 26 bytes a row
@@ -91,7 +83,15 @@ class DueRows:
     def decode(self) -> tuple[list[FrontierEntry], list[tuple[str, Exception]]]:
         """The rows that decode, and for each that does not, its frontier key (hex, as the
         commit names rows; its cell's start where even that is unreadable) and why."""
-        return _decoded(self.cells())
+        good: list[FrontierEntry] = []
+        bad: list[tuple[str, Exception]] = []
+        from_cells = FrontierEntry.from_cells
+        for raw in self.cells():
+            try:
+                good.append(from_cells({JSON_CELL: raw}))
+            except Exception as exc:
+                bad.append((_row_name(raw), exc))
+        return good, bad
 
     def __iter__(self) -> Iterator[FrontierEntry]:
         from_cells = FrontierEntry.from_cells
@@ -111,86 +111,6 @@ class DueRows:
 
     def __reduce__(self) -> tuple[Any, ...]:
         return DueRows, (self.blob, self.count)
-
-
-class PlanEntries(Sequence[FrontierEntry]):
-    """A host's planned rows as their stored cells, each decoded when it is read.
-
-    A sequence of :class:`FrontierEntry`: its length, iteration, an item and a slice (another
-    ``PlanEntries``) as a list's, except that each read decodes the row again and nothing
-    decoded is kept. A row that does not decode raises ``ValueError`` where it is read, as
-    iterating :class:`DueRows` does. :meth:`urls` reads only each row's URL.
-    """
-
-    __slots__ = ("raw",)
-
-    def __init__(self, raw: list[bytes]) -> None:
-        self.raw = raw
-
-    @classmethod
-    def of(cls, rows: DueRows | Iterable[FrontierEntry]) -> PlanEntries | list[FrontierEntry]:
-        """:class:`DueRows` as ``PlanEntries``; anything else (entries already decoded: a plan
-        made in this process) as a list."""
-        if type(rows) is DueRows:
-            return cls(list(rows.cells()))
-        return list(rows)
-
-    def decode(self) -> tuple[list[FrontierEntry], list[tuple[str, Exception]]]:
-        """As :meth:`DueRows.decode`: the rows that decode, and the others named, with why."""
-        return _decoded(self.raw)
-
-    def urls(self) -> Iterator[str]:
-        """Each row's URL, read from its cell without decoding the rest (a JSON row, written
-        before the binary cells, decoded whole).
-
-        Raises:
-            ValueError: A row whose URL cannot be read.
-        """
-        peek, from_cells = binary.peek_frontier_url, FrontierEntry.from_cells
-        for raw in self.raw:
-            yield peek(raw) if binary.is_binary(raw) else from_cells({JSON_CELL: raw}).url
-
-    def __len__(self) -> int:
-        return len(self.raw)
-
-    def __iter__(self) -> Iterator[FrontierEntry]:
-        from_cells = FrontierEntry.from_cells
-        return (from_cells({JSON_CELL: raw}) for raw in self.raw)
-
-    @overload
-    def __getitem__(self, index: int) -> FrontierEntry: ...
-
-    @overload
-    def __getitem__(self, index: slice) -> PlanEntries: ...
-
-    def __getitem__(self, index: int | slice) -> FrontierEntry | PlanEntries:
-        if isinstance(index, slice):
-            return PlanEntries(self.raw[index])
-        return FrontierEntry.from_cells({JSON_CELL: self.raw[index]})
-
-    def __eq__(self, other: object) -> bool:
-        return type(other) is PlanEntries and other.raw == self.raw
-
-    def __hash__(self) -> int:
-        return hash(tuple(self.raw))
-
-    def __repr__(self) -> str:
-        return f"PlanEntries({len(self.raw)} rows)"
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        return PlanEntries, (self.raw,)
-
-
-def _decoded(cells: Iterable[bytes]) -> tuple[list[FrontierEntry], list[tuple[str, Exception]]]:
-    good: list[FrontierEntry] = []
-    bad: list[tuple[str, Exception]] = []
-    from_cells = FrontierEntry.from_cells
-    for raw in cells:
-        try:
-            good.append(from_cells({JSON_CELL: raw}))
-        except Exception as exc:
-            bad.append((_row_name(raw), exc))
-    return good, bad
 
 
 def _row_name(raw: bytes) -> str:
@@ -214,11 +134,11 @@ def due_rows_by_host(rows: Iterable[tuple[str, bytes]]) -> Iterator[tuple[str, D
 
 
 def entries_of(chunks: Iterable[Iterable[FrontierEntry]], bad: list[tuple[str, Exception]]) -> list[FrontierEntry]:
-    """The entries of a host's chunks of due rows (:class:`DueRows`, :class:`PlanEntries`, or
-    lists of entries), the rows that do not decode appended to ``bad``."""
+    """The entries of a host's chunks of due rows (:class:`DueRows`, or lists of entries),
+    the rows that do not decode appended to ``bad``."""
     entries: list[FrontierEntry] = []
     for chunk in chunks:
-        if type(chunk) is DueRows or type(chunk) is PlanEntries:
+        if type(chunk) is DueRows:
             good, failed = chunk.decode()
             entries.extend(good)
             bad.extend(failed)

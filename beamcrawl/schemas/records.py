@@ -19,7 +19,7 @@ import operator
 import struct
 from dataclasses import dataclass, field
 from json.encoder import encode_basestring_ascii
-from typing import Any, Callable, Iterable, Iterator, NamedTuple, Sequence, TypeVar
+from typing import Any, Callable, Iterable, Iterator, NamedTuple, TypeVar
 
 from beamcrawl.schemas import cells as binary
 
@@ -575,7 +575,7 @@ class HostPlan:
     fetch_robots: bool
     # Lists where the plan is made and fetched; between the two, as it crosses to its fetch
     # shard and waits there, its cells compressed (schemas/due_rows.py DueRows).
-    entries: Sequence[FrontierEntry]
+    entries: list[FrontierEntry]
     # URLs the cached robots.txt already forbids: marked done without a fetch.
     disallowed: list[FrontierEntry] = field(default_factory=list)
     # The schemes whose robots.txt is fetched first (``fetch_robots``); empty: the first

@@ -1,8 +1,7 @@
 """Due rows as their stored cells (schemas/due_rows.py): every row comes back equal through
 the coder and pickle, a row that does not decode is set aside alone with its key, the select's
-peek at a cell (and the fetch's at its URL) agrees with the whole decode and raises nothing
-but CellError, a plan's rows read one at a time are its entries (a broken one failing where it
-is read), and the rows cross a shuffle in fewer bytes than the pickled entries they replace."""
+peek at a cell agrees with the whole decode and raises nothing but CellError, and the rows
+cross a shuffle in fewer bytes than the pickled entries they replace."""
 
 from __future__ import annotations
 
@@ -16,7 +15,7 @@ from test_cells import _mutations, entries  # tests/schemas/test_cells.py
 
 from beamcrawl.schemas import cells as cellfmt
 from beamcrawl.schemas.coders import DueRowsCoder, PackedCoder
-from beamcrawl.schemas.due_rows import DueRows, PlanEntries, due_rows_by_host, entries_of
+from beamcrawl.schemas.due_rows import DueRows, due_rows_by_host, entries_of
 from beamcrawl.schemas.records import JSON_CELL, FrontierEntry, Packed
 
 
@@ -59,67 +58,6 @@ def test_a_row_that_does_not_decode_is_set_aside_alone_with_its_key(rows: list[F
     failed: list = []
     assert entries_of([DueRows.of_cells(cells), Packed(rows)], failed) == rows + rows
     assert [key for key, _exc in failed] == [broken.key.hex()]
-
-
-@settings(max_examples=150, deadline=None)
-@given(st.lists(entries, max_size=12), st.data())
-def test_a_plans_entries_read_one_at_a_time_are_its_rows(rows: list[FrontierEntry], data) -> None:
-    plan = PlanEntries.of(DueRows.of_entries(rows))
-    assert type(plan) is PlanEntries and len(plan) == len(rows)
-    assert list(plan) == rows and [plan[i] for i in range(len(rows))] == rows
-    start = data.draw(st.integers(0, len(rows)))
-    assert type(plan[start:]) is PlanEntries and list(plan[start:]) == rows[start:]
-    assert list(plan.urls()) == [row.url for row in rows]
-    assert plan.decode() == (rows, [])
-    assert pickle.loads(pickle.dumps(plan, pickle.HIGHEST_PROTOCOL)) == plan
-    assert entries_of([plan], []) == rows
-    assert PlanEntries.of(rows) == rows and type(PlanEntries.of(Packed(rows))) is list  # decoded already
-    if rows:  # nothing decoded is kept: each read is a new entry
-        assert plan[0] == plan[0] and plan[0] is not plan[0]
-
-
-@settings(max_examples=100, deadline=None)
-@given(st.lists(entries, min_size=1, max_size=8), st.data())
-def test_a_plan_row_that_does_not_decode_fails_where_it_is_read(rows: list[FrontierEntry], data) -> None:
-    at = data.draw(st.integers(0, len(rows)))
-    broken = FrontierEntry(url="http://a.example/x", fp=77, host="a.example", due_ms=1234, revisit={"v": 1})
-    raw = broken.to_cells()[JSON_CELL].replace(b'{"v":1}', b'{"v":]}')
-    cells = [row.to_cells()[JSON_CELL] for row in rows]
-    cells.insert(at, raw)
-    plan = PlanEntries.of(DueRows.of_cells(cells))
-    assert [plan[i] for i in range(at)] == rows[:at]  # the rows before it read
-    with pytest.raises(ValueError):
-        plan[at]
-    with pytest.raises(ValueError):
-        list(plan)
-    assert list(plan.urls())[at] == broken.url  # its URL reads: the rest of it is what is broken
-    failed: list = []
-    assert entries_of([plan], failed) == rows and [key for key, _exc in failed] == [broken.key.hex()]
-
-
-@settings(max_examples=300, deadline=None)
-@given(entries)
-def test_the_url_peek_agrees_with_the_whole_decode(entry: FrontierEntry) -> None:
-    raw = entry.to_cells()[JSON_CELL]
-    if not cellfmt.is_binary(raw):
-        return
-    assert cellfmt.peek_frontier_url(raw) == FrontierEntry.from_cells({JSON_CELL: raw}).url
-
-
-@settings(max_examples=400, deadline=None)
-@given(st.binary(max_size=200) | st.binary(max_size=120).map(lambda b: b"\x01" + b))
-def test_the_url_peek_at_garbage_raises_a_cell_error_and_nothing_else(raw: bytes) -> None:
-    try:
-        cellfmt.peek_frontier_url(raw)
-    except cellfmt.CellError:
-        pass
-
-
-def test_a_cut_cell_never_gives_its_url() -> None:
-    raw = FrontierEntry(url="http://a.example/x", fp=9, host="a.example", due_ms=5).to_cells()[JSON_CELL]
-    for short in (raw[:n] for n in range(len(raw))):
-        with pytest.raises(cellfmt.CellError):
-            cellfmt.peek_frontier_url(short)
 
 
 @settings(max_examples=300, deadline=None)

@@ -37,7 +37,7 @@ import queue
 import threading
 import time
 from dataclasses import replace
-from typing import Any, AsyncIterator, Callable, Iterable, Iterator, Protocol, Sequence
+from typing import Any, AsyncIterator, Callable, Iterator, Protocol
 from urllib.parse import urljoin, urlsplit
 
 import aiohttp
@@ -63,7 +63,7 @@ from beamcrawl.core.net.transfer import (
     read_body,
     warc_truncated,
 )
-from beamcrawl.schemas.due_rows import PlanEntries, entries_of
+from beamcrawl.schemas.due_rows import entries_of
 from beamcrawl.schemas.records import FetchResult, FrontierEntry, HostPlan, HostRecord, evolve
 
 log = logging.getLogger(__name__)
@@ -289,7 +289,7 @@ class HostCrawler:
             self.emit("result", _not_fetched(entry, "robots_disallowed"))
         if not plan.entries and not plan.fetch_robots:
             return record
-        schemes = list(dict.fromkeys(_scheme(url) for url in _urls(plan.entries)))
+        schemes = list(dict.fromkeys(_scheme(entry.url) for entry in plan.entries))
         to_fetch = list(plan.robots_schemes) or ([schemes[0] if schemes else "http"] if plan.fetch_robots else [])
         host_only = hostname_of(plan.host)
         # The resolve stage's answer is the address this host's fetch shard was chosen by, so
@@ -308,11 +308,11 @@ class HostCrawler:
         record.resolved_at, record.dns_ttl = answer.resolved_at, answer.ttl
         if answer.error is not None:
             if is_refusal(answer.error):  # the address policy: recorded, never retried
-                for entry in self._each(plan, plan.entries):
+                for entry in plan.entries:
                     self.emit("result", _refused(entry, entry.url, answer.error))
             else:  # DNS trouble passes: the URLs wait, the host backs off
                 hold_after_dns_failure(record, time.time())
-                for entry in self._each(plan, plan.entries):
+                for entry in plan.entries:
                     self.emit("result", _deferred(entry, answer.error))
             return record
         record.dns_failures = 0
@@ -334,7 +334,7 @@ class HostCrawler:
                     if fetched is None
                     else f"robots.txt unknown: redirected to {record.robots_via}"
                 )
-                for entry in self._each(plan, plan.entries):
+                for entry in plan.entries:
                     self.emit("result", _deferred(entry, why))
                 return record
             by_scheme[scheme] = fetched
@@ -365,12 +365,7 @@ class HostCrawler:
                 usage[scheme] = await asyncio.to_thread(usage_prefs.UsageRules.from_robots, known)
             else:
                 usage[scheme] = usage_prefs.UsageRules.from_robots(known)
-        entries = plan.entries
-        for i in range(len(entries)):
-            read = self._read(plan, entries, i)
-            if read is None:
-                continue
-            entry = read
+        for i, entry in enumerate(plan.entries):
             rules = by_scheme.get(_scheme(entry.url))
             if rules is None:  # robots unknown and not fetched: never fetch blind
                 self.emit("result", _deferred(entry, "robots.txt unknown"))
@@ -402,7 +397,7 @@ class HostCrawler:
                 result = await self._request(record, entry, entry.url, record.ip, record.delay, plan.shard)
             if result is None:
                 why = self._why_stopped(plan.shard)
-                for rest in self._each(plan, entries[i:]):
+                for rest in plan.entries[i:]:
                     self.emit("result", _deferred(rest, why))
                 break
             self._after(record, result, rules, plan.delay)
@@ -410,25 +405,6 @@ class HostCrawler:
                 result = apply_usage(result, site_usage, self.cfg.purposes)
             self.emit("result", result)
         return record
-
-    def _read(self, plan: HostPlan, entries: Sequence[FrontierEntry], i: int) -> FrontierEntry | None:
-        """Entry ``i`` of a plan, decoded as the crawl reaches it; a row that does not decode is
-        one dead letter of its own (None), and the host's others go on."""
-        try:
-            return entries[i]
-        except Exception as exc:  # a row's decode is pure: whatever it raises is the row's
-            if type(entries) is not PlanEntries:
-                raise
-            self.emit("failed", (replace(plan, entries=entries[i : i + 1], disallowed=[]), exc))
-            return None
-
-    def _each(self, plan: HostPlan, entries: Sequence[FrontierEntry]) -> Iterator[FrontierEntry]:
-        """The entries in order, each as :meth:`_read` gives it (the rows that do not decode
-        set aside)."""
-        for i in range(len(entries)):
-            entry = self._read(plan, entries, i)
-            if entry is not None:
-                yield entry
 
     def _may_start(self, record: HostRecord, delay: float, shard: int) -> bool:
         """Whether the host's next turn comes before the round window ends (and its shard's
@@ -868,21 +844,11 @@ def _not_fetched(entry: FrontierEntry, outcome: str) -> FetchResult:
 
 
 def unpacked_plan(plan: HostPlan) -> HostPlan:
-    """The plan as its host's crawl reads it: a plan crosses to its fetch shard with its URLs
-    packed (``transforms/assign_slots.packed_plan``); when its host's turn comes the URLs it
-    may fetch become :class:`~beamcrawl.schemas.due_rows.PlanEntries` (each decoded as the
-    crawl reaches it: the plan lasts the host's whole crawl) and the ones robots.txt already
-    forbids a list (they are answered at once)."""
-    if type(plan.entries) in (list, PlanEntries) and type(plan.disallowed) is list:
+    """The plan with its URLs as lists of entries: a plan crosses to its fetch shard with
+    them packed (``transforms/assign_slots.packed_plan``), decoded when its host's turn comes."""
+    if type(plan.entries) is list and type(plan.disallowed) is list:
         return plan
-    return replace(plan, entries=PlanEntries.of(plan.entries), disallowed=list(plan.disallowed))
-
-
-def _urls(entries: Iterable[FrontierEntry]) -> Iterator[str]:
-    """The planned entries' URLs (of :class:`PlanEntries`, without decoding the rows)."""
-    if type(entries) is PlanEntries:
-        return entries.urls()
-    return (entry.url for entry in entries)
+    return replace(plan, entries=list(plan.entries), disallowed=list(plan.disallowed))
 
 
 def _deferred(entry: FrontierEntry, why: str) -> FetchResult:

@@ -20,12 +20,11 @@ from hypothesis import strategies as st
 from aiohttp import web
 
 from beamcrawl.core.runtime.config import CrawlConfig
-from beamcrawl.core.net.fetcher import DNS_BACKOFF_MAX, FetchRunner, LoopLag, decode_body, dns_backoff, unpacked_plan
+from beamcrawl.core.net.fetcher import DNS_BACKOFF_MAX, FetchRunner, LoopLag, decode_body, dns_backoff
 from beamcrawl.core.policy.robots import RobotsRules
-from beamcrawl.schemas.due_rows import DueRows, PlanEntries
-from beamcrawl.schemas.records import JSON_CELL, FrontierEntry, HostPlan, HostRecord
+from beamcrawl.schemas.records import FrontierEntry, HostPlan, HostRecord
 from beamcrawl.core.urls.hostkeys import shard_of
-from beamcrawl.transforms.assign_slots import hold_reason, packed_plan, plan_host
+from beamcrawl.transforms.assign_slots import hold_reason, plan_host
 from loopback import LoopbackServer, serving  # noqa: E402  (tests/loopback.py)
 
 
@@ -275,59 +274,6 @@ def test_round_window_defers_what_does_not_fit():
     outcomes = [r.outcome for r in results]
     assert 1 <= outcomes.count("fetched") <= 3
     assert outcomes.count("deferred") == 10 - outcomes.count("fetched")
-
-
-def test_a_packed_plan_is_crawled_as_its_entries_read_one_at_a_time():
-    """A plan crosses to its fetch shard packed; when its host's turn comes its URLs stay
-    cells, each decoded as the crawl reaches it, and the crawl is the unpacked plan's: each URL
-    answered once, in order, the window's remainder deferred."""
-    paths = [f"/{i}" for i in range(10)]
-    with mock_server() as server:
-        packed = packed_plan(plan(server, "pk.test", paths, robots_known="", delay=0.2))
-        assert type(packed.entries) is DueRows
-        unpacked = unpacked_plan(packed)
-        assert type(unpacked.entries) is PlanEntries and type(unpacked.disallowed) is list
-        assert [e.url for e in unpacked.entries] == [f"http://pk.test:{server.port}{p}" for p in paths]
-        assert unpacked_plan(unpacked) is unpacked
-        results, _ = run(cfg(round_window=0.5), [packed])
-    assert [r.url for r in results] == [f"http://pk.test:{server.port}{p}" for p in paths]
-    outcomes = [r.outcome for r in results]
-    fetched = outcomes.count("fetched")
-    assert 1 <= fetched <= 3 and outcomes == ["fetched"] * fetched + ["deferred"] * (10 - fetched)
-    assert all(r.error == "round window ended" for r in results[fetched:])
-    assert [r.entry.fp for r in results] == list(range(1, 11))
-
-
-@pytest.mark.parametrize(("at", "window"), [(0, 20), (2, 20), (5, 20), (4, 0.3)])
-def test_a_planned_row_that_does_not_decode_is_one_dead_letter_and_its_host_goes_on(at, window):
-    paths = [f"/{i}" for i in range(5)]
-    with mock_server() as server:
-        delay = 0.05 if window > 1 else 0.2  # the short window: the row is among those deferred
-        packed = packed_plan(plan(server, "bad.test", paths, robots_known="", delay=delay))
-        cells = list(packed.entries.cells())
-        # a row whose layout holds (its URL reads) but whose revisit state is not JSON
-        broken = FrontierEntry(
-            url=f"http://bad.test:{server.port}/b", fp=99, host=packed.host, due_ms=0, revisit={"v": 1}
-        )
-        cells.insert(at, broken.to_cells()[JSON_CELL].replace(b'{"v":1}', b'{"v":]}'))
-        runner = FetchRunner(cfg(min_delay=delay, round_window=window))
-        try:
-            runner.submit(replace(packed, entries=DueRows.of_cells(cells)))
-            out = list(runner.drain(wait=True))
-        finally:
-            runner.close()
-    results = [v for k, v in out if k == "result"]
-    failed = [v for k, v in out if k == "failed"]
-    assert [r.url for r in results] == [f"http://bad.test:{server.port}{p}" for p in paths]
-    outcomes = [r.outcome for r in results]
-    fetched = outcomes.count("fetched")
-    assert outcomes == ["fetched"] * fetched + ["deferred"] * (5 - fetched)
-    assert fetched == 5 if window > 1 else fetched <= 2
-    assert len(failed) == 1
-    letter_plan, exc = failed[0]
-    assert isinstance(exc, ValueError) and type(letter_plan.entries) is PlanEntries
-    assert letter_plan.entries.raw == [cells[at]] and list(letter_plan.entries.urls()) == [broken.url]
-    assert [k for k, _ in out].count("host") == 1  # the host's crawl ended as any other
 
 
 @pytest.mark.parametrize("enc", ["gzip", "deflate"])
