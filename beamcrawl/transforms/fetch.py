@@ -55,7 +55,7 @@ from beamcrawl.core.net.fetcher import (
 from beamcrawl.core.policy import refusals
 from beamcrawl.core.policy.robots import RobotsRules
 from beamcrawl.core.policy.usage_prefs import UsageRules
-from beamcrawl.core.runtime import gctune
+from beamcrawl.core.runtime import gctune, heap
 from beamcrawl.core.runtime.config import CrawlConfig
 from beamcrawl.schemas.records import FetchResult, HostPlan, HostRecord
 from beamcrawl.state.fence import StoreFence
@@ -284,6 +284,9 @@ class _FetchShardsFn(beam.DoFn):
             self.runner.close()
             self._report_backlog(self.runner)
             self.runner = None
+            # The loop's thread is gone: what it freed (responses, plans, parsers) goes back
+            # to the system now, before the stages after the fetch grow on top of it.
+            heap.release()
             if self.fence.requests:
                 log.debug(
                     "fetch: %d host clocks recorded in %d store writes, %.1f ms a request",

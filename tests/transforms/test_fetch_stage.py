@@ -3,6 +3,9 @@ is tested in tests/core/test_fetcher.py and end to end)."""
 
 from __future__ import annotations
 
+from typing import Any, Iterator
+
+from beamcrawl.core.net.backlog import Backlog
 from beamcrawl.schemas.records import FetchResult, FrontierEntry
 from beamcrawl.transforms.fetch import needs_processing
 
@@ -25,3 +28,60 @@ OUTCOMES = ("fetched", "error", "robots_disallowed", "deferred")
 
 def test_only_deferred_results_are_left_out():
     assert [needs_processing(_result(0, o)) for o in OUTCOMES] == [True, True, True, False]
+
+
+class _ClosingRunner:
+    """A fetch loop's stand-in: hands out its results, then records that it was closed."""
+
+    def __init__(self, results: list[FetchResult], fail: bool = False) -> None:
+        self.results = results
+        self.fail = fail
+        self.closed = False
+        self.backlog = Backlog(1)
+
+    def drain(self, wait: bool) -> Iterator[tuple[str, Any]]:
+        for result in self.results:
+            yield "result", result
+        if self.fail:
+            raise RuntimeError("the loop broke")
+
+    def levels(self) -> tuple[int, int, int, int]:
+        return (0, 0, 0, 0)
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def _finished_bundle(monkeypatch: Any, runner: _ClosingRunner) -> tuple[list[Any], list[bool]]:
+    """Runs a fetch bundle's end over ``runner``; what it emitted, and for each trim of the
+    heap whether the loop was already closed then."""
+    from beamcrawl.core.runtime import heap
+    from beamcrawl.core.runtime.config import CrawlConfig
+    from beamcrawl.transforms import fetch
+
+    trims: list[bool] = []
+    monkeypatch.setattr(heap, "release", lambda: trims.append(runner.closed) or True)
+    fn = fetch._FetchShardsFn(CrawlConfig(out="unused", store="unused"))
+    monkeypatch.setattr(fn.fence, "publish", lambda *a: None)
+    fn.setup()
+    fn.start_bundle()
+    fn.runner = runner  # type: ignore[assignment]
+    out: list[Any] = []
+    try:
+        for value in fn.finish_bundle():
+            out.append(value)
+    except RuntimeError:
+        pass
+    return out, trims
+
+
+def test_the_heap_is_trimmed_once_when_the_loop_has_closed(monkeypatch):
+    results = [_result(i, "fetched") for i in range(3)]
+    out, trims = _finished_bundle(monkeypatch, _ClosingRunner(results))
+    assert [o.value.url for o in out] == [r.url for r in results]
+    assert trims == [True]  # once, after the loop's thread was gone
+
+
+def test_the_heap_is_trimmed_when_draining_the_loop_raised(monkeypatch):
+    out, trims = _finished_bundle(monkeypatch, _ClosingRunner([_result(0, "fetched")], fail=True))
+    assert len(out) == 1 and trims == [True]

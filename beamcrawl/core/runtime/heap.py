@@ -9,8 +9,12 @@ while the charts are drawn beside it (``pipelines/round_charts.py``), a process 
 whose memory adds to the crawl's. :func:`release` asks the allocator to return every free
 page (``malloc_trim``), once a round: it costs tens of milliseconds on a heap of a few hundred
 megabytes (measured: 61 MB given back after a round of 73,252 pages; bench/README.md,
-"Result at 768c872"). Called during a round it would compete with the fetch loop's thread
-for the allocator, which made rounds slower when it was tried ("``malloc_trim`` tried").
+"Result at 768c872"). Called while the fetch loop runs it would compete with the loop's
+thread for the allocator, which made rounds slower when it was tried ("``malloc_trim``
+tried"); so within a round it is called once more, where a fetch bundle's loop has ended
+(transforms/fetch.py): what the loop freed (responses, decoded plans, parsers) goes back
+before the stages after the fetch grow on top of it (bench/README.md, "One trim when the
+fetch's loop ends").
 
 Where the C library is not glibc (macOS, musl) there is no such call and nothing is done.
 """
