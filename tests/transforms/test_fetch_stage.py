@@ -52,36 +52,43 @@ class _ClosingRunner:
         self.closed = True
 
 
-def _finished_bundle(monkeypatch: Any, runner: _ClosingRunner) -> tuple[list[Any], list[bool]]:
-    """Runs a fetch bundle's end over ``runner``; what it emitted, and for each trim of the
-    heap whether the loop was already closed then."""
+def _finished_bundle(monkeypatch: Any, runner: _ClosingRunner) -> tuple[list[Any], list[bool], bool]:
+    """Runs a fetch bundle's end over ``runner``; what it emitted, for each trim of the heap
+    whether the loop was already closed then, and whether the bundle's end raised."""
     from beamcrawl.core.runtime import heap
     from beamcrawl.core.runtime.config import CrawlConfig
     from beamcrawl.transforms import fetch
 
     trims: list[bool] = []
-    monkeypatch.setattr(heap, "release", lambda: trims.append(runner.closed) or True)
+
+    def release() -> bool:
+        trims.append(runner.closed)
+        return True
+
+    monkeypatch.setattr(heap, "release", release)
     fn = fetch._FetchShardsFn(CrawlConfig(out="unused", store="unused"))
     monkeypatch.setattr(fn.fence, "publish", lambda *a: None)
     fn.setup()
     fn.start_bundle()
     fn.runner = runner  # type: ignore[assignment]
     out: list[Any] = []
+    raised = False
     try:
         for value in fn.finish_bundle():
             out.append(value)
     except RuntimeError:
-        pass
-    return out, trims
+        raised = True
+    return out, trims, raised
 
 
 def test_the_heap_is_trimmed_once_when_the_loop_has_closed(monkeypatch):
     results = [_result(i, "fetched") for i in range(3)]
-    out, trims = _finished_bundle(monkeypatch, _ClosingRunner(results))
-    assert [o.value.url for o in out] == [r.url for r in results]
+    out, trims, raised = _finished_bundle(monkeypatch, _ClosingRunner(results))
+    assert [o.value.url for o in out] == [r.url for r in results] and not raised
     assert trims == [True]  # once, after the loop's thread was gone
 
 
 def test_the_heap_is_trimmed_when_draining_the_loop_raised(monkeypatch):
-    out, trims = _finished_bundle(monkeypatch, _ClosingRunner([_result(0, "fetched")], fail=True))
-    assert len(out) == 1 and trims == [True]
+    out, trims, raised = _finished_bundle(monkeypatch, _ClosingRunner([_result(0, "fetched")], fail=True))
+    assert len(out) == 1 and raised  # the failure still reaches the runner
+    assert trims == [True]
