@@ -37,6 +37,11 @@ with ``--collect``): what stays alive past a stage and pins the allocators' aren
     python bench/memory_timeline.py --tracemalloc 5 --trace-stage Mark-copies
     python bench/memory_timeline.py --collect --tracemalloc 6 --trace-stage Fetch --trace-left
 
+``--round-of OUT`` measures one round on an output folder warmed elsewhere, in this fresh
+process (no simweb, no warm-up: the server its URLs name must be running); ``flat_memory.py``
+runs it so that a round's start holds no earlier round's memory. The last line of the output,
+``MEASURED {...}``, is the round's figures as JSON.
+
 Wraps ``FnApiRunner._execute_bundle``, a private method of Beam's runner: a measuring tool,
 not part of beamcrawl. Linux with glibc only (``/proc``, ``mallinfo2``).
 """
@@ -44,8 +49,10 @@ not part of beamcrawl. Linux with glibc only (``/proc``, ``mallinfo2``).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import ctypes
 import gc
+import json
 import os
 import sys
 import tempfile
@@ -53,7 +60,7 @@ import time
 import tracemalloc
 import types
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, Iterator
 
 from apache_beam.runners.portability.fn_api_runner import execution, fn_runner
 
@@ -61,13 +68,14 @@ BENCH = Path(__file__).resolve().parent
 sys.path.insert(0, str(BENCH))
 
 from harness import PeriodicSampler, _rss_bytes, process_tree  # noqa: E402
-from stage_timeline import _short, add_round_arguments, warmed_up  # noqa: E402
+from stage_timeline import _short, add_round_arguments, measure_round, warmed_up  # noqa: E402
 
 from beamcrawl.stores.embedded import sqlite_memory_used  # noqa: E402
 
 __all__ = ["main"]
 
 MB = 1024 * 1024
+MEASURED = "MEASURED"  # the prefix of the figures' line
 
 
 class _MallInfo2(ctypes.Structure):
@@ -429,6 +437,30 @@ def _site(filename: str) -> str:
     return filename
 
 
+def measured(sampler: _Sampler, round_report: dict[str, Any], window: float) -> dict[str, Any]:
+    """The round's figures in one line, for a bench that runs this one in a child process."""
+    rss = [s[1] for s in sampler.samples] or [0]
+    return {
+        "window": window,
+        "pages": int(round_report["responses"]),
+        "urls_due": int(round_report.get("urls_due", 0)),
+        "seconds": float(round_report.get("seconds", 0.0)),
+        "start_mb": round(rss[0] / MB, 1),
+        "peak_mb": round(max(rss) / MB, 1),
+    }
+
+
+@contextlib.contextmanager
+def _round_to_measure(args: argparse.Namespace) -> Iterator[tuple[Any, Callable[[], list[dict]]]]:
+    """simweb and the warm-up rounds in this process, or (``--round-of``) only a round on a
+    folder warmed elsewhere."""
+    if args.round_of:
+        yield None, lambda: measure_round(args.round_of, args)
+        return
+    with warmed_up(args, "beamcrawl-memory-") as pair:
+        yield pair
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     add_round_arguments(p, "multi_processing with two workers (RSS summed)")
@@ -462,9 +494,15 @@ def main(argv: list[str] | None = None) -> int:
     )
     p.add_argument("--snapshot-step", type=float, default=0.05, help="re-snapshot when the traced total grew by this")
     p.add_argument("--top", type=int, default=20, help="stages (and allocation sites) shown")
+    p.add_argument(
+        "--round-of",
+        metavar="OUT",
+        help="measure one round on this warmed output folder in this fresh process: no simweb, no "
+        "warm-up (the server that folder's URLs name must be running; flat_memory.py runs this)",
+    )
     args = p.parse_args(argv)
 
-    with warmed_up(args, "beamcrawl-memory-") as (web, measured_round):
+    with _round_to_measure(args) as (web, measured_round):
         gc.collect()
         malloc_trim()  # the earlier rounds' freed memory: not the measured round's
         server_pid = getattr(getattr(web, "process", None), "pid", None)
@@ -481,6 +519,7 @@ def main(argv: list[str] | None = None) -> int:
         sampler.stop()
     print(report(recorder, sampler, t_start, int(reports[-1]["responses"]), args.top))
     print(waiting_line(reports[-1]))
+    print(MEASURED, json.dumps(measured(sampler, reports[-1], args.window)))
     if args.tracemalloc:
         print(tracemalloc_report(sampler, t_start, args.tracemalloc, args.top, args.trace_left))
     return 0

@@ -121,30 +121,43 @@ def add_round_arguments(p: argparse.ArgumentParser, mp_help: str = "multi_proces
     p.add_argument("--mp", action="store_true", help=mp_help)
 
 
+def round_config(out: str, args: argparse.Namespace, window: float) -> Any:
+    """The settings of a round of these benches on the output folder ``out``."""
+    return bench_config(out, delay=args.delay, window=window, crawl_delay_cap=2, hosts_in_flight=args.hosts)
+
+
+def round_runner(args: argparse.Namespace) -> list[str]:
+    """The pipeline arguments of a round of these benches (two workers with ``--mp``)."""
+    return with_local_runner(list(MP) if args.mp else [])
+
+
+def measure_round(out: str, args: argparse.Namespace) -> list[dict]:
+    """Crawls one round of ``args.window`` seconds on the warmed output folder ``out``; its reports."""
+    return crawl(round_config(out, args, args.window), 1, [], round_runner(args), out=sys.stderr)
+
+
 @contextlib.contextmanager
-def warmed_up(args: argparse.Namespace, prefix: str) -> Iterator[tuple[Any, Callable[[], list[dict]]]]:
-    """simweb, then a cold round and ``--warmup-rounds`` warm-up rounds in this process; yields the server and
-    a function that crawls the measured round (its reports)."""
-    beam_args = list(MP) if args.mp else []
+def warmed_store(args: argparse.Namespace, prefix: str) -> Iterator[tuple[Any, str]]:
+    """simweb, then a cold round and ``--warmup-rounds`` warm-up rounds in this process; yields the
+    server and the warmed output folder (its store inside), while the server runs."""
     work = tempfile.mkdtemp(prefix=prefix)
     port = free_port()
     with simweb_on_port(
         work, port, hosts=args.hosts, seed=args.seed, pages_per_host=1_000_000, log_name="requests.jsonl"
     ) as web:
         seeds = [f"http://{name}:{port}/" for name in web.truth()]
-
-        def config(window: float) -> Any:
-            return bench_config(
-                os.path.join(work, "out"),
-                delay=args.delay,
-                window=window,
-                crawl_delay_cap=2,
-                hosts_in_flight=args.hosts,
-            )
-
+        out = os.path.join(work, "out")
         rounds = 1 + getattr(args, "warmup_rounds", 1)
-        crawl(config(args.warmup_window), rounds, seeds, with_local_runner(list(beam_args)), out=sys.stderr)
-        yield web, lambda: crawl(config(args.window), 1, [], with_local_runner(list(beam_args)), out=sys.stderr)
+        crawl(round_config(out, args, args.warmup_window), rounds, seeds, round_runner(args), out=sys.stderr)
+        yield web, out
+
+
+@contextlib.contextmanager
+def warmed_up(args: argparse.Namespace, prefix: str) -> Iterator[tuple[Any, Callable[[], list[dict]]]]:
+    """:func:`warmed_store`; yields the server and a function that crawls the measured round in
+    this process (its reports)."""
+    with warmed_store(args, prefix) as (web, out):
+        yield web, lambda: measure_round(out, args)
 
 
 def main(argv: list[str] | None = None) -> int:
