@@ -37,13 +37,13 @@ import queue
 import threading
 import time
 from dataclasses import replace
-from typing import Any, AsyncIterator, Callable, Iterator, Protocol
+from typing import Any, AsyncIterator, Callable, Iterable, Iterator, Protocol
 from urllib.parse import urljoin, urlsplit
 
 import aiohttp
 
 from beamcrawl.core.net import botauth
-from beamcrawl.core.net.backlog import Backlog, result_bytes
+from beamcrawl.core.net.backlog import RESULT_OVERHEAD, Backlog, result_bytes
 from beamcrawl.core.policy import politeness
 from beamcrawl.core.net.conditional import conditional_headers
 from beamcrawl.core.runtime.config import CrawlConfig
@@ -262,12 +262,19 @@ class HostCrawler:
             except Exception as exc:  # never lose a host's work to a bug in one request
                 log.exception("host %s failed", plan.host)
                 self.emit("failed", (plan, exc))  # a dead letter of the fetch stage
-                for entry in entries_of([plan.entries], []):
-                    self.emit("result", _deferred(entry, f"internal error: {exc!r}"))
+                self._defer(entries_of([plan.entries], []), f"internal error: {exc!r}")
                 record = plan.record
             finally:
                 self.hosts_finished += 1
             self.emit("host", record)
+
+    def _defer(self, entries: Iterable[FrontierEntry], why: str) -> None:
+        """Gives ``entries`` back to the frontier untouched, one deferred result each, emitted
+        as one ``("deferred", (entries, why))`` item: :meth:`FetchRunner.drain` makes each
+        entry's result only as it is taken. When the window ends, every host's unreached
+        entries are deferred at once (hundreds of thousands in a deep frontier's round), and
+        a result each, made here, would wait in the backlog all together."""
+        self.emit("deferred", (list(entries), why))
 
     def _own_clock(self, plan: HostPlan) -> HostRecord:
         """The host's live record (its clock) for this loop, registered by its slot so that a
@@ -312,8 +319,7 @@ class HostCrawler:
                     self.emit("result", _refused(entry, entry.url, answer.error))
             else:  # DNS trouble passes: the URLs wait, the host backs off
                 hold_after_dns_failure(record, time.time())
-                for entry in plan.entries:
-                    self.emit("result", _deferred(entry, answer.error))
+                self._defer(plan.entries, answer.error)
             return record
         record.dns_failures = 0
         self._book_ip(record.ip, record.last_fetch_end)  # the IP's clock, carried across rounds
@@ -334,8 +340,7 @@ class HostCrawler:
                     if fetched is None
                     else f"robots.txt unknown: redirected to {record.robots_via}"
                 )
-                for entry in plan.entries:
-                    self.emit("result", _deferred(entry, why))
+                self._defer(plan.entries, why)
                 return record
             by_scheme[scheme] = fetched
         for scheme in schemes:
@@ -396,9 +401,7 @@ class HostCrawler:
             if self._may_start(record, record.delay, plan.shard):
                 result = await self._request(record, entry, entry.url, record.ip, record.delay, plan.shard)
             if result is None:
-                why = self._why_stopped(plan.shard)
-                for rest in plan.entries[i:]:
-                    self.emit("result", _deferred(rest, why))
+                self._defer(plan.entries[i:], self._why_stopped(plan.shard))
                 break
             self._after(record, result, rules, plan.delay)
             if site_usage is not None:
@@ -944,7 +947,8 @@ class FetchRunner:
 
     ``submit`` hands it host plans from any thread; ``drain`` yields what it emitted as
     ``(kind, value)`` pairs, either what is ready now or, with ``wait=True``, everything until
-    all submitted plans are done. The round window starts when the runner starts.
+    all submitted plans are done (a batch of deferred entries as a ``result`` each, made as it
+    is taken). The round window starts when the runner starts.
     """
 
     def __init__(self, cfg: CrawlConfig, guard: RequestGuard | None = None) -> None:
@@ -972,7 +976,8 @@ class FetchRunner:
         self._crawler = asyncio.run_coroutine_threadsafe(_start(), self._loop).result()
 
     def _emit(self, kind: str, value: Any) -> None:
-        size = result_bytes(value) if kind == "result" else 0
+        # A deferred batch holds its entries (alive in their plan already) and no body.
+        size = result_bytes(value) if kind == "result" else RESULT_OVERHEAD if kind == "deferred" else 0
         if size:
             self.backlog.put(size)
         self._out.put((kind, value, size))
@@ -1013,6 +1018,11 @@ class FetchRunner:
                 if kind == "done":
                     with self._lock:
                         self._pending -= 1
+                    continue
+                if kind == "deferred":  # a result each entry, made as it is taken
+                    entries, why = value
+                    for entry in entries:
+                        yield "result", _deferred(entry, why)
                     continue
                 yield kind, value
             if not wait:

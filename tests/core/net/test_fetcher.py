@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import gc
 import gzip
 import time
 from contextlib import AbstractContextManager
@@ -22,7 +23,8 @@ from aiohttp import web
 from beamcrawl.core.runtime.config import CrawlConfig
 from beamcrawl.core.net.fetcher import DNS_BACKOFF_MAX, FetchRunner, LoopLag, decode_body, dns_backoff
 from beamcrawl.core.policy.robots import RobotsRules
-from beamcrawl.schemas.records import FrontierEntry, HostPlan, HostRecord
+from beamcrawl.core.net.backlog import RESULT_OVERHEAD
+from beamcrawl.schemas.records import FetchResult, FrontierEntry, HostPlan, HostRecord
 from beamcrawl.core.urls.hostkeys import shard_of
 from beamcrawl.transforms.assign_slots import hold_reason, plan_host
 from loopback import LoopbackServer, serving  # noqa: E402  (tests/loopback.py)
@@ -274,6 +276,40 @@ def test_round_window_defers_what_does_not_fit():
     outcomes = [r.outcome for r in results]
     assert 1 <= outcomes.count("fetched") <= 3
     assert outcomes.count("deferred") == 10 - outcomes.count("fetched")
+
+
+def test_a_window_end_defers_the_rest_as_one_item_made_into_results_as_they_are_taken():
+    # Every entry the window leaves unreached comes back deferred, in the plan's order, but
+    # waits in the loop's queue as one item: its results are made one at a time as the stage
+    # takes them, not all at once when the window ends (a deep frontier defers 10^5 at once).
+    with mock_server() as server:
+        runner = FetchRunner(cfg(round_window=0.3))
+        try:
+            runner.submit(plan(server, "w.test", [f"/{i}" for i in range(2_000)], robots_known="", delay=0.2))
+            deadline = time.monotonic() + 10
+            while runner.levels()[1] < 1 and time.monotonic() < deadline:  # the host's crawl is over
+                time.sleep(0.02)
+            # what waits: a few small fetches and the deferred item, not 2,000 results
+            assert runner.backlog.held() <= 4 * (RESULT_OVERHEAD + 1024), runner.backlog.held()
+            alive_at_first = None
+            urls, errors = [], set()
+            for kind, value in runner.drain(wait=True):
+                if kind == "result" and value.outcome == "deferred":
+                    if alive_at_first is None:
+                        gc.collect()
+                        alive_at_first = sum(
+                            1 for o in gc.get_objects() if type(o) is FetchResult and o.outcome == "deferred"
+                        )
+                    urls.append(value.url)
+                    errors.add(value.error)
+                del value
+        finally:
+            runner.close()
+    assert alive_at_first == 1  # the one being taken: the others are made as they are taken
+    assert errors == {"round window ended"}
+    numbers = [int(u.rsplit("/", 1)[1]) for u in urls]
+    assert 1_990 <= len(numbers) < 2_000
+    assert numbers == list(range(2_000 - len(numbers), 2_000))  # the plan's rest, in its order
 
 
 @pytest.mark.parametrize("enc", ["gzip", "deflate"])
