@@ -4,7 +4,7 @@ letters booked, the round counter advanced; resumable from a marker written firs
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import Any, Iterator
 
 from beamcrawl.core.runtime import files
 from beamcrawl.core.runtime.faults import crash_point
@@ -18,11 +18,44 @@ log = logging.getLogger(__name__)
 
 
 ROUND_KEY = b"round"
+# Rows of a staged requeue or done file a commit writes to the store at once, and the bytes it
+# reads of the file at once: what the commit holds, whatever the round's size.
+COMMIT_ROWS = 10_000
+READ_BLOCK = 1 << 20
 
 
 def next_round(store: Store) -> int:
     raw = store.read_keys("meta", [ROUND_KEY]).get(ROUND_KEY, {}).get("m:next")
     return int(raw) if raw else 1
+
+
+def staged_lines(path: str, rows: int = COMMIT_ROWS, block: int = READ_BLOCK) -> Iterator[list[bytes]]:
+    """A staged file's non-empty lines (without their ends), at most ``rows`` at a time, the
+    file read ``block`` bytes at a time: the commit holds a chunk of a file, not the file and
+    a row object for each of its lines (an in-process round stages each kind in one file, its
+    size growing with the round)."""
+    chunk: list[bytes] = []
+    rest = b""
+    with files.open_read(path) as fh:
+        while True:
+            data = fh.read(block)
+            if not data:
+                break
+            data = rest + data
+            cut = data.rfind(b"\n") + 1
+            rest = data[cut:]
+            for line in data[:cut].split(b"\n"):
+                line = line.rstrip(b"\r")
+                if line:
+                    chunk.append(line)
+                    if len(chunk) >= rows:
+                        yield chunk
+                        chunk = []
+    rest = rest.rstrip(b"\r")
+    if rest:  # a last line without its end
+        chunk.append(rest)
+    if chunk:
+        yield chunk
 
 
 def commit_round(store: Store, outputs: RoundOutputs, notes: dict[str, Any] | None = None) -> dict[str, list[str]]:
@@ -51,19 +84,19 @@ def commit_round(store: Store, outputs: RoundOutputs, notes: dict[str, Any] | No
     # slot assignment), never not at all.
     requeued = 0
     for path in outputs.requeue_files():
-        with files.open_read(path) as fh:
-            rows = [read_requeue_line(line) for line in fh.read().decode("utf-8").splitlines() if line]
-        store.mutate("frontier", [Mutation.set(k, cells) for k, cells in rows])  # the store batches
-        requeued += len(rows)
+        for lines in staged_lines(path, COMMIT_ROWS):
+            rows = [read_requeue_line(line.decode("utf-8")) for line in lines]
+            store.mutate("frontier", [Mutation.set(k, cells) for k, cells in rows])
+            requeued += len(rows)
     crash_point("commit.after_requeue")
     finished = 0
     for path in outputs.done_files():
-        with files.open_read(path) as fh:
-            keys = [bytes.fromhex(line) for line in fh.read().decode("ascii").split()]
-        if keep:  # a URL with a dead letter keeps its row, though another branch finished it
-            keys = [k for k in keys if len(k) != 16 or key_fp(k[8:]) not in keep]
-        store.mutate("frontier", [Mutation.delete_row(k) for k in keys])
-        finished += len(keys)
+        for lines in staged_lines(path, COMMIT_ROWS):
+            keys = [bytes.fromhex(word) for line in lines for word in line.decode("ascii").split()]
+            if keep:  # a URL with a dead letter keeps its row, though another branch finished it
+                keys = [k for k in keys if len(k) != 16 or key_fp(k[8:]) not in keep]
+            store.mutate("frontier", [Mutation.delete_row(k) for k in keys])
+            finished += len(keys)
     crash_point("commit.after_frontier_deletes")
     store.mutate("meta", [Mutation.set(ROUND_KEY, {"m:next": str(outputs.round_no + 1).encode()})])
     outputs.discard_staging()
