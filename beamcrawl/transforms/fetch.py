@@ -128,6 +128,13 @@ class _MetricsCollector:
         for name, value in zip(("hosts_started", "hosts_finished", "waits_started", "waits_finished"), levels):
             self.totals[f"fetch/{name}"] = value
 
+    def count_deferred(self, n: int, why: str) -> None:
+        """Counts ``n`` URLs a host left deferred together (as :meth:`count` counts each)."""
+        self.received.inc(n)
+        self._add("fetch/received", n)
+        self.deferred.inc(n)
+        self.deferred_reasons[deferred_reason(why)].inc(n)
+
     def count(self, result: FetchResult) -> None:
         self.received.inc()
         self._add("fetch/received")
@@ -265,16 +272,20 @@ class _FetchShardsFn(beam.DoFn):
                 yield self.dead.tagged(exc, plan)
                 continue
             self.runner.submit(plan)
-        for kind, value in self.runner.drain(wait=False):
-            yield self._route(kind, value)
+        for kind, value in self.runner.drain(wait=False, deferred_batches=self._batch_deferrals()):
+            out = self._route(kind, value)
+            if out is not None:
+                yield out
         self._publish_levels(time.monotonic())
 
     def finish_bundle(self) -> Iterator[Any]:
         if self.runner is None:
             return
         try:
-            for kind, value in self.runner.drain(wait=True):
+            for kind, value in self.runner.drain(wait=True, deferred_batches=self._batch_deferrals()):
                 out = self._route(kind, value)
+                if out is None:
+                    continue
                 if isinstance(out, beam.pvalue.TaggedOutput):
                     yield beam.pvalue.TaggedOutput(out.tag, GlobalWindows.windowed_value(out.value))
                 else:
@@ -312,7 +323,19 @@ class _FetchShardsFn(beam.DoFn):
             backlog.waited,
         )
 
+    def _batch_deferrals(self) -> bool:
+        """Whether a host's deferred entries may be counted as one batch: always, unless a test
+        injected faults into this stage's elements (each result must then meet them)."""
+        return not self.dead.faulty()
+
     def _route(self, kind: str, value: Any) -> Any:
+        """What an item of the fetch loop becomes downstream; None for a batch of deferred
+        entries, which is only counted (``needs_processing`` would drop each result)."""
+        if kind == "deferred":
+            entries, why = value
+            assert self.metrics is not None
+            self.metrics.count_deferred(len(entries), why)
+            return None
         if kind == "host":
             try:
                 value = self.refusals.settle(value)
@@ -355,7 +378,9 @@ class FetchPages(beam.PTransform):
     """Fetches host plans politely.
 
     Returns a tuple of PCollections: ``results`` (``FetchResult``, one per planned URL and
-    per robots.txt request) and ``hosts`` (``(host, HostRecord)`` after the round).
+    per robots.txt request; a URL a host left unreached when the window ended, or deferred
+    with the rest of its host's, is only counted: ``fetch/deferred`` and its reasons) and
+    ``hosts`` (``(host, HostRecord)`` after the round).
     """
 
     def __init__(self, cfg: CrawlConfig, attempt: str | None = None) -> None:

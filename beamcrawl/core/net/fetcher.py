@@ -993,9 +993,14 @@ class FetchRunner:
         fut = asyncio.run_coroutine_threadsafe(self._crawler.crawl(plan), self._loop)
         fut.add_done_callback(lambda _f: self._out.put(("done", None, 0)))
 
-    def drain(self, wait: bool = False) -> Iterator[tuple[str, Any]]:
+    def drain(self, wait: bool = False, deferred_batches: bool = False) -> Iterator[tuple[str, Any]]:
         """Yields what the loop emitted: what is ready now, or with ``wait`` everything until
         all submitted plans are done.
+
+        A host's deferred entries come as a ``result`` each, or with ``deferred_batches`` as
+        the one ``("deferred", (entries, why))`` item they were emitted as: a caller that only
+        counts deferrals (the fetch stage: a deferred URL's frontier row stays as it was)
+        then makes no result for each of the hundreds of thousands a window's end can defer.
 
         Waiting, it takes what is ready in batches, pausing :data:`DRAIN_PAUSE` between them
         rather than waking for every result: each wake of this thread takes the GIL from the
@@ -1019,7 +1024,7 @@ class FetchRunner:
                     with self._lock:
                         self._pending -= 1
                     continue
-                if kind == "deferred":  # a result each entry, made as it is taken
+                if kind == "deferred" and not deferred_batches:  # a result each entry, made as it is taken
                     entries, why = value
                     for entry in entries:
                         yield "result", _deferred(entry, why)

@@ -312,6 +312,26 @@ def test_a_window_end_defers_the_rest_as_one_item_made_into_results_as_they_are_
     assert numbers == list(range(2_000 - len(numbers), 2_000))  # the plan's rest, in its order
 
 
+def test_a_caller_that_counts_deferrals_takes_them_as_the_batch_they_were_emitted_as():
+    # The fetch stage only counts deferred URLs: with deferred_batches it gets the window's
+    # unreached entries as one item, the plan's rest in its order, and no result for any.
+    with mock_server() as server:
+        runner = FetchRunner(cfg(round_window=0.3))
+        try:
+            runner.submit(plan(server, "w.test", [f"/{i}" for i in range(2_000)], robots_known="", delay=0.2))
+            items = list(runner.drain(wait=True, deferred_batches=True))
+        finally:
+            runner.close()
+    batches = [value for kind, value in items if kind == "deferred"]
+    assert not [v for k, v in items if k == "result" and v.outcome == "deferred"]
+    assert len(batches) == 1 and batches[0][1] == "round window ended"
+    numbers = [int(e.url.rsplit("/", 1)[1]) for e in batches[0][0]]
+    assert 1_990 <= len(numbers) < 2_000
+    assert numbers == list(range(2_000 - len(numbers), 2_000))
+    fetched = [v for k, v in items if k == "result" and v.entry.source != "robots"]
+    assert len(fetched) + len(numbers) == 2_000  # every planned URL: fetched or in the batch
+
+
 @pytest.mark.parametrize("enc", ["gzip", "deflate"])
 def test_decode_body_caps_decompression_bombs(enc):
     import zlib
