@@ -76,8 +76,7 @@ def commit_round(store: Store, outputs: RoundOutputs, notes: dict[str, Any] | No
     moved = outputs.commit_files()
     crash_point("commit.after_files")
     letters = quarantine.read_letters(files.list_files(outputs.final("errors")))
-    keep = quarantine.kept_fps(letters)
-    newly = quarantine.book_failures(store, outputs.round_no, letters)
+    keep, newly = quarantine.settle_letters(store, outputs.round_no, letters)
     if notes is not None:
         notes["quarantined"] = [f"{kind} {ident}" for kind, ident in newly]
     # The next visits first: a crash between the two leaves a URL queued twice (folded at

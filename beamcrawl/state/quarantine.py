@@ -22,7 +22,7 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import replace
-from typing import Any, Iterable
+from typing import Any, Iterable, Iterator
 
 from beamcrawl.schemas.records import HostPolicy
 from beamcrawl.stores.base import Mutation, Store
@@ -32,12 +32,16 @@ __all__ = [
     "ROUNDS_TO_QUARANTINE",
     "book_failures",
     "element_of",
+    "kept_fp",
+    "kept_fps",
     "list_quarantine",
     "load_state",
     "quarantine_policy",
     "quarantined_hosts",
     "quarantined_urls",
+    "read_letters",
     "release",
+    "settle_letters",
 ]
 
 TABLE = "meta"
@@ -46,6 +50,10 @@ PREFIX = b"quarantine/"
 ROUNDS_TO_QUARANTINE = 2
 FRONTIER_KEY_HEX = 32  # 8-byte due time + 8-byte fingerprint, as hex
 MAX_ID_BYTES = 3000  # Bigtable row keys are at most 4 KiB
+BOOK_ROWS = 10_000  # elements booked a store read and write at a time
+READ_ROWS = 10_000  # dead letters read from a file at a time
+# What a commit reads of a dead letter (transforms/dead_letter.py DeadLetter): not its traceback.
+LETTER_COLUMNS = ("stage", "key", "url", "host", "exception", "message")
 
 
 def row_key(kind: str, ident: str) -> bytes:
@@ -83,28 +91,50 @@ def load_state(cells: dict[str, bytes] | None) -> dict[str, Any] | None:
     return state if isinstance(state, dict) else None
 
 
-def book_failures(store: Store, round_no: int, letters: Iterable[dict[str, Any]]) -> list[tuple[str, str]]:
+def book_failures(
+    store: Store, round_no: int, letters: Iterable[dict[str, Any]], chunk: int = BOOK_ROWS
+) -> list[tuple[str, str]]:
     """Books a round's dead letters; quarantines the elements that failed in enough rounds.
 
-    Idempotent per round (a resumed commit books the same round again): rounds are a set.
+    An element's first letter is booked (its stage, exception and message); ``letters`` is
+    read once, as it comes, and booked ``chunk`` elements at a time (one key-set read and one
+    write each), so a round whose every page failed is booked in bounded memory: what stays
+    is the row key of each element booked. Idempotent per round (a resumed commit books the
+    same round again): rounds are a set.
 
     Returns:
         The elements quarantined by this call, as ``(kind, id)``.
     """
-    by_element: dict[tuple[str, str], dict[str, Any]] = {}
+    booked: set[bytes] = set()
+    pending: dict[bytes, tuple[tuple[str, str], dict[str, Any]]] = {}
+    newly: list[tuple[str, str]] = []
     for letter in letters:
         element = element_of(letter)
-        if element is not None:
-            by_element.setdefault(element, letter)
-    if not by_element:
-        return []
-    keys = {element: row_key(*element) for element in by_element}
-    stored = store.read_keys(TABLE, sorted(set(keys.values())))
+        if element is None:
+            continue
+        key = row_key(*element)
+        if key in booked or key in pending:
+            continue
+        pending[key] = (element, letter)
+        if len(pending) >= chunk:
+            newly.extend(_book(store, round_no, pending))
+            booked.update(pending)
+            pending = {}
+    if pending:
+        newly.extend(_book(store, round_no, pending))
+    return newly
+
+
+def _book(
+    store: Store, round_no: int, pending: dict[bytes, tuple[tuple[str, str], dict[str, Any]]]
+) -> list[tuple[str, str]]:
+    """Books one chunk of elements, each with its first letter; the ones quarantined now."""
+    stored = store.read_keys(TABLE, sorted(pending))
     writes: list[Mutation] = []
     newly: list[tuple[str, str]] = []
-    for element, letter in sorted(by_element.items()):
+    for key, (element, letter) in sorted(pending.items()):
         kind, ident = element
-        state = load_state(stored.get(keys[element])) or {"kind": kind, "id": ident, "rounds": [], "quarantined": False}
+        state = load_state(stored.get(key)) or {"kind": kind, "id": ident, "rounds": [], "quarantined": False}
         state["rounds"] = sorted(set(state.get("rounds", [])) | {round_no})
         state.update(
             stage=letter.get("stage"),
@@ -116,9 +146,8 @@ def book_failures(store: Store, round_no: int, letters: Iterable[dict[str, Any]]
             state["quarantined"] = True
             state["since"] = round_no
             newly.append(element)
-        writes.append(Mutation.set(keys[element], {CELL: json.dumps(state, sort_keys=True).encode()}))
-    if writes:
-        store.mutate(TABLE, writes)
+        writes.append(Mutation.set(key, {CELL: json.dumps(state, sort_keys=True).encode()}))
+    store.mutate(TABLE, writes)
     return newly
 
 
@@ -190,34 +219,60 @@ def release(store: Store, target: str) -> list[dict[str, Any]]:
     return released
 
 
-def read_letters(paths: Iterable[str]) -> list[dict[str, Any]]:
-    """A round's dead letters (``errors/round=N/*.parquet``) as row dicts."""
+def read_letters(paths: Iterable[str], batch_rows: int = READ_ROWS) -> Iterator[dict[str, Any]]:
+    """A round's dead letters (``errors/round=N/*.parquet``) as row dicts, as they are read:
+    ``batch_rows`` rows of a file at a time, and only the columns a commit uses
+    (:data:`LETTER_COLUMNS`; not the tracebacks). A round whose every page failed has as
+    many letters as pages: they are never all held at once."""
     import io
 
     import pyarrow.parquet as pq
 
     from beamcrawl.core.runtime import files
 
-    rows: list[dict[str, Any]] = []
     for path in paths:
         with files.open_read(path) as fh:
-            rows.extend(pq.read_table(io.BytesIO(fh.read())).to_pylist())
-    return rows
+            source = fh if fh.seekable() else io.BytesIO(fh.read())
+            table = pq.ParquetFile(source)
+            columns = [c for c in LETTER_COLUMNS if c in table.schema_arrow.names]
+            for batch in table.iter_batches(batch_size=batch_rows, columns=columns):
+                yield from batch.to_pylist()
 
 
 def kept_fps(letters: Iterable[dict[str, Any]]) -> set[int]:
     """Fingerprints of the URLs whose frontier rows a round's commit must keep: every URL
     with a dead letter, though another branch of the round finished it."""
+    return {fp for letter in letters if (fp := kept_fp(letter)) is not None}
+
+
+def kept_fp(letter: dict[str, Any]) -> int | None:
+    """The fingerprint of the URL whose frontier row a dead letter keeps; None if it names none."""
     from beamcrawl.core.urls.urlnorm import fingerprint
 
-    out: set[int] = set()
-    for letter in letters:
-        frontier = _frontier_key(letter)
-        if frontier is not None:
-            out.add(int.from_bytes(frontier[8:], "big"))
-        elif letter.get("url"):
-            try:
-                out.add(fingerprint(letter["url"]))
-            except (ValueError, TypeError):
-                pass
-    return out
+    frontier = _frontier_key(letter)
+    if frontier is not None:
+        return int.from_bytes(frontier[8:], "big")
+    if letter.get("url"):
+        try:
+            return fingerprint(letter["url"])
+        except (ValueError, TypeError):
+            return None
+    return None
+
+
+def settle_letters(
+    store: Store, round_no: int, letters: Iterable[dict[str, Any]]
+) -> tuple[set[int], list[tuple[str, str]]]:
+    """A round's commit's one pass over its dead letters: the fingerprints whose frontier rows
+    it keeps (:func:`kept_fps`) and the elements its bookings quarantined (:func:`book_failures`)."""
+    keep: set[int] = set()
+
+    def noted(rows: Iterable[dict[str, Any]]) -> Iterator[dict[str, Any]]:
+        for letter in rows:
+            fp = kept_fp(letter)
+            if fp is not None:
+                keep.add(fp)
+            yield letter
+
+    newly = book_failures(store, round_no, noted(letters))
+    return keep, newly
