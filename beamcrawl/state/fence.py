@@ -56,6 +56,11 @@ FENCE_TTL = 0.5
 # The bound stated for users and checked by the tests: no request later than this after the
 # fence tripped (FENCE_TTL, the read that follows it, and the loop's scheduling).
 FENCE_INTERVAL = 1.0
+# How far ahead of the clock a host's request time is written at most. A write that lands
+# after its margin (a slow store, or a loop too busy to resume the request in time) is written
+# again twice as far ahead; a loop that cannot resume a request within this of its write
+# stops its shard rather than write again for ever.
+MAX_CLOCK_AHEAD = 32.0
 
 
 def claim_key(shard: int) -> bytes:
@@ -189,6 +194,9 @@ class StoreFence:
         self._lost: dict[int, str] = {}
         self._pending: list[tuple[Mutation, asyncio.Future[None]]] = []
         self._flusher: asyncio.Task[None] | None = None
+        # How far ahead the next clock is written: CLOCK_AHEAD, or more while writes come
+        # back late (:meth:`before_request`).
+        self.ahead = CLOCK_AHEAD
         # Figures for the bench and the log: store round trips, requests, seconds waited.
         self.flushes = 0
         self.requests = 0
@@ -241,9 +249,11 @@ class StoreFence:
         self.open()
         loop = asyncio.get_running_loop()
         began = time.monotonic()
+        ahead = self.ahead
         try:
             while True:
-                at = time.time() + CLOCK_AHEAD
+                written = time.time()
+                at = written + ahead
                 done: asyncio.Future[None] = loop.create_future()
                 self._pending.append((Mutation.set(record.host.encode(), clock_cells(record, at, delay)), done))
                 if self._flusher is None or self._flusher.done():
@@ -252,14 +262,32 @@ class StoreFence:
                     await done
                 except Exception as exc:  # the store failed: no clock recorded, no request
                     return f"the host's clock could not be recorded: {type(exc).__name__}: {exc}"
-                if time.time() < at:
+                took = time.time() - written
+                if took < ahead:
+                    self._landed(took)
                     break
-                # The write took longer than its margin: the request would go out after the
-                # time written. Write again.
+                # The write, or this loop's turn to resume the request after it, took longer
+                # than the margin: the request would go out after the time written. Write
+                # again, twice as far ahead: the hosts that wrote in the same batch come back
+                # at once too, so the same margin might never be enough.
+                if ahead >= MAX_CLOCK_AHEAD:
+                    return (
+                        f"the host's clock could not be recorded ahead of the request: {took:.1f} s "
+                        f"to write and resume, over {MAX_CLOCK_AHEAD:g} s"
+                    )
+                ahead = min(2 * ahead, MAX_CLOCK_AHEAD)
+                self.ahead = max(self.ahead, ahead)
         finally:
             self.wait_seconds += time.monotonic() - began
         self.requests += 1
         return self._stop or self._lost.get(shard)
+
+    def _landed(self, took: float) -> None:
+        """A clock written in time, ``took`` seconds from its write to the request's resuming:
+        the margin of the next comes back toward CLOCK_AHEAD while writes take under a
+        quarter of it (a later time written is only a longer wait for a rerun)."""
+        if self.ahead > CLOCK_AHEAD and took < self.ahead / 4:
+            self.ahead = max(CLOCK_AHEAD, self.ahead * 0.9)
 
     async def _flush(self) -> None:
         loop = asyncio.get_running_loop()

@@ -10,6 +10,7 @@ clock's merge) are checked with generated rows.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import time
 
@@ -23,6 +24,7 @@ from beamcrawl.core.runtime.config import CrawlConfig
 from beamcrawl.pipelines.lease import RoundLease
 from beamcrawl.schemas import cells as cellfmt
 from beamcrawl.schemas.records import FrontierEntry, HostRecord
+from beamcrawl.state import fence as fence_module
 from beamcrawl.state.fence import (
     ATTEMPT_CELL,
     ATTEMPT_KEY,
@@ -37,7 +39,7 @@ from beamcrawl.state.fence import (
     fence_verdict,
     start_attempt,
 )
-from beamcrawl.state.host_clock import CLOCK_CELL, clock_cells, merge_clock, read_host
+from beamcrawl.state.host_clock import CLOCK_AHEAD, CLOCK_CELL, clock_cells, merge_clock, read_host
 from beamcrawl.stores.base import open_store
 from beamcrawl.transforms.assign_slots import plan_host
 from loopback import RawLoopbackServer, read_head  # tests/loopback.py
@@ -355,3 +357,115 @@ def test_a_poll_shows_the_workers_counts_when_the_runner_reports_none_yet():
     poller = ProgressPoller(display, source=lambda: {}, side=lambda: side)
     poller._poll()
     assert progress.fields(time.time())["fetched"] == 12
+
+
+# --- a loop or a store too slow for the clock's margin -----------------------------------------
+
+
+def _slowed(fence: StoreFence, latency: list[float]) -> None:
+    """Makes every write of the fence's store take ``latency[0]`` seconds (changeable)."""
+    fence.open()
+    store = fence.store
+    assert store is not None
+    write = store.mutate
+
+    def slow(table, mutations):
+        time.sleep(latency[0])
+        return write(table, mutations)
+
+    store.mutate = slow  # type: ignore[method-assign]
+
+
+def _requests(fence: StoreFence, hosts: int, busy: float, timeout: float) -> list[tuple[str | None, float]]:
+    """``hosts`` requests asked of the fence at once, each holding the loop ``busy`` seconds
+    once let through (what a loop of many hosts does between its requests); each one's answer
+    and the time it would have gone out."""
+
+    async def one(i: int) -> tuple[str | None, float]:
+        refused = await fence.before_request(HostRecord(host=f"h{i}.test"), 0, 1.0)
+        sent = time.time()
+        time.sleep(busy)  # blocks every other request's resuming, as the loop's work does
+        return refused, sent
+
+    async def run() -> list[tuple[str | None, float]]:
+        return await asyncio.wait_for(asyncio.gather(*(one(i) for i in range(hosts))), timeout)
+
+    return asyncio.run(run())
+
+
+def _written_at(store_uri: str, hosts: int) -> list[float]:
+    with open_store(store_uri) as store:
+        keys = [f"h{i}.test".encode() for i in range(hosts)]
+        rows = store.read_keys("hosts", keys)
+    return [cellfmt.decode_clock(rows[k][CLOCK_CELL])[0] for k in keys]
+
+
+@settings(max_examples=6, deadline=None)
+@given(
+    latency=st.sampled_from([0.0, 0.2, 0.6, 0.9]),
+    busy=st.sampled_from([0.0, 0.003, 0.008]),
+    hosts=st.integers(1, 120),
+)
+def test_a_clock_written_late_is_written_further_ahead_and_the_loop_goes_on(tmp_path_factory, latency, busy, hosts):
+    """However slow the store's writes and however many hosts wait on the loop's turn, every
+    request is let through, and before the time its host's clock says (the written time is
+    never earlier than the request). With the margin fixed at CLOCK_AHEAD, a write slower
+    than it sent nothing, ever, and the loop outlived its window."""
+    uri = f"sqlite:///{tmp_path_factory.mktemp('fence')}/store.sqlite"
+    fence = StoreFence(uri, None)
+    try:
+        _slowed(fence, [latency])
+        answers = _requests(fence, hosts, busy, timeout=60)
+    finally:
+        fence.close()
+    assert [refused for refused, _ in answers] == [None] * hosts
+    for (_, sent), at in zip(answers, _written_at(uri, hosts)):
+        assert sent < at, f"a request at {sent:.3f} after its clock's written time {at:.3f}"
+
+
+def test_the_margin_comes_back_once_writes_are_quick_and_a_loop_past_the_largest_stops(tmp_path, monkeypatch):
+    uri = f"sqlite:///{tmp_path}/store.sqlite"
+    latency = [0.7]
+    fence = StoreFence(uri, None)
+    try:
+        _slowed(fence, latency)
+        assert [r for r, _ in _requests(fence, 3, 0.0, timeout=30)] == [None] * 3
+        assert fence.ahead >= 1.0  # written further ahead than CLOCK_AHEAD (0.5 s)
+        latency[0] = 0.0
+        for _ in range(40):
+            _requests(fence, 1, 0.0, timeout=30)
+        assert fence.ahead == CLOCK_AHEAD
+        # A loop that cannot resume a request within the largest margin stops its shard.
+        monkeypatch.setattr(fence_module, "MAX_CLOCK_AHEAD", 1.0)
+        latency[0] = 1.2
+        ((refused, _),) = _requests(fence, 1, 0.0, timeout=30)
+    finally:
+        fence.close()
+    assert refused is not None and "could not be recorded ahead of the request" in refused
+
+
+class _SlowGuard:
+    """A guard whose clock write lands after the round's window has ended."""
+
+    def __init__(self, until: float) -> None:
+        self.until = until
+
+    async def before_request(self, record: HostRecord, shard: int, delay: float) -> str | None:
+        await asyncio.sleep(max(0.0, self.until - time.time()))
+        return None
+
+
+def test_a_request_whose_clock_landed_after_the_window_is_not_sent(tmp_path):
+    with LoggingWeb() as web:
+        slot = f"late.test:{web.port}"
+        cfg = dataclasses.replace(config(f"sqlite:///{tmp_path}/s.sqlite", 0.1), round_window=0.5)
+        plan = plan_host(slot, entries(slot, 3), known_robots(slot), None, cfg, time.time())
+        runner = FetchRunner(cfg, _SlowGuard(time.time() + 1.0))
+        try:
+            runner.submit(plan)
+            results = results_of(runner)
+        finally:
+            runner.close()
+    assert web.log == []  # nothing went out after the window
+    assert [r.outcome for r in results] == ["deferred"] * 3
+    assert {r.error for r in results} == {"round window ended"}

@@ -448,6 +448,8 @@ class HostCrawler:
                             log.warning("fetch shard %d stops: %s", shard, refused)
                         self.fenced[shard] = refused
                         return None
+                    if time.time() >= self.deadline:  # the window ended while the clock was written
+                        return None
                 _TRANSFER_END.set(None)
                 result = await self._get(entry, url, ip)
                 transfer = _TRANSFER_END.get()
