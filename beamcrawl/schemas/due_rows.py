@@ -16,7 +16,10 @@ once when it hands the group on (the in-process runner: its buffer, then the wor
 copies), so their size is what the round's start peaks at.
 
 A plan's URLs cross to their fetch shard the same way (``assign_slots.packed_plan``): a shard
-holds all its hosts' plans while most wait for a place among the hosts in flight.
+holds all its hosts' plans while most wait for a place among the hosts in flight. There each
+URL is decoded only when the host's crawl reaches it (:class:`EntryCursor`): a loop crawls a
+thousand hosts at once, each with up to a window's worth of URLs, and when the window ends
+the URLs not reached go back to the frontier as the rows they came as.
 
 A row that does not decode when it is finally read is one row set aside (:meth:`DueRows.decode`
 gives it back with its reason), never its host's others.
@@ -33,7 +36,7 @@ from zlib_ng import zlib_ng
 from beamcrawl.schemas import cells as binary
 from beamcrawl.schemas.records import JSON_CELL, FrontierEntry, frontier_key
 
-__all__ = ["DueRows", "due_rows_by_host", "entries_of"]
+__all__ = ["DueRows", "EntryCursor", "due_rows_by_host", "entries_of"]
 
 _LENGTH = struct.Struct("<I")
 # zlib's fastest level: 0.24 µs a row to compress and 0.11 to expand, 151 to 26 bytes a row
@@ -111,6 +114,61 @@ class DueRows:
 
     def __reduce__(self) -> tuple[Any, ...]:
         return DueRows, (self.blob, self.count)
+
+
+class EntryCursor:
+    """A host plan's URLs taken in order as its crawl reaches them, each decoded only then.
+
+    ``entries`` is a :class:`DueRows` (a plan as it crossed to its fetch shard) or a list of
+    entries. Iterating takes the next entry; a row that does not decode raises, taken (the
+    rest goes on without it). :meth:`rest` gives what was not taken as it came: a window's end
+    defers the rows of a thousand hosts at once, and the fetch stage only counts them.
+    ``len`` is how many are left.
+    """
+
+    __slots__ = ("_source", "_taken", "_cells", "_last")
+
+    def __init__(self, entries: DueRows | list[FrontierEntry]) -> None:
+        self._source = entries
+        self._taken = 0
+        self._cells: Iterator[bytes] | None = None  # the rows' cells, once the first is taken
+        self._last = b""  # the cell of the entry taken last
+
+    def __iter__(self) -> EntryCursor:
+        return self
+
+    def __next__(self) -> FrontierEntry:
+        source = self._source
+        if not isinstance(source, DueRows):
+            if self._taken >= len(source):
+                raise StopIteration
+            self._taken += 1
+            return source[self._taken - 1]
+        if self._cells is None:
+            self._cells = source.cells()
+        raw = next(self._cells)  # StopIteration at the end
+        self._taken += 1
+        self._last = raw
+        return FrontierEntry.from_cells({JSON_CELL: raw})
+
+    def __len__(self) -> int:
+        return len(self._source) - self._taken
+
+    def rest(self, with_last: bool = False) -> DueRows | list[FrontierEntry]:
+        """The entries not taken yet, in order (``with_last``: the last one taken first, as
+        it was given back unfetched), as rows the way they came, never decoded here; they
+        are given out, so nothing is left to take after it."""
+        source = self._source
+        start = self._taken - 1 if with_last and self._taken else self._taken
+        self._taken = len(source)
+        if not isinstance(source, DueRows):
+            return list(source[start:])
+        cells, self._cells = self._cells, iter(())
+        if start == 0:
+            return source
+        rest = [self._last] if with_last else []
+        rest += cells or ()
+        return DueRows.of_cells(rest)
 
 
 def _row_name(raw: bytes) -> str:

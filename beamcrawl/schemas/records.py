@@ -581,6 +581,10 @@ class HostPlan:
     # The schemes whose robots.txt is fetched first (``fetch_robots``); empty: the first
     # entry's scheme (or http).
     robots_schemes: list[str] = field(default_factory=list)
+    # The schemes of ``entries`` in order of first appearance (which robots.txt each URL is
+    # under), so that the fetcher knows them before it decodes the URLs; empty: read from
+    # ``entries``.
+    schemes: list[str] = field(default_factory=list)
 
 
 class Spooled(NamedTuple):

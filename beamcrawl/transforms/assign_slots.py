@@ -294,14 +294,15 @@ def plan_host(
         entries=Packed(chosen),  # crosses the shard shuffle: pickled as rows
         disallowed=Packed(disallowed),
         robots_schemes=to_fetch,
+        schemes=list(dict.fromkeys(map(url_scheme, chosen))),
     )
 
 
 def packed_plan(plan: HostPlan) -> HostPlan:
     """The plan with its URLs as :class:`~beamcrawl.schemas.due_rows.DueRows` (their cells,
     compressed), as it crosses the shuffle to its fetch shard and waits there until its host's
-    turn comes (``core/net/fetcher.py`` decodes them then): a fetch shard holds all its hosts'
-    plans at once, and most wait for a place among the hosts in flight."""
+    turn comes (``core/net/fetcher.py`` decodes each URL as the crawl reaches it): a fetch shard
+    holds all its hosts' plans at once, and most wait for a place among the hosts in flight."""
     return dataclasses.replace(
         plan, entries=DueRows.of_entries(plan.entries), disallowed=DueRows.of_entries(plan.disallowed)
     )

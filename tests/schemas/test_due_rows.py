@@ -1,7 +1,8 @@
 """Due rows as their stored cells (schemas/due_rows.py): every row comes back equal through
 the coder and pickle, a row that does not decode is set aside alone with its key, the select's
-peek at a cell agrees with the whole decode and raises nothing but CellError, and the rows
-cross a shuffle in fewer bytes than the pickled entries they replace."""
+peek at a cell agrees with the whole decode and raises nothing but CellError, the rows
+cross a shuffle in fewer bytes than the pickled entries they replace, and a fetch takes them
+one at a time (EntryCursor), giving back the rest as rows."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from test_cells import _mutations, entries  # tests/schemas/test_cells.py
 
 from beamcrawl.schemas import cells as cellfmt
 from beamcrawl.schemas.coders import DueRowsCoder, PackedCoder
-from beamcrawl.schemas.due_rows import DueRows, due_rows_by_host, entries_of
+from beamcrawl.schemas.due_rows import DueRows, EntryCursor, due_rows_by_host, entries_of
 from beamcrawl.schemas.records import JSON_CELL, FrontierEntry, Packed
 
 
@@ -123,3 +124,59 @@ def test_a_json_row_written_before_travels_and_decodes() -> None:
     old = json.dumps(entry.values()).encode()
     assert not cellfmt.is_binary(old)
     assert list(DueRows.of_cells([old, entry.to_cells()[JSON_CELL]])) == [entry, entry]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(entries, max_size=12), st.data())
+def test_a_cursor_takes_rows_in_order_and_gives_back_the_rest_as_rows(rows: list[FrontierEntry], data) -> None:
+    # The fetcher takes a host's URLs one at a time and, when the window ends, gives back the
+    # rest, with or without the one it took last (taken, not fetched): the rest is every row
+    # not taken, in order, as rows (never decoded), and the cursor is done after it.
+    taken_n = data.draw(st.integers(0, len(rows)))
+    with_last = data.draw(st.booleans())
+    for source in (DueRows.of_entries(rows), list(rows)):
+        cursor = EntryCursor(source)
+        assert len(cursor) == len(rows)
+        taken = [next(cursor) for _ in range(taken_n)]
+        assert taken == rows[:taken_n] and len(cursor) == len(rows) - taken_n
+        rest = cursor.rest(with_last=with_last)
+        start = taken_n - 1 if with_last and taken_n else taken_n
+        assert type(rest) is type(source)
+        assert list(rest) == rows[start:] and len(rest) == len(rows) - start
+        assert len(cursor) == 0 and list(cursor) == []
+        if start == 0 and type(source) is DueRows:
+            assert rest is source  # a host that had not begun: its rows as they came
+
+
+def test_a_cursor_never_decodes_what_it_does_not_take(monkeypatch) -> None:
+    rows = [FrontierEntry(url=f"http://a.example/{i}", fp=i + 1, host="a.example", due_ms=i) for i in range(500)]
+    due = DueRows.of_entries(rows)
+    decoded: list[bytes] = []
+    real = FrontierEntry.from_cells
+
+    def counting(cells):
+        decoded.append(cells[JSON_CELL])
+        return real(cells)
+
+    monkeypatch.setattr(FrontierEntry, "from_cells", counting)
+    cursor = EntryCursor(due)
+    assert [next(cursor).fp for _ in range(3)] == [1, 2, 3]
+    rest = cursor.rest(with_last=True)
+    assert len(decoded) == 3  # the rest given back is its rows, not entries
+    monkeypatch.setattr(FrontierEntry, "from_cells", real)
+    assert [e.fp for e in rest] == list(range(3, 501))
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(entries, min_size=1, max_size=8), st.data())
+def test_a_row_that_does_not_decode_is_taken_and_the_cursor_goes_on(rows: list[FrontierEntry], data) -> None:
+    cells = [row.to_cells()[JSON_CELL] for row in rows]
+    at = data.draw(st.integers(0, len(cells)))
+    broken = FrontierEntry(url="http://a.example/x", fp=77, host="a.example", due_ms=1234, revisit={"v": 1})
+    cells.insert(at, broken.to_cells()[JSON_CELL].replace(b'{"v":1}', b'{"v":]}'))
+    cursor = EntryCursor(DueRows.of_cells(cells))
+    got = [next(cursor) for _ in range(at)]
+    with pytest.raises(ValueError):
+        next(cursor)
+    assert len(cursor) == len(rows) - at
+    assert got + list(cursor.rest()) == rows

@@ -335,6 +335,16 @@ def test_robots_is_per_scheme_an_unreachable_https_robots_leaves_http_fetched():
     plan = plan_host("a.com", entries, record, None, CFG, NOW)
     assert plan is not None and plan.fetch_robots and plan.robots_schemes == ["http"]
     assert sorted(e.url for e in plan.entries) == ["http://a.com/p1", "http://a.com/p2"]  # https waits
+    assert plan.schemes == ["http"]  # the fetcher's robots.txt for each: the plan's schemes alone
+
+
+def test_a_plan_names_its_urls_schemes_in_order_for_the_fetcher():
+    # The fetcher reads robots.txt for every scheme of a plan before it decodes its URLs.
+    entries = [entry("/p1"), https_entry("/s1"), entry("/p2"), https_entry("/s2")]
+    plan = plan_host("a.com", entries, None, None, CFG, NOW)
+    assert plan is not None
+    assert plan.schemes == list(dict.fromkeys(e.url.partition(":")[0] for e in plan.entries))
+    assert sorted(plan.schemes) == ["http", "https"]
 
 
 def test_each_scheme_filters_by_its_own_robots():

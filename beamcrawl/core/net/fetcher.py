@@ -37,7 +37,7 @@ import queue
 import threading
 import time
 from dataclasses import replace
-from typing import Any, AsyncIterator, Callable, Iterable, Iterator, Protocol
+from typing import Any, AsyncIterator, Callable, Iterator, Protocol
 from urllib.parse import urljoin, urlsplit
 
 import aiohttp
@@ -63,7 +63,7 @@ from beamcrawl.core.net.transfer import (
     read_body,
     warc_truncated,
 )
-from beamcrawl.schemas.due_rows import entries_of
+from beamcrawl.schemas.due_rows import DueRows, EntryCursor, entries_of
 from beamcrawl.schemas.records import FetchResult, FrontierEntry, HostPlan, HostRecord, evolve
 
 log = logging.getLogger(__name__)
@@ -257,24 +257,24 @@ class HostCrawler:
         async with self._slots:
             self.hosts_started += 1
             try:
-                plan = unpacked_plan(plan)  # decoded once its turn comes: waiting, it is compact
-                record = await self._crawl_host(plan, live)
+                record = await self._crawl_host(plan, live, EntryCursor(plan.entries))
             except Exception as exc:  # never lose a host's work to a bug in one request
                 log.exception("host %s failed", plan.host)
                 self.emit("failed", (plan, exc))  # a dead letter of the fetch stage
-                self._defer(entries_of([plan.entries], []), f"internal error: {exc!r}")
+                self._defer(plan.entries, f"internal error: {exc!r}")
                 record = plan.record
             finally:
                 self.hosts_finished += 1
             self.emit("host", record)
 
-    def _defer(self, entries: Iterable[FrontierEntry], why: str) -> None:
+    def _defer(self, entries: DueRows | list[FrontierEntry], why: str) -> None:
         """Gives ``entries`` back to the frontier untouched, one deferred result each, emitted
         as one ``("deferred", (entries, why))`` item: :meth:`FetchRunner.drain` makes each
         entry's result only as it is taken. When the window ends, every host's unreached
         entries are deferred at once (hundreds of thousands in a deep frontier's round), and
-        a result each, made here, would wait in the backlog all together."""
-        self.emit("deferred", (list(entries), why))
+        a result each, made here, would wait in the backlog all together; a host that had
+        not started gives its rows back as they came (:class:`DueRows`), never decoded."""
+        self.emit("deferred", (entries, why))
 
     def _own_clock(self, plan: HostPlan) -> HostRecord:
         """The host's live record (its clock) for this loop, registered by its slot so that a
@@ -290,13 +290,15 @@ class HostCrawler:
         self._clocks[plan.host] = record
         return record
 
-    async def _crawl_host(self, plan: HostPlan, record: HostRecord) -> HostRecord:
+    async def _crawl_host(self, plan: HostPlan, record: HostRecord, todo: EntryCursor) -> HostRecord:
+        """Crawls one host's plan; ``todo`` takes its URLs in order, each decoded when its
+        turn comes (a host crawls for the whole window, and a loop holds a thousand)."""
         delay = plan.delay
-        for entry in plan.disallowed:
+        for entry in EntryCursor(plan.disallowed):
             self.emit("result", _not_fetched(entry, "robots_disallowed"))
-        if not plan.entries and not plan.fetch_robots:
+        if not len(todo) and not plan.fetch_robots:
             return record
-        schemes = list(dict.fromkeys(_scheme(entry.url) for entry in plan.entries))
+        schemes = plan.schemes or list(dict.fromkeys(_scheme(e.url) for e in entries_of([plan.entries], [])))
         to_fetch = list(plan.robots_schemes) or ([schemes[0] if schemes else "http"] if plan.fetch_robots else [])
         host_only = hostname_of(plan.host)
         # The resolve stage's answer is the address this host's fetch shard was chosen by, so
@@ -315,11 +317,11 @@ class HostCrawler:
         record.resolved_at, record.dns_ttl = answer.resolved_at, answer.ttl
         if answer.error is not None:
             if is_refusal(answer.error):  # the address policy: recorded, never retried
-                for entry in plan.entries:
+                for entry in todo:
                     self.emit("result", _refused(entry, entry.url, answer.error))
             else:  # DNS trouble passes: the URLs wait, the host backs off
                 hold_after_dns_failure(record, time.time())
-                self._defer(plan.entries, answer.error)
+                self._defer(todo.rest(), answer.error)
             return record
         record.dns_failures = 0
         self._book_ip(record.ip, record.last_fetch_end)  # the IP's clock, carried across rounds
@@ -340,7 +342,7 @@ class HostCrawler:
                     if fetched is None
                     else f"robots.txt unknown: redirected to {record.robots_via}"
                 )
-                self._defer(plan.entries, why)
+                self._defer(todo.rest(), why)
                 return record
             by_scheme[scheme] = fetched
         for scheme in schemes:
@@ -370,7 +372,7 @@ class HostCrawler:
                 usage[scheme] = await asyncio.to_thread(usage_prefs.UsageRules.from_robots, known)
             else:
                 usage[scheme] = usage_prefs.UsageRules.from_robots(known)
-        for i, entry in enumerate(plan.entries):
+        for entry in todo:
             rules = by_scheme.get(_scheme(entry.url))
             if rules is None:  # robots unknown and not fetched: never fetch blind
                 self.emit("result", _deferred(entry, "robots.txt unknown"))
@@ -401,7 +403,7 @@ class HostCrawler:
             if self._may_start(record, record.delay, plan.shard):
                 result = await self._request(record, entry, entry.url, record.ip, record.delay, plan.shard)
             if result is None:
-                self._defer(plan.entries[i:], self._why_stopped(plan.shard))
+                self._defer(todo.rest(with_last=True), self._why_stopped(plan.shard))
                 break
             self._after(record, result, rules, plan.delay)
             if site_usage is not None:
@@ -848,14 +850,6 @@ def _not_fetched(entry: FrontierEntry, outcome: str) -> FetchResult:
     return FetchResult(entry=entry, outcome=outcome, url=entry.url, fetched_at=time.time())
 
 
-def unpacked_plan(plan: HostPlan) -> HostPlan:
-    """The plan with its URLs as lists of entries: a plan crosses to its fetch shard with
-    them packed (``transforms/assign_slots.packed_plan``), decoded when its host's turn comes."""
-    if type(plan.entries) is list and type(plan.disallowed) is list:
-        return plan
-    return replace(plan, entries=list(plan.entries), disallowed=list(plan.disallowed))
-
-
 def _deferred(entry: FrontierEntry, why: str) -> FetchResult:
     return FetchResult(entry=entry, outcome="deferred", url=entry.url, error=why)
 
@@ -1028,7 +1022,7 @@ class FetchRunner:
                     continue
                 if kind == "deferred" and not deferred_batches:  # a result each entry, made as it is taken
                     entries, why = value
-                    for entry in entries:
+                    for entry in entries_of([entries], []):  # a row of ours that no longer decodes: left as it is
                         yield "result", _deferred(entry, why)
                     continue
                 yield kind, value

@@ -26,7 +26,8 @@ from beamcrawl.core.policy.robots import RobotsRules
 from beamcrawl.core.net.backlog import RESULT_OVERHEAD
 from beamcrawl.schemas.records import FetchResult, FrontierEntry, HostPlan, HostRecord
 from beamcrawl.core.urls.hostkeys import shard_of
-from beamcrawl.transforms.assign_slots import hold_reason, plan_host
+from beamcrawl.schemas.due_rows import DueRows
+from beamcrawl.transforms.assign_slots import hold_reason, packed_plan, plan_host
 from loopback import LoopbackServer, serving  # noqa: E402  (tests/loopback.py)
 
 
@@ -330,6 +331,38 @@ def test_a_caller_that_counts_deferrals_takes_them_as_the_batch_they_were_emitte
     assert numbers == list(range(2_000 - len(numbers), 2_000))
     fetched = [v for k, v in items if k == "result" and v.entry.source != "robots"]
     assert len(fetched) + len(numbers) == 2_000  # every planned URL: fetched or in the batch
+
+
+def test_a_packed_plan_is_decoded_a_url_at_a_time_and_its_rest_deferred_as_rows(monkeypatch):
+    # A loop crawls a thousand hosts at once for the whole window, each with a window's worth
+    # of URLs: each URL is decoded as its turn comes, and when the window ends the rest go
+    # back as the rows they came as. The second host (held past the window) gives back its
+    # plan's rows as they are.
+    decoded = []
+    real = FrontierEntry.from_cells
+    monkeypatch.setattr(FrontierEntry, "from_cells", lambda cells: decoded.append(1) or real(cells))
+    with mock_server() as server:
+        paths = [f"/{i}" for i in range(2_000)]
+        first = replace(packed_plan(plan(server, "w.test", paths, robots_known="")), schemes=["http"])
+        second = replace(packed_plan(plan(server, "v.test", paths, robots_known="")), schemes=["http"])
+        second.record.not_before = time.time() + 100
+        runner = FetchRunner(cfg(round_window=0.3, max_hosts_in_flight=1))
+        try:
+            runner.submit(first)
+            runner.submit(second)
+            items = list(runner.drain(wait=True, deferred_batches=True))
+        finally:
+            runner.close()
+    by_the_loop = len(decoded)
+    fetched = [v for k, v in items if k == "result" and v.entry.source != "robots"]
+    assert fetched and {r.entry.host for r in fetched} == {first.host}
+    (rest, why), (untouched, _) = [v for k, v in items if k == "deferred"]
+    assert why == "round window ended" and type(rest) is DueRows
+    assert untouched is second.entries  # held past the window: the rows as they came
+    # each host's URLs decoded as their turn came: those fetched, and the one given back
+    assert by_the_loop <= len(fetched) + 2, (by_the_loop, len(fetched))
+    numbers = [int(e.url.rsplit("/", 1)[1]) for e in rest]
+    assert numbers == list(range(len(fetched), 2_000))  # every URL not fetched, in order
 
 
 @pytest.mark.parametrize("enc", ["gzip", "deflate"])
