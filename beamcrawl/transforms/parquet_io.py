@@ -34,7 +34,7 @@ import pyarrow.parquet as pq
 from apache_beam.metrics import Metrics
 from apache_beam.transforms.window import GlobalWindows
 
-from beamcrawl.core.runtime import files
+from beamcrawl.core.runtime import files, heap
 from beamcrawl.core.runtime.outputs import RoundOutputs, part_name
 from beamcrawl.core.urls.hostkeys import domain_of
 from beamcrawl.core.urls.urlnorm import host_of
@@ -323,6 +323,9 @@ class _ParquetPartsFn(beam.DoFn):
         self.files = Metrics.counter(ns, "files")
         self.latency_us = Metrics.distribution(ns, "latency_us")
         self.dead = Outlet(ns)
+
+    def setup(self) -> None:
+        heap.arrow_on_the_system_allocator()  # the parts' buffers reuse what the stage frees
 
     def start_bundle(self) -> None:
         self.buffer = ColumnBuffer(self.schema)

@@ -17,15 +17,25 @@ before the stages after the fetch grow on top of it (bench/README.md, "One trim 
 fetch's loop ends").
 
 Where the C library is not glibc (macOS, musl) there is no such call and nothing is done.
+
+Arrow's buffers (the round's Parquet parts) come from the same allocator
+(:func:`arrow_on_the_system_allocator`): pyarrow's default pool is its bundled mimalloc,
+which keeps what Arrow frees for Arrow, beside what glibc keeps for everything else, so the
+stage that writes the parts grew by both (bench/README.md, "Arrow's buffers from the
+system's allocator").
 """
 
 from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import os
 from typing import Any
 
-__all__ = ["release", "supported"]
+__all__ = ["arrow_on_the_system_allocator", "release", "supported"]
+
+# The environment variable by which a user picks Arrow's pool (pyarrow reads it itself).
+ARROW_POOL_VARIABLE = "ARROW_DEFAULT_MEMORY_POOL"
 
 
 def _trim_function() -> Any:
@@ -51,3 +61,16 @@ def release() -> bool:
     if _malloc_trim is None:
         return False
     return bool(_malloc_trim(0))
+
+
+def arrow_on_the_system_allocator() -> None:
+    """Makes Arrow allocate from the C library's ``malloc`` (its ``system`` pool), so that
+    memory Arrow frees is reused by everything else in the process and the other way round,
+    unless the user chose a pool with ``ARROW_DEFAULT_MEMORY_POOL``. Buffers made before
+    go back to the pool they came from."""
+    if os.environ.get(ARROW_POOL_VARIABLE):
+        return
+    import pyarrow as pa  # only the stages that write Arrow call this
+
+    if pa.default_memory_pool().backend_name != "system":
+        pa.set_memory_pool(pa.system_memory_pool())
