@@ -34,6 +34,8 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
+import math
+import time
 
 from beamcrawl.core.archive.warc_records import b32, first_fields
 from beamcrawl.schemas.records import FetchResult, ParsedPage
@@ -61,18 +63,26 @@ def is_identical_payload(page: ParsedPage, original_digest: str | None) -> bool:
 def warc_date(epoch: float) -> str:
     """A ``WARC-Date`` value (UTC, microseconds) for epoch seconds: what warcio's
     ``datetime_to_iso_date(..., use_micros=True)`` writes (``2026-12-02T19:42:04.123456Z``, no
-    fraction at a whole second), formatted by ``isoformat`` directly. A fetch's records ask for
-    its date in turn (response, then request), so the last answer is kept."""
-    global _last_date
-    last = _last_date
-    if last[0] == epoch:
-        return last[1]
-    text = dt.datetime.fromtimestamp(epoch, dt.timezone.utc).isoformat()[:-6] + "Z"  # "+00:00" off
-    _last_date = (epoch, text)  # one reference swapped: a reader sees a whole pair
-    return text
+    fraction at a whole second). The microseconds are rounded as ``datetime.fromtimestamp``
+    rounds them (half to even, into the next second at the top); a second's text is made once
+    and kept while the fetches of that second ask for it (a fetch's records ask for its date in
+    turn, and a loop's pages come a thousand a second)."""
+    global _last_second
+    fraction, whole = math.modf(epoch)
+    micros = round(fraction * 1e6)
+    if micros >= 1_000_000:
+        whole, micros = whole + 1.0, micros - 1_000_000
+    if micros < 0 or not 0 <= whole < _YEAR_10000:  # before 1970 or past 9999: as datetime does
+        return dt.datetime.fromtimestamp(epoch, dt.timezone.utc).isoformat()[:-6] + "Z"
+    last = _last_second
+    if last[0] != whole:
+        last = (whole, time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(whole)))
+        _last_second = last  # one reference swapped: a reader sees a whole pair
+    return last[1] + "Z" if micros == 0 else f"{last[1]}.{micros:06d}Z"
 
 
-_last_date: tuple[float | None, str] = (None, "")
+_last_second: tuple[float | None, str] = (None, "")
+_YEAR_10000 = 253_402_300_800.0  # datetime's limit: 9999-12-31T23:59:59 is the last second
 
 
 def revisit_fields(

@@ -9,6 +9,7 @@ import os
 import subprocess
 import sys
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from warcio.archiveiterator import ArchiveIterator
@@ -130,6 +131,10 @@ def test_a_differently_encoded_copy_is_not_an_identical_payload():
             st.floats(0, 4_102_444_800, allow_nan=False),  # to 2100
             st.integers(0, 4_102_444_800).map(float),  # whole seconds: no fraction written
             st.integers(0, 4_102_444_800 * 10**6).map(lambda us: us / 10**6),
+            # a hair under a whole second, or on a half microsecond: rounded as datetime does
+            st.tuples(st.integers(1, 4_102_444_800), st.sampled_from([4e-7, 5e-7, 6e-7])).map(lambda t: t[0] - t[1]),
+            st.integers(0, 4_102_444_800 * 10**6).map(lambda us: (us + 0.5) / 10**6),
+            st.floats(-2_000_000_000, 0, allow_nan=False),  # before 1970
         ),
         min_size=1,
         max_size=4,
@@ -139,3 +144,11 @@ def test_warc_date_is_what_warcio_writes_for_the_moment(epochs: list[float]) -> 
     for epoch in [*epochs, *epochs]:  # asked again: the kept answer is the same
         moment = dt.datetime.fromtimestamp(epoch, dt.timezone.utc).replace(tzinfo=None)
         assert warc_revisit.warc_date(epoch) == datetime_to_iso_date(moment, use_micros=True)
+
+
+@pytest.mark.parametrize("epoch", [253_402_300_800.0, 1e13, float("inf")])
+def test_warc_date_refuses_a_moment_datetime_cannot_hold(epoch: float) -> None:
+    with pytest.raises((ValueError, OverflowError, OSError)):
+        dt.datetime.fromtimestamp(epoch, dt.timezone.utc)
+    with pytest.raises((ValueError, OverflowError, OSError)):
+        warc_revisit.warc_date(epoch)
