@@ -22,6 +22,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import resource
 import shutil
 import subprocess
 import sys
@@ -35,7 +37,7 @@ sys.path.insert(0, str(BENCH))
 from memory_timeline import MEASURED  # noqa: E402
 from stage_timeline import warmed_store  # noqa: E402
 
-__all__ = ["flat", "main", "parse_windows", "restore"]
+__all__ = ["flat", "main", "measure_in_child", "parse_windows", "restore"]
 
 
 def parse_windows(text: str) -> list[float]:
@@ -60,26 +62,50 @@ def restore(snapshot: Path, out: Path) -> None:
     shutil.copytree(snapshot, out)
 
 
-def measure_in_child(out: Path, args: argparse.Namespace, window: float) -> dict[str, Any]:
+# Runs a script with ``beamcrawl`` imported from the tree in argv[1] rather than from this
+# checkout (the editable install's finder would take it first): a tree to compare against.
+_FROM_TREE = (
+    "import sys, runpy; sys.meta_path[:] = [f for f in sys.meta_path if 'editable' not in repr(f)]; "
+    "tree = sys.argv.pop(1); sys.path.insert(0, tree); sys.argv = sys.argv[1:]; import beamcrawl; "
+    "print('beamcrawl from', beamcrawl.__file__, flush=True); runpy.run_path(sys.argv[0], run_name='__main__')"
+)
+
+
+def measure_in_child(
+    out: Path,
+    args: argparse.Namespace,
+    window: float,
+    tree: Path | None = None,
+    env: dict[str, str] | None = None,
+) -> dict[str, Any]:
     """One round of ``window`` seconds on ``out`` in a fresh ``memory_timeline.py --round-of``
-    process; its tables go to stdout, its figures are returned.
+    process; its tables go to stdout, its figures are returned, with the CPU seconds the
+    process used (``cpu_s``). ``tree``: another checkout (its compiled modules built) whose
+    ``beamcrawl`` and bench run the round; ``env``: variables set for the round's process.
 
     Raises:
         RuntimeError: the child failed or printed no figures.
     """
+    bench = BENCH if tree is None else tree / "bench"
     cmd = [
-        sys.executable, str(BENCH / "memory_timeline.py"), "--round-of", str(out),
+        str(bench / "memory_timeline.py"), "--round-of", str(out),
         "--hosts", str(args.hosts), "--delay", str(args.delay), "--window", str(window), "--top", str(args.top),
     ]  # fmt: skip
     if args.mp:
         cmd.append("--mp")
-    proc = subprocess.run(cmd, stdout=subprocess.PIPE, text=True, cwd=BENCH.parent, check=False)
+    cmd = [sys.executable, *(["-c", _FROM_TREE, str(tree)] if tree is not None else []), *cmd]
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    proc = subprocess.run(
+        cmd, stdout=subprocess.PIPE, text=True, cwd=bench.parent, check=False, env={**os.environ, **(env or {})}
+    )
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
     figures = [line for line in proc.stdout.splitlines() if line.startswith(MEASURED + " ")]
     print(f"\n### A {window:g} s round in its own process\n")
     print("\n".join(line for line in proc.stdout.splitlines() if not line.startswith(MEASURED + " ")), flush=True)
     if proc.returncode != 0 or not figures:
         raise RuntimeError(f"the {window:g} s round's process failed (exit {proc.returncode})")
     result: dict[str, Any] = json.loads(figures[-1][len(MEASURED) + 1 :])
+    result["cpu_s"] = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     return result
 
 

@@ -38,17 +38,20 @@ def test_an_empty_set_of_rows_holds_nothing() -> None:
         assert len(due) == 0 and list(due) == [] and due.decode() == ([], [])
 
 
+def _undecodable() -> tuple[FrontierEntry, bytes]:
+    """An entry and its cell made undecodable: a binary cell whose layout holds (the select's
+    peek passes it) but whose revisit state is not JSON, so only the whole decode finds it."""
+    broken = FrontierEntry(url="http://a.example/x", fp=77, host="a.example", due_ms=1234, revisit={"v": 1})
+    return broken, broken.to_cells()[JSON_CELL].replace(b'{"v":1}', b'{"v":]}')
+
+
 @settings(max_examples=150, deadline=None)
 @given(st.lists(entries, min_size=1, max_size=8), st.data())
 def test_a_row_that_does_not_decode_is_set_aside_alone_with_its_key(rows: list[FrontierEntry], data) -> None:
     cells = [row.to_cells()[JSON_CELL] for row in rows]
     at = data.draw(st.integers(0, len(cells)))
-    # A binary cell whose layout holds (the select's peek passes it) but whose revisit
-    # state is not JSON: only the whole decode finds it.
-    broken = FrontierEntry(url="http://a.example/x", fp=77, host="a.example", due_ms=1234, revisit={"v": 1})
-    raw = broken.to_cells()[JSON_CELL]
+    broken, raw = _undecodable()
     assert cellfmt.is_binary(raw)
-    raw = raw.replace(b'{"v":1}', b'{"v":]}')
     assert cellfmt.peek_frontier(raw) == ("a.example", 1234, 77)
     cells.insert(at, raw)
     good, bad = DueRows.of_cells(cells).decode()
@@ -172,8 +175,7 @@ def test_a_cursor_never_decodes_what_it_does_not_take(monkeypatch) -> None:
 def test_a_row_that_does_not_decode_is_taken_and_the_cursor_goes_on(rows: list[FrontierEntry], data) -> None:
     cells = [row.to_cells()[JSON_CELL] for row in rows]
     at = data.draw(st.integers(0, len(cells)))
-    broken = FrontierEntry(url="http://a.example/x", fp=77, host="a.example", due_ms=1234, revisit={"v": 1})
-    cells.insert(at, broken.to_cells()[JSON_CELL].replace(b'{"v":1}', b'{"v":]}'))
+    cells.insert(at, _undecodable()[1])
     cursor = EntryCursor(DueRows.of_cells(cells))
     got = [next(cursor) for _ in range(at)]
     with pytest.raises(ValueError):
