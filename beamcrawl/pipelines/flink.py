@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Callable, Iterator, Sequence
 
 from beamcrawl.core.runtime import files
-from beamcrawl.core.runtime.children import parent_death_hook
+from beamcrawl.core.runtime.children import dying_with_parent
 from beamcrawl.core.runtime.interruptible import run_tool
 from beamcrawl.pipelines.runner_args import (
     CACHE,
@@ -379,11 +379,7 @@ def job_server(args: Sequence[str], out: str, announce: Callable[[str], object] 
             # It ends with the crawl even when the crawl is killed (SIGKILL, OOM): its JVM and
             # the mini-cluster in it would otherwise run on, with their memory and ports.
             proc = subprocess.Popen(
-                cmd,
-                stdin=subprocess.DEVNULL,
-                stdout=log_file,
-                stderr=subprocess.STDOUT,
-                preexec_fn=parent_death_hook(),
+                dying_with_parent(cmd), stdin=subprocess.DEVNULL, stdout=log_file, stderr=subprocess.STDOUT
             )
         except OSError as exc:
             shutil.rmtree(artifacts, ignore_errors=True)

@@ -45,7 +45,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
-from beamcrawl.core.runtime.children import parent_death_hook
+from beamcrawl.core.runtime.children import dying_with_parent
 from beamcrawl.core.runtime.interruptible import run_tool
 
 __all__ = [
@@ -286,11 +286,10 @@ def running_emulator(
         log = tempfile.TemporaryFile()
         # Port 0 unless one is asked for: the emulator binds a free port itself and says which.
         proc = subprocess.Popen(
-            [str(binary), "-host", host, "-port", str(port or 0)],
-            stdin=subprocess.DEVNULL,
+            dying_with_parent([str(binary), "-host", host, "-port", str(port or 0)]),  # a run killed
+            stdin=subprocess.DEVNULL,  # with SIGKILL leaves no emulator
             stdout=log,
             stderr=subprocess.STDOUT,
-            preexec_fn=parent_death_hook(),  # a test run killed with SIGKILL leaves no emulator
         )
         try:
             chosen = _wait_until_serving(proc, log, host, START_TIMEOUT_S)
