@@ -285,9 +285,10 @@ def running_emulator(
         started = time.monotonic()
         log = tempfile.TemporaryFile()
         # Port 0 unless one is asked for: the emulator binds a free port itself and says which.
+        # It dies with this process: a test run killed with SIGKILL leaves no emulator.
         proc = subprocess.Popen(
-            dying_with_parent([str(binary), "-host", host, "-port", str(port or 0)]),  # a run killed
-            stdin=subprocess.DEVNULL,  # with SIGKILL leaves no emulator
+            dying_with_parent([str(binary), "-host", host, "-port", str(port or 0)]),
+            stdin=subprocess.DEVNULL,
             stdout=log,
             stderr=subprocess.STDOUT,
         )
