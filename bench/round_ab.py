@@ -16,6 +16,12 @@ variants in the order ``--order`` gives (``ABBA``: each variant once early and o
     for so in $(find beamcrawl -name '*.so'); do cp "$so" "/tmp/before/$so"; done
     python bench/round_ab.py --tree /tmp/before           # 3,000 hosts, 60 s rounds, ~13 min
     python bench/round_ab.py --env ARROW_DEFAULT_MEMORY_POOL=system
+    python bench/round_ab.py --tree /tmp/before --mp     # a change to the runner's process only
+
+With ``--mp`` each round runs on two SDK worker processes and its RSS is the three processes'
+sum. Those workers are started by the runner with this checkout's interpreter, so they import
+this checkout's ``beamcrawl`` even in B's rounds of a ``--tree``: there, only what the runner's
+own process runs (``pipelines/``, the launch, the commit) is B's.
 
 Prints each round's measurement (``memory_timeline.py``'s tables: each stage's RSS, the
 allocators after it), then a row a round: pages, URLs due, the round's seconds, RSS at its start
@@ -94,8 +100,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--delay", type=float, default=0.5)
     p.add_argument("--seed", type=int, default=3)
     p.add_argument("--top", type=int, default=8, help="stages shown a round")
+    p.add_argument(
+        "--mp",
+        action="store_true",
+        help="multi_processing with two workers (RSS summed); with --tree only B's runner process "
+        "runs the tree: its SDK workers import this checkout's beamcrawl",
+    )
     args = p.parse_args(argv)
-    args.mp = False  # a tree's SDK workers would import this checkout's beamcrawl
     if (args.tree is None) == (not args.env):
         p.error("B is either --tree PATH or --env NAME=VALUE (one or more), not both or neither")
     if args.tree is not None and not (args.tree / "beamcrawl" / "__init__.py").is_file():

@@ -45,6 +45,24 @@ def test_a_round_of_each_variant_from_the_same_warmed_store(tmp_path: Path) -> N
     assert all(float(r[8]) > 0 for r in rows), out  # the CPU of the round's own process
 
 
+def test_with_mp_each_round_runs_on_two_worker_processes_and_sums_them(tmp_path: Path) -> None:
+    proc = subprocess.run(
+        [
+            sys.executable, str(BENCH / "round_ab.py"), "--mp", "--env", "BEAMCRAWL_PROGRESS=off", "--order", "AB",
+            "--hosts", "20", "--window", "2", "--warmup-window", "2", "--warmup-rounds", "1", "--top", "3",
+        ],
+        capture_output=True, text=True, timeout=600, cwd=ROOT,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    rows = [line.split("|")[1:-1] for line in proc.stdout.splitlines() if line.startswith("| ")]
+    rows = [r for r in rows if len(r) == 9 and r[1].strip() in ("A", "B")]
+    assert [r[1].strip() for r in rows] == ["A", "B"], proc.stdout
+    for r in rows:
+        start, peak = (int(r[i].replace(",", "")) for i in (5, 6))
+        # the runner's process at the start, then two SDK workers beside it (each imports Beam)
+        assert peak - start > 200, proc.stdout
+
+
 def test_the_order_and_the_variables_are_parsed_and_checked() -> None:
     assert parse_order("abba") == "ABBA"
     for bad in ("", "AAA", "ABC", "A B"):
