@@ -16,12 +16,11 @@ variants in the order ``--order`` gives (``ABBA``: each variant once early and o
     for so in $(find beamcrawl -name '*.so'); do cp "$so" "/tmp/before/$so"; done
     python bench/round_ab.py --tree /tmp/before           # 3,000 hosts, 60 s rounds, ~13 min
     python bench/round_ab.py --env ARROW_DEFAULT_MEMORY_POOL=system
-    python bench/round_ab.py --tree /tmp/before --mp     # a change to the runner's process only
+    python bench/round_ab.py --tree /tmp/before --mp     # on two SDK workers
 
 With ``--mp`` each round runs on two SDK worker processes and its RSS is the three processes'
-sum. Those workers are started by the runner with this checkout's interpreter, so they import
-this checkout's ``beamcrawl`` even in B's rounds of a ``--tree``: there, only what the runner's
-own process runs (``pipelines/``, the launch, the commit) is B's.
+sum. The runner starts them as ``python -m`` in its own working directory, which for B's
+rounds of a ``--tree`` is the tree: they import the tree's ``beamcrawl`` as the runner does.
 
 Prints each round's measurement (``memory_timeline.py``'s tables: each stage's RSS, the
 allocators after it), then a row a round: pages, URLs due, the round's seconds, RSS at its start
@@ -103,8 +102,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument(
         "--mp",
         action="store_true",
-        help="multi_processing with two workers (RSS summed); with --tree only B's runner process "
-        "runs the tree: its SDK workers import this checkout's beamcrawl",
+        help="multi_processing with two workers (RSS summed; with --tree, B's workers run the tree too)",
     )
     args = p.parse_args(argv)
     if (args.tree is None) == (not args.env):

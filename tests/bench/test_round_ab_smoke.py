@@ -45,10 +45,21 @@ def test_a_round_of_each_variant_from_the_same_warmed_store(tmp_path: Path) -> N
     assert all(float(r[8]) > 0 for r in rows), out  # the CPU of the round's own process
 
 
-def test_with_mp_each_round_runs_on_two_worker_processes_and_sums_them(tmp_path: Path) -> None:
+def test_with_mp_each_round_runs_on_two_workers_and_bs_workers_run_the_other_tree(tmp_path: Path) -> None:
+    tree, marks = tmp_path / "other", tmp_path / "marks"
+    marks.mkdir()
+    shutil.copytree(ROOT / "beamcrawl", tree / "beamcrawl", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(BENCH, tree / "bench", ignore=shutil.ignore_patterns("__pycache__"))
+    with open(tree / "beamcrawl" / "__init__.py", "a", encoding="utf-8") as init:
+        # the copy's package says which SDK workers imported it: one file a worker process
+        init.write(
+            "\nimport os as _os, sys as _sys\n"
+            "if 'sdk_worker_main' in ' '.join(_sys.argv):\n"
+            f"    open(_os.path.join({str(marks)!r}, str(_os.getpid())), 'w').close()\n"
+        )
     proc = subprocess.run(
         [
-            sys.executable, str(BENCH / "round_ab.py"), "--mp", "--env", "BEAMCRAWL_PROGRESS=off", "--order", "AB",
+            sys.executable, str(BENCH / "round_ab.py"), "--mp", "--tree", str(tree), "--order", "AB",
             "--hosts", "20", "--window", "2", "--warmup-window", "2", "--warmup-rounds", "1", "--top", "3",
         ],
         capture_output=True, text=True, timeout=600, cwd=ROOT,
@@ -61,6 +72,9 @@ def test_with_mp_each_round_runs_on_two_worker_processes_and_sums_them(tmp_path:
         start, peak = (int(r[i].replace(",", "")) for i in (5, 6))
         # the runner's process at the start, then two SDK workers beside it (each imports Beam)
         assert peak - start > 200, proc.stdout
+    # B's two workers imported the other tree, as B's runner did; A's (and the warm-up's) this one
+    assert len(list(marks.iterdir())) == 2, proc.stdout[-3000:]
+    assert f"beamcrawl from {tree / 'beamcrawl' / '__init__.py'}" in proc.stdout
 
 
 def test_the_order_and_the_variables_are_parsed_and_checked() -> None:
