@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence, Sized
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -72,11 +72,18 @@ __all__ = [
     "book_usage",
     "budget_domain",
     "domain_of",
+    "due_count",
     "linked_domains",
 ]
 
 # (linked, linking) domain pairs a bundle holds before it passes them on (~100 bytes each).
 LINKER_PAIRS = 50_000
+# Due URLs in one batch of domains, at most (a domain with more is a batch of its own): the
+# batch's URLs are decoded together to be sorted and folded, some 0.5 KB each, and a batch
+# of up to 512 domains held ~90k of them from a deep frontier (bench/README.md, "Two workers:
+# the runner's heap given back after each bundle"). The least: fewer store reads a round.
+BATCH_URLS = 20_000
+MIN_BATCH_URLS = 1_000
 LINKERS = "d:linkers"
 USAGE = "d:usage"
 HOSTS = "d:hosts"
@@ -381,6 +388,11 @@ def _passed_on(
         yield from due_rows_by_host((host, entry.to_cells()[JSON_CELL]) for entry in kept)
 
 
+def due_count(element: tuple[str, Sequence[tuple[str, Iterable[FrontierEntry]]]]) -> int:
+    """How many due URLs a domain's element holds (a batch of domains is sized by them)."""
+    return sum(len(rows) if isinstance(rows, Sized) else 1 for _host, rows in element[1])
+
+
 def _by_domain(item: tuple[str, DueRows]) -> tuple[str, tuple[str, DueRows]]:
     return domain_of(item[0]), item
 
@@ -421,7 +433,8 @@ class ApplyBudgets(beam.PTransform):
             # A grouped value may be a lazy, paged iterable valid only while its element is
             # processed: hold each domain's entries as a list before batching domains.
             | "Hold each domain's URLs" >> beam.MapTuple(lambda domain, items: (domain, list(items)))
-            | "Batch domains" >> beam.BatchElements(min_batch_size=16, max_batch_size=512)
+            | "Batch domains"
+            >> beam.BatchElements(min_batch_size=MIN_BATCH_URLS, max_batch_size=BATCH_URLS, element_size_fn=due_count)
             | "Allow or defer"
             >> beam.ParDo(_BudgetFn(self.store_uri, self.rules, self.now, self.outputs)).with_outputs(
                 ERRORS, main="allowed"

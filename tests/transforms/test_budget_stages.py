@@ -331,3 +331,44 @@ def test_usage_and_linking_domains_are_recorded_once_per_round(tmp_path):
         states = read_domains(store, ["target.io", "a.com", "b.org"])
     assert states["target.io"].linkers.count() == 3  # a.com (twice), b.org, c.net
     assert states["a.com"].used == 2 and states["b.org"].used == 1  # robots.txt not counted
+
+
+def test_domains_are_batched_by_their_due_urls_so_a_batch_decodes_a_bounded_number(tmp_path, monkeypatch):
+    """A batch of domains holds at most ``BATCH_URLS`` due URLs (a bigger domain is a batch
+    alone): the budgets decode a batch's URLs together, so its size bounds what they hold."""
+    monkeypatch.setattr(budgets, "BATCH_URLS", 10)
+    monkeypatch.setattr(budgets, "MIN_BATCH_URLS", 1)
+    batches: list[list[str]] = []
+    real_read = budgets.read_domains
+
+    def recorded(store, domains):
+        domains = list(domains)
+        batches.append(domains)
+        return real_read(store, domains)
+
+    monkeypatch.setattr(budgets, "read_domains", recorded)
+    store_uri = f"sqlite:///{tmp_path}/store.sqlite"
+    outputs = RoundOutputs(str(tmp_path / "out"), 1)
+    rules = dataclasses.replace(RULES, base=1000, cap=1000, new_hosts_per_round=0, max_hosts=0)
+    sizes = {f"d{i}.org": n for i, n in enumerate([3, 4, 1, 25, 2, 6, 9, 1, 12, 5])}
+    entries = [entry(f"http://www.{d}/{j}") for d, n in sizes.items() for j in range(n)]
+    with open_store(store_uri) as store:
+        store.mutate("frontier", [Mutation.set(e.key, e.to_cells()) for e in entries])
+
+    p = TestPipeline(runner="FnApiRunner")
+    allowed = p | beam.Create(list(packed_by_host(entries))) | ApplyBudgets(store_uri, rules, NOW, outputs)
+    assert_that(allowed | beam.FlatMap(lambda he: [e.url for e in he[1]]), equal_to([e.url for e in entries]))
+    assert_that(collected(p), equal_to([]), label="No dead letters")
+    p.run().wait_until_finish()
+
+    assert sorted(d for batch in batches for d in batch) == sorted(sizes)  # each domain budgeted once
+    assert len(batches) > 1
+    for batch in batches:
+        assert sum(sizes[d] for d in batch) <= 10 or len(batch) == 1, batches
+
+
+def test_a_domains_due_count_is_its_urls_whatever_holds_them():
+    rows = list(packed_by_host([entry(f"http://a.org/{i}") for i in range(5)]))
+    assert budgets.due_count(("a.org", rows)) == 5
+    assert budgets.due_count(("b.org", [("b.org", [entry("http://b.org/1"), entry("http://b.org/2")])])) == 2
+    assert budgets.due_count(("c.org", [("c.org", iter([entry("http://c.org/1")]))])) == 1  # no length: one
