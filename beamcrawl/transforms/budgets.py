@@ -79,9 +79,9 @@ __all__ = [
 # (linked, linking) domain pairs a bundle holds before it passes them on (~100 bytes each).
 LINKER_PAIRS = 50_000
 # Due URLs in one batch of domains, at most (a domain with more is a batch of its own): the
-# batch's URLs are decoded together to be sorted and folded, some 0.5 KB each, and a batch
-# of up to 512 domains held ~90k of them from a deep frontier (bench/README.md, "Two workers:
-# the runner's heap given back after each bundle"). The least: fewer store reads a round.
+# batch's URLs are decoded together to be sorted and folded, ~420 bytes each, where 16 to 512
+# domains of any size made a batch before (bench/README.md, "The budgets' batch is not what
+# the budgets stage adds"). The least keeps the store's reads few.
 BATCH_URLS = 20_000
 MIN_BATCH_URLS = 1_000
 LINKERS = "d:linkers"
