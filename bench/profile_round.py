@@ -11,6 +11,14 @@ threads, and every subprocess with ``--mp``), and prints two views of the sample
 
     python bench/profile_round.py [--hosts 3000] [--window 60] [--mp] [--gil] [--out DIR]
 
+``--gil`` keeps only the samples of a thread holding the GIL, so the shares are CPU where the
+round has a core whenever it runs (in process, beside the server). A thread that holds the GIL
+is sampled also while its process waits for a core: with ``--mp`` two workers, the runner and
+the server share two cores during the window, and there the shares count those waits too (in
+one such profile the fetch stage's parts had twice the samples a page of an in-process
+profile, the stages after the window 1.0-1.3 times; bench/README.md, "Two workers: the
+runner's heap given back after each bundle"). For CPU by process read ``/proc``.
+
 Needs py-spy in the venv (``pip install py-spy``) and ptrace (root, or
 ``kernel.yama.ptrace_scope`` 0). ``--summarise FILE.raw`` only prints the views of an existing
 py-spy raw file.
@@ -183,7 +191,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--pages-per-host", type=int, default=1_000_000)
     p.add_argument("--rate", type=int, default=100, help="py-spy samples per second")
     p.add_argument(
-        "--gil", action="store_true", help="sample only the thread holding the GIL (shares are then CPU, not waits)"
+        "--gil",
+        action="store_true",
+        help="sample only the thread holding the GIL (CPU shares in process; with --mp also waits for a core)",
     )
     p.add_argument("--mp", action="store_true", help="multi_processing with 2 workers")
     p.add_argument("--out", default=None, help="folder for the raw profile (default: a new temp folder)")
