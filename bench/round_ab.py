@@ -41,7 +41,7 @@ BENCH = Path(__file__).resolve().parent
 sys.path.insert(0, str(BENCH))
 
 from flat_memory import measure_in_child, restore  # noqa: E402
-from stage_timeline import warmed_store  # noqa: E402
+from stage_timeline import add_round_arguments, warmed_store  # noqa: E402
 
 __all__ = ["main", "parse_env", "parse_order", "table"]
 
@@ -92,18 +92,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--tree", type=Path, help="B: another checkout, its compiled modules built")
     p.add_argument("--env", type=parse_env, action="append", default=[], help="B: NAME=VALUE set for its rounds")
     p.add_argument("--order", type=parse_order, default="ABBA", help="the variants' turns (ABBA)")
-    p.add_argument("--hosts", type=int, default=3000)
-    p.add_argument("--window", type=float, default=60.0, help="the measured rounds' window, s")
-    p.add_argument("--warmup-window", type=float, default=40.0)
-    p.add_argument("--warmup-rounds", type=int, default=2, help="warm-up rounds after the cold one")
-    p.add_argument("--delay", type=float, default=0.5)
-    p.add_argument("--seed", type=int, default=3)
+    add_round_arguments(p, "multi_processing with two workers (RSS summed; with --tree, B's workers run the tree too)")
+    p.set_defaults(hosts=3000, window=60.0, warmup_window=40.0, warmup_rounds=2)  # the full-size round
     p.add_argument("--top", type=int, default=8, help="stages shown a round")
-    p.add_argument(
-        "--mp",
-        action="store_true",
-        help="multi_processing with two workers (RSS summed; with --tree, B's workers run the tree too)",
-    )
     args = p.parse_args(argv)
     if (args.tree is None) == (not args.env):
         p.error("B is either --tree PATH or --env NAME=VALUE (one or more), not both or neither")
