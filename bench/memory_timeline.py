@@ -7,7 +7,8 @@ does), then a measured round in this process on the FnApiRunner, while a thread 
 process's RSS every ``--interval`` seconds (with ``--mp``, summed with the SDK worker
 processes; never the simweb server). For every bundle the runner executes it records:
 
-- the stage, when it ran, the RSS before and after and the largest sample meanwhile;
+- the stage, when it ran, the RSS before and after and the largest sample meanwhile (with
+  ``--mp``, also each process's RSS after it and at the peak: the runner's and each child's);
 - what the runner holds after it: the encoded bytes in its list buffers (outputs waiting
   for their consuming stage, side inputs) and the values its grouping buffers hold *decoded*
   (the inputs of every ``GroupByKey`` not yet read); ``--sizes`` also measures each buffer
@@ -213,23 +214,39 @@ class _Sampler(PeriodicSampler):
         self.peak_traced = 0
         self.peak_rss = 0
         self.peak_allocators: dict[str, int] = {}
+        self.peak_split: list[int] = []  # at the highest sample: this process, then each child
+        self.peak_split_rss = 0
 
     def rss(self) -> int:
+        return sum(self.rss_by_process())
+
+    def rss_by_process(self) -> list[int]:
+        """This process's RSS, then (with ``--mp``) each descendant's but the server's (the SDK
+        workers and the ``/bin/sh`` that started each), largest first."""
+        own = _rss_bytes(os.getpid())
         if not self.mp:
-            return _rss_bytes(os.getpid())
+            return [own]
         skip = set()
         if self.server_pid:
             skip = {pid for pid, _ in process_tree(self.server_pid)}
-        return sum(_rss_bytes(pid) for pid, f in process_tree(os.getpid()) if pid not in skip and f[0] != "Z")
+        others = [
+            _rss_bytes(pid)
+            for pid, f in process_tree(os.getpid())
+            if pid != os.getpid() and pid not in skip and f[0] != "Z"
+        ]
+        return [own, *sorted(others, reverse=True)]
 
     def sample(self) -> int:
-        rss = self.rss()
+        split = self.rss_by_process()
+        rss = sum(split)
         traced = tracemalloc.get_traced_memory()[0] if tracemalloc.is_tracing() else 0
         t = time.monotonic()
         self.samples.append((t, rss, traced))
         if rss > self.peak_rss + 16 * MB or (rss > self.peak_rss and not self.peak_allocators):
             self.peak_allocators = allocators()  # this process only, also with --mp
             self.peak_rss = rss
+        if rss >= max(self.peak_split_rss, 1):
+            self.peak_split, self.peak_split_rss = split, rss
         if traced and traced > max(self.snapshot_at[2] * (1 + self.snapshot_step), 1):
             try:
                 self.snapshot = tracemalloc.take_snapshot()
@@ -262,6 +279,7 @@ class _Recorder:
         self.trace_stage = trace_stage
         self.frames = frames
         self.bundles: list[tuple[str, float, float, int, int, tuple[int, int, int], dict[str, int]]] = []
+        self.split_after: list[list[int]] = []  # each bundle's RSS after it: this process, then each child
         self._original = fn_runner.FnApiRunner._execute_bundle
 
     def __enter__(self) -> "_Recorder":
@@ -286,7 +304,9 @@ class _Recorder:
                     tracemalloc.stop()
                 if recorder.trim:
                     malloc_trim()
-                t1, r1 = time.monotonic(), recorder.sampler.rss()
+                t1, split = time.monotonic(), recorder.sampler.rss_by_process()
+                r1 = sum(split)
+                recorder.split_after.append(split)
                 recorder.bundles.append((stage, t0, t1, r0, r1, _held_by_runner(ctx, recorder.sizes), allocators()))
 
         fn_runner.FnApiRunner._execute_bundle = _execute_bundle  # type: ignore[method-assign]
@@ -305,31 +325,32 @@ def report(recorder: _Recorder, sampler: _Sampler, t_start: float, pages: int, t
         f"{pages:,} pages; RSS {base / MB:,.0f} MB at the round's start, peak {peak_rss / MB:,.0f} MB "
         f"at +{peak_t - t_start:.1f} s ({(peak_rss - base) / max(pages, 1) / 1024:.1f} KB per page above the start)",
         "",
-        "| # | stage (bundles) | start s | wall s | RSS before → max → after MB | held after: list-buffer MB / "
+        "| # | stage (bundles) | start s | wall s | RSS before → max → after MB (with --mp: after, by process) | held after: list-buffer MB / "
         "grouped values (keys) | after: pymalloc arenas (in use) / malloc in use (free kept) / of which SQLite MB |",
         "|---:|---|---:|---:|---|---|---|",
     ]
     # Merge consecutive bundles of one stage.
     runs: list[list[Any]] = []
-    for stage, t0, t1, r0, r1, held, alloc in recorder.bundles:
+    for (stage, t0, t1, r0, r1, held, alloc), split in zip(recorder.bundles, recorder.split_after, strict=True):
         if runs and runs[-1][0] == stage:
             runs[-1][2:6] = [t1, r1, held, alloc]
             runs[-1][7] += 1
+            runs[-1][8] = split
         else:
-            runs.append([stage, t0, t1, r0, r1, held, alloc, 1])
+            runs.append([stage, t0, t1, r0, r1, held, alloc, 1, split])
     run_of = []  # each bundle's row in the table
     for i, bundle in enumerate(recorder.bundles):
         run_of.append(0 if i == 0 else run_of[-1] + (bundle[0] != recorder.bundles[i - 1][0]))
     shown = sorted(range(len(runs)), key=lambda i: -(runs[i][2] - runs[i][1]))[:top]
     peak_in = [i for i, r in enumerate(runs) if r[1] <= peak_t <= r[2]]
-    for i, (stage, t0, t1, r0, r1, held, alloc, n) in enumerate(runs):
+    for i, (stage, t0, t1, r0, r1, held, alloc, n, split) in enumerate(runs):
         inside = [s[1] for s in samples if t0 <= s[0] <= t1] + [r0, r1]
         mark = " **peak**" if i in peak_in else ""
         if i not in shown and not mark and (max(inside) - r0) < 20 * MB:
             continue
         lines.append(
             f"| {i} | {_short(stage, 80)} ({n}){mark} | {t0 - t_start:.1f} | {t1 - t0:.2f} | "
-            f"{r0 / MB:,.0f} → {max(inside) / MB:,.0f} → {r1 / MB:,.0f} | "
+            f"{r0 / MB:,.0f} → {max(inside) / MB:,.0f} → {r1 / MB:,.0f}{_split_cell(split)} | "
             f"{held[0] / MB:,.1f} / {held[1]:,} ({held[2]:,}) | {_alloc_cell(alloc)} |"
         )
     held_lines = []
@@ -358,6 +379,11 @@ def report(recorder: _Recorder, sampler: _Sampler, t_start: float, pages: int, t
                 )
     for i in peak_in:
         lines += ["", f"The peak's stage, whole: {_short(runs[i][0], 10_000)}"]
+    if len(sampler.peak_split) > 1:
+        lines += [
+            "",
+            f"At the peak ({sum(sampler.peak_split) / MB:,.0f} MB), by process:{_split_cell(sampler.peak_split)}",
+        ]
     if sampler.peak_allocators:
         lines += [
             "",
@@ -365,6 +391,14 @@ def report(recorder: _Recorder, sampler: _Sampler, t_start: float, pages: int, t
             f"pymalloc arenas (in use) / malloc in use (free kept) / of which SQLite MB {_alloc_cell(sampler.peak_allocators)}",
         ]
     return "\n".join(lines)
+
+
+def _split_cell(split: list[int]) -> str:
+    """With SDK workers: the RSS of this process and of each child of it (the workers and the
+    shells that started them, largest first), MB."""
+    if len(split) < 2:
+        return ""
+    return f" (runner {split[0] / MB:,.0f}, children " + " + ".join(f"{w / MB:,.0f}" for w in split[1:]) + ")"
 
 
 def _alloc_cell(alloc: dict[str, int]) -> str:
@@ -447,6 +481,8 @@ def measured(sampler: _Sampler, round_report: dict[str, Any], window: float) -> 
         "seconds": float(round_report.get("seconds", 0.0)),
         "start_mb": round(rss[0] / MB, 1),
         "peak_mb": round(max(rss) / MB, 1),
+        # With SDK workers: the peak's processes, the runner's first, then its children's.
+        "peak_by_process_mb": [round(r / MB, 1) for r in sampler.peak_split],
     }
 
 

@@ -70,10 +70,16 @@ def parse_env(text: str) -> tuple[str, str]:
     return name.strip(), value
 
 
+def _by_process(r: dict[str, Any]) -> str:
+    """With two workers: the peak's processes (runner, then its children), MB."""
+    split = r.get("peak_by_process_mb") or []
+    return " (" + " + ".join(f"{mb:,.0f}" for mb in split) + ")" if len(split) > 1 else ""
+
+
 def table(rounds: list[dict[str, Any]]) -> str:
     """One Markdown row a round, in the order they ran."""
     lines = [
-        "| run | variant | pages | URLs due | round s | RSS start MB | peak MB | KB a page above the start "
+        "| run | variant | pages | URLs due | round s | RSS start MB | peak MB (with --mp: runner + children) | KB a page above the start "
         "| CPU ms a page |",
         "|---:|---|---:|---:|---:|---:|---:|---:|---:|",
     ]
@@ -82,7 +88,7 @@ def table(rounds: list[dict[str, Any]]) -> str:
         above = (r["peak_mb"] - r["start_mb"]) * 1024 / pages
         lines.append(
             f"| {i} | {r['variant']} | {r['pages']:,} | {r['urls_due']:,} | {r['seconds']:.1f} | "
-            f"{r['start_mb']:,.0f} | {r['peak_mb']:,.0f} | {above:.1f} | {1000 * r['cpu_s'] / pages:.2f} |"
+            f"{r['start_mb']:,.0f} | {r['peak_mb']:,.0f}{_by_process(r)} | {above:.1f} | {1000 * r['cpu_s'] / pages:.2f} |"
         )
     return "\n".join(lines)
 

@@ -122,3 +122,8 @@ def test_the_table_has_a_row_a_round_with_its_cpu_a_page() -> None:
         " 1.50 ",
     ]
     assert lines[3].split("|")[2].strip() == "B" and lines[3].split("|")[-2].strip() == "0.00"
+    # With two workers the peak's cell names each process's share.
+    rounds[0]["peak_by_process_mb"] = [90.4, 150.0, 59.6]
+    rounds[1]["peak_by_process_mb"] = [200.0]
+    lines = table(rounds).splitlines()
+    assert lines[2].split("|")[7] == " 300 (90 + 150 + 60) " and lines[3].split("|")[7] == " 200 "
