@@ -3,10 +3,11 @@
 Starts simweb on loopback, runs a cold round (robots.txt and roots) and a warm-up round so the
 frontier is deep, then a measured round, all in this process on the FnApiRunner. For every
 bundle the runner executes it records the stage, the wall seconds and the CPU seconds each
-process used meanwhile: the runner (this process) and its children (the simweb server and,
-with ``--mp``, the two SDK worker processes). A stage's *use* is all of that CPU over its wall
-time: near 2 on these 2 cores means the stage kept the machine busy; near 1 means one process
-did the work while the others waited.
+process used meanwhile: the runner (this process), with ``--mp`` the two SDK worker
+processes, and the simweb server apart; the crawler's (runner and workers) CPU a page, by
+stage and for the whole round. A stage's *use* is all of that CPU over its wall time: near 2
+on these 2 cores means the stage kept the machine busy; near 1 means one process did the work
+while the others waited.
 
     python bench/stage_timeline.py [--hosts 1000] [--window 20] [--mp] [--top 15]
 
@@ -42,16 +43,26 @@ __all__ = ["main"]
 MP = ["--direct_running_mode=multi_processing", "--direct_num_workers=2"]
 
 
-def _cpu_by_process() -> dict[int, float]:
-    """User + system CPU seconds of this process (key 0) and of each descendant, by pid."""
+SERVER = -1  # the key of the simweb server's CPU (its whole process tree)
+
+
+def _cpu_by_process(server_pid: int | None = None) -> dict[int, float]:
+    """User + system CPU seconds of this process (key 0), of the server's tree (key
+    :data:`SERVER`) and of each other descendant (the SDK workers), by pid."""
     me = os.getpid()
-    return {0 if pid == me else pid: stat_cpu_seconds(fields) for pid, fields in process_tree(me)}
+    server = {pid for pid, _ in process_tree(server_pid)} if server_pid else set()
+    used: dict[int, float] = {}
+    for pid, fields in process_tree(me):
+        key = 0 if pid == me else SERVER if pid in server else pid
+        used[key] = used.get(key, 0.0) + stat_cpu_seconds(fields)
+    return used
 
 
 class _Recorder:
     """Wraps the runner's bundle execution; keeps (stage, wall s, CPU s by process) per bundle."""
 
-    def __init__(self) -> None:
+    def __init__(self, server_pid: int | None = None) -> None:
+        self.server_pid = server_pid
         self.bundles: list[tuple[str, float, dict[int, float]]] = []
         self._original = fn_runner.FnApiRunner._execute_bundle
 
@@ -59,11 +70,11 @@ class _Recorder:
         original, recorder = self._original, self
 
         def _execute_bundle(runner: Any, *args: Any, **kwargs: Any) -> Any:
-            t0, c0 = time.monotonic(), _cpu_by_process()
+            t0, c0 = time.monotonic(), _cpu_by_process(recorder.server_pid)
             try:
                 return original(runner, *args, **kwargs)
             finally:
-                c1 = _cpu_by_process()
+                c1 = _cpu_by_process(recorder.server_pid)
                 stage = args[1].stage.name  # (execution context, bundle context manager, input)
                 used = {pid: c1[pid] - c0.get(pid, 0.0) for pid in c1}
                 recorder.bundles.append((stage, time.monotonic() - t0, used))
@@ -82,7 +93,8 @@ def _short(stage: str, width: int = 90) -> str:
 
 
 def report(bundles: list[tuple[str, float, dict[int, float]]], pages: int, wall: float, top: int) -> str:
-    """The measured round's stages by wall time, as Markdown."""
+    """The measured round's stages by wall time, as Markdown, and the whole round's CPU: the
+    crawler's (the runner and its workers) a page, and the server's apart."""
     by_stage: dict[str, list[Any]] = defaultdict(lambda: [0, 0.0, Counter()])
     for stage, seconds, used in bundles:
         entry = by_stage[stage]
@@ -93,17 +105,30 @@ def report(bundles: list[tuple[str, float, dict[int, float]]], pages: int, wall:
         f"{pages:,} pages in {wall:.1f} s ({pages / wall:,.0f} pages/s); "
         f"{sum(s for _, s, _ in bundles):.1f} s in {len(bundles)} bundles of {len(by_stage)} stages",
         "",
-        "| stage | bundles | wall s | CPU s: runner | CPU s: other processes, busiest first | use |",
-        "|---|---:|---:|---:|---|---:|",
+        "| stage | bundles | wall s | CPU s: runner | CPU s: workers, busiest first | CPU s: server "
+        "| crawler's CPU ms a page | use |",
+        "|---|---:|---:|---:|---|---:|---:|---:|",
     ]
-    for stage, (n, seconds, used) in sorted(by_stage.items(), key=lambda kv: -kv[1][1])[:top]:
-        others = sorted((v for pid, v in used.items() if pid != 0), reverse=True)
-        total = used.get(0, 0.0) + sum(others)
+    crawler_total = server_total = 0.0
+    rows = sorted(by_stage.items(), key=lambda kv: -kv[1][1])
+    for i, (stage, (n, seconds, used)) in enumerate(rows):
+        workers = sorted((v for pid, v in used.items() if pid not in (0, SERVER)), reverse=True)
+        crawler = used.get(0, 0.0) + sum(workers)
+        server = used.get(SERVER, 0.0)
+        crawler_total += crawler
+        server_total += server
+        if i >= top:
+            continue
         lines.append(
             f"| {_short(stage)} | {n} | {seconds:.2f} | {used.get(0, 0.0):.2f} | "
-            f"{' / '.join(f'{v:.2f}' for v in others if v >= 0.005) or '-'} | "
-            f"{total / seconds if seconds else 0:.2f} |"
+            f"{' / '.join(f'{v:.2f}' for v in workers if v >= 0.005) or '-'} | {server:.2f} | "
+            f"{1000 * crawler / max(pages, 1):.3f} | {(crawler + server) / seconds if seconds else 0:.2f} |"
         )
+    lines += [
+        "",
+        f"All {len(rows)} stages: the crawler's CPU {crawler_total:.1f} s ({1000 * crawler_total / max(pages, 1):.2f} ms "
+        f"a page), the server's {server_total:.1f} s ({1000 * server_total / max(pages, 1):.2f} ms a page)",
+    ]
     return "\n".join(lines)
 
 
@@ -166,8 +191,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--top", type=int, default=15, help="stages shown")
     args = p.parse_args(argv)
 
-    with warmed_up(args, "beamcrawl-timeline-") as (_web, measured_round):
-        with _Recorder() as recorder:
+    with warmed_up(args, "beamcrawl-timeline-") as (web, measured_round):
+        with _Recorder(getattr(getattr(web, "process", None), "pid", None)) as recorder:
             t0 = time.monotonic()
             reports = measured_round()
             wall = time.monotonic() - t0
