@@ -69,9 +69,14 @@ def test_with_mp_each_round_runs_on_two_workers_and_bs_workers_run_the_other_tre
     rows = [r for r in rows if len(r) == 9 and r[1].strip() in ("A", "B")]
     assert [r[1].strip() for r in rows] == ["A", "B"], proc.stdout
     for r in rows:
-        start, peak = (int(r[i].replace(",", "")) for i in (5, 6))
+        # The peak's cell: the sum, then each process at that moment, "795 (257 + 268 + 267 + 2 + 2)".
+        total, _, parts = r[6].strip().partition(" (")
+        start, peak = int(r[5].replace(",", "")), int(total.replace(",", ""))
+        by_process = [int(mb.replace(",", "")) for mb in parts.rstrip(")").split(" + ")]
         # the runner's process at the start, then two SDK workers beside it (each imports Beam)
         assert peak - start > 200, proc.stdout
+        assert len(by_process) >= 3 and sorted(by_process)[-2] > 100, r[6]
+        assert abs(sum(by_process) - peak) <= len(by_process), r[6]  # each rounded to the MB
     # B's two workers imported the other tree, as B's runner did; A's (and the warm-up's) this one
     assert len(list(marks.iterdir())) == 2, proc.stdout[-3000:]
     assert f"beamcrawl from {tree / 'beamcrawl' / '__init__.py'}" in proc.stdout
