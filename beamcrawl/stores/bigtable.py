@@ -541,6 +541,44 @@ class BigtableStore(Store):
             return super().estimate_rows(table)  # small: count exactly
         return round(total / per_row)
 
+    def split_keys(self, table: str, start: bytes, end: bytes, rows_per_part: int) -> list[bytes]:
+        """Keys that cut ``[start, end)`` into parts of about ``rows_per_part`` rows, from
+        SampleRowKeys (one cheap request, as Beam's own Bigtable source splits a read): the
+        samples inside the range, thinned so that about ``rows_per_part`` rows' bytes lie
+        between two kept ones (bytes a row from the first rows of the range). Nothing is
+        scanned but those few rows, so a range of a billion rows costs what a small one
+        does; parts are as even as the samples are. See :meth:`Store.split_keys`.
+
+        Raises:
+            ValueError: Unknown table, or ``rows_per_part`` below 1.
+            StoreError: The table is missing or unreachable.
+        """
+        check_table(table)
+        if rows_per_part < 1:
+            raise ValueError(f"rows_per_part must be >= 1, got {rows_per_part}")
+        lo = check_bound(start)
+        hi = check_bound(end) if end else None
+        sizes = [_stored_bytes(k, c) for k, c in self.read_range(table, lo, hi, limit=256)]
+        if len(sizes) < 256 and len(sizes) <= rows_per_part:
+            return []  # the whole range is in hand: one part
+        with self._errors(table):
+            samples = sorted(self._table(table).sample_row_keys(), key=lambda s: s[1])
+        step = rows_per_part * sum(sizes) / len(sizes)
+        splits: list[bytes] = []
+        last = 0
+        for key, offset in samples:
+            if not key:
+                break  # the table's end
+            if key <= lo:
+                last = offset  # bytes before the range (about)
+                continue
+            if hi is not None and key >= hi:
+                break
+            if offset - last >= step:
+                splits.append(key)
+                last = offset
+        return splits
+
     # --- writes --------------------------------------------------------------------------
 
     def mutate(self, table: str, mutations: Iterable[Mutation]) -> None:

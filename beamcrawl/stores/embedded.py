@@ -382,6 +382,31 @@ class EmbeddedStore(Store):
             ((n,),) = conn.execute(sql.count_keys).fetchall()
         return int(n)
 
+    def split_keys(self, table: str, start: bytes, end: bytes, rows_per_part: int) -> list[bytes]:
+        """Keys that cut ``[start, end)`` into parts of ``rows_per_part`` rows (the last part
+        what is left), found in SQLite: each key one query that walks the clustered key
+        index ``rows_per_part`` keys on from the one before, in C (the whole range one such
+        walk, about what :meth:`count_rows` costs for it, where a scan of the rows costs
+        Python per row). See :meth:`Store.split_keys`.
+
+        Raises:
+            ValueError: Unknown table, or ``rows_per_part`` below 1.
+        """
+        sql = self._sql[_check_table(table)]
+        if rows_per_part < 1:
+            raise ValueError(f"rows_per_part must be >= 1, got {rows_per_part}")
+        lo = _bound(start)
+        hi = None if not end else _bound(end)
+        query = sql.nth_key(hi)
+        splits: list[bytes] = []
+        while True:
+            with self._use() as conn:  # a query at a time: no lock held across the walk
+                found = conn.execute(query, _params(lo, hi, rows_per_part)).fetchall()
+            if not found:
+                return splits
+            lo = found[0][0]
+            splits.append(lo)
+
     def _key_chunk(
         self, sql: _TableSQL, lo: bytes, hi: bytes | None, remaining: int | None
     ) -> tuple[list[Row], bytes | None]:
@@ -568,6 +593,12 @@ class _TableSQL:
         # GROUP BY on the primary-key prefix walks the index; no sort step.
         bound = "" if hi is None else " AND k < ?"
         return f"SELECT k FROM {self.table} WHERE k >= ?{bound} GROUP BY k ORDER BY k LIMIT ?"
+
+    def nth_key(self, hi: bytes | None) -> str:
+        # The key ``n`` keys on from the first at or after the bound (the OFFSET walks the
+        # index as scan_keys does, nothing read but keys).
+        bound = "" if hi is None else " AND k < ?"
+        return f"SELECT k FROM {self.table} WHERE k >= ?{bound} GROUP BY k ORDER BY k LIMIT 1 OFFSET ?"
 
     def in_cells(self, n: int) -> str:
         return f"SELECT k, c, v FROM {self.table} WHERE k IN ({','.join('?' * n)})"

@@ -194,6 +194,31 @@ class Store(abc.ABC):
         position = int.from_bytes(last[:8].ljust(8, b"\x00"), "big") + 1
         return max(counted, round(counted * (1 << 64) / position))
 
+    def split_keys(self, table: str, start: bytes, end: bytes, rows_per_part: int) -> list[bytes]:
+        """Keys that cut ``[start, end)`` into parts of about ``rows_per_part`` rows, so a
+        long scan can run as several, on several workers.
+
+        Returned sorted and strictly inside the range (neither bound), so the parts
+        ``[start, k1), [k1, k2) … [kn, end)`` hold every row of the range exactly once;
+        an empty list for a range of at most ``rows_per_part`` rows. An empty ``end``
+        means no end, as in :meth:`read_range`. The sizes are a hint, not a promise: a
+        backend that samples (Bigtable) gives its samples' spacing.
+
+        The default walks the range's keys in the client, keys only (a backend that can
+        walk where the rows are overrides it).
+
+        Raises:
+            ValueError: Unknown table, or ``rows_per_part`` below 1.
+        """
+        check_table(table)
+        if rows_per_part < 1:
+            raise ValueError(f"rows_per_part must be >= 1, got {rows_per_part}")
+        splits: list[bytes] = []
+        for i, (key, _) in enumerate(self.read_range(table, start, end or None, keys_only=True)):
+            if i and i % rows_per_part == 0:
+                splits.append(key)
+        return splits
+
     def close(self) -> None:  # noqa: B027 (a backend with nothing to release need not override it)
         """Releases connections."""
 

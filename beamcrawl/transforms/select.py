@@ -1,7 +1,8 @@
 """Select: the URLs that are due, and the host records and policies of their hosts.
 
-The frontier is keyed by due time then fingerprint, so "everything due by now" is one range
-scan from the start of the table. Host records and operator policies are then read for the
+The frontier is keyed by due time then fingerprint, so "everything due by now" is one key
+range from the start of the table, cut into parts of about ``SCAN_CHUNK`` rows where the
+store finds them cheaply and scanned part by part on every worker. Host records and operator policies are then read for the
 distinct hosts with due work, in batched key-set reads (never one read per host). A due row
 is read only as far as its host (``cells.peek_frontier``; a row in the older JSON format
 whole): the rows wait for slot assignment as the cells the store holds, compressed per host
@@ -34,7 +35,8 @@ from beamcrawl.transforms.dead_letter import ERRORS, Outlet, collect
 
 __all__ = ["ReadDueFrontier", "ReadHostState"]
 
-# Due rows read before they are passed on, a DueRows per host.
+# Due rows read before they are passed on, a DueRows per host; also the rows of each part
+# the due range is cut into, so the parts' scans give as many DueRows as one scan did.
 SCAN_CHUNK = 100_000
 
 
@@ -48,6 +50,35 @@ def row_host(cell: bytes) -> str:
     if binary.is_binary(cell):
         return binary.peek_frontier(cell)[0]
     return FrontierEntry.from_cells({JSON_CELL: cell}).host
+
+
+def cut_range(start: bytes, end: bytes, splits: list[bytes]) -> list[tuple[bytes, bytes]]:
+    """``[start, end)`` as the ranges between its split keys (sorted, strictly inside it),
+    in order: together they hold every key of the range once."""
+    bounds = [start, *splits, end]
+    return list(zip(bounds, bounds[1:]))
+
+
+class _SplitDueRangeFn(beam.DoFn):
+    """Cuts the due key range into parts of about :data:`SCAN_CHUNK` rows, where the store
+    finds them cheaply (``Store.split_keys``: SQLite walks its key index, Bigtable gives its
+    samples), so the scans that read them run on as many workers as there are parts."""
+
+    def __init__(self, store_uri: str) -> None:
+        self.store_uri = store_uri
+        self.parts = Metrics.distribution("select", "due_range_parts")
+
+    def setup(self) -> None:
+        self.store = open_store(self.store_uri)
+
+    def process(self, key_range: tuple[bytes, bytes]) -> Iterator[tuple[bytes, bytes]]:
+        start, end = key_range
+        parts = cut_range(start, end, self.store.split_keys("frontier", start, end, SCAN_CHUNK))
+        self.parts.update(len(parts))
+        return iter(parts)
+
+    def teardown(self) -> None:
+        self.store.close()
 
 
 class _ScanDueFn(beam.DoFn):
@@ -98,7 +129,9 @@ class _ScanDueFn(beam.DoFn):
 
 class ReadDueFrontier(beam.PTransform):
     """Reads every frontier row due at ``now_ms`` or earlier, as ``(host, DueRows)`` (a host
-    may come in more than one; iterating one gives its ``FrontierEntry`` rows)."""
+    may come in more than one; iterating one gives its ``FrontierEntry`` rows). The due key
+    range is cut into parts first, each scanned on its own, so a deep frontier is read by
+    every worker at once, not by one."""
 
     def __init__(self, store_uri: str, now_ms: int) -> None:
         super().__init__()
@@ -110,6 +143,8 @@ class ReadDueFrontier(beam.PTransform):
         due = (
             pbegin
             | "Due key range" >> beam.Create([due_range])
+            | "Cut it in parts" >> beam.ParDo(_SplitDueRangeFn(self.store_uri))
+            | "Parts to workers" >> beam.Reshuffle()
             | "Scan due frontier rows"
             >> beam.ParDo(_ScanDueFn(self.store_uri))
             .with_output_types(tuple[str, DueRows])

@@ -428,3 +428,22 @@ def test_the_commit_hook_sees_each_write_transaction(tmp_path: Path, monkeypatch
     store.write_cells("frontier", [(b"k", "r:json", b"{}")])
     assert len(seen) == 2
     store.close()
+
+
+# --- split keys -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("rows_per_part", [1, 3, 10, 11, 100])
+def test_split_keys_make_parts_of_exactly_the_size_asked(tmp_path: Path, rows_per_part: int) -> None:
+    """SQLite walks its key index: every part but the last holds exactly ``rows_per_part``
+    rows (a row of several cells counted once), the last what is left, none empty."""
+    store = _open(tmp_path / "s")
+    keys = [b"%04d" % i for i in range(0, 200, 2)]  # 100 rows, two cells each
+    store.mutate("frontier", [Mutation.set(k, {"r:json": b"{}", "r:clock": b"1"}) for k in keys])
+    splits = store.split_keys("frontier", b"0010", b"0170", rows_per_part)
+    bounds = [b"0010", *splits, b"0170"]
+    parts = [[k for k, _ in store.read_range("frontier", lo, hi, keys_only=True)] for lo, hi in zip(bounds, bounds[1:])]
+    assert [k for part in parts for k in part] == [k for k in keys if b"0010" <= k < b"0170"]
+    assert all(len(part) == rows_per_part for part in parts[:-1])
+    assert 1 <= len(parts[-1]) <= rows_per_part
+    store.close()

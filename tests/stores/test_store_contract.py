@@ -269,6 +269,57 @@ def test_count_rows_counts_rows_not_cells(store: Store) -> None:
         store.report_rows("nope")
 
 
+# --- split keys -------------------------------------------------------------------------
+
+
+def _parts(store: Store, table: str, start: bytes, end: bytes, splits: list[bytes]) -> list[list[bytes]]:
+    bounds = [start, *splits, end]
+    return [_keys(store, table, start=lo, end=hi, keys_only=True) for lo, hi in zip(bounds, bounds[1:])]
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    keys=st.sets(st.binary(min_size=1, max_size=3), max_size=60),
+    bounds=st.tuples(st.binary(max_size=2), st.binary(max_size=2)),
+    rows_per_part=st.integers(min_value=1, max_value=9),
+)
+def test_split_keys_cut_a_range_into_parts_that_hold_each_row_once(
+    store: Store, keys: set[bytes], bounds: tuple[bytes, bytes], rows_per_part: int
+) -> None:
+    """Whatever the keys, the bounds (an empty end: no end) and the part size, the split keys
+    are sorted, strictly inside the range, and the parts they make hold every row of the
+    range exactly once, in order."""
+    store.mutate("frontier", [Mutation.delete_row(k) for k in _keys(store, "frontier", keys_only=True)])
+    store.mutate("frontier", [Mutation.set(k, {"r:json": b"{}"}) for k in keys])
+    start, end = sorted(bounds) if all(bounds) else bounds
+    splits = store.split_keys("frontier", start, end, rows_per_part)
+    assert splits == sorted(set(splits))
+    assert all(start < k and (not end or k < end) for k in splits)
+    in_range = [k for k in sorted(keys) if start <= k and (not end or k < end)]
+    parts = _parts(store, "frontier", start, end, splits)
+    assert [k for part in parts for k in part] == in_range
+    if len(in_range) <= rows_per_part:
+        assert splits == []
+
+
+def test_split_keys_of_a_deep_range_give_several_parts(store: Store) -> None:
+    """2,000 due rows of a realistic size in parts of 300: several parts on every store (the
+    embedded store exactly 300 rows a part, Bigtable about that, from its samples), none of
+    the rows due later in any part."""
+    due = [struct.pack(">QQ", 10**12 + i, i) for i in range(2_000)]
+    later = [struct.pack(">QQ", 2 * 10**12 + i, i) for i in range(500)]
+    store.mutate("frontier", [Mutation.set(k, {"r:json": b"x" * 120}) for k in due + later])
+    end = struct.pack(">QQ", 10**12 + 2_000, 0)
+    splits = store.split_keys("frontier", b"", end, 300)
+    parts = _parts(store, "frontier", b"", end, splits)
+    assert [k for part in parts for k in part] == due
+    assert 3 <= len(parts) <= 20
+    with pytest.raises(ValueError, match="rows_per_part"):
+        store.split_keys("frontier", b"", end, 0)
+    with pytest.raises(ValueError, match="nope"):
+        store.split_keys("nope", b"", end, 10)
+
+
 # --- errors -----------------------------------------------------------------------------
 
 
