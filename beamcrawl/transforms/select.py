@@ -2,11 +2,12 @@
 
 The frontier is keyed by due time then fingerprint, so "everything due by now" is one key
 range from the start of the table, cut into parts of about ``SCAN_CHUNK`` rows where the
-store finds them cheaply and scanned part by part on every worker. Host records and operator policies are then read for the
-distinct hosts with due work, in batched key-set reads (never one read per host). A due row
-is read only as far as its host (``cells.peek_frontier``; a row in the older JSON format
-whole): the rows wait for slot assignment as the cells the store holds, compressed per host
-(``schemas/due_rows.py``), and are decoded there, once. A policy set for a bare host name
+store finds them cheaply and scanned part by part on every worker. Host records and
+operator policies are then read for the distinct hosts with due work, in batched key-set
+reads (never one read per host). A due row is read only as far as its host
+(``cells.peek_frontier``; a row in the older JSON format whole): the rows wait for slot
+assignment as the cells the store holds, compressed per host (``schemas/due_rows.py``), and
+are decoded there, once. A policy set for a bare host name
 (``example.com``) also applies to its slots on other ports (``example.com:8080``) unless
 that slot has a policy of its own.
 """
