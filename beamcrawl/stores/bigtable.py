@@ -545,9 +545,10 @@ class BigtableStore(Store):
         """Keys that cut ``[start, end)`` into parts of about ``rows_per_part`` rows, from
         SampleRowKeys (one cheap request, as Beam's own Bigtable source splits a read): the
         samples inside the range, thinned so that about ``rows_per_part`` rows' bytes lie
-        between two kept ones (bytes a row from the first rows of the range). Nothing is
-        scanned but those few rows, so a range of a billion rows costs what a small one
-        does; parts are as even as the samples are. See :meth:`Store.split_keys`.
+        between two kept ones (bytes a row as the samples count them, from the rows before
+        the first sample in the range; a part ends at the sample nearest its size). Nothing is
+        read but those few rows (at most ``ESTIMATE_EXACT_ROWS`` keys), so a range of a
+        billion rows costs what a small one does; parts are as even as the samples are. See :meth:`Store.split_keys`.
 
         Raises:
             ValueError: Unknown table, or ``rows_per_part`` below 1.
@@ -563,9 +564,10 @@ class BigtableStore(Store):
             return []  # the whole range is in hand: one part
         with self._errors(table):
             samples = sorted(self._table(table).sample_row_keys(), key=lambda s: s[1])
-        step = rows_per_part * sum(sizes) / len(sizes)
+        step = rows_per_part * self._sample_bytes_a_row(table, lo, samples, sizes)
         splits: list[bytes] = []
         last = 0
+        passed: tuple[bytes, int] | None = None  # the last sample inside the range not kept
         for key, offset in samples:
             if not key:
                 break  # the table's end
@@ -574,10 +576,37 @@ class BigtableStore(Store):
                 continue
             if hi is not None and key >= hi:
                 break
+            if offset - last < step:
+                passed = (key, offset)
+                continue
+            # A part ends at whichever of the two samples around its size is nearer to it.
+            if passed is not None and last + step - passed[1] < offset - (last + step):
+                splits.append(passed[0])
+                last = passed[1]
+            passed = None
             if offset - last >= step:
                 splits.append(key)
                 last = offset
+            else:
+                passed = (key, offset)
         return splits
+
+    def _sample_bytes_a_row(self, table: str, lo: bytes, samples: list[tuple[bytes, int]], sizes: list[int]) -> float:
+        """Bytes a row as the samples' offsets count them (stored, compressed, whatever the
+        server counts): the rows from ``lo`` to the first sample after it, counted keys only
+        when there are at most :data:`ESTIMATE_EXACT_ROWS` of them; else the rows' own sizes."""
+        before = 0
+        for key, offset in samples:
+            if key and key <= lo:
+                before = offset
+                continue
+            if not key or offset <= before:
+                break
+            counted = sum(1 for _ in self.read_range(table, lo, key, keys_only=True, limit=ESTIMATE_EXACT_ROWS))
+            if 0 < counted < ESTIMATE_EXACT_ROWS:
+                return (offset - before) / counted
+            break
+        return sum(sizes) / len(sizes)
 
     # --- writes --------------------------------------------------------------------------
 
