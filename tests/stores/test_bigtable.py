@@ -410,8 +410,7 @@ def test_split_keys_make_parts_of_about_the_size_asked_from_the_samples(bigtable
     """The split is read off SampleRowKeys, whose offsets count bytes as the server does:
     bytes a row are taken from the rows before the first sample, so parts come out near the
     size asked (every part but the last within a quarter of it either way; the rows' own
-    cell sizes, not checked against the samples, gave parts a third too large), and a range
-    of 120,000 rows costs a few small reads, not a scan."""
+    cell sizes, not checked against the samples, gave parts a third too large)."""
     import struct
 
     with open_store(bigtable_uri) as store:
