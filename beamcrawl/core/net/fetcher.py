@@ -38,7 +38,7 @@ import threading
 import time
 from dataclasses import replace
 from typing import Any, AsyncIterator, Callable, Iterator, Protocol
-from urllib.parse import urljoin, urlsplit
+from urllib.parse import urlsplit
 
 import aiohttp
 
@@ -48,10 +48,11 @@ from beamcrawl.core.policy import politeness
 from beamcrawl.core.net.conditional import conditional_headers
 from beamcrawl.core.runtime.config import CrawlConfig
 from beamcrawl.core.net.gate import AddressRefused, open_session
+from beamcrawl.core.net.wire import request_url
 from beamcrawl.core.net.netpolicy import ResolveRules
 from beamcrawl.core.net.resolver import REFUSED, FetchRefused, PolicyResolver, hostname_of
 from beamcrawl.core.urls.hostkeys import shard_of
-from beamcrawl.core.urls.urlnorm import host_of
+from beamcrawl.core.urls.urlnorm import host_of, normalize
 from beamcrawl.core.policy import usage_prefs
 from beamcrawl.core.policy.robots import RobotsRules, cached_rules
 from beamcrawl.core.net.transfer import (
@@ -72,6 +73,9 @@ ACCEPT = "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8"
 # Longest response status or header line, and longest header value (aiohttp's own defaults
 # are 8 KiB; real sites send cookies and CSP headers past that).
 MAX_HEADER_LINE = 16 * 1024
+# Characters of a Location kept as the URL of a redirect hop not followed (the header's value
+# as it was: it is no URL).
+MAX_UNFOLLOWED = 2048
 # aiohttp >= 3.10 stops parsing past max_headers lines; older ones are checked after parsing.
 _PARSER_COUNTS_HEADERS = "max_headers" in inspect.signature(aiohttp.ClientSession._request).parameters
 # Seconds between the resolve stage's answers and the fetch loop's start (job set-up) that a
@@ -594,10 +598,7 @@ class HostCrawler:
             clock: HostRecord | str | FetchResult = record
             floor = wait = plan.delay
             if hop > 0:
-                try:
-                    target = host_of(url)
-                except ValueError:
-                    target = plan.host  # a Location no URL parser takes: the request errs below
+                target = host_of(url)  # a normalised URL's (a Location that is none ends the hops below)
                 if target != plan.host:
                     record.robots_via = target
                     clock = await self._hop_clock(plan, target, url, entry)
@@ -626,7 +627,15 @@ class HostCrawler:
             status, body = result.status, result.body
             location = result.header("location")
             if status in (301, 302, 303, 307, 308) and location:
-                url = urljoin(url, location)
+                try:
+                    # The hop goes out as any crawled URL does, normalised: its target is then
+                    # sent as held and named so in its WARC records (core/net/wire.py).
+                    url = normalize(location, url)
+                except ValueError as exc:  # a Location no URL parser takes: no request for it
+                    lost = replace(entry, url=location[:MAX_UNFOLLOWED])  # as given: it does not resolve
+                    self.emit("result", _unfollowed(lost, f"redirect not followed: {type(exc).__name__}: {exc}"))
+                    status, body = None, None
+                    break
                 entry = replace(entry, url=url)
                 continue
             break
@@ -676,7 +685,7 @@ class HostCrawler:
             limits["max_headers"] = self.cfg.max_response_headers
         try:
             async with self.session.get(
-                url,
+                request_url(url),  # the target as held: not re-quoted by the client (core/net/wire.py)
                 headers=request_headers,
                 allow_redirects=False,
                 timeout=self._timeout,
@@ -852,6 +861,11 @@ def _not_fetched(entry: FrontierEntry, outcome: str) -> FetchResult:
 
 def _deferred(entry: FrontierEntry, why: str) -> FetchResult:
     return FetchResult(entry=entry, outcome="deferred", url=entry.url, error=why)
+
+
+def _unfollowed(entry: FrontierEntry, why: str) -> FetchResult:
+    """A redirect hop not made: its Location is no URL the crawler can fetch (no request)."""
+    return FetchResult(entry=entry, outcome="error", url=entry.url, fetched_at=time.time(), error=why[:500])
 
 
 def _refused(

@@ -1,7 +1,8 @@
-"""The HTTP client's wire discipline: one request sent per request planned, one answer per request.
+"""The HTTP client's wire discipline: one request sent per request planned, one answer per
+request, and the request target sent the one planned.
 
-Left to itself, aiohttp does two things a polite crawler that archives what it is served
-cannot allow (both seen on a hostile web, docs/ARCHITECTURE.md §3 "Politeness"):
+Left to itself, aiohttp does three things a polite crawler that archives what it is served
+cannot allow (seen on a hostile web, docs/ARCHITECTURE.md §3 "Politeness"):
 
 - when a connection is closed or reset before the answer (a reset after part of the
   headers, a close before any byte, a ``100 Continue`` and then a close), it sends the
@@ -16,7 +17,15 @@ cannot allow (both seen on a hostile web, docs/ARCHITECTURE.md §3 "Politeness")
   for. :class:`OneAnswerConnector` makes its connections with :class:`OneAnswerProtocol`,
   which closes a pooled connection the moment a byte arrives on it, so the next request
   goes out on a fresh connection and its answer is read from there. Bytes left over inside
-  one read, after the end of a response, make aiohttp itself refuse to pool the connection.
+  one read, after the end of a response, make aiohttp itself refuse to pool the connection;
+- given a URL as a string, it re-quotes it before it writes the request line: it decodes the
+  escapes of characters it deems safe where they stand (``%40`` to ``@``, ``%3A`` to ``:``,
+  ``%41`` to ``A``, and in a query ``%2F`` and ``%3F`` to ``/`` and ``?``) and upper-cases
+  the rest. The server is then asked for another target than the URL the crawler checked
+  against robots.txt, keeps in its frontier and writes in the WARC request record, and an
+  escaped reserved character is not the character (RFC 3986 §2.2: ``?next=%2Fa%3Fb%3D1`` is
+  one parameter, ``?next=/a?b%3D1`` a different string). :func:`request_url` gives the
+  client the URL as the crawler holds it, to be sent byte for byte.
 
 Keep-alive itself stays: a connection that is idle and quiet is reused, which saves a
 TCP (and TLS) handshake per page on a host with many pages.
@@ -27,17 +36,50 @@ Nothing here imports Beam.
 from __future__ import annotations
 
 import functools
+import re
 from typing import TYPE_CHECKING, Any
 
 import aiohttp
 from aiohttp.client_proto import ResponseHandler
+from yarl import URL
 
 if TYPE_CHECKING:
     from aiohttp import ClientRequest, ClientResponse
     from aiohttp.client_middlewares import ClientHandlerType
     from aiohttp.client_reqrep import ConnectionKey
 
-__all__ = ["AnswerLost", "OneAnswerConnector", "OneAnswerProtocol", "no_retry"]
+__all__ = ["AnswerLost", "OneAnswerConnector", "OneAnswerProtocol", "UnsendableUrl", "no_retry", "request_url"]
+
+# What a request line cannot carry as it is: anything but visible ASCII (a space, a control
+# character, DEL, a non-ASCII character).
+_NOT_SENDABLE = re.compile(r"[^!-~]")
+
+
+class UnsendableUrl(ValueError):
+    """A URL with a character that cannot go on a request line as it is; never sent."""
+
+
+def request_url(url: str) -> URL:
+    """``url`` as the HTTP client is to send it: its request target byte for byte as held.
+
+    The crawler's URLs reach the fetch normalised (:mod:`beamcrawl.core.urls.urlnorm`:
+    percent-encoded as WHATWG's URL standard has it, the host in ASCII), already in the form
+    to send; marked ``encoded``, yarl takes them as they are rather than re-quoting them.
+    What the request line then carries is the URL's path and query as written, which is
+    what the WARC request record says was sent (``transforms/warc_io.py``). A URL's fragment
+    is not sent, and an empty query (a bare ``?``) is not written by the client.
+
+    Raises:
+        UnsendableUrl: The URL holds a character no request line carries as it is (one a
+            normalised URL never holds): the fetch fails with that reason and nothing is
+            sent, rather than something the client chose to encode.
+    """
+    bad = _NOT_SENDABLE.search(url)
+    if bad is not None:
+        raise UnsendableUrl(
+            f"the URL holds {bad.group()!r} at {bad.start()}, which a request line cannot carry as it is"
+        )
+    return URL(url, encoded=True)
 
 
 class AnswerLost(aiohttp.ClientConnectionError):

@@ -786,6 +786,27 @@ def test_a_robots_redirect_to_a_path_the_target_forbids_is_not_followed():
     assert hosts[f"src.test:{server.port}"].robots["kind"] == "disallow_all"
 
 
+@pytest.mark.parametrize(
+    "location",
+    ["http://ok.test:99999/robots.txt", "http://[::1/robots.txt", "ftp://ok.test/robots.txt", "http://a b/robots.txt"],
+)
+def test_a_robots_redirect_to_no_crawlable_url_is_not_requested(location):
+    # The hop would go out as the Location spells it (the client no longer re-quotes what
+    # it is given): a Location that does not normalise is no request, and the file counts
+    # as unreachable.
+    with serving(RedirectingServer()) as server:
+        server.moves[("src.test", "/robots.txt")] = location
+        results, hosts = run(cfg(fetch_shards=1), [plan(server, "src.test", ["/a"])])
+        log = list(server.log)
+    assert [(r["host"], r["path"]) for r in log] == [("src.test", "/robots.txt")]
+    robots = [r for r in results if r.entry.source == "robots"]
+    assert [r.status for r in robots] == [301, 0]
+    assert robots[1].outcome == "error" and robots[1].error.startswith("redirect not followed: InvalidURL")
+    assert robots[1].url == location
+    (a,) = [r for r in results if r.entry.source != "robots"]
+    assert a.outcome == "deferred" and a.error == "robots.txt unavailable"
+
+
 def test_a_robots_redirect_to_a_host_another_loop_owns_waits_for_a_round_in_its_shard():
     with serving(RedirectingServer()) as server:
         port = server.port

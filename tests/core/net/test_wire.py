@@ -11,8 +11,10 @@ its session (``open_session``) are what is tested; nothing is mocked.
 from __future__ import annotations
 
 import asyncio
+import gzip
 import time
 from collections.abc import Iterator
+from urllib.parse import urlsplit
 
 import aiohttp
 import pytest
@@ -21,11 +23,14 @@ from hypothesis import strategies as st
 
 from beamcrawl.core.net.fetcher import FetchRunner, error_kind
 from beamcrawl.core.net.gate import open_session
+from beamcrawl.core.net.wire import UnsendableUrl, request_url
 from beamcrawl.core.net.netpolicy import ResolveRules
 from beamcrawl.core.net.resolver import PolicyResolver
 from beamcrawl.core.policy.robots import RobotsRules
 from beamcrawl.core.runtime.config import CrawlConfig
-from beamcrawl.schemas.records import FrontierEntry, HostPlan, HostRecord
+from beamcrawl.core.urls.urlnorm import normalize
+from beamcrawl.schemas.records import FetchResult, FrontierEntry, HostPlan, HostRecord
+from beamcrawl.transforms.warc_io import request_member
 from wire_shapes import SMUGGLED, STRAY, ShapeServer, response  # noqa: E402  (tests/wire_shapes.py)
 
 LOST = ("rsthdr", "close", "1xx")
@@ -212,3 +217,83 @@ def test_what_held_before_still_holds(shaped, how):
         assert held.outcome == "error" and error_kind(held.error) in ("bad_response", "connection_lost"), held.error
     for path in ("/page-a", "/page-c"):
         assert mine[path].outcome == "fetched" and mine[path].body == served[path], path
+
+
+# --- the request target sent is the URL held ------------------------------------------------
+
+# Escapes yarl would decode or re-case if the client re-quoted the URL (reserved characters,
+# unreserved ones, lower-case hex), characters a normalised URL keeps as they are, and
+# characters normalisation escapes.
+_ESCAPES = ["%40", "%3A", "%2F", "%3F", "%26", "%3D", "%2C", "%21", "%24", "%27", "%2B", "%3B", "%41", "%7E", "%7e"]
+_RAW = list("@:,!$'()*+;=~[]|^-._/") + ["%", "%zz", "é", " ", "#x", "?", "&", "="]
+_tails = st.lists(st.sampled_from(_ESCAPES + _RAW + list("abcXYZ019")), min_size=1, max_size=12).map("".join)
+
+
+def _recorded_target(result) -> str:
+    """The request target the WARC request record of ``result`` says was sent."""
+    member = request_member(result, "<urn:uuid:c>", "<urn:uuid:r>")
+    block = gzip.decompress(member).split(b"\r\n\r\n", 1)[1]
+    method, target, version = block.split(b"\r\n", 1)[0].decode("ascii").split(" ")
+    assert (method, version) == ("GET", "HTTP/1.1")
+    return target
+
+
+def _as_sent(url: str) -> tuple[str, str]:
+    """``url`` as a client writes it (an empty query is not written) and its request target."""
+    parts = urlsplit(url)
+    target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+    return f"{parts.scheme}://{parts.netloc}{target}", target
+
+
+@settings(max_examples=300, deadline=None)
+@given(path=_tails, query=st.none() | _tails)
+def test_the_client_is_given_the_url_as_held(path, query):
+    url = normalize(f"/p-{path}" + ("" if query is None else f"?{query}"), "http://host.test:8080/")
+    sent = request_url(url)
+    assert (str(sent), sent.raw_path_qs) == _as_sent(url)
+    fetch = FetchResult(entry=FrontierEntry(url=url, fp=1, host="host.test:8080", due_ms=0), outcome="fetched", url=url)
+    assert _recorded_target(fetch) == sent.raw_path_qs
+
+
+@pytest.mark.parametrize(
+    "url", ["http://a.test/a b", "http://a.test/\u00e9", "http://a.test/\x00", "http://a.test/\x7f"]
+)
+def test_a_url_no_request_line_carries_is_refused(url):
+    with pytest.raises(UnsendableUrl):
+        request_url(url)
+
+
+def _served_targets(paths: list[str], extra: list[str] = ()) -> tuple[ShapeServer, dict[str, object]]:
+    """Fetches each of ``paths`` (and ``extra``, as planned, not normalised) on a host of its
+    own; the server, and the results by URL."""
+    with ShapeServer() as server:
+        plans = {f"t{i}.test": [p] for i, p in enumerate([*paths, *extra])}
+        results = _fetch(server, plans, _cfg())
+    return server, {r.url: r for r in results}
+
+
+@settings(max_examples=15, deadline=None)
+@given(tails=st.lists(st.tuples(_tails, st.none() | _tails), min_size=1, max_size=6))
+def test_the_server_is_asked_for_the_target_the_archive_records(tails):
+    """On the wire, from the server's log: each URL's request line carries its path and query
+    as the crawler holds them (re-quoted, ``/page-%40`` went out as ``/page-@``), the same
+    target its WARC request record names, and the answer is filed under that URL."""
+    urls = [normalize(f"/page-{p}" + ("" if q is None else f"?{q}"), "http://x.test/") for p, q in tails]
+    server, results = _served_targets(["/" + url.split("/", 3)[3] for url in urls])
+    for i, url in enumerate(urls):
+        host = f"t{i}.test"
+        (result,) = [r for u, r in results.items() if f"//{host}:" in u]
+        assert result.outcome == "fetched", result.error
+        (seen,) = server.paths(host)
+        assert seen == _recorded_target(result) == _as_sent(url)[1]
+        assert result.final_url == _as_sent(result.url)[0]
+        assert result.body == next(r.body for r in server.requests if r.host == host)
+
+
+def test_a_url_the_request_line_cannot_carry_is_not_sent():
+    server, results = _served_targets(["/page-a"], ["/page-b c", "/page-\u00e9"])
+    assert server.paths("t0.test") == ["/page-a"]
+    assert server.paths("t1.test") == [] and server.paths("t2.test") == []
+    for host in ("t1.test", "t2.test"):
+        (result,) = [r for url, r in results.items() if f"//{host}:" in url]
+        assert result.outcome == "error" and result.error.startswith("UnsendableUrl"), result.error
