@@ -30,6 +30,7 @@ setup(
         "google-cloud-bigtable>=2.20,<3",
         "pyarrow>=14,<27",
         "aiohttp>=3.12,<4",  # client middlewares: core/net/wire.py
+        "yarl>=1.9,<2",  # the request target as held (an encoded URL): core/net/wire.py
         "warcio>=1.7.4,<2",
         "mmh3>=4,<6",
         "tldextract>=5,<6",
