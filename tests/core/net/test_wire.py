@@ -297,3 +297,25 @@ def test_a_url_the_request_line_cannot_carry_is_not_sent():
     for host in ("t1.test", "t2.test"):
         (result,) = [r for url, r in results.items() if f"//{host}:" in url]
         assert result.outcome == "error" and result.error.startswith("UnsendableUrl"), result.error
+
+
+def test_the_target_robots_txt_allowed_is_the_target_sent():
+    """robots.txt forbids ``/page-q?next=/``; ``?next=%2Fx`` is another string (RFC 9309
+    compares a reserved character's escape as it is), so the crawler asks for it. Re-quoted,
+    the request line said ``?next=/x``: a request robots.txt forbids, seen from the server."""
+    rules = RobotsRules.parse("User-agent: *\nDisallow: /page-q?next=/\n", "beamcrawl")
+    url = "/page-q?next=%2Fx"
+    with ShapeServer() as server:
+        plan = _plan(server.port, "r.test", [url, "/page-q?next=/y"])
+        plan.record.robots = rules.to_dict()
+        runner = FetchRunner(_cfg())
+        try:
+            runner.submit(plan)
+            results = [v for k, v in runner.drain(wait=True) if k == "result"]
+        finally:
+            runner.close()
+    assert server.paths("r.test") == [url]
+    assert sorted(r.outcome for r in results) == ["fetched", "robots_disallowed"]
+    assert rules.allowed(f"http://r.test{url}") and not rules.allowed(
+        "http://r.test/page-q?next=/x"
+    )  # what went out re-quoted
