@@ -13,6 +13,7 @@ import gzip
 import time
 from contextlib import AbstractContextManager
 from dataclasses import replace
+from urllib.parse import urlsplit
 
 import brotli
 import pytest
@@ -26,6 +27,7 @@ from beamcrawl.core.policy.robots import RobotsRules
 from beamcrawl.core.net.backlog import RESULT_OVERHEAD
 from beamcrawl.schemas.records import FetchResult, FrontierEntry, HostPlan, HostRecord
 from beamcrawl.core.urls.hostkeys import shard_of
+from beamcrawl.core.urls.urlnorm import normalize
 from beamcrawl.schemas.due_rows import DueRows
 from beamcrawl.transforms.assign_slots import hold_reason, packed_plan, plan_host
 from loopback import LoopbackServer, serving  # noqa: E402  (tests/loopback.py)
@@ -805,6 +807,76 @@ def test_a_robots_redirect_to_no_crawlable_url_is_not_requested(location):
     assert robots[1].url == location
     (a,) = [r for r in results if r.entry.source != "robots"]
     assert a.outcome == "deferred" and a.error == "robots.txt unavailable"
+
+
+class MovedRobots(MockServer):
+    """src.test's ``/robots.txt`` (exactly that target) answers 301 to ``location``."""
+
+    def __init__(self, location: str) -> None:
+        super().__init__()
+        self.location = location
+
+    async def _handle(self, request: web.Request) -> web.StreamResponse:
+        if request.host.split(":")[0] != "src.test" or request.path_qs != "/robots.txt":
+            return await super()._handle(request)
+        start = time.time()
+        resp = web.Response(status=301, headers={"Location": self.location, "Content-Type": "text/plain"})
+        await resp.prepare(request)
+        await resp.write_eof()
+        self._log.append({"start": start, "end": time.time(), "host": "src.test", "path": request.path_qs})
+        return resp
+
+
+_LOCATION_PARTS = [
+    "%40",
+    "%3A",
+    "%2F",
+    "%3F",
+    "%26",
+    "%3D",
+    "%2c",
+    "%41",
+    "%7e",
+    "%zz",
+    "%",
+    "@",
+    ":",
+    "/",
+    "?",
+    "=",
+    "&",
+    "[",
+    "]",
+    "|",
+    "~",
+    " ",
+    "a",
+    "Z",
+    "0",
+    "#f",
+]
+
+
+@settings(max_examples=10, deadline=None)
+@given(
+    query=st.lists(st.sampled_from(_LOCATION_PARTS), max_size=8).map("".join),
+    absolute=st.booleans(),
+)
+def test_a_robots_redirect_hop_asks_for_its_normalised_target(query, absolute):
+    """Whatever escapes a robots.txt Location holds, the hop's request line carries the
+    Location's normal form as written (the target its WARC records name), never the client's
+    re-quoting of it."""
+    with serving(MovedRobots("")) as server:
+        base = f"http://src.test:{server.port}/robots.txt"
+        server.location = (f"http://SRC.test:{server.port}" if absolute else "") + f"/robots.txt?x={query}"
+        hop = normalize(server.location, base)
+        results, _ = run(cfg(fetch_shards=1), [plan(server, "src.test", [])])
+        log = list(server.log)
+    parts = urlsplit(hop)
+    target = parts.path + (f"?{parts.query}" if parts.query else "")
+    assert [r["path"] for r in log] == ["/robots.txt", target]
+    robots = [r for r in results if r.entry.source == "robots"]
+    assert [r.url for r in robots] == [base, hop] and robots[1].status == 200
 
 
 def test_a_robots_redirect_to_a_host_another_loop_owns_waits_for_a_round_in_its_shard():
