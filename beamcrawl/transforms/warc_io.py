@@ -166,7 +166,8 @@ def held_copy(page: ParsedPage) -> tuple[float, str] | None:
 def _request_record(f: FetchResult, date: str, concurrent_to: str, record_id: str) -> bytes:
     """The request record of a fetch (what the client sent), linked to its capture record."""
     parts = urlsplit(f.url)
-    target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+    # The target as the client sent it (core/net/wire.request_url): an empty query keeps its "?".
+    target = (parts.path or "/") + (f"?{parts.query}" if "?" in f.url.partition("#")[0] else "")
     head, _ = http_head(f"GET {target} HTTP/1.1", [("Host", parts.netloc), *f.request_headers])
     fields = [
         ("WARC-Type", "request"),

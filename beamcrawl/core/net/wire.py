@@ -67,7 +67,13 @@ def request_url(url: str) -> URL:
     to send; marked ``encoded``, yarl takes them as they are rather than re-quoting them.
     What the request line then carries is the URL's path and query as written, which is
     what the WARC request record says was sent (``transforms/warc_io.py``). A URL's fragment
-    is not sent, and an empty query (a bare ``?``) is not written by the client.
+    is not sent.
+
+    An empty query (a bare ``?``, which the normal form keeps as browsers do) is sent too.
+    yarl has no empty query: it would drop the ``?``, and ``/b?`` would go out as ``/b``,
+    another target (robots.txt's ``Disallow: /b$`` forbids the one and not the other). So
+    the ``?`` is carried as the last character of the path given to the client, which writes
+    the request line from the path and query as they are.
 
     Raises:
         UnsendableUrl: The URL holds a character no request line carries as it is (one a
@@ -79,7 +85,10 @@ def request_url(url: str) -> URL:
         raise UnsendableUrl(
             f"the URL holds {bad.group()!r} at {bad.start()}, which a request line cannot carry as it is"
         )
-    return URL(url, encoded=True)
+    sent = URL(url, encoded=True)
+    if not sent.raw_query_string and "?" in url.partition("#")[0]:
+        sent = URL.build(scheme=sent.scheme, authority=sent.raw_authority, path=f"{sent.raw_path}?", encoded=True)
+    return sent
 
 
 class AnswerLost(aiohttp.ClientConnectionError):

@@ -239,10 +239,13 @@ def _recorded_target(result) -> str:
 
 
 def _as_sent(url: str) -> tuple[str, str]:
-    """``url`` as a client writes it (an empty query is not written) and its request target."""
-    parts = urlsplit(url)
-    target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
-    return f"{parts.scheme}://{parts.netloc}{target}", target
+    """``url`` as the client is to send it (all of it but a fragment, an empty query's ``?``
+    too) and its request target."""
+    held = url.partition("#")[0]
+    parts = urlsplit(held)
+    target = held[len(f"{parts.scheme}://{parts.netloc}") :]
+    assert target.startswith("/"), url  # a normalised URL's path is never empty
+    return held, target
 
 
 @settings(max_examples=300, deadline=None)
@@ -319,3 +322,28 @@ def test_the_target_robots_txt_allowed_is_the_target_sent():
     assert rules.allowed(f"http://r.test{url}") and not rules.allowed(
         "http://r.test/page-q?next=/x"
     )  # what went out re-quoted
+
+
+def test_an_empty_query_is_sent_as_held():
+    """``/page-b?`` is not ``/page-b``: robots.txt's ``$`` tells them apart (RFC 9309 §2.2.3),
+    and so may the server. The crawler checks ``/page-b?``, which ``Disallow: /page-b$``
+    allows; the client used to drop the bare ``?`` and ask for ``/page-b``, which the rule
+    forbids: a violation only the server saw. The request line, the WARC request record and
+    the URL the answer is filed under all keep the ``?``."""
+    rules = RobotsRules.parse("User-agent: *\nDisallow: /page-b$\n", "beamcrawl")
+    with ShapeServer() as server:
+        plan = _plan(server.port, "q.test", ["/page-b?", "/page-b", "/?"])
+        plan.record.robots = rules.to_dict()
+        runner = FetchRunner(_cfg())
+        try:
+            runner.submit(plan)
+            results = {v.url: v for k, v in runner.drain(wait=True) if k == "result"}
+        finally:
+            runner.close()
+    assert server.paths("q.test") == ["/page-b?", "/?"]
+    for path, outcome in (("/page-b?", "fetched"), ("/page-b", "robots_disallowed"), ("/?", "fetched")):
+        result = results[f"http://q.test:{server.port}{path}"]
+        assert result.outcome == outcome, (path, result.error)
+        if outcome == "fetched":
+            assert _recorded_target(result) == path
+            assert result.final_url == result.url
