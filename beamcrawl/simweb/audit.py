@@ -15,8 +15,8 @@ The robots.txt matcher here is deliberately independent of the crawler's (which 
 a bug shared by both would otherwise pass unnoticed. It follows RFC 9309: the groups naming the
 product token (case-insensitively) are combined, else the ``*`` groups; the longest matching
 pattern wins, ``Allow`` wins a tie; ``*`` matches any run of characters and a final ``$`` anchors
-the end; ``/robots.txt`` is always allowed. Paths are compared as sent (the simweb only links
-plain ASCII paths, so percent-encoding normalisation is not needed).
+the end; ``/robots.txt`` is always allowed (without a query). Paths are compared as sent (the
+simweb only links plain ASCII paths, so percent-encoding normalisation is not needed).
 
 Only requests whose User-Agent contains the product token are audited; other traffic (a test's
 own probes, another crawler) is counted as ignored.
@@ -139,7 +139,7 @@ class ReferenceRobotsRules:
         Returns:
             True if no rule matches or the longest matching rule is an Allow (ties go to Allow).
         """
-        if target.split("?", 1)[0] == "/robots.txt":
+        if target == "/robots.txt":  # RFC 9309 §2.2.2: that URI, not /robots.txt?x (another target)
             return True
         best_len = -1
         best_allow = True
@@ -175,8 +175,12 @@ class HostRobots:
         return target.split("?", 1)[0] in self.robots_paths
 
     def allows(self, target: str) -> bool:
-        """Whether the crawler may request ``target``."""
-        if self.is_robots(target):
+        """Whether the crawler may request ``target``.
+
+        A robots.txt fetch is always allowed: ``/robots.txt`` itself, without a query
+        (RFC 9309 §2.2.2), and the targets of its redirects.
+        """
+        if target == "/robots.txt" or (self.is_robots(target) and not target.startswith("/robots.txt?")):
             return True
         if self.mode == "allow_all":
             return True

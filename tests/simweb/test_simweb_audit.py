@@ -253,6 +253,21 @@ def test_host_policy_statuses() -> None:
     assert moved.is_robots("/robots-real.txt") and not moved.allows("/docs/")
 
 
+@pytest.mark.parametrize("target", ["/robots.txt?x=1", "/robots.txt?", "/robots.txt?/robots.txt"])
+def test_robots_txt_with_a_query_is_judged_by_the_rules(target: str) -> None:
+    """RFC 9309 §2.2.2 allows the URI /robots.txt; with a query it is another target, and the
+    audit judges it by the rules (it let any query through, so a crawler that did the same
+    passed)."""
+    star = ReferenceRobotsRules.parse(ROBOTS, "unknownbot")  # Disallow: /
+    assert star.allowed("/robots.txt") and not star.allowed(target)
+    assert not host_policy({"status": 500}).allows(target) and host_policy({"status": 500}).allows("/robots.txt")
+    truth = {"shut.test": {"host": "shut.test", "robots": {"status": 200, "text": "User-agent: *\nDisallow: /\n"}}}
+    t0 = 1_700_000_000.0
+    report = audit([req("shut.test", "/robots.txt", t0), req("shut.test", target, t0 + 1)], truth, min_delay=1.0)
+    assert report.robots_violations == 1 and report.robots_violation_examples[0]["path"] == target
+    assert audit([req("shut.test", "/robots.txt", t0)], truth, min_delay=1.0).ok
+
+
 async def _polite_probe(sw: SimwebHandle, hosts: list[str], ua: str, gap: float) -> None:
     """A tiny polite client: per host, robots.txt first, then allowed pages, `gap` apart."""
     truth = sw.truth()

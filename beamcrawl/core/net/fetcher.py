@@ -54,7 +54,7 @@ from beamcrawl.core.net.resolver import REFUSED, FetchRefused, PolicyResolver, h
 from beamcrawl.core.urls.hostkeys import shard_of
 from beamcrawl.core.urls.urlnorm import host_of, normalize
 from beamcrawl.core.policy import usage_prefs
-from beamcrawl.core.policy.robots import RobotsRules, cached_rules
+from beamcrawl.core.policy.robots import RobotsRules, cached_rules, is_robots_txt
 from beamcrawl.core.net.transfer import (
     ACCEPT_ENCODING,
     CappedDecoder,
@@ -488,9 +488,8 @@ class HostCrawler:
                 return "elsewhere"
         elif shard_of(target, self.cfg.fetch_shards) != plan.shard:
             return "elsewhere"
-        parts = urlsplit(url)
-        if parts.path != "/robots.txt":  # /robots.txt is always allowed (RFC 9309 §2.2.2)
-            rules = self._rules.get((target, parts.scheme))
+        if not is_robots_txt(url):  # /robots.txt is always allowed (RFC 9309 §2.2.2)
+            rules = self._rules.get((target, urlsplit(url).scheme))
             if rules is None or rules.kind == "disallow_all" or not rules.allowed(url):
                 return "forbidden"
         clock = self._clocks.get(target)

@@ -60,6 +60,7 @@ __all__ = [
     "RobotsRules",
     "cached_rules",
     "group_lines",
+    "is_robots_txt",
     "product_token",
     "retry_unreachable_at",
     "rules_in_force",
@@ -297,8 +298,15 @@ def _request_target(url_or_path: str) -> str:
     return target
 
 
-def _is_robots_txt(target: str) -> bool:
-    return target.partition("?")[0] == "/robots.txt"
+def is_robots_txt(url_or_path: str) -> bool:
+    """Whether a URL (or path with optional query) is its host's ``/robots.txt``, which
+    RFC 9309 §2.2.2 allows whatever the rules say.
+
+    Only that URI: ``/robots.txt?x=1`` (an empty query's ``/robots.txt?`` too) is another
+    request target, one a link may lead to, and the rules decide it like any other: a
+    server's audit that reads §2.2.2 to the letter counts it against ``Disallow: /``.
+    """
+    return _request_target(url_or_path) == "/robots.txt"
 
 
 class RobotsRules:
@@ -374,19 +382,28 @@ class RobotsRules:
     def allowed(self, url_or_path: str) -> bool:
         """Whether our crawler may fetch the URL (or path with optional query).
 
-        ``/robots.txt`` itself is always allowed (RFC 9309 §2.2.2).
+        ``/robots.txt`` itself is always allowed (RFC 9309 §2.2.2), without a query only
+        (:func:`is_robots_txt`).
         """
         if self.kind == "allow_all":
             return True
         target = _request_target(url_or_path)
-        if _is_robots_txt(target):
+        if target == "/robots.txt":  # is_robots_txt
             return True
         if self.kind == "disallow_all":
             return False
         if target.startswith("//"):
             # protego would read "//x" as an authority; give it a URL with an empty-ish one.
             target = f"http://robots.invalid{target}"
-        return self._protego().can_fetch(target, self.token)
+        parser = self._protego()
+        if target.startswith("/robots.txt?"):
+            # protego lets /robots.txt through whatever its query; ask our group's rules.
+            group = getattr(parser, "_get_matching_rule_set", None)
+            if group is None:  # a protego without it: the safe answer
+                return False
+            rules = group(self.token)
+            return rules is None or rules.can_fetch(target)
+        return parser.can_fetch(target, self.token)
 
     def crawl_delay(self) -> float | None:
         """The Crawl-delay of our group in seconds, if it sets a valid one (caller caps it)."""

@@ -347,3 +347,26 @@ def test_an_empty_query_is_sent_as_held():
         if outcome == "fetched":
             assert _recorded_target(result) == path
             assert result.final_url == result.url
+
+
+def test_robots_txt_with_a_query_is_decided_by_the_rules():
+    """RFC 9309 §2.2.2 allows the URI ``/robots.txt``; a link to ``/robots.txt?x=1`` (or
+    ``/robots.txt?``) asks for another target, which ``Disallow: /`` forbids. It was let
+    through, as protego lets it through, and the server saw it."""
+    rules = RobotsRules.parse("User-agent: *\nDisallow: /\n", "beamcrawl")
+    with ShapeServer() as server:
+        plan = _plan(server.port, "r.test", ["/robots.txt?x=1", "/robots.txt?", "/robots.txt"])
+        plan.record.robots = rules.to_dict()
+        runner = FetchRunner(_cfg())
+        try:
+            runner.submit(plan)
+            results = {v.url: v.outcome for k, v in runner.drain(wait=True) if k == "result"}
+        finally:
+            runner.close()
+    assert server.paths("r.test") == ["/robots.txt"]
+    base = f"http://r.test:{server.port}"
+    assert results == {
+        f"{base}/robots.txt?x=1": "robots_disallowed",
+        f"{base}/robots.txt?": "robots_disallowed",
+        f"{base}/robots.txt": "fetched",
+    }

@@ -9,7 +9,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from protego import Protego
 
-from beamcrawl.core.policy.robots import MAX_ROBOTS_BYTES, RobotsRules, product_token
+from beamcrawl.core.policy.robots import MAX_ROBOTS_BYTES, RobotsRules, is_robots_txt, product_token
 
 TOKEN = "beamcrawl"
 
@@ -490,9 +490,21 @@ def test_robots_txt_is_always_allowed() -> None:
     robots = "User-agent: *\nDisallow: /\nDisallow: /robots.txt\n"
     assert allowed(robots, "/robots.txt")
     assert allowed(robots, "https://example.com/robots.txt")
-    assert allowed(robots, "https://example.com:8080/robots.txt?x=1")
     assert not allowed(robots, "/robots.txt.bak")
     assert not allowed(robots, "/dir/robots.txt")
+
+
+@settings(max_examples=200, deadline=None)
+@given(query=st.text(alphabet="ab=&%2F?#/", max_size=8))
+def test_robots_txt_with_a_query_is_another_target(query) -> None:
+    """§2.2.2 allows the URI ``/robots.txt``; ``/robots.txt?…`` is another request target (a
+    link can lead there), which the rules decide. Before, any query was let through."""
+    url = f"https://example.com/robots.txt?{query}"
+    assert not is_robots_txt(url) and is_robots_txt(f"https://example.com/robots.txt#{query}")
+    assert not allowed("User-agent: *\nDisallow: /\n", url)
+    assert not allowed("User-agent: *\nDisallow: /robots.txt?\n", url)
+    assert allowed("User-agent: *\nDisallow: /robots.txt?\n", "https://example.com/robots.txt")
+    assert not RobotsRules.from_fetch(503, b"", TOKEN).allowed(url)
 
 
 @pytest.mark.parametrize(
