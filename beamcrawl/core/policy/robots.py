@@ -1,9 +1,13 @@
-r"""robots.txt per RFC 9309, with protego doing the pattern matching.
+r"""robots.txt per RFC 9309: the file read here, its rules matched by ``robots_match.py``.
 
-protego implements Google's matching (longest match wins, allow wins ties, ``*`` and ``$``,
-percent-encoding equivalence). Where it departs from RFC 9309 this module feeds it a
-cleaned-up copy of the file rather than the file itself. Each line is read here, comments and
-unrecognised records are dropped, and only canonical ``field: value`` lines reach protego:
+Each line is read here, comments and unrecognised records are dropped, and the file becomes
+canonical ``field: value`` lines (:func:`_filtered`), from which our group's ``Allow`` and
+``Disallow`` rules are taken (:func:`group_rules`) and matched by :class:`RuleMatcher`
+(longest match wins, allow wins ties, ``*`` and ``$``, percent-encoding compared as RFC 9309
+§2.2.2 says). protego reads the same lines for ``Crawl-delay`` and ``Sitemap``; it matched the
+rules too until it was found counting a pattern's reserved characters as their escapes
+(``robots_match.py``). Where protego's reading of a file departs from RFC 9309, the canonical
+lines are what fixes it:
 
 * An unknown record (``Noindex:``, ``Request-rate:``, typos) no longer ends a group. RFC 9309
   §2.2.4: other records "MUST NOT interfere" with the protocol's own; protego ends the group
@@ -37,11 +41,6 @@ gets no requests at all. After 24 hours of nothing but unreachable answers, the 
 (a 2xx file or a 4xx "no rules") is used instead, as long as that copy is at most 30 days old
 (RFC 9309 §2.4 lets a crawler keep using a cached copy while the file is unreachable; Google
 does the same). See :func:`rules_in_force`.
-
-Two protego deviations are left as they are (tests mark them as expected failures): a rule
-ending in ``$`` also acts as a prefix rule for a literal ``$`` at that point (``Allow: /a$``
-also allows ``/a$b``), and escaped reserved characters other than ``/`` compare equal to the
-characters themselves (``%26`` and ``&``). Both only touch URLs that hardly occur.
 """
 
 from __future__ import annotations
@@ -52,6 +51,8 @@ from typing import Any, Literal
 
 from protego import Protego
 
+from beamcrawl.core.policy.robots_match import RuleMatcher
+
 __all__ = [
     "FALLBACK_AFTER",
     "FALLBACK_MAX_AGE",
@@ -60,6 +61,7 @@ __all__ = [
     "RobotsRules",
     "cached_rules",
     "group_lines",
+    "group_rules",
     "is_robots_txt",
     "product_token",
     "retry_unreachable_at",
@@ -298,6 +300,33 @@ def _request_target(url_or_path: str) -> str:
     return target
 
 
+def group_rules(filtered: str, token: str) -> list[tuple[bool, str]]:
+    """Our group's ``(allow, path)`` rules, in file order, from :func:`_filtered`'s records.
+
+    The groups naming ``token`` apply, else the ``*`` groups, several combined (RFC 9309
+    §2.2.1). A group is a run of ``User-agent`` lines and the rules after them; ``Sitemap``
+    and ``Crawl-delay`` neither start nor end one (``_filtered`` writes a group's delay
+    after its rules). Rules before the first ``User-agent`` line belong to no group.
+    """
+    groups: list[tuple[set[str], list[tuple[bool, str]]]] = []
+    in_agents = False
+    for line in filtered.split("\n"):
+        field, _, value = line.partition(": ")
+        if field == "user-agent":
+            if not in_agents:
+                groups.append((set(), []))
+                in_agents = True
+            groups[-1][0].add(value)
+        elif field in ("allow", "disallow"):
+            in_agents = False
+            if groups:
+                groups[-1][1].append((field == "allow", value))
+    mine = [rules for agents, rules in groups if token in agents]
+    if not mine:
+        mine = [rules for agents, rules in groups if "*" in agents]
+    return [rule for rules in mine for rule in rules]
+
+
 def is_robots_txt(url_or_path: str) -> bool:
     """Whether a URL (or path with optional query) is its host's ``/robots.txt``, which
     RFC 9309 §2.2.2 allows whatever the rules say.
@@ -320,7 +349,7 @@ class RobotsRules:
         status: The HTTP status it came with, if known (informational).
     """
 
-    __slots__ = ("_parser", "kind", "status", "text", "token")
+    __slots__ = ("_matcher", "_parser", "kind", "status", "text", "token")
 
     def __init__(self, kind: RobotsKind, token: str, text: str | None = None, status: int | None = None) -> None:
         """Builds rules directly; prefer :meth:`parse`, :meth:`from_fetch` or :meth:`from_dict`.
@@ -335,6 +364,7 @@ class RobotsRules:
         self.text = (text or "") if kind == "parsed" else None
         self.status = status
         self._parser: Protego | None = None
+        self._matcher: RuleMatcher | None = None
 
     @classmethod
     def parse(cls, body: bytes | str, token: str, status: int | None = 200) -> RobotsRules:
@@ -375,9 +405,15 @@ class RobotsRules:
 
     def _protego(self) -> Protego:
         # Parsed on first use, so loading many host records costs nothing until they are used.
+        # protego reads Crawl-delay and Sitemap; the rules are matched by _rules().
         if self._parser is None:
             self._parser = Protego.parse(_filtered(self.text or "", self.token))
         return self._parser
+
+    def _rules(self) -> RuleMatcher:
+        if self._matcher is None:
+            self._matcher = RuleMatcher(group_rules(_filtered(self.text or "", self.token), self.token))
+        return self._matcher
 
     def allowed(self, url_or_path: str) -> bool:
         """Whether our crawler may fetch the URL (or path with optional query).
@@ -392,18 +428,7 @@ class RobotsRules:
             return True
         if self.kind == "disallow_all":
             return False
-        if target.startswith("//"):
-            # protego would read "//x" as an authority; give it a URL with an empty-ish one.
-            target = f"http://robots.invalid{target}"
-        parser = self._protego()
-        if target.startswith("/robots.txt?"):
-            # protego lets /robots.txt through whatever its query; ask our group's rules.
-            group = getattr(parser, "_get_matching_rule_set", None)
-            if group is None:  # a protego without it: the safe answer
-                return False
-            rules = group(self.token)
-            return rules is None or rules.can_fetch(target)
-        return parser.can_fetch(target, self.token)
+        return self._rules().allowed(target)
 
     def crawl_delay(self) -> float | None:
         """The Crawl-delay of our group in seconds, if it sets a valid one (caller caps it)."""

@@ -582,17 +582,15 @@ def test_token_validation() -> None:
         RobotsRules("maybe", TOKEN)  # type: ignore[arg-type]
 
 
-# --- known protego deviations left as they are -------------------------------------------------
+# --- protego's deviations, gone since the rules are matched by robots_match.py -----------------
 
 
-@pytest.mark.xfail(strict=True, reason="protego also adds a literal-'$' prefix rule for 'P$'")
-def test_known_deviation_anchored_rule_also_matches_literal_dollar() -> None:
-    # "Allow: /foo$" should allow only "/foo"; protego also allows "/foo$bar".
+def test_an_anchored_rule_does_not_also_match_a_literal_dollar() -> None:
+    # "Allow: /foo$" allows only "/foo"; protego also allowed "/foo$bar".
     assert not allowed("User-agent: *\nDisallow: /\nAllow: /foo$\n", "/foo$bar")
 
 
-@pytest.mark.xfail(strict=True, reason="protego decodes escaped reserved characters but '/'")
-def test_known_deviation_escaped_reserved_characters() -> None:
+def test_escaped_reserved_characters_are_not_the_characters() -> None:
     # RFC 9309 §2.2.2 keeps reserved characters encoded: "&" and "%26" differ.
     assert allowed("User-agent: *\nDisallow: /a?x=1&y\n", "/a?x=1%26y")
 
