@@ -4,10 +4,11 @@ Each line is read here, comments and unrecognised records are dropped, and the f
 canonical ``field: value`` lines (:func:`_filtered`), from which our group's ``Allow`` and
 ``Disallow`` rules are taken (:func:`group_rules`) and matched by :class:`RuleMatcher`
 (longest match wins, allow wins ties, ``*`` and ``$``, percent-encoding compared as RFC 9309
-§2.2.2 says). protego reads the same lines for ``Crawl-delay`` and ``Sitemap``; it matched the
-rules too until it was found counting a pattern's reserved characters as their escapes
-(``robots_match.py``). Where protego's reading of a file departs from RFC 9309, the canonical
-lines are what fixes it:
+§2.2.2 says). protego reads the same lines for ``Crawl-delay`` and ``Sitemap``, and for the
+rules too: a target is fetched only when both readings allow it (:meth:`RobotsRules.allowed`).
+protego alone let through what RFC 9309 forbids: it counts a pattern's reserved characters as
+their escapes (``robots_match.py``). Where protego's reading of a file departs from RFC 9309,
+the canonical lines are what fixes it:
 
 * An unknown record (``Noindex:``, ``Request-rate:``, typos) no longer ends a group. RFC 9309
   §2.2.4: other records "MUST NOT interfere" with the protocol's own; protego ends the group
@@ -405,7 +406,6 @@ class RobotsRules:
 
     def _protego(self) -> Protego:
         # Parsed on first use, so loading many host records costs nothing until they are used.
-        # protego reads Crawl-delay and Sitemap; the rules are matched by _rules().
         if self._parser is None:
             self._parser = Protego.parse(_filtered(self.text or "", self.token))
         return self._parser
@@ -419,7 +419,14 @@ class RobotsRules:
         """Whether our crawler may fetch the URL (or path with optional query).
 
         ``/robots.txt`` itself is always allowed (RFC 9309 §2.2.2), without a query only
-        (:func:`is_robots_txt`).
+        (:func:`is_robots_txt`). Otherwise the target must be allowed by the rules as RFC
+        9309 reads them (:class:`RuleMatcher`) *and* as protego reads them, which is how
+        Scrapy, and many a server's audit, read them. Where the two differ, the stricter
+        stands: protego takes ``%3F`` for ``?`` and ``%26`` for ``&``, so ``Disallow: /p%3Fq``
+        forbids ``/p?q`` there, and its longest match counts a reserved character as three
+        octets, so a ``Disallow`` holding several can outweigh a longer ``Allow``. Politeness
+        is not traded for a page: nothing is fetched that either reading forbids, and nothing
+        that protego alone allowed before is fetched unless the RFC's reading allows it too.
         """
         if self.kind == "allow_all":
             return True
@@ -428,7 +435,15 @@ class RobotsRules:
             return True
         if self.kind == "disallow_all":
             return False
-        return self._rules().allowed(target)
+        matcher = self._rules()
+        if not matcher:  # no rule for us: both readings allow everything
+            return True
+        if not matcher.allowed(target):
+            return False
+        if target.startswith("//"):
+            # protego would read "//x" as an authority; give it a URL with an empty-ish one.
+            target = f"http://robots.invalid{target}"
+        return self._protego().can_fetch(target, self.token)
 
     def crawl_delay(self) -> float | None:
         """The Crawl-delay of our group in seconds, if it sets a valid one (caller caps it)."""

@@ -2,8 +2,9 @@
 
 The matcher is checked against an oracle written another way: the same normal form built
 from ``urllib.parse`` and regular expressions, and every rule tried with a backtracking regex,
-the most octets winning. And against the simweb audit's reference rules (the server's side),
-on the plain ASCII both read the same way.
+the most octets winning. A whole file allows what both that reading and protego's allow. And
+the crawler agrees with the simweb audit's reference rules (the server's side) on the plain
+ASCII both read the same way.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from urllib.parse import quote
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from protego import Protego
 
 from beamcrawl.core.policy.robots import RobotsRules
 from beamcrawl.core.policy.robots_match import RuleMatcher, match_form
@@ -64,12 +66,15 @@ def test_the_matcher_decides_as_the_oracle(rules, target):
 
 @settings(max_examples=500, deadline=None)
 @given(rules=_rules, target=_text.map(lambda t: "/" + t))
-def test_a_file_decides_as_the_oracle(rules, target):
-    """Through the whole reading of a file: our group, the values stripped."""
+def test_a_file_allows_what_both_readings_allow(rules, target):
+    """Through the whole reading of a file (our group, the values stripped): a target is
+    fetched when RFC 9309's reading (the oracle) and protego's both allow it, and only then."""
     rules = [(allow, path.strip()) for allow, path in rules]
     text = "User-agent: other\nDisallow: /\n\nUser-agent: *\n"
     text += "".join(f"{'Allow' if allow else 'Disallow'}: {path}\n" for allow, path in rules)
-    assert RobotsRules.parse(text, "beamcrawl").allowed(f"http://h.test{target}") == _oracle(rules, target)
+    url = f"http://h.test{target}"
+    both = _oracle(rules, target) and Protego.parse(text).can_fetch(url, "beamcrawl")
+    assert RobotsRules.parse(text, "beamcrawl").allowed(url) == both
 
 
 _ascii = st.lists(st.sampled_from(list("ab/?=&.-_")), max_size=7).map("".join)
@@ -91,36 +96,74 @@ def test_the_crawler_and_the_audit_agree(rules, target):
     assert ours == ReferenceRobotsRules.parse(text, "beamcrawl").allowed(target)
 
 
+def _matcher(robots: str) -> RuleMatcher:
+    lines = [line.split(": ", 1) for line in robots.splitlines()]
+    return RuleMatcher((field == "Allow", path) for field, path in lines)
+
+
 @pytest.mark.parametrize(
     ("robots", "target", "expected"),
     [
         # An Allow with a "?" or "&" counted its escapes (4, 6 octets) and beat a longer Disallow.
-        ("Disallow: /*/\nAllow: /?\n", "/?/baa", False),
-        ("Disallow: /***\nAllow: /&\n", "/&-=&=.?", False),
-        ("Disallow: /**\nAllow: /?\n", "/?/", False),
-        ("Disallow: /*x\nAllow: /?\n", "/?x", False),
+        ("Disallow: /*/\nAllow: /?", "/?/baa", False),
+        ("Disallow: /***\nAllow: /&", "/&-=&=.?", False),
+        ("Disallow: /**\nAllow: /?", "/?/", False),
+        ("Disallow: /*x\nAllow: /?", "/?x", False),
         # "?" and "%3F" are different characters: Allow: /a? does not reach /a%3Fb.
-        ("Disallow: /a\nAllow: /a?\n", "/a%3Fb", False),
-        ("Disallow: /a\nAllow: /a?\n", "/a?b", True),
-        ("Disallow: /p%3Fq\n", "/p?q", True),
-        ("Disallow: /p%3Fq\n", "/p%3fq", False),
-        ("Disallow: /p?q\n", "/p%3Fq", True),
+        ("Disallow: /a\nAllow: /a?", "/a%3Fb", False),
+        ("Disallow: /a\nAllow: /a?", "/a?b", True),
+        ("Disallow: /p%3Fq", "/p?q", True),
+        ("Disallow: /p%3Fq", "/p%3fq", False),
+        ("Disallow: /p?q", "/p%3Fq", True),
+        ("Disallow: /a?x=1&y", "/a?x=1%26y", True),
         # ... while an escaped unreserved character is the character, and hex case is nothing.
-        ("Disallow: /%7Ejoe\n", "/~joe", False),
-        ("Disallow: /~joe\n", "/%7ejoe", False),
-        ("Disallow: /%c3%a4\n", "/ä", False),
-        ("Disallow: /ä\n", "/%C3%A4", False),
+        ("Disallow: /%7Ejoe", "/~joe", False),
+        ("Disallow: /~joe", "/%7ejoe", False),
+        ("Disallow: /%c3%a4", "/ä", False),
+        ("Disallow: /ä", "/%C3%A4", False),
         # A rule names a literal "*" or "$" by its escape (RFC 9309 §2.2.3).
-        ("Disallow: /a%2Ab\n", "/a*b", False),
-        ("Disallow: /a%24\n", "/a$", False),
-        ("Disallow: /a$b\n", "/a$b", False),
-        ("Disallow: /a$\n", "/a$", True),
-        ("Disallow: /a$\n", "/a", False),
-        ("Allow: /a$\nDisallow: /\n", "/a?", False),
+        ("Disallow: /a%2Ab", "/a*b", False),
+        ("Disallow: /a%24", "/a$", False),
+        ("Disallow: /a$b", "/a$b", False),
+        ("Disallow: /a$", "/a$", True),
+        ("Disallow: /a$", "/a", False),
+        ("Allow: /a$\nDisallow: /", "/a?", False),
+        ("Allow: /a$\nDisallow: /", "/a$b", False),
     ],
 )
-def test_examples(robots, target, expected):
-    assert RobotsRules.parse(f"User-agent: *\n{robots}", "beamcrawl").allowed(target) is expected
+def test_rfc_9309s_reading(robots, target, expected):
+    assert _matcher(robots).allowed(target) is expected
+
+
+@pytest.mark.parametrize(
+    ("robots", "target"),
+    [
+        # RFC 9309's reading allows each; protego's forbids it, and the stricter stands.
+        ("Disallow: /p%3Fq", "/p?q"),
+        ("Disallow: /p?q", "/p%3Fq"),
+        ("Disallow: /a?x=1&y", "/a?x=1%26y"),
+        ("Disallow: /a$", "/a$"),
+        # a Disallow with reserved characters outweighing a longer Allow, in protego's counting
+        ("Allow: /a*bcd\nDisallow: /a?&", "/a?&bcd"),
+    ],
+)
+def test_where_the_readings_differ_the_stricter_stands(robots, target):
+    assert _matcher(robots).allowed(target)
+    assert not RobotsRules.parse(f"User-agent: *\n{robots}\n", "beamcrawl").allowed(target)
+
+
+@pytest.mark.parametrize(
+    ("robots", "target"),
+    [
+        ("Disallow: /*/\nAllow: /?", "/?/baa"),
+        ("Disallow: /*x\nAllow: /?", "/?x"),
+        ("Disallow: /a\nAllow: /a?", "/a%3Fb"),
+        ("Disallow: /", "/robots.txt?x=1"),
+    ],
+)
+def test_what_protego_alone_let_through_is_forbidden(robots, target):
+    assert Protego.parse(f"User-agent: *\n{robots}\n").can_fetch(f"http://h.test{target}", "beamcrawl")
+    assert not RobotsRules.parse(f"User-agent: *\n{robots}\n", "beamcrawl").allowed(target)
 
 
 def test_the_normal_form():
