@@ -20,8 +20,9 @@ under one group's ``Allow`` and ``Disallow`` rules (``robots.py`` selects the gr
   counted in that form, its ``*`` and final ``$`` included, as Google's reference parser
   counts them.
 
-Why not protego's matching, which ``RobotsRules`` used before: protego percent-encodes a
-pattern's reserved characters before it counts its length (``/?`` counted four octets,
+Why not protego's matching alone, which ``RobotsRules`` used before (it now asks both, and
+fetches what both allow): protego percent-encodes a pattern's reserved characters before it
+counts its length (``/?`` counted four octets,
 ``/a&b`` six), so an ``Allow`` holding a ``?`` or an ``&`` beat a longer ``Disallow``, and
 the crawler fetched what the file forbids (``Disallow: /*x`` with ``Allow: /?`` let
 ``/?x`` through). It also treated ``?`` and ``%3F`` as one character, so ``Allow: /a?``
