@@ -43,7 +43,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-__all__ = ["RuleMatcher", "match_form"]
+__all__ = ["RuleMatcher", "match_form", "rule_matches", "rule_octets"]
 
 _UNRESERVED = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")
 _HEX = frozenset("0123456789ABCDEFabcdef")
@@ -114,6 +114,18 @@ class _Rule:
         if self.anchored:
             return len(target) - len(last) >= pos and target.endswith(last)
         return not last or target.find(last, pos) >= 0
+
+
+def rule_matches(path: str, target: str) -> bool:
+    """Whether one rule's ``path`` (as the file writes it) matches ``target`` (a path with
+    optional query), as an ``Allow`` or ``Disallow`` of that path would. For records that
+    borrow robots.txt's paths (``Content-Usage``); an empty path matches nothing."""
+    return bool(path) and _Rule(True, path).matches(match_form(target))
+
+
+def rule_octets(path: str) -> int:
+    """How many octets a rule's ``path`` counts for, longest match wins (in the match form)."""
+    return _Rule(True, path).octets if path else 0
 
 
 class RuleMatcher:

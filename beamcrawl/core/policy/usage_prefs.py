@@ -9,8 +9,9 @@ this module's. Three statements are read, all optional:
   compared case-insensitively; an entry that is not ``key=yes|no`` for a known key is ignored
   (it states nothing).
 * ``Content-Usage: PATH PREFERENCE`` rules in the same group (draft-ietf-aipref-attach): the
-  path is matched like ``Allow``/``Disallow`` (``*`` and ``$``, longest path wins; rules with
-  the longest matching path are combined), the preference is a structured-field dictionary of
+  path is matched as ``Allow``/``Disallow`` are by RFC 9309's reading (``robots_match.py``:
+  ``*`` and ``$``, longest path in octets wins; rules with the longest matching path are
+  combined), the preference is a structured-field dictionary of
   draft-ietf-aipref-vocab labels (``train-ai=n, search=y``; tokens ``y``/``n``; unknown keys
   and parameters ignored; case-sensitive; a dictionary that does not parse states nothing).
   A rule whose path does not start with ``/`` or whose preference does not parse is no rule
@@ -53,7 +54,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Iterable, Literal
-from urllib.parse import unquote
+
+from beamcrawl.core.policy.robots_match import rule_matches, rule_octets
 
 if TYPE_CHECKING:
     from beamcrawl.core.policy.robots import RobotsRules
@@ -379,37 +381,11 @@ def combine(*answers: dict[str, Preference]) -> dict[str, Preference]:
 # -- robots.txt rules ---------------------------------------------------------------------------
 
 
-def _glob_match(pattern: str, text: str) -> bool:
-    """Whether ``pattern`` (``*`` any run of characters) matches all of ``text``.
-
-    Two pointers, backing up only to the last ``*``: O(len(pattern) × len(text)) at worst,
-    where a regex of many ``.*`` backtracks exponentially on a hostile rule.
-    """
-    p = t = 0
-    star, mark = -1, 0
-    while t < len(text):
-        if p < len(pattern) and pattern[p] == "*":
-            star, mark = p, t
-            p += 1
-        elif p < len(pattern) and pattern[p] == text[t]:
-            p += 1
-            t += 1
-        elif star >= 0:
-            p, mark = star + 1, mark + 1
-            t = mark
-        else:
-            return False
-    while p < len(pattern) and pattern[p] == "*":
-        p += 1
-    return p == len(pattern)
-
-
 def path_matches(path: str, target: str) -> bool:
-    """Whether a robots.txt path pattern (``*``, a final ``$``) matches a decoded path and
-    query, as Allow and Disallow match: a prefix unless it ends in ``$``."""
-    if path.endswith("$"):
-        return _glob_match(unquote(path[:-1]), target)
-    return _glob_match(unquote(path) + "*", target)
+    """Whether a robots.txt path pattern (``*``, a final ``$``) matches a path and query, as
+    Allow and Disallow match as RFC 9309 reads them (``robots_match.py``: a prefix unless it
+    ends in ``$``, escaped unreserved characters decoded, ``?`` and ``%3F`` different)."""
+    return rule_matches(path, target)
 
 
 @dataclass(frozen=True)
@@ -422,7 +398,7 @@ class UsageRule:
 
     @property
     def length(self) -> int:
-        return len(self.path.encode("utf-8"))
+        return rule_octets(self.path)
 
 
 @dataclass(frozen=True)
@@ -480,8 +456,7 @@ class UsageRules:
 
     def matching(self, target: str) -> list[UsageRule]:
         """The longest-path ``Content-Usage`` rules matching a path (and query)."""
-        decoded = unquote(target)
-        hits = [r for r in self.rules if path_matches(r.path, decoded)]
+        hits = [r for r in self.rules if rule_matches(r.path, target)]
         if not hits:
             return []
         longest = max(r.length for r in hits)
