@@ -89,6 +89,7 @@ class Served:
     body: bytes | None  # what the server sent as this request's answer (None: no answer)
     start: float = 0.0  # when the request's head had been read (time.time())
     end: float = 0.0  # when its answer (or the loss of it) had been handed to the socket
+    head: bytes = b""  # the request's head as it arrived: request line, headers, blank line
 
 
 #: A site of its own on the shape server: ``(served, writer) -> keep the connection open``;
@@ -139,7 +140,7 @@ class ShapeServer(RawLoopbackServer):
         path = lines[0].split(" ")[1]
         host = next((v.strip() for k, _, v in (ln.partition(":") for ln in lines[1:]) if k.lower() == "host"), "")
         host = host.rsplit(":", 1)[0]
-        served = Served(conn, host, path, None, start=time.time())
+        served = Served(conn, host, path, None, start=time.time(), head=head)
         self.requests.append(served)
         site = self.sites.get(host)
         if site is not None:

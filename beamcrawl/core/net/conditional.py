@@ -105,9 +105,17 @@ def parse_etag(value: str | None) -> str | None:
     text = value.strip()
     if not text or len(text) > MAX_ETAG_LENGTH:
         return None
-    if _ETAG.fullmatch(text) or _LOOSE_ETAG.fullmatch(text):
-        return text
-    return None
+    if not (_ETAG.fullmatch(text) or _LOOSE_ETAG.fullmatch(text)):
+        return None
+    if not text.isascii():
+        # obs-text: the value is the header's bytes read as latin-1. It is echoed byte for
+        # byte only when those bytes are UTF-8, which the HTTP client can write
+        # (core/net/wire.client_headers); any other is dropped: a full GET, not a wrong tag.
+        try:
+            text.encode("latin-1").decode("utf-8")
+        except UnicodeError:
+            return None
+    return text
 
 
 # RFC 9110 §5.6.7's preferred form, ``Sun, 06 Nov 1994 08:49:37 GMT``, as nearly every server

@@ -48,7 +48,7 @@ from beamcrawl.core.policy import politeness
 from beamcrawl.core.net.conditional import conditional_headers
 from beamcrawl.core.runtime.config import CrawlConfig
 from beamcrawl.core.net.gate import AddressRefused, open_session
-from beamcrawl.core.net.wire import request_url
+from beamcrawl.core.net.wire import client_headers, request_url
 from beamcrawl.core.net.netpolicy import ResolveRules
 from beamcrawl.core.net.resolver import REFUSED, FetchRefused, PolicyResolver, hostname_of
 from beamcrawl.core.urls.hostkeys import shard_of
@@ -685,7 +685,7 @@ class HostCrawler:
         try:
             async with self.session.get(
                 request_url(url),  # the target as held: not re-quoted by the client (core/net/wire.py)
-                headers=request_headers,
+                headers=client_headers(request_headers),  # their bytes as held (core/net/wire.py)
                 allow_redirects=False,
                 timeout=self._timeout,
                 **limits,

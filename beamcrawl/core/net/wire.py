@@ -48,7 +48,16 @@ if TYPE_CHECKING:
     from aiohttp.client_middlewares import ClientHandlerType
     from aiohttp.client_reqrep import ConnectionKey
 
-__all__ = ["AnswerLost", "OneAnswerConnector", "OneAnswerProtocol", "UnsendableUrl", "no_retry", "request_url"]
+__all__ = [
+    "AnswerLost",
+    "OneAnswerConnector",
+    "OneAnswerProtocol",
+    "UnsendableHeader",
+    "UnsendableUrl",
+    "client_headers",
+    "no_retry",
+    "request_url",
+]
 
 # What a request line cannot carry as it is: anything but visible ASCII (a space, a control
 # character, DEL, a non-ASCII character).
@@ -89,6 +98,40 @@ def request_url(url: str) -> URL:
     if not sent.raw_query_string and "?" in url.partition("#")[0]:
         sent = URL.build(scheme=sent.scheme, authority=sent.raw_authority, path=f"{sent.raw_path}?", encoded=True)
     return sent
+
+
+class UnsendableHeader(ValueError):
+    """A request header value whose bytes the client cannot write as they are; never sent."""
+
+
+def client_headers(headers: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    """Request headers as the HTTP client is to be given them, for their bytes to go out as
+    the crawler holds them.
+
+    The crawler holds a header value as its bytes read as latin-1: that is how a response's
+    headers are read (an ETag echoed in ``If-None-Match`` comes from one), and how the WARC
+    request record writes them. aiohttp writes a value's text as UTF-8, so a value with a
+    byte above 0x7f (obs-text, RFC 9110 §5.5) would go out encoded twice (``\xc3\xa9`` as
+    ``\xc3\x83\xc2\xa9``): another validator than the server's, and other bytes than the
+    record's. Such a value is handed over as the text whose UTF-8 is its bytes. ASCII values,
+    nearly all, pass as they are.
+
+    Raises:
+        UnsendableHeader: A value whose bytes are not UTF-8 (aiohttp cannot write them), or
+            not bytes at all (a character above U+00FF). ``conditional.parse_etag`` keeps no
+            such ETag, so a stored validator never raises this.
+    """
+    if all(value.isascii() for _, value in headers):
+        return headers
+    out = []
+    for name, value in headers:
+        if not value.isascii():
+            try:
+                value = value.encode("latin-1").decode("utf-8")
+            except UnicodeError as exc:
+                raise UnsendableHeader(f"the {name} header's bytes cannot be sent as they are: {exc}") from None
+        out.append((name, value))
+    return out
 
 
 class AnswerLost(aiohttp.ClientConnectionError):

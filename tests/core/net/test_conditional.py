@@ -32,6 +32,11 @@ IMF = email.utils.formatdate(NOW - 86400, usegmt=True)  # a day before NOW
         ('"a", "b"', None),  # two tags in one header: not one validator
         ('"a"\r\nX-Evil: 1', None),
         ('"' + "x" * 300 + '"', None),
+        # obs-text, as read off the wire (latin-1): kept when its bytes are UTF-8, which the
+        # client can echo byte for byte; dropped otherwise (a full GET, not a wrong tag)
+        ('"caf\xc3\xa9"', '"caf\xc3\xa9"'),
+        ('"caf\xe9"', None),
+        ('"\xc3"', None),
     ],
 )
 def test_parse_etag(value, expected):

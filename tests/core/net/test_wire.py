@@ -21,9 +21,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from beamcrawl.core.net.conditional import parse_etag
 from beamcrawl.core.net.fetcher import FetchRunner, error_kind
 from beamcrawl.core.net.gate import open_session
-from beamcrawl.core.net.wire import UnsendableUrl, request_url
+from beamcrawl.core.net.wire import UnsendableHeader, UnsendableUrl, client_headers, request_url
 from beamcrawl.core.net.netpolicy import ResolveRules
 from beamcrawl.core.net.resolver import PolicyResolver
 from beamcrawl.core.policy.robots import RobotsRules
@@ -370,3 +371,56 @@ def test_robots_txt_with_a_query_is_decided_by_the_rules():
         f"{base}/robots.txt?": "robots_disallowed",
         f"{base}/robots.txt": "fetched",
     }
+
+
+def _run_plan(plan: HostPlan) -> list[FetchResult]:
+    runner = FetchRunner(_cfg())
+    try:
+        runner.submit(plan)
+        return [v for k, v in runner.drain(wait=True) if k == "result"]
+    finally:
+        runner.close()
+
+
+# ETags as the crawler stores them: the header's bytes read as latin-1 (obs-text is legal in an
+# entity-tag, RFC 9110 §8.8.3); these are UTF-8 bytes, the only obs-text the client can echo.
+_ETAGS = ['"caf\xc3\xa9"', '"\xe2\x82\xac-1"', 'W/"x\xc3\xa9y"', '"plain-1"']
+
+
+@pytest.mark.parametrize("etag", _ETAGS)
+def test_a_validator_is_echoed_byte_for_byte_and_recorded_as_sent(etag):
+    """The stored ETag goes back in If-None-Match as the bytes it came as, and the WARC
+    request record's head is the head the server read, byte for byte. The client used to
+    UTF-8-encode the latin-1 text (``caf\xc3\xa9`` went out as ``caf\xc3\x83\xc2\xa9``),
+    while the record wrote the bytes received: neither the server's comparison nor the
+    record held."""
+    with ShapeServer() as server:
+        plan = _plan(server.port, "e.test", ["/page-a"])
+        plan.entries[0].revisit = {"etag": etag}
+        (result,) = [r for r in _run_plan(plan) if r.url.endswith("/page-a")]
+    (served,) = server.requests
+    assert b"\r\nIf-None-Match: " + etag.encode("latin-1") + b"\r\n" in served.head
+    member = request_member(result, "<urn:uuid:c>", "<urn:uuid:r>")
+    assert gzip.decompress(member).split(b"\r\n\r\n", 1)[1].rstrip(b"\r\n") + b"\r\n\r\n" == served.head
+
+
+@settings(max_examples=300, deadline=None)
+@given(raw=st.binary(min_size=1, max_size=12))
+def test_a_stored_etag_reaches_the_client_as_its_bytes(raw):
+    """Whatever bytes an ETag came as: if it is kept, the text the client is given encodes
+    (as aiohttp writes it, UTF-8) to exactly those bytes; if not, it is not kept."""
+    wire = b'"' + raw + b'"'
+    held = parse_etag(wire.decode("latin-1"))  # as the fetcher reads a header
+    if held is None:
+        return
+    ((_, sent),) = client_headers([("If-None-Match", held)])
+    assert sent.encode("utf-8") == held.encode("latin-1") == wire
+
+
+def test_a_header_the_client_cannot_write_is_refused():
+    with pytest.raises(UnsendableHeader):
+        client_headers([("If-None-Match", '"caf\xe9"')])
+    with pytest.raises(UnsendableHeader):
+        client_headers([("X", "\u20ac")])
+    plain = [("Accept", "text/html")]
+    assert client_headers(plain) is plain
