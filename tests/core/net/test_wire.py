@@ -65,6 +65,16 @@ def _plan(port: int, host: str, paths: list[str]) -> HostPlan:
     return HostPlan(host=slot, shard=0, record=record, delay=DELAY, fetch_robots=False, entries=entries)
 
 
+def _run_plan(plan: HostPlan) -> list[FetchResult]:
+    """The results of fetching one host's plan."""
+    runner = FetchRunner(_cfg())
+    try:
+        runner.submit(plan)
+        return [v for k, v in runner.drain(wait=True) if k == "result"]
+    finally:
+        runner.close()
+
+
 def _plans() -> dict[str, list[str]]:
     plans = {}
     for shape in LOST:
@@ -312,12 +322,7 @@ def test_the_target_robots_txt_allowed_is_the_target_sent():
     with ShapeServer() as server:
         plan = _plan(server.port, "r.test", [url, "/page-q?next=/y"])
         plan.record.robots = rules.to_dict()
-        runner = FetchRunner(_cfg())
-        try:
-            runner.submit(plan)
-            results = [v for k, v in runner.drain(wait=True) if k == "result"]
-        finally:
-            runner.close()
+        results = _run_plan(plan)
     assert server.paths("r.test") == [url]
     assert sorted(r.outcome for r in results) == ["fetched", "robots_disallowed"]
     assert rules.allowed(f"http://r.test{url}") and not rules.allowed(
@@ -335,12 +340,7 @@ def test_an_empty_query_is_sent_as_held():
     with ShapeServer() as server:
         plan = _plan(server.port, "q.test", ["/page-b?", "/page-b", "/?"])
         plan.record.robots = rules.to_dict()
-        runner = FetchRunner(_cfg())
-        try:
-            runner.submit(plan)
-            results = {v.url: v for k, v in runner.drain(wait=True) if k == "result"}
-        finally:
-            runner.close()
+        results = {r.url: r for r in _run_plan(plan)}
     assert server.paths("q.test") == ["/page-b?", "/?"]
     for path, outcome in (("/page-b?", "fetched"), ("/page-b", "robots_disallowed"), ("/?", "fetched")):
         result = results[f"http://q.test:{server.port}{path}"]
@@ -358,12 +358,7 @@ def test_robots_txt_with_a_query_is_decided_by_the_rules():
     with ShapeServer() as server:
         plan = _plan(server.port, "r.test", ["/robots.txt?x=1", "/robots.txt?", "/robots.txt"])
         plan.record.robots = rules.to_dict()
-        runner = FetchRunner(_cfg())
-        try:
-            runner.submit(plan)
-            results = {v.url: v.outcome for k, v in runner.drain(wait=True) if k == "result"}
-        finally:
-            runner.close()
+        results = {r.url: r.outcome for r in _run_plan(plan)}
     assert server.paths("r.test") == ["/robots.txt"]
     base = f"http://r.test:{server.port}"
     assert results == {
@@ -371,15 +366,6 @@ def test_robots_txt_with_a_query_is_decided_by_the_rules():
         f"{base}/robots.txt?": "robots_disallowed",
         f"{base}/robots.txt": "fetched",
     }
-
-
-def _run_plan(plan: HostPlan) -> list[FetchResult]:
-    runner = FetchRunner(_cfg())
-    try:
-        runner.submit(plan)
-        return [v for k, v in runner.drain(wait=True) if k == "result"]
-    finally:
-        runner.close()
 
 
 # ETags as the crawler stores them: the header's bytes read as latin-1 (obs-text is legal in an
