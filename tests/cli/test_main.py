@@ -107,6 +107,10 @@ def test_quick_tools_answer(tmp_path):
             ["crawl", "--out", "{out}", "--seeds", "{good}", "--max-decoded-bytes", "lots"],
             "--max-decoded-bytes must be a number",
         ),
+        (
+            ["crawl", "--out", "{out}", "--seeds", "{good}", "--user-agent", "bot-\u00e9/1 (+https://x.example/)"],
+            "--user-agent must be printable ASCII",
+        ),
         (["robots-check", "--robots", "{tmp}/missing", "--agent", "a", "http://a/"], "missing"),
         (["nosuchcommand"], "unknown command"),
     ],

@@ -150,7 +150,7 @@ class CrawlConfig:
     )
     user_agent: str = _setting(
         DEFAULT_USER_AGENT,
-        "User-Agent header (product token, version and contact URL).",
+        "User-Agent header (product token, version and contact URL; printable ASCII).",
         # Beam's SetupOptions owns --user_agent (the agent it reports to Google APIs): a
         # distinct dest and underscore spelling keep the two from colliding in one parser.
         dest="crawler_user_agent",
@@ -448,6 +448,10 @@ class CrawlConfig:
         problems = _bound_problems(self)
         if self.max_delay < self.min_delay:
             problems.append(f"--max-delay ({self.max_delay}) must be >= --min-delay ({self.min_delay})")
+        if not self.user_agent or not all(" " <= c <= "~" for c in self.user_agent):
+            # A request header goes out as its bytes: only visible ASCII and spaces are the same
+            # bytes to every reader (RFC 9110 §5.5), on the wire and in the WARC request record.
+            problems.append(f"--user-agent must be printable ASCII, got {self.user_agent!r}")
         if not self.robots_token or any(c.isspace() or c == "/" for c in self.robots_token):
             problems.append(f"--robots-token must be a product token, got {self.robots_token!r}")
         problems.extend(self._limit_problems())

@@ -42,6 +42,10 @@ def test_defaults_are_the_documented_limits() -> None:
         ({"budget_period": 0.0}, "--budget-period must be >= 1"),  # the one bound: the CLI always had 1
         ({"defer_base": 10.0, "defer_max": 5.0}, "--defer-base (10.0) <= --defer-max (5.0)"),
         ({"max_hosts_per_domain": -1}, "--max-hosts-per-domain must be >= 0"),
+        # a header goes out as its bytes: "é" was sent as UTF-8 and recorded as latin-1
+        ({"user_agent": "beamcrawl-\u00e9/1 (+http://x)"}, "--user-agent must be printable ASCII"),
+        ({"user_agent": "beamcrawl/1\r\nX: y"}, "--user-agent must be printable ASCII"),
+        ({"user_agent": ""}, "--user-agent must be printable ASCII"),
     ],
 )
 def test_bad_limits_are_refused_in_one_line(kwargs: dict, needle: str) -> None:
