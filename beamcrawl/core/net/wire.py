@@ -111,8 +111,8 @@ def client_headers(headers: list[tuple[str, str]]) -> list[tuple[str, str]]:
     The crawler holds a header value as its bytes read as latin-1: that is how a response's
     headers are read (an ETag echoed in ``If-None-Match`` comes from one), and how the WARC
     request record writes them. aiohttp writes a value's text as UTF-8, so a value with a
-    byte above 0x7f (obs-text, RFC 9110 §5.5) would go out encoded twice (``\xc3\xa9`` as
-    ``\xc3\x83\xc2\xa9``): another validator than the server's, and other bytes than the
+    byte above 0x7f (obs-text, RFC 9110 §5.5) would go out encoded twice (the bytes C3 A9 as
+    C3 83 C2 A9): another validator than the server's, and other bytes than the
     record's. Such a value is handed over as the text whose UTF-8 is its bytes. ASCII values,
     nearly all, pass as they are.
 

@@ -377,7 +377,7 @@ _ETAGS = ['"caf\xc3\xa9"', '"\xe2\x82\xac-1"', 'W/"x\xc3\xa9y"', '"plain-1"']
 def test_a_validator_is_echoed_byte_for_byte_and_recorded_as_sent(etag):
     """The stored ETag goes back in If-None-Match as the bytes it came as, and the WARC
     request record's head is the head the server read, byte for byte. The client used to
-    UTF-8-encode the latin-1 text (``caf\xc3\xa9`` went out as ``caf\xc3\x83\xc2\xa9``),
+    UTF-8-encode the latin-1 text (the bytes ``caf`` C3 A9 went out as ``caf`` C3 83 C2 A9),
     while the record wrote the bytes received: neither the server's comparison nor the
     record held."""
     with ShapeServer() as server:
