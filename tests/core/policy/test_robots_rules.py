@@ -9,7 +9,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from protego import Protego
 
-from beamcrawl.core.policy.robots_match import RuleMatcher
+from beamcrawl.core.policy.robots_match import RuleMatcher, rule_matches
 from beamcrawl.core.policy.robots import MAX_ROBOTS_BYTES, RobotsRules, is_robots_txt, product_token
 
 TOKEN = "beamcrawl"
@@ -109,6 +109,7 @@ def test_rfc9309_longest_match_example() -> None:
 def test_rfc9309_pattern_matching(pattern: str, url: str, expected_match: bool) -> None:
     robots = f"User-agent: *\nDisallow: {pattern}\n"
     assert allowed(robots, url) is not expected_match
+    assert rule_matches(pattern, "/" + url.split("/", 3)[3]) is expected_match  # RFC 9309's reading alone
 
 
 def test_comments_are_ignored() -> None:
