@@ -285,3 +285,29 @@ def test_a_parameters_regexes_take_what_the_settings_table_takes(metadata):
         assert any(re.fullmatch(rx, text) for rx in param["regexes"]) == taken, (param["name"], text)
 
     check()
+
+
+def test_the_user_agents_regex_takes_nothing_the_settings_refuse(metadata):
+    """A User-Agent the template's regex takes must start the job: CrawlConfig refuses any but
+    printable ASCII (a header goes out as its bytes), so the launcher must refuse them too,
+    before a job is created, rather than the job failing on its first line."""
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    from beamcrawl.core.runtime.config import CrawlConfig
+
+    (param,) = [p for p in metadata["parameters"] if p["name"] == "crawler_user_agent"]
+
+    @given(
+        text=st.text(min_size=8, max_size=40)
+        | st.text(st.characters(min_codepoint=0x20, max_codepoint=0xFF), min_size=8)
+    )
+    @settings(max_examples=300, deadline=None)
+    def check(text):
+        if not any(re.fullmatch(rx, text) for rx in param["regexes"]):
+            return
+        CrawlConfig(out="/o", store="sqlite:///o/s", user_agent=text)  # raises if refused
+
+    check()
+    for refused in ("Mozilla/5.0 (compatible; bot/1.0; café)", "bot/1.0 \t+https://x.example/"):
+        assert not any(re.fullmatch(rx, refused) for rx in param["regexes"]), refused
