@@ -62,7 +62,8 @@ setup(
             # the reference SimHash the vectorised one is checked against (tests and bench only)
             "simhash>=2.1,<3",
             # compiled text and URL parsers measured against ours (bench/compiled_parsers.py and
-            # its smoke test only; the crawler does not use them: bench/README.md, #25)
+            # its smoke test; ada, a browser's URL parser, is also the reference test_urlnorm
+            # reads IDN hosts against; the crawler does not use them: bench/README.md, #25)
             "resiliparse>=2,<3",
             "can-ada>=3,<4",
             "ada-url>=1.15,<5",

@@ -194,21 +194,54 @@ def _remove_dot_segments(path: str) -> str:
 def _idna_encode(host: str) -> str:
     """Non-ASCII host to its ASCII (punycode) form, as browsers do (UTS #46, non-transitional).
 
-    The ``idna`` package is preferred; the stdlib IDNA 2003 codec is the fallback for names the
-    stricter IDNA 2008 rules refuse (symbols, some emoji domains) but which exist in the wild.
+    The ``idna`` package's IDNA 2008 encoding is tried first; a name its stricter rules refuse
+    but browsers take (symbols and emoji, ``_`` or a hyphen at a label's edge, all in the wild)
+    is written by the URL standard's own reading of UTS #46 (:func:`_uts46_to_ascii`). Not by
+    the stdlib's IDNA 2003 codec: that one maps ``ß`` to ``ss`` and ``ς`` to ``σ`` and drops
+    joiners, so ``a_b.straße.de`` came out as ``a_b.strasse.de``, another registered domain
+    than the one the link names (``a_b.xn--strae-oqa.de``).
     """
-    try:
-        import idna  # slow to import and rarely needed, so only on the first non-ASCII host
+    import idna  # slow to import and rarely needed, so only on the first non-ASCII host
 
+    try:
         return idna.encode(host, uts46=True).decode("ascii")
-    except ImportError:  # pragma: no cover - idna comes with tldextract
-        pass
     except (UnicodeError, ValueError):  # idna.IDNAError is a UnicodeError
         pass
+    encoded = _uts46_to_ascii(host)
+    if encoded is None:
+        raise InvalidURL("bad host")
+    return encoded
+
+
+def _uts46_to_ascii(host: str) -> str | None:
+    """The URL standard's "domain to ASCII" (UTS #46 ToASCII, non-transitional, no STD3 or
+    hyphen rules, DNS lengths left to the caller), built on the ``idna`` package's parts;
+    None where it fails.
+
+    Every code point must be valid or mapped (the mapping is NFC); a non-ASCII label must not
+    begin with ``xn--`` or a combining mark, must keep its joiners only where RFC 5892's
+    CONTEXTJ rules allow them and, if it holds a right-to-left character, RFC 5893's Bidi
+    Rule (as ``idna.encode`` checks it). ``xn--`` labels are left to :func:`_check_a_labels`.
+    """
+    import unicodedata
+
+    import idna
+    from idna.core import check_bidi, valid_contextj
+
+    out = []
     try:
-        return host.encode("idna").decode("ascii")
-    except UnicodeError:
-        raise InvalidURL("bad host") from None
+        for label in idna.uts46_remap(host, std3_rules=False, transitional=False).split("."):
+            if not label.isascii():
+                if label[:4] == "xn--" or unicodedata.category(label[0])[0] == "M":
+                    return None
+                if any(c in "\u200c\u200d" and not valid_contextj(label, at) for at, c in enumerate(label)):
+                    return None
+                check_bidi(label)
+                label = "xn--" + label.encode("punycode").decode("ascii")
+            out.append(label)
+    except (UnicodeError, ValueError):  # idna.IDNAError is a UnicodeError
+        return None
+    return ".".join(out)
 
 
 def _check_a_labels(host: str) -> None:

@@ -753,3 +753,62 @@ def test_a_host_with_an_empty_label_is_refused_with_its_own_reason() -> None:
     for url in ("http://www.example..de/", "http://.example.de/", "http://a..b/x"):
         with pytest.raises(InvalidURL, match="empty label in host"):
             normalize(url)
+
+
+# --- IDN hosts the IDNA 2008 rules refuse: still the host the link names ----------------------
+
+
+@pytest.mark.parametrize(
+    ("url", "expected"),
+    [
+        # "_" (or an emoji, or a hyphen at a label's edge) made idna refuse the whole name, and
+        # the IDNA 2003 fallback mapped every ß to ss and ς to σ: strasse.de is another domain.
+        ("http://a_b.straße.de/", "http://a_b.xn--strae-oqa.de/"),
+        ("http://💩.straße.de/", "http://xn--ls8h.xn--strae-oqa.de/"),
+        ("http://faß-.de/", "http://xn--fa--6ka.de/"),
+        ("http://-a.ΐς.gr/", "http://-a.xn--owa4h.gr/"),
+        ("http://💩.ς.example/", "http://xn--ls8h.xn--3xa.example/"),
+    ],
+)
+def test_an_idn_host_idna_2008_refuses_keeps_its_deviation_characters(url: str, expected: str) -> None:
+    assert normalize(url) == expected
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "http://x_y.\u200da.example/",  # a joiner with no context (CONTEXTJ): IDNA 2003 deleted it
+        "http://\u0301x.example/",  # a label that begins with a combining mark
+        "http://x\u2488y.example/",  # U+2488 (1 and a dot) is disallowed: it was read as x1.y
+    ],
+)
+def test_an_idn_host_browsers_refuse_is_refused(url: str) -> None:
+    with pytest.raises(InvalidURL):
+        normalize(url)
+
+
+_IDN_PIECES = [*"abz09-_", *"éüßςΣσЖж例えテ한국אبي💩❤", "\u200d", "\u200c", "\u00ad", "\u0301", "\u094d", "\u2488", "ΐ"]
+
+
+@settings(max_examples=300, deadline=None, derandomize=True)
+@given(
+    st.lists(st.lists(st.sampled_from(_IDN_PIECES), min_size=1, max_size=6).map("".join), min_size=1, max_size=3),
+    st.sampled_from(["", ".example", ".de", "."]),
+)
+def test_an_idn_host_is_the_host_browsers_read(labels: list[str], tail: str) -> None:
+    """Over generated IDN hosts (deviation characters, joiners, emoji, marks, right-to-left
+    letters, hyphens and underscores): a host the crawler accepts is the one the WHATWG URL
+    standard reads (ada, a browser's parser), but for the trailing dot the crawler removes.
+    The crawler may refuse more (empty labels, Bidi and CONTEXTJ edge cases), never read
+    another name."""
+    ada_url = pytest.importorskip("ada_url")
+    host = ".".join(labels) + tail
+    try:
+        ours = host_of(normalize(f"http://{host}/"))
+    except InvalidURL:
+        return
+    try:
+        theirs = ada_url.URL(f"http://{host}/").hostname
+    except ValueError:
+        theirs = None
+    assert theirs is not None and theirs.removesuffix(".") == ours, host
