@@ -314,7 +314,7 @@ def _normalize_reg_host(host: str) -> str:
         except UnicodeDecodeError:
             raise InvalidURL("bad host") from None
     if not host.isascii():
-        host = _idna_encode(host.rstrip(".\u3002\uff0e\uff61"))
+        host = _idna_encode(host)
     host = host.lower()
     if host.endswith("."):
         host = host[:-1]

@@ -812,3 +812,24 @@ def test_an_idn_host_is_the_host_browsers_read(labels: list[str], tail: str) -> 
     except ValueError:
         theirs = None
     assert theirs is not None and theirs.removesuffix(".") == ours, host
+
+
+_DOTS = st.sampled_from([".", "\u3002", "\uff0e", "\uff61"])
+
+
+@settings(max_examples=200, deadline=None, derandomize=True)
+@given(st.lists(st.sampled_from(_IDN_PIECES), min_size=1, max_size=6).map("".join), _DOTS, st.lists(_DOTS, min_size=1))
+def test_a_host_with_an_empty_last_label_is_refused_in_any_script(label: str, dot: str, more: list[str]) -> None:
+    """One trailing dot (in any of its four forms) is the host without it; a second one is an
+    empty label, refused as ``a..`` is. Every trailing dot of a non-ASCII host was cut, so
+    ``\u4f8b..`` (a name DNS cannot look up, and browsers keep as it is) was fetched from
+    ``xn--fsq``."""
+    try:
+        host = host_of(normalize(f"http://www.{label}{dot}/"))
+    except InvalidURL:
+        return
+    assert host == host_of(normalize(f"http://www.{label}/"))
+    with pytest.raises(InvalidURL):
+        normalize(f"http://www.{label}{dot}{''.join(more)}/")
+    with pytest.raises(InvalidURL):
+        normalize(f"http://www.{label}{dot}{''.join(more)}example/")
