@@ -45,7 +45,7 @@ import re
 import zlib
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
-from urllib.parse import urljoin, urlsplit
+from urllib.parse import urlsplit
 
 import defusedxml.ElementTree as SafeET
 from defusedxml import DefusedXmlException
@@ -462,6 +462,21 @@ def _sitemap_hints(fields: dict[str, str]) -> dict[str, Any]:
 _FEED_DATES = {"atom": ("updated", "published", "modified", "issued"), "rss": ("pubDate", "date", "updated")}
 
 
+def _xml_base(value: str, parent: str) -> str:
+    """An element's ``xml:base`` resolved against its parent's base as every link is resolved
+    (:func:`~beamcrawl.core.urls.urlnorm.normalize`, as an HTML ``<base href>`` is).
+
+    urljoin read it otherwise: it took ``http:///a.example/`` for a path on the parent's host
+    and kept backslashes as path characters, so an entry's link went to the feed's host
+    where the base names another. A value that names no URL the crawler reads is kept as
+    written: references under it resolve to none (absolute links still do).
+    """
+    try:
+        return normalize(value.strip(), parent)
+    except InvalidURL:
+        return value.strip()
+
+
 class _Target:
     """Callbacks for the XML parser: no tree is built, only the fields of the entry being
     read are held, so memory does not depend on the document's size or shape."""
@@ -486,7 +501,7 @@ class _Target:
         self.events += 1
         self.depth += 1
         base = attrs.get(_XML_BASE)
-        self.bases.append(urljoin(self.bases[-1], base.strip()) if base else self.bases[-1])
+        self.bases.append(_xml_base(base, self.bases[-1]) if base else self.bases[-1])
         name = _local(tag)
         if self.depth == 1:
             self.doc.kind = _root_kind(name)

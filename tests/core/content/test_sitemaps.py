@@ -9,11 +9,12 @@ import time
 import tracemalloc
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from beamcrawl.core.content import sitemaps as sm
 from beamcrawl.core.policy.robots import RobotsRules
+from beamcrawl.core.urls.urlnorm import InvalidURL, normalize
 from beamcrawl.simweb import SimWeb
 
 SITEMAP = b"""<?xml version="1.0" encoding="UTF-8"?>
@@ -209,6 +210,82 @@ def test_atom_entries_resolve_xml_base_and_ignore_other_links():
     assert doc.urls[0].lastmod == 1777629600.0  # updated (11:00+01:00) wins over published
     assert doc.urls[1].lastmod == 1735689600.0
     assert doc.urls[2].lastmod_span == 86400.0
+
+
+def _atom_with_base(xml_base: str, href: str) -> bytes:
+    def attr(value: str) -> str:
+        return value.replace("&", "&amp;").replace('"', "&quot;").replace("<", "&lt;")
+
+    return (
+        f'<feed xmlns="http://www.w3.org/2005/Atom" xml:base="{attr(xml_base)}">'
+        f'<entry><link href="{attr(href)}"/><updated>2026-01-01T00:00:00Z</updated></entry></feed>'
+    ).encode()
+
+
+@pytest.mark.parametrize(
+    ("xml_base", "expected"),
+    [
+        # urljoin took these for paths on the feed's own host
+        ("http:///a.example/", "http://a.example/x"),
+        ("\\\\evil.example\\", "http://evil.example/x"),
+        ("http:\\\\evil.example\\d\\", "http://evil.example/d/x"),
+        # and resolved against a base with its dot segments left in
+        ("http://h.example/a/..", "http://h.example/x"),
+        ("//other.example/d/", "http://other.example/d/x"),
+        ("HTTP:other.example/", "http://feed.example/other.example/x"),
+    ],
+)
+def test_xml_base_is_resolved_as_a_base_href_is(xml_base, expected):
+    doc = sm.parse(_atom_with_base(xml_base, "x"), "http://feed.example/f.xml")
+    assert _urls(doc) == [expected]
+
+
+def test_under_an_xml_base_that_is_no_url_only_absolute_links_resolve():
+    for xml_base in ("mailto:x", "http://bad host/"):
+        assert _urls(sm.parse(_atom_with_base(xml_base, "x"), "http://feed.example/f.xml")) == []
+        doc = sm.parse(_atom_with_base(xml_base, "http://abs.example/y"), "http://feed.example/f.xml")
+        assert _urls(doc) == ["http://abs.example/y"]
+
+
+_BASE_PIECES = st.sampled_from(
+    [
+        "http:",
+        "https:",
+        "HTTP:",
+        "//",
+        "///",
+        "\\\\",
+        "\\",
+        "/",
+        "a.example",
+        "b.example:8080",
+        "d",
+        "..",
+        ".",
+        "?q",
+        "#f",
+    ]
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    st.lists(_BASE_PIECES, min_size=1, max_size=6).map("".join),
+    st.sampled_from(["x", "../y", "/z", "?q", "//h.example/w"]),
+)
+def test_an_entry_link_reaches_the_host_a_browser_resolves(xml_base, href):
+    """Over generated xml:base values: an Atom entry's link is the URL a browser's parser
+    (ada) makes of the link against the xml:base against the feed's URL, in normal form
+    (under an xml:base the crawler refuses, such as a host with an empty label, only
+    absolute links resolve)."""
+    ada_url = pytest.importorskip("ada_url")
+    feed = "http://feed.example/dir/f.xml"
+    try:
+        normalize(xml_base, feed)
+        expected = normalize(ada_url.URL(href, base=ada_url.URL(xml_base, base=feed).href).href)
+    except (ValueError, InvalidURL):
+        return
+    assert _urls(sm.parse(_atom_with_base(xml_base, href), feed)) == [expected]
 
 
 def test_rss_1_0():
