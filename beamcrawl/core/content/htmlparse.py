@@ -184,13 +184,19 @@ def page_links(tree: LexborHTMLParser, url: str, token: str = "beamcrawl", encod
             link_nodes.append((tag or "", node))
 
     base = url
+    # A <base href> of another scheme (file:///C:/site/ on a page saved from a disk): browsers
+    # resolve against it when they can parse it (the relative links are then that scheme's,
+    # none to fetch), against the page's URL when they cannot. A link is kept only where both
+    # readings agree, so that it is never a path on the page's host the page did not link.
+    other_base: str | None = None
     if base_node is not None:
         href = (base_node.attributes.get("href") or "").strip()
         if href:
             try:
                 base = normalize(href, url, encoding)
-            except InvalidURL:
-                pass
+            except InvalidURL as exc:
+                if str(exc).startswith("unsupported scheme"):
+                    other_base = href
 
     metas = []
     for node in meta_nodes:
@@ -241,6 +247,8 @@ def page_links(tree: LexborHTMLParser, url: str, token: str = "beamcrawl", encod
         else:
             try:
                 target = normalize(href, base, encoding)
+                if other_base is not None and normalize(href, other_base, encoding) != target:
+                    raise InvalidURL("relative to a base of another scheme")
                 found = targets[href] = (target, fingerprint(target))
             except InvalidURL:
                 found = targets[href] = None

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from beamcrawl.core.content.htmlparse import checksum, is_html, parse_html, robots_directives
-from beamcrawl.core.urls.urlnorm import fingerprint
+from beamcrawl.core.urls.urlnorm import InvalidURL, fingerprint, normalize
 
 PAGE = b"""<!doctype html><html><head>
 <title>  A   page </title>
@@ -179,3 +179,67 @@ def test_a_character_the_pages_encoding_cannot_write_is_a_numeric_reference() ->
 def test_utf8_pages_keep_utf8_queries() -> None:
     out = parse_html('<meta charset="utf-8"><a href="/s?q=日本">x</a>'.encode(), "http://a.example/")
     assert [url for url, *_ in out.links] == ["http://a.example/s?q=%E6%97%A5%E6%9C%AC"]
+
+
+# --- a <base href> of another scheme ----------------------------------------------------------
+
+
+@pytest.mark.parametrize("base", ["file:///C:/site/", "FILE:///x/", "fi\tle:///x/", "ftp://files.example/pub/"])
+def test_a_base_of_another_scheme_is_the_base_of_the_relative_links(base: str) -> None:
+    """A browser resolves ``doc.html`` under ``<base href="file:///C:/site/">`` (a page saved
+    from a disk) to ``file:///C:/site/doc.html``: no link to crawl. The page's URL was taken
+    for the base instead, and the crawler asked the page's host for pages it never linked."""
+    html = (
+        f'<html><head><base href="{base}"><link rel="canonical" href="c.html"></head><body>'
+        '<a href="doc.html">d</a><a href="/root">r</a><a href="//cdn.example/x">c</a><a href="">e</a>'
+        '<a href="http://abs.example/">a</a></body></html>'
+    ).encode()
+    out = parse_html(html, "http://page.example/dir/p.html")
+    assert [url for url, *_ in out.links] == ["http://abs.example/"]
+    assert out.canonical is None and out.invalid_links == 4
+
+
+def _browser_link(href: str, base: str, page: str) -> str | None:
+    """The http(s) URL a browser's parser (ada) makes of ``href`` under ``<base href=base>``
+    on ``page`` (a base it cannot parse leaves the page's URL as the base), in normal form."""
+    import ada_url
+
+    try:
+        base = ada_url.URL(base, base=page).href
+    except ValueError:
+        base = page
+    try:
+        resolved = ada_url.URL(href, base=base).href
+        return normalize(resolved) if resolved.startswith(("http:", "https:")) else None
+    except (ValueError, InvalidURL):
+        return None
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    st.sampled_from(["file:", "ftp:", "FTP:", "ws:", "wss:", "foo:", "mailto:", "about:", "x-y.z+1:"]),
+    st.lists(st.sampled_from(["//", "/", "h.example", "a b", "C:", "a", "..", "?q", "#f", "\\"]), max_size=5).map(
+        "".join
+    ),
+    st.sampled_from(
+        ["doc.html", "../up", "/root", "//cdn.example/x", "?q", "", "#f", "http:x", "https:y", "HTTP://abs.example/z"]
+    ),
+)
+def test_links_under_a_base_of_another_scheme_are_the_browsers(scheme: str, rest: str, href: str) -> None:
+    """Over generated bases of other schemes, which browsers may or may not parse: a link
+    the crawler keeps is the one a browser follows (never a path on the page's host that
+    the page did not link), and a relative one under a base browsers parse is none."""
+    pytest.importorskip("ada_url")
+    page = "http://page.example/dir/p.html"
+    base = scheme + rest
+    html = f'<html><head><base href="{base}"></head><body><a href="{href}">x</a></body></html>'.encode()
+    found = [url for url, *_ in parse_html(html, page).links]
+    assert found in ([], [_browser_link(href, base, page)]), (base, href)
+    if href in ("doc.html", "../up", "/root", "?q"):
+        import ada_url
+
+        try:
+            ada_url.URL(base, base=page)
+        except ValueError:
+            return
+        assert found == []
