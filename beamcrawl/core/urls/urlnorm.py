@@ -246,8 +246,11 @@ def _uts46_to_ascii(host: str) -> str | None:
 
 def _check_a_labels(host: str) -> None:
     """Refuses a host with an ``xn--`` label that is no valid IDNA A-label (as UTS #46 and so
-    browsers do): Punycode that does not decode, decodes to nothing or to ASCII only, or to
-    code points that are disallowed or not in their mapped (lower-case, NFC) form."""
+    browsers do): Punycode that does not decode, or decodes to a label :func:`_uts46_to_ascii`
+    does not write back as the same ``xn--`` label (nothing, ASCII only, code points that
+    are disallowed or not in their mapped form, a leading combining mark, a joiner out of
+    context, a right-to-left label that breaks the Bidi Rule). ``xn--lsa`` is refused as
+    its U+0301 is: one host, one answer."""
     for label in host.split("."):
         if not label.startswith("xn--"):
             continue
@@ -255,17 +258,8 @@ def _check_a_labels(host: str) -> None:
             decoded = label[4:].encode("ascii").decode("punycode")
         except (UnicodeError, ValueError, IndexError, OverflowError):
             raise InvalidURL("bad host") from None
-        if not decoded or decoded.isascii():
+        if _uts46_to_ascii(decoded) != label:
             raise InvalidURL("bad host")
-        try:
-            import idna  # comes with tldextract
-
-            if idna.uts46_remap(decoded, std3_rules=False, transitional=False) != decoded:
-                raise InvalidURL("bad host")
-        except ImportError:  # pragma: no cover
-            pass
-        except (UnicodeError, ValueError):  # a disallowed code point
-            raise InvalidURL("bad host") from None
 
 
 def _ends_in_number(host: str) -> bool:

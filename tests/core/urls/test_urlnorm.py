@@ -780,6 +780,8 @@ def test_an_idn_host_idna_2008_refuses_keeps_its_deviation_characters(url: str, 
         "http://x_y.\u200da.example/",  # a joiner with no context (CONTEXTJ): IDNA 2003 deleted it
         "http://\u0301x.example/",  # a label that begins with a combining mark
         "http://x\u2488y.example/",  # U+2488 (1 and a dot) is disallowed: it was read as x1.y
+        "http://xn--lsa.example/",  # the A-label of a lone combining mark, U+0301
+        "http://www.xn--1ug.example/",  # the A-label of a lone joiner, U+200D
     ],
 )
 def test_an_idn_host_browsers_refuse_is_refused(url: str) -> None:
@@ -833,3 +835,26 @@ def test_a_host_with_an_empty_last_label_is_refused_in_any_script(label: str, do
         normalize(f"http://www.{label}{dot}{''.join(more)}/")
     with pytest.raises(InvalidURL):
         normalize(f"http://www.{label}{dot}{''.join(more)}example/")
+
+
+@settings(max_examples=300, deadline=None, derandomize=True)
+@given(st.lists(st.sampled_from(_IDN_PIECES), min_size=1, max_size=6).map("".join))
+def test_a_label_and_its_a_label_spelling_get_one_answer(label: str) -> None:
+    """A host written with a Unicode label and with its ``xn--`` spelling is one host: both
+    are refused or both are that host. ``xn--lsa`` (a lone combining mark) was crawled while
+    U+0301 was refused, as were joiners out of context and labels breaking the Bidi Rule."""
+    import idna
+
+    try:
+        mapped = idna.uts46_remap(label, std3_rules=False, transitional=False)
+    except (UnicodeError, ValueError):
+        return
+    assume(mapped and "." not in mapped and not mapped.isascii())
+    spelled = "xn--" + mapped.encode("punycode").decode("ascii")
+    answers = []
+    for host in (mapped, spelled):
+        try:
+            answers.append(host_of(normalize(f"http://www.{host}.example/")))
+        except InvalidURL:
+            answers.append(None)
+    assert answers[0] == answers[1], (mapped, spelled)
