@@ -19,7 +19,11 @@ Rules kept here, each with its reason:
 * A ``Last-Modified`` that is not a valid HTTP-date, or lies in the future (beyond the
   response's ``Date``, or the crawler's clock when ``Date`` is missing, plus a small skew), is
   not kept: a server must ignore an invalid ``If-Modified-Since`` (§13.1.3), and a future date
-  would make a date-comparing server answer 304 until that date passes, hiding changes.
+  would make a date-comparing server answer 304 until that date passes, hiding changes. Nor
+  is one with a byte no HTTP-date holds (a control character, obs-text), which the date
+  parser reads past: the HTTP client refuses to write a control character, or obs-text that
+  is not UTF-8 (core/net/wire.client_headers), so every revisit of the URL failed before
+  its request went out; a stored one is not sent either.
 * A 304 is only "not modified" when the request was conditional. A 304 to an unconditional
   request is a server fault, reported as such so the URL is retried rather than trusted.
 
@@ -118,6 +122,17 @@ def parse_etag(value: str | None) -> str | None:
     return text
 
 
+# What an HTTP-date is written with (RFC 9110 §5.6.7: letters, digits, SP, ",", ":", "-"), and
+# more: visible ASCII and SP, which the HTTP client writes as they are.
+_DATE_TEXT = re.compile(r"[\x20-\x7e]*")
+
+
+def _sendable_date(value: str) -> bool:
+    """Whether a ``Last-Modified`` value (OWS aside) holds only bytes an HTTP-date may, which
+    the client echoes byte for byte in ``If-Modified-Since``."""
+    return _DATE_TEXT.fullmatch(value.strip(" \t")) is not None
+
+
 # RFC 9110 §5.6.7's preferred form, ``Sun, 06 Nov 1994 08:49:37 GMT``, as nearly every server
 # writes it (a four-digit year not starting with 0: email.utils reads "0099" as 1999).
 _IMF_FIXDATE = re.compile(
@@ -176,11 +191,12 @@ def parse_last_modified(value: str | None, now: float, date: str | None = None) 
         date: The response's ``Date`` header, the server's own clock, if sent.
 
     Returns:
-        ``(value as received, epoch seconds)``, or None when missing, invalid, or later
-        than the server's ``Date`` (else ``now``) by more than :data:`CLOCK_SKEW`.
+        ``(value as received, epoch seconds)``, or None when missing, invalid (a byte no
+        HTTP-date holds, even where the date parser reads past it), or later than the
+        server's ``Date`` (else ``now``) by more than :data:`CLOCK_SKEW`.
     """
     when = parse_http_date(value)
-    if when is None or value is None:
+    if when is None or value is None or not _sendable_date(value):
         return None
     reference = parse_http_date(date)
     if reference is None:
@@ -218,7 +234,9 @@ def conditional_headers(etag: str | None, last_modified: str | None) -> list[tup
 
     Args:
         etag: The stored ETag (sent as ``If-None-Match``), or None.
-        last_modified: The stored ``Last-Modified`` (sent as ``If-Modified-Since``), or None.
+        last_modified: The stored ``Last-Modified`` (sent as ``If-Modified-Since``), or None;
+            not sent when it is no HTTP-date, or holds a byte none holds (one stored before
+            :func:`parse_last_modified` dropped such values).
 
     Returns:
         Zero, one or two ``(name, value)`` pairs, ``If-None-Match`` first.
@@ -227,7 +245,7 @@ def conditional_headers(etag: str | None, last_modified: str | None) -> list[tup
     tag = parse_etag(etag)
     if tag is not None:
         out.append(("If-None-Match", tag))
-    if last_modified is not None and parse_http_date(last_modified) is not None:
+    if last_modified is not None and _sendable_date(last_modified) and parse_http_date(last_modified) is not None:
         out.append(("If-Modified-Since", last_modified.strip()))
     return out
 

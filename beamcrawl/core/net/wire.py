@@ -118,8 +118,8 @@ def client_headers(headers: list[tuple[str, str]]) -> list[tuple[str, str]]:
 
     Raises:
         UnsendableHeader: A value whose bytes are not UTF-8 (aiohttp cannot write them), or
-            not bytes at all (a character above U+00FF). ``conditional.parse_etag`` keeps no
-            such ETag, so a stored validator never raises this.
+            not bytes at all (a character above U+00FF). ``conditional`` keeps and sends no
+            such ETag or Last-Modified, so a stored validator never raises this.
     """
     if all(value.isascii() for _, value in headers):
         return headers

@@ -403,6 +403,23 @@ def test_a_stored_etag_reaches_the_client_as_its_bytes(raw):
     assert sent.encode("utf-8") == held.encode("latin-1") == wire
 
 
+@pytest.mark.parametrize("stored", ["Sun, 06 Nov 1994 08:49:37 GMT\xe9", "\x01Sun, 06 Nov 1994 08:49:37 GMT"])
+def test_a_revisit_goes_out_whatever_last_modified_was_stored(stored):
+    """A Last-Modified the date parser read past a byte in (non-UTF-8 obs-text, a control
+    character) was kept, and the client refused to write it back: the revisit failed with
+    UnsendableHeader, no request went out, and so on every revisit of the URL. The request
+    now goes out without it, and the WARC request record is the head the server read."""
+    with ShapeServer() as server:
+        plan = _plan(server.port, "m.test", ["/page-a"])
+        plan.entries[0].revisit = {"last_modified": stored}
+        (result,) = [r for r in _run_plan(plan) if r.url.endswith("/page-a")]
+    assert result.outcome == "fetched", result.error
+    (served,) = server.requests
+    assert b"If-Modified-Since" not in served.head
+    member = request_member(result, "<urn:uuid:c>", "<urn:uuid:r>")
+    assert gzip.decompress(member).split(b"\r\n\r\n", 1)[1].rstrip(b"\r\n") + b"\r\n\r\n" == served.head
+
+
 def test_a_header_the_client_cannot_write_is_refused():
     with pytest.raises(UnsendableHeader):
         client_headers([("If-None-Match", '"caf\xe9"')])
