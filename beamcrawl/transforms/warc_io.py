@@ -276,14 +276,16 @@ def capture_record(page: ParsedPage, kind: str, record_id: str, level: int = war
     head, written = http_head(status_line(f.http_version, f.status, f.reason), headers)
     payload = f.raw_body if kind == "response" else b""  # a revisit's payload stays with its original
     member = gzip_member(record(fields, head, payload, content_type=RESPONSE_CONTENT_TYPE), level)
-    named = dict(fields)  # the index line says what the record says
+    named = dict(fields)  # the index line says what the record says, as a reader reads it
     index = cdxj.Capture(
         url=f.url,
         timestamp=cdxj.timestamp_of(date),
-        mime=cdxj.mime_of(_first_header(written, "content-type")) if kind == "response" else "warc/revisit",
+        mime=cdxj.mime_of(cdxj.as_read(_first_header(written, "content-type")))
+        if kind == "response"
+        else "warc/revisit",
         status=str(f.status),
         digest=named.get("WARC-Payload-Digest"),
-        location=_first_header(written, "location"),
+        location=cdxj.as_read(_first_header(written, "location")),
         truncated=named.get("WARC-Truncated"),
     )
     return CaptureRecord(member, record_id, index)

@@ -21,6 +21,8 @@ import apache_beam as beam
 import pytest
 from apache_beam.testing.test_pipeline import TestPipeline
 from apache_beam.testing.util import assert_that, equal_to
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
 from warcio.archiveiterator import ArchiveIterator
 from warcio.warcwriter import WARCWriter
 
@@ -892,3 +894,30 @@ def test_every_index_line_points_at_its_own_gzip_member(tmp_path):
             assert f.get("digest") == (digest.split(":", 1)[1] if digest else None)
             checked += 1
     assert checked == 11  # 8 pages, an original, its exact copy and a 304
+
+
+# Header values as the fetcher holds them: any bytes the HTTP client lets through in a field
+# value (not CR, LF or NUL), read as latin-1; UTF-8 obs-text, controls, Unicode's whitespace.
+_FIELD_BYTES = st.one_of(
+    st.binary(max_size=16),
+    st.lists(st.sampled_from([b"text/html", b"/caf\xc3\xa9", b"\xe9", b";", b" ", b"\t", b"\x0b", b"\x1c", b"\xc2\x85",
+                              b"\xc2\xa0", b"\xa0", b"\x85", b"\x01", b"a", b"\xe2\x82\xac"]), max_size=6).map(b"".join),
+).filter(lambda b: not {0, 10, 13} & set(b)).map(lambda b: b.decode("latin-1"))  # fmt: skip
+
+
+@settings(max_examples=400, deadline=None)
+@given(status=st.sampled_from([200, 301, 302, 308, 404]), content_type=_FIELD_BYTES, location=_FIELD_BYTES)
+@example(status=301, content_type="text/html", location="/caf\xc3\xa9")
+@example(status=200, content_type="text/\xc3\xa9html", location="")
+def test_the_writers_index_line_is_the_one_read_back(status, content_type, location):
+    """The CDXJ line the writer makes as it writes a record is the line :func:`cdxj.index_warc`
+    (and so cdxj-indexer, both through warcio) makes reading the record back, whatever the
+    bytes of its Content-Type and Location. warcio reads a header line as UTF-8 when it is
+    UTF-8; the writer took the bytes as latin-1, so a Location of ``/caf`` C3 A9 was indexed
+    as redirecting to ``/cafÃ©``, and ``mime`` was other text than cdxj-indexer's."""
+    headers = [("Content-Type", content_type), ("Location", location)]
+    page = _fetch("http://a.test/p", status=status, headers=headers, raw=b"")
+    archived = archive_fetch(page, kind="response", new_id=_fixed_ids())
+    written = cdxj.entry_for_capture(archived.capture, 0, archived.response_length, "f.warc.gz")
+    (read_back,) = cdxj.index_warc(io.BytesIO(archived.data), "f.warc.gz")
+    assert written.line() == read_back.line()

@@ -13,8 +13,9 @@ Conventions, each chosen to match what replay tools and Common Crawl's index exp
   and cdxj-indexer apply to the URL being looked up (a key made any other way would not be
   found), taken the short way for the URLs where that is the same (:mod:`surt_key`);
 - ``digest`` is the payload digest without its ``sha1:`` prefix (Common Crawl's form);
-- ``mime`` is the HTTP Content-Type up to the first ``;`` or space, as sent
-  (``warc/revisit`` for revisits); it is omitted when the response had none;
+- ``mime`` is the HTTP Content-Type up to the first ``;`` or space, as sent and read back
+  from the record (:func:`as_read`; ``warc/revisit`` for revisits); it is omitted when the
+  response had none;
 - ``filename`` is the WARC file's path relative to the crawl's output folder, the same path
   as in the page events' ``blob``;
 - ``length`` is the record's compressed length (its gzip member), so ``offset`` and
@@ -48,6 +49,7 @@ __all__ = [
     "Capture",
     "CdxjEntry",
     "SortedIndex",
+    "as_read",
     "entry_for_capture",
     "entry_for_record",
     "index_warc",
@@ -92,6 +94,26 @@ class Capture(NamedTuple):
     digest: str | None = None  # WARC-Payload-Digest, with its "sha1:" prefix
     location: str | None = None  # the first Location header of the HTTP block
     truncated: str | None = None  # WARC-Truncated
+
+
+def as_read(value: str | None) -> str | None:
+    """A header value of a record's HTTP block as warcio reads it back, from the value the
+    block was written with (its bytes as latin-1 text, as the HTTP client decodes them).
+
+    warcio decodes each header line as UTF-8 when it is UTF-8 (else as latin-1) and strips
+    the value's whitespace at both ends, as Python counts it (a vertical tab, the separator
+    controls, NEL and the no-break space too). The writer's index line is made from the
+    values so read, so that it is the line :func:`entry_for_record` (and cdxj-indexer)
+    makes reading the record back: a Location sent as the bytes ``/caf`` C3 A9 redirects to
+    ``/café``, not to ``/cafÃ©``.
+    """
+    if value is None:
+        return None
+    try:
+        value = value.encode("latin-1").decode("utf-8")
+    except UnicodeError:  # latin-1 text that is no UTF-8 (or, encoded by warcio, ASCII already)
+        pass
+    return value.strip()
 
 
 def mime_of(content_type: str | None) -> str | None:
