@@ -75,6 +75,7 @@ from beamcrawl.core.archive.warc_records import (
     gzip_member,
     http_head,
     record,
+    status_code,
     status_line,
 )
 from beamcrawl.core.archive.warc_revisit import (
@@ -283,7 +284,7 @@ def capture_record(page: ParsedPage, kind: str, record_id: str, level: int = war
         mime=cdxj.mime_of(cdxj.as_read(_first_header(written, "content-type")))
         if kind == "response"
         else "warc/revisit",
-        status=str(f.status),
+        status=status_code(f.status),  # as the record's status line has it
         digest=named.get("WARC-Payload-Digest"),
         location=cdxj.as_read(_first_header(written, "location")),
         truncated=named.get("WARC-Truncated"),
@@ -298,7 +299,7 @@ def spooled_index(f: FetchResult, spooled: Spooled) -> cdxj.Capture:
         url=f.url,
         timestamp=cdxj.timestamp_of(warc_date(f.fetched_at)),
         mime=spooled.mime,
-        status=str(f.status),
+        status=status_code(f.status),  # as the record's status line has it
         digest=fetch_digest(f),
         location=spooled.location,
         truncated=f.truncated,

@@ -62,6 +62,7 @@ __all__ = [
     "new_record_id",
     "record_id_of",
     "record",
+    "status_code",
     "status_line",
     "window_bits",
 ]
@@ -155,7 +156,8 @@ def status_line(http_version: str, status: int, reason: str) -> str:
     text, which :func:`http_head` writes back as those bytes. A phrase that is not such text,
     or holds a byte no status line may (a control character other than HTAB), is replaced by
     the standard phrase of the code (none for an unknown code): the record is written either
-    way. Spaces and tabs around it are dropped, and a line without a phrase is just the code.
+    way. Spaces and tabs around it are dropped, and a line without a phrase is just the code,
+    which is written as its three digits (:func:`status_code`).
 
     Args:
         http_version: ``1.1``, ``1.0``.
@@ -172,7 +174,15 @@ def status_line(http_version: str, status: int, reason: str) -> str:
         except ValueError:
             raw = b""
     phrase = raw.decode("latin-1").strip(" \t")
-    return f"HTTP/{http_version} {status} {phrase}" if phrase else f"HTTP/{http_version} {status}"
+    code = status_code(status)
+    return f"HTTP/{http_version} {code} {phrase}" if phrase else f"HTTP/{http_version} {code}"
+
+
+def status_code(status: int) -> str:
+    """A status code as a status line carries it, and so as a reader of the record reads it:
+    three digits (RFC 9112 §4). The HTTP client reads any three, ``007`` as 7, which written
+    as it is made ``HTTP/1.1 7``: no status line, and not the one received."""
+    return f"{status:03d}"
 
 
 def http_head(first_line: str, headers: Fields) -> tuple[bytes, Fields]:

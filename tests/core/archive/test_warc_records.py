@@ -370,3 +370,65 @@ def test_a_fetched_reason_phrase_is_archived_as_sent(tmp_path):
     lines = [gzip.decompress(m).split(b"\r\n\r\n", 1)[1].split(b"\r\n", 1)[0] for m in members]
     expected = [b"HTTP/1.1 200" + (b" " + raw if raw else b"") for raw in ISSUE_PHRASES[:-1]] + [b"HTTP/1.1 200 OK"]
     assert lines == expected
+
+
+@given(status=st.integers(0, 999), raw=phrases)
+def test_the_status_code_is_written_as_its_three_digits(status, raw):
+    """A status-code is three digits (RFC 9112 §4), and the client reads any three: ``007``
+    came as 7 and was written ``HTTP/1.1 7``, no status line, and not the one received."""
+    line = status_line("1.1", status, as_the_client_gives_it(raw))
+    assert line.split(" ")[1] == f"{status:03d}"
+    head, _ = http_head(line, [("Content-Type", "text/html")])
+    data = gzip_member(record(_fields(), head, BODY, content_type=RESPONSE_CONTENT_TYPE))
+    (rec,) = list(ArchiveIterator(io.BytesIO(data), check_digests="raise"))
+    assert rec.http_headers.get_statuscode() == f"{status:03d}"
+
+
+def test_a_status_code_under_100_is_archived_and_indexed_as_sent():
+    """Through the real fetcher, record builder and index: the status line of the record is
+    the one the server sent, and the writer's index line says what reading the record back
+    says (``status``: ``007``)."""
+    import time
+
+    from beamcrawl.core.archive import cdxj
+    from beamcrawl.core.net.fetcher import FetchRunner
+    from beamcrawl.core.policy.robots import RobotsRules
+    from beamcrawl.core.runtime.config import CrawlConfig
+    from beamcrawl.schemas.records import FrontierEntry, HostPlan, HostRecord, ParsedPage
+    from beamcrawl.transforms.warc_io import capture_record
+    from wire_shapes import ShapeServer  # noqa: E402  (tests/wire_shapes.py)
+
+    sent = [b"000 Zero", b"007 Bond", b"099 Low", b"200 OK"]
+    config = CrawlConfig(
+        out="/tmp/o",
+        store="sqlite:///tmp/o",
+        min_delay=0.02,
+        round_window=20,
+        allow_private_networks=True,
+        resolve=(("*.test", "127.0.0.1"),),
+        total_timeout=5.0,
+    )
+    with ShapeServer() as server:
+        slot = f"code.test:{server.port}"
+        for i, raw in enumerate(sent):
+            server.reasons[f"/page-{i}"] = raw
+        host = HostRecord(host=slot)
+        host.robots = RobotsRules.parse("", "beamcrawl").to_dict()
+        host.robots_fetched_at = time.time()
+        entries = [
+            FrontierEntry(url=f"http://{slot}/page-{i}", fp=i + 1, host=slot, due_ms=0) for i in range(len(sent))
+        ]
+        runner = FetchRunner(config)
+        try:
+            runner.submit(HostPlan(host=slot, shard=0, record=host, delay=0.02, fetch_robots=False, entries=entries))
+            results = sorted((v for k, v in runner.drain(wait=True) if k == "result"), key=lambda r: r.url)
+        finally:
+            runner.close()
+    assert [r.outcome for r in results] == ["fetched"] * len(sent)
+    for result, raw in zip(results, sent):
+        capture = capture_record(ParsedPage(fetch=result), "response", new_record_id())
+        assert gzip.decompress(capture.member).split(b"\r\n\r\n", 1)[1].split(b"\r\n", 1)[0] == b"HTTP/1.1 " + raw
+        written = cdxj.entry_for_capture(capture.index, 0, len(capture.member), "f")
+        (read_back,) = cdxj.index_warc(io.BytesIO(capture.member), "f")
+        assert written.line() == read_back.line()
+        assert written.fields["status"] == raw[:3].decode()
