@@ -29,6 +29,7 @@ import apache_beam as beam
 from apache_beam.metrics import Metrics
 
 from beamcrawl.core.content import sitemaps, sniff, textfp
+from beamcrawl.core.net.wire import header_url
 from beamcrawl.core.content.htmlparse import (
     checksum,
     page_links,
@@ -141,7 +142,10 @@ def parse_fetch(result: FetchResult, token: str, max_sitemap_bytes: int = sitema
         location = result.header("location")
         if location:
             try:
-                target = normalize(location.strip(), result.url)
+                # The URL its bytes name: read as UTF-8 when they are (wire.header_url), the
+                # spaces and controls around it dropped by normalize, as browsers drop them
+                # (str.strip took a no-break space, which a URL keeps, as %C2%A0).
+                target = normalize(header_url(location), result.url)
                 page.links.append(Link(url=target, fp=fingerprint(target), kind="redirect", host=link_host(target)))
             except InvalidURL:
                 page.parse_error = "bad redirect location"

@@ -6,6 +6,8 @@ import apache_beam as beam
 from apache_beam.metrics.metric import MetricsFilter
 from apache_beam.testing.test_pipeline import TestPipeline
 from apache_beam.testing.util import assert_that, equal_to
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
 from url_caches import fill_url_caches, module_caches
 
 from beamcrawl.core.content import textfp
@@ -22,11 +24,15 @@ PNG = b"\x89PNG\r\n\x1a\n" + b"\x00" * 40 + b"<a href='/x'>x</a>"
 
 
 def _result(
-    body: bytes, ctype: str | None = "text/html; charset=utf-8", status: int = 200, source: str = "link"
+    body: bytes,
+    ctype: str | None = "text/html; charset=utf-8",
+    status: int = 200,
+    source: str = "link",
+    headers: list[tuple[str, str]] = (),
 ) -> FetchResult:
     url = "http://a.test/page"
     entry = FrontierEntry(url=url, fp=fingerprint(url), host="a.test", due_ms=0, source=source)
-    headers = [("Content-Type", ctype)] if ctype is not None else []
+    headers = ([("Content-Type", ctype)] if ctype is not None else []) + list(headers)
     return FetchResult(
         entry=entry,
         outcome="fetched",
@@ -166,3 +172,33 @@ def test_a_parse_bundle_leaves_the_url_caches_empty():
     assert sum(c.cache_info().currsize for c in caches) > 0
     fn.finish_bundle()
     assert [c.__name__ for c in caches if c.cache_info().currsize] == []
+
+
+# A Location's path as a server writes it: any text, sent as its UTF-8 bytes (RFC 9110 wants
+# ASCII, many servers send a page's name as it is), which the fetcher holds read as latin-1.
+_PATHS = st.text(st.characters(blacklist_categories=("Cc", "Cs"), blacklist_characters="#?\\"), max_size=12)
+
+
+@settings(max_examples=300, deadline=None)
+@given(path=_PATHS)
+@example(path="café")
+@example(path="€/日本")
+def test_a_location_sent_as_utf8_is_followed_to_the_url_it_names(path):
+    """The redirect link is the URL the Location's bytes name (as browsers, and warcio's
+    reading of the WARC record, read them: UTF-8). Read as latin-1, ``/caf`` C3 A9 was
+    normalised to ``/caf%C3%83%C2%A9``, a URL the server never named, which the crawler
+    then queued, checked against robots.txt and requested."""
+    held = f"/{path}".encode("utf-8").decode("latin-1")  # as the fetcher reads a header
+    page = parse_fetch(_result(b"", status=301, headers=[("Location", held)]), "beamcrawl")
+    try:
+        named = urlnorm.normalize(f"/{path}", "http://a.test/page")
+    except urlnorm.InvalidURL:
+        assert page.links == [] and page.parse_error == "bad redirect location"
+        return
+    assert [(link.kind, link.url) for link in page.links] == [("redirect", named)]
+
+
+def test_a_location_of_bytes_that_are_no_utf8_is_read_as_before():
+    """Bytes that are no UTF-8 (a latin-1 name) are read as they were: as latin-1."""
+    page = parse_fetch(_result(b"", status=302, headers=[("Location", "/caf\xe9")]), "beamcrawl")
+    assert [link.url for link in page.links] == ["http://a.test/caf%C3%A9"]

@@ -48,7 +48,7 @@ from beamcrawl.core.policy import politeness
 from beamcrawl.core.net.conditional import conditional_headers
 from beamcrawl.core.runtime.config import CrawlConfig
 from beamcrawl.core.net.gate import AddressRefused, open_session
-from beamcrawl.core.net.wire import client_headers, request_url
+from beamcrawl.core.net.wire import client_headers, header_url, request_url
 from beamcrawl.core.net.netpolicy import ResolveRules
 from beamcrawl.core.net.resolver import REFUSED, FetchRefused, PolicyResolver, hostname_of
 from beamcrawl.core.urls.hostkeys import shard_of
@@ -628,8 +628,9 @@ class HostCrawler:
             if status in (301, 302, 303, 307, 308) and location:
                 try:
                     # The hop goes out as any crawled URL does, normalised: its target is then
-                    # sent as held and named so in its WARC records (core/net/wire.py).
-                    url = normalize(location, url)
+                    # sent as held and named so in its WARC records (core/net/wire.py); the
+                    # Location's bytes read as UTF-8 when they are (wire.header_url).
+                    url = normalize(header_url(location), url)
                 except ValueError as exc:  # a Location no URL parser takes: no request for it
                     lost = replace(entry, url=location[:MAX_UNFOLLOWED])  # as given: it does not resolve
                     self.emit("result", _unfollowed(lost, f"redirect not followed: {type(exc).__name__}: {exc}"))

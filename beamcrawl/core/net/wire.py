@@ -55,6 +55,7 @@ __all__ = [
     "UnsendableHeader",
     "UnsendableUrl",
     "client_headers",
+    "header_url",
     "no_retry",
     "request_url",
 ]
@@ -132,6 +133,26 @@ def client_headers(headers: list[tuple[str, str]]) -> list[tuple[str, str]]:
                 raise UnsendableHeader(f"the {name} header's bytes cannot be sent as they are: {exc}") from None
         out.append((name, value))
     return out
+
+
+def header_url(value: str) -> str:
+    """A URL-bearing response header's value (``Location``) as the text a URL parser is to
+    read: its bytes as UTF-8 when they are UTF-8.
+
+    The crawler holds a header value as its bytes read as latin-1 (as the client decodes
+    them, and the WARC record writes them back). A Location is an ASCII URI-reference (RFC
+    9110 §10.2.2), but servers send a page's non-ASCII name as its UTF-8 bytes, which
+    browsers follow, and warcio reads, as UTF-8. Read as latin-1, ``/caf`` C3 A9 was
+    normalised to ``/caf%C3%83%C2%A9``: a URL the server never named was queued, checked
+    against robots.txt and requested. Bytes that are no UTF-8 are read as before (latin-1),
+    and text that is no bytes (not from the wire) is left as it is.
+    """
+    if value.isascii():
+        return value
+    try:
+        return value.encode("latin-1").decode("utf-8")
+    except UnicodeError:
+        return value
 
 
 class AnswerLost(aiohttp.ClientConnectionError):

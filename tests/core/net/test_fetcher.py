@@ -952,3 +952,18 @@ def test_a_wall_clock_step_never_shortens_a_gap_the_server_sees(monkeypatch, ste
         for prev, nxt in zip(reqs, reqs[1:]):
             assert nxt["start"] - prev["end"] >= 0.19, (prev, nxt)  # the server books "end" a moment late
     assert min(_server_gaps(log)) >= 0.04  # the IP's gap, 0.05 s, on the server's clock too
+
+
+@pytest.mark.parametrize("name", ["café", "€-日本"])
+def test_a_robots_redirect_hop_to_a_location_sent_as_utf8_asks_for_the_url_it_names(name):
+    """A robots.txt Location sent as UTF-8 bytes (aiohttp's test server writes a header so)
+    is followed to the URL those bytes name, as a browser follows it: read as latin-1, the
+    hop asked for ``/robots-caf%C3%83%C2%A9.txt``, a target the server never named."""
+    with serving(MovedRobots(f"/robots-{name}.txt")) as server:
+        base = f"http://src.test:{server.port}/robots.txt"
+        hop = normalize(f"/robots-{name}.txt", base)
+        results, _ = run(cfg(fetch_shards=1), [plan(server, "src.test", [])])
+        log = list(server.log)
+    assert [r["path"] for r in log] == ["/robots.txt", urlsplit(hop).path]
+    robots = [r for r in results if r.entry.source == "robots"]
+    assert [r.url for r in robots] == [base, hop]
