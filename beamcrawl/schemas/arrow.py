@@ -56,8 +56,9 @@ def _f(name: str, type_: pa.DataType, doc: str, nullable: bool = True) -> pa.Fie
 
 
 # Response headers published as columns of pages/ (header name → column). Values are the
-# header as the server sent it; a header sent several times is joined with ", " (the HTTP
-# list form), absent headers are null.
+# header as the server sent it (its bytes as text when they are UTF-8, else read as latin-1,
+# as the WARC's readers read them); a header sent several times is joined with ", " (the
+# HTTP list form), absent headers are null.
 PAGES_HEADER_COLUMNS: dict[str, str] = {
     "etag": "etag",
     "last-modified": "last_modified",

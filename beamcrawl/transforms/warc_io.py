@@ -381,12 +381,15 @@ def warcinfo_bytes(filename: str, user_agent: str, is_part_of: str, make_writer:
 
 
 def _headers_joined(headers: list[tuple[str, str]]) -> dict[str, str]:
-    """The published response headers by column, repeated headers joined HTTP-style."""
+    """The published response headers by column, repeated headers joined HTTP-style, each
+    value read as the WARC record's readers read it (:func:`cdxj.as_read`): bytes sent as
+    UTF-8 are that text, and a column of UTF-8 text then holds the bytes sent (read as
+    latin-1, ``/caf`` C3 A9 was published as ``/cafÃ©``)."""
     found: dict[str, list[str]] = {}
     for name, value in headers:
         column = PAGES_HEADER_COLUMNS.get(name.lower())
         if column is not None:
-            found.setdefault(column, []).append(value.strip())
+            found.setdefault(column, []).append(cdxj.as_read(value) or "")
     return {column: ", ".join(values) for column, values in found.items()}
 
 

@@ -921,3 +921,26 @@ def test_the_writers_index_line_is_the_one_read_back(status, content_type, locat
     written = cdxj.entry_for_capture(archived.capture, 0, archived.response_length, "f.warc.gz")
     (read_back,) = cdxj.index_warc(io.BytesIO(archived.data), "f.warc.gz")
     assert written.line() == read_back.line()
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    name=st.sampled_from(["Location", "ETag", "Server", "Content-Language", "X-Robots-Tag"]),
+    text=st.text(st.characters(blacklist_categories=("Cc", "Cs", "Zs", "Zl", "Zp")), min_size=1, max_size=12),
+)
+@example(name="Location", text="/café")
+@example(name="Server", text="Apache/2 (Débian)")
+def test_a_header_column_holds_the_bytes_sent_when_they_are_text(name, text):
+    """A pages/ header column is the header "as the server sent it", in a column of UTF-8
+    text: a value sent as UTF-8 bytes is that text, its bytes the bytes sent (read as
+    latin-1, ``/caf`` C3 A9 was published as ``/cafÃ©``, other bytes, and another Location
+    than the CDXJ line's ``redirect`` and the URL the crawler follows)."""
+    held = text.encode("utf-8").decode("latin-1")  # as the fetcher reads a header
+    event = page_event(_fetch("http://a.test/r", status=301, headers=[(name, held)], raw=b""), None)
+    column = name.lower().replace("-", "_")
+    assert event[column].encode("utf-8") == text.encode("utf-8")
+
+
+def test_a_header_column_of_bytes_that_are_no_utf8_reads_them_as_latin1():
+    event = page_event(_fetch("http://a.test/r", status=301, headers=[("Location", "/caf\xe9")], raw=b""), None)
+    assert event["location"] == "/caf\xe9"
