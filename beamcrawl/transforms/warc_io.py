@@ -428,7 +428,7 @@ def page_event(page: ParsedPage, blob: str | None, note: str | None = None) -> d
         "fetched_at": dt.datetime.fromtimestamp(f.fetched_at, dt.timezone.utc) if f.fetched_at else None,
         "elapsed_ms": round(f.elapsed * 1000, 3) if fetched else None,
         "waited_ms": round(f.waited * 1000, 3) if f.outcome in ("fetched", "error") else None,
-        "content_type": f.content_type or None,
+        "content_type": cdxj.as_read(f.content_type) or None,  # as the header columns below
         "content_length": f.payload_size if fetched else None,
         "truncated": f.truncated,
         "changed": _changed(page) if fetched else None,

@@ -925,11 +925,12 @@ def test_the_writers_index_line_is_the_one_read_back(status, content_type, locat
 
 @settings(max_examples=200, deadline=None)
 @given(
-    name=st.sampled_from(["Location", "ETag", "Server", "Content-Language", "X-Robots-Tag"]),
+    name=st.sampled_from(["Location", "ETag", "Server", "Content-Language", "X-Robots-Tag", "Content-Type"]),
     text=st.text(st.characters(blacklist_categories=("Cc", "Cs", "Zs", "Zl", "Zp")), min_size=1, max_size=12),
 )
 @example(name="Location", text="/café")
 @example(name="Server", text="Apache/2 (Débian)")
+@example(name="Content-Type", text="text/html; charset=é")
 def test_a_header_column_holds_the_bytes_sent_when_they_are_text(name, text):
     """A pages/ header column is the header "as the server sent it", in a column of UTF-8
     text: a value sent as UTF-8 bytes is that text, its bytes the bytes sent (read as
