@@ -760,8 +760,11 @@ class HostCrawler:
         cfg = self.cfg
         body_cap = max(cfg.max_body_bytes, cfg.max_sitemap_bytes) if sitemap else cfg.max_body_bytes
         decoded_cap = max(cfg.max_decoded_bytes, cfg.max_sitemap_bytes) if sitemap else cfg.max_decoded_bytes
+        # Every Content-Encoding field line: one list, as if comma-joined (RFC 9110 §5.3); the
+        # first alone left a stack sent over two lines (gzip, then deflate) undecoded.
+        content_encoding = ", ".join(resp.headers.getall("Content-Encoding", ()))
         try:
-            codings = body_codings(resp.headers.get("Content-Encoding"), resp.headers.getall("Transfer-Encoding", ()))
+            codings = body_codings(content_encoding, resp.headers.getall("Transfer-Encoding", ()))
             decoder: CappedDecoder | None = CappedDecoder(codings, decoded_cap)
         except UnsupportedEncoding:
             decoder = None  # kept as sent (a sniffer then sees compressed bytes, not HTML)
@@ -787,7 +790,7 @@ class HostCrawler:
         else:
             parts = _decode_all(decoder, raw)
         if decoder.error is not None:
-            log.debug("cannot decode %s body of %s: %s", resp.headers.get("Content-Encoding"), resp.url, decoder.error)
+            log.debug("cannot decode %s body of %s: %s", content_encoding, resp.url, decoder.error)
             return raw, raw, cut
         if decoder.truncated:
             log.debug("payload of %s cut at %d decoded bytes", resp.url, decoded_cap)

@@ -17,6 +17,8 @@ from collections.abc import Iterator
 import aiohttp
 import pytest
 from aiohttp import web
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
 
 from beamcrawl.core.net import transfer
 from beamcrawl.core.net.transfer import (
@@ -425,3 +427,134 @@ def test_a_gzip_transfer_coding_is_decoded_for_parsing_and_kept_as_sent_in_the_w
         for rec in ArchiveIterator(io.BytesIO(member), check_digests="raise")
     ]  # fmt: skip
     assert records == [("gzip, chunked", None, result.raw_body)]
+
+
+# --- Content-Encoding over several field lines ------------------------------------------------
+
+_CODERS = {"gzip": gzip.compress, "x-gzip": gzip.compress, "deflate": zlib.compress, "identity": lambda b: b}
+if BROTLI is not None:
+    _CODERS["br"] = BROTLI.compress
+# A stack of codings (applied first to last), and where its list is cut into field lines.
+_stacks = st.lists(st.sampled_from(sorted(_CODERS)), min_size=1, max_size=3).flatmap(
+    lambda codings: st.tuples(
+        st.just(codings),
+        st.lists(st.booleans(), min_size=len(codings) - 1, max_size=len(codings) - 1),
+        st.sampled_from(["Content-Encoding", "content-encoding", "CONTENT-ENCODING"]),
+    )
+)
+
+
+def _encoded_page(codings: list[str], cuts: list[bool], name: str, body: bytes) -> bytes:
+    """A 200 whose body is ``body`` with ``codings`` applied in turn, the list sent over
+    field lines cut where ``cuts`` says (RFC 9110 §5.3: the same as one comma-joined line)."""
+    for coding in codings:
+        body = _CODERS[coding](body)
+    lines, line = [], [codings[0]]
+    for coding, cut in zip(codings[1:], cuts):
+        if cut:
+            lines.append(line)
+            line = []
+        line.append(coding)
+    lines.append(line)
+    head = b"".join(b"%s: %s\r\n" % (name.encode(), ", ".join(part).encode()) for part in lines)
+    return b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\n" + head + b"Content-Length: %d\r\n\r\n" % len(body) + body
+
+
+@settings(max_examples=20, deadline=None)
+@given(stacks=st.lists(_stacks, min_size=1, max_size=4))
+@example(stacks=[(["gzip", "deflate"], [True], "Content-Encoding")])
+def test_content_codings_over_several_field_lines_are_all_undone(stacks) -> None:
+    """Content-Encoding sent over several field lines is one list (RFC 9110 §5.3). Only the
+    first line was read: ``Content-Encoding: gzip`` then ``Content-Encoding: deflate`` was
+    undone as gzip alone, which fails on the deflate stream, so parse (and the robots.txt
+    reader, for a robots.txt) got the compressed bytes. The WARC keeps them as sent."""
+    from beamcrawl.core.net.fetcher import FetchRunner
+    from beamcrawl.core.policy.robots import RobotsRules
+    from beamcrawl.core.runtime.config import CrawlConfig
+    from beamcrawl.schemas.records import FrontierEntry, HostPlan, HostRecord
+    from wire_shapes import ShapeServer  # noqa: E402  (tests/wire_shapes.py)
+
+    config = CrawlConfig(
+        out="/tmp/o",
+        store="sqlite:///tmp/o",
+        min_delay=0.02,
+        round_window=20,
+        allow_private_networks=True,
+        resolve=(("*.test", "127.0.0.1"),),
+        total_timeout=5.0,
+    )
+    body = b"<html><body><a href='/next'>next</a> " + b"text " * 40 + b"</body></html>"
+    answers = {f"ce{i}.test": _encoded_page(*stack, body) for i, stack in enumerate(stacks)}
+    with ShapeServer() as server:
+        for host, answer in answers.items():
+
+            async def site(served, writer, answer=answer):
+                served.body = answer
+                writer.write(answer)
+                await writer.drain()
+                return True
+
+            server.sites[host] = site
+        runner = FetchRunner(config)
+        try:
+            for host in answers:
+                slot = f"{host}:{server.port}"
+                record = HostRecord(host=slot)
+                record.robots = RobotsRules.parse("", "beamcrawl").to_dict()
+                record.robots_fetched_at = time.time()
+                entry = FrontierEntry(url=f"http://{slot}/p", fp=1, host=slot, due_ms=0)
+                runner.submit(
+                    HostPlan(host=slot, shard=0, record=record, delay=0.02, fetch_robots=False, entries=[entry])
+                )
+            results = {r.entry.host.split(":")[0]: r for k, r in runner.drain(wait=True) if k == "result"}
+        finally:
+            runner.close()
+    for host, answer in answers.items():
+        result = results[host]
+        assert result.outcome == "fetched", result.error
+        assert result.raw_body == answer.split(b"\r\n\r\n", 1)[1]  # the WARC's payload: as sent
+        assert result.body == body, (host, result.response_headers)
+
+
+def test_a_robots_txt_whose_codings_span_two_field_lines_is_obeyed() -> None:
+    """A robots.txt sent ``Content-Encoding: gzip`` then ``Content-Encoding: deflate`` was
+    read as its compressed bytes, which hold no rule: ``Disallow: /`` went unread and the
+    page was requested. It is decoded whole and obeyed (RFC 9309 §2.2.2)."""
+    from beamcrawl.core.net.fetcher import FetchRunner
+    from beamcrawl.core.runtime.config import CrawlConfig
+    from beamcrawl.schemas.records import FrontierEntry, HostPlan, HostRecord
+    from wire_shapes import ShapeServer, response  # noqa: E402  (tests/wire_shapes.py)
+
+    config = CrawlConfig(
+        out="/tmp/o",
+        store="sqlite:///tmp/o",
+        min_delay=0.02,
+        round_window=20,
+        allow_private_networks=True,
+        resolve=(("*.test", "127.0.0.1"),),
+        total_timeout=5.0,
+    )
+    robots = _encoded_page(["gzip", "deflate"], [True], "Content-Encoding", b"User-agent: *\nDisallow: /\n")
+
+    async def site(served, writer):
+        served.body = robots if served.path == "/robots.txt" else response(b"<html>page</html>")
+        writer.write(served.body)
+        await writer.drain()
+        return True
+
+    with ShapeServer() as server:
+        server.sites["rules.test"] = site
+        slot = f"rules.test:{server.port}"
+        entry = FrontierEntry(url=f"http://{slot}/p", fp=1, host=slot, due_ms=0)
+        plan = HostPlan(
+            host=slot, shard=0, record=HostRecord(host=slot), delay=0.02, fetch_robots=True, entries=[entry]
+        )
+        runner = FetchRunner(config)
+        try:
+            runner.submit(plan)
+            results = [r for k, r in runner.drain(wait=True) if k == "result"]
+        finally:
+            runner.close()
+        paths = server.paths("rules.test")
+    assert paths == ["/robots.txt"]
+    assert [r.outcome for r in results if r.entry.source != "robots"] == ["robots_disallowed"]
