@@ -34,6 +34,7 @@ import inspect
 import logging
 import math
 import queue
+import re
 import threading
 import time
 from dataclasses import replace
@@ -586,7 +587,8 @@ class HostCrawler:
 
         A hop to another host waits for that host's turn (one request in flight, its delay)
         and books its response on that host's clock; a hop its robots.txt forbids is not
-        made, and the file counts as unreachable."""
+        made, and the file counts as unreachable. So does a 2xx whose Content-Encoding (or
+        transfer coding) cannot be undone: its bytes as sent are no file to read rules from."""
         token = self.cfg.robots_token
         url = f"{scheme}://{plan.host}/robots.txt"
         entry = FrontierEntry(url=url, fp=0, host=plan.host, due_ms=0, source="robots")
@@ -624,6 +626,12 @@ class HostCrawler:
                 status, body = None, None
                 break
             status, body = result.status, result.body
+            if 200 <= status < 300 and await self._unreadable(result):
+                # Read as the bytes sent, a file whose codings could not be undone held no
+                # rule, and its host was crawled as if it allowed everything: it counts as
+                # unreachable (RFC 9309 §2.3.1.4), its rules asked for again later.
+                status, body = None, None
+                break
             location = result.header("location")
             if status in (301, 302, 303, 307, 308) and location:
                 try:
@@ -657,6 +665,25 @@ class HostCrawler:
             token=token,
             now=now,
         )
+
+    async def _unreadable(self, result: FetchResult) -> bool:
+        """Whether a fetched robots.txt's body is no text to read rules from: its codings
+        could not be undone (a coding not supported, a corrupt stream), so that
+        :meth:`_read_body` gave the bytes as sent as its payload, and those bytes are no
+        text either (a compressed stream). A text file under a coding label it does not
+        need (``Content-Encoding: utf-8``, a misconfiguration seen on the web) is read."""
+        named = [(k.lower(), v) for k, v in result.response_headers]
+        codings = body_codings(
+            ", ".join(v for k, v in named if k == "content-encoding"), [v for k, v in named if k == "transfer-encoding"]
+        )
+        if not _codings_named(codings):
+            return False
+        raw, cap = result.raw_body, self.cfg.max_decoded_bytes
+        if len(raw) > OFF_LOOP_BYTES:
+            decoded = await asyncio.to_thread(decode_content, raw, codings, cap)
+        else:
+            decoded = decode_content(raw, codings, cap)
+        return decoded.error is not None and not _is_text(raw)
 
     async def _get(self, entry: FrontierEntry, url: str, ip: str | None) -> FetchResult:
         """One GET, no redirects followed, body capped; never raises for network trouble."""
@@ -795,6 +822,25 @@ class HostCrawler:
         if decoder.truncated:
             log.debug("payload of %s cut at %d decoded bytes", resp.url, decoded_cap)
         return raw, b"".join(parts), cut
+
+
+# Bytes no text file holds: the C0 controls but HTAB, LF, FF and CR, and DEL.
+_NOT_TEXT = re.compile(rb"[\x00-\x08\x0b\x0e-\x1f\x7f]")
+
+
+def _is_text(raw: bytes) -> bool:
+    """Whether ``raw`` is UTF-8 text (what a robots.txt is, RFC 9309 §2.3) without control
+    characters, as no compressed stream is."""
+    try:
+        raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return _NOT_TEXT.search(raw) is None
+
+
+def _codings_named(codings: str) -> bool:
+    """Whether a coding list names any coding to undo (not only ``identity``)."""
+    return any(c.strip().lower() not in ("", "identity") for c in codings.split(","))
 
 
 def _decode_all(decoder: CappedDecoder, raw: bytes) -> list[bytes]:
