@@ -587,8 +587,9 @@ class HostCrawler:
 
         A hop to another host waits for that host's turn (one request in flight, its delay)
         and books its response on that host's clock; a hop its robots.txt forbids is not
-        made, and the file counts as unreachable. So does a 2xx whose Content-Encoding (or
-        transfer coding) cannot be undone: its bytes as sent are no file to read rules from."""
+        made, and the file counts as unreachable. So does a 2xx cut short by a slow transfer,
+        or whose Content-Encoding (or transfer coding) cannot be undone: what arrived is not
+        the file to read rules from."""
         token = self.cfg.robots_token
         url = f"{scheme}://{plan.host}/robots.txt"
         entry = FrontierEntry(url=url, fp=0, host=plan.host, due_ms=0, source="robots")
@@ -626,10 +627,13 @@ class HostCrawler:
                 status, body = None, None
                 break
             status, body = result.status, result.body
-            if 200 <= status < 300 and await self._unreadable(result):
-                # Read as the bytes sent, a file whose codings could not be undone held no
-                # rule, and its host was crawled as if it allowed everything: it counts as
-                # unreachable (RFC 9309 §2.3.1.4), its rules asked for again later.
+            if 200 <= status < 300 and (result.truncated not in (None, "length") or await self._unreadable(result)):
+                # Not the file: one cut short by a slow transfer (its rules up to the cut were
+                # read, a Disallow still to come went unread), or one whose codings could not
+                # be undone (read as the bytes sent, it held no rule); its host was crawled as
+                # if they allowed everything. It counts as unreachable (RFC 9309 §2.3.1.4),
+                # its rules asked for again later. A file cut at the body cap is its first
+                # bytes, which §2.5 allows to be all that is parsed.
                 status, body = None, None
                 break
             location = result.header("location")

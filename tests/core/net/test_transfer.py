@@ -658,3 +658,73 @@ def test_a_robots_txt_the_crawler_cannot_decode_allows_nothing(robots) -> None:
             assert (page.outcome, page.error) == ("deferred", "robots.txt unavailable"), host
         else:
             assert page.outcome == ("fetched" if readable[host] else "robots_disallowed"), host
+
+
+_RULES = b"User-agent: *\n# " + b"x" * 60 + b"\nDisallow: /\n"
+
+
+@settings(max_examples=6, deadline=None)
+@given(cuts=st.lists(st.integers(1, len(_RULES) - 1), min_size=1, max_size=3))
+@example(cuts=[20])
+def test_a_robots_txt_cut_short_by_a_slow_transfer_allows_nothing(cuts) -> None:
+    """A robots.txt whose server stalls before the end (here before ``Disallow: /``) is cut
+    (WARC-Truncated: time). It was read up to the cut: the rule still to come went unread,
+    and the page was requested. It counts as unreachable now, wherever the cut falls."""
+    from beamcrawl.core.net.fetcher import FetchRunner
+    from beamcrawl.core.runtime.config import CrawlConfig
+    from beamcrawl.schemas.records import FrontierEntry, HostPlan, HostRecord
+    from wire_shapes import ShapeServer, response  # noqa: E402  (tests/wire_shapes.py)
+
+    config = CrawlConfig(
+        out="/tmp/o",
+        store="sqlite:///tmp/o",
+        min_delay=0.02,
+        round_window=20,
+        allow_private_networks=True,
+        resolve=(("*.test", "127.0.0.1"),),
+        total_timeout=5.0,
+        stall_timeout=0.3,
+    )
+    head = b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: %d\r\n\r\n" % len(_RULES)
+    hosts = {f"drip{i}.test": cut for i, cut in enumerate(cuts)}
+    with ShapeServer() as server:
+        for host, cut in hosts.items():
+
+            async def site(served, writer, cut=cut):
+                if served.path != "/robots.txt":
+                    served.body = response(b"<html>page</html>")
+                    writer.write(served.body)
+                    await writer.drain()
+                    return True
+                served.body = _RULES
+                writer.write(head + _RULES[:cut])
+                await writer.drain()
+                await asyncio.sleep(0.8)  # past the stall timeout: the rest comes too late
+                writer.write(_RULES[cut:])
+                await writer.drain()
+                return False
+
+            server.sites[host] = site
+        runner = FetchRunner(config)
+        try:
+            for host in hosts:
+                slot = f"{host}:{server.port}"
+                entry = FrontierEntry(url=f"http://{slot}/p", fp=1, host=slot, due_ms=0)
+                runner.submit(
+                    HostPlan(
+                        host=slot, shard=0, record=HostRecord(host=slot), delay=0.02, fetch_robots=True, entries=[entry]
+                    )
+                )
+            results = [r for k, r in runner.drain(wait=True) if k == "result"]
+        finally:
+            runner.close()
+        paths = {host: server.paths(host) for host in hosts}
+        deadline = time.monotonic() + 5
+        while any(not r.end for r in server.requests) and time.monotonic() < deadline:
+            time.sleep(0.05)  # the drips end before the server stops
+    for host in hosts:
+        assert paths[host] == ["/robots.txt"], host
+        (robots,) = [r for r in results if r.entry.source == "robots" and f"//{host}:" in r.url]
+        assert robots.truncated == "time"  # the cut happened, and is archived as such
+        (page,) = [r for r in results if r.entry.source != "robots" and f"//{host}:" in r.url]
+        assert (page.outcome, page.error) == ("deferred", "robots.txt unavailable")
