@@ -24,19 +24,25 @@ SAFETY_MARGIN = 0.02
 
 
 def parse_retry_after(value: str | None, now: float) -> float | None:
-    """Seconds to wait from a Retry-After header (delta-seconds or an HTTP date)."""
+    """Seconds to wait from a Retry-After header (delta-seconds or an HTTP date), or None
+    for a value that is neither; never raises, whatever the header's bytes.
+
+    delay-seconds are ASCII digits (RFC 9110 §10.2.3): ``str.isdigit`` also takes latin-1's
+    superscript digits (the byte B2 is ``²``), which ``float`` refuses, and a date's zone
+    may be millions of hours off, which overflows; either error escaped the fetch loop's
+    booking of the response, and the host's other URLs were given back as an internal error.
+    """
     if not value:
         return None
     value = value.strip()
-    if value.isdigit():
+    if value.isascii() and value.isdigit():
         return min(float(value), RETRY_AFTER_CAP)
     try:
         when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError, IndexError):
+        at = when.timestamp()
+    except (TypeError, ValueError, IndexError, OverflowError, OSError):
         return None
-    if when is None:
-        return None
-    return max(0.0, min(when.timestamp() - now, RETRY_AFTER_CAP))
+    return max(0.0, min(at - now, RETRY_AFTER_CAP))
 
 
 def base_delay(

@@ -427,3 +427,32 @@ def test_a_header_the_client_cannot_write_is_refused():
         client_headers([("X", "\u20ac")])
     plain = [("Accept", "text/html")]
     assert client_headers(plain) is plain
+
+
+@pytest.mark.parametrize("retry_after", [b"\xb2", b"31 Dec 9999 23:59:59 -9999999999990"])
+def test_a_503_with_any_retry_after_fails_no_other_url_of_its_host(retry_after):
+    """A 503 whose Retry-After is the byte B2 (``²``, a digit to ``str.isdigit``) or a date
+    whose zone overflows: booking the answer raised, the host's crawl stopped as an internal
+    error, and its other URLs (with those already fetched) were given back deferred. The
+    answer is booked (no wait taken from the header), and the host's other pages fetched."""
+    answer = b"HTTP/1.1 503 Busy\r\nRetry-After: " + retry_after + b"\r\nContent-Length: 4\r\n\r\nbusy"
+
+    async def site(served, writer):
+        served.body = answer if served.path == "/page-a" else response(f"page {served.path}".encode())
+        writer.write(served.body)
+        await writer.drain()
+        return True
+
+    with ShapeServer() as server:
+        server.sites["busy.test"] = site
+        runner = FetchRunner(_cfg(min_delay=0.05))
+        try:
+            runner.submit(_plan(server.port, "busy.test", ["/page-a", "/page-b", "/page-c"]))
+            out = list(runner.drain(wait=True))
+        finally:
+            runner.close()
+    assert [kind for kind, _ in out if kind == "failed"] == []
+    results = {_path(r.url): r for kind, r in out if kind == "result"}
+    assert sorted(results) == ["/page-a", "/page-b", "/page-c"] and len(out) == 4  # three results, one host
+    assert results["/page-a"].status == 503
+    assert [results[p].outcome for p in ("/page-b", "/page-c")] == ["fetched", "fetched"]

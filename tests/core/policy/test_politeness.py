@@ -5,6 +5,8 @@ from __future__ import annotations
 import email.utils
 
 import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
 
 from beamcrawl.core.policy import politeness
 from beamcrawl.core.runtime.config import CrawlConfig
@@ -79,3 +81,32 @@ def test_delay_recovers_when_the_host_answers_fast_again():
 def test_gap_counts_from_the_end_of_the_previous_response():
     allowed = politeness.next_allowed(last_fetch_end=100.0, delay=1.0, not_before=0.0)
     assert 101.0 < allowed <= 101.05
+
+
+# Retry-After values as the fetcher holds them (the header's bytes read as latin-1): digits,
+# latin-1's superscript digits (str.isdigit() says yes, float() says no), date parts, zones
+# and numbers far past a date's range.
+_RETRY_PARTS = ["0", "7", "120", "\xb2", "\xb3", "\xb9", " ", "GMT", "-9999999999999", "+2359", "99999999999999999999",
+                "Sun, 06 Nov 1994 08:49:37 GMT", "31 Dec 9999 23:59:59", "00 Jan 1900 00:00:00", "Feb", ","]  # fmt: skip
+_retry_after = st.one_of(
+    st.lists(st.sampled_from(_RETRY_PARTS), min_size=1, max_size=5).map("".join),
+    st.binary(min_size=1, max_size=16).map(lambda b: b.decode("latin-1")),
+)
+
+
+@settings(max_examples=2000, deadline=None)
+@given(value=_retry_after, status=st.sampled_from([429, 503]))
+@example(value="\xb2", status=503)
+@example(value="31 Dec 9999 23:59:59 -9999999999990", status=429)
+def test_any_retry_after_gives_a_wait_or_none_and_never_raises(value, status):
+    """A 429 or 503 with any Retry-After is booked. ``²`` (the byte B2) passed
+    ``str.isdigit`` and failed ``float``, and a date with a zone millions of hours off
+    overflowed: the error escaped the fetch loop's booking of the response, and every
+    other URL of the host was given back as an internal error (RFC 9110 §10.2.3:
+    delay-seconds is ASCII digits; anything that is neither it nor a date is ignored)."""
+    wait = politeness.parse_retry_after(value, 1_700_000_000.0)
+    assert wait is None or 0.0 <= wait <= politeness.RETRY_AFTER_CAP
+    decision = politeness.after_response(
+        CFG, current_delay=1.0, steady_delay=1.0, status=status, retry_after=value, end=5.0, consecutive_errors=0
+    )
+    assert decision.delay >= 1.0
