@@ -261,13 +261,19 @@ class HostCrawler:
         live = self._own_clock(plan)  # before queueing for a slot: hops may need its clock
         async with self._slots:
             self.hosts_started += 1
+            todo = EntryCursor(plan.entries)
             try:
-                record = await self._crawl_host(plan, live, EntryCursor(plan.entries))
+                record = await self._crawl_host(plan, live, todo)
             except Exception as exc:  # never lose a host's work to a bug in one request
                 log.exception("host %s failed", plan.host)
                 self.emit("failed", (plan, exc))  # a dead letter of the fetch stage
-                self._defer(plan.entries, f"internal error: {exc!r}")
-                record = plan.record
+                # The URLs with no result yet go back (the one taken last had none: its
+                # result is emitted last), not the whole plan, whose answered URLs would
+                # have a second result; and the plan's record goes out with the live clock,
+                # this round's requests and the server's holds on it, which the next round
+                # counts its gaps from.
+                self._defer(todo.rest(with_last=True), f"internal error: {exc!r}")
+                record = _with_clock(plan.record, live)
             finally:
                 self.hosts_finished += 1
             self.emit("host", record)
@@ -840,6 +846,17 @@ def _is_text(raw: bytes) -> bool:
     except UnicodeDecodeError:
         return False
     return _NOT_TEXT.search(raw) is None
+
+
+def _with_clock(record: HostRecord, live: HostRecord) -> HostRecord:
+    """``record`` with the clock of ``live`` (its requests' end, holds and delay) where it is
+    later or longer."""
+    return replace(
+        record,
+        last_fetch_end=max(record.last_fetch_end, live.last_fetch_end),
+        not_before=max(record.not_before, live.not_before),
+        delay=max(record.delay, live.delay),
+    )
 
 
 def _codings_named(codings: str) -> bool:

@@ -456,3 +456,48 @@ def test_a_503_with_any_retry_after_fails_no_other_url_of_its_host(retry_after):
     assert sorted(results) == ["/page-a", "/page-b", "/page-c"] and len(out) == 4  # three results, one host
     assert results["/page-a"].status == 503
     assert [results[p].outcome for p in ("/page-b", "/page-c")] == ["fetched", "fetched"]
+
+
+def test_a_host_whose_crawl_fails_keeps_its_clock_and_each_url_one_result(monkeypatch):
+    """A bug raised while a host is crawled (here booking its second answer, a 503 with
+    ``Retry-After: 120``) stops that host's crawl. It gave back every URL of the plan as
+    deferred, the one already fetched too (a second result for it), and emitted the host
+    record the plan came with: the round's requests and the server's hold were gone from
+    the clock the next round reads. Only the URLs without a result are given back now, and
+    the record keeps the clock."""
+    from beamcrawl.core.net.fetcher import HostCrawler
+
+    answer = b"HTTP/1.1 503 Busy\r\nRetry-After: 120\r\nContent-Length: 4\r\n\r\nbusy"
+
+    async def site(served, writer):
+        served.body = answer if served.path == "/page-b" else response(f"page {served.path}".encode())
+        writer.write(served.body)
+        await writer.drain()
+        return True
+
+    booked = HostCrawler._after
+    calls = []
+
+    def after(self, record, result, rules, floor):
+        booked(self, record, result, rules, floor)
+        calls.append(result.url)
+        if len(calls) == 2:
+            raise RuntimeError("a bug")
+
+    monkeypatch.setattr(HostCrawler, "_after", after)
+    with ShapeServer() as server:
+        server.sites["bug.test"] = site
+        runner = FetchRunner(_cfg(min_delay=0.05))
+        try:
+            runner.submit(_plan(server.port, "bug.test", ["/page-a", "/page-b", "/page-c"]))
+            out = list(runner.drain(wait=True))
+        finally:
+            runner.close()
+        served = list(server.requests)
+    assert [kind for kind, _ in out if kind == "failed"] == ["failed"]
+    results = [(_path(r.url), r.outcome) for kind, r in out if kind == "result"]
+    assert sorted(results) == [("/page-a", "fetched"), ("/page-b", "deferred"), ("/page-c", "deferred")]
+    ((_, host),) = [(kind, v) for kind, v in out if kind == "host"]
+    assert [s.path for s in served] == ["/page-a", "/page-b"]
+    assert host.last_fetch_end >= served[-1].start  # the second request is on the clock
+    assert host.not_before >= served[-1].end + 100  # and the server's hold
