@@ -55,7 +55,7 @@ from beamcrawl.core.net.resolver import REFUSED, FetchRefused, PolicyResolver, h
 from beamcrawl.core.urls.hostkeys import shard_of
 from beamcrawl.core.urls.urlnorm import host_of, normalize
 from beamcrawl.core.policy import usage_prefs
-from beamcrawl.core.policy.robots import RobotsRules, cached_rules, is_robots_txt
+from beamcrawl.core.policy.robots import MAX_ROBOTS_BYTES, RobotsRules, cached_rules, is_robots_txt, whole_lines
 from beamcrawl.core.net.transfer import (
     ACCEPT_ENCODING,
     CappedDecoder,
@@ -633,6 +633,10 @@ class HostCrawler:
                 status, body = None, None
                 break
             status, body = result.status, result.body
+            if result.truncated == "length" or len(body) >= self._caps(False, True)[1]:
+                # Cut at a cap (the transfer's, or the decoded bytes'): whole lines only. A
+                # half line could make a long Allow a short one, which allows more.
+                body = whole_lines(body)
             if 200 <= status < 300 and (result.truncated not in (None, "length") or await self._unreadable(result)):
                 # Not the file: one cut short by a slow transfer (its rules up to the cut were
                 # read, a Disallow still to come went unread), or one whose codings could not
@@ -675,6 +679,15 @@ class HostCrawler:
             token=token,
             now=now,
         )
+
+    def _caps(self, sitemap: bool, robots: bool) -> tuple[int, int]:
+        """The bytes a body is read to, as transferred and as decoded (:meth:`_read_body`)."""
+        cfg = self.cfg
+        if sitemap:
+            return max(cfg.max_body_bytes, cfg.max_sitemap_bytes), max(cfg.max_decoded_bytes, cfg.max_sitemap_bytes)
+        if robots:  # RFC 9309 §2.5: at least 500 KiB parsed, and a byte to see where its line ends
+            return max(cfg.max_body_bytes, MAX_ROBOTS_BYTES + 1), max(cfg.max_decoded_bytes, MAX_ROBOTS_BYTES + 1)
+        return cfg.max_body_bytes, cfg.max_decoded_bytes
 
     async def _unreadable(self, result: FetchResult) -> bool:
         """Whether a fetched robots.txt's body is no text to read rules from: its codings
@@ -737,7 +750,9 @@ class HostCrawler:
                     else None
                 )
                 _TRANSFER_END.set(None)
-                raw, body, cut = await self._read_body(resp, sitemap=entry.kind != "page")
+                raw, body, cut = await self._read_body(
+                    resp, sitemap=entry.kind != "page", robots=entry.source == "robots"
+                )
                 headers = [(k.decode("latin-1"), v.decode("latin-1")) for k, v in resp.raw_headers]
                 # The response ended with its last byte: decoding it afterwards is our time.
                 ended, ended_wall, lag_then = _TRANSFER_END.get() or (time.monotonic(), time.time(), self.lag.now())
@@ -777,7 +792,9 @@ class HostCrawler:
                 error=reason[:500],
             )
 
-    async def _read_body(self, resp: aiohttp.ClientResponse, sitemap: bool = False) -> tuple[bytes, bytes, str | None]:
+    async def _read_body(
+        self, resp: aiohttp.ClientResponse, sitemap: bool = False, robots: bool = False
+    ) -> tuple[bytes, bytes, str | None]:
         """Reads the body within the transfer limits and undoes its Content-Encoding (and any
         transfer coding but ``chunked``, which the client undoes).
 
@@ -788,15 +805,16 @@ class HostCrawler:
         ``WARC-Truncated`` says ``length`` only when the recorded bytes are incomplete.
 
         A sitemap or feed (``sitemap``) may be larger than a page: up to
-        ``max_sitemap_bytes``, transferred and decoded.
+        ``max_sitemap_bytes``, transferred and decoded. A robots.txt (``robots``) is read to
+        at least :data:`~beamcrawl.core.policy.robots.MAX_ROBOTS_BYTES` and a byte, whatever
+        the caps: RFC 9309 §2.5 has crawlers parse at least that much of it (:meth:`_caps`).
 
         The monotonic and wall times the transfer ended and the loop's lag then
         (:meth:`LoopLag.now`) are left in :data:`_TRANSFER_END` for the callers: the
         response's end, before decoding.
         """
         cfg = self.cfg
-        body_cap = max(cfg.max_body_bytes, cfg.max_sitemap_bytes) if sitemap else cfg.max_body_bytes
-        decoded_cap = max(cfg.max_decoded_bytes, cfg.max_sitemap_bytes) if sitemap else cfg.max_decoded_bytes
+        body_cap, decoded_cap = self._caps(sitemap, robots)
         # Every Content-Encoding field line: one list, as if comma-joined (RFC 9110 §5.3); the
         # first alone left a stack sent over two lines (gzip, then deflate) undecoded.
         content_encoding = ", ".join(resp.headers.getall("Content-Encoding", ()))

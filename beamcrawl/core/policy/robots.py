@@ -67,6 +67,7 @@ __all__ = [
     "product_token",
     "retry_unreachable_at",
     "rules_in_force",
+    "whole_lines",
 ]
 
 RobotsKind = Literal["parsed", "allow_all", "disallow_all"]
@@ -138,11 +139,16 @@ def _cap(body: bytes) -> bytes:
     """The first MAX_ROBOTS_BYTES of ``body``, cut after the last complete line."""
     if len(body) <= MAX_ROBOTS_BYTES:
         return body
-    head = body[:MAX_ROBOTS_BYTES]
     if body[MAX_ROBOTS_BYTES : MAX_ROBOTS_BYTES + 1] in (b"\n", b"\r"):
-        return head  # the last line's terminator is the first byte past the limit
-    cut = max(head.rfind(b"\n"), head.rfind(b"\r"))
-    return head[: cut + 1]
+        return body[:MAX_ROBOTS_BYTES]  # the last line's terminator is the first byte past the limit
+    return whole_lines(body[:MAX_ROBOTS_BYTES])
+
+
+def whole_lines(body: bytes) -> bytes:
+    """``body`` up to and with its last line terminator: what of a file cut short is whole
+    lines. A half line could turn a long ``Allow: /private-ok`` into ``Allow: /pr``, which
+    allows more than the file does."""
+    return body[: max(body.rfind(b"\n"), body.rfind(b"\r")) + 1]
 
 
 def _decode(body: bytes | str) -> str:

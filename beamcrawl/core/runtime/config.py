@@ -244,7 +244,7 @@ class CrawlConfig:
     )
     max_body_bytes: int = _setting(
         2 * MiB,
-        "Bodies are cut at this size and recorded as truncated (like DOWNLOAD_MAXSIZE).",
+        "Bodies are cut at this size and recorded as truncated (like DOWNLOAD_MAXSIZE); a robots.txt is read to at least 500 KiB, as RFC 9309 asks.",
         minimum=1,
         unit="bytes",
     )

@@ -728,3 +728,96 @@ def test_a_robots_txt_cut_short_by_a_slow_transfer_allows_nothing(cuts) -> None:
         assert robots.truncated == "time"  # the cut happened, and is archived as such
         (page,) = [r for r in results if r.entry.source != "robots" and f"//{host}:" in r.url]
         assert (page.outcome, page.error) == ("deferred", "robots.txt unavailable")
+
+
+def _robots_and_page(bodies: dict[str, tuple[bytes, bytes]], **settings_) -> tuple[dict[str, list[str]], list]:
+    """Each host serves its robots.txt as ``(head, body)`` and a page at ``/prx``; the fetch
+    asks for the robots.txt and then ``/prx``. Returns the paths each host was asked for, and
+    the results."""
+    from beamcrawl.core.net.fetcher import FetchRunner
+    from beamcrawl.core.runtime.config import CrawlConfig
+    from beamcrawl.schemas.records import FrontierEntry, HostPlan, HostRecord
+    from wire_shapes import ShapeServer, response  # noqa: E402  (tests/wire_shapes.py)
+
+    config = CrawlConfig(
+        out="/tmp/o",
+        store="sqlite:///tmp/o",
+        min_delay=0.02,
+        round_window=20,
+        allow_private_networks=True,
+        resolve=(("*.test", "127.0.0.1"),),
+        **settings_,
+    )
+    with ShapeServer() as server:
+        for host, (head, body) in bodies.items():
+
+            async def site(served, writer, head=head, body=body):
+                served.body = response(b"<html>page</html>") if served.path != "/robots.txt" else head + body
+                writer.write(served.body)
+                await writer.drain()
+                return True
+
+            server.sites[host] = site
+        runner = FetchRunner(config)
+        try:
+            for host in bodies:
+                slot = f"{host}:{server.port}"
+                entry = FrontierEntry(url=f"http://{slot}/prx", fp=1, host=slot, due_ms=0)
+                runner.submit(
+                    HostPlan(
+                        host=slot, shard=0, record=HostRecord(host=slot), delay=0.02, fetch_robots=True, entries=[entry]
+                    )
+                )
+            results = [r for k, r in runner.drain(wait=True) if k == "result"]
+        finally:
+            runner.close()
+        return {host: server.paths(host) for host in bodies}, results
+
+
+@settings(max_examples=4, deadline=None)
+@given(caps=st.lists(st.integers(1, 40_000), min_size=1, max_size=4))
+@example(caps=[30])
+def test_a_robots_txt_is_read_to_500_kib_whatever_the_body_caps(caps) -> None:
+    """RFC 9309 §2.5: a crawler parses at least 500 KiB of a robots.txt. With the body caps
+    set lower (``--max-body-bytes``, ``--max-decoded-bytes``), the file was cut there like
+    any page, and a ``Disallow`` past the cut went unread: the page it forbids was requested."""
+    rules = b"User-agent: *\n" + b"# filler\n" * 4_000 + b"Disallow: /p\n"
+    head = b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: %d\r\n\r\n" % len(rules)
+    hosts = {f"capped{i}.test": cap for i, cap in enumerate(caps)}
+    for host, cap in hosts.items():
+        paths, _ = _robots_and_page({host: (head, rules)}, max_body_bytes=cap, max_decoded_bytes=cap)
+        assert paths[host] == ["/robots.txt"], (cap, paths)
+
+
+def test_a_robots_txt_cut_at_a_cap_is_read_in_whole_lines() -> None:
+    """A gzipped robots.txt of bytes that do not compress, cut at the transfer cap (500 KiB and
+    a byte, with the caps set lower), decodes to less than 500 KiB that ends inside a line.
+    That half line was read as a rule: ``Allow: /private-archive/`` cut to ``Allow: /pr``
+    allowed ``/prx``, which ``Disallow: /p`` forbids. Only whole lines are read."""
+    import random
+
+    from beamcrawl.core.policy.robots import MAX_ROBOTS_BYTES
+
+    cap = MAX_ROBOTS_BYTES + 1  # what a robots.txt is read to with the caps below it
+    start = b"User-agent: *\nDisallow: /p\n# "
+    noise = bytes(random.Random(7).choice(range(32, 256)) for _ in range(cap))  # no line ends
+
+    def gz(body: bytes) -> bytes:
+        return gzip.compress(body, compresslevel=0, mtime=0)  # stored: no smaller than the text
+
+    # Where the transfer cap falls in the decoded text does not depend on what follows it
+    # (stored blocks): place the Allow line so that the cut leaves "Allow: /pr".
+    probe = start + noise + b"\n" + b"x" * 4096
+    seen = len(zlib.decompressobj(31).decompress(gz(probe)[:cap]))
+    filler = seen - len(start) - 1 - len(b"Allow: /pr")
+    rules = start + noise[:filler] + b"\nAllow: /private-archive/\n"
+    body = gz(rules)
+    assert len(zlib.decompressobj(31).decompress(body[:cap])) == seen  # the cut is where it was probed
+    assert zlib.decompressobj(31).decompress(body[:cap]).endswith(b"\nAllow: /pr")
+    head = b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Encoding: gzip\r\nContent-Length: %d\r\n\r\n" % len(
+        body
+    )
+    paths, results = _robots_and_page({"halfline.test": (head, body)}, max_body_bytes=1_000, max_decoded_bytes=1_000)
+    (robots,) = [r for r in results if r.entry.source == "robots"]
+    assert robots.truncated == "length"
+    assert paths["halfline.test"] == ["/robots.txt"], paths
