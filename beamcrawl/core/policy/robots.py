@@ -24,6 +24,12 @@ the canonical lines are what fixes it:
 * A byte-order mark is stripped; protego reads ``\ufeffUser-agent`` as an unknown line.
 * Lines end only at CR, LF or CRLF (RFC 9309 §2.2); protego's ``str.splitlines`` also splits
   at U+0085, U+2028, form feed and others, turning the rest of a pattern into a new line.
+* Whitespace in a line is a space or a tab, RFC 9309's ``WS``. Python's ``str.strip()`` takes
+  more (U+00A0, U+3000, U+2028, form feed, ...), and a path may hold and end in those:
+  ``Allow: /a`` + U+00A0 allows ``/a%C2%A0`` only, where the stripped ``/a`` let ``/ab``
+  through ``Disallow: /``. A file holding such a character is read both ways, and a target
+  must be allowed by our rules in each (:meth:`RobotsRules.allowed`): the stricter stands, so
+  ``Disallow: /a`` + U+00A0 still keeps ``/a/x`` out, as Python's reading did.
 * At most 500 KiB is parsed, cut at the last line boundary (a half line could turn a long
   ``Allow`` into a short one).
 
@@ -116,6 +122,13 @@ _EXTRA_LINE_BREAKS = {
 }
 _HAS_EXTRA_LINE_BREAK = re.compile("[\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]").search
 
+# RFC 9309's whitespace is a space or a tab (WS = %x20 / %x09). Python's str.strip() and
+# str.split() take these characters for whitespace too; to RFC 9309 each is a character of the
+# line (in a path, one to match: "Allow: /a\xa0" allows /a%C2%A0 only).
+_RFC_WS = " \t"
+_HAS_OTHER_SPACE = re.compile("[\x0b\x0c\x1c-\x1f\x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]").search
+_RFC_WS_RUN = re.compile("[ \t]+")
+
 
 def product_token(agent: str) -> str:
     """Validates a crawler's robots.txt product token (RFC 9309 §2.2.1).
@@ -160,23 +173,33 @@ def _decode(body: bytes | str) -> str:
     return text[1:] if text.startswith("\ufeff") else text
 
 
-def _split_record(line: str) -> tuple[str, str] | None:
-    """A comment-free, stripped line as (canonical field, value), or None.
+def _split_record(line: str, ws: str | None = None) -> tuple[str, str] | None:
+    """A comment-free line as (canonical field, value), or None.
 
     None means the line is not a record this crawler uses. Like protego (and Google),
-    ``Field value`` without a colon and ``User agent`` with a space are accepted.
+    ``Field value`` without a colon and ``User agent`` with a space are accepted. ``ws`` is
+    what counts as whitespace around and between the words: None for every character
+    ``str.split()`` takes (the lenient reading), :data:`_RFC_WS` for RFC 9309's.
     """
+    line = line.strip(ws)
     name, colon, value = line.partition(":")
     if colon:
-        field = _FIELD_ALIASES.get(" ".join(name.lower().split()))
+        field = _FIELD_ALIASES.get(" ".join(_words(name.lower(), ws)))
         if field is not None:
-            return field, value.strip()
-    words = line.split(None, _MAX_FIELD_WORDS)
+            return field, value.strip(ws)
+    words = _words(line, ws, _MAX_FIELD_WORDS)
     for count in range(1, min(_MAX_FIELD_WORDS, len(words)) + 1):
         field = _FIELD_ALIASES.get(" ".join(words[:count]).lower())
         if field is not None:
             return field, " ".join(words[count:])
     return None
+
+
+def _words(text: str, ws: str | None, most: int = -1) -> list[str]:
+    """``text.split(None, most)``, splitting at RFC 9309's whitespace alone when ``ws`` says so."""
+    if ws is None:
+        return text.split(None, most)
+    return [word for word in _RFC_WS_RUN.split(text.strip(ws), max(most, 0)) if word]
 
 
 def _agent_name(value: str, token: str) -> str:
@@ -202,8 +225,11 @@ def _delay_value(value: str) -> float | None:
     return delay if math.isfinite(delay) and delay >= 0 else None
 
 
-def _filtered(text: str, token: str) -> str:
-    """The robots.txt text rewritten as the canonical records protego should see."""
+def _filtered(text: str, token: str, ws: str | None = None) -> str:
+    """The robots.txt text rewritten as the canonical records protego should see.
+
+    ``ws``: what counts as whitespace in a line (see :func:`_split_record`).
+    """
     out: list[str] = []
     # A group's Crawl-delay values are held back and written as one line (the largest) where
     # the group ends: protego would end the group at a Crawl-delay line written among its
@@ -218,10 +244,10 @@ def _filtered(text: str, token: str) -> str:
             delays.clear()
 
     for raw in text.replace("\r\n", "\n").replace("\r", "\n").split("\n"):
-        line = raw.partition("#")[0].strip()
-        if not line:
+        line = raw.partition("#")[0]
+        if not line.strip(ws):
             continue
-        record = _split_record(line)
+        record = _split_record(line, ws)
         if record is None:
             continue  # unknown records must not end a group (RFC 9309 §2.2.4)
         field, value = record
@@ -356,7 +382,7 @@ class RobotsRules:
         status: The HTTP status it came with, if known (informational).
     """
 
-    __slots__ = ("_matcher", "_parser", "kind", "status", "text", "token")
+    __slots__ = ("_matcher", "_parser", "_rfc_matcher", "kind", "status", "text", "token")
 
     def __init__(self, kind: RobotsKind, token: str, text: str | None = None, status: int | None = None) -> None:
         """Builds rules directly; prefer :meth:`parse`, :meth:`from_fetch` or :meth:`from_dict`.
@@ -372,6 +398,7 @@ class RobotsRules:
         self.status = status
         self._parser: Protego | None = None
         self._matcher: RuleMatcher | None = None
+        self._rfc_matcher: RuleMatcher | Literal[False] | None = None  # False: the same as _matcher
 
     @classmethod
     def parse(cls, body: bytes | str, token: str, status: int | None = 200) -> RobotsRules:
@@ -421,12 +448,25 @@ class RobotsRules:
             self._matcher = RuleMatcher(group_rules(_filtered(self.text or "", self.token), self.token))
         return self._matcher
 
+    def _rfc_rules(self) -> RuleMatcher | None:
+        """Our rules with RFC 9309's whitespace alone taken for whitespace, or None when the
+        file has no other character ``str.strip()`` would take (then they are ``_rules()``)."""
+        if self._rfc_matcher is None:
+            text = self.text or ""
+            self._rfc_matcher = (
+                RuleMatcher(group_rules(_filtered(text, self.token, _RFC_WS), self.token))
+                if _HAS_OTHER_SPACE(text)
+                else False
+            )
+        return None if self._rfc_matcher is False else self._rfc_matcher
+
     def allowed(self, url_or_path: str) -> bool:
         """Whether our crawler may fetch the URL (or path with optional query).
 
         ``/robots.txt`` itself is always allowed (RFC 9309 §2.2.2), without a query only
         (:func:`is_robots_txt`). Otherwise the target must be allowed by the rules as RFC
-        9309 reads them (:class:`RuleMatcher`) *and* as protego reads them, which is how
+        9309 reads them (:class:`RuleMatcher`; a file with whitespace other than a space or a
+        tab read both with and without it as whitespace) *and* as protego reads them, which is how
         Scrapy, and many a server's audit, read them. Where the two differ, the stricter
         stands: protego takes ``%3F`` for ``?`` and ``%26`` for ``&``, so ``Disallow: /p%3Fq``
         forbids ``/p?q`` there, and its longest match counts a reserved character as three
@@ -441,10 +481,10 @@ class RobotsRules:
             return True
         if self.kind == "disallow_all":
             return False
-        matcher = self._rules()
-        if not matcher:  # no rule for us: both readings allow everything
+        matcher, rfc = self._rules(), self._rfc_rules()
+        if not matcher and not rfc:  # no rule for us: every reading allows everything
             return True
-        if not matcher.allowed(target):
+        if not matcher.allowed(target) or (rfc is not None and not rfc.allowed(target)):
             return False
         if target.startswith("//"):
             # protego would read "//x" as an authority; give it a URL with an empty-ish one.
