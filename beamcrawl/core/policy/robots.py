@@ -33,7 +33,8 @@ the canonical lines are what fixes it:
 * At most 500 KiB is parsed, cut at the last line boundary (a half line could turn a long
   ``Allow`` into a short one).
 
-The fetch outcome decides before any parsing (RFC 9309 §2.3.1): a 2xx answer is parsed; 4xx
+The fetch outcome decides before any parsing (RFC 9309 §2.3.1): a 2xx answer is parsed, but
+a 206 (a part of the file, from anywhere in it: we ask for no range) counts as unreachable; 4xx
 ("unavailable") allows everything, except 429, which Google (and we) treat like a server
 error; 5xx or no answer ("unreachable") disallows everything; an unresolved 3xx (more than
 five redirects) counts as unavailable.
@@ -423,6 +424,10 @@ class RobotsRules:
         """
         if status is None:
             return cls("disallow_all", token)
+        if status == 206:
+            # Partial Content answers a range (RFC 9110 §15.3.7), and we ask for none: its body
+            # is some part of the file, from anywhere in it, not the file (unreachable).
+            return cls("disallow_all", token, status=status)
         if 200 <= status < 300:
             return cls.parse(body or b"", token, status)
         if status == 429 or 500 <= status < 600:

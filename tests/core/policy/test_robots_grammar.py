@@ -191,3 +191,19 @@ def test_other_whitespace_is_what_python_strips() -> None:
     """The characters the crawler reads both ways are every one ``str.strip()`` takes."""
     python_space = {chr(c) for c in range(sys.maxunicode + 1) if chr(c).isspace()} - set(" \t\r\n")
     assert {c for c in python_space if robots._HAS_OTHER_SPACE(c)} == python_space
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(body=_files(_rfc_ws), start=st.integers(0, 200), size=st.integers(0, 400), data=st.data())
+def test_a_part_of_the_file_sent_as_206_never_lets_through_what_the_file_forbids(
+    body: bytes, start: int, size: int, data: st.DataObject
+) -> None:
+    """206 Partial Content answers a range (RFC 9110 §15.3.7); the crawler asks for none, so
+    a 206 carries some part of the file, from anywhere in it: not the file. Read as the file,
+    a part from the start lost the rules after it, and a part from the middle began with
+    any line at all."""
+    rules = RobotsRules.from_fetch(206, body[start : start + size], TOKEN)
+    expected = rfc_rules(body)
+    for target in data.draw(st.lists(_targets(body), min_size=1, max_size=6)):
+        if rules.allowed(target):
+            assert rfc_allows(expected, target), (body[start : start + size], target, expected)

@@ -438,6 +438,7 @@ def test_invalid_utf8_is_replaced() -> None:
     [
         (200, "parsed"),
         (203, "parsed"),
+        (206, "disallow_all"),  # a part of the file (a range never asked for) is not the file
         (301, "allow_all"),  # unresolved after the redirect limit: "unavailable"
         (400, "allow_all"),
         (401, "allow_all"),
