@@ -24,12 +24,15 @@ the canonical lines are what fixes it:
 * A byte-order mark is stripped; protego reads ``\ufeffUser-agent`` as an unknown line.
 * Lines end only at CR, LF or CRLF (RFC 9309 §2.2); protego's ``str.splitlines`` also splits
   at U+0085, U+2028, form feed and others, turning the rest of a pattern into a new line.
-* Whitespace in a line is a space or a tab, RFC 9309's ``WS``. Python's ``str.strip()`` takes
-  more (U+00A0, U+3000, U+2028, form feed, ...), and a path may hold and end in those:
-  ``Allow: /a`` + U+00A0 allows ``/a%C2%A0`` only, where the stripped ``/a`` let ``/ab``
-  through ``Disallow: /``. A file holding such a character is read both ways, and a target
-  must be allowed by our rules in each (:meth:`RobotsRules.allowed`): the stricter stands, so
-  ``Disallow: /a`` + U+00A0 still keeps ``/a/x`` out, as Python's reading did.
+* Each line is read twice: leniently, as protego and Google read it (Python's whitespace, a
+  missing colon, ``User agent`` and misspelt names, a pattern not starting with ``/``), and
+  strictly, as RFC 9309's grammar is written (§2.2: a space or a tab for whitespace, the
+  record's name and a colon, a path-pattern starting with ``/``). A target must be allowed by
+  our rules in both (:meth:`RobotsRules.allowed`), and the longer Crawl-delay stands. Taken
+  alone, the lenient reading allowed more: ``Allow: /a`` + U+00A0 is the path ``/a%C2%A0``
+  to the RFC, where the stripped ``/a`` let ``/ab`` through ``Disallow: /``, and ``Allow /x``
+  (no colon) is no line at all to it. What only the lenient reading forbids still stands:
+  ``Disallow /x`` and ``Disallow: /a`` + U+00A0 keep ``/x/y`` and ``/a/x`` out.
 * At most 500 KiB is parsed, cut at the last line boundary (a half line could turn a long
   ``Allow`` into a short one).
 
@@ -127,8 +130,9 @@ _HAS_EXTRA_LINE_BREAK = re.compile("[\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]").sea
 # str.split() take these characters for whitespace too; to RFC 9309 each is a character of the
 # line (in a path, one to match: "Allow: /a\xa0" allows /a%C2%A0 only).
 _RFC_WS = " \t"
-_HAS_OTHER_SPACE = re.compile("[\x0b\x0c\x1c-\x1f\x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]").search
-_RFC_WS_RUN = re.compile("[ \t]+")
+# The records of RFC 9309's grammar (§2.2), and those it lets a crawler read (§2.2.4), as the
+# strict reading takes them: the name as written, then a colon.
+_RFC_FIELDS = frozenset({"user-agent", "allow", "disallow", "crawl-delay", "sitemap"})
 
 
 def product_token(agent: str) -> str:
@@ -174,33 +178,37 @@ def _decode(body: bytes | str) -> str:
     return text[1:] if text.startswith("\ufeff") else text
 
 
-def _split_record(line: str, ws: str | None = None) -> tuple[str, str] | None:
+def _split_record(line: str, strict: bool = False) -> tuple[str, str] | None:
     """A comment-free line as (canonical field, value), or None.
 
-    None means the line is not a record this crawler uses. Like protego (and Google),
-    ``Field value`` without a colon and ``User agent`` with a space are accepted. ``ws`` is
-    what counts as whitespace around and between the words: None for every character
-    ``str.split()`` takes (the lenient reading), :data:`_RFC_WS` for RFC 9309's.
+    None means the line is not a record this crawler uses. Read leniently (the default), as
+    protego (and Google) read it: whitespace is every character ``str.split()`` takes,
+    ``Field value`` without a colon, ``User agent`` with a space and misspellings are
+    accepted. Read strictly (``strict``), as RFC 9309's grammar (§2.2) is written: whitespace is a
+    space or a tab, the name is one of :data:`_RFC_FIELDS` followed by a colon, and an
+    ``Allow`` or ``Disallow`` value is empty or a path-pattern, which starts with ``/``.
     """
-    line = line.strip(ws)
+    if strict:
+        name, colon, value = line.strip(_RFC_WS).partition(":")
+        field = name.rstrip(_RFC_WS).lower()
+        value = value.strip(_RFC_WS)
+        if not colon or field not in _RFC_FIELDS:
+            return None
+        if field in ("allow", "disallow") and value and not value.startswith("/"):
+            return None
+        return field, value
+    line = line.strip()
     name, colon, value = line.partition(":")
     if colon:
-        field = _FIELD_ALIASES.get(" ".join(_words(name.lower(), ws)))
-        if field is not None:
-            return field, value.strip(ws)
-    words = _words(line, ws, _MAX_FIELD_WORDS)
+        lenient = _FIELD_ALIASES.get(" ".join(name.lower().split()))
+        if lenient is not None:
+            return lenient, value.strip()
+    words = line.split(None, _MAX_FIELD_WORDS)
     for count in range(1, min(_MAX_FIELD_WORDS, len(words)) + 1):
-        field = _FIELD_ALIASES.get(" ".join(words[:count]).lower())
-        if field is not None:
-            return field, " ".join(words[count:])
+        lenient = _FIELD_ALIASES.get(" ".join(words[:count]).lower())
+        if lenient is not None:
+            return lenient, " ".join(words[count:])
     return None
-
-
-def _words(text: str, ws: str | None, most: int = -1) -> list[str]:
-    """``text.split(None, most)``, splitting at RFC 9309's whitespace alone when ``ws`` says so."""
-    if ws is None:
-        return text.split(None, most)
-    return [word for word in _RFC_WS_RUN.split(text.strip(ws), max(most, 0)) if word]
 
 
 def _agent_name(value: str, token: str) -> str:
@@ -226,10 +234,10 @@ def _delay_value(value: str) -> float | None:
     return delay if math.isfinite(delay) and delay >= 0 else None
 
 
-def _filtered(text: str, token: str, ws: str | None = None) -> str:
+def _filtered(text: str, token: str, strict: bool = False) -> str:
     """The robots.txt text rewritten as the canonical records protego should see.
 
-    ``ws``: what counts as whitespace in a line (see :func:`_split_record`).
+    ``strict``: each line read as RFC 9309's grammar is written (see :func:`_split_record`).
     """
     out: list[str] = []
     # A group's Crawl-delay values are held back and written as one line (the largest) where
@@ -246,9 +254,9 @@ def _filtered(text: str, token: str, ws: str | None = None) -> str:
 
     for raw in text.replace("\r\n", "\n").replace("\r", "\n").split("\n"):
         line = raw.partition("#")[0]
-        if not line.strip(ws):
+        if not line.strip(_RFC_WS if strict else None):
             continue
-        record = _split_record(line, ws)
+        record = _split_record(line, strict)
         if record is None:
             continue  # unknown records must not end a group (RFC 9309 §2.2.4)
         field, value = record
@@ -383,7 +391,7 @@ class RobotsRules:
         status: The HTTP status it came with, if known (informational).
     """
 
-    __slots__ = ("_matcher", "_parser", "_rfc_matcher", "kind", "status", "text", "token")
+    __slots__ = ("_matcher", "_parser", "_strict", "kind", "status", "text", "token")
 
     def __init__(self, kind: RobotsKind, token: str, text: str | None = None, status: int | None = None) -> None:
         """Builds rules directly; prefer :meth:`parse`, :meth:`from_fetch` or :meth:`from_dict`.
@@ -399,7 +407,7 @@ class RobotsRules:
         self.status = status
         self._parser: Protego | None = None
         self._matcher: RuleMatcher | None = None
-        self._rfc_matcher: RuleMatcher | Literal[False] | None = None  # False: the same as _matcher
+        self._strict: RuleMatcher | Literal[False] | None = None  # False: the same records as _matcher's
 
     @classmethod
     def parse(cls, body: bytes | str, token: str, status: int | None = 200) -> RobotsRules:
@@ -449,30 +457,28 @@ class RobotsRules:
         return self._parser
 
     def _rules(self) -> RuleMatcher:
+        """Our rules read leniently; the strict reading's are set beside them (:meth:`_strict_rules`)."""
         if self._matcher is None:
-            self._matcher = RuleMatcher(group_rules(_filtered(self.text or "", self.token), self.token))
+            text = self.text or ""
+            lenient, strict = _filtered(text, self.token), _filtered(text, self.token, strict=True)
+            self._matcher = RuleMatcher(group_rules(lenient, self.token))
+            self._strict = False if strict == lenient else RuleMatcher(group_rules(strict, self.token))
         return self._matcher
 
-    def _rfc_rules(self) -> RuleMatcher | None:
-        """Our rules with RFC 9309's whitespace alone taken for whitespace, or None when the
-        file has no other character ``str.strip()`` would take (then they are ``_rules()``)."""
-        if self._rfc_matcher is None:
-            text = self.text or ""
-            self._rfc_matcher = (
-                RuleMatcher(group_rules(_filtered(text, self.token, _RFC_WS), self.token))
-                if _HAS_OTHER_SPACE(text)
-                else False
-            )
-        return None if self._rfc_matcher is False else self._rfc_matcher
+    def _strict_rules(self) -> RuleMatcher | None:
+        """Our rules with each line read as RFC 9309's grammar is written (:func:`_split_record`),
+        or None when that reading gives the lenient one's records."""
+        self._rules()
+        return None if self._strict is False else self._strict
 
     def allowed(self, url_or_path: str) -> bool:
         """Whether our crawler may fetch the URL (or path with optional query).
 
         ``/robots.txt`` itself is always allowed (RFC 9309 §2.2.2), without a query only
         (:func:`is_robots_txt`). Otherwise the target must be allowed by the rules as RFC
-        9309 reads them (:class:`RuleMatcher`; a file with whitespace other than a space or a
-        tab read both with and without it as whitespace) *and* as protego reads them, which is how
-        Scrapy, and many a server's audit, read them. Where the two differ, the stricter
+        9309 matches them (:class:`RuleMatcher`), with the file's lines read both leniently
+        and as the RFC's grammar is written (:func:`_split_record`), *and* as protego reads
+        them, which is how Scrapy, and many a server's audit, read them. Where the two differ, the stricter
         stands: protego takes ``%3F`` for ``?`` and ``%26`` for ``&``, so ``Disallow: /p%3Fq``
         forbids ``/p?q`` there, and its longest match counts a reserved character as three
         octets, so a ``Disallow`` holding several can outweigh a longer ``Allow``. Politeness
@@ -486,10 +492,10 @@ class RobotsRules:
             return True
         if self.kind == "disallow_all":
             return False
-        matcher, rfc = self._rules(), self._rfc_rules()
-        if not matcher and not rfc:  # no rule for us: every reading allows everything
+        matcher, strict = self._rules(), self._strict_rules()
+        if not matcher and not strict:  # no rule for us: every reading allows everything
             return True
-        if not matcher.allowed(target) or (rfc is not None and not rfc.allowed(target)):
+        if not matcher.allowed(target) or (strict is not None and not strict.allowed(target)):
             return False
         if target.startswith("//"):
             # protego would read "//x" as an authority; give it a URL with an empty-ish one.
@@ -497,10 +503,19 @@ class RobotsRules:
         return self._protego().can_fetch(target, self.token)
 
     def crawl_delay(self) -> float | None:
-        """The Crawl-delay of our group in seconds, if it sets a valid one (caller caps it)."""
+        """The Crawl-delay of our group in seconds, if it sets a valid one (caller caps it).
+
+        Where the strict reading of the lines (:func:`_split_record`) finds other records, the
+        longer of its delay and the lenient reading's: a ``User-agent`` line the one reading
+        does not take puts the delay in another group than the other reading does.
+        """
         if self.kind != "parsed":
             return None
-        return self._protego().crawl_delay(self.token)
+        delay = self._protego().crawl_delay(self.token)
+        if self._strict_rules() is None:  # the same records either way
+            return delay
+        strict = Protego.parse(_filtered(self.text or "", self.token, strict=True)).crawl_delay(self.token)
+        return max((d for d in (delay, strict) if d is not None), default=None)
 
     def sitemaps(self) -> list[str]:
         """Sitemap URLs the file lists (site-wide, whatever the group), first-seen order."""

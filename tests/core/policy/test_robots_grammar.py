@@ -19,7 +19,6 @@ import sys
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from beamcrawl.core.policy import robots
 from beamcrawl.core.policy.robots import RobotsRules
 
 TOKEN = "beamcrawl"
@@ -170,6 +169,53 @@ def test_other_whitespace_in_a_line_never_lets_through_what_rfc_9309_forbids(bod
     _never_allows_what_rfc_forbids(body, data)
 
 
+# Lines the lenient reading takes (as protego and Google do) and RFC 9309's grammar does not:
+# no colon, a name with a space or misspelt, a pattern not starting with "/".
+_LENIENT_ONLY = st.tuples(
+    st.sampled_from(["Allow", "allow", "Disallow", "Dissallow", "Useragent:", "User agent:", "User-agent"]),
+    st.sampled_from([" ", "\t", "  "]),
+    st.sampled_from(["/a", "/", "/b*", "*a", "a", "beamcrawl", "*", "$"]),
+).map("".join)
+
+
+def _files_with_lenient_lines() -> st.SearchStrategy[bytes]:
+    line = st.one_of(_lines(_rfc_ws), _LENIENT_ONLY)
+    lines = st.lists(st.tuples(line, st.sampled_from(["\n", "\r\n"])), max_size=9)
+    head = st.sampled_from(["", "User-agent: *\nDisallow: /\n", "User-agent: beamcrawl\nDisallow: /a\n"])
+    return st.builds(lambda h, ls: (h + "".join(x + eol for x, eol in ls)).encode("utf-8"), head, lines)
+
+
+@settings(max_examples=1500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(body=_files_with_lenient_lines(), data=st.data())
+def test_a_line_only_a_lenient_reader_takes_never_lets_through_what_rfc_9309_forbids(
+    body: bytes, data: st.DataObject
+) -> None:
+    """``Allow /x`` without its colon, ``User agent: beamcrawl``, ``Allow: *a``: protego and
+    Google take these, RFC 9309's grammar does not. Taken, an ``Allow`` so written let through
+    what a reader of the RFC forbids; a ``User-agent`` so written moved the rules after it into
+    another group. Each file is read both ways, and a target must be allowed by both."""
+    _never_allows_what_rfc_forbids(body, data)
+
+
+def test_a_lenient_only_allow_does_not_open_what_a_disallow_closes() -> None:
+    for line, target in [("Allow /x", "/x"), ("Allow\t/x", "/x"), ("Allow: *foo", "/xfoo"), ("Allow: x", "/x")]:
+        rules = RobotsRules.parse(f"User-agent: *\nDisallow: /\n{line}\n", TOKEN)
+        assert not rules.allowed(target), line
+    # What the lenient reading forbids still stands: a Disallow without its colon forbids.
+    assert not RobotsRules.parse("User-agent: *\nDisallow /x\n", TOKEN).allowed("/x/y")
+
+
+def test_the_longer_crawl_delay_of_the_two_readings_stands() -> None:
+    """``User agent: beamcrawl`` (a space for the hyphen) is our group to a lenient reader,
+    which finds no Crawl-delay in it; to RFC 9309's grammar it is no line, and the ``*``
+    group's 10 s applies to us. A server reading the RFC expects 10 s between requests."""
+    text = "User-agent: *\nDisallow: /x\nCrawl-delay: 10\n\nUser agent: beamcrawl\nDisallow: /private\n"
+    assert RobotsRules.parse(text, TOKEN).crawl_delay() == 10
+    text = "User-agent: *\nDisallow: /x\nCrawl-delay: 1\n\nUser agent: beamcrawl\nCrawl-delay: 7\nDisallow: /p\n"
+    assert RobotsRules.parse(text, TOKEN).crawl_delay() == 7
+    assert RobotsRules.parse("User-agent: *\nCrawl-delay: 3\n", TOKEN).crawl_delay() == 3
+
+
 def test_an_allow_ending_in_a_no_break_space_allows_only_that_path() -> None:
     """``Allow: /public\\xa0`` is the path-pattern ``/public`` + U+00A0 (§2.2: UTF8-2 is a
     path character, only SP and HTAB are whitespace): it must not widen into ``/public``."""
@@ -187,10 +233,14 @@ def test_a_disallow_ending_in_other_whitespace_still_forbids_its_stripped_path()
         assert not rules.allowed("/private/x"), repr(space)
 
 
-def test_other_whitespace_is_what_python_strips() -> None:
-    """The characters the crawler reads both ways are every one ``str.strip()`` takes."""
+def test_no_character_python_strips_makes_an_allow_shorter() -> None:
+    """Every character ``str.strip()`` takes but RFC 9309's space and tab: an ``Allow`` path
+    ending in it allows that path only, never the stripped one's other targets."""
     python_space = {chr(c) for c in range(sys.maxunicode + 1) if chr(c).isspace()} - set(" \t\r\n")
-    assert {c for c in python_space if robots._HAS_OTHER_SPACE(c)} == python_space
+    assert len(python_space) > 20
+    for space in sorted(python_space):
+        rules = RobotsRules.parse(f"User-agent: *\nDisallow: /\nAllow: /a{space}\n", TOKEN)
+        assert not rules.allowed("/ab"), repr(space)
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
