@@ -280,7 +280,7 @@ def _filtered(text: str, token: str, strict: bool = False) -> str:
     return "\n".join(out)
 
 
-def group_lines(text: str, token: str, fields: tuple[str, ...]) -> list[tuple[str, str]]:
+def group_lines(text: str, token: str, fields: tuple[str, ...], strict: bool = False) -> list[tuple[str, str]]:
     """The ``fields`` records of the groups that apply to ``token``, in file order.
 
     The groups are read exactly as :func:`_filtered` reads them for protego (the same line
@@ -294,6 +294,8 @@ def group_lines(text: str, token: str, fields: tuple[str, ...]) -> list[tuple[st
         token: Our product token.
         fields: Lower-case record names, e.g. ``("content-usage",)``; only ``Name: value``
             lines count.
+        strict: Each line read as RFC 9309's grammar is written (:func:`_split_record`),
+            spaces and tabs alone taken for whitespace; else leniently.
 
     Returns:
         ``(field, value)`` pairs, the value stripped (comments already removed).
@@ -302,16 +304,17 @@ def group_lines(text: str, token: str, fields: tuple[str, ...]) -> list[tuple[st
     groups: list[tuple[set[str], list[tuple[str, str]]]] = []
     in_agents = False
     for raw in text.replace("\r\n", "\n").replace("\r", "\n").split("\n"):
-        line = raw.partition("#")[0].strip()
+        ws = _RFC_WS if strict else None
+        line = raw.partition("#")[0].strip(ws)
         if not line:
             continue
         name, colon, value = line.partition(":")
-        field = " ".join(name.lower().split())
+        field = name.rstrip(ws).lower() if strict else " ".join(name.lower().split())
         if colon and field in fields:
             if groups:  # before the first User-agent line a record belongs to no group
-                groups[-1][1].append((field, value.strip()))
+                groups[-1][1].append((field, value.strip(ws)))
             continue
-        record = _split_record(line)
+        record = _split_record(line, strict)
         if record is None:
             continue
         if record[0] == "user-agent":
@@ -528,6 +531,14 @@ class RobotsRules:
         if self.kind != "parsed":
             return []
         return group_lines(self.text or "", self.token, fields)
+
+    def strict_group_lines(self, fields: tuple[str, ...]) -> list[tuple[str, str]] | None:
+        """:meth:`group_lines` with each line read as RFC 9309's grammar is written, or None
+        when that reading gives the same records (a caller then has one reading to apply)."""
+        if self.kind != "parsed":
+            return None
+        strict = group_lines(self.text or "", self.token, fields, strict=True)
+        return None if strict == self.group_lines(fields) else strict
 
     def to_dict(self) -> dict[str, Any]:
         """A small JSON-able form for the host record (the body is parsed again on load)."""

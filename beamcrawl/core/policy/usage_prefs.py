@@ -52,7 +52,7 @@ say what the crawl then does.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Iterable, Literal
 
 from beamcrawl.core.policy.robots_match import rule_matches, rule_octets
@@ -409,11 +409,16 @@ class UsageRules:
         signals: Each ``Content-Signal`` value of our group.
         rules: Each valid ``Content-Usage`` rule of our group.
         bad: Lines of either kind that state nothing (counted, never obeyed as a permission).
+        strict: The statements of the same file with its lines read as RFC 9309's grammar is
+            written (``robots.RobotsRules.strict_group_lines``), where that reading finds
+            others: a ``User agent:`` line (a space for the hyphen) or a U+00A0 puts them in
+            another group. Both readings are applied, and any refusal wins (:func:`combine`).
     """
 
     signals: tuple[str, ...] = ()
     rules: tuple[UsageRule, ...] = ()
     bad: int = 0
+    strict: UsageRules | None = None
 
     @classmethod
     def from_lines(cls, lines: Iterable[tuple[str, str]]) -> UsageRules:
@@ -445,14 +450,23 @@ class UsageRules:
         """The statements of a host's robots rules (none unless it served a file)."""
         if robots is None:
             return cls()
-        return cls.from_lines(robots.group_lines(("content-signal", "content-usage")))
+        fields = ("content-signal", "content-usage")
+        strict = robots.strict_group_lines(fields)
+        lenient = cls.from_lines(robots.group_lines(fields))
+        return lenient if strict is None else replace(lenient, strict=cls.from_lines(strict))
 
     @classmethod
     def from_text(cls, text: str, token: str) -> UsageRules:
         """The statements of a robots.txt text for ``token``."""
         from beamcrawl.core.policy.robots import group_lines
 
-        return cls.from_lines(group_lines(text, token, ("content-signal", "content-usage")))
+        fields = ("content-signal", "content-usage")
+        lenient, strict = group_lines(text, token, fields), group_lines(text, token, fields, strict=True)
+        return (
+            cls.from_lines(lenient)
+            if strict == lenient
+            else replace(cls.from_lines(lenient), strict=cls.from_lines(strict))
+        )
 
     def matching(self, target: str) -> list[UsageRule]:
         """The longest-path ``Content-Usage`` rules matching a path (and query)."""
@@ -479,6 +493,15 @@ def _target(url: str) -> str:
 def robots_preferences(rules: UsageRules, url: str, purposes: Iterable[str]) -> dict[str, Preference]:
     """Per purpose, what robots.txt says about using ``url``."""
     purposes = tuple(purposes)
+    answers = _answers(rules, url, purposes)
+    if rules.strict is not None:
+        answers += _answers(rules.strict, url, purposes)
+    out = combine(*answers)
+    return {p: out.get(p, Preference()) for p in purposes}
+
+
+def _answers(rules: UsageRules, url: str, purposes: tuple[str, ...]) -> list[dict[str, Preference]]:
+    """What each statement of one reading of robots.txt says about using ``url``."""
     answers = []
     for value in rules.signals:
         decided = signal_preferences(value, purposes)
@@ -493,8 +516,7 @@ def robots_preferences(rules: UsageRules, url: str, purposes: Iterable[str]) -> 
                 if rule.prefs[p] != UNSTATED
             }
         )
-    out = combine(*answers)
-    return {p: out.get(p, Preference()) for p in purposes}
+    return answers
 
 
 def header_preferences(values: Iterable[str], purposes: Iterable[str]) -> tuple[dict[str, Preference], bool]:
@@ -559,7 +581,8 @@ def site_refuses(rules: RobotsRules | UsageRules | None, purposes: Iterable[str]
     if not purposes:
         return None
     usage = rules if isinstance(rules, UsageRules) else UsageRules.from_robots(rules)
-    paths = ["/", *(r.path.rstrip("$").replace("*", "") or "/" for r in usage.rules)]
+    rules_read = usage.rules + (usage.strict.rules if usage.strict is not None else ())
+    paths = ["/", *(r.path.rstrip("$").replace("*", "") or "/" for r in rules_read)]
     for purpose in PURPOSES:
         if purpose not in purposes:
             continue

@@ -68,12 +68,15 @@ def test_the_matcher_decides_as_the_oracle(rules, target):
 @given(rules=_rules, target=_text.map(lambda t: "/" + t))
 def test_a_file_allows_what_both_readings_allow(rules, target):
     """Through the whole reading of a file (our group, the values stripped): a target is
-    fetched when RFC 9309's reading (the oracle) and protego's both allow it, and only then."""
+    fetched when RFC 9309's reading (the oracle) and protego's both allow it, and only then.
+    The lines are also read as the RFC's grammar is written, where a pattern starts with
+    ``/``: there a rule that does not is no rule, and that reading must allow the target too."""
     rules = [(allow, path.strip()) for allow, path in rules]
     text = "User-agent: other\nDisallow: /\n\nUser-agent: *\n"
     text += "".join(f"{'Allow' if allow else 'Disallow'}: {path}\n" for allow, path in rules)
     url = f"http://h.test{target}"
-    both = _oracle(rules, target) and Protego.parse(text).can_fetch(url, "beamcrawl")
+    grammar = [(allow, path) for allow, path in rules if not path or path.startswith("/")]
+    both = _oracle(rules, target) and _oracle(grammar, target) and Protego.parse(text).can_fetch(url, "beamcrawl")
     assert RobotsRules.parse(text, "beamcrawl").allowed(url) == both
 
 

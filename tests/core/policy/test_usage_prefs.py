@@ -326,3 +326,38 @@ def test_a_hostile_pattern_is_matched_without_backtracking_blowup() -> None:
     robots = "User-agent: *\nContent-Usage: /" + "*a" * 40 + "b train-ai=n\n"
     assert decisions(robots, "http://a.test/" + "a" * 4000)["ai-train"] == UNSTATED
     assert decisions(robots, "http://a.test/" + "a" * 4000 + "b")["ai-train"] == REFUSED
+
+
+def test_a_refusal_only_rfc_9309s_grammar_reads_is_kept() -> None:
+    """``User agent: beamcrawl`` (a space for the hyphen) is our group to a lenient reader,
+    with no statement in it; RFC 9309's grammar takes no such line, and the ``*`` group's
+    ``train-ai=n`` applies to us. Both readings are applied: the refusal stands."""
+    text = "User-agent: *\nDisallow: /y\nContent-Usage: / train-ai=n\n\nUser agent: beamcrawl\nDisallow: /x\n"
+    assert decisions(text, "http://a.test/page", ("ai-train",)) == {"ai-train": REFUSED}
+    assert site_refuses(RobotsRules.parse(text, TOKEN), ("ai-train",)) is not None
+    # And the other way: a no-break space after the name is no record to the RFC's reader.
+    text = "User-agent: *\nDisallow: /y\nContent-Usage: / train-ai=n\n\nUser-agent\xa0: beamcrawl\nDisallow: /x\n"
+    assert decisions(text, "http://a.test/page", ("ai-train",)) == {"ai-train": REFUSED}
+
+
+_lenient_agent_lines = st.sampled_from(
+    ["User agent: beamcrawl", "Useragent: beamcrawl", "User-agent\xa0: beamcrawl", "User-agent: *", "user-agent:*"]
+)
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(robots_files(), st.lists(st.tuples(st.integers(0, 30), _lenient_agent_lines), max_size=3), _paths)
+def test_what_either_reading_refuses_is_refused(lines: list[str], inserts: list[tuple[int, str]], path: str) -> None:
+    from beamcrawl.core.policy.robots import group_lines
+
+    for at, line in inserts:
+        lines.insert(min(at, len(lines)), line)
+    text = "\n".join(lines)
+    url = f"http://a.test{path.rstrip('$').replace('*', 'x')}"
+    got = decide(UsageRules.from_robots(RobotsRules.parse(text, TOKEN)), url, PURPOSES)
+    fields = ("content-signal", "content-usage")
+    for strict in (False, True):
+        alone = decide(UsageRules.from_lines(group_lines(text, TOKEN, fields, strict=strict)), url, PURPOSES)
+        for purpose in PURPOSES:
+            if alone[purpose].decision == REFUSED:
+                assert got[purpose].decision == REFUSED, (strict, purpose, text)
