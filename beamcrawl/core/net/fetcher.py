@@ -621,8 +621,11 @@ class HostCrawler:
                     if isinstance(clock, str):
                         status, body = None, None  # the hop is forbidden: no answer (unreachable)
                         break
-                    floor = self.cfg.min_delay
-                    wait = max(floor, clock.delay)  # the target's delay, not this host's
+                    # The target's delay, not this host's; and its answer books the hop without
+                    # the target's rules (its Crawl-delay) in hand, so it may raise that delay
+                    # but never lower it: a good answer halved it, and the next hop to the
+                    # target went at --min-delay under its Crawl-delay.
+                    floor = wait = max(self.cfg.min_delay, clock.delay)
             assert isinstance(clock, HostRecord)
             result = await self._request(clock, entry, url, clock.ip if hop == 0 else None, wait, plan.shard)
             if result is None:

@@ -967,3 +967,27 @@ def test_a_robots_redirect_hop_to_a_location_sent_as_utf8_asks_for_the_url_it_na
     assert [r["path"] for r in log] == ["/robots.txt", urlsplit(hop).path]
     robots = [r for r in results if r.entry.source == "robots"]
     assert [r.url for r in robots] == [base, hop]
+
+
+@settings(max_examples=3, deadline=None)
+@given(crawl_delay=st.sampled_from([0.6, 0.8, 1.0]), hops=st.integers(min_value=2, max_value=4))
+def test_robots_redirect_hops_to_a_host_keep_its_crawl_delay(crawl_delay, hops):
+    """A robots.txt whose redirects lead through another host (src.test → ok.test/r1 → ... →
+    ok.test/robots.txt): each hop waits ok.test's Crawl-delay after its last response. Before,
+    a hop's answer was booked without ok.test's rules, so each good one halved its delay
+    towards --min-delay: the second hop went 0.5 s after the first under Crawl-delay: 1."""
+    with serving(RedirectingServer()) as server:
+        port = server.port
+        server.robots["ok.test"] = (200, f"User-agent: *\nCrawl-delay: {crawl_delay}\n")
+        chain = [f"/r{i}" for i in range(1, hops)] + ["/robots.txt"]
+        server.moves[("src.test", "/robots.txt")] = f"http://ok.test:{port}{chain[0]}"
+        for here, there in zip(chain, chain[1:]):
+            server.moves[("ok.test", here)] = f"http://ok.test:{port}{there}"
+        ok = plan(server, "ok.test", ["/p"], robots_known=server.robots["ok.test"][1], delay=crawl_delay)
+        ok.record.delay = crawl_delay  # as the round that read the file stored it
+        results, _ = run(cfg(fetch_shards=1), [ok, plan(server, "src.test", ["/a"])])
+        log = list(server.log)
+    reqs = _one_host(log, "ok.test")
+    assert sorted(r["path"] for r in reqs) == sorted(["/p", *chain])
+    for prev, nxt in zip(reqs, reqs[1:]):
+        assert nxt["start"] - prev["end"] >= crawl_delay - 0.01, ("ok.test's Crawl-delay not kept", prev, nxt)
