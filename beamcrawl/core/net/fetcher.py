@@ -627,6 +627,10 @@ class HostCrawler:
                     # target went at --min-delay under its Crawl-delay.
                     floor = wait = max(self.cfg.min_delay, clock.delay)
             assert isinstance(clock, HostRecord)
+            if hop > 0 and not self._may_start(clock, wait, plan.shard):
+                # The hop's host is held (Retry-After, back-off) past the window: no answer this
+                # round, rather than a sleep through the hold with this host's slot.
+                return None
             result = await self._request(clock, entry, url, clock.ip if hop == 0 else None, wait, plan.shard)
             if result is None:
                 return None  # no answer this round: the cached state stays as it was

@@ -991,3 +991,24 @@ def test_robots_redirect_hops_to_a_host_keep_its_crawl_delay(crawl_delay, hops):
     assert sorted(r["path"] for r in reqs) == sorted(["/p", *chain])
     for prev, nxt in zip(reqs, reqs[1:]):
         assert nxt["start"] - prev["end"] >= crawl_delay - 0.01, ("ok.test's Crawl-delay not kept", prev, nxt)
+
+
+def test_a_robots_redirect_hop_to_a_host_held_past_the_window_waits_for_a_later_round():
+    """ok.test is held (a Retry-After) past the round window: a robots.txt hop from src.test
+    to it is not made this round, and src.test's URLs go back to the frontier when the hop's
+    turn cannot come, not when the hold lapses. Before, the hop slept through ok.test's hold
+    (up to a day), and with it src.test's slot and the round."""
+    with serving(RedirectingServer()) as server:
+        port = server.port
+        server.moves[("src.test", "/robots.txt")] = f"http://ok.test:{port}/robots.txt"
+        ok = plan(server, "ok.test", ["/p"], robots_known="")
+        ok.record.not_before = time.time() + 12
+        began = time.monotonic()
+        results, hosts = run(cfg(fetch_shards=1, round_window=2), [ok, plan(server, "src.test", ["/a"])])
+        took = time.monotonic() - began
+        log = list(server.log)
+    assert took < 6, f"the round waited {took:.1f} s for a hold past its window"
+    assert [(r["host"], r["path"]) for r in log] == [("src.test", "/robots.txt")]
+    (a,) = [r for r in results if r.entry.host.startswith("src.test") and r.entry.source != "robots"]
+    assert a.outcome == "deferred"
+    assert hosts[f"src.test:{port}"].robots is None  # no answer: asked for again later
