@@ -89,6 +89,7 @@ from beamcrawl.core.net.conditional import is_conditional, revisit_warc_headers
 from beamcrawl.core.policy.usage_prefs import PURPOSES
 from beamcrawl.core.runtime import files
 from beamcrawl.core.runtime.outputs import RoundOutputs, part_name
+from beamcrawl.core.urls.urlnorm import InvalidURL, host_of
 from beamcrawl.schemas.arrow import PAGES_HEADER_COLUMNS, signed64
 from beamcrawl.schemas.records import Batched, FetchResult, PageBatch, ParsedPage, Spooled
 from beamcrawl.transforms.dead_letter import ERRORS, Outlet, collect
@@ -405,6 +406,18 @@ def _changed(page: ParsedPage) -> bool | None:
     return None if page.schedule is not None else True
 
 
+def _event_host(f: FetchResult) -> str:
+    """The host a fetch's request went to (host[:port] of its url). A robots.txt redirect hop
+    is made for its source host's file (its entry's host) but sent to the Location's host; a
+    hop not made holds the Location as given, no URL, and keeps the source's."""
+    if f.entry.source == "robots":
+        try:
+            return host_of(f.url)
+        except InvalidURL:
+            pass
+    return f.entry.host
+
+
 def page_event(page: ParsedPage, blob: str | None, note: str | None = None) -> dict[str, Any]:
     """The fetch event of docs/ARCHITECTURE.md §1 step 9, as a pages/ Parquet row (its round is the
     folder it is written to, ``pages/round=N/``).
@@ -421,7 +434,7 @@ def page_event(page: ParsedPage, blob: str | None, note: str | None = None) -> d
     event: dict[str, Any] = {
         "url": f.url,
         "url_fp": signed64(f.entry.fp),
-        "host": f.entry.host,
+        "host": _event_host(f),
         "final_url": f.final_url or None,
         "status": f.status if fetched else None,
         "outcome": f.outcome,

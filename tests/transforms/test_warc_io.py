@@ -8,6 +8,7 @@ compared, so every check is deterministic.
 from __future__ import annotations
 
 import base64
+import dataclasses
 import glob
 import gzip
 import hashlib
@@ -249,6 +250,32 @@ def test_page_event_publishes_the_headers_that_matter():
     assert event["x_robots_tag"] == "noarchive, otherbot: noindex"
     assert event["content_encoding"] is None
     assert event["waited_ms"] == 250.0 and event["source"] == "link" and event["blob"].endswith("@0")
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    source=st.sampled_from(["src.test", "SRC.test:8080", "a.example", "[::1]:81"]),
+    target=st.sampled_from(["ok.test", "ok.test:8080", "src.test:81", "127.0.0.2", "[::1]", "xn--bcher-kva.example"]),
+    scheme=st.sampled_from(["http", "https"]),
+    path=st.sampled_from(["/robots.txt", "/r1", "/robots.txt?x=1"]),
+)
+def test_a_robots_redirect_hops_event_names_the_host_it_was_sent_to(source, target, scheme, path):
+    """A robots.txt redirect hop is a request to the Location's host, made for the source
+    host's file: its pages/ row's host is the host of its url (the column's meaning), not
+    the source's. Before, src.test's hop to ok.test was published as a request to src.test."""
+    url = f"{scheme}://{target}{path}"
+    page = _fetch(url, status=301, headers=[("Location", "/next")], source="robots")
+    page.fetch.entry = dataclasses.replace(page.fetch.entry, host=host_of(f"http://{source}/"))
+    assert page_event(page, None)["host"] == host_of(url)
+
+
+def test_an_unfollowed_robots_hops_event_keeps_the_source_host():
+    """A hop not made (its Location no URL) holds the Location as given for its url: its host
+    is the source's, the only host the result knows."""
+    page = _fetch("http://src.test/robots.txt", source="robots")
+    page.fetch.url = "http://[::1/robots.txt"
+    page.fetch.outcome = "error"
+    assert page_event(page, None)["host"] == "src.test"
 
 
 # --- the writer DoFn and the transform -------------------------------------------------------
