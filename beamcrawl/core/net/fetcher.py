@@ -634,6 +634,12 @@ class HostCrawler:
             result = await self._request(clock, entry, url, clock.ip if hop == 0 else None, wait, plan.shard)
             if result is None:
                 return None  # no answer this round: the cached state stays as it was
+            if clock is not record:
+                # The target's own plan may have come while the hop was in flight: its record
+                # is the target's clock now (_own_clock), and the answer (a Retry-After hold, a
+                # slow-down) is booked there, not on the clock the hop started on.
+                clock = self._clocks.get(clock.host, clock)
+                floor = max(floor, clock.delay)
             self._after(clock, result, None, floor)
             self.emit("result", result)
             if result.outcome != "fetched":

@@ -1012,3 +1012,43 @@ def test_a_robots_redirect_hop_to_a_host_held_past_the_window_waits_for_a_later_
     (a,) = [r for r in results if r.entry.host.startswith("src.test") and r.entry.source != "robots"]
     assert a.outcome == "deferred"
     assert hosts[f"src.test:{port}"].robots is None  # no answer: asked for again later
+
+
+class SlowHeldRobots(RedirectingServer):
+    """ok.test's robots.txt answers after ``slow`` seconds with a 429 and Retry-After: 3."""
+
+    slow = 0.6
+
+    async def _handle(self, request: web.Request) -> web.StreamResponse:
+        if request.host.rsplit(":", 1)[0] != "ok.test" or request.path_qs != "/robots.txt":
+            return await super()._handle(request)
+        start = time.time()
+        await asyncio.sleep(self.slow)
+        resp = web.Response(status=429, headers={"Retry-After": "3", "Content-Type": "text/plain"})
+        await resp.prepare(request)
+        await resp.write_eof()
+        self._log.append({"start": start, "end": time.time(), "host": "ok.test", "path": request.path_qs})
+        return resp
+
+
+def test_a_hosts_plan_that_comes_during_a_robots_hop_to_it_keeps_the_hops_retry_after():
+    """src.test's robots.txt redirects to ok.test, which answers the hop 429 with Retry-After:
+    3; ok.test's own plan reaches the loop while the hop is in flight. ok.test's page waits
+    the 3 s. Before, the plan's record replaced the clock the hop held, the hold was booked
+    on the one no longer in use, and the page went 0.2 s after the 429."""
+    with serving(SlowHeldRobots()) as server:
+        port = server.port
+        server.moves[("src.test", "/robots.txt")] = f"http://ok.test:{port}/robots.txt"
+        runner = FetchRunner(cfg(fetch_shards=1, round_window=8))
+        try:
+            runner.submit(plan(server, "src.test", ["/a"]))
+            time.sleep(0.3)  # the hop is in flight
+            runner.submit(plan(server, "ok.test", ["/p"], robots_known=""))
+            list(runner.drain(wait=True))
+        finally:
+            runner.close()
+        log = list(server.log)
+    ok = _one_host(log, "ok.test")
+    assert [r["path"] for r in ok][:1] == ["/robots.txt"]
+    for prev, nxt in zip(ok, ok[1:]):
+        assert nxt["start"] - prev["end"] >= 2.9, ("ok.test's Retry-After not kept", prev, nxt)
