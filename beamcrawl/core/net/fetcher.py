@@ -450,7 +450,18 @@ class HostCrawler:
         async with self._turns.setdefault(record.host, asyncio.Lock()):
             if self.backlog is not None:  # not while the stage is behind: a wait, never a gap cut short
                 await self.backlog.room()
-            waited = await self._wait_turn(record, delay)
+            waited = 0.0
+            while True:
+                live = self._clocks.get(record.host, record)
+                if live is not record:
+                    # A redirect hop that started on the host's clock before the host's own
+                    # plan came (_own_clock), or whose plan came while it waited: it waits on
+                    # the record in use now, which has the requests booked since and the
+                    # plan's delay (its Crawl-delay), never less than its own.
+                    record, delay = live, max(delay, live.delay)
+                waited += await self._wait_turn(record, delay)
+                if self._clocks.get(record.host, record) is record:
+                    break
             async with self._ip_turn(record.ip) as ip_waited:
                 if time.time() >= self.deadline or shard in self.fenced:
                     return None

@@ -1052,3 +1052,47 @@ def test_a_hosts_plan_that_comes_during_a_robots_hop_to_it_keeps_the_hops_retry_
     assert [r["path"] for r in ok][:1] == ["/robots.txt"]
     for prev, nxt in zip(ok, ok[1:]):
         assert nxt["start"] - prev["end"] >= 2.9, ("ok.test's Retry-After not kept", prev, nxt)
+
+
+class SlowRobots(RedirectingServer):
+    """ok.test's robots.txt answers 200 (no rules) after ``slow`` seconds."""
+
+    slow = 0.6
+
+    async def _handle(self, request: web.Request) -> web.StreamResponse:
+        if request.host.rsplit(":", 1)[0] != "ok.test" or request.path_qs != "/robots.txt":
+            return await super()._handle(request)
+        start = time.time()
+        await asyncio.sleep(self.slow)
+        resp = web.Response(status=200, body=b"", headers={"Content-Type": "text/plain"})
+        await resp.prepare(request)
+        await resp.write_eof()
+        self._log.append({"start": start, "end": time.time(), "host": "ok.test", "path": request.path_qs})
+        return resp
+
+
+def test_a_robots_hop_waiting_for_its_turn_keeps_the_delay_of_a_plan_that_came_meanwhile():
+    """Two hosts' robots.txt redirect to ok.test; the second hop waits for the first; then
+    ok.test's plan comes, with its Crawl-delay: 1 (the delay its last round stored). The
+    waiting hop keeps that delay. Before, it waited on the clock it had started on, fresh
+    (--min-delay, 0.2 s, and no end booked: the first hop booked the one in use)."""
+    with serving(SlowRobots()) as server:
+        port = server.port
+        for src in ("src1.test", "src2.test"):
+            server.moves[(src, "/robots.txt")] = f"http://ok.test:{port}/robots.txt"
+        runner = FetchRunner(cfg(fetch_shards=1, round_window=10))
+        try:
+            runner.submit(plan(server, "src1.test", ["/a"]))
+            runner.submit(plan(server, "src2.test", ["/a"]))
+            time.sleep(0.3)  # one hop in flight, the other waiting for ok.test's turn
+            ok = plan(server, "ok.test", ["/p"], robots_known="User-agent: *\nCrawl-delay: 1\n", delay=1.0)
+            ok.record.delay = 1.0
+            runner.submit(ok)
+            list(runner.drain(wait=True))
+        finally:
+            runner.close()
+        log = list(server.log)
+    ok_reqs = _one_host(log, "ok.test")
+    assert sorted(r["path"] for r in ok_reqs) == ["/p", "/robots.txt", "/robots.txt"]
+    for prev, nxt in zip(ok_reqs, ok_reqs[1:]):
+        assert nxt["start"] - prev["end"] >= 0.99, ("ok.test's delay not kept", prev, nxt)
