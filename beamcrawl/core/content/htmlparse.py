@@ -7,6 +7,7 @@ fingerprinted here, once per page, so that later stages carry a page's links as 
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
@@ -52,25 +53,41 @@ def is_html(content_type: str) -> bool:
     return content_type.split(";", 1)[0].strip().lower() in HTML_TYPES
 
 
+# The directives the search engines document with a value after a colon (max-snippet:20,
+# unavailable_after: 2030-01-01): any other ``name:`` that opens a directive names the agent
+# the directives from there on are meant for (a name has a letter: the 15 of a date's
+# "15:00:00" is none).
+_VALUED_DIRECTIVES = frozenset({"max-snippet", "max-image-preview", "max-video-preview", "unavailable_after"})
+_AGENT_PREFIX = re.compile(r"[ \t]*([A-Za-z0-9_.-]+)[ \t]*:(.*)", re.DOTALL)
+
+
 def robots_directives(values: list[str], token: str) -> tuple[bool, bool]:
     """(noindex, nofollow) from meta robots / X-Robots-Tag values meant for us.
 
-    A value may be scoped to a bot (``"otherbot: noindex"``); only generic values and those
-    for our token count.
+    A value is a list of directives, separated by commas (or spaces), case-insensitive. A
+    directive may name the agent it and those after it are meant for (``"otherbot:
+    noindex"``, ``"otherbot: noindex, beamcrawl: nofollow"``, the form two X-Robots-Tag
+    field lines take when combined, RFC 9110 §5.3); those before any name, and those named
+    for our token, count. ``none`` is ``noindex, nofollow``.
     """
     noindex = nofollow = False
     token = token.lower()
     for value in values:
-        scope, _, rest = value.partition(":")
-        if rest and " " not in scope.strip() and scope.strip().lower() not in ("unavailable_after",):
-            if scope.strip().lower() != token:
+        ours = True
+        for item in value.split(","):
+            named = _AGENT_PREFIX.match(item)
+            if named is not None:
+                name = named.group(1).lower()
+                if name not in _VALUED_DIRECTIVES and any(c.isalpha() for c in name):
+                    ours = name == token
+                    item = named.group(2)
+            if not ours:
                 continue
-            value = rest
-        words = {w.strip().lower() for w in value.split(",")}
-        if "none" in words:
-            noindex = nofollow = True
-        noindex |= "noindex" in words
-        nofollow |= "nofollow" in words
+            words = item.lower().split()
+            if "none" in words:
+                noindex = nofollow = True
+            noindex |= "noindex" in words
+            nofollow |= "nofollow" in words
     return noindex, nofollow
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from beamcrawl.core.content.htmlparse import checksum, is_html, parse_html, robots_directives
 from beamcrawl.core.urls.urlnorm import InvalidURL, fingerprint, normalize
+from beamcrawl.schemas.records import Link, follow_rows
 
 PAGE = b"""<!doctype html><html><head>
 <title>  A   page </title>
@@ -81,7 +82,7 @@ def test_checksum_and_content_types():
 # --- links as a browser resolves them (#24 item 9 and the link classes) ----------------------
 
 import pytest  # noqa: E402
-from hypothesis import given, settings  # noqa: E402
+from hypothesis import example, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 from beamcrawl.core.content.htmlparse import refresh_target  # noqa: E402
@@ -243,3 +244,75 @@ def test_links_under_a_base_of_another_scheme_are_the_browsers(scheme: str, rest
         except ValueError:
             return
         assert found == []
+
+
+# Directives as the search engines document them: a comma-separated (or space-separated)
+# list, case-insensitive, ``none`` for both; some take a value after a colon; any other
+# ``name:`` names the agent the directives from there on are for.
+_DIRECTIVES = st.sampled_from(
+    [
+        "noindex",
+        "nofollow",
+        "none",
+        "all",
+        "noarchive",
+        "nosnippet",
+        "max-snippet:20",
+        "max-snippet: -1",
+        "max-image-preview:large",
+        "max-video-preview:0",
+        "unavailable_after: 25 Jun 2030 15:00:00 PST",
+        "unavailable_after: 2030-06-25T15:00:00Z",
+    ]
+)
+_AGENTS = st.sampled_from(["beamcrawl", "otherbot", "googlebot-news", "360Spider"])
+
+
+def _cased(draw: st.DrawFn, text: str) -> str:
+    return "".join(c.upper() if draw(st.booleans()) else c for c in text)
+
+
+@st.composite
+def _directive_groups(draw: st.DrawFn) -> list[tuple[str | None, list[str], str]]:
+    """Groups of directives, each after an agent's name but maybe the first, with its text."""
+    groups = []
+    for i in range(draw(st.integers(1, 4))):
+        agent = draw(st.none() | _AGENTS) if i == 0 else draw(_AGENTS)
+        words = draw(st.lists(_DIRECTIVES, min_size=1, max_size=4))
+        text = draw(st.sampled_from([",", ", ", " ,", " ", "  "])).join(_cased(draw, w) for w in words)
+        if agent is not None:
+            text = _cased(draw, agent) + draw(st.sampled_from([":", ": ", " : "])) + text
+        groups.append((agent, words, text))
+    return groups
+
+
+@given(groups=_directive_groups())
+@example(groups=[(None, ["max-snippet:20", "nofollow"], "max-snippet:20, nofollow")])
+@example(
+    groups=[
+        (
+            None,
+            ["nofollow", "unavailable_after: 25 Jun 2030 15:00:00 PST"],
+            "nofollow,unavailable_after: 25 Jun 2030 15:00:00 PST",
+        )
+    ]
+)
+@example(groups=[(None, ["noindex"], "noindex"), ("otherbot", ["nofollow"], "otherbot: nofollow")])
+@example(groups=[("otherbot", ["noindex"], "otherbot: noindex"), ("beamcrawl", ["nofollow"], "beamcrawl: nofollow")])
+@example(groups=[(None, ["noindex", "nofollow"], "noindex nofollow")])
+@settings(max_examples=400, deadline=None)
+def test_robots_directives_are_read_as_the_search_engines_document_them(groups) -> None:
+    ours = [w.lower() for agent, words, _ in groups if agent in (None, "beamcrawl") for w in words]
+    expected = ("noindex" in ours or "none" in ours, "nofollow" in ours or "none" in ours)
+    # One field line, or two combined into one (RFC 9110 §5.3): the same directives for us.
+    assert robots_directives([",".join(text for _, _, text in groups)], "beamcrawl") == expected
+    assert robots_directives([text for _, _, text in groups], "beamcrawl") == expected
+
+
+def test_a_nofollow_meant_for_us_keeps_the_pages_links_out() -> None:
+    html = b'<meta name="robots" content="max-snippet:50, nofollow"><a href="/a">a</a>'
+    out = parse_html(html, "http://e.com/")
+    assert out.meta_nofollow
+    assert list(follow_rows([Link(u, fp, a, nf, k) for u, fp, a, nf, k in out.links], out.meta_nofollow)) == []
+    html = b'<meta name="robots" content="max-snippet:50, otherbot: nofollow"><a href="/a">a</a>'
+    assert not parse_html(html, "http://e.com/").meta_nofollow
