@@ -226,7 +226,7 @@ def page_links(tree: LexborHTMLParser, url: str, token: str = "beamcrawl", encod
     if title_node is not None:
         out.title = _squeeze(title_node.text())[:512] or None
 
-    seen: set[tuple[int, str]] = set()
+    seen: dict[tuple[int, str], int] = {}  # each edge's index in out.links
     # A page often links one target several times (a picture and its caption, a menu at
     # the top and the bottom): each href is normalised and fingerprinted once.
     targets: dict[str, tuple[str, int] | None] = {}
@@ -275,11 +275,15 @@ def page_links(tree: LexborHTMLParser, url: str, token: str = "beamcrawl", encod
         target, fp = found
         if kind == "canonical":
             out.canonical = target
-        if (fp, kind) in seen:  # the same target twice on a page is one edge
-            continue
-        seen.add((fp, kind))
         rel = attrs.get("rel")
         nofollow = rel is not None and "nofollow" in rel.lower().split()
+        at = seen.get((fp, kind))
+        if at is not None:  # the same target twice on a page is one edge,
+            if not nofollow and out.links[at][3]:  # followed if any of its links may be
+                first, first_fp, first_anchor, _, first_kind = out.links[at]
+                out.links[at] = (first, first_fp, first_anchor, False, first_kind)
+            continue
+        seen[(fp, kind)] = len(out.links)
         anchor = _squeeze(node.text(deep=True))[:MAX_ANCHOR_CHARS] if kind == "a" else ""
         out.links.append((target, fp, anchor, nofollow, kind))
     return out

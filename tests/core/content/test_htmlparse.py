@@ -316,3 +316,21 @@ def test_a_nofollow_meant_for_us_keeps_the_pages_links_out() -> None:
     assert list(follow_rows([Link(u, fp, a, nf, k) for u, fp, a, nf, k in out.links], out.meta_nofollow)) == []
     html = b'<meta name="robots" content="max-snippet:50, otherbot: nofollow"><a href="/a">a</a>'
     assert not parse_html(html, "http://e.com/").meta_nofollow
+
+
+_RELS = st.sampled_from([None, "nofollow", "NoFollow noopener", "ugc\tnofollow", "noopener", "", "external"])
+
+
+@given(anchors=st.lists(st.tuples(st.sampled_from(["/a", "/b", "/c"]), _RELS), min_size=1, max_size=8))
+@example(anchors=[("/a", "nofollow"), ("/a", None)])
+@settings(max_examples=200, deadline=None)
+def test_a_target_linked_twice_is_followed_when_any_of_its_links_may_be(anchors) -> None:
+    html = "".join(
+        f'<a href="{href}"' + ("" if rel is None else f' rel="{rel}"') + f">{i}</a>"
+        for i, (href, rel) in enumerate(anchors)
+    )
+    out = parse_html(html.encode(), "http://e.com/")
+    followed = {u for u, *_ in follow_rows([Link(u, fp, a, nf, k) for u, fp, a, nf, k in out.links], False)}
+    allowed = {"http://e.com" + href for href, rel in anchors if rel is None or "nofollow" not in rel.lower().split()}
+    assert followed == allowed
+    assert sorted(u for u, *_ in out.links) == sorted({"http://e.com" + href for href, _ in anchors})

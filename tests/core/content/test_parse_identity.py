@@ -102,7 +102,7 @@ def _ref_page_links(
     title = tree.css_first("title")
     if title is not None:
         out.title = _WS.sub(" ", title.text()).strip()[:512] or None
-    seen: set[tuple[int, str]] = set()
+    seen: dict[tuple[int, str], int] = {}
     for node in tree.css("a[href], area[href], link[rel][href], iframe[src], frame[src], meta[http-equiv]"):
         tag = node.tag
         attrs = node.attributes
@@ -144,9 +144,11 @@ def _ref_page_links(
         anchor = ""
         if kind == "a":
             anchor = _WS.sub(" ", node.text(deep=True)).strip()[:MAX_ANCHOR_CHARS]
-        if (fp, kind) in seen:
+        if (fp, kind) in seen:  # one edge, followed if any of its links may be
+            i = seen[(fp, kind)]
+            out.links[i] = (*out.links[i][:3], out.links[i][3] and nofollow, out.links[i][4])
             continue
-        seen.add((fp, kind))
+        seen[(fp, kind)] = len(out.links)
         out.links.append((target, fp, anchor, nofollow, kind))
     return out
 
