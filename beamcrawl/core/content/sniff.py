@@ -49,6 +49,7 @@ from __future__ import annotations
 
 import codecs
 import re
+from functools import lru_cache
 from typing import NamedTuple
 
 __all__ = [
@@ -58,6 +59,8 @@ __all__ = [
     "decode_html",
     "detect_charset",
     "magic",
+    "single_byte_index",
+    "single_byte_table",
     "media_type",
     "sniff",
 ]
@@ -630,13 +633,64 @@ def detect_charset(body: bytes, content_type: str | None = None, *, detect: bool
     return Charset("cp1252", "default")
 
 
+# Where Python's single-byte codecs read a byte otherwise than the Encoding Standard's index
+# for the encoding (what a browser reads the page as): the windows code pages leave bytes
+# 0x80-0x9F unassigned that the standard reads as the C1 control of that value (windows-1252's
+# 0x81, 0x8D, 0x8F, 0x90, 0x9D), windows-1255 has U+05BA at 0xCA, and KOI8-U is the standard's
+# KOI8-RU (0xAE, 0xBE are ў and Ў, not box drawings).
+_C1_UNASSIGNED = frozenset(
+    {"cp874", "cp1250", "cp1251", "cp1252", "cp1253", "cp1254", "cp1255", "cp1256", "cp1257", "cp1258"}
+)
+_INDEX_BYTES = {"cp1255": {0xCA: "\u05ba"}, "koi8-u": {0xAE: "\u045e", 0xBE: "\u040e"}}
+
+
+@lru_cache(maxsize=64)
+def single_byte_table(encoding: str) -> str | None:
+    """The 256 characters the Encoding Standard reads the bytes 0x00-0xFF as, U+FFFE for a
+    byte it reads as an error, for a Python codec whose own reading differs from it; None
+    for any other codec (the codec's reading is the standard's)."""
+    try:
+        name = codecs.lookup(encoding).name
+    except LookupError:
+        return None
+    if name not in _C1_UNASSIGNED and name not in _INDEX_BYTES:
+        return None
+    chars = []
+    for byte in range(256):
+        try:
+            char = bytes([byte]).decode(name)
+        except UnicodeDecodeError:
+            char = chr(byte) if name in _C1_UNASSIGNED and 0x80 <= byte <= 0x9F else "\ufffe"
+        chars.append(_INDEX_BYTES.get(name, {}).get(byte, char))
+    return "".join(chars)
+
+
+@lru_cache(maxsize=64)
+def single_byte_index(encoding: str) -> dict[str, int] | None:
+    """The byte the Encoding Standard's encoder writes for each character (the first byte
+    :func:`single_byte_table` reads it from), for the codecs that function answers; None
+    for any other."""
+    table = single_byte_table(encoding)
+    if table is None:
+        return None
+    index: dict[str, int] = {}
+    for byte, char in enumerate(table):
+        if char != "\ufffe":
+            index.setdefault(char, byte)
+    return index
+
+
 def decode_html(body: bytes, content_type: str | None = None, *, detect: bool = True) -> tuple[str, Charset]:
-    """Decodes an HTML body to text with :func:`detect_charset`; bad bytes become U+FFFD.
+    """Decodes an HTML body to text with :func:`detect_charset`, as the Encoding Standard
+    reads its bytes (:func:`single_byte_table`); bad bytes become U+FFFD.
 
     Never raises: a codec that fails on its own terms falls back to windows-1252.
     """
     charset = detect_charset(body, content_type, detect=detect)
     try:
+        table = single_byte_table(charset.encoding)
+        if table is not None:
+            return codecs.charmap_decode(body, "replace", table)[0], charset
         return body.decode(charset.encoding, errors="replace"), charset
     except (LookupError, ValueError):  # pragma: no cover - every codec above is a text codec
         fallback = Charset("cp1252", "default")

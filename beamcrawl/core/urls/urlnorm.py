@@ -566,6 +566,11 @@ def _encode_query(url: str, encoding: str) -> str:
         return url
     if name in _UTF8_FOR_URLS or name.startswith("utf"):
         return url
+    from beamcrawl.core.content.sniff import single_byte_index
+
+    index = single_byte_index(name)
+    if index is not None:  # the Encoding Standard's bytes where Python's codec has others
+        return f"{url[: question + 1]}{_NON_ASCII.sub(lambda m: _index_encoded(m.group(), index), query)}{url[end:]}"
 
     def one(char: str) -> str:
         try:
@@ -585,6 +590,12 @@ def _encode_query(url: str, encoding: str) -> str:
     except LookupError:  # pragma: no cover - looked up above
         return url
     return f"{url[: question + 1]}{query}{url[end:]}"
+
+
+def _index_encoded(run: str, index: dict[str, int]) -> str:
+    """``run`` written with a single-byte encoding's ``index`` (each character's byte),
+    percent-encoded (``&#N;`` for a character it cannot write)."""
+    return "".join(f"%{index[char]:02X}" if char in index else f"%26%23{ord(char)}%3B" for char in run)
 
 
 @lru_cache(maxsize=8192)

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from urllib.parse import quote
+
 from beamcrawl.core.content.htmlparse import checksum, is_html, parse_html, robots_directives
+from beamcrawl.core.content.sniff import codec_for_label
 from beamcrawl.core.urls.urlnorm import InvalidURL, fingerprint, normalize
 from beamcrawl.schemas.records import Link, follow_rows
 
@@ -334,3 +337,46 @@ def test_a_target_linked_twice_is_followed_when_any_of_its_links_may_be(anchors)
     allowed = {"http://e.com" + href for href, rel in anchors if rel is None or "nofollow" not in rel.lower().split()}
     assert followed == allowed
     assert sorted(u for u, *_ in out.links) == sorted({"http://e.com" + href for href, _ in anchors})
+
+
+# Single-byte encodings as the Encoding Standard reads them: Python's codec's character for
+# each byte it defines, and, in the windows code pages, the C1 control of the same value for
+# each byte 0x80-0x9F it leaves unassigned (windows-1252 has no undefined byte). A browser
+# writes a link's query back in the page's encoding: the bytes the page holds.
+_SINGLE_BYTE = ["windows-1252", "iso-8859-1", "windows-1250", "windows-1253", "windows-1255", "windows-874", "koi8-r"]
+
+
+def _standard_reading(label: str, byte: int) -> str | None:
+    codec = codec_for_label(label)
+    assert codec is not None
+    try:
+        return bytes([byte]).decode(codec)
+    except UnicodeDecodeError:
+        return chr(byte) if (codec == "cp874" or codec.startswith("cp125")) and 0x80 <= byte <= 0x9F else None
+
+
+@given(label=st.sampled_from(_SINGLE_BYTE), data=st.data())
+@example(label="windows-1252", data=None)
+@settings(max_examples=300, deadline=None)
+def test_a_link_on_a_single_byte_page_is_read_in_its_encoding(label, data) -> None:
+    readable = [b for b in range(0x80, 0x100) if _standard_reading(label, b) is not None]
+    if data is None:
+        raw = bytes([0x81, 0x8D, 0x8F, 0x90, 0x9D])
+    else:
+        raw = bytes(data.draw(st.lists(st.sampled_from(readable), min_size=1, max_size=6)))
+    chars = "".join(_standard_reading(label, b) or "" for b in raw)
+    out = parse_html(
+        b'<a href="/p' + raw + b"/?q=" + raw + b'.">' + raw + b"</a>", "http://e.com/", f"text/html; charset={label}"
+    )
+    [(url, _, anchor, _, _)] = out.links
+    assert url == "http://e.com/p" + quote(chars.encode()) + "/?q=" + "".join(f"%{b:02X}" for b in raw) + "."
+    assert anchor == " ".join(chars.split())
+
+
+def test_the_standards_own_characters_of_single_byte_encodings() -> None:
+    # windows-1255 0xCA is U+05BA; KOI8-U is KOI8-RU (0xAE ў, 0xBE Ў) to the Encoding Standard.
+    out = parse_html(b'<a href="/p?q=\xca">\xca</a>', "http://e.com/", "text/html; charset=windows-1255")
+    assert out.links[0][:1] == ("http://e.com/p?q=%CA",) and out.links[0][2] == "\u05ba"
+    out = parse_html(b'<a href="/\xae?q=\xae\xbe">\xae\xbe</a>', "http://e.com/", "text/html; charset=koi8-u")
+    assert out.links[0][0] == "http://e.com/" + quote("\u045e".encode()) + "?q=%AE%BE"
+    assert out.links[0][2] == "\u045e\u040e"
