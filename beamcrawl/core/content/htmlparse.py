@@ -138,6 +138,7 @@ def parse_bounded(body: bytes, content_type: str = "") -> HtmlTree:
 _LINK_SELECTOR = "a[href], area[href], link[rel][href], iframe[src], frame[src]"
 _PAGE_SELECTOR = "base[href], meta[name], meta[http-equiv], title, " + _LINK_SELECTOR
 _SPACE = "\t\n\f\r "
+_C0_OR_SPACE = "".join(map(chr, range(0x21)))
 
 
 def refresh_target(content: str) -> str | None:
@@ -207,7 +208,7 @@ def page_links(tree: LexborHTMLParser, url: str, token: str = "beamcrawl", encod
     # readings agree, so that it is never a path on the page's host the page did not link.
     other_base: str | None = None
     if base_node is not None:
-        href = (base_node.attributes.get("href") or "").strip()
+        href = (base_node.attributes.get("href") or "").strip(_C0_OR_SPACE)
         if href:
             try:
                 base = normalize(href, url, encoding)
@@ -250,7 +251,7 @@ def page_links(tree: LexborHTMLParser, url: str, token: str = "beamcrawl", encod
                 continue
         else:
             href = attrs.get("src" if kind == "frame" else "href") or ""
-        href = href.strip()
+        href = href.strip(_C0_OR_SPACE)  # as the URL parser strips it: a no-break space stays
         if not href or href[0] == "#":
             # The base's document (RFC 3986 §5.2.2, as browsers resolve it): the page itself
             # unless a <base> names another.

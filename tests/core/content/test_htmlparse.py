@@ -380,3 +380,22 @@ def test_the_standards_own_characters_of_single_byte_encodings() -> None:
     out = parse_html(b'<a href="/\xae?q=\xae\xbe">\xae\xbe</a>', "http://e.com/", "text/html; charset=koi8-u")
     assert out.links[0][0] == "http://e.com/" + quote("\u045e".encode()) + "?q=%AE%BE"
     assert out.links[0][2] == "\u045e\u040e"
+
+
+@given(
+    before=st.text(st.sampled_from("\x01\t\n\x0c\r \x1f"), max_size=3),
+    after=st.text(st.sampled_from("\x01\t\n\r \x1f"), max_size=3),
+    kept=st.sampled_from(["\u00a0", "\u3000", "\u2028", "\u0085", "\u200b", "\ufeff", "\u1680"]),
+    at_start=st.booleans(),
+)
+@example(before="", after="", kept="\u00a0", at_start=False)
+@settings(max_examples=200, deadline=None)
+def test_an_href_loses_only_what_the_url_parser_strips(before, after, kept, at_start) -> None:
+    # The URL parser strips leading and trailing C0 controls and spaces, nothing else: a
+    # no-break space (or another Unicode space) at either end is part of the URL, in a
+    # link's href as in <base href>.
+    path = f"{kept}x" if at_start else f"x{kept}"
+    html = f'<base href="{before}{kept}d/{after}"><a href="{before}{path}{after}">a</a>'
+    out = parse_html(html.encode(), "http://e.com/")
+    base = normalize(f"{kept}d/", "http://e.com/")
+    assert "%" in base and [u for u, *_ in out.links] == [normalize(path, base)]

@@ -37,6 +37,7 @@ from beamcrawl.simweb import SimWeb
 
 _CLASS_SPLIT = re.compile(r"[\s_\-]+")
 _WS = re.compile(r"\s+")
+_C0_OR_SPACE = "".join(map(chr, range(0x21)))  # what the URL parser strips from a reference
 
 
 def _ref_is_noise_named(node) -> bool:
@@ -86,7 +87,7 @@ def _ref_page_links(
     base = url
     base_node = tree.css_first("base[href]")
     if base_node is not None:
-        href = (base_node.attributes.get("href") or "").strip()
+        href = (base_node.attributes.get("href") or "").strip(_C0_OR_SPACE)
         if href:
             try:
                 base = normalize(href, url, encoding)
@@ -123,11 +124,11 @@ def _ref_page_links(
         else:
             kind = tag
         if kind == "refresh":
-            href = (refresh_target(attrs.get("content") or "") or "").strip()
+            href = (refresh_target(attrs.get("content") or "") or "").strip(_C0_OR_SPACE)
             if not href:
                 continue
         else:
-            href = (attrs.get("src" if kind == "frame" else "href") or "").strip()
+            href = (attrs.get("src" if kind == "frame" else "href") or "").strip(_C0_OR_SPACE)
         if (not href or href.startswith("#")) and base == url:
             continue  # the page itself
         if href.startswith(("javascript:", "mailto:", "tel:", "data:")):
