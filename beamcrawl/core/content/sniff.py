@@ -55,6 +55,7 @@ from typing import NamedTuple
 __all__ = [
     "BINARY_KINDS",
     "Charset",
+    "REPLACEMENT",
     "codec_for_label",
     "decode_html",
     "detect_charset",
@@ -410,6 +411,9 @@ class Charset(NamedTuple):
     source: str
 
 
+#: The ``encoding`` of a document the Encoding Standard reads as one U+FFFD (no codec).
+REPLACEMENT = "replacement"
+
 # WHATWG labels Python does not know, or knows as something else.
 _LABELS = {
     "unicode-1-1-utf-8": "utf-8",
@@ -459,6 +463,13 @@ _LABELS = {
     "ksc5601": "cp949",
     "ksc_5601": "cp949",
     "x-user-defined": "cp1252",
+    # The Encoding Standard's replacement encoding: a document so labelled reads as one U+FFFD
+    # (these encodings let text hide markup from a reader that does not know them).
+    "csiso2022kr": REPLACEMENT,
+    "hz-gb-2312": REPLACEMENT,
+    "iso-2022-cn": REPLACEMENT,
+    "iso-2022-cn-ext": REPLACEMENT,
+    "iso-2022-kr": REPLACEMENT,
 }
 # Python codec name (codecs.lookup(...).name) -> the codec WHATWG's decoder corresponds to.
 _CODECS = {
@@ -522,7 +533,9 @@ def codec_for_label(label: str | None, *, in_document: bool = False) -> str | No
             UTF-16 label there means UTF-8, since the bytes that spelled it were ASCII.
 
     Returns:
-        A codec name, or None for an unknown label, a non-text codec or UTF-7.
+        A codec name, :data:`REPLACEMENT` for the labels of the replacement encoding
+        (``iso-2022-kr``, ``hz-gb-2312`` ...), or None for an unknown label, a non-text codec
+        or UTF-7.
     """
     if not label:
         return None
@@ -687,6 +700,8 @@ def decode_html(body: bytes, content_type: str | None = None, *, detect: bool = 
     Never raises: a codec that fails on its own terms falls back to windows-1252.
     """
     charset = detect_charset(body, content_type, detect=detect)
+    if charset.encoding == REPLACEMENT:
+        return ("\ufffd" if body else ""), charset
     try:
         table = single_byte_table(charset.encoding)
         if table is not None:

@@ -10,7 +10,10 @@ import sys
 import zipfile
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from beamcrawl.core.content.htmlparse import parse_html
 from beamcrawl.core.content.sniff import (
     BINARY_KINDS,
     Charset,
@@ -308,3 +311,24 @@ def test_detection_cost_is_bounded() -> None:
 def test_text_that_starts_like_a_signature_stays_text(text: bytes) -> None:
     assert sniff("text/plain", text) == "text"
     assert sniff("text/html", text) == "html"
+
+
+@given(
+    label=st.sampled_from(["iso-2022-kr", "csiso2022kr", "hz-gb-2312", "iso-2022-cn", "iso-2022-cn-ext"]),
+    upper=st.booleans(),
+    in_meta=st.booleans(),
+    body=st.binary(max_size=40),
+)
+@settings(max_examples=200, deadline=None)
+def test_the_replacement_encodings_labels_read_a_document_as_one_replacement_character(
+    label: str, upper: bool, in_meta: bool, body: bytes
+) -> None:
+    # The Encoding Standard maps these labels to its replacement encoding: the document is
+    # one U+FFFD, no markup in it, so none of its links (a reader that knows no such
+    # encoding must not find markup the browser never shows).
+    label = label.upper() if upper else label
+    page = (f'<meta charset="{label}">'.encode() if in_meta else b"") + b"<a href=/hidden>x</a>" + body
+    text, charset = decode_html(page, None if in_meta else f"text/html; charset={label}")
+    assert text == "\ufffd" and charset.source == ("meta" if in_meta else "header")
+    content_type = "text/html" if in_meta else f"text/html; charset={label}"
+    assert parse_html(page, "http://e.com/", content_type).links == []
