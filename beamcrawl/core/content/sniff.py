@@ -556,31 +556,156 @@ def codec_for_label(label: str | None, *, in_document: bool = False) -> str | No
 
 
 _CHARSET_PARAM = re.compile(r"""charset\s*=\s*["']?([^\s"';,]+)""", re.IGNORECASE)
-_META_TAG = re.compile(rb"<meta\b([^>]*)>?", re.IGNORECASE)
-_COMMENT = re.compile(rb"<!--.*?(?:-->|$)", re.DOTALL)
-_ATTR = re.compile(rb"""([a-z\-:]+)\s*=\s*(?:"([^"]*)"?|'([^']*)'?|([^\s>"']+))""", re.IGNORECASE)
-_META_CHARSET = re.compile(rb"""charset\s*=\s*["']?([^\s"';,>]+)""", re.IGNORECASE)
 _XML_ENCODING = re.compile(rb"""^<\?xml[^>]*?encoding\s*=\s*["']([A-Za-z0-9._\-]+)["']""")
+_PRESCAN_SPACE = b"\t\n\x0c\r "
+_TAG_NAME_END = re.compile(rb"[\t\n\x0c\r >]")
+_RAN_OUT = (b"", b"", -1)
+_BEFORE_ATTRIBUTE = re.compile(rb"[\t\n\x0c\r /]*")
+_NAME_REST = re.compile(rb"[^\t\n\x0c\r /=>]*")
+_SPACES = re.compile(rb"[\t\n\x0c\r ]*")
+_UNQUOTED = re.compile(rb"[^\t\n\x0c\r >]*")
+_META_START = re.compile(rb"<[mM][eE][tT][aA][\t\n\x0c\r /]")
 
 
-def _meta_label(head: bytes) -> str | None:
-    """The encoding label a document declares in its first bytes (meta tags, XML declaration)."""
+def _past(pattern: re.Pattern[bytes], head: bytes, pos: int) -> int:
+    """Where ``pattern`` (a run that may be empty) stops matching from ``pos``."""
+    found = pattern.match(head, pos)
+    return found.end() if found is not None else pos
+
+
+def _attribute(head: bytes, pos: int) -> tuple[bytes, bytes, int] | None:
+    """HTML's "get an attribute" (§13.2.3.2, the prescan's reading of a tag): the next
+    attribute's name and value (ASCII lower-cased) and the position after it; None at the
+    tag's ``>``, :data:`_RAN_OUT` (position -1) where the bytes run out first."""
+    n = len(head)
+    pos = _past(_BEFORE_ATTRIBUTE, head, pos)
+    if pos >= n:
+        return _RAN_OUT
+    if head[pos] == 0x3E:
+        return None
+    end = _past(_NAME_REST, head, pos + 1)  # a first "=" is the name's
+    name = head[pos:end].lower()
+    pos = _past(_SPACES, head, end)
+    if pos >= n:
+        return _RAN_OUT
+    if head[pos] != 0x3D:  # no "=": no value
+        return name, b"", pos
+    pos = _past(_SPACES, head, pos + 1)
+    if pos >= n:
+        return _RAN_OUT
+    c = head[pos]
+    if c in b"\"'":
+        close = head.find(head[pos : pos + 1], pos + 1)
+        if close < 0:
+            return _RAN_OUT
+        return name, head[pos + 1 : close].lower(), close + 1
+    if c == 0x3E:
+        return name, b"", pos
+    end = _past(_UNQUOTED, head, pos)
+    if end >= n:
+        return _RAN_OUT
+    return name, head[pos:end].lower(), end
+
+
+def _content_charset(content: bytes) -> bytes | None:
+    """HTML's "extracting a character encoding from a meta element": the label in a
+    ``content`` attribute's ``charset=``, or None."""
+    pos = 0
+    n = len(content)
+    while True:
+        at = content.find(b"charset", pos)
+        if at < 0:
+            return None
+        pos = at + 7
+        while pos < n and content[pos] in _PRESCAN_SPACE:
+            pos += 1
+        if pos >= n or content[pos] != 0x3D:
+            continue
+        pos += 1
+        while pos < n and content[pos] in _PRESCAN_SPACE:
+            pos += 1
+        if pos >= n:
+            return None
+        if content[pos] in b"\"'":
+            close = content.find(content[pos : pos + 1], pos + 1)
+            return content[pos + 1 : close] if close >= 0 else None
+        end = pos
+        while end < n and content[end] not in b"\t\n\x0c\r ;":
+            end += 1
+        return content[pos:end]
+
+
+def _meta_codec(head: bytes) -> str | None:
+    """The codec a document declares in its first bytes: an XML declaration's encoding, or
+    what HTML's prescan (§13.2.3.2, "prescan a byte stream to determine its encoding") finds
+    in its ``<meta>`` tags, read as the tokenizer reads them (comments, quoted attribute
+    values and other tags skipped; a label no encoding has passed over for the next)."""
     xml = _XML_ENCODING.match(head)
     if xml:
-        return xml.group(1).decode("ascii")
-    head = _COMMENT.sub(b"", head)
-    for tag in _META_TAG.finditer(head):
-        attrs: dict[bytes, bytes] = {}
-        for m in _ATTR.finditer(tag.group(1)):
-            name = m.group(1).lower()
-            if name not in attrs:  # the first occurrence of an attribute wins
-                attrs[name] = m.group(2) or m.group(3) or m.group(4) or b""
-        if b"charset" in attrs and attrs[b"charset"].strip():
-            return attrs[b"charset"].decode("latin-1")
-        if attrs.get(b"http-equiv", b"").strip().lower() == b"content-type" and b"content" in attrs:
-            found = _META_CHARSET.search(attrs[b"content"])
-            if found:
-                return found.group(1).decode("latin-1")
+        return codec_for_label(xml.group(1).decode("ascii"), in_document=True)
+    metas = [m.start() for m in _META_START.finditer(head)]
+    if not metas:
+        return None  # no <meta> tag: nothing for the prescan to find
+    n = metas[-1] + 1  # nothing to find past the last "<meta"
+    pos = head.find(b"<")
+    while 0 <= pos < n:
+        if head.startswith(b"<!--", pos):
+            # Ends at the first ">" after two "-", which may be the comment opener's own.
+            end = head.find(b"-->", pos + 2)
+            if end < 0:
+                return None
+            pos = end + 2
+        elif head[pos + 1 : pos + 5].lower() == b"meta" and head[pos + 5 : pos + 6] in (
+            b"\t",
+            b"\n",
+            b"\x0c",
+            b"\r",
+            b" ",
+            b"/",
+        ):
+            pos += 5
+            names: set[bytes] = set()
+            got_pragma = False
+            need_pragma: bool | None = None
+            charset: str | None = None
+            failed = False
+            while (found := _attribute(head, pos)) is not None:
+                name, value, pos = found
+                if pos < 0:
+                    return None  # the bytes ran out inside the tag
+                if name in names:
+                    continue
+                names.add(name)
+                if name == b"http-equiv":
+                    got_pragma = got_pragma or value == b"content-type"
+                elif name == b"content":
+                    label = _content_charset(value)
+                    codec = codec_for_label(label.decode("latin-1"), in_document=True) if label is not None else None
+                    if codec is not None and charset is None and not failed:
+                        charset = codec
+                        need_pragma = True
+                elif name == b"charset":
+                    charset = codec_for_label(value.decode("latin-1"), in_document=True)
+                    failed = charset is None
+                    need_pragma = False
+            if charset is not None and (need_pragma is False or (need_pragma and got_pragma)):
+                return charset
+        elif head[pos + 1 : pos + 2].isalpha() or (
+            head[pos + 1 : pos + 2] == b"/" and head[pos + 2 : pos + 3].isalpha()
+        ):
+            name_end = _TAG_NAME_END.search(head, pos)
+            if name_end is None:
+                return None
+            pos = name_end.start()
+            while (found := _attribute(head, pos)) is not None:
+                pos = found[2]
+                if pos < 0:
+                    return None
+        elif head[pos + 1 : pos + 2] in (b"!", b"/", b"?"):
+            pos = head.find(b">", pos)
+            if pos < 0:
+                return None
+        pos = head.find(b"<", pos + 1)
     return None
 
 
@@ -629,8 +754,7 @@ def detect_charset(body: bytes, content_type: str | None = None, *, detect: bool
         codec = codec_for_label(param.group(1)) if param else None
         if codec is not None:
             return Charset(codec, "header")
-    label = _meta_label(body[:META_SCAN_BYTES])
-    codec = codec_for_label(label, in_document=True) if label else None
+    codec = _meta_codec(body[:META_SCAN_BYTES])
     if codec is not None:
         return Charset(codec, "meta")
     if _is_utf8(body):

@@ -6,11 +6,12 @@ import bz2
 import gzip
 import io
 import lzma
+import re
 import sys
 import zipfile
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from beamcrawl.core.content.htmlparse import parse_html
@@ -332,3 +333,118 @@ def test_the_replacement_encodings_labels_read_a_document_as_one_replacement_cha
     assert text == "\ufffd" and charset.source == ("meta" if in_meta else "header")
     content_type = "text/html" if in_meta else f"text/html; charset={label}"
     assert parse_html(page, "http://e.com/", content_type).links == []
+
+
+# --- the <meta> prescan reads tags as the HTML tokenizer reads them -----------------------------
+
+_LABELS_SEEN = st.sampled_from(["shift_jis", "EUC-JP", "windows-1251", "bogus", "utf-16", "x-user-defined", "koi8-r"])
+
+
+def _quoted(draw: st.DrawFn, value: str) -> str:
+    quote = draw(st.sampled_from(['"', "'", ""]))
+    if not quote and (not value or any(c in value for c in " \t\n>\"'=<`")):
+        quote = '"' if '"' not in value else "'"
+    return f"{quote}{value}{quote}"
+
+
+@st.composite
+def _prescan_documents(draw: st.DrawFn) -> str:
+    parts = []
+    for _ in range(draw(st.integers(1, 7))):
+        kind = draw(st.sampled_from(["meta", "meta", "meta", "tag", "comment", "text", "other"]))
+        if kind == "meta":
+            attrs = []
+            for _ in range(draw(st.integers(0, 4))):
+                which = draw(st.sampled_from(["charset", "http-equiv", "content", "name", "junk"]))
+                if which == "charset":
+                    value = draw(_LABELS_SEEN)
+                elif which == "http-equiv":
+                    value = draw(st.sampled_from(["content-type", "Content-Type", "refresh", "content-type "]))
+                elif which == "content":
+                    label = draw(_LABELS_SEEN)
+                    value = draw(
+                        st.sampled_from(["text/html; charset={}", "charset = {}", "x;charset={};y", "CHARSET={} x"])
+                    )
+                    value = value.format(label)
+                else:
+                    value = draw(st.sampled_from(["x", "a>b", "<meta charset=euc-jp>", ""]))
+                name = "data-x" if which == "junk" else which
+                name = name.upper() if draw(st.booleans()) else name
+                attrs.append(f"{name}={_quoted(draw, value)}")
+            sep = draw(st.sampled_from([" ", "/", "\t", "\n"]))
+            parts.append(f"<{draw(st.sampled_from(['meta', 'META', 'Meta']))}{sep}{' '.join(attrs)}>")
+        elif kind == "tag":
+            name = draw(st.sampled_from(["p", "x-y", "div", "/p", "span", "meta-x", "metax"]))
+            value = draw(st.sampled_from(["<meta charset=euc-jp>", "a>b", "x", "<!--"]))
+            parts.append(f"<{name} title={_quoted(draw, value)}>")
+        elif kind == "comment":
+            inner = draw(st.sampled_from(["<meta charset=euc-jp>", "x", "-", ""]))
+            parts.append(draw(st.sampled_from(["<!--{}-->", "<!-->{}", "<!--->{}", "<!---{}--->"])).format(inner))
+        elif kind == "text":
+            parts.append(draw(st.sampled_from(["x", " ", "\n", "a > b", "1 < 2"])))
+        else:
+            parts.append(draw(st.sampled_from(["<!doctype html>", "<?php x ?>", "</ x>", "<!x>"])))
+    return "".join(parts)
+
+
+def _content_label(content: str) -> str | None:
+    """HTML's "extracting a character encoding from a meta element", as written."""
+    for at in (m.start() for m in re.finditer("charset", content)):
+        found = re.match(r"charset[\t\n\f\r ]*=[\t\n\f\r ]*(.*)", content[at:], re.DOTALL)
+        if found is None:
+            continue
+        rest = found.group(1)
+        if rest[:1] in ('"', "'"):
+            close = rest.find(rest[0], 1)
+            return rest[1:close] if close > 0 else None
+        return re.split(r"[\t\n\f\r ;]", rest, maxsplit=1)[0] or None
+    return None
+
+
+def _tokenizer_reading(doc: str) -> str | None:
+    """The prescan's answer from the tags the HTML parser built: the first <meta> whose
+    attributes declare an encoding."""
+    from selectolax.lexbor import LexborHTMLParser
+
+    for node in LexborHTMLParser(doc).css("meta"):
+        attrs = {k.lower(): (v or "").lower() for k, v in node.attributes.items()}
+        if "charset" in attrs:
+            codec = codec_for_label(attrs["charset"], in_document=True)
+        elif "content" in attrs and attrs.get("http-equiv") == "content-type":
+            label = _content_label(attrs["content"])
+            codec = codec_for_label(label, in_document=True) if label is not None else None
+        else:
+            codec = None
+        if codec is not None:
+            return codec
+    return None
+
+
+@given(doc=_prescan_documents())
+@example(doc='<meta content="a>b" charset=shift_jis>')
+@example(doc="<!--><meta charset=shift_jis>-->")
+@example(doc='<p title="<meta charset=euc-jp>"><meta charset=shift_jis>')
+@example(doc="<meta-x charset=shift_jis>")
+@example(doc="<meta charset=bogus><meta charset=shift_jis>")
+@settings(max_examples=500, deadline=None)
+def test_the_meta_prescan_reads_tags_as_the_tokenizer_does(doc: str) -> None:
+    charset = detect_charset(doc.encode("ascii") + b"\x93\xfa", detect=False)
+    expected = _tokenizer_reading(doc)
+    assert (charset.encoding if charset.source == "meta" else None) == expected
+
+
+@pytest.mark.parametrize(
+    "content, codec",
+    [
+        ("text/html; charset=shift_jis", "cp932"),
+        ("text/html; charset='shift_jis'", "cp932"),
+        ("text/html; charset='shift_jis", None),  # an unclosed quote: no encoding
+        ("text/html; charset=shift_jis,utf-8", None),  # the label runs to a space or ";"
+        ("text/html; charset=shift_jis;x", "cp932"),
+        ("charset x charset=koi8-r", "koi8-r"),
+    ],
+)
+def test_a_content_types_charset_is_read_as_the_prescan_reads_it(content: str, codec: str | None) -> None:
+    page = f'<meta http-equiv="content-type" content="{content}">'.encode() + b"\x93\xfa"
+    charset = detect_charset(page, detect=False)
+    assert (charset.encoding if charset.source == "meta" else None) == codec
