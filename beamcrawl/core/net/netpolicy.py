@@ -8,8 +8,9 @@ private, shared, multicast, unspecified and reserved ones unless private network
 
 The policy is applied to the *resolved* address, after ``--resolve`` rules and DNS, so a public
 name that resolves to a private address is refused too. IPv6 addresses that carry an IPv4
-address (IPv4-mapped ``::ffff:a.b.c.d``, IPv4-compatible, NAT64 ``64:ff9b::/96``, 6to4
-``2002::/16``) are judged by that IPv4 address as well.
+address (IPv4-mapped ``::ffff:a.b.c.d``, IPv4-compatible, IPv4-translated ``::ffff:0:a.b.c.d``,
+NAT64 ``64:ff9b::/96`` and local-use ``64:ff9b:1::/48``, 6to4 ``2002::/16``, Teredo ``2001::/32``
+with its server's and client's) are judged by that IPv4 address as well.
 """
 
 from __future__ import annotations
@@ -67,21 +68,31 @@ _CATEGORIES: tuple[tuple[str, tuple[ipaddress.IPv4Network | ipaddress.IPv6Networ
     ),
 )
 _GLOBAL_UNICAST_V6 = ipaddress.ip_network("2000::/3")
-_NAT64 = _nets("64:ff9b::/96")
+# Prefixes whose addresses end in the IPv4 address they are translated to: NAT64's well-known
+# one (RFC 6052), and two that only a translator in the crawler's own network serves, NAT64's
+# local-use block (RFC 8215) and SIIT's IPv4-translated addresses (RFC 2765). Those two are
+# judged as IPv6 addresses too (reserved: not on the Internet).
+_LOCAL_TRANSLATED = _nets("64:ff9b:1::/48", "::ffff:0:0:0/96")
+_NAT64 = (*_nets("64:ff9b::/96"), *_LOCAL_TRANSLATED)
 _IPV4_COMPATIBLE = ipaddress.ip_network("::/96")
 
 
-def _embedded_ipv4(address: ipaddress.IPv6Address) -> ipaddress.IPv4Address | None:
-    """The IPv4 address an IPv6 address stands for or tunnels to, if any."""
+def _embedded_ipv4(address: ipaddress.IPv6Address) -> tuple[ipaddress.IPv4Address, ...]:
+    """The IPv4 addresses an IPv6 address stands for or tunnels to, if any."""
     if address.ipv4_mapped is not None:
-        return address.ipv4_mapped
+        return (address.ipv4_mapped,)
     if address.sixtofour is not None:
-        return address.sixtofour
+        return (address.sixtofour,)
+    if address.teredo is not None:
+        # Teredo (RFC 4380): packets go to the client's IPv4 address (held inverted), by way
+        # of its server's; both are the network a connection reaches into.
+        server, client = address.teredo
+        return (client, server)
     if any(address in net for net in _NAT64) or (
         address in _IPV4_COMPATIBLE and int(address) > 1  # not :: or ::1
     ):
-        return ipaddress.IPv4Address(int(address) & 0xFFFFFFFF)
-    return None
+        return (ipaddress.IPv4Address(int(address) & 0xFFFFFFFF),)
+    return ()
 
 
 def _parse_ip(ip: str) -> IPAddress:
@@ -121,13 +132,17 @@ def check_address(ip: str, allow_private: bool) -> None:
     """
     address = _parse_ip(ip)
     judged: IPAddress = address
-    if isinstance(address, ipaddress.IPv6Address):
-        # An address that stands for an IPv4 one is judged as that IPv4 address: the
-        # mapped form of 8.8.8.8 is fine, the mapped form of 169.254.169.254 is not.
-        embedded = _embedded_ipv4(address)
-        if embedded is not None:
+    kind = None
+    # An address that stands for an IPv4 one is judged as that IPv4 address: the mapped
+    # form of 8.8.8.8 is fine, the mapped form of 169.254.169.254 is not.
+    carried = _embedded_ipv4(address) if isinstance(address, ipaddress.IPv6Address) else ()
+    for embedded in carried:
+        kind = _refusal(embedded, allow_private)
+        if kind is not None:
             judged = embedded
-    kind = _refusal(judged, allow_private)
+            break
+    if kind is None and (not carried or any(address in net for net in _LOCAL_TRANSLATED)):
+        kind = _refusal(address, allow_private)
     if kind is None:
         return
     message = f"{kind} address {judged}"

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import ipaddress
+
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from beamcrawl.core.net.netpolicy import (
     ForbiddenAddress,
@@ -27,6 +31,10 @@ ALWAYS_REFUSED = [
     ("::169.254.169.254", "link-local address 169.254.169.254"),  # IPv4-compatible
     ("64:ff9b::169.254.169.254", "link-local address 169.254.169.254"),  # NAT64
     ("2002:a9fe:a9fe::1", "link-local address 169.254.169.254"),  # 6to4
+    ("2001:0:a9fe:a9fe::5601:5601", "link-local address 169.254.169.254"),  # Teredo
+    ("2001:0:808:808::5601:5601", "link-local address 169.254.169.254"),  # Teredo client
+    ("64:ff9b:1::a9fe:a9fe", "link-local address 169.254.169.254"),  # local-use NAT64
+    ("::ffff:0:a9fe:a9fe", "link-local address 169.254.169.254"),  # IPv4-translated
 ]
 
 
@@ -72,6 +80,8 @@ PRIVATE = [
     ("::ffff:127.0.0.1", "loopback"),
     ("::ffff:10.1.2.3", "private"),
     ("64:ff9b::10.0.0.1", "private"),
+    ("2001:0:808:808::80ff:fffe", "loopback"),  # Teredo, client 127.0.0.1
+    ("2001:0:a00:1::f7f7:f7f7", "private"),  # Teredo, server 10.0.0.1
 ]
 
 
@@ -106,6 +116,62 @@ def test_private_and_special_allowed_with_flag(ip: str, kind: str) -> None:
 @pytest.mark.parametrize("allow_private", [False, True])
 def test_public_addresses_are_fine(ip: str, allow_private: bool) -> None:
     check_address(ip, allow_private)
+
+
+def _refused(ip: str, allow_private: bool) -> bool:
+    try:
+        check_address(ip, allow_private)
+    except ForbiddenAddress:
+        return True
+    return False
+
+
+_V4 = st.integers(0, 2**32 - 1).map(ipaddress.IPv4Address)
+# Addresses from each IPv4 block the policy refuses, and from either side of its edges.
+_SPECIAL_V4 = [
+    "0.0.0.0/8", "10.0.0.0/8", "100.64.0.0/10", "127.0.0.0/8", "169.254.0.0/16", "172.16.0.0/12",
+    "192.0.0.0/24", "192.0.2.0/24", "192.88.99.0/24", "192.168.0.0/16", "198.18.0.0/15",
+    "198.51.100.0/24", "203.0.113.0/24", "224.0.0.0/4", "240.0.0.0/4",
+]  # fmt: skip
+_NEAR_SPECIAL_V4 = st.builds(
+    lambda net, offset: ipaddress.IPv4Address(
+        max(0, min(2**32 - 1, int(net.network_address) + offset % (net.num_addresses + 2) - 1))
+    ),
+    st.sampled_from([ipaddress.IPv4Network(n) for n in _SPECIAL_V4]),
+    st.integers(0, 2**32),
+)
+
+
+@settings(max_examples=3000, deadline=None)
+@given(
+    inner=_V4 | _NEAR_SPECIAL_V4,
+    other=_V4 | _NEAR_SPECIAL_V4,
+    low=st.integers(0, 2**64 - 1),
+    allow_private=st.booleans(),
+)
+def test_an_ipv6_address_carrying_a_refused_ipv4_is_refused(
+    inner: ipaddress.IPv4Address, other: ipaddress.IPv4Address, low: int, allow_private: bool
+) -> None:
+    """Every IPv6 form that carries an IPv4 address, wherever it sits, is refused when that
+    address is: mapped, compatible, translated, NAT64 (well-known and local-use), 6to4, and
+    Teredo's server and client (the client held inverted)."""
+    if not _refused(str(inner), allow_private):
+        return
+    v4 = int(inner)
+    forms = [
+        (0xFFFF << 32) | v4,  # ::ffff:a.b.c.d
+        (0xFFFF << 48) | v4,  # ::ffff:0:a.b.c.d
+        (0x64FF9B << 96) | v4,  # 64:ff9b::a.b.c.d
+        (0x64FF9B0001 << 80) | (low & (2**48 - 1)) << 32 | v4,  # 64:ff9b:1:...:a.b.c.d
+        (0x2002 << 112) | (v4 << 80) | low,  # 2002:a.b.c.d::
+        (0x20010000 << 96) | (v4 << 64) | (low & ~0xFFFFFFFF) | int(other),  # Teredo server
+        (0x20010000 << 96) | (int(other) << 64) | (low & ~0xFFFFFFFF) | (v4 ^ 0xFFFFFFFF),  # client
+    ]
+    if v4 > 1:
+        forms.append(v4)  # ::a.b.c.d
+    for form in forms:
+        ip = str(ipaddress.IPv6Address(form))
+        assert _refused(ip, allow_private), ip
 
 
 @pytest.mark.parametrize("ip", ["", "localhost", "example.com", "1.2.3", "999.1.1.1", "::g"])
