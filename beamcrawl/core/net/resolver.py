@@ -74,7 +74,8 @@ class PolicyResolver(AbstractResolver):
     """DNS with the crawl's --resolve rules first and the address policy always applied.
 
     Also an aiohttp resolver (:meth:`resolve`), so a connector built on it can only ever reach
-    addresses the policy allows, and reaches the pinned one when a host record supplied it.
+    addresses the policy allows, and only the answer's first (:attr:`Resolution.ip`, the pinned
+    one when a host record supplied it), the address politeness is accounted to.
 
     Args:
         rules: ``--resolve`` rules, tried before DNS.
@@ -163,7 +164,10 @@ class PolicyResolver(AbstractResolver):
             if answer.error.startswith(REFUSED):  # the policy, not DNS trouble: say so
                 raise AddressRefused(host, answer.error[len(REFUSED) :])
             raise OSError(answer.error)
-        addrs = list(answer.addrs)
+        # Only the address politeness is accounted to (``answer.ip``): given the others too,
+        # the connector went on to them when it failed (refused, or slow to connect), and the
+        # request reached a server whose --ip-delay clock is another's, in another shard.
+        addrs = list(answer.addrs[:1])
         return [
             {
                 "hostname": host,

@@ -22,6 +22,7 @@ from hypothesis import strategies as st
 from aiohttp import web
 
 from beamcrawl.core.runtime.config import CrawlConfig
+from beamcrawl.core.net.resolver import PolicyResolver
 from beamcrawl.core.net.fetcher import DNS_BACKOFF_MAX, FetchRunner, LoopLag, decode_body, dns_backoff
 from beamcrawl.core.policy.robots import RobotsRules
 from beamcrawl.core.net.backlog import RESULT_OVERHEAD
@@ -1096,3 +1097,26 @@ def test_a_robots_hop_waiting_for_its_turn_keeps_the_delay_of_a_plan_that_came_m
     assert sorted(r["path"] for r in ok_reqs) == ["/p", "/robots.txt", "/robots.txt"]
     for prev, nxt in zip(ok_reqs, ok_reqs[1:]):
         assert nxt["start"] - prev["end"] >= 0.99, ("ok.test's delay not kept", prev, nxt)
+
+
+def test_a_host_with_several_addresses_is_asked_only_at_the_one_its_ip_clock_is_for(monkeypatch):
+    # multi.test answers 127.0.0.2 first (no server there: the connection is refused) and then
+    # 127.0.0.1, where one.test is. The IP clock multi.test takes turns on is 127.0.0.2's: a
+    # request that went on to 127.0.0.1 would reach one.test's server off that address's clock.
+    real_lookup = PolicyResolver._lookup
+
+    async def lookup(self: PolicyResolver, host: str) -> list[str]:
+        if host == "multi.test":
+            return ["127.0.0.2", "127.0.0.1"]
+        return await real_lookup(self, host)
+
+    monkeypatch.setattr(PolicyResolver, "_lookup", lookup)
+    with mock_server() as server:
+        plans = [plan(server, h, ["/slow1", "/slow2"], robots_known="") for h in ("multi.test", "one.test")]
+        results, hosts = run(cfg(ip_delay=0.3, resolve=(("one.test", "127.0.0.1"),)), plans)
+        log = list(server.log)
+    assert hosts["multi.test:" + str(server.port)].ip == "127.0.0.2"
+    assert [r["host"] for r in log] == ["one.test", "one.test"]
+    assert min(_server_gaps(log)) >= 0.29
+    multi = [r for r in results if r.entry.host.startswith("multi.test")]
+    assert len(multi) == 2 and all(r.outcome != "fetched" for r in multi)

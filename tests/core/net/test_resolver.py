@@ -6,7 +6,10 @@ import asyncio
 import time
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from beamcrawl.core.net.gate import AddressRefused
 from beamcrawl.core.net.netpolicy import ResolveRules
 from beamcrawl.core.net.resolver import FetchRefused, PolicyResolver, hostname_of, resolve_many
 
@@ -132,3 +135,24 @@ def test_a_name_the_system_resolver_cannot_encode_is_a_dns_answer_not_a_crash(na
     resolver = PolicyResolver(ResolveRules(), allow_private=False, ttl=60)
     answer = run(resolver.resolution(name))
     assert answer.addrs == () and answer.error is not None and answer.error.startswith("dns:")
+
+
+@settings(max_examples=300, deadline=None)
+@given(answer=st.lists(st.ip_addresses().map(str), min_size=1, max_size=40, unique=True), allow_private=st.booleans())
+def test_the_connector_is_given_the_one_address_politeness_is_accounted_to(answer: list[str], allow_private: bool):
+    """Whatever DNS answers, the connector gets ``resolution().ip`` alone, or an error: never an
+    address another IP clock counts (or none does), nor one the policy refuses."""
+    resolver = PolicyResolver(ResolveRules(), allow_private=allow_private, lookup=FakeDNS({"h.example": answer}))
+
+    async def go():
+        try:
+            infos = await resolver.resolve("h.example", 80)
+        except (OSError, AddressRefused):
+            infos = None
+        return infos, await resolver.resolution("h.example")
+
+    infos, resolution = run(go())
+    if resolution.ip is None:
+        assert infos is None
+    else:
+        assert [info["host"] for info in infos] == [resolution.ip] == [answer[0]]
