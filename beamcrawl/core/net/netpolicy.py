@@ -22,7 +22,15 @@ import socket
 from collections.abc import Iterable, Iterator
 from urllib.parse import urlsplit
 
-__all__ = ["ForbiddenAddress", "ResolveRules", "check_address", "name_refusal", "parse_resolve_rule", "url_refusal"]
+__all__ = [
+    "ForbiddenAddress",
+    "ResolveRules",
+    "canonical_address",
+    "check_address",
+    "name_refusal",
+    "parse_resolve_rule",
+    "url_refusal",
+]
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 
@@ -117,6 +125,22 @@ def _refusal(address: IPAddress, allow_private: bool) -> str | None:
     if address.version == 6 and address not in _GLOBAL_UNICAST_V6:
         return "reserved"  # outside 2000::/3 nothing else is routable on the Internet
     return None
+
+
+def canonical_address(ip: str) -> str:
+    """The one spelling of an address, for the clocks and shards keyed by it.
+
+    IPv6 is written compressed and in lower case, and an IPv4-mapped IPv6 address
+    (``::ffff:a.b.c.d``, which a socket reaches over IPv4) as the IPv4 address it is. Total:
+    a string that is no address comes back as it is (the policy refuses it).
+    """
+    try:
+        address = _parse_ip(ip)
+    except ForbiddenAddress:
+        return ip
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None and not address.scope_id:
+        return str(address.ipv4_mapped)
+    return str(address)
 
 
 def check_address(ip: str, allow_private: bool) -> None:

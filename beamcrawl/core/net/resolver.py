@@ -26,7 +26,7 @@ from aiohttp.abc import AbstractResolver, ResolveResult
 
 from beamcrawl.core.urls import hostkeys
 from beamcrawl.core.net.gate import AddressRefused
-from beamcrawl.core.net.netpolicy import ForbiddenAddress, ResolveRules, check_address
+from beamcrawl.core.net.netpolicy import ForbiddenAddress, ResolveRules, canonical_address, check_address
 
 __all__ = ["FetchRefused", "PolicyResolver", "Resolution", "hostname_of", "resolve_many"]
 
@@ -102,6 +102,8 @@ class PolicyResolver(AbstractResolver):
     def pin(self, host: str, ip: str | None, error: str | None, resolved_at: float, ttl: float) -> None:
         """Uses a stored answer for ``host`` until it expires (the policy is checked again:
         the flags of this run decide, not those of the run that stored it)."""
+        if ip is not None:
+            ip = canonical_address(ip)
         if error is None and ip is not None:
             try:
                 check_address(ip, self._allow_private)
@@ -119,7 +121,8 @@ class PolicyResolver(AbstractResolver):
         if cached is not None and now < cached.expires:
             return cached
         try:
-            addrs = await self._lookup(host)
+            # One spelling per address: ::ffff:a.b.c.d is the server a.b.c.d, on its one clock.
+            addrs = list(dict.fromkeys(canonical_address(addr) for addr in await self._lookup(host)))
             for addr in addrs:
                 check_address(addr, self._allow_private)
             answer = Resolution(tuple(addrs), None, now, self._ttl)

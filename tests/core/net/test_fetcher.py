@@ -1120,3 +1120,17 @@ def test_a_host_with_several_addresses_is_asked_only_at_the_one_its_ip_clock_is_
     assert min(_server_gaps(log)) >= 0.29
     multi = [r for r in results if r.entry.host.startswith("multi.test")]
     assert len(multi) == 2 and all(r.outcome != "fetched" for r in multi)
+
+
+def test_an_ipv4_address_and_its_ipv4_mapped_ipv6_spelling_share_one_ip_clock():
+    # http://[::ffff:127.0.0.1]:P/ reaches the server at 127.0.0.1:P (the kernel sends IPv4
+    # for a mapped address): one server, so one --ip-delay clock, whichever way it is written.
+    with mock_server() as server:
+        v4 = plan(server, "127.0.0.1", ["/slow1", "/slow2"], robots_known="")
+        mapped_host = normalize("http://[::ffff:127.0.0.1]/").split("//")[1].rstrip("/")
+        mapped = plan(server, mapped_host, ["/slow1"], robots_known="")
+        results, hosts = run(cfg(ip_delay=0.3), [v4, mapped])
+        log = list(server.log)
+    assert len(log) == 3 and all(r.outcome == "fetched" for r in results)
+    assert min(_server_gaps(log)) >= 0.29
+    assert len({h.ip for h in hosts.values()}) == 1

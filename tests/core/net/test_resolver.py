@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from beamcrawl.core.net.gate import AddressRefused
-from beamcrawl.core.net.netpolicy import ResolveRules
+from beamcrawl.core.net.netpolicy import ResolveRules, canonical_address
 from beamcrawl.core.net.resolver import FetchRefused, PolicyResolver, hostname_of, resolve_many
 
 
@@ -155,4 +155,20 @@ def test_the_connector_is_given_the_one_address_politeness_is_accounted_to(answe
     if resolution.ip is None:
         assert infos is None
     else:
-        assert [info["host"] for info in infos] == [resolution.ip] == [answer[0]]
+        assert [info["host"] for info in infos] == [resolution.ip] == [canonical_address(answer[0])]
+
+
+@settings(max_examples=300, deadline=None)
+@given(v4=st.ip_addresses(v=4), how=st.sampled_from(["literal", "dns", "rule", "pin"]))
+def test_an_ipv4_address_is_one_address_however_it_is_spelt(v4, how):
+    """The IPv4-mapped IPv6 spelling of an address reaches the same server as the address: the
+    answer is the same string, so that one --ip-delay clock (and one fetch shard) counts both."""
+    mapped = f"::ffff:{v4}"
+    rules = ResolveRules([("rule.example", mapped)] if how == "rule" else [])
+    resolver = PolicyResolver(rules, allow_private=True, lookup=FakeDNS({"dns.example": [mapped]}))
+    if how == "pin":
+        resolver.pin("pin.example", mapped, None, time.time(), 300)
+    host = {"literal": f"[{mapped}]", "dns": "dns.example", "rule": "rule.example", "pin": "pin.example"}[how]
+    answer = run(resolver.resolution(host))
+    if answer.error is None:  # link-local is refused, however written
+        assert answer.ip == run(resolver.resolution(str(v4))).ip == str(v4)
