@@ -324,6 +324,7 @@ class HostCrawler:
                 max(record.dns_ttl, self.deadline - record.resolved_at),
             )
         answer = await self.resolver.resolution(host_only)
+        self.resolver.hold(host_only, self.deadline)  # the address judged is the one connected to
         record.ip, record.dns_error = answer.ip, answer.error
         record.resolved_at, record.dns_ttl = answer.resolved_at, answer.ttl
         if answer.error is not None:
@@ -498,6 +499,7 @@ class HostCrawler:
         when the address policy refuses the target: no request is made, so no clock is needed.
         """
         answer = await self.resolver.resolution(hostname_of(target))
+        self.resolver.hold(hostname_of(target), self.deadline)  # the hop goes where it was judged to
         if answer.error is not None and is_refusal(answer.error):
             return _refused(entry, url, answer.error)
         if self.cfg.ip_delay > 0:

@@ -18,7 +18,7 @@ import asyncio
 import ipaddress
 import socket
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Awaitable, Callable, Iterable
 
 import aiohttp
@@ -113,6 +113,13 @@ class PolicyResolver(AbstractResolver):
         if not addrs and error is None:
             return  # nothing usable stored: resolve afresh
         self._cache[host] = Resolution(addrs, error, resolved_at, ttl)
+
+    def hold(self, host: str, until: float) -> None:
+        """Keeps the answer given for ``host`` at least until ``until`` (epoch seconds): the
+        connector then connects to the address a caller judged, not to a later lookup's."""
+        answer = self._cache.get(host)
+        if answer is not None and answer.expires < until:
+            self._cache[host] = replace(answer, ttl=until - answer.resolved_at)
 
     async def resolution(self, host: str) -> Resolution:
         """The answer for ``host`` (cached while fresh); never raises."""

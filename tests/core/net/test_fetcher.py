@@ -1134,3 +1134,33 @@ def test_an_ipv4_address_and_its_ipv4_mapped_ipv6_spelling_share_one_ip_clock():
     assert len(log) == 3 and all(r.outcome == "fetched" for r in results)
     assert min(_server_gaps(log)) >= 0.29
     assert len({h.ip for h in hosts.values()}) == 1
+
+
+def test_a_robots_hop_goes_to_the_address_it_was_judged_by_however_short_the_dns_ttl(monkeypatch):
+    # src.test's robots.txt moves to flip.test, whose name answers 127.0.0.1 (src.test's
+    # address: the hop is this loop's, on that address's clock) and then, rebound, 127.0.0.2.
+    # The hop is judged by the first answer, so it must be made to it: a second lookup at
+    # connect time (with --dns-ttl 0 nothing is kept) would send it where nothing was judged.
+    real_lookup = PolicyResolver._lookup
+    asked: list[str] = []
+
+    async def lookup(self: PolicyResolver, host: str) -> list[str]:
+        if host == "flip.test":
+            asked.append(host)
+            return ["127.0.0.1"] if len(asked) == 1 else ["127.0.0.2"]
+        return await real_lookup(self, host)
+
+    monkeypatch.setattr(PolicyResolver, "_lookup", lookup)
+    with serving(RedirectingServer()) as server:
+        server.moves[("src.test", "/robots.txt")] = f"http://flip.test:{server.port}/robots.txt"
+        config = cfg(ip_delay=0.1, dns_ttl=0.0, resolve=(("src.test", "127.0.0.1"),))
+        src = plan(server, "src.test", ["/a"])
+        src.record.ip, src.record.resolved_at, src.record.dns_ttl = "127.0.0.1", time.time(), 0.0  # the resolve stage's
+        results, hosts = run(config, [src])
+        log = list(server.log)
+    assert [(r["host"], r["path"]) for r in log] == [
+        ("src.test", "/robots.txt"),
+        ("flip.test", "/robots.txt"),
+        ("src.test", "/a"),
+    ]
+    assert asked == ["flip.test"]
