@@ -245,7 +245,10 @@ class HostCrawler:
             self.cfg.allow_private_networks,
             limit=max(self.cfg.max_hosts_in_flight, 100),
             limit_per_host=2,
-            ttl_dns_cache=300,
+            # No cache of the connector's own: every connection asks the resolver, whose
+            # answer for a host is the one pinned or judged for it (a cached answer outlived
+            # a pin, and a host's requests went to another address than its clock's).
+            use_dns_cache=False,
         )
         self.lag.start()
 

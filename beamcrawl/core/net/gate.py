@@ -23,12 +23,13 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 import aiohttp
 
-from beamcrawl.core.net.netpolicy import ForbiddenAddress, check_address
+from beamcrawl.core.net.netpolicy import ForbiddenAddress, canonical_address, check_address
 from beamcrawl.core.net.wire import OneAnswerConnector, no_retry
 
 if TYPE_CHECKING:
     from aiohttp.abc import AbstractResolver, ResolveResult
-    from aiohttp.client_reqrep import ClientRequest
+    from aiohttp.client_reqrep import ClientRequest, ConnectionKey
+    from aiohttp.connector import Connection
     from aiohttp.tracing import Trace
 
 __all__ = ["AddressRefused", "GatedConnector", "open_session"]
@@ -75,6 +76,23 @@ class GatedConnector(OneAnswerConnector):
         if not infos:
             raise AddressRefused(host, "no address")
         return infos
+
+    async def _get(self, key: ConnectionKey, traces: list[Trace]) -> Connection | None:
+        # A kept-alive connection is to the address its host had when it was opened; the host's
+        # address now (another one pinned since) is where its requests must go, so one to
+        # another address is closed, not reused.
+        while (conn := await super()._get(key, traces)) is not None:
+            transport = conn.transport
+            peer = transport.get_extra_info("peername") if transport is not None else None
+            try:
+                infos = await self._resolve_host(key.host, key.port or 0, traces=traces)
+            except BaseException:
+                conn.close()
+                raise
+            if peer and canonical_address(str(peer[0])) in {canonical_address(str(i["host"])) for i in infos}:
+                return conn
+            conn.close()
+        return None
 
     async def _create_proxy_connection(self, req: ClientRequest, traces: list[Trace], timeout: Any) -> Any:
         # Through a proxy the connection to the target is the proxy's, out of the gate's sight.

@@ -1164,3 +1164,37 @@ def test_a_robots_hop_goes_to_the_address_it_was_judged_by_however_short_the_dns
         ("src.test", "/a"),
     ]
     assert asked == ["flip.test"]
+
+
+def test_a_host_first_reached_by_a_robots_hop_is_then_asked_at_its_own_plans_address(monkeypatch):
+    # In one loop, src.test's robots.txt moves to late.test, whose lookup answers 127.0.0.1
+    # (src.test's address) and the hop is made there. late.test's own plan comes next, its
+    # address pinned by the resolve stage to 127.0.0.2 (its fetch shard and IP clock are that
+    # address's): its requests go there, not where the connection of the hop went.
+    real_lookup = PolicyResolver._lookup
+
+    async def lookup(self: PolicyResolver, host: str) -> list[str]:
+        return ["127.0.0.1"] if host == "late.test" else await real_lookup(self, host)
+
+    monkeypatch.setattr(PolicyResolver, "_lookup", lookup)
+    with serving(RedirectingServer()) as server:
+        server.moves[("src.test", "/robots.txt")] = f"http://late.test:{server.port}/robots.txt"
+        config = cfg(ip_delay=0.05, fetch_shards=1, resolve=(("src.test", "127.0.0.1"),))
+        src = plan(server, "src.test", ["/a"])
+        late = plan(server, "late.test", ["/b"], robots_known="")
+        for p, ip in ((src, "127.0.0.1"), (late, "127.0.0.2")):
+            p.record.ip, p.record.resolved_at, p.record.dns_ttl = ip, time.time(), 300.0
+        runner = FetchRunner(config)
+        try:
+            runner.submit(src)
+            deadline = time.monotonic() + 10
+            while not any(r["host"] == "late.test" for r in server._log) and time.monotonic() < deadline:
+                time.sleep(0.02)
+            runner.submit(late)
+            out = list(runner.drain(wait=True))
+        finally:
+            runner.close()
+        log = list(server.log)
+    assert [(r["host"], r["path"]) for r in log if r["host"] == "late.test"] == [("late.test", "/robots.txt")]
+    (b,) = [v for k, v in out if k == "result" and v.url.endswith("/b")]
+    assert b.outcome == "error" and "127.0.0.2" in (b.error or "")
