@@ -67,6 +67,7 @@ _CATEGORIES: tuple[tuple[str, tuple[ipaddress.IPv4Network | ipaddress.IPv6Networ
             "203.0.113.0/24",  # documentation (TEST-NET-3)
             "240.0.0.0/4",  # reserved, and the limited broadcast address
             "100::/64",  # discard-only
+            "2001::/23",  # IETF protocol assignments (less those below; Teredo is judged by its IPv4)
             "2001:2::/48",  # benchmarking
             "2001:10::/28",  # ORCHID
             "2001:20::/28",  # ORCHIDv2
@@ -76,6 +77,11 @@ _CATEGORIES: tuple[tuple[str, tuple[ipaddress.IPv4Network | ipaddress.IPv6Networ
     ),
 )
 _GLOBAL_UNICAST_V6 = ipaddress.ip_network("2000::/3")
+# The assignments in 2001::/23 the IANA registry marks globally reachable: anycast PCP, TURN
+# and DNS-SD SRP servers, AMT, AS112, drone remote ID (RFC 7723, 8155, 9665, 7450, 7535, 9374).
+_GLOBAL_IN_IETF_V6 = _nets(
+    "2001:1::1/128", "2001:1::2/128", "2001:1::3/128", "2001:3::/32", "2001:4:112::/48", "2001:30::/28"
+)  # fmt: skip
 # Prefixes whose addresses end in the IPv4 address they are translated to: NAT64's well-known
 # one (RFC 6052), and two that only a translator in the crawler's own network serves, NAT64's
 # local-use block (RFC 8215) and SIIT's IPv4-translated addresses (RFC 2765). Those two are
@@ -117,7 +123,7 @@ def _refusal(address: IPAddress, allow_private: bool) -> str | None:
     """The kind of address that makes ``address`` refused (e.g. ``"loopback"``), or None."""
     if any(address in net for net in _LINK_LOCAL if net.version == address.version):
         return "link-local"
-    if allow_private:
+    if allow_private or any(address in net for net in _GLOBAL_IN_IETF_V6 if net.version == address.version):
         return None
     for name, nets in _CATEGORIES:
         if any(address in net for net in nets if net.version == address.version):

@@ -275,3 +275,33 @@ def test_rules_accept_config_tuples() -> None:
     # CrawlConfig.resolve holds parse_resolve_rule() results.
     rules = ResolveRules((parse_resolve_rule("*.test=127.0.0.1"),))
     assert rules.lookup("x.test") == "127.0.0.1"
+
+
+# The IANA special-purpose blocks, and around them: the oracle is Python's ipaddress, whose
+# is_global reads those registries (3.11's takes all of 2001::/23 for not global; IANA marks
+# some assignments in it globally reachable, and Teredo's reach is that of the IPv4 addresses
+# it carries, judged above).
+_SPECIAL_NETS = [
+    ipaddress.ip_network(n)
+    for n in (
+        *_SPECIAL_V4, "192.31.196.0/24", "192.52.193.0/24", "192.175.48.0/24", "255.255.255.255/32",
+        "::/96", "::ffff:0:0/96", "64:ff9b::/96", "64:ff9b:1::/48", "100::/64", "2001::/23", "2001:1::/48",
+        "2001:2::/48", "2001:3::/32", "2001:4:112::/48", "2001:10::/28", "2001:20::/28", "2001:30::/28",
+        "2001:db8::/32", "2002::/16", "2620:4f:8000::/48", "3fff::/20", "5f00::/16", "fc00::/7", "fe80::/10",
+        "fec0::/10", "ff00::/8", "2000::/3",
+    )
+]  # fmt: skip
+_IANA_GLOBAL_IN_2001_23 = [
+    ipaddress.ip_network(n)
+    for n in ("2001:1::1/128", "2001:1::2/128", "2001:1::3/128", "2001:3::/32", "2001:4:112::/48", "2001:30::/28")
+]
+_TEREDO = ipaddress.ip_network("2001::/32")
+
+
+@settings(max_examples=3000, deadline=None)
+@given(net=st.sampled_from(_SPECIAL_NETS), offset=st.integers(0, 2**128))
+def test_what_is_not_globally_reachable_is_refused_without_the_flag(net, offset: int) -> None:
+    address = net.network_address + offset % net.num_addresses
+    if address.is_global or address in _TEREDO or any(address in n for n in _IANA_GLOBAL_IN_2001_23):
+        return
+    assert _refused(str(address), allow_private=False), address
