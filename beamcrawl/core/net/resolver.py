@@ -96,6 +96,7 @@ class PolicyResolver(AbstractResolver):
         self._allow_private = allow_private
         self._ttl = ttl
         self._cache: dict[str, Resolution] = {}
+        self._pending: dict[str, asyncio.Future[Resolution]] = {}  # lookups under way, by host
         self._system: aiohttp.ThreadedResolver | None = None
         self._lookup_fn = lookup
 
@@ -122,11 +123,25 @@ class PolicyResolver(AbstractResolver):
             self._cache[host] = replace(answer, ttl=until - answer.resolved_at)
 
     async def resolution(self, host: str) -> Resolution:
-        """The answer for ``host`` (cached while fresh); never raises."""
+        """The answer for ``host`` (cached while fresh); never raises.
+
+        Callers that ask at once share one lookup: each lookup of a name may answer another
+        address (round-robin DNS, rebinding), and the address one caller judged (the host's
+        crawl, a robots.txt hop) must be the one the connector, asking next, connects to.
+        """
         now = time.time()
         cached = self._cache.get(host)
         if cached is not None and now < cached.expires:
             return cached
+        pending = self._pending.get(host)
+        if pending is None or pending.done() or pending.get_loop() is not asyncio.get_running_loop():
+            pending = self._pending[host] = asyncio.ensure_future(self._answer(host, now, cached))
+            pending.add_done_callback(
+                lambda done: self._pending.pop(host, None) if self._pending.get(host) is done else None
+            )
+        return await asyncio.shield(pending)
+
+    async def _answer(self, host: str, now: float, before: Resolution | None) -> Resolution:
         try:
             # One spelling per address: ::ffff:a.b.c.d is the server a.b.c.d, on its one clock.
             addrs = list(dict.fromkeys(canonical_address(addr) for addr in await self._lookup(host)))
@@ -141,6 +156,9 @@ class PolicyResolver(AbstractResolver):
             answer = Resolution((), f"dns: {exc}", now, self._ttl)
         if not answer.addrs and answer.error is None:
             answer = Resolution((), "dns: no address", now, self._ttl)
+        current = self._cache.get(host)
+        if current is not before and current is not None and time.time() < current.expires:
+            return current  # pinned while the lookup was under way: the pin stands
         self._cache[host] = answer
         return answer
 

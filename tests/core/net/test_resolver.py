@@ -172,3 +172,42 @@ def test_an_ipv4_address_is_one_address_however_it_is_spelt(v4, how):
     answer = run(resolver.resolution(host))
     if answer.error is None:  # link-local is refused, however written
         assert answer.ip == run(resolver.resolution(str(v4))).ip == str(v4)
+
+
+class RebindingDNS(FakeDNS):
+    """Answers each lookup of a name with the next address of its list (a rebinding name)."""
+
+    async def __call__(self, host: str) -> list[str]:
+        answers = self.table[host]
+        self.table = {**self.table, host: answers[1:] + answers[:1]}
+        await asyncio.sleep(self.delay)
+        self.calls.append(host)
+        return answers[:1]
+
+
+@settings(max_examples=50, deadline=None)
+@given(callers=st.integers(2, 8), pin_at=st.one_of(st.none(), st.integers(0, 7)))
+def test_callers_at_once_get_one_answer_and_a_pin_made_meanwhile_stands(callers: int, pin_at: int | None):
+    """However many ask for a name at once (the host's crawl, a robots.txt hop to it, the
+    connector), one lookup answers them all: each lookup of a rebinding name may answer another
+    address, and the one a caller judged must be the one the connector then connects to. A pin
+    (the resolve stage's answer) made while a lookup is under way is not overwritten by it."""
+    dns = RebindingDNS({"h.example": ["93.184.216.1", "93.184.216.2", "93.184.216.3"]}, delay=0.01)
+    resolver = PolicyResolver(ResolveRules(), allow_private=False, lookup=dns)
+
+    async def go():
+        tasks = []
+        for i in range(callers):
+            tasks.append(asyncio.ensure_future(resolver.resolution("h.example")))
+            await asyncio.sleep(0)
+            if i == pin_at:
+                resolver.pin("h.example", "93.184.216.9", None, time.time(), 300)
+        answers = await asyncio.gather(*tasks)
+        return answers, await resolver.resolution("h.example")
+
+    answers, after = run(go())
+    assert len(dns.calls) == 1
+    if pin_at is None or pin_at >= callers:
+        assert {a.ip for a in answers} == {after.ip} == {"93.184.216.1"}
+    else:
+        assert after.ip == "93.184.216.9"  # the pin stands, once made
