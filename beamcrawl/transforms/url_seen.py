@@ -628,12 +628,14 @@ def page_offers(
                 continue
         if kind in ("sitemap", "feed"):
             # A document to read for URLs. One named by robots.txt is an entry point
-            # (depth 0) that may list its origin's URLs wherever it is kept.
+            # (depth 0) that may list its origin's URLs wherever it is kept: the origin whose
+            # robots.txt it is (the fetcher's entry says), not the host a redirect of it led
+            # to, where the file may be anyone's upload.
             from_robots = entry.source == "robots"
             out.append((
                 fp, url, host, 0 if from_robots else depth, priority,
                 "sitemap" if kind == "sitemap" else "feed", 1, (), "sitemap", 0, lastmod,
-                origin(page.fetch.url) if from_robots else entry.robots_origin,
+                (entry.robots_origin or origin(page.fetch.url)) if from_robots else entry.robots_origin,
             ))  # fmt: skip
             continue
         if kind == "listed":

@@ -614,7 +614,11 @@ class HostCrawler:
         the file to read rules from."""
         token = self.cfg.robots_token
         url = f"{scheme}://{plan.host}/robots.txt"
-        entry = FrontierEntry(url=url, fp=0, host=plan.host, due_ms=0, source="robots")
+        # The file's rules are this origin's wherever its hops lead, and so is what its
+        # Sitemap: lines vouch for (the entry keeps it through every hop).
+        entry = FrontierEntry(
+            url=url, fp=0, host=plan.host, due_ms=0, source="robots", robots_origin=f"{scheme}://{plan.host}"
+        )
         status: int | None = None
         body: bytes | None = None
         for hop in range(self.cfg.max_redirects + 1):

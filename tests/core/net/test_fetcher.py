@@ -789,6 +789,46 @@ def test_a_robots_redirect_to_a_path_the_target_forbids_is_not_followed():
     assert hosts[f"src.test:{server.port}"].robots["kind"] == "disallow_all"
 
 
+class _FileServer(RedirectingServer):
+    """RedirectingServer that also serves ``self.files[(host, path)]`` as text/plain."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.files: dict[tuple[str, str], bytes] = {}
+
+    async def _handle(self, request: web.Request) -> web.StreamResponse:
+        body = self.files.get((request.host.rsplit(":", 1)[0], request.path))
+        if body is None:
+            return await super()._handle(request)
+        return web.Response(body=body, headers={"Content-Type": "text/plain"})
+
+
+def test_sitemap_lines_of_a_robots_txt_moved_to_another_host_vouch_for_the_source_hosts_origin():
+    # src.test's robots.txt redirects to a file anyone may upload under ok.test/uploads/ (not
+    # ok.test's robots.txt). Its rules are src.test's (RFC 9309 §2.3.1.2), and so is what its
+    # Sitemap: lines vouch for: src.test's origin, not ok.test's, whose own robots.txt named
+    # no sitemap. Read as ok.test's, the uploaded sitemap could list any URL of ok.test.
+    from beamcrawl.core.content import sitemaps
+    from beamcrawl.transforms.parse import parse_fetch
+    from beamcrawl.transforms.url_seen import page_candidates
+
+    with serving(_FileServer()) as server:
+        port = server.port
+        server.robots["ok.test"] = (200, "User-agent: *\nAllow: /\n")
+        uploaded = f"User-agent: *\nAllow: /\nSitemap: http://ok.test:{port}/uploads/sitemap.xml\n"
+        server.files[("ok.test", "/uploads/r.txt")] = uploaded.encode()
+        server.moves[("src.test", "/robots.txt")] = f"http://ok.test:{port}/uploads/r.txt"
+        results, _ = run(cfg(fetch_shards=1), [plan(server, "ok.test", ["/1"]), plan(server, "src.test", ["/a"])])
+    (moved,) = [r for r in results if r.entry.source == "robots" and r.url.endswith("/uploads/r.txt")]
+    assert moved.status == 200
+    (cand,) = page_candidates(parse_fetch(moved, "beamcrawl"))
+    assert cand.url == f"http://ok.test:{port}/uploads/sitemap.xml" and cand.kind == "sitemap"
+    assert cand.robots_origin == f"http://src.test:{port}"
+    listing = f"<urlset><url><loc>http://ok.test:{port}/account/delete</loc></url></urlset>".encode()
+    doc = sitemaps.parse(listing, cand.url, robots_origins=(cand.robots_origin,))
+    assert doc.urls == [] and doc.skipped == 1
+
+
 @pytest.mark.parametrize(
     "location",
     ["http://ok.test:99999/robots.txt", "http://[::1/robots.txt", "ftp://ok.test/robots.txt", "http://a b/robots.txt"],
