@@ -193,9 +193,25 @@ def parse_w3c_datetime(text: str | None) -> tuple[float, float] | None:
     return epoch, span
 
 
+# RFC 5322 §4.3: a year written with two digits is 2000-2049 for 00-49 and 1950-1999 for
+# 50-99, one written with three digits is 1900 more (email.utils reads 50-68 as 2050-2068
+# and three digits as written, so "01 Jan 67" was 2067 and "01 Jan 103" the year 103).
+_RFC5322_SHORT_YEAR = re.compile(r"^((?:[A-Za-z]+\s*,?\s*)?\d{1,2}[\s-]+[A-Za-z]+\.?[\s-]+)(\d{2,3})(?=\s|$)", re.ASCII)
+# §3.3: a second of 60 is a leap second (read as :59, as in W3C dates); a zone's last two
+# digits are minutes (+0060 is no zone, not +01:00).
+_RFC5322_LEAP_SECOND = re.compile(r"(?<=\d:\d\d):60(?=\s|$)", re.ASCII)
+_RFC5322_BAD_ZONE = re.compile(r"[+-]\d\d[6-9]\d(?=\s|\(|$)", re.ASCII)
+
+
+def _full_year(m: re.Match[str]) -> str:
+    yy = int(m[2])
+    return m[1] + str(yy + (2000 if len(m[2]) == 2 and yy < 50 else 1900))
+
+
 def parse_feed_date(text: str | None) -> tuple[float, float] | None:
-    """``(epoch seconds, span)`` of a feed date: RFC 822 (RSS ``pubDate``) or W3C (Atom,
-    ``dc:date``, and the many RSS feeds that use ISO dates anyway)."""
+    """``(epoch seconds, span)`` of a feed date: RFC 822 as RFC 5322 reads it (RSS
+    ``pubDate``) or W3C (Atom, ``dc:date``, and the many RSS feeds that use ISO dates
+    anyway)."""
     if text is None:
         return None
     value = text.strip()
@@ -204,6 +220,9 @@ def parse_feed_date(text: str | None) -> tuple[float, float] | None:
     w3c = parse_w3c_datetime(value)
     if w3c is not None:
         return w3c
+    if _RFC5322_BAD_ZONE.search(value):
+        return None
+    value = _RFC5322_LEAP_SECOND.sub(":59", _RFC5322_SHORT_YEAR.sub(_full_year, value, count=1))
     try:
         when = email.utils.parsedate_to_datetime(value)
     except (TypeError, ValueError, IndexError, OverflowError):

@@ -3,6 +3,7 @@ lastmod-trust arithmetic."""
 
 from __future__ import annotations
 
+import calendar
 import gzip
 import io
 import time
@@ -563,6 +564,43 @@ def test_feed_dates():
     assert sm.parse_feed_date("Tue, 27 Oct 2026 12:42:07 +0200") == (1793097727.0, 0.0)
     assert sm.parse_feed_date("2026-10-27T10:42:07Z") == (1793097727.0, 0.0)
     assert sm.parse_feed_date("soon") is None
+
+
+_MONTHS = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")
+_DAYS = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")
+
+
+@st.composite
+def _rfc5322_dates(draw):
+    """An RFC 5322 date-time (with its obsolete 2- and 3-digit years) and its epoch seconds."""
+    digits = draw(st.sampled_from((2, 3, 4)))
+    year = draw({2: st.integers(1950, 2049), 3: st.integers(1900, 2899), 4: st.integers(1900, 9999)}[digits])
+    written = {2: f"{year % 100:02d}", 3: f"{year - 1900:03d}", 4: f"{year}"}[digits]
+    month = draw(st.integers(1, 12))
+    day = draw(st.integers(1, calendar.monthrange(year, month)[1]))
+    hh, mm = draw(st.integers(0, 23)), draw(st.integers(0, 59))
+    ss = draw(st.one_of(st.none(), st.integers(0, 60)))  # 60: a leap second, read as :59
+    sign, zh, zm = draw(st.sampled_from("+-")), draw(st.integers(0, 23)), draw(st.integers(0, 59))
+    dow = _DAYS[calendar.weekday(year, month, day)] + ", " if draw(st.booleans()) else ""
+    time = f"{hh:02d}:{mm:02d}" + ("" if ss is None else f":{ss:02d}")
+    text = f"{dow}{day:02d} {_MONTHS[month - 1]} {written} {time} {sign}{zh:02d}{zm:02d}"
+    offset = (1 if sign == "+" else -1) * (zh * 3600 + zm * 60)
+    return text, calendar.timegm((year, month, day, hh, mm, min(ss or 0, 59), 0, 0, 0)) - offset
+
+
+@settings(max_examples=500, deadline=None)
+@given(_rfc5322_dates())
+def test_an_rss_date_is_read_as_rfc_5322_says(case):
+    # RFC 5322 §4.3: 2-digit years 00-49 are 20xx, 50-99 19xx, 3-digit years 1900 more
+    # (email.utils read 50-68 as 2050-2068, which the lastmod trust counts as a lie, and
+    # 103 as the year 103); §3.3: a leap second is a date (email.utils refused :60).
+    text, epoch = case
+    assert sm.parse_feed_date(text) == (float(epoch), 0.0)
+
+
+@pytest.mark.parametrize("text", ["Mon, 01 Jan 2024 00:00:00 +0060", "Mon, 01 Jan 2024 00:00:00 -0199 (x)"])
+def test_an_rss_date_whose_zone_has_more_than_59_minutes_is_no_date(text):
+    assert sm.parse_feed_date(text) is None
 
 
 # --- lastmod trust ------------------------------------------------------------------------
