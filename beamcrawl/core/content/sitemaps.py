@@ -178,8 +178,10 @@ def parse_w3c_datetime(text: str | None) -> tuple[float, float] | None:
     if tz and tz not in ("Z", "z"):
         sign = 1 if tz[0] == "+" else -1
         digits = tz[1:].replace(":", "")
-        offset = int(digits[:2]) * 3600 + int(digits[2:4] or 0) * 60
-        epoch -= sign * offset
+        zh, zm = int(digits[:2]), int(digits[2:4] or 0)
+        if zh > 23 or zm > 59:  # TZD is hh:mm: +99:99 or +24:00 is no zone (it moved the time by days)
+            return None
+        epoch -= sign * (zh * 3600 + zm * 60)
     if month is None:
         span = float(366 * 86400 if calendar.isleap(y) else 365 * 86400)
     elif day is None:

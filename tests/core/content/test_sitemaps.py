@@ -4,6 +4,7 @@ lastmod-trust arithmetic."""
 from __future__ import annotations
 
 import calendar
+import datetime
 import gzip
 import io
 import time
@@ -556,6 +557,30 @@ def test_w3c_datetime(text, expected):
 @pytest.mark.parametrize("text", [None, "", "yesterday", "2026-13-01", "2026-02-30", "2026-05-01T25:00Z", "26-05-01"])
 def test_w3c_datetime_rejects(text):
     assert sm.parse_w3c_datetime(text) is None
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    when=st.datetimes(min_value=datetime.datetime(1000, 1, 1), max_value=datetime.datetime(9999, 12, 30)),
+    zh=st.integers(0, 99),
+    zm=st.integers(0, 99),
+    sign=st.sampled_from("+-"),
+    colon=st.booleans(),
+)
+def test_a_w3c_time_zone_is_hours_and_minutes_of_a_day(when, zh, zm, sign, colon):
+    # TZD is hh:mm: a zone of 24 hours or more, or 60 minutes or more, is no zone (+99:99
+    # moved the stated time by four days, and was kept as a lastmod).
+    text = when.strftime("%Y-%m-%dT%H:%M:%S") + f"{sign}{zh:02d}{':' if colon else ''}{zm:02d}"
+    got = sm.parse_w3c_datetime(text)
+    if zh > 23 or zm > 59:
+        assert got is None
+    else:
+        zone = datetime.timezone((1 if sign == "+" else -1) * datetime.timedelta(hours=zh, minutes=zm))
+        assert got == (
+            (when.replace(microsecond=0) - datetime.datetime(1970, 1, 1)).total_seconds()
+            - zone.utcoffset(None).total_seconds(),
+            0.0,
+        )
 
 
 def test_feed_dates():
