@@ -543,7 +543,7 @@ class _Target:
             self.links.append(((attrs.get("rel") or "alternate").strip().lower(), attrs["href"].strip()))
         if child and name == "guid":
             self.permalink = (attrs.get("isPermaLink") or "true").strip().lower() != "false"
-        # Fields are the entry's children (first of each name), plus a news sitemap's
+        # Fields are the entry's children (first non-empty of each name), plus a news sitemap's
         # publication_date, nested in <news:news>, which takes over the capture.
         if name == "publication_date" or (self.capture is None and child and name not in self.fields):
             self.capture, self.parts, self.size = name, [], 0
@@ -561,8 +561,11 @@ class _Target:
         self.depth -= 1
         base = self.bases.pop()
         if self.capture is not None and _local(tag) == self.capture:
-            if self.size <= _MAX_FIELD_CHARS:
-                self.fields[self.capture] = "".join(self.parts).strip()
+            text = "".join(self.parts).strip()
+            # The first of each name that says something: an empty one (an RSS item's
+            # <atom:link href/> is a "link" too) leaves the field to the next.
+            if text and self.size <= _MAX_FIELD_CHARS:
+                self.fields[self.capture] = text
             self.capture = None
         if depth != self.record_depth:
             return

@@ -201,6 +201,31 @@ def test_rss_items_links_guids_and_dates():
     assert doc.skipped == 1  # the item without a link
 
 
+_EMPTY_NAMESAKES = (
+    '<atom:link rel="enclosure" href="https://news.example.in/a.mp3"/>',
+    '<atom:link rel="related" href="https://news.example.in/r"></atom:link>',
+    "<link/>",
+    "<link> </link>",
+    "<title>t</title>",
+    "<pubDate/>",
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    before=st.lists(st.sampled_from(_EMPTY_NAMESAKES), max_size=4),
+    after=st.lists(st.sampled_from(_EMPTY_NAMESAKES), max_size=4),
+)
+def test_an_rss_items_link_is_read_after_empty_elements_of_its_name(before, after):
+    # An item's <atom:link href=.../> (or an empty <link/>) before its <link> took the field's
+    # place: the link went unread, and the item was skipped (or its guid read instead).
+    item = "".join(before) + "<link>https://news.example.in/post</link>" + "".join(after)
+    item += "<pubDate>Tue, 27 Oct 2026 10:42:07 GMT</pubDate>"
+    feed = f'<rss xmlns:atom="http://www.w3.org/2005/Atom"><channel><item>{item}</item></channel></rss>'
+    doc = sm.parse(feed.encode(), "https://news.example.in/feed.xml")
+    assert [(e.url, e.lastmod) for e in doc.urls] == [("https://news.example.in/post", 1793097727.0)]
+
+
 def test_atom_entries_resolve_xml_base_and_ignore_other_links():
     doc = sm.parse(ATOM, "https://blog.example.com/atom.xml")
     assert doc.kind == "atom"
