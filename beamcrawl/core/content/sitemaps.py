@@ -623,20 +623,23 @@ def _parse_xml(stream: _Capped, doc: Document, collect: _Collector) -> None:
 
 
 def _parse_text(stream: _Capped, doc: Document, collect: _Collector) -> None:
-    """A text sitemap: one absolute URL per line, UTF-8."""
+    """A text sitemap: one absolute URL per line (LF, CRLF or CR), UTF-8."""
     doc.kind = "text"
-    for raw in io.BufferedReader(stream, buffer_size=_READ_CHUNK):
-        try:
-            line = raw.decode("utf-8").strip().lstrip("\ufeff")
-        except UnicodeDecodeError:
-            doc.skipped += 1
-            continue
-        if not line:
-            continue
-        if not line.lower().startswith(("http://", "https://")):
-            doc.skipped += 1
-            continue
-        collect.add(doc.urls, line)
+    for lines in io.BufferedReader(stream, buffer_size=_READ_CHUNK):
+        # A line ends at LF, CRLF or a lone CR: read by LF alone, a file with CR line ends
+        # was one line, its URLs joined into one (URL parsing drops the CRs) that no line named.
+        for raw in lines.split(b"\r"):
+            try:
+                line = raw.decode("utf-8").strip().lstrip("\ufeff")
+            except UnicodeDecodeError:
+                doc.skipped += 1
+                continue
+            if not line:
+                continue
+            if not line.lower().startswith(("http://", "https://")):
+                doc.skipped += 1
+                continue
+            collect.add(doc.urls, line)
 
 
 class _SniffTarget:

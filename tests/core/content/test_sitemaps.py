@@ -337,6 +337,21 @@ def test_text_sitemap():
     assert doc.skipped == 2
 
 
+@settings(max_examples=200, deadline=None)
+@given(
+    paths=st.lists(st.from_regex(r"[a-z0-9]{1,8}", fullmatch=True), min_size=1, max_size=8, unique=True),
+    ends=st.lists(st.sampled_from(["\n", "\r\n", "\r", "\r\r\n", "\n\n"]), min_size=8, max_size=8),
+)
+def test_a_text_sitemap_line_ends_at_lf_crlf_or_cr(paths, ends):
+    # Read by LF alone, a file with CR line ends was one line: its URLs joined into one
+    # (URL parsing drops the CRs), https://www.example.com/ahttps://www.example.com/b,
+    # which no line named, listed and fetched.
+    urls = [f"https://www.example.com/{p}" for p in paths]
+    text = "".join(url + end for url, end in zip(urls, ends))
+    doc = sm.parse(text.encode(), BASE)
+    assert doc.kind == "text" and _urls(doc) == urls and doc.skipped == 0
+
+
 def test_unknown_documents_are_not_read():
     assert sm.parse(b"<html><body><a href='/x'>x</a></body></html>", BASE).kind == "unknown"
     assert sm.parse(b"", BASE) == sm.Document(kind="unknown")
