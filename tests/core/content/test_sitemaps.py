@@ -549,6 +549,35 @@ def test_fifty_megabyte_limit_on_a_stream_in_bounded_memory():
     assert doc.truncated is None and doc.error is not None  # ended without </urlset>
 
 
+@settings(max_examples=6, deadline=None)
+@given(
+    depth=st.integers(20_000, 300_000),
+    name=st.from_regex(r"[a-z][a-z0-9]{0,6}", fullmatch=True),
+    gzipped=st.booleans(),
+)
+def test_deep_nesting_is_read_in_bounded_memory(depth, name, gzipped):
+    # The parser keeps every open element: 50 MB of nested <a> (a 50 KB gzip) held over
+    # 2 GB. Reading stops at a depth no sitemap or feed needs, the entries before kept.
+    doc = b"<urlset><url><loc>https://www.example.com/a</loc></url>" + f"<{name}>".encode() * depth
+    data = gzip.compress(doc, 1) if gzipped else doc
+    tracemalloc.start()
+    result = sm.parse(data, BASE)
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    assert _urls(result) == ["https://www.example.com/a"] and result.error is not None
+    assert peak < 5_000_000
+
+
+def test_a_feed_whose_content_nests_a_few_hundred_deep_is_read():
+    content = "<div>" * 300 + "x" + "</div>" * 300
+    feed = (
+        '<feed xmlns="http://www.w3.org/2005/Atom"><entry><link href="https://www.example.com/p"/>'
+        f'<content type="xhtml">{content}</content></entry></feed>'
+    )
+    result = sm.parse(feed.encode(), BASE)
+    assert _urls(result) == ["https://www.example.com/p"] and result.error is None
+
+
 # --- scope --------------------------------------------------------------------------------
 
 
