@@ -649,24 +649,39 @@ def _parse_xml(stream: _Capped, doc: Document, collect: _Collector) -> None:
         parser.close()
 
 
+class _CrAsLf(io.RawIOBase):
+    """A text sitemap's bytes with each CR read as LF: a line ends at LF, CRLF (then an
+    empty line, skipped) or a lone CR. Read by LF alone, a file with CR line ends was one
+    line, its URLs joined into one (URL parsing drops the CRs) that no line named."""
+
+    def __init__(self, inner: _Reader) -> None:
+        super().__init__()
+        self.inner = inner
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: bytearray | memoryview) -> int:  # type: ignore[override]
+        data = self.inner.read(len(buffer)).replace(b"\r", b"\n")
+        buffer[: len(data)] = data
+        return len(data)
+
+
 def _parse_text(stream: _Capped, doc: Document, collect: _Collector) -> None:
     """A text sitemap: one absolute URL per line (LF, CRLF or CR), UTF-8."""
     doc.kind = "text"
-    for lines in io.BufferedReader(stream, buffer_size=_READ_CHUNK):
-        # A line ends at LF, CRLF or a lone CR: read by LF alone, a file with CR line ends
-        # was one line, its URLs joined into one (URL parsing drops the CRs) that no line named.
-        for raw in lines.split(b"\r"):
-            try:
-                line = raw.decode("utf-8").strip().lstrip("\ufeff")
-            except UnicodeDecodeError:
-                doc.skipped += 1
-                continue
-            if not line:
-                continue
-            if not line.lower().startswith(("http://", "https://")):
-                doc.skipped += 1
-                continue
-            collect.add(doc.urls, line)
+    for raw in io.BufferedReader(_CrAsLf(stream), buffer_size=_READ_CHUNK):
+        try:
+            line = raw.decode("utf-8").strip().lstrip("\ufeff")
+        except UnicodeDecodeError:
+            doc.skipped += 1
+            continue
+        if not line:
+            continue
+        if not line.lower().startswith(("http://", "https://")):
+            doc.skipped += 1
+            continue
+        collect.add(doc.urls, line)
 
 
 class _SniffTarget:
