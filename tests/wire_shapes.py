@@ -36,11 +36,32 @@ import threading
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from loopback import RawLoopbackServer  # tests/loopback.py
 
+if TYPE_CHECKING:
+    from beamcrawl.core.runtime.config import CrawlConfig
+
 LATE = 0.3  # seconds between an answer and the stray bytes of a "late" shape
 SMUGGLED = b'<html><body>SMUGGLED <a href="/evil">evil</a></body></html>'
+
+
+def loopback_config(**overrides: object) -> CrawlConfig:
+    """A crawl's settings for a fetch against this server: every ``*.test`` name on loopback,
+    private addresses allowed, short delays and a window longer than any test's fetch."""
+    from beamcrawl.core.runtime.config import CrawlConfig
+
+    settings: dict[str, object] = {
+        "out": "/tmp/o",
+        "store": "sqlite:///tmp/o",
+        "min_delay": 0.02,
+        "round_window": 20,
+        "allow_private_networks": True,
+        "resolve": (("*.test", "127.0.0.1"),),
+        "total_timeout": 5.0,
+    }
+    return CrawlConfig(**{**settings, **overrides})  # type: ignore[arg-type]
 
 
 def page(path: str, host: str) -> bytes:

@@ -327,20 +327,11 @@ def test_a_fetched_reason_phrase_is_archived_as_sent(tmp_path):
 
     from beamcrawl.core.net.fetcher import FetchRunner
     from beamcrawl.core.policy.robots import RobotsRules
-    from beamcrawl.core.runtime.config import CrawlConfig
     from beamcrawl.schemas.records import FrontierEntry, HostPlan, HostRecord, ParsedPage
     from beamcrawl.transforms.warc_io import capture_record
-    from wire_shapes import ShapeServer  # noqa: E402  (tests/wire_shapes.py)
+    from wire_shapes import ShapeServer, loopback_config  # noqa: E402  (tests/wire_shapes.py)
 
-    config = CrawlConfig(
-        out="/tmp/o",
-        store="sqlite:///tmp/o",
-        min_delay=0.02,
-        round_window=20,
-        allow_private_networks=True,
-        resolve=(("*.test", "127.0.0.1"),),
-        total_timeout=5.0,
-    )
+    config = loopback_config()
     with ShapeServer() as server:
         slot = f"reason.test:{server.port}"
         for i, raw in enumerate(ISSUE_PHRASES):
@@ -393,21 +384,12 @@ def test_a_status_code_under_100_is_archived_and_indexed_as_sent():
     from beamcrawl.core.archive import cdxj
     from beamcrawl.core.net.fetcher import FetchRunner
     from beamcrawl.core.policy.robots import RobotsRules
-    from beamcrawl.core.runtime.config import CrawlConfig
     from beamcrawl.schemas.records import FrontierEntry, HostPlan, HostRecord, ParsedPage
     from beamcrawl.transforms.warc_io import capture_record
-    from wire_shapes import ShapeServer  # noqa: E402  (tests/wire_shapes.py)
+    from wire_shapes import ShapeServer, loopback_config  # noqa: E402  (tests/wire_shapes.py)
 
     sent = [b"000 Zero", b"007 Bond", b"099 Low", b"200 OK"]
-    config = CrawlConfig(
-        out="/tmp/o",
-        store="sqlite:///tmp/o",
-        min_delay=0.02,
-        round_window=20,
-        allow_private_networks=True,
-        resolve=(("*.test", "127.0.0.1"),),
-        total_timeout=5.0,
-    )
+    config = loopback_config()
     with ShapeServer() as server:
         slot = f"code.test:{server.port}"
         for i, raw in enumerate(sent):

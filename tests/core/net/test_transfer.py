@@ -13,6 +13,7 @@ import threading
 import time
 import zlib
 from collections.abc import Iterator
+from typing import Any
 
 import aiohttp
 import pytest
@@ -388,21 +389,12 @@ def test_a_gzip_transfer_coding_is_decoded_for_parsing_and_kept_as_sent_in_the_w
     from beamcrawl.core.archive.warc_records import new_record_id
     from beamcrawl.core.net.fetcher import FetchRunner
     from beamcrawl.core.policy.robots import RobotsRules
-    from beamcrawl.core.runtime.config import CrawlConfig
     from beamcrawl.schemas.records import FrontierEntry, HostPlan, HostRecord
     from beamcrawl.transforms.parse import parse_fetch
     from beamcrawl.transforms.warc_io import capture_record
-    from wire_shapes import ShapeServer, page  # noqa: E402  (tests/wire_shapes.py)
+    from wire_shapes import ShapeServer, loopback_config, page  # noqa: E402  (tests/wire_shapes.py)
 
-    config = CrawlConfig(
-        out="/tmp/o",
-        store="sqlite:///tmp/o",
-        min_delay=0.05,
-        round_window=20,
-        allow_private_networks=True,
-        resolve=(("*.test", "127.0.0.1"),),
-        total_timeout=5.0,
-    )
+    config = loopback_config(min_delay=0.05)
     with ShapeServer() as server:
         slot = f"te.test:{server.port}"
         record = HostRecord(host=slot)
@@ -470,19 +462,10 @@ def test_content_codings_over_several_field_lines_are_all_undone(stacks) -> None
     reader, for a robots.txt) got the compressed bytes. The WARC keeps them as sent."""
     from beamcrawl.core.net.fetcher import FetchRunner
     from beamcrawl.core.policy.robots import RobotsRules
-    from beamcrawl.core.runtime.config import CrawlConfig
     from beamcrawl.schemas.records import FrontierEntry, HostPlan, HostRecord
-    from wire_shapes import ShapeServer  # noqa: E402  (tests/wire_shapes.py)
+    from wire_shapes import ShapeServer, loopback_config  # noqa: E402  (tests/wire_shapes.py)
 
-    config = CrawlConfig(
-        out="/tmp/o",
-        store="sqlite:///tmp/o",
-        min_delay=0.02,
-        round_window=20,
-        allow_private_networks=True,
-        resolve=(("*.test", "127.0.0.1"),),
-        total_timeout=5.0,
-    )
+    config = loopback_config()
     body = b"<html><body><a href='/next'>next</a> " + b"text " * 40 + b"</body></html>"
     answers = {f"ce{i}.test": _encoded_page(*stack, body) for i, stack in enumerate(stacks)}
     with ShapeServer() as server:
@@ -521,19 +504,10 @@ def test_a_robots_txt_whose_codings_span_two_field_lines_is_obeyed() -> None:
     read as its compressed bytes, which hold no rule: ``Disallow: /`` went unread and the
     page was requested. It is decoded whole and obeyed (RFC 9309 §2.2.2)."""
     from beamcrawl.core.net.fetcher import FetchRunner
-    from beamcrawl.core.runtime.config import CrawlConfig
     from beamcrawl.schemas.records import FrontierEntry, HostPlan, HostRecord
-    from wire_shapes import ShapeServer, response  # noqa: E402  (tests/wire_shapes.py)
+    from wire_shapes import ShapeServer, loopback_config, response  # noqa: E402  (tests/wire_shapes.py)
 
-    config = CrawlConfig(
-        out="/tmp/o",
-        store="sqlite:///tmp/o",
-        min_delay=0.02,
-        round_window=20,
-        allow_private_networks=True,
-        resolve=(("*.test", "127.0.0.1"),),
-        total_timeout=5.0,
-    )
+    config = loopback_config()
     robots = _encoded_page(["gzip", "deflate"], [True], "Content-Encoding", b"User-agent: *\nDisallow: /\n")
 
     async def site(served, writer):
@@ -569,28 +543,23 @@ def _text_file(raw: bytes) -> bool:
     return all(b >= 0x20 and b != 0x7F or b in b"\t\n\x0c\r" for b in raw)
 
 
-def _robots_round(answers: dict[str, bytes]) -> tuple[dict[str, list[str]], dict[str, object]]:
-    """Each host of ``answers`` serves its robots.txt answer, and a page at ``/p``; one plan
-    each, robots.txt fetched first. The paths each host was asked for, and its page's result."""
+def _robots_round(answers: dict[str, Any], page: str = "/p", **settings_: Any) -> tuple[dict[str, list[str]], list]:
+    """Each host of ``answers`` serves its robots.txt answer (the bytes, or a site function
+    that writes them, as ``ShapeServer`` takes one), and a page at any other path; one plan
+    each asks for ``page``, robots.txt fetched first. The paths each host was asked for, and
+    every result."""
     from beamcrawl.core.net.fetcher import FetchRunner
-    from beamcrawl.core.runtime.config import CrawlConfig
     from beamcrawl.schemas.records import FrontierEntry, HostPlan, HostRecord
-    from wire_shapes import ShapeServer, response  # noqa: E402  (tests/wire_shapes.py)
+    from wire_shapes import ShapeServer, loopback_config, response  # noqa: E402  (tests/wire_shapes.py)
 
-    config = CrawlConfig(
-        out="/tmp/o",
-        store="sqlite:///tmp/o",
-        min_delay=0.02,
-        round_window=20,
-        allow_private_networks=True,
-        resolve=(("*.test", "127.0.0.1"),),
-        total_timeout=5.0,
-    )
+    config = loopback_config(**settings_)
     with ShapeServer() as server:
-        for host, robots in answers.items():
+        for host, answer in answers.items():
 
-            async def site(served, writer, robots=robots):
-                served.body = robots if served.path == "/robots.txt" else response(b"<html>page</html>")
+            async def site(served, writer, answer=answer):
+                if served.path == "/robots.txt" and callable(answer):
+                    return await answer(served, writer)
+                served.body = answer if served.path == "/robots.txt" else response(b"<html>page</html>")
                 writer.write(served.body)
                 await writer.drain()
                 return True
@@ -600,19 +569,26 @@ def _robots_round(answers: dict[str, bytes]) -> tuple[dict[str, list[str]], dict
         try:
             for host in answers:
                 slot = f"{host}:{server.port}"
-                entry = FrontierEntry(url=f"http://{slot}/p", fp=1, host=slot, due_ms=0)
-                record = HostRecord(host=slot)
+                entry = FrontierEntry(url=f"http://{slot}{page}", fp=1, host=slot, due_ms=0)
                 runner.submit(
-                    HostPlan(host=slot, shard=0, record=record, delay=0.02, fetch_robots=True, entries=[entry])
+                    HostPlan(
+                        host=slot, shard=0, record=HostRecord(host=slot), delay=0.02, fetch_robots=True, entries=[entry]
+                    )
                 )
-            pages = {
-                r.entry.host.split(":")[0]: r
-                for k, r in runner.drain(wait=True)
-                if k == "result" and r.url.endswith("/p")
-            }
+            results = [r for k, r in runner.drain(wait=True) if k == "result"]
         finally:
             runner.close()
-        return {host: server.paths(host) for host in answers}, pages
+        paths = {host: server.paths(host) for host in answers}
+        deadline = time.monotonic() + 5
+        while any(not r.end for r in server.requests) and time.monotonic() < deadline:
+            time.sleep(0.05)  # a site that drips ends before the server stops
+    return paths, results
+
+
+def _result_of(results: list, host: str, robots: bool = False):
+    """The one result of ``host``'s robots.txt (``robots``) or of its page."""
+    (found,) = [r for r in results if (r.entry.source == "robots") == robots and f"//{host}:" in r.url]
+    return found
 
 
 @settings(max_examples=15, deadline=None)
@@ -650,9 +626,9 @@ def test_a_robots_txt_the_crawler_cannot_decode_allows_nothing(robots) -> None:
         decoded = decode_content(body, named, MiB)
         text = decoded.body if not decoded.error else body if _text_file(body) else None
         readable[host] = None if text is None else RobotsRules.parse(text, "beamcrawl").allowed("/p")
-    paths, pages = _robots_round(answers)
+    paths, results = _robots_round(answers)
     for host in answers:
-        page = pages[host]
+        page = _result_of(results, host)
         if readable[host] is None:  # not decodable: unreachable, nothing but robots.txt asked for
             assert paths[host] == ["/robots.txt"], host
             assert (page.outcome, page.error) == ("deferred", "robots.txt unavailable"), host
@@ -670,108 +646,27 @@ def test_a_robots_txt_cut_short_by_a_slow_transfer_allows_nothing(cuts) -> None:
     """A robots.txt whose server stalls before the end (here before ``Disallow: /``) is cut
     (WARC-Truncated: time). It was read up to the cut: the rule still to come went unread,
     and the page was requested. It counts as unreachable now, wherever the cut falls."""
-    from beamcrawl.core.net.fetcher import FetchRunner
-    from beamcrawl.core.runtime.config import CrawlConfig
-    from beamcrawl.schemas.records import FrontierEntry, HostPlan, HostRecord
-    from wire_shapes import ShapeServer, response  # noqa: E402  (tests/wire_shapes.py)
-
-    config = CrawlConfig(
-        out="/tmp/o",
-        store="sqlite:///tmp/o",
-        min_delay=0.02,
-        round_window=20,
-        allow_private_networks=True,
-        resolve=(("*.test", "127.0.0.1"),),
-        total_timeout=5.0,
-        stall_timeout=0.3,
-    )
     head = b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: %d\r\n\r\n" % len(_RULES)
-    hosts = {f"drip{i}.test": cut for i, cut in enumerate(cuts)}
-    with ShapeServer() as server:
-        for host, cut in hosts.items():
 
-            async def site(served, writer, cut=cut):
-                if served.path != "/robots.txt":
-                    served.body = response(b"<html>page</html>")
-                    writer.write(served.body)
-                    await writer.drain()
-                    return True
-                served.body = _RULES
-                writer.write(head + _RULES[:cut])
-                await writer.drain()
-                await asyncio.sleep(0.8)  # past the stall timeout: the rest comes too late
-                writer.write(_RULES[cut:])
-                await writer.drain()
-                return False
+    def drip(cut: int):
+        async def robots(served, writer):
+            served.body = _RULES
+            writer.write(head + _RULES[:cut])
+            await writer.drain()
+            await asyncio.sleep(0.8)  # past the stall timeout: the rest comes too late
+            writer.write(_RULES[cut:])
+            await writer.drain()
+            return False
 
-            server.sites[host] = site
-        runner = FetchRunner(config)
-        try:
-            for host in hosts:
-                slot = f"{host}:{server.port}"
-                entry = FrontierEntry(url=f"http://{slot}/p", fp=1, host=slot, due_ms=0)
-                runner.submit(
-                    HostPlan(
-                        host=slot, shard=0, record=HostRecord(host=slot), delay=0.02, fetch_robots=True, entries=[entry]
-                    )
-                )
-            results = [r for k, r in runner.drain(wait=True) if k == "result"]
-        finally:
-            runner.close()
-        paths = {host: server.paths(host) for host in hosts}
-        deadline = time.monotonic() + 5
-        while any(not r.end for r in server.requests) and time.monotonic() < deadline:
-            time.sleep(0.05)  # the drips end before the server stops
+        return robots
+
+    hosts = {f"drip{i}.test": drip(cut) for i, cut in enumerate(cuts)}
+    paths, results = _robots_round(hosts, stall_timeout=0.3)
     for host in hosts:
         assert paths[host] == ["/robots.txt"], host
-        (robots,) = [r for r in results if r.entry.source == "robots" and f"//{host}:" in r.url]
-        assert robots.truncated == "time"  # the cut happened, and is archived as such
-        (page,) = [r for r in results if r.entry.source != "robots" and f"//{host}:" in r.url]
+        assert _result_of(results, host, robots=True).truncated == "time"  # the cut happened, and is archived as such
+        page = _result_of(results, host)
         assert (page.outcome, page.error) == ("deferred", "robots.txt unavailable")
-
-
-def _robots_and_page(bodies: dict[str, tuple[bytes, bytes]], **settings_) -> tuple[dict[str, list[str]], list]:
-    """Each host serves its robots.txt as ``(head, body)`` and a page at ``/prx``; the fetch
-    asks for the robots.txt and then ``/prx``. Returns the paths each host was asked for, and
-    the results."""
-    from beamcrawl.core.net.fetcher import FetchRunner
-    from beamcrawl.core.runtime.config import CrawlConfig
-    from beamcrawl.schemas.records import FrontierEntry, HostPlan, HostRecord
-    from wire_shapes import ShapeServer, response  # noqa: E402  (tests/wire_shapes.py)
-
-    config = CrawlConfig(
-        out="/tmp/o",
-        store="sqlite:///tmp/o",
-        min_delay=0.02,
-        round_window=20,
-        allow_private_networks=True,
-        resolve=(("*.test", "127.0.0.1"),),
-        **settings_,
-    )
-    with ShapeServer() as server:
-        for host, (head, body) in bodies.items():
-
-            async def site(served, writer, head=head, body=body):
-                served.body = response(b"<html>page</html>") if served.path != "/robots.txt" else head + body
-                writer.write(served.body)
-                await writer.drain()
-                return True
-
-            server.sites[host] = site
-        runner = FetchRunner(config)
-        try:
-            for host in bodies:
-                slot = f"{host}:{server.port}"
-                entry = FrontierEntry(url=f"http://{slot}/prx", fp=1, host=slot, due_ms=0)
-                runner.submit(
-                    HostPlan(
-                        host=slot, shard=0, record=HostRecord(host=slot), delay=0.02, fetch_robots=True, entries=[entry]
-                    )
-                )
-            results = [r for k, r in runner.drain(wait=True) if k == "result"]
-        finally:
-            runner.close()
-        return {host: server.paths(host) for host in bodies}, results
 
 
 @settings(max_examples=4, deadline=None)
@@ -785,7 +680,7 @@ def test_a_robots_txt_is_read_to_500_kib_whatever_the_body_caps(caps) -> None:
     head = b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: %d\r\n\r\n" % len(rules)
     hosts = {f"capped{i}.test": cap for i, cap in enumerate(caps)}
     for host, cap in hosts.items():
-        paths, _ = _robots_and_page({host: (head, rules)}, max_body_bytes=cap, max_decoded_bytes=cap)
+        paths, _ = _robots_round({host: head + rules}, "/prx", max_body_bytes=cap, max_decoded_bytes=cap)
         assert paths[host] == ["/robots.txt"], (cap, paths)
 
 
@@ -817,7 +712,8 @@ def test_a_robots_txt_cut_at_a_cap_is_read_in_whole_lines() -> None:
     head = b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Encoding: gzip\r\nContent-Length: %d\r\n\r\n" % len(
         body
     )
-    paths, results = _robots_and_page({"halfline.test": (head, body)}, max_body_bytes=1_000, max_decoded_bytes=1_000)
-    (robots,) = [r for r in results if r.entry.source == "robots"]
-    assert robots.truncated == "length"
+    paths, results = _robots_round(
+        {"halfline.test": head + body}, "/prx", max_body_bytes=1_000, max_decoded_bytes=1_000
+    )
+    assert _result_of(results, "halfline.test", robots=True).truncated == "length"
     assert paths["halfline.test"] == ["/robots.txt"], paths
