@@ -216,8 +216,10 @@ def test_429_retry_after_holds_the_host():
         results, hosts = run(cfg(), [plan(server, "r.test", ["/429", "/1"], robots_known="")])
         log = per_host(server.log)["r.test"]
     assert log[1]["start"] - log[0]["end"] >= 0.99
-    # the next answer was fast: the delay recovers towards the floor
-    assert hosts[f"r.test:{server.port}"].delay == pytest.approx(0.2)
+    # The next answer was fast: the delay recovers to the floor, or to ten times that answer's
+    # time when the machine is loaded (a 22 ms answer is a 0.22 s delay), not the 429's doubling.
+    record = hosts[f"r.test:{server.port}"]
+    assert record.delay == pytest.approx(max(0.2, 10 * record.last_response_time))
 
 
 def test_429_at_least_doubles_the_delay_it_carries_into_the_next_round():
