@@ -1057,17 +1057,22 @@ def test_a_robots_redirect_hop_to_a_host_held_past_the_window_waits_for_a_later_
     assert hosts[f"src.test:{port}"].robots is None  # no answer: asked for again later
 
 
-class SlowHeldRobots(RedirectingServer):
-    """ok.test's robots.txt answers after ``slow`` seconds with a 429 and Retry-After: 3."""
+class SlowRobots(RedirectingServer):
+    """ok.test's robots.txt answers after ``slow`` seconds: ``status`` with ``headers`` (a 200
+    with no rules, unless told otherwise)."""
 
     slow = 0.6
+
+    def __init__(self, status: int = 200, headers: dict[str, str] | None = None) -> None:
+        super().__init__()
+        self.status, self.headers = status, {"Content-Type": "text/plain", **(headers or {})}
 
     async def _handle(self, request: web.Request) -> web.StreamResponse:
         if request.host.rsplit(":", 1)[0] != "ok.test" or request.path_qs != "/robots.txt":
             return await super()._handle(request)
         start = time.time()
         await asyncio.sleep(self.slow)
-        resp = web.Response(status=429, headers={"Retry-After": "3", "Content-Type": "text/plain"})
+        resp = web.Response(status=self.status, body=b"", headers=self.headers)
         await resp.prepare(request)
         await resp.write_eof()
         self._log.append({"start": start, "end": time.time(), "host": "ok.test", "path": request.path_qs})
@@ -1079,7 +1084,7 @@ def test_a_hosts_plan_that_comes_during_a_robots_hop_to_it_keeps_the_hops_retry_
     3; ok.test's own plan reaches the loop while the hop is in flight. ok.test's page waits
     the 3 s. Before, the plan's record replaced the clock the hop held, the hold was booked
     on the one no longer in use, and the page went 0.2 s after the 429."""
-    with serving(SlowHeldRobots()) as server:
+    with serving(SlowRobots(429, {"Retry-After": "3"})) as server:
         port = server.port
         server.moves[("src.test", "/robots.txt")] = f"http://ok.test:{port}/robots.txt"
         runner = FetchRunner(cfg(fetch_shards=1, round_window=8))
@@ -1095,23 +1100,6 @@ def test_a_hosts_plan_that_comes_during_a_robots_hop_to_it_keeps_the_hops_retry_
     assert [r["path"] for r in ok][:1] == ["/robots.txt"]
     for prev, nxt in zip(ok, ok[1:]):
         assert nxt["start"] - prev["end"] >= 2.9, ("ok.test's Retry-After not kept", prev, nxt)
-
-
-class SlowRobots(RedirectingServer):
-    """ok.test's robots.txt answers 200 (no rules) after ``slow`` seconds."""
-
-    slow = 0.6
-
-    async def _handle(self, request: web.Request) -> web.StreamResponse:
-        if request.host.rsplit(":", 1)[0] != "ok.test" or request.path_qs != "/robots.txt":
-            return await super()._handle(request)
-        start = time.time()
-        await asyncio.sleep(self.slow)
-        resp = web.Response(status=200, body=b"", headers={"Content-Type": "text/plain"})
-        await resp.prepare(request)
-        await resp.write_eof()
-        self._log.append({"start": start, "end": time.time(), "host": "ok.test", "path": request.path_qs})
-        return resp
 
 
 def test_a_robots_hop_waiting_for_its_turn_keeps_the_delay_of_a_plan_that_came_meanwhile():
