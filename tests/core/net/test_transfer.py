@@ -460,40 +460,11 @@ def test_content_codings_over_several_field_lines_are_all_undone(stacks) -> None
     first line was read: ``Content-Encoding: gzip`` then ``Content-Encoding: deflate`` was
     undone as gzip alone, which fails on the deflate stream, so parse (and the robots.txt
     reader, for a robots.txt) got the compressed bytes. The WARC keeps them as sent."""
-    from beamcrawl.core.net.fetcher import FetchRunner
-    from beamcrawl.core.policy.robots import RobotsRules
-    from beamcrawl.schemas.records import FrontierEntry, HostPlan, HostRecord
-    from wire_shapes import ShapeServer, loopback_config  # noqa: E402  (tests/wire_shapes.py)
-
-    config = loopback_config()
     body = b"<html><body><a href='/next'>next</a> " + b"text " * 40 + b"</body></html>"
     answers = {f"ce{i}.test": _encoded_page(*stack, body) for i, stack in enumerate(stacks)}
-    with ShapeServer() as server:
-        for host, answer in answers.items():
-
-            async def site(served, writer, answer=answer):
-                served.body = answer
-                writer.write(answer)
-                await writer.drain()
-                return True
-
-            server.sites[host] = site
-        runner = FetchRunner(config)
-        try:
-            for host in answers:
-                slot = f"{host}:{server.port}"
-                record = HostRecord(host=slot)
-                record.robots = RobotsRules.parse("", "beamcrawl").to_dict()
-                record.robots_fetched_at = time.time()
-                entry = FrontierEntry(url=f"http://{slot}/p", fp=1, host=slot, due_ms=0)
-                runner.submit(
-                    HostPlan(host=slot, shard=0, record=record, delay=0.02, fetch_robots=False, entries=[entry])
-                )
-            results = {r.entry.host.split(":")[0]: r for k, r in runner.drain(wait=True) if k == "result"}
-        finally:
-            runner.close()
+    _, results = _robots_round(answers, robots_known=True)
     for host, answer in answers.items():
-        result = results[host]
+        result = _result_of(results, host)
         assert result.outcome == "fetched", result.error
         assert result.raw_body == answer.split(b"\r\n\r\n", 1)[1]  # the WARC's payload: as sent
         assert result.body == body, (host, result.response_headers)
@@ -543,12 +514,16 @@ def _text_file(raw: bytes) -> bool:
     return all(b >= 0x20 and b != 0x7F or b in b"\t\n\x0c\r" for b in raw)
 
 
-def _robots_round(answers: dict[str, Any], page: str = "/p", **settings_: Any) -> tuple[dict[str, list[str]], list]:
+def _robots_round(
+    answers: dict[str, Any], page: str = "/p", robots_known: bool = False, **settings_: Any
+) -> tuple[dict[str, list[str]], list]:
     """Each host of ``answers`` serves its robots.txt answer (the bytes, or a site function
     that writes them, as ``ShapeServer`` takes one), and a page at any other path; one plan
-    each asks for ``page``, robots.txt fetched first. The paths each host was asked for, and
-    every result."""
+    each asks for ``page``, robots.txt fetched first. With ``robots_known`` the hosts' rules
+    are known already (none) and the answer is served at every path. The paths each host was
+    asked for, and every result."""
     from beamcrawl.core.net.fetcher import FetchRunner
+    from beamcrawl.core.policy.robots import RobotsRules
     from beamcrawl.schemas.records import FrontierEntry, HostPlan, HostRecord
     from wire_shapes import ShapeServer, loopback_config, response  # noqa: E402  (tests/wire_shapes.py)
 
@@ -559,7 +534,8 @@ def _robots_round(answers: dict[str, Any], page: str = "/p", **settings_: Any) -
             async def site(served, writer, answer=answer):
                 if served.path == "/robots.txt" and callable(answer):
                     return await answer(served, writer)
-                served.body = answer if served.path == "/robots.txt" else response(b"<html>page</html>")
+                mine = served.path == "/robots.txt" or robots_known
+                served.body = answer if mine else response(b"<html>page</html>")
                 writer.write(served.body)
                 await writer.drain()
                 return True
@@ -569,10 +545,14 @@ def _robots_round(answers: dict[str, Any], page: str = "/p", **settings_: Any) -
         try:
             for host in answers:
                 slot = f"{host}:{server.port}"
+                record = HostRecord(host=slot)
+                if robots_known:
+                    record.robots = RobotsRules.parse("", "beamcrawl").to_dict()
+                    record.robots_fetched_at = time.time()
                 entry = FrontierEntry(url=f"http://{slot}{page}", fp=1, host=slot, due_ms=0)
                 runner.submit(
                     HostPlan(
-                        host=slot, shard=0, record=HostRecord(host=slot), delay=0.02, fetch_robots=True, entries=[entry]
+                        host=slot, shard=0, record=record, delay=0.02, fetch_robots=not robots_known, entries=[entry]
                     )
                 )
             results = [r for k, r in runner.drain(wait=True) if k == "result"]
