@@ -304,6 +304,37 @@ def test_a_phrase_with_a_control_character_is_replaced_and_the_record_still_chec
     assert status_line("1.1", 503, "x\ud800") == "HTTP/1.1 503 Service Unavailable"  # not from any wire
 
 
+def _fetched_with_status_lines(host: str, lines: list[bytes]) -> list:
+    """One host's pages ``/page-0``... fetched from a loopback server that answers page ``i``
+    with the status line ``HTTP/1.1 `` + ``lines[i]`` (its robots.txt known: no rules); the
+    results in page order."""
+    import time
+
+    from beamcrawl.core.net.fetcher import FetchRunner
+    from beamcrawl.core.policy.robots import RobotsRules
+    from beamcrawl.schemas.records import FrontierEntry, HostPlan, HostRecord
+    from wire_shapes import ShapeServer, loopback_config  # noqa: E402  (tests/wire_shapes.py)
+
+    with ShapeServer() as server:
+        slot = f"{host}:{server.port}"
+        for i, raw in enumerate(lines):
+            server.reasons[f"/page-{i}"] = raw
+        record = HostRecord(host=slot)
+        record.robots = RobotsRules.parse("", "beamcrawl").to_dict()
+        record.robots_fetched_at = time.time()
+        entries = [
+            FrontierEntry(url=f"http://{slot}/page-{i}", fp=i + 1, host=slot, due_ms=0) for i in range(len(lines))
+        ]
+        runner = FetchRunner(loopback_config())
+        try:
+            runner.submit(HostPlan(host=slot, shard=0, record=record, delay=0.02, fetch_robots=False, entries=entries))
+            return sorted(
+                (v for k, v in runner.drain(wait=True) if k == "result"), key=lambda r: int(r.url.rsplit("-", 1)[1])
+            )
+        finally:
+            runner.close()
+
+
 ISSUE_PHRASES = [
     "Ünïcödé ☃".encode(),
     "OK ✓".encode(),
@@ -322,33 +353,12 @@ def test_a_fetched_reason_phrase_is_archived_as_sent(tmp_path):
     passes ``warcio check``."""
     import subprocess
     import sys
-    import time
     from pathlib import Path
 
-    from beamcrawl.core.net.fetcher import FetchRunner
-    from beamcrawl.core.policy.robots import RobotsRules
-    from beamcrawl.schemas.records import FrontierEntry, HostPlan, HostRecord, ParsedPage
+    from beamcrawl.schemas.records import ParsedPage
     from beamcrawl.transforms.warc_io import capture_record
-    from wire_shapes import ShapeServer, loopback_config  # noqa: E402  (tests/wire_shapes.py)
 
-    config = loopback_config()
-    with ShapeServer() as server:
-        slot = f"reason.test:{server.port}"
-        for i, raw in enumerate(ISSUE_PHRASES):
-            server.reasons[f"/page-{i}"] = b"200 " + raw
-        record_ = HostRecord(host=slot)
-        record_.robots = RobotsRules.parse("", "beamcrawl").to_dict()
-        record_.robots_fetched_at = time.time()
-        entries = [
-            FrontierEntry(url=f"http://{slot}/page-{i}", fp=i + 1, host=slot, due_ms=0)
-            for i in range(len(ISSUE_PHRASES))
-        ]
-        runner = FetchRunner(config)
-        try:
-            runner.submit(HostPlan(host=slot, shard=0, record=record_, delay=0.02, fetch_robots=False, entries=entries))
-            results = sorted((v for k, v in runner.drain(wait=True) if k == "result"), key=lambda r: r.url)
-        finally:
-            runner.close()
+    results = _fetched_with_status_lines("reason.test", [b"200 " + raw for raw in ISSUE_PHRASES])
     assert [r.outcome for r in results] == ["fetched"] * len(ISSUE_PHRASES)
     for result, raw in zip(results, ISSUE_PHRASES):
         assert as_the_client_gives_it(raw) == result.reason  # what as_the_client_gives_it assumes
@@ -379,33 +389,12 @@ def test_a_status_code_under_100_is_archived_and_indexed_as_sent():
     """Through the real fetcher, record builder and index: the status line of the record is
     the one the server sent, and the writer's index line says what reading the record back
     says (``status``: ``007``)."""
-    import time
-
     from beamcrawl.core.archive import cdxj
-    from beamcrawl.core.net.fetcher import FetchRunner
-    from beamcrawl.core.policy.robots import RobotsRules
-    from beamcrawl.schemas.records import FrontierEntry, HostPlan, HostRecord, ParsedPage
+    from beamcrawl.schemas.records import ParsedPage
     from beamcrawl.transforms.warc_io import capture_record
-    from wire_shapes import ShapeServer, loopback_config  # noqa: E402  (tests/wire_shapes.py)
 
     sent = [b"000 Zero", b"007 Bond", b"099 Low", b"200 OK"]
-    config = loopback_config()
-    with ShapeServer() as server:
-        slot = f"code.test:{server.port}"
-        for i, raw in enumerate(sent):
-            server.reasons[f"/page-{i}"] = raw
-        host = HostRecord(host=slot)
-        host.robots = RobotsRules.parse("", "beamcrawl").to_dict()
-        host.robots_fetched_at = time.time()
-        entries = [
-            FrontierEntry(url=f"http://{slot}/page-{i}", fp=i + 1, host=slot, due_ms=0) for i in range(len(sent))
-        ]
-        runner = FetchRunner(config)
-        try:
-            runner.submit(HostPlan(host=slot, shard=0, record=host, delay=0.02, fetch_robots=False, entries=entries))
-            results = sorted((v for k, v in runner.drain(wait=True) if k == "result"), key=lambda r: r.url)
-        finally:
-            runner.close()
+    results = _fetched_with_status_lines("code.test", sent)
     assert [r.outcome for r in results] == ["fetched"] * len(sent)
     for result, raw in zip(results, sent):
         capture = capture_record(ParsedPage(fetch=result), "response", new_record_id())

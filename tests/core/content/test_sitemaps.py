@@ -549,6 +549,16 @@ def test_fifty_megabyte_limit_on_a_stream_in_bounded_memory():
     assert doc.truncated is None and doc.error is not None  # ended without </urlset>
 
 
+def _parsed_in(data: bytes) -> tuple[sm.Document, int]:
+    """``data`` parsed, and the peak of memory the parse allocated (tracemalloc)."""
+    tracemalloc.start()
+    try:
+        result = sm.parse(data, BASE)
+        return result, tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
 @settings(max_examples=6, deadline=None)
 @given(
     depth=st.integers(20_000, 300_000),
@@ -560,10 +570,7 @@ def test_deep_nesting_is_read_in_bounded_memory(depth, name, gzipped):
     # 2 GB. Reading stops at a depth no sitemap or feed needs, the entries before kept.
     doc = b"<urlset><url><loc>https://www.example.com/a</loc></url>" + f"<{name}>".encode() * depth
     data = gzip.compress(doc, 1) if gzipped else doc
-    tracemalloc.start()
-    result = sm.parse(data, BASE)
-    _, peak = tracemalloc.get_traced_memory()
-    tracemalloc.stop()
+    result, peak = _parsed_in(data)
     assert peak < 5_000_000
     assert _urls(result) == ["https://www.example.com/a"] and result.error is not None
 
@@ -594,10 +601,7 @@ def test_many_distinct_names_are_read_in_bounded_memory(shape, n):
     # stops at more names than any sitemap or feed uses, the entries before kept.
     filler = "".join(_NAMESAKE_SHAPES[shape].format(i=i) for i in range(n))
     doc = f"<urlset><url><loc>https://www.example.com/a</loc></url>{filler}</urlset>".encode()
-    tracemalloc.start()
-    result = sm.parse(doc, BASE)
-    _, peak = tracemalloc.get_traced_memory()
-    tracemalloc.stop()
+    result, peak = _parsed_in(doc)
     assert peak < 8_000_000
     assert _urls(result) == ["https://www.example.com/a"] and result.error is not None
 

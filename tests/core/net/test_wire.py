@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import gzip
 import time
+from typing import Any
 from collections.abc import Iterator
 from urllib.parse import urlsplit
 
@@ -65,14 +66,19 @@ def _plan(port: int, host: str, paths: list[str]) -> HostPlan:
     return HostPlan(host=slot, shard=0, record=record, delay=DELAY, fetch_robots=False, entries=entries)
 
 
-def _run_plan(plan: HostPlan) -> list[FetchResult]:
-    """The results of fetching one host's plan."""
-    runner = FetchRunner(_cfg())
+def _drain_plan(plan: HostPlan, config: CrawlConfig | None = None) -> list[tuple[str, Any]]:
+    """Everything fetching one host's plan gives out: ``(kind, value)`` items."""
+    runner = FetchRunner(config or _cfg())
     try:
         runner.submit(plan)
-        return [v for k, v in runner.drain(wait=True) if k == "result"]
+        return list(runner.drain(wait=True))
     finally:
         runner.close()
+
+
+def _run_plan(plan: HostPlan) -> list[FetchResult]:
+    """The results of fetching one host's plan."""
+    return [v for k, v in _drain_plan(plan) if k == "result"]
 
 
 def _plans() -> dict[str, list[str]]:
@@ -445,12 +451,7 @@ def test_a_503_with_any_retry_after_fails_no_other_url_of_its_host(retry_after):
 
     with ShapeServer() as server:
         server.sites["busy.test"] = site
-        runner = FetchRunner(_cfg(min_delay=0.05))
-        try:
-            runner.submit(_plan(server.port, "busy.test", ["/page-a", "/page-b", "/page-c"]))
-            out = list(runner.drain(wait=True))
-        finally:
-            runner.close()
+        out = _drain_plan(_plan(server.port, "busy.test", ["/page-a", "/page-b", "/page-c"]), _cfg(min_delay=0.05))
     assert [kind for kind, _ in out if kind == "failed"] == []
     results = {_path(r.url): r for kind, r in out if kind == "result"}
     assert sorted(results) == ["/page-a", "/page-b", "/page-c"] and len(out) == 4  # three results, one host
@@ -487,12 +488,7 @@ def test_a_host_whose_crawl_fails_keeps_its_clock_and_each_url_one_result(monkey
     monkeypatch.setattr(HostCrawler, "_after", after)
     with ShapeServer() as server:
         server.sites["bug.test"] = site
-        runner = FetchRunner(_cfg(min_delay=0.05))
-        try:
-            runner.submit(_plan(server.port, "bug.test", ["/page-a", "/page-b", "/page-c"]))
-            out = list(runner.drain(wait=True))
-        finally:
-            runner.close()
+        out = _drain_plan(_plan(server.port, "bug.test", ["/page-a", "/page-b", "/page-c"]), _cfg(min_delay=0.05))
         served = list(server.requests)
     assert [kind for kind, _ in out if kind == "failed"] == ["failed"]
     results = [(_path(r.url), r.outcome) for kind, r in out if kind == "result"]
