@@ -182,14 +182,43 @@ class UnsupportedEncoding(ValueError):
     """A Content-Encoding this module does not decode (the body is kept as sent)."""
 
 
-class _Gzip:
+class _ZlibStage:
+    """A zlib decoder under an output limit. Input past a limit waits in zlib's
+    ``unconsumed_tail`` and is decoded, before new input, at the next call: with stacked
+    codings a stage before the last can reach its limit while the body is still under the cap.
+    """
+
+    _d: Any
+    _flushed = False  # zlib's flush ends the stream: nothing may be asked of it after
+
+    def process(self, data: bytes, limit: int) -> bytes:
+        raise NotImplementedError
+
+    def flush(self, limit: int) -> bytes:
+        """The end of the stream, at most ``limit`` bytes. Held input is decoded first under
+        the limit; zlib's ``flush`` runs only then, with its default buffer (its argument is
+        no limit but a buffer allocated whole: the body cap's size, at every body's end)."""
+        if limit <= 0 or self._flushed:
+            return b""
+        out = self.process(b"", limit)
+        if len(out) < limit and not self._d.unconsumed_tail:
+            out += self._d.flush()
+            self._flushed = True
+        return out
+
+    @property
+    def complete(self) -> bool:
+        return bool(self._d.eof)
+
+
+class _Gzip(_ZlibStage):
     """gzip (also several concatenated members, RFC 1952 §2.2) with a zlib header allowed."""
 
     def __init__(self) -> None:
         self._d = zlib.decompressobj(47)  # 32 + 15: gzip or zlib header, detected
 
     def process(self, data: bytes, limit: int) -> bytes:
-        out = self._d.decompress(data, limit)
+        out = self._d.decompress(self._d.unconsumed_tail + data, limit)
         while self._d.eof and self._d.unused_data and len(out) < limit:
             rest = self._d.unused_data
             if not rest.lstrip(b"\x00"):
@@ -198,19 +227,12 @@ class _Gzip:
             out += self._d.decompress(rest, limit - len(out))
         return out
 
-    def flush(self, limit: int) -> bytes:
-        return self._d.flush(limit) if limit > 0 else b""
 
-    @property
-    def complete(self) -> bool:
-        return self._d.eof
-
-
-class _Deflate:
+class _Deflate(_ZlibStage):
     """HTTP "deflate": zlib-wrapped per RFC 9110, or raw deflate as some servers send it."""
 
     def __init__(self) -> None:
-        self._d: Any = zlib.decompressobj(15)
+        self._d = zlib.decompressobj(15)
         self._started = False
 
     def process(self, data: bytes, limit: int) -> bytes:
@@ -220,33 +242,34 @@ class _Deflate:
                 return self._d.decompress(data, limit)
             except zlib.error:
                 self._d = zlib.decompressobj(-15)  # no zlib header: raw deflate
-        return self._d.decompress(data, limit)
-
-    def flush(self, limit: int) -> bytes:
-        return self._d.flush(limit) if limit > 0 else b""
-
-    @property
-    def complete(self) -> bool:
-        return bool(self._d.eof)
+        return self._d.decompress(self._d.unconsumed_tail + data, limit)
 
 
 class _Brotli:
     def __init__(self) -> None:
         self._d = BROTLI.Decompressor()
+        self._held = b""  # input given while the decoder still held output past a limit
 
     def process(self, data: bytes, limit: int) -> bytes:
-        out = self._d.process(data, output_buffer_limit=limit)
-        # With the limit reached, the rest of this input is still pending inside: it must be
-        # drained with empty input before more may be given.
-        while len(out) < limit and not self._d.can_accept_more_data():
-            more = self._d.process(b"", output_buffer_limit=limit - len(out))
-            if not more:
+        self._held += data
+        out = b""
+        while len(out) < limit:
+            # With a limit reached, the rest of the last input is still pending inside: it
+            # must be drained with empty input before more may be given.
+            if not self._d.can_accept_more_data():
+                more = self._d.process(b"", output_buffer_limit=limit - len(out))
+                if not more:
+                    break
+            elif self._held:
+                held, self._held = self._held, b""
+                more = self._d.process(held, output_buffer_limit=limit - len(out))
+            else:
                 break
             out += more
         return out
 
     def flush(self, limit: int) -> bytes:
-        return b""
+        return self.process(b"", limit) if limit > 0 else b""
 
     @property
     def complete(self) -> bool:
@@ -318,22 +341,25 @@ class CappedDecoder:
         """No more input is useful: the cap was reached or the stream is corrupt."""
         return self.truncated or self.error is not None
 
-    def _run(self, data: bytes, final: bool) -> bytes:
+    def _run(self, data: bytes, final: bool) -> tuple[bytes, bool]:
+        """The last stage's output, and whether any stage gave any."""
+        moved = False
         for stage in self._stages:
             # Each stage may produce one byte past the cap: that byte is how a cut is noticed.
             limit = self.cap - self.size + 1
             out = stage.process(data, limit) if data else b""
             if final and len(out) < limit:
                 out += stage.flush(limit - len(out))
+            moved = moved or bool(out)
             data = out
-        return data
+        return data, moved
 
     def feed(self, chunk: bytes) -> bytes:
         """Decodes one raw chunk; returns the new payload bytes (nothing once :attr:`done`)."""
         if self.done or not chunk:
             return b""
         try:
-            out = self._run(chunk, final=False)
+            out, _ = self._run(chunk, final=False)
         except Exception as exc:  # noqa: BLE001 - zlib.error, brotli.error: a corrupt stream
             self.error = f"{type(exc).__name__}: {exc}"[:200]
             return b""
@@ -341,14 +367,19 @@ class CappedDecoder:
 
     def finish(self) -> bytes:
         """Flushes what the decoders still hold at the end of the body."""
-        if self.done:
-            return b""
-        try:
-            out = self._run(b"", final=True)
-        except Exception as exc:  # noqa: BLE001
-            self.error = f"{type(exc).__name__}: {exc}"[:200]
-            return b""
-        return self._take(out)
+        parts = []
+        # A stage before the last may still hold input its limit kept back: the stages run
+        # again until none gives more (or the cap is reached).
+        while not self.done:
+            try:
+                out, moved = self._run(b"", final=True)
+            except Exception as exc:  # noqa: BLE001
+                self.error = f"{type(exc).__name__}: {exc}"[:200]
+                break
+            parts.append(self._take(out))
+            if not moved:
+                break
+        return b"".join(parts)
 
     def _take(self, out: bytes) -> bytes:
         room = self.cap - self.size
