@@ -84,7 +84,9 @@ _READ_CHUNK = 64 * 1024
 # (character data and CDATA are reported as they are read, and keep the small chunk).
 _FEED_MAX = 16 * 1024 * 1024
 _GZIP_MAGIC = b"\x1f\x8b"
-_GZIP_CHUNK = 8192  # compressed bytes decoded at a time
+# Compressed bytes decoded at a time. Deflate expands a byte to at most ~1,032, so a chunk
+# decodes to at most ~1 MiB held at once (8 KiB chunks held 8 MiB, a layer).
+_GZIP_CHUNK = 1024
 _XML_BASE = "{http://www.w3.org/XML/1998/namespace}base"
 
 # changefreq hints as typical seconds between changes ("always": as fast as we model,
@@ -334,6 +336,7 @@ class _SafeGzip(io.RawIOBase):
         self.inner = inner
         self.decoder = CappedDecoder("gzip", limit)
         self.pending = b""
+        self.offset = 0  # of the next byte of ``pending`` to hand out
         self.ended = False
         self.problem: str | None = None
 
@@ -344,6 +347,7 @@ class _SafeGzip(io.RawIOBase):
         """Decodes the next raw chunk (a chunk expands to at most ~1,000 times its size)."""
         raw = self.inner.read(_GZIP_CHUNK)
         self.pending = self.decoder.feed(raw) if raw else self.decoder.finish()
+        self.offset = 0
         if raw and not self.decoder.done:
             return
         self.ended = True
@@ -354,14 +358,21 @@ class _SafeGzip(io.RawIOBase):
 
     def read(self, size: int | None = -1) -> bytes:
         if size is None or size < 0:
-            parts = []
-            while chunk := self.read(io.DEFAULT_BUFFER_SIZE * 16):
-                parts.append(chunk)
-            return b"".join(parts)
-        while not self.pending and not self.ended:
-            self._more()
-        data, self.pending = self.pending[:size], self.pending[size:]
-        return data
+            return b"".join(iter(lambda: self.read(io.DEFAULT_BUFFER_SIZE * 16), b""))
+        # Filled to ``size`` (the parser asks for more only while one token is unfinished),
+        # and handed out from an offset: slicing off the rest each read copied it each time.
+        parts: list[bytes] = []
+        while size > 0:
+            if self.offset >= len(self.pending):
+                if self.ended:
+                    break
+                self._more()
+                continue
+            data = self.pending[self.offset : self.offset + size]
+            self.offset += len(data)
+            size -= len(data)
+            parts.append(data)
+        return parts[0] if len(parts) == 1 else b"".join(parts)
 
     def readinto(self, buffer: bytearray | memoryview) -> int:  # type: ignore[override]
         data = self.read(len(buffer))

@@ -11,7 +11,7 @@ import time
 import tracemalloc
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from beamcrawl.core.content import sitemaps as sm
@@ -565,6 +565,7 @@ def _parsed_in(data: bytes) -> tuple[sm.Document, int]:
     name=st.from_regex(r"[a-z][a-z0-9]{0,6}", fullmatch=True),
     gzipped=st.booleans(),
 )
+@example(depth=234829, name="a000", gzipped=True)  # 8 KiB of gzip held as 7 MB at once
 def test_deep_nesting_is_read_in_bounded_memory(depth, name, gzipped):
     # The parser keeps every open element: 50 MB of nested <a> (a 50 KB gzip) held over
     # 2 GB. Reading stops at a depth no sitemap or feed needs, the entries before kept.
@@ -573,6 +574,19 @@ def test_deep_nesting_is_read_in_bounded_memory(depth, name, gzipped):
     result, peak = _parsed_in(data)
     assert peak < 5_000_000
     assert _urls(result) == ["https://www.example.com/a"] and result.error is not None
+
+
+@pytest.mark.parametrize("layers", [1, 2])
+def test_a_gzip_that_expands_a_thousandfold_is_read_in_bounded_memory(layers):
+    # Each 8 KiB of gzip was decoded whole, up to 8 MB held at once (a layer), and the
+    # stream's end allocated a buffer the size of the 50 MB cap; 40 MB of spaces in one or
+    # two layers held 13 and 53 MB.
+    doc = b"<urlset><url><loc>https://www.example.com/a</loc></url>" + b" " * 40_000_000 + b"</urlset>"
+    for _ in range(layers):
+        doc = gzip.compress(doc, 9)
+    result, peak = _parsed_in(doc)
+    assert peak < 5_000_000
+    assert _urls(result) == ["https://www.example.com/a"] and result.error is None
 
 
 def test_a_feed_whose_content_nests_a_few_hundred_deep_is_read():
