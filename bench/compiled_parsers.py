@@ -218,7 +218,7 @@ def page_hrefs(body: bytes, url: str) -> list[Link]:
     """The hrefs of a page that ``htmlparse.page_links`` would normalise, each once, with the
     base and encoding it would pass (javascript:, mailto:, tel:, data: and same-document
     references skipped as it skips them)."""
-    tree, _, encoding = htmlparse.parse_bounded(body, "")
+    tree, _, encoding, _ = htmlparse.parse_bounded(body, "")
     base = url
     found = tree.css_first("base[href]")
     if found is not None:

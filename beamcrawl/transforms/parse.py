@@ -162,8 +162,8 @@ def parse_fetch(result: FetchResult, token: str, max_sitemap_bytes: int = sitema
     if page.body_kind not in PARSED_KINDS:
         return page
     # Parsed once (links, then text), no further than the parse limits allow.
-    tree, page.parse_truncated, encoding = parse_bounded(result.body, result.content_type)
-    found = page_links(tree, result.url, token, encoding)
+    tree, page.parse_truncated, encoding, unparsed = parse_bounded(result.body, result.content_type)
+    found = page_links(tree, result.url, token, encoding, unparsed)
     # As columns: the page is pickled into content seen's batch files and read back.
     page.links = html_link_columns(found.links)
     page.canonical = found.canonical

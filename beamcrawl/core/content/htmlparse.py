@@ -15,7 +15,7 @@ import mmh3
 from selectolax.lexbor import LexborHTMLParser
 
 from beamcrawl.core.content import htmlbounds
-from beamcrawl.core.content.sniff import decode_html
+from beamcrawl.core.content.sniff import decode_as, decode_html, meta_tags
 from beamcrawl.core.urls.urlnorm import InvalidURL, fingerprint, normalize
 
 HTML_TYPES = ("text/html", "application/xhtml+xml")
@@ -100,8 +100,8 @@ def parse_html(body: bytes, url: str, content_type: str = "", token: str = "beam
         content_type: the response's Content-Type (for the charset).
         token: our robots product token, for bot-scoped meta robots.
     """
-    tree, _, encoding = parse_bounded(body, content_type)
-    return page_links(tree, url, token, encoding)
+    tree, _, encoding, unparsed = parse_bounded(body, content_type)
+    return page_links(tree, url, token, encoding, unparsed)
 
 
 def parse_document(body: bytes, content_type: str = "") -> LexborHTMLParser:
@@ -115,21 +115,40 @@ def parse_document(body: bytes, content_type: str = "") -> LexborHTMLParser:
 
 class HtmlTree(NamedTuple):
     """A parsed HTML payload: the tree, the limit that cut the document (``elements``,
-    ``depth``, ``attributes``, ``tags``; None when it was parsed whole) and the codec it was
-    decoded with (for its links' queries, :func:`beamcrawl.core.urls.urlnorm.normalize`)."""
+    ``depth``, ``attributes``, ``tags``; None when it was parsed whole), the codec it was
+    decoded with (for its links' queries, :func:`beamcrawl.core.urls.urlnorm.normalize`) and
+    the ``(name, content)`` of each ``<meta>`` in the part not parsed (:func:`unparsed_metas`)."""
 
     tree: LexborHTMLParser
     truncated: str | None
     encoding: str
+    unparsed: tuple[tuple[str, str], ...] = ()
 
 
 def parse_bounded(body: bytes, content_type: str = "") -> HtmlTree:
     """:func:`parse_document`, with what else the parse found out."""
     text, charset = decode_html(body[:MAX_PARSE_BYTES], content_type)
     bound = htmlbounds.scan(text)
+    rest = body[MAX_PARSE_BYTES:]
     if bound is None:
-        return HtmlTree(LexborHTMLParser(text), None, charset.encoding)
-    return HtmlTree(LexborHTMLParser(text[: bound.cut]), bound.reason, charset.encoding)
+        unparsed = unparsed_metas("", rest, charset.encoding) if rest else ()
+        return HtmlTree(LexborHTMLParser(text), None, charset.encoding, unparsed)
+    unparsed = unparsed_metas(text[bound.cut :], rest, charset.encoding)
+    return HtmlTree(LexborHTMLParser(text[: bound.cut]), bound.reason, charset.encoding, unparsed)
+
+
+def unparsed_metas(cut: str, rest: bytes, encoding: str) -> tuple[tuple[str, str], ...]:
+    """The ``(name, content)`` of each named ``<meta>`` in the part of a document not parsed:
+    ``cut``, the text past a parse limit, and ``rest``, the bytes past :data:`MAX_PARSE_BYTES`
+    (decoded as the document is). A page's robots directives hold wherever it puts them: a
+    ``nofollow`` past the cut asks that the links before it not be followed either."""
+    found = []
+    for text in (cut, decode_as(rest, encoding)):
+        for attrs in meta_tags(text.encode("utf-8", "replace")):
+            name, content = attrs.get(b"name"), attrs.get(b"content")
+            if name and content is not None:
+                found.append((name.decode("utf-8", "replace"), content.decode("utf-8", "replace")))
+    return tuple(found)
 
 
 # Everything page_links reads, in one selector: each css() call parses its selector and
@@ -171,9 +190,17 @@ def refresh_target(content: str) -> str | None:
     return rest.strip(_SPACE) or None
 
 
-def page_links(tree: LexborHTMLParser, url: str, token: str = "beamcrawl", encoding: str | None = None) -> PageLinks:
+def page_links(
+    tree: LexborHTMLParser,
+    url: str,
+    token: str = "beamcrawl",
+    encoding: str | None = None,
+    unparsed: tuple[tuple[str, str], ...] = (),
+) -> PageLinks:
     """:func:`parse_html` of a document already parsed (:func:`parse_document`); reads the
-    tree without changing it.
+    tree without changing it. ``unparsed`` are the ``<meta>`` tags of the part of the
+    document a parse limit left out (:attr:`HtmlTree.unparsed`): their robots directives
+    count as the tree's do.
 
     Links are resolved as a browser resolves them: against the first ``<base href>``; an
     empty or fragment-only ``href`` is the base's document, kept when a ``<base>`` makes
@@ -217,10 +244,10 @@ def page_links(tree: LexborHTMLParser, url: str, token: str = "beamcrawl", encod
                     other_base = href
 
     metas = []
-    for node in meta_nodes:
-        name = (node.attributes.get("name") or "").strip().lower()
+    named = [(node.attributes.get("name") or "", node.attributes.get("content") or "") for node in meta_nodes]
+    for name, content in named + list(unparsed):
+        name = name.strip().lower()
         if name in ("robots", token.lower()):
-            content = node.attributes.get("content") or ""
             metas.append(content if name == "robots" else f"{token}: {content}")
     out.meta_noindex, out.meta_nofollow = robots_directives(metas, token)
 

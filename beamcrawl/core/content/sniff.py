@@ -50,6 +50,7 @@ from __future__ import annotations
 import codecs
 import re
 from functools import lru_cache
+from collections.abc import Iterator
 from typing import NamedTuple
 
 __all__ = [
@@ -57,9 +58,11 @@ __all__ = [
     "Charset",
     "REPLACEMENT",
     "codec_for_label",
+    "decode_as",
     "decode_html",
     "detect_charset",
     "magic",
+    "meta_tags",
     "single_byte_index",
     "single_byte_table",
     "media_type",
@@ -635,6 +638,23 @@ def _content_charset(content: bytes) -> bytes | None:
         return content[pos:end]
 
 
+def meta_tags(data: bytes) -> Iterator[dict[bytes, bytes]]:
+    """Each ``<meta>`` tag's attributes wherever it stands in ``data``, read as HTML's
+    prescan reads a tag (the first of each name; names and values ASCII lower-cased). Unlike
+    the prescan it does not skip comments or other tags' attribute values: where it serves, a
+    directive found in error only asks the crawler to do less. Linear in ``data``."""
+    pos = 0
+    while (start := _META_START.search(data, pos)) is not None:
+        pos = start.end() - 1  # a tag is read once: the next is looked for after its end
+        attrs: dict[bytes, bytes] = {}
+        while (found := _attribute(data, pos)) is not None:
+            name, value, pos = found
+            if pos < 0:
+                return  # the bytes ran out inside the tag
+            attrs.setdefault(name, value)
+        yield attrs
+
+
 def _meta_codec(head: bytes) -> str | None:
     """The codec a document declares in its first bytes: an XML declaration's encoding, or
     what HTML's prescan (§13.2.3.2, "prescan a byte stream to determine its encoding") finds
@@ -824,13 +844,19 @@ def decode_html(body: bytes, content_type: str | None = None, *, detect: bool = 
     Never raises: a codec that fails on its own terms falls back to windows-1252.
     """
     charset = detect_charset(body, content_type, detect=detect)
-    if charset.encoding == REPLACEMENT:
-        return ("\ufffd" if body else ""), charset
     try:
-        table = single_byte_table(charset.encoding)
-        if table is not None:
-            return codecs.charmap_decode(body, "replace", table)[0], charset
-        return body.decode(charset.encoding, errors="replace"), charset
+        return decode_as(body, charset.encoding), charset
     except (LookupError, ValueError):  # pragma: no cover - every codec above is a text codec
         fallback = Charset("cp1252", "default")
         return body.decode(fallback.encoding, errors="replace"), fallback
+
+
+def decode_as(body: bytes, encoding: str) -> str:
+    """``body`` decoded as :func:`decode_html` decodes a document in ``encoding`` (a codec
+    name from :func:`detect_charset`), bad bytes as U+FFFD."""
+    if encoding == REPLACEMENT:
+        return "\ufffd" if body else ""
+    table = single_byte_table(encoding)
+    if table is not None:
+        return codecs.charmap_decode(body, "replace", table)[0]
+    return body.decode(encoding, errors="replace")

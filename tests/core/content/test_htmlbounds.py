@@ -71,7 +71,7 @@ def test_pages_within_the_limits_are_parsed_whole() -> None:
         + "</body></html>"
     )
     assert htmlbounds.scan(page) is None
-    tree, truncated, _ = parse_bounded(page.encode())
+    tree, truncated, _, _ = parse_bounded(page.encode())
     assert truncated is None
     assert len(tree.css("a")) == 3000
 
@@ -99,7 +99,7 @@ _BOMBS = {
 def test_bombs_are_cut_and_parsed_in_bounded_time(shape: str, n: int, fmt: str, block: str) -> None:
     page = _BOMBS[shape](n, fmt, block)
     started = time.process_time()
-    tree, truncated, _ = parse_bounded(page.encode())
+    tree, truncated, _, _ = parse_bounded(page.encode())
     links = parse_html(page.encode(), "http://a.example/")
     spent = time.process_time() - started
     elements = len(tree.css("*"))

@@ -399,3 +399,69 @@ def test_an_href_loses_only_what_the_url_parser_strips(before, after, kept, at_s
     out = parse_html(html.encode(), "http://e.com/")
     base = normalize(f"{kept}d/", "http://e.com/")
     assert "%" in base and [u for u, *_ in out.links] == [normalize(path, base)]
+
+
+# Markup that passes one of the parse's limits (core/content/htmlbounds.py) soon after the
+# page's first link: the parse stops there.
+_PAST_A_LIMIT = {
+    "depth": "<div>" * 600,
+    "attributes": "<p " + " ".join(f"a{i}=1" for i in range(1_100)) + ">",
+}
+_META_FORMS = st.tuples(
+    st.sampled_from(["robots", "ROBOTS", " robots ", "beamcrawl", "BeamCrawl"]),
+    st.sampled_from(["nofollow", "noindex", "none", "NoFollow, max-snippet:5", "noindex nofollow"]),
+    st.sampled_from(
+        ['<meta name="{n}" content="{c}">', "<META content='{c}' name='{n}'/>", '<meta\tname={n} content="{c}"\n>']
+    ),
+)
+
+
+@given(
+    limit=st.sampled_from(sorted(_PAST_A_LIMIT)),
+    form=_META_FORMS,
+    between=st.sampled_from(["", "<p>text</p>", "<!-- c -->"]),
+)
+@example(limit="depth", form=("robots", "nofollow", '<meta name="{n}" content="{c}">'), between="")
+@settings(max_examples=150, deadline=None)
+def test_a_meta_robots_past_a_parse_limit_holds_as_at_the_top(limit, form, between) -> None:
+    # The parse stops at a limit and the tree has no nodes past it: a page's <meta
+    # name=robots content=nofollow> there went unread, and the links before it were followed.
+    name, content, shape = form
+    meta = shape.format(n=name, c=content)
+    head = "<html><head><title>t</title></head><body><a href='/first'>first</a>"
+    cut = parse_html((head + _PAST_A_LIMIT[limit] + between + meta).encode(), "http://e.com/")
+    top = parse_html((meta + head).encode(), "http://e.com/")
+    assert (cut.meta_noindex, cut.meta_nofollow) == (top.meta_noindex, top.meta_nofollow)
+    assert top.meta_noindex or top.meta_nofollow
+
+
+def test_a_meta_robots_past_the_parsed_bytes_holds_too(monkeypatch) -> None:
+    from beamcrawl.core.content import htmlparse
+
+    monkeypatch.setattr(htmlparse, "MAX_PARSE_BYTES", 1_000)
+    page = b"<a href='/first'>first</a>" + b"<p>text</p>" * 200 + b'<meta name="robots" content="nofollow">'
+    assert parse_html(page, "http://e.com/").meta_nofollow
+    assert parse_html(page.decode().encode("utf-16"), "http://e.com/").meta_nofollow  # decoded as the page
+
+
+@given(
+    unit=st.sampled_from(["<meta ", "<meta a=", "<meta name=robots ", "<meta content='x' <meta ", "<META/"]),
+    n=st.integers(200, 2_000),
+)
+@settings(max_examples=30, deadline=None)
+def test_the_unparsed_part_is_read_in_one_pass(unit, n) -> None:
+    # Each "<meta" is read to its tag's end, and the next is looked for after it: a tag
+    # that never closes must not be read again from every "<meta" inside it.
+    from beamcrawl.core.content import sniff
+
+    calls = []
+    real = sniff._attribute
+
+    def counted(head: bytes, pos: int):
+        calls.append(pos)
+        return real(head, pos)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(sniff, "_attribute", counted)
+        list(sniff.meta_tags((unit * n + ">").encode()))
+    assert len(calls) <= 4 * n + 2  # at most one call a "<meta", name and value
