@@ -49,7 +49,7 @@ small records (revisits, redirects) cannot make a 1 GiB file's index hold a mill
 At the default rotation size a file of ordinary captures (about 20 KB a page) closes by size
 first.
 
-Governed by: ``warc_max_bytes`` (rotation size), --user-agent (recorded in warcinfo).
+Governed by: --warc-max-bytes (rotation size), --user-agent (recorded in warcinfo).
 """
 
 from __future__ import annotations

@@ -24,6 +24,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+from warcio.archiveiterator import ArchiveIterator
 
 from beamcrawl.simweb.audit import audit
 from beamcrawl.simweb.testing import running_simweb
@@ -39,9 +40,11 @@ MIN_DELAY = 0.05
 # every due URL gets its slot whatever the machine's load (outputs depend on the web only).
 # --max-delay 2 caps nothing (simweb's longest Crawl-delay is 2 s), so the audit's delays hold.
 WEB = {"hosts": 10, "seed": 5, "pages_per_host": 12, "latency_scale": 0.0}
+WARC_MAX = 16 * 1024  # the least --warc-max-bytes: a round's writers each rotate a few times
 CRAWL = [
     "--rounds", "2", "--resolve", "*=127.0.0.1", "--allow-private-networks",
     "--min-delay", str(MIN_DELAY), "--max-delay", "2", "--round-window", "60", "--max-body-bytes", "4096",
+    "--warc-max-bytes", str(WARC_MAX),
 ]  # fmt: skip
 
 
@@ -217,20 +220,30 @@ def test_the_cluster_reports_the_bytes_its_shuffles_moved_as_the_fnapi_runner_do
         assert not [key for key in on_flink["metrics"] if key.startswith("beam/metric:")]
 
 
-def test_the_cluster_writes_at_most_one_file_of_each_kind_per_writer_task(runs):
+def test_the_cluster_rotates_its_warc_files_by_size_and_writes_a_part_per_writer_task(runs):
     """Flink runs a batch task's whole partition as one bundle (Beam's max_bundle_size and
-    max_bundle_time_millis are for streaming): a writer opens one file per task and rotates it
-    by size, so a round of four tasks writes at most four of each kind, none near the rotation
-    size here; in process, the round is one bundle and one file of each kind."""
-    from beamcrawl.core.runtime.config import CrawlConfig
-
-    for name, most in (("flink", 4), ("local", 1)):
+    max_bundle_time_millis are for streaming): a writer opens one file per task and rotates
+    it by size. At --warc-max-bytes a WARC file ends with the capture (a response or revisit
+    and its request) that passes the size, on either runner, each file indexed by its own
+    CDXJ; a round of four tasks writes at most four Parquet parts of each table, in process one."""
+    out_of = {"flink": 4, "local": 1}
+    for name, most in out_of.items():
+        rotated = 0
         for report in _reports(runs[name]["out"]):
             files = report["files"]
-            assert 1 <= len(files["warc"]) == len(files["cdxj"]) <= most, (name, files)
+            assert 1 <= len(files["warc"]) == len(files["cdxj"]), (name, files)
             assert 1 <= len(files["pages"]) <= most and 1 <= len(files["links"]) <= most, (name, files)
             for rel in files["warc"]:
-                assert (runs[name]["out"] / rel).stat().st_size < CrawlConfig.warc_max_bytes
+                with open(runs[name]["out"] / rel, "rb") as fh:
+                    records = ArchiveIterator(fh)
+                    starts = [records.get_record_offset() for _ in records]
+                index = (runs[name]["out"] / rel).with_suffix("").with_suffix(".cdxj").read_text().splitlines()
+                captures = sorted(int(json.loads(line.split(" ", 2)[2])["offset"]) for line in index)
+                assert captures and set(captures) <= set(starts), (name, rel)
+                # the last capture starts under the size, and nothing but its request follows it
+                assert captures[-1] < WARC_MAX and len([at for at in starts if at > captures[-1]]) <= 1, (name, rel)
+            rotated += len(files["warc"]) > most
+        assert rotated, name  # the size, not the tasks, cut some round's files
 
 
 def test_an_embedded_store_is_refused_for_the_cluster(cluster, tmp_path):

@@ -375,7 +375,13 @@ class CrawlConfig:
         minimum=0,
         maximum=16,
     )
-    warc_max_bytes: int = 1024 * 1024 * 1024
+    warc_max_bytes: int = _setting(
+        1024 * 1024 * 1024,
+        "A WARC file is closed and the next begun once it holds this many bytes (gzipped; the "
+        "capture that passes the size ends the file). Each writer task writes its own files.",
+        minimum=16 * 1024,
+        unit="bytes",
+    )
     max_urls_per_host: int = 0  # 0 = only the round window limits a host's slots
     # Freshness (core/policy/change_rate.py). A fetched URL is due again once it has probably changed
     # (its change rate λ, estimated from its visits), never sooner than min_revisit_interval
