@@ -18,7 +18,10 @@ R = TypeVar("R", bound="RawLoopbackServer")
 
 
 class LoopbackServer:
-    """Serves every method and path on 127.0.0.1 at a free port with :meth:`handle`."""
+    """Serves every method and path on 127.0.0.1 (or another loopback ``address``) at a free
+    port with :meth:`handle`."""
+
+    address = "127.0.0.1"
 
     def __init__(self) -> None:
         self.port = 0
@@ -34,7 +37,7 @@ class LoopbackServer:
         app.router.add_route("*", "/{tail:.*}", self.handle)
         runner = web.AppRunner(app, access_log=None)
         loop.run_until_complete(runner.setup())
-        site = web.TCPSite(runner, "127.0.0.1", 0)
+        site = web.TCPSite(runner, self.address, 0)
         loop.run_until_complete(site.start())
         self.port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
         self.ready.set()

@@ -505,11 +505,14 @@ class HostCrawler:
         self.resolver.hold(hostname_of(target), self.deadline)  # the hop goes where it was judged to
         if answer.error is not None and is_refusal(answer.error):
             return _refused(entry, url, answer.error)
-        if self.cfg.ip_delay > 0:
-            # Shards are by IP: the target is this loop's when it is on this host's address.
-            if answer.ip is None or answer.ip != plan.record.ip:
-                return "elsewhere"
-        elif shard_of(target, self.cfg.fetch_shards) != plan.shard:
+        # The target's fetch shard, as the plans are keyed (transforms/assign_slots.py): by its
+        # address with --ip-delay (that address's clock is its shard's; this host's address is
+        # the one this plan was keyed by), else by its name. A target on another address whose
+        # shard is this plan's is this loop's too: only this host's address counted, and a hop
+        # to any other was never made.
+        by_ip = self.cfg.ip_delay > 0 and answer.ip is not None and answer.error is None
+        same_ip = by_ip and answer.ip == plan.record.ip
+        if not same_ip and shard_of(f"ip:{answer.ip}" if by_ip else target, self.cfg.fetch_shards) != plan.shard:
             return "elsewhere"
         if not is_robots_txt(url):  # /robots.txt is always allowed (RFC 9309 §2.2.2)
             rules = self._rules.get((target, urlsplit(url).scheme))
@@ -517,7 +520,8 @@ class HostCrawler:
                 return "forbidden"
         clock = self._clocks.get(target)
         if clock is None:  # a host with no plan in this loop: its clock starts here
-            clock = self._clocks[target] = HostRecord(host=target, delay=self.cfg.min_delay, ip=plan.record.ip)
+            # On the target's address: the hop takes that address's turn (--ip-delay).
+            clock = self._clocks[target] = HostRecord(host=target, delay=self.cfg.min_delay, ip=answer.ip)
         return clock
 
     def _book_ip(self, ip: str | None, end: float) -> None:

@@ -1228,3 +1228,142 @@ def test_a_host_first_reached_by_a_robots_hop_is_then_asked_at_its_own_plans_add
     assert [(r["host"], r["path"]) for r in log if r["host"] == "late.test"] == [("late.test", "/robots.txt")]
     (b,) = [v for k, v in out if k == "result" and v.url.endswith("/b")]
     assert b.outcome == "error" and "127.0.0.2" in (b.error or "")
+
+
+class OtherAddress(RedirectingServer):
+    """A RedirectingServer on 127.0.0.2: another server IP, with an --ip-delay clock of its own."""
+
+    address = "127.0.0.2"
+
+
+def _pinned(p: HostPlan, ip: str) -> HostPlan:
+    """``p`` with the address the resolve stage stored, and the fetch shard it keys (one shard)."""
+    p.record.ip, p.record.resolved_at, p.record.dns_ttl = ip, time.time(), 300.0
+    return p
+
+
+def test_with_an_ip_gap_a_robots_hop_to_a_host_on_another_address_this_loop_owns_is_made():
+    """With --ip-delay and one fetch shard, every address's clock is this loop's: src.test's
+    robots.txt moving to ok.test on 127.0.0.2 is followed there, on 127.0.0.2's clock. Before,
+    a hop to any address but src.test's own counted as another loop's: it was never made, in
+    any round (the plan is never routed by its hop under --ip-delay), and src.test was never
+    crawled."""
+    with serving(RedirectingServer()) as one, serving(OtherAddress()) as two:
+        two.robots["ok.test"] = (200, "User-agent: *\nDisallow: /private\n")
+        one.moves[("src.test", "/robots.txt")] = f"http://ok.test:{two.port}/robots.txt"
+        config = cfg(ip_delay=0.1, fetch_shards=1, resolve=(("ok.test", "127.0.0.2"), ("*.test", "127.0.0.1")))
+        src = _pinned(plan(one, "src.test", ["/a", "/private/b"]), "127.0.0.1")
+        results, hosts = run(config, [src])
+        log = list(one.log) + list(two.log)
+    assert [(r["host"], r["path"]) for r in sorted(log, key=lambda r: r["start"])] == [
+        ("src.test", "/robots.txt"),
+        ("ok.test", "/robots.txt"),
+        ("src.test", "/a"),
+    ]
+    pages = {r.url.rsplit("/", 1)[1]: r.outcome for r in results if r.entry.source != "robots"}
+    assert pages == {"a": "fetched", "b": "robots_disallowed"}
+    assert hosts[f"src.test:{one.port}"].robots["kind"] == "parsed"
+
+
+class ChainServer(MockServer):
+    """Answers ``/robots.txt`` of a host in ``self.answers`` with its (status, headers), logged."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.answers: dict[str, tuple[int, dict[str, str]]] = {}
+
+    async def _handle(self, request: web.Request) -> web.StreamResponse:
+        host = request.host.rsplit(":", 1)[0]
+        if request.path_qs != "/robots.txt" or host not in self.answers:
+            return await super()._handle(request)
+        start = time.time()
+        status, headers = self.answers[host]
+        resp = web.Response(status=status, body=b"", headers={"Content-Type": "text/plain", **headers})
+        await resp.prepare(request)
+        await resp.write_eof()
+        self._log.append({"start": start, "end": time.time(), "host": host, "path": request.path_qs})
+        return resp
+
+
+class ChainServerTwo(ChainServer):
+    address = "127.0.0.2"
+
+
+_ENDS = {
+    "ok": (200, {}),
+    "gone": (404, {}),
+    "slow down": (429, {"Retry-After": "1"}),
+    "down": (503, {}),
+}
+
+
+@settings(max_examples=8, deadline=None)
+@given(
+    addresses=st.lists(st.sampled_from(["127.0.0.1", "127.0.0.2"]), min_size=4, max_size=4),
+    chain=st.lists(st.integers(min_value=0, max_value=3), min_size=1, max_size=4, unique=True),
+    end=st.sampled_from(sorted(_ENDS)),
+    planned=st.sets(st.integers(min_value=0, max_value=3), max_size=2),
+    ip_delay=st.sampled_from([0.0, 0.05]),
+)
+def test_robots_redirect_chains_across_hosts_and_addresses_end_and_keep_every_clock(
+    addresses, chain, end, planned, ip_delay
+):
+    """src.test's robots.txt leads through a chain of hosts h0..h3.test (each on 127.0.0.1 or
+    127.0.0.2), the last answering ``end``; some of those hosts have plans of their own (a
+    Crawl-delay of 0.5 s the last round stored). With one fetch shard every clock is this
+    loop's, so the chain is made in this round and ends with an answer for src.test. On the
+    servers' side: no two requests to a host overlap or come closer than its delay (never
+    lowered by a hop), a Retry-After is kept, and with --ip-delay no two requests to an
+    address come closer than that."""
+    with serving(ChainServer()) as one, serving(ChainServerTwo()) as two:
+        servers = {"127.0.0.1": one, "127.0.0.2": two}
+        names = [f"h{i}.test" for i in range(4)]
+        port = {name: servers[ip].port for name, ip in zip(names, addresses)}
+        hops = [names[i] for i in chain]
+        one.answers["src.test"] = (301, {"Location": f"http://{hops[0]}:{port[hops[0]]}/robots.txt"})
+        for here, there in zip(hops, hops[1:]):
+            servers[addresses[names.index(here)]].answers[here] = (
+                301,
+                {"Location": f"http://{there}:{port[there]}/robots.txt"},
+            )
+        servers[addresses[names.index(hops[-1])]].answers[hops[-1]] = _ENDS[end]
+        config = cfg(
+            ip_delay=ip_delay,
+            fetch_shards=1,
+            round_window=12,
+            resolve=tuple((n, ip) for n, ip in zip(names, addresses)) + (("*.test", "127.0.0.1"),),
+        )
+        plans = [_pinned(plan(one, "src.test", ["/a"]), "127.0.0.1")]
+        for i in sorted(planned):
+            name, server = names[i], servers[addresses[i]]
+            p = _pinned(
+                plan(server, name, ["/p1", "/p2"], robots_known="User-agent: *\nCrawl-delay: 0.5\n", delay=0.5),
+                addresses[i],
+            )
+            p.record.delay = 0.5
+            plans.append(p)
+        began = time.monotonic()
+        results, hosts = run(config, plans)
+        took = time.monotonic() - began
+        log = list(one.log) + list(two.log)
+    assert took < 12 + 3
+    src = hosts[f"src.test:{one.port}"]
+    assert src.robots is not None, "the chain ended without an answer"
+    want = "parsed" if end in ("ok", "gone") else "disallow_all"
+    assert src.robots["kind"] in ((want, "allow_all") if want == "parsed" else (want,))
+    floors = {names[i]: 0.5 for i in planned}
+    for host, reqs in per_host(log).items():
+        floor = floors.get(host, 0.2)
+        for prev, nxt in zip(reqs, reqs[1:]):
+            gap = nxt["start"] - prev["end"]
+            assert gap >= floor - 0.01, (host, prev, nxt)
+            if host == hops[-1] and end == "slow down" and prev["path"] == "/robots.txt":
+                assert gap >= 0.99, ("Retry-After not kept", prev, nxt)
+    if ip_delay:
+        for ip in servers:
+            on_ip = sorted(
+                (r for r in log if (addresses[names.index(r["host"])] if r["host"] in names else "127.0.0.1") == ip),
+                key=lambda r: r["start"],
+            )
+            for prev, nxt in zip(on_ip, on_ip[1:]):
+                assert nxt["start"] - prev["end"] >= ip_delay - 0.01, (ip, prev, nxt)
