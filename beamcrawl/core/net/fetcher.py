@@ -609,7 +609,10 @@ class HostCrawler:
     async def _fetch_robots(self, plan: HostPlan, record: HostRecord, scheme: str) -> RobotsRules | None | object:
         """Fetches robots.txt (following up to max_redirects), caches the answer in the record
         and returns the rules in force; None when the round window ended before an answer,
-        :data:`ROUTED` when a redirect leads to a host another loop owns (``robots_via``).
+        :data:`ROUTED` when the first other host the redirects lead to (``robots_via``) is one
+        another loop owns: a later round plans the fetch in its shard. A hop that no round can
+        make (a later host of the chain in another shard than that first one, or an address of
+        another shard with ``--ip-delay``) counts the file unreachable.
 
         A hop to another host waits for that host's turn (one request in flight, its delay)
         and books its response on that host's clock; a hop its robots.txt forbids is not
@@ -625,6 +628,7 @@ class HostCrawler:
         )
         status: int | None = None
         body: bytes | None = None
+        foreign = ""  # the first host other than this one the hops lead to
         for hop in range(self.cfg.max_redirects + 1):
             # Every hop is a request to its own host, on that host's clock.
             clock: HostRecord | str | FetchResult = record
@@ -632,16 +636,27 @@ class HostCrawler:
             if hop > 0:
                 target = host_of(url)  # a normalised URL's (a Location that is none ends the hops below)
                 if target != plan.host:
-                    record.robots_via = target
+                    if not foreign:
+                        # The host the next fetch is planned by (in its shard, without --ip-delay).
+                        foreign = record.robots_via = target
                     clock = await self._hop_clock(plan, target, url, entry)
                     if isinstance(clock, FetchResult):  # refused by the address policy
                         self.emit("result", clock)
                         status, body = None, None
                         break
                     if clock == "elsewhere":
-                        # Not this loop's host: its own loop may be fetching it now. The answer
-                        # waits for a later round that plans this host in the target's shard.
-                        return ROUTED
+                        if target == foreign and self.cfg.ip_delay <= 0:
+                            # Not this loop's host: its own loop may be fetching it now. The
+                            # answer waits for a later round that plans this host in the
+                            # target's shard.
+                            return ROUTED
+                        # No round can make this hop: its host is in another shard than the
+                        # first host the hops led to, which the fetch is planned by (routed to
+                        # this one, it routed back: b.test's shard to c.test's and back, for
+                        # ever), or the plan's shard is its address's (--ip-delay). The file
+                        # counts as unreachable, asked again later on that schedule.
+                        status, body = None, None
+                        break
                     if isinstance(clock, str):
                         status, body = None, None  # the hop is forbidden: no answer (unreachable)
                         break

@@ -1367,3 +1367,63 @@ def test_robots_redirect_chains_across_hosts_and_addresses_end_and_keep_every_cl
             )
             for prev, nxt in zip(on_ip, on_ip[1:]):
                 assert nxt["start"] - prev["end"] >= ip_delay - 0.01, (ip, prev, nxt)
+
+
+def _shards_apart(*hosts: str) -> int:
+    """A fetch shard count that puts every one of ``hosts`` in a shard of its own."""
+    return next(n for n in range(2, 512) if len({shard_of(h, n) for h in hosts}) == len(hosts))
+
+
+@settings(max_examples=4, deadline=None)
+@given(rounds=st.integers(min_value=3, max_value=4), second=st.sampled_from(["b.test", "c.test"]))
+def test_a_robots_redirect_chain_through_two_other_shards_ends_rather_than_routing_for_ever(rounds, second):
+    """src.test's robots.txt moves to ``b.test``, whose robots.txt moves to ``c.test`` (or
+    the reverse), each in a fetch shard of its own. No round can make both hops (one loop owns
+    each clock): the chain ends, its file counted unreachable (asked again on that schedule),
+    within two rounds, and every round after also ends with an answer. Before, the round in
+    b.test's shard routed the fetch to c.test's, whose round routed it back to b.test's, for
+    ever: each round asked src.test again and its robots.txt never had an answer."""
+    first = "c.test" if second == "b.test" else "b.test"
+    with serving(RedirectingServer()) as server:
+        port = server.port
+        server.moves[("src.test", "/robots.txt")] = f"http://{first}:{port}/robots.txt"
+        server.moves[(first, "/robots.txt")] = f"http://{second}:{port}/robots.txt"
+        slots = [f"{h}:{port}" for h in ("src.test", "b.test", "c.test")]
+        shards = _shards_apart(*slots)
+        config = cfg(fetch_shards=shards)
+        p = plan(server, "src.test", ["/a"])
+        p = replace(p, shard=shard_of(slots[0], shards))
+        answers = []
+        for _ in range(rounds):
+            results, hosts = run(config, [p])
+            record = hosts[slots[0]]
+            answers.append(record.robots is not None)
+            # The next round, as the planner plans it (an unreachable answer is asked again
+            # once its retry is due: here at once).
+            record.robots_fetched_at -= 3600
+            again = plan_host(slots[0], p.entries, record, None, config, time.time())
+            assert again is not None
+            p = again
+    assert answers[1] and all(answers[1:]), answers
+    assert record.robots["kind"] == "disallow_all"
+
+
+def test_with_an_ip_gap_a_robots_hop_to_an_address_another_loop_owns_ends_the_fetch_unreachable():
+    """With --ip-delay a plan's shard is its address's, whatever its robots.txt redirects to:
+    a hop to an address of another shard can be made by no round. The fetch ends, the file
+    counted unreachable (asked again on that schedule), no request made to the other address.
+    Before, it was left for a round in the target's shard that never came: every round asked
+    src.test's robots.txt again and it never had an answer."""
+    shards = next(n for n in range(2, 512) if shard_of("ip:127.0.0.1", n) != shard_of("ip:127.0.0.2", n))
+    with serving(RedirectingServer()) as one, serving(OtherAddress()) as two:
+        one.moves[("src.test", "/robots.txt")] = f"http://ok.test:{two.port}/robots.txt"
+        config = cfg(ip_delay=0.1, fetch_shards=shards, resolve=(("ok.test", "127.0.0.2"), ("*.test", "127.0.0.1")))
+        src = _pinned(plan(one, "src.test", ["/a"]), "127.0.0.1")
+        src = replace(src, shard=shard_of("ip:127.0.0.1", shards))
+        results, hosts = run(config, [src])
+        log = list(one.log) + list(two.log)
+    assert [(r["host"], r["path"]) for r in log] == [("src.test", "/robots.txt")]
+    (a,) = [r for r in results if r.entry.source != "robots"]
+    assert a.outcome == "deferred" and a.error == "robots.txt unavailable"
+    record = hosts[f"src.test:{one.port}"]
+    assert record.robots["kind"] == "disallow_all" and record.robots_via == f"ok.test:{two.port}"
