@@ -574,6 +574,20 @@ class HostCrawler:
             self.waits_finished += 1
         return time.monotonic() - began
 
+    async def _wait_until(self, at: float) -> None:
+        """Sleeps until the epoch second ``at`` (a politeness wait), counted on the monotonic
+        clock from now, so that a step of the wall clock cannot shorten it."""
+        left = at - time.time()
+        if left <= 0:
+            return
+        until = time.monotonic() + left
+        self.waits_started += 1
+        try:
+            while (left := until - time.monotonic()) > 0:
+                await asyncio.sleep(left)
+        finally:
+            self.waits_finished += 1
+
     def _turn_gap(self, record: HostRecord, delay: float) -> float:
         """Seconds until the host's turn: on the wall clock from its booked end (which also
         carries earlier rounds' and other loops' requests, and Retry-After holds), and on the
@@ -615,7 +629,8 @@ class HostCrawler:
         another shard with ``--ip-delay``) counts the file unreachable.
 
         A hop to another host waits for that host's turn (one request in flight, its delay)
-        and books its response on that host's clock; a hop its robots.txt forbids is not
+        and for the Retry-After of the redirect that named it (RFC 9110 §10.2.3), and books
+        its response on that host's clock; a hop its robots.txt forbids is not
         made, and the file counts as unreachable. So does a 2xx cut short by a slow transfer,
         or whose Content-Encoding (or transfer coding) cannot be undone: what arrived is not
         the file to read rules from."""
@@ -629,6 +644,7 @@ class HostCrawler:
         status: int | None = None
         body: bytes | None = None
         foreign = ""  # the first host other than this one the hops lead to
+        redirect_at = 0.0  # a redirect's Retry-After: no hop before this (epoch seconds)
         for hop in range(self.cfg.max_redirects + 1):
             # Every hop is a request to its own host, on that host's clock.
             clock: HostRecord | str | FetchResult = record
@@ -666,10 +682,13 @@ class HostCrawler:
                     # target went at --min-delay under its Crawl-delay.
                     floor = wait = max(self.cfg.min_delay, clock.delay)
             assert isinstance(clock, HostRecord)
-            if hop > 0 and not self._may_start(clock, wait, plan.shard):
-                # The hop's host is held (Retry-After, back-off) past the window: no answer this
-                # round, rather than a sleep through the hold with this host's slot.
+            if hop > 0 and (redirect_at >= self.deadline or not self._may_start(clock, wait, plan.shard)):
+                # The hop's host is held (Retry-After, back-off) past the window, or the redirect
+                # asked for a wait past it: no answer this round, rather than a sleep through
+                # the hold with this host's slot.
                 return None
+            if redirect_at > 0:
+                await self._wait_until(redirect_at)
             result = await self._request(clock, entry, url, clock.ip if hop == 0 else None, wait, plan.shard)
             if result is None:
                 return None  # no answer this round: the cached state stays as it was
@@ -700,6 +719,11 @@ class HostCrawler:
                 break
             location = result.header("location")
             if status in (301, 302, 303, 307, 308) and location:
+                # Its Retry-After is the wait before the redirected request (RFC 9110
+                # §10.2.3), which was made on the target's clock alone.
+                redirect_at = politeness.redirect_hold(
+                    status, result.header("retry-after"), result.fetched_at + result.elapsed
+                )
                 try:
                     # The hop goes out as any crawled URL does, normalised: its target is then
                     # sent as held and named so in its WARC records (core/net/wire.py); the

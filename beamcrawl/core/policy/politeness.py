@@ -103,6 +103,16 @@ def after_response(
     return DelayDecision(delay, 0.0, 0)
 
 
+def redirect_hold(status: int | None, retry_after: str | None, end: float) -> float:
+    """Earliest epoch second at which a redirect answered at ``end`` may be followed: a
+    Retry-After sent with a 3xx is the least time the client is asked to wait before issuing
+    the redirected request (RFC 9110 §10.2.3); 0 when there is nothing to wait for."""
+    if status is None or not 300 <= status < 400:
+        return 0.0
+    wait = parse_retry_after(retry_after, end)
+    return end + wait if wait else 0.0
+
+
 def next_allowed(last_fetch_end: float, delay: float, not_before: float) -> float:
     """Earliest epoch second at which the host may get its next request."""
     return max(last_fetch_end + delay + SAFETY_MARGIN, not_before)

@@ -7,6 +7,7 @@ the server's side, as a site owner would see it.
 from __future__ import annotations
 
 import asyncio
+import email.utils
 import functools
 import gc
 import gzip
@@ -1427,3 +1428,50 @@ def test_with_an_ip_gap_a_robots_hop_to_an_address_another_loop_owns_ends_the_fe
     assert a.outcome == "deferred" and a.error == "robots.txt unavailable"
     record = hosts[f"src.test:{one.port}"]
     assert record.robots["kind"] == "disallow_all" and record.robots_via == f"ok.test:{two.port}"
+
+
+class HeldRedirect(MockServer):
+    """src.test's ``/robots.txt`` answers 301 to ``location`` with a Retry-After of ``wait``
+    seconds, as delta-seconds or as an HTTP date (``date``); ``held_until`` is the time it
+    names (a date has whole seconds)."""
+
+    def __init__(self, location: str, wait: int, date: bool) -> None:
+        super().__init__()
+        self.location, self.wait, self.date = location, wait, date
+        self.held_until = 0.0
+
+    async def _handle(self, request: web.Request) -> web.StreamResponse:
+        if request.host.split(":")[0] != "src.test" or request.path_qs != "/robots.txt":
+            return await super()._handle(request)
+        start = time.time()
+        if self.date:
+            self.held_until = float(int(start + self.wait + 1))
+            value = email.utils.formatdate(self.held_until, usegmt=True)
+        else:
+            value = str(self.wait)
+        headers = {"Location": self.location, "Retry-After": value, "Content-Type": "text/plain"}
+        resp = web.Response(status=301, headers=headers)
+        await resp.prepare(request)
+        await resp.write_eof()
+        end = time.time()
+        if not self.date:
+            self.held_until = end + self.wait
+        self._log.append({"start": start, "end": end, "host": "src.test", "path": request.path_qs})
+        return resp
+
+
+@settings(max_examples=4, deadline=None)
+@given(wait=st.integers(min_value=1, max_value=2), date=st.booleans(), same_host=st.booleans())
+def test_a_retry_after_on_a_robots_redirect_is_waited_before_the_redirected_request(wait, date, same_host):
+    """RFC 9110 §10.2.3: a Retry-After sent with a 3xx is the least time to wait before issuing
+    the redirected request. src.test's robots.txt moves (to ok.test's, or to another target
+    on src.test) with one: the hop goes no sooner. Before, the Retry-After of a 3xx was not
+    read: the hop went after the target's delay (0.2 s), or at once to a host not asked yet."""
+    with serving(HeldRedirect("", wait, date)) as server:
+        port = server.port
+        server.location = "/robots.txt?moved" if same_host else f"http://ok.test:{port}/robots.txt"
+        results, _ = run(cfg(fetch_shards=1), [plan(server, "src.test", ["/a"])])
+        log = sorted(server.log, key=lambda r: r["start"])
+    assert [r["path"] for r in log] == ["/robots.txt", "/robots.txt?moved" if same_host else "/robots.txt", "/a"]
+    assert log[1]["start"] >= server.held_until - 0.01, ("the redirect's Retry-After was not kept", log)
+    assert [r.outcome for r in results if r.entry.source != "robots"] == ["fetched"]
