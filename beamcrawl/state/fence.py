@@ -282,6 +282,23 @@ class StoreFence:
         self.requests += 1
         return self._stop or self._lost.get(shard)
 
+    async def record_clock(self, record: HostRecord) -> None:
+        """Records the clock of ``record.host`` after a response that no host record of this
+        loop may carry into the store (a robots.txt hop to a host with no plan here, or one
+        whose plan is done): its end, and the delay and holds it set (a Retry-After, a
+        back-off). A failed write is logged: the next request's clock is written anyway."""
+        self.open()
+        loop = asyncio.get_running_loop()
+        end = record.last_fetch_end
+        done: asyncio.Future[None] = loop.create_future()
+        self._pending.append((Mutation.set(record.host.encode(), clock_cells(record, end, record.delay)), done))
+        if self._flusher is None or self._flusher.done():
+            self._flusher = loop.create_task(self._flush())
+        try:
+            await done
+        except Exception as exc:
+            log.warning("the clock of %s after a robots.txt hop was not recorded: %s", record.host, exc)
+
     def _landed(self, took: float) -> None:
         """A clock written in time, ``took`` seconds from its write to the request's resuming:
         the margin of the next comes back toward CLOCK_AHEAD while writes take under a

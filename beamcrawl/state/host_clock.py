@@ -8,7 +8,10 @@ the request went out at the latest (``at``: written before it, a little ahead of
 the request is not sent past it), the end of the response before it, and the delay and
 ``not_before`` in force then (a Crawl-delay learnt this round, a Retry-After, a back-off). A
 reader merges it into the record only when it is newer than what the record knows
-(:func:`merge_clock`); the request's own end is unknown, so its start stands for it.
+(:func:`merge_clock`); the request's own end is unknown, so its start stands for it. After a
+robots.txt redirect hop's answer the target's cell is written again, ``at`` the answer's end
+with the holds it set (a Retry-After): no host record of the loop carries a host it has no
+plan for.
 
 The cell is written before every request, so it is binary (``schemas/cells.py``, format 0x08:
 the four values as doubles, 33 bytes); cells written as a JSON object before still read.

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import email.utils
 import json
 import time
 
@@ -469,3 +470,79 @@ def test_a_request_whose_clock_landed_after_the_window_is_not_sent(tmp_path):
     assert web.log == []  # nothing went out after the window
     assert [r.outcome for r in results] == ["deferred"] * 3
     assert {r.error for r in results} == {"round window ended"}
+
+
+class HeldHop(RawLoopbackServer):
+    """src.test's robots.txt moves to ok.test's, which answers ``status`` with a Retry-After of
+    ``wait`` seconds (delta-seconds, or an HTTP date with ``date``); logs ``(host, path,
+    arrival)`` and when the hop's answer ended."""
+
+    def __init__(self, status: int, wait: int, date: bool) -> None:
+        super().__init__()
+        self.status, self.wait, self.date = status, wait, date
+        self.log: list[tuple[str, str, float]] = []
+        self.held_until = 0.0
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        head = await read_head(reader, writer)
+        if head is None:
+            return
+        path = head.split(b" ", 2)[1].decode("latin-1")
+        host = next(
+            (
+                line.split(b":", 1)[1].strip().decode("latin-1")
+                for line in head.split(b"\r\n")
+                if line[:5].lower() == b"host:"
+            ),
+            "",
+        ).rsplit(":", 1)[0]
+        self.log.append((host, path, time.time()))
+        if host == "src.test":
+            answer = b"301 Moved\r\nLocation: http://ok.test:%d/robots.txt" % self.port
+        else:
+            now = time.time()
+            if self.date:
+                self.held_until = float(int(now + self.wait))
+                value = email.utils.formatdate(self.held_until, usegmt=True)
+            else:
+                self.held_until = now + self.wait
+                value = str(self.wait)
+            answer = b"%d Busy\r\nRetry-After: %s" % (self.status, value.encode())
+        writer.write(b"HTTP/1.1 " + answer + b"\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+        try:
+            await writer.drain()
+        except ConnectionError:
+            pass
+        writer.close()
+
+
+@settings(max_examples=6, deadline=None)
+@given(status=st.sampled_from([429, 503]), wait=st.integers(min_value=30, max_value=86400), date=st.booleans())
+def test_a_retry_after_answered_to_a_robots_hop_holds_the_next_rounds_requests_to_its_host(
+    tmp_path_factory, status, wait, date
+):
+    """src.test's robots.txt moves to ok.test, which answers the hop with a Retry-After; ok.test
+    has no plan this round, so no host record of it is written. The next round reads ok.test
+    from the store and plans nothing for it before the Retry-After ends. Before, the hold lived
+    only in the loop's memory: the clock written before the hop has no answer in it, and the
+    next round could ask ok.test as soon as its delay passed."""
+    store_uri = f"sqlite:///{tmp_path_factory.mktemp('hop')}/s.sqlite"
+    with HeldHop(status, wait, date) as web, open_store(store_uri) as store:
+        src, ok = f"src.test:{web.port}", f"ok.test:{web.port}"
+        cfg = dataclasses.replace(config(store_uri, 0.1), fetch_shards=1, round_window=5)
+        plan = plan_host(src, entries(src, 1), HostRecord(host=src), None, cfg, time.time())
+        fence = StoreFence(store_uri, None)
+        fence.claim(plan.shard)
+        runner = FetchRunner(cfg, fence)
+        try:
+            runner.submit(plan)
+            results_of(runner)
+        finally:
+            runner.close()
+            fence.close()
+        assert [(h, p) for h, p, _ in web.log] == [("src.test", "/robots.txt"), ("ok.test", "/robots.txt")]
+        record = read_host(ok, store.read_keys("hosts", [ok.encode()]).get(ok.encode()))
+    held = politeness.next_allowed(record.last_fetch_end, record.delay, record.not_before)
+    assert held >= web.held_until - 1.0, (
+        f"ok.test may be asked {web.held_until - held:.0f}s before its Retry-After ends"
+    )

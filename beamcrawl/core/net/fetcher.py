@@ -123,6 +123,9 @@ class RequestGuard(Protocol):
 
     async def before_request(self, record: HostRecord, shard: int, delay: float) -> str | None: ...
 
+    # Optional: ``async def record_clock(self, record: HostRecord) -> None``, the host's clock
+    # recorded after a robots.txt hop's answer (no host record of this loop may carry it).
+
 
 class ResponseRefused(aiohttp.ClientError):
     """A response outside the limits (too many header lines): recorded as a fetch error."""
@@ -699,6 +702,14 @@ class HostCrawler:
                 clock = self._clocks.get(clock.host, clock)
                 floor = max(floor, clock.delay)
             self._after(clock, result, None, floor)
+            if clock is not record:
+                # The target's clock goes to the store now: a host with no plan here has no
+                # record this loop writes (its plan's may be written already), and the
+                # clock written before the hop holds no answer. A Retry-After answered to
+                # the hop lived only in this loop, and the next round asked the host early.
+                recorder = getattr(self.guard, "record_clock", None)
+                if recorder is not None:
+                    await recorder(clock)
             self.emit("result", result)
             if result.outcome != "fetched":
                 status, body = None, None
