@@ -37,7 +37,7 @@ import uuid
 from typing import Any, Mapping
 
 from beamcrawl.schemas.records import HostRecord
-from beamcrawl.state.host_clock import CLOCK_AHEAD, clock_cells
+from beamcrawl.state.host_clock import CLOCK_AHEAD, clock_cells, read_host
 from beamcrawl.stores.base import Store, open_store
 from beamcrawl.stores.interface import Mutation
 
@@ -281,6 +281,21 @@ class StoreFence:
             self.wait_seconds += time.monotonic() - began
         self.requests += 1
         return self._stop or self._lost.get(shard)
+
+    async def stored_clock(self, host: str) -> HostRecord | None:
+        """The record the store has for ``host``, its clock cell merged in (what the next
+        round's planner would read), or None when it has none or the read failed: for a
+        robots.txt hop to a host with no plan in this loop, whose clock the loop starts."""
+        self.open()
+        assert self._pool is not None and self.store is not None
+        key = host.encode()
+        try:
+            rows = await asyncio.get_running_loop().run_in_executor(self._pool, self.store.read_keys, "hosts", [key])
+            cells = rows.get(key)
+            return read_host(host, cells) if cells else None
+        except Exception as exc:  # the request's own clock write will meet the store's trouble
+            log.warning("the stored clock of %s could not be read: %s", host, exc)
+            return None
 
     async def record_clock(self, record: HostRecord) -> None:
         """Records the clock of ``record.host`` after a response that no host record of this

@@ -42,6 +42,7 @@ from beamcrawl.state.fence import (
 )
 from beamcrawl.state.host_clock import CLOCK_AHEAD, CLOCK_CELL, clock_cells, merge_clock, read_host
 from beamcrawl.stores.base import open_store
+from beamcrawl.stores.interface import Mutation
 from beamcrawl.transforms.assign_slots import plan_host
 from loopback import RawLoopbackServer, read_head  # tests/loopback.py
 
@@ -546,3 +547,37 @@ def test_a_retry_after_answered_to_a_robots_hop_holds_the_next_rounds_requests_t
     assert held >= web.held_until - 1.0, (
         f"ok.test may be asked {web.held_until - held:.0f}s before its Retry-After ends"
     )
+
+
+@settings(max_examples=4, deadline=None)
+@given(held=st.booleans(), delay=st.floats(min_value=1.0, max_value=2.0))
+def test_a_robots_hop_to_a_host_with_no_plan_keeps_the_clock_the_store_has_for_it(tmp_path_factory, held, delay):
+    """ok.test has no plan this round, but the store has its clock: its last request a moment
+    ago under a delay (a Crawl-delay, a slow-down) of ``delay`` s, or a Retry-After that holds
+    it past the window (``held``). src.test's robots.txt moves to ok.test: the hop waits for
+    that clock, or is not made this round. Before, the loop started ok.test's clock afresh
+    (--min-delay, no request known, no hold) and the hop went at once."""
+    store_uri = f"sqlite:///{tmp_path_factory.mktemp('stored')}/s.sqlite"
+    with HeldHop(200, 0, False) as web, open_store(store_uri) as store:
+        src, ok = f"src.test:{web.port}", f"ok.test:{web.port}"
+        stored = HostRecord(host=ok, delay=delay, last_fetch_end=time.time())
+        if held:
+            stored.not_before = time.time() + 3600
+        store.mutate("hosts", [Mutation.set(ok.encode(), stored.to_cells())])
+        cfg = dataclasses.replace(config(store_uri, 0.1), fetch_shards=1, round_window=5)
+        plan = plan_host(src, entries(src, 1), HostRecord(host=src), None, cfg, time.time())
+        fence = StoreFence(store_uri, None)
+        fence.claim(plan.shard)
+        runner = FetchRunner(cfg, fence)
+        try:
+            runner.submit(plan)
+            results = results_of(runner)
+        finally:
+            runner.close()
+            fence.close()
+    hops = [at for host, _, at in web.log if host == "ok.test"]
+    if held:
+        assert hops == [], "the hop went to a host held past the window"
+        assert [r.outcome for r in results if r.entry.source != "robots"] == ["deferred"]
+    else:
+        assert len(hops) == 1 and hops[0] >= stored.last_fetch_end + delay, (hops, stored)

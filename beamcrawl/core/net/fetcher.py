@@ -124,7 +124,9 @@ class RequestGuard(Protocol):
     async def before_request(self, record: HostRecord, shard: int, delay: float) -> str | None: ...
 
     # Optional: ``async def record_clock(self, record: HostRecord) -> None``, the host's clock
-    # recorded after a robots.txt hop's answer (no host record of this loop may carry it).
+    # recorded after a robots.txt hop's answer (no host record of this loop may carry it), and
+    # ``async def stored_clock(self, host: str) -> HostRecord | None``, the clock the store has
+    # for a host a hop leads to that has no plan in the loop.
 
 
 class ResponseRefused(aiohttp.ClientError):
@@ -523,8 +525,20 @@ class HostCrawler:
                 return "forbidden"
         clock = self._clocks.get(target)
         if clock is None:  # a host with no plan in this loop: its clock starts here
+            # From the clock the store has for it (its last request, delay and holds from an
+            # earlier round): started afresh, a hop went at once to a host whose Crawl-delay
+            # had not passed since its last request, or that a Retry-After held for an hour.
+            loader = getattr(self.guard, "stored_clock", None)
+            stored = await loader(target) if loader is not None else None
             # On the target's address: the hop takes that address's turn (--ip-delay).
-            clock = self._clocks[target] = HostRecord(host=target, delay=self.cfg.min_delay, ip=answer.ip)
+            fresh = HostRecord(host=target, delay=self.cfg.min_delay, ip=answer.ip)
+            clock = self._clocks.setdefault(target, fresh)  # another hop's or its plan's, if one came meanwhile
+            if stored is not None:
+                clock.last_fetch_end = max(clock.last_fetch_end, stored.last_fetch_end)
+                clock.not_before = max(clock.not_before, stored.not_before)
+                clock.delay = max(clock.delay, stored.delay)
+                if clock is fresh:
+                    self._book_ip(answer.ip, stored.last_fetch_end)
         return clock
 
     def _book_ip(self, ip: str | None, end: float) -> None:
