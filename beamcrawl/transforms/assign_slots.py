@@ -28,7 +28,6 @@ Governed by: --min-delay, --max-delay, --round-window, --fetch-shards, --blockli
 from __future__ import annotations
 
 import dataclasses
-import fnmatch
 import math
 from typing import Iterable, Iterator
 
@@ -40,7 +39,7 @@ from beamcrawl.core.policy import politeness, refusals
 from beamcrawl.core.policy.budget_rules import cap_new_pages
 from beamcrawl.core.policy.robots import RobotsRules, cached_rules, retry_unreachable_at
 from beamcrawl.core.runtime.config import CrawlConfig
-from beamcrawl.core.urls.hostkeys import host_key, hostname_of, shard_of
+from beamcrawl.core.urls.hostkeys import blocklisted, shard_of
 from beamcrawl.schemas.records import (
     FrontierEntry,
     HostPlan,
@@ -87,12 +86,6 @@ def fetch_shard(host: str, record: HostRecord | None, shards: int, ip_delay: flo
     if ip_delay > 0 and record is not None and record.ip and not record.dns_error:
         return shard_of(f"ip:{record.ip}", shards)
     return shard_of(host, shards)
-
-
-def blocklisted(host: str, patterns: Iterable[str]) -> bool:
-    """Whether ``--blocklist`` names the host (slot key ``host[:port]`` or bare name; globs)."""
-    names = {host.lower(), hostname_of(host), host_key(host)}
-    return any(fnmatch.fnmatchcase(name, pattern) for pattern in patterns for name in names)
 
 
 def hold_reason(

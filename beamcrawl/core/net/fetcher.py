@@ -52,7 +52,7 @@ from beamcrawl.core.net.gate import AddressRefused, open_session
 from beamcrawl.core.net.wire import client_headers, header_url, request_url
 from beamcrawl.core.net.netpolicy import ResolveRules
 from beamcrawl.core.net.resolver import REFUSED, FetchRefused, PolicyResolver, hostname_of
-from beamcrawl.core.urls.hostkeys import shard_of
+from beamcrawl.core.urls.hostkeys import blocklisted, shard_of
 from beamcrawl.core.urls.urlnorm import host_of, normalize
 from beamcrawl.core.policy import usage_prefs
 from beamcrawl.core.policy.robots import MAX_ROBOTS_BYTES, RobotsRules, cached_rules, is_robots_txt, whole_lines
@@ -503,9 +503,12 @@ class HostCrawler:
         Returns the target's live record when this loop owns the target (its fetch shard is
         this plan's: the loop keeps its clock), ``"elsewhere"`` when it does not (another loop
         may be fetching it now), ``"forbidden"`` when the target's robots.txt forbids the hop
-        (or is not known here and the hop is not to ``/robots.txt``), and the refused result
+        (or is not known here and the hop is not to ``/robots.txt``) or ``--blocklist`` names
+        the target, and the refused result
         when the address policy refuses the target: no request is made, so no clock is needed.
         """
+        if self.cfg.blocklist and blocklisted(target, self.cfg.blocklist):
+            return "forbidden"  # --blocklist: the host gets no fetches, hops included
         answer = await self.resolver.resolution(hostname_of(target))
         self.resolver.hold(hostname_of(target), self.deadline)  # the hop goes where it was judged to
         if answer.error is not None and is_refusal(answer.error):

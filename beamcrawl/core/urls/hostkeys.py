@@ -26,11 +26,12 @@ Pure: no Beam, no store. tldextract is only imported when a domain is first need
 
 from __future__ import annotations
 
+import fnmatch
 import ipaddress
 import re
 import threading
 from functools import lru_cache
-from typing import Any
+from typing import Any, Iterable
 from urllib.parse import quote
 
 import mmh3
@@ -106,6 +107,13 @@ def hostname_of(slot: str) -> str:
     """The host name of a slot key as a resolver takes it (IPv6 without brackets). Never empty."""
     key = host_key(slot)
     return key[1:-1] if key.startswith("[") else key
+
+
+def blocklisted(host: str, patterns: Iterable[str]) -> bool:
+    """Whether ``--blocklist`` names the host (slot key ``host[:port]`` or bare name; globs):
+    the planner gives it no slots, and no robots.txt redirect hop goes to it."""
+    names = {host.lower(), hostname_of(host), host_key(host)}
+    return any(fnmatch.fnmatchcase(name, pattern) for pattern in patterns for name in names)
 
 
 def is_ip_key(key: str) -> bool:

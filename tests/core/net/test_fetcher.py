@@ -31,7 +31,7 @@ from beamcrawl.schemas.records import FetchResult, FrontierEntry, HostPlan, Host
 from beamcrawl.core.urls.hostkeys import shard_of
 from beamcrawl.core.urls.urlnorm import normalize
 from beamcrawl.schemas.due_rows import DueRows
-from beamcrawl.transforms.assign_slots import hold_reason, packed_plan, plan_host
+from beamcrawl.transforms.assign_slots import blocklisted, hold_reason, packed_plan, plan_host
 from loopback import LoopbackServer, serving  # noqa: E402  (tests/loopback.py)
 
 
@@ -1475,3 +1475,33 @@ def test_a_retry_after_on_a_robots_redirect_is_waited_before_the_redirected_requ
     assert [r["path"] for r in log] == ["/robots.txt", "/robots.txt?moved" if same_host else "/robots.txt", "/a"]
     assert log[1]["start"] >= server.held_until - 0.01, ("the redirect's Retry-After was not kept", log)
     assert [r.outcome for r in results if r.entry.source != "robots"] == ["fetched"]
+
+
+@settings(max_examples=8, deadline=None)
+@given(
+    pattern=st.sampled_from(
+        ["ok.test", "*.test", "o*", "ok.test:*", "*k.t*", "ok.example", "src.test", "?k.test", "ok"]
+    )
+)
+def test_a_robots_redirect_to_a_blocklisted_host_is_not_followed(pattern):
+    """--blocklist names hosts that get no fetches: src.test's robots.txt moving to ok.test is
+    followed there exactly when the planner would give ok.test slots (a blocklisted host's
+    file counts as unreachable), as a page's redirect to it is queued and never planned.
+    Before, the hop was made whatever the blocklist said: a request to a host the operator
+    had blocklisted."""
+    with serving(RedirectingServer()) as server:
+        server.moves[("src.test", "/robots.txt")] = f"http://ok.test:{server.port}/robots.txt"
+        config = cfg(fetch_shards=1, blocklist=(pattern,))
+        src = plan(server, "src.test", ["/a"])
+        if blocklisted(src.host, config.blocklist):
+            return  # the source itself is never planned
+        results, hosts = run(config, [src])
+        log = list(server.log)
+    hopped = [(r["host"], r["path"]) for r in log if r["host"] == "ok.test"]
+    if not blocklisted(f"ok.test:{server.port}", config.blocklist):
+        assert hopped == [("ok.test", "/robots.txt")]
+        return
+    assert hopped == []
+    (a,) = [r for r in results if r.entry.source != "robots"]
+    assert a.outcome == "deferred" and a.error == "robots.txt unavailable"
+    assert hosts[f"src.test:{server.port}"].robots["kind"] == "disallow_all"
