@@ -36,8 +36,10 @@ import time
 import uuid
 from typing import Any, Mapping
 
-from beamcrawl.schemas.records import HostRecord
+from beamcrawl.core.urls.hostkeys import host_key
+from beamcrawl.schemas.records import HostPolicy, HostRecord
 from beamcrawl.state.host_clock import CLOCK_AHEAD, clock_cells, read_host
+from beamcrawl.state.quarantine import quarantine_policy, quarantined_hosts
 from beamcrawl.stores.base import Store, open_store
 from beamcrawl.stores.interface import Mutation
 
@@ -295,6 +297,28 @@ class StoreFence:
             return read_host(host, cells) if cells else None
         except Exception as exc:  # the request's own clock write will meet the store's trouble
             log.warning("the stored clock of %s could not be read: %s", host, exc)
+            return None
+
+    async def stored_policy(self, host: str) -> HostPolicy | None:
+        """The operator's policy for ``host`` as the planner reads it (set on its slot, or on
+        its bare name; a quarantined host is paused without end), or None when there is none
+        or the read failed: for a robots.txt hop to a host with no plan in this loop."""
+        self.open()
+        assert self._pool is not None and self.store is not None
+        store = self.store
+        bare = host_key(host)
+
+        def read() -> HostPolicy | None:
+            rows = store.read_keys("policies", sorted({host.encode(), bare.encode()}))
+            policy = HostPolicy.from_cells(host, rows.get(host.encode()) or rows.get(bare.encode()))
+            if quarantined_hosts(store, [host]):
+                policy = quarantine_policy(host, policy)
+            return policy
+
+        try:
+            return await asyncio.get_running_loop().run_in_executor(self._pool, read)
+        except Exception as exc:  # the request's own clock write will meet the store's trouble
+            log.warning("the policy of %s could not be read: %s", host, exc)
             return None
 
     async def record_clock(self, record: HostRecord) -> None:

@@ -24,7 +24,7 @@ from beamcrawl.core.policy.robots import RobotsRules
 from beamcrawl.core.runtime.config import CrawlConfig
 from beamcrawl.pipelines.lease import RoundLease
 from beamcrawl.schemas import cells as cellfmt
-from beamcrawl.schemas.records import FrontierEntry, HostRecord
+from beamcrawl.schemas.records import FrontierEntry, HostPolicy, HostRecord
 from beamcrawl.state import fence as fence_module
 from beamcrawl.state.fence import (
     ATTEMPT_CELL,
@@ -581,3 +581,48 @@ def test_a_robots_hop_to_a_host_with_no_plan_keeps_the_clock_the_store_has_for_i
         assert [r.outcome for r in results if r.entry.source != "robots"] == ["deferred"]
     else:
         assert len(hops) == 1 and hops[0] >= stored.last_fetch_end + delay, (hops, stored)
+
+
+@settings(max_examples=8, deadline=None)
+@given(kind=st.sampled_from(["blocked", "paused", "min_delay", "none"]), bare=st.booleans())
+def test_a_robots_hop_to_a_host_with_no_plan_keeps_the_operators_policy_for_it(tmp_path_factory, kind, bare):
+    """The operator blocked ok.test, paused it for an hour, or set it a minimum delay of 1.5 s
+    (on its slot, or on its bare name, which covers its ports); ok.test has no plan this round
+    (a blocked or paused host gets none). src.test's robots.txt moves to ok.test: the hop is
+    not made to a blocked or paused host (the file counts as unreachable) and keeps the
+    minimum delay. Before, the policy was read only by the planner: the hop went at once."""
+    store_uri = f"sqlite:///{tmp_path_factory.mktemp('policy')}/s.sqlite"
+    with HeldHop(200, 0, False) as web, open_store(store_uri) as store:
+        src, ok = f"src.test:{web.port}", f"ok.test:{web.port}"
+        last = time.time()
+        store.mutate(
+            "hosts", [Mutation.set(ok.encode(), HostRecord(host=ok, delay=0.1, last_fetch_end=last).to_cells())]
+        )
+        key = "ok.test" if bare else ok
+        policy = HostPolicy(
+            host=key,
+            blocked=kind == "blocked",
+            pause_until=time.time() + 3600 if kind == "paused" else None,
+            min_delay_ms=1500 if kind == "min_delay" else None,
+        )
+        if kind != "none":
+            store.mutate("policies", [Mutation.set(key.encode(), policy.to_cells())])
+        cfg = dataclasses.replace(config(store_uri, 0.1), fetch_shards=1, round_window=5)
+        plan = plan_host(src, entries(src, 1), HostRecord(host=src), None, cfg, time.time())
+        fence = StoreFence(store_uri, None)
+        fence.claim(plan.shard)
+        runner = FetchRunner(cfg, fence)
+        try:
+            runner.submit(plan)
+            results = results_of(runner)
+        finally:
+            runner.close()
+            fence.close()
+    hops = [at for host, _, at in web.log if host == "ok.test"]
+    if kind in ("blocked", "paused"):
+        assert hops == [], f"the hop went to a {kind} host"
+        assert [r.error for r in results if r.entry.source != "robots"] == ["robots.txt unavailable"]
+    else:
+        assert len(hops) == 1
+        if kind == "min_delay":
+            assert hops[0] >= last + 1.5, "the operator's minimum delay was not kept"

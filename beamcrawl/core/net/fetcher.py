@@ -126,7 +126,8 @@ class RequestGuard(Protocol):
     # Optional: ``async def record_clock(self, record: HostRecord) -> None``, the host's clock
     # recorded after a robots.txt hop's answer (no host record of this loop may carry it), and
     # ``async def stored_clock(self, host: str) -> HostRecord | None``, the clock the store has
-    # for a host a hop leads to that has no plan in the loop.
+    # for a host a hop leads to that has no plan in the loop, and ``async def
+    # stored_policy(self, host: str) -> HostPolicy | None``, the operator's policy for it.
 
 
 class ResponseRefused(aiohttp.ClientError):
@@ -504,7 +505,7 @@ class HostCrawler:
         this plan's: the loop keeps its clock), ``"elsewhere"`` when it does not (another loop
         may be fetching it now), ``"forbidden"`` when the target's robots.txt forbids the hop
         (or is not known here and the hop is not to ``/robots.txt``) or ``--blocklist`` names
-        the target, and the refused result
+        the target, or the operator blocked or paused it, and the refused result
         when the address policy refuses the target: no request is made, so no clock is needed.
         """
         if self.cfg.blocklist and blocklisted(target, self.cfg.blocklist):
@@ -528,6 +529,13 @@ class HostCrawler:
                 return "forbidden"
         clock = self._clocks.get(target)
         if clock is None:  # a host with no plan in this loop: its clock starts here
+            # The operator's word on it, which the planner alone read: a blocked or paused
+            # host (none of its own URLs is planned) got the hop at once, and one with a
+            # minimum delay got it at --min-delay.
+            policy_of = getattr(self.guard, "stored_policy", None)
+            policy = await policy_of(target) if policy_of is not None else None
+            if policy is not None and (policy.blocked or (policy.pause_until or 0) > time.time()):
+                return "forbidden"
             # From the clock the store has for it (its last request, delay and holds from an
             # earlier round): started afresh, a hop went at once to a host whose Crawl-delay
             # had not passed since its last request, or that a Retry-After held for an hour.
@@ -536,6 +544,8 @@ class HostCrawler:
             # On the target's address: the hop takes that address's turn (--ip-delay).
             fresh = HostRecord(host=target, delay=self.cfg.min_delay, ip=answer.ip)
             clock = self._clocks.setdefault(target, fresh)  # another hop's or its plan's, if one came meanwhile
+            if policy is not None and policy.min_delay_ms:
+                clock.delay = max(clock.delay, policy.min_delay_ms / 1000.0)  # never lowered after
             if stored is not None:
                 clock.last_fetch_end = max(clock.last_fetch_end, stored.last_fetch_end)
                 clock.not_before = max(clock.not_before, stored.not_before)
