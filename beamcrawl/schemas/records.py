@@ -618,7 +618,7 @@ class FetchResult:
     reason: str = ""
     request_headers: list[tuple[str, str]] = field(default_factory=list)
     response_headers: list[tuple[str, str]] = field(default_factory=list)
-    raw_body: bytes = b""  # as transferred (content-encoded), for the WARC record
+    raw_body: bytes = b""  # the entity: transfer codings undone, content codings kept (the WARC record's)
     body: bytes = b""  # decoded payload, for parsing
     truncated: str | None = None  # 'length' when the size cap cut the body
     error: str | None = None

@@ -30,8 +30,11 @@ Encodings are recorded as they were on the wire, as far as the wire can be recor
 
 - Content-Encoding is kept, with the body exactly as the server compressed it (the HTTP
   client does not decompress), so the payload digest is that of the bytes sent;
-- Transfer-Encoding is undone by the HTTP client, so its header is renamed
-  ``X-Crawler-Transfer-Encoding`` rather than left claiming chunks that are not there;
+- Transfer-Encoding is undone (``chunked`` by the HTTP client, any other coding by the
+  fetcher), so the record holds the entity (WARC 1.1 §5.9: the payload of an application/http
+  block is its entity-body, and the payload digest is of it) and the header is renamed
+  ``X-Crawler-Transfer-Encoding`` rather than left claiming codings that are not there. A
+  transfer coding that cannot be undone is a fetch error, not a record;
 - header bytes are written back as received (the client decodes them as latin-1), not
   percent-encoded as warcio would do for non-ASCII values.
 
@@ -262,7 +265,7 @@ def capture_record(page: ParsedPage, kind: str, record_id: str, level: int = war
     """Serialises a fetch's capture record of ``kind`` (see :func:`capture_kind`); pure.
 
     Its block is the status line and the response headers as received (Transfer-Encoding
-    renamed, as the client undid it), then, for a response, the body as transferred.
+    renamed, as the fetch undid it), then, for a response, the entity (content codings kept).
 
     Raises:
         ValueError: The fetch cannot be written (a URL that does not split, or a revisit

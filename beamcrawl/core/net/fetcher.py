@@ -809,10 +809,8 @@ class HostCrawler:
         :meth:`_read_body` gave the bytes as sent as its payload, and those bytes are no
         text either (a compressed stream). A text file under a coding label it does not
         need (``Content-Encoding: utf-8``, a misconfiguration seen on the web) is read."""
-        named = [(k.lower(), v) for k, v in result.response_headers]
-        codings = body_codings(
-            ", ".join(v for k, v in named if k == "content-encoding"), [v for k, v in named if k == "transfer-encoding"]
-        )
+        # Its transfer codings were undone already (raw_body is the entity, :meth:`_read_body`).
+        codings = ", ".join(v for k, v in result.response_headers if k.lower() == "content-encoding")
         if not _codings_named(codings):
             return False
         raw, cap = result.raw_body, self.cfg.max_decoded_bytes
@@ -909,14 +907,19 @@ class HostCrawler:
     async def _read_body(
         self, resp: aiohttp.ClientResponse, sitemap: bool = False, robots: bool = False
     ) -> tuple[bytes, bytes, str | None]:
-        """Reads the body within the transfer limits and undoes its Content-Encoding (and any
-        transfer coding but ``chunked``, which the client undoes).
+        """Reads the body within the transfer limits, undoes its transfer codings (the client
+        undoes ``chunked`` only) and then its Content-Encoding.
 
-        Returns ``(raw, payload, cut)``: the bytes as transferred (for the WARC record), the
-        decoded payload (for parsing), and why the *transfer* was cut (``"length"``,
-        ``"slow"``) or None. A payload cut by ``max_decoded_bytes`` alone is no cut of the
-        record: the raw bytes go on being read (the decoder then idles) up to the body cap, so
-        ``WARC-Truncated`` says ``length`` only when the recorded bytes are incomplete.
+        Returns ``(entity, payload, cut)``: the message's content, the transfer codings
+        undone and the content codings kept (for the WARC record, whose head keeps
+        Content-Encoding and renames Transfer-Encoding: WARC 1.1 §5.9 has the payload of an
+        application/http block be its entity-body, and the record's head says of it what is
+        true), the decoded payload (for parsing), and why the *transfer* was cut
+        (``"length"``, ``"slow"``) or None. A payload cut by ``max_decoded_bytes`` alone is
+        no cut of the record: the raw bytes go on being read (the decoder then idles) up to
+        the body cap, so ``WARC-Truncated`` says ``length`` only when the recorded bytes are
+        incomplete. The entity is capped at the body cap too: a transfer coding that expands
+        past it is cut there (``"length"``).
 
         A sitemap or feed (``sitemap``) may be larger than a page: up to
         ``max_sitemap_bytes``, transferred and decoded. A robots.txt (``robots``) is read to
@@ -926,15 +929,25 @@ class HostCrawler:
         The monotonic and wall times the transfer ended and the loop's lag then
         (:meth:`LoopLag.now`) are left in :data:`_TRANSFER_END` for the callers: the
         response's end, before decoding.
+
+        Raises:
+            ResponseRefused: A transfer coding that cannot be undone (one not supported, a
+                corrupt stream): the message has no content to record or read, only bytes
+                no header of the record would describe.
         """
         cfg = self.cfg
         body_cap, decoded_cap = self._caps(sitemap, robots)
         # Every Content-Encoding field line: one list, as if comma-joined (RFC 9110 §5.3); the
         # first alone left a stack sent over two lines (gzip, then deflate) undecoded.
         content_encoding = ", ".join(resp.headers.getall("Content-Encoding", ()))
+        transfer = body_codings(None, resp.headers.getall("Transfer-Encoding", ()))
         try:
-            codings = body_codings(content_encoding, resp.headers.getall("Transfer-Encoding", ()))
-            decoder: CappedDecoder | None = CappedDecoder(codings, decoded_cap)
+            unframe: CappedDecoder | None = CappedDecoder(transfer, body_cap) if _codings_named(transfer) else None
+        except UnsupportedEncoding as exc:
+            resp.close()
+            raise ResponseRefused(f"the transfer coding cannot be undone: {exc}") from None
+        try:
+            decoder: CappedDecoder | None = CappedDecoder(content_encoding, decoded_cap)
         except UnsupportedEncoding:
             decoder = None  # kept as sent (a sniffer then sees compressed bytes, not HTML)
         if decoder is not None and decoder.stages == 0:
@@ -949,12 +962,21 @@ class HostCrawler:
         _TRANSFER_END.set((time.monotonic(), time.time(), self.lag.now()))
         if cut is not None:
             resp.close()  # drop the connection rather than drain it
+        off_loop = sitemap or len(raw) > OFF_LOOP_BYTES  # a sitemap may decode to --max-sitemap-bytes
+        if unframe is not None:
+            parts = await asyncio.to_thread(_decode_all, unframe, raw) if off_loop else _decode_all(unframe, raw)
+            if unframe.error is not None:
+                raise ResponseRefused(f"the transfer coding {transfer} cannot be undone: {unframe.error}")
+            raw = b"".join(parts)
+            if unframe.truncated:
+                cut = cut or "length"
+            off_loop = sitemap or len(raw) > OFF_LOOP_BYTES
         if decoder is None:
             return raw, raw, cut
         # Decoded once the transfer is done (the raw bytes are kept for the WARC record
         # anyway, and the decoder caps its output); a large body on a worker thread, so that
         # the loop goes on reading other hosts' responses meanwhile.
-        if sitemap or len(raw) > OFF_LOOP_BYTES:  # a sitemap may decode to --max-sitemap-bytes
+        if off_loop:
             parts = await asyncio.to_thread(_decode_all, decoder, raw)
         else:
             parts = _decode_all(decoder, raw)

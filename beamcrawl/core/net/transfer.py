@@ -16,8 +16,8 @@ module adds the other two, for the body, plus the cap on what a compressed body 
   its cap: a 2 MiB gzip bomb (2 GiB of zeros) costs 2 MiB of input and ``cap`` of output, and
   the transfer can be stopped as soon as the cap is reached. :func:`decode_content` is the
   same for a body already in memory. A transfer coding other than ``chunked``
-  (``Transfer-Encoding: gzip, chunked``) is undone the same way, before the content codings
-  (:func:`body_codings`): the HTTP client only undoes ``chunked``.
+  (``Transfer-Encoding: gzip, chunked``) is undone the same way (the HTTP client only undoes
+  ``chunked``), first, into the entity the WARC record holds; then the content codings.
 
 Brotli is only used through a binding whose ``Decompressor.process`` takes an
 ``output_buffer_limit`` (brotli >= 1.2, brotlicffi >= 1.2): older ones can only decompress a

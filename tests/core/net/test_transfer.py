@@ -438,13 +438,17 @@ def test_body_codings_add_the_transfer_codings_but_chunked(content, codings, exp
     assert body_codings(content, codings) == expected
 
 
-def test_a_gzip_transfer_coding_is_decoded_for_parsing_and_kept_as_sent_in_the_warc() -> None:
+def test_a_gzip_transfer_coding_is_undone_for_parsing_and_for_the_warc() -> None:
     """``Transfer-Encoding: gzip, chunked``: the fetcher undoes the gzip (the client undid
-    the chunks), parse sees the page and its links, the WARC record holds the gzip bytes as
-    sent under the renamed header, and warcio reads it back."""
+    the chunks), parse sees the page and its links, and the WARC record holds the page under
+    the renamed header. It held the gzip bytes: a record whose head names no coding (no
+    Content-Encoding, its Transfer-Encoding renamed) and whose payload is gzip, read back by
+    warcio as gzip, its payload digest not that of the entity (WARC 1.1 §5.9: the payload of
+    an application/http block is its entity-body, the transfer codings undone)."""
     from warcio.archiveiterator import ArchiveIterator
 
     from beamcrawl.core.archive.warc_records import new_record_id
+    from beamcrawl.core.archive.warc_revisit import payload_digest
     from beamcrawl.core.net.fetcher import FetchRunner
     from beamcrawl.core.policy.robots import RobotsRules
     from beamcrawl.schemas.records import FrontierEntry, HostPlan, HostRecord
@@ -465,18 +469,147 @@ def test_a_gzip_transfer_coding_is_decoded_for_parsing_and_kept_as_sent_in_the_w
             (result,) = [v for k, v in runner.drain(wait=True) if k == "result"]
         finally:
             runner.close()
+    served = page("/te-a", "te.test")
     assert result.outcome == "fetched" and result.status == 200
-    assert result.body == page("/te-a", "te.test")
-    assert gzip.decompress(result.raw_body) == page("/te-a", "te.test")  # as transferred, chunks undone
+    assert result.body == served
+    assert result.raw_body == served  # the entity: gzip and chunks undone, no content coding
     parsed = parse_fetch(result, "beamcrawl")
     assert [link.url for link in parsed.links] == [f"http://{slot}/te-a-next"]
     member = capture_record(parsed, "response", new_record_id()).member
     records = [
         (rec.http_headers.get_header("X-Crawler-Transfer-Encoding"), rec.http_headers.get_header("Transfer-Encoding"),
-         rec.raw_stream.read())
+         rec.rec_headers.get_header("WARC-Payload-Digest"), rec.content_stream().read())
         for rec in ArchiveIterator(io.BytesIO(member), check_digests="raise")
     ]  # fmt: skip
-    assert records == [("gzip, chunked", None, result.raw_body)]
+    assert records == [("gzip, chunked", None, payload_digest(served), served)]
+
+
+# Transfer codings other than chunked (applied first to last, chunked after them), where the
+# list is cut into field lines, and how the name is written.
+_transfer_stacks = st.lists(st.sampled_from(sorted(set(_CODERS) - {"identity"})), min_size=1, max_size=3).flatmap(
+    lambda codings: st.tuples(
+        st.just(codings),
+        st.lists(st.booleans(), min_size=len(codings), max_size=len(codings)),
+        st.sampled_from(["Transfer-Encoding", "transfer-encoding", "TRANSFER-ENCODING"]),
+    )
+)
+
+
+def _transfer_coded_page(
+    transfer: tuple[list[str], list[bool], str], content: list[str], body: bytes, sizes: list[int]
+) -> tuple[bytes, bytes]:
+    """A 200 whose ``body`` has the content codings ``content`` applied (the entity), then the
+    transfer codings of ``transfer`` and chunked, in chunks of the ``sizes`` given (cycled);
+    and the entity."""
+    entity = body
+    for coding in content:
+        entity = _CODERS[coding](entity)
+    coded = entity
+    codings, cuts, name = transfer
+    for coding in codings:
+        coded = _CODERS[coding](coded)
+    lines, line = [], [codings[0]]
+    for coding, cut in zip([*codings[1:], "chunked"], cuts):
+        if cut:
+            lines.append(line)
+            line = []
+        line.append(coding)
+    lines.append(line)
+    head = b"".join(b"%s: %s\r\n" % (name.encode(), ", ".join(part).encode()) for part in lines)
+    if content:
+        head += b"Content-Encoding: %s\r\n" % ", ".join(content).encode()
+    chunks, at, i = [], 0, 0
+    while at < len(coded):
+        size = max(1, sizes[i % len(sizes)])
+        chunks.append(b"%x\r\n%s\r\n" % (size if at + size <= len(coded) else len(coded) - at, coded[at : at + size]))
+        at, i = at + size, i + 1
+    framed = b"".join(chunks) + b"0\r\n\r\n"
+    return b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\n" + head + b"\r\n" + framed, entity
+
+
+@settings(max_examples=15, deadline=None)
+@given(
+    pages=st.lists(
+        st.tuples(
+            _transfer_stacks,
+            st.lists(st.sampled_from(["gzip", "deflate"]), max_size=1),
+            st.binary(max_size=300),
+            st.lists(st.integers(1, 700), min_size=1, max_size=4),
+        ),
+        min_size=1,
+        max_size=4,
+    )
+)
+def test_the_warc_record_holds_the_entity_its_head_describes(pages) -> None:
+    """Whatever transfer codings a page comes in, over one field line or several, its WARC
+    record holds the entity (RFC 9112 §6: the transfer codings undone, the content codings
+    kept, as its Content-Encoding says), its payload digest is that entity's, and warcio
+    reads it back with both digests right; parse gets the page itself."""
+    from warcio.archiveiterator import ArchiveIterator
+
+    from beamcrawl.core.archive.warc_records import new_record_id
+    from beamcrawl.core.archive.warc_revisit import payload_digest
+    from beamcrawl.transforms.parse import parse_fetch
+    from beamcrawl.transforms.warc_io import capture_record
+
+    body = b"<html><body><a href='/next'>next</a> "
+    made = {
+        f"te{i}.test": _transfer_coded_page(transfer, content, body + tail, sizes)
+        for i, (transfer, content, tail, sizes) in enumerate(pages)
+    }
+    _, results = _robots_round({host: answer for host, (answer, _) in made.items()}, robots_known=True)
+    for i, (host, (_, entity)) in enumerate(made.items()):
+        result = _result_of(results, host)
+        assert result.outcome == "fetched", result.error
+        assert result.body == body + pages[i][2]
+        assert result.raw_body == entity
+        member = capture_record(parse_fetch(result, "beamcrawl"), "response", new_record_id()).member
+        records = [
+            (rec.rec_headers.get_header("WARC-Payload-Digest"), rec.http_headers.get_header("Transfer-Encoding"),
+             rec.raw_stream.read())
+            for rec in ArchiveIterator(io.BytesIO(member), check_digests="raise")
+        ]  # fmt: skip
+        assert records == [(payload_digest(entity), None, entity)]
+
+
+@pytest.mark.parametrize(
+    "coding",
+    [
+        b"gzip, chunked",
+        b"deflate, chunked",
+        b"x-unknown, chunked",
+        b"zstd, chunked",
+        b"gzip\r\nTransfer-Encoding: chunked",
+    ],
+)
+def test_a_transfer_coding_that_cannot_be_undone_is_one_fetch_error(coding) -> None:
+    """A body under a transfer coding that cannot be undone (not supported, or no stream of
+    it) has no entity to record or parse: one fetch error, a bad response, not a page whose
+    record holds the coded bytes under a head that names no coding."""
+    from beamcrawl.core.net.fetcher import error_kind
+
+    answer = b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nTransfer-Encoding: " + coding
+    answer += b"\r\n\r\n1d\r\n<html>not coded at all</html>\r\n0\r\n\r\n"
+    _, results = _robots_round({"bad-te.test": answer}, robots_known=True)
+    (result,) = results
+    assert result.outcome == "error" and "transfer coding" in result.error, result
+    assert error_kind(result.error) == "bad_response"
+    assert result.raw_body == b"" and result.body == b""
+
+
+@pytest.mark.parametrize(
+    ("rules", "asked"), [(b"Disallow: /x\n", ["/robots.txt", "/p"]), (b"Disallow: /\n", ["/robots.txt"])]
+)
+def test_a_robots_txt_under_transfer_and_content_codings_is_read(rules, asked) -> None:
+    """A robots.txt gzipped as its content and again in transfer is read and obeyed: its
+    transfer coding undone once, by the fetch, its content coding then."""
+    answer, _ = _transfer_coded_page(
+        (["gzip"], [False], "Transfer-Encoding"), ["gzip"], b"User-agent: *\n" + rules, [7]
+    )
+    paths, results = _robots_round({"rules-te.test": answer})
+    assert paths["rules-te.test"] == asked
+    (robots,) = [r for r in results if r.entry.source == "robots"]
+    assert robots.outcome == "fetched" and robots.body == b"User-agent: *\n" + rules
 
 
 # --- Content-Encoding over several field lines ------------------------------------------------
