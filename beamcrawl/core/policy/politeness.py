@@ -91,7 +91,9 @@ def after_response(
         wait = parse_retry_after(retry_after, end)
         not_before = end + wait if wait is not None else 0.0
         return DelayDecision(delay, not_before, consecutive_errors + 1)
-    if status is None or status >= 500:
+    # A status code outside 100-599 is invalid: a client SHOULD process it as a 5xx (RFC
+    # 9110 §15). 600 and up fall in with the 5xx below; ``HTTP/1.1 099`` too.
+    if status is None or status >= 500 or status < 100:
         errors = consecutive_errors + 1
         not_before = 0.0
         if errors >= BACKOFF_AFTER_ERRORS:

@@ -110,3 +110,27 @@ def test_any_retry_after_gives_a_wait_or_none_and_never_raises(value, status):
         CFG, current_delay=1.0, steady_delay=1.0, status=status, retry_after=value, end=5.0, consecutive_errors=0
     )
     assert decision.delay >= 1.0
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    status=st.one_of(st.integers(0, 99), st.integers(600, 999)),
+    current=st.floats(1.0, 60.0),
+    errors=st.integers(0, 8),
+)
+@example(status=99, current=8.0, errors=3)
+@example(status=0, current=1.0, errors=2)
+def test_an_invalid_status_code_is_booked_as_a_server_error(status, current, errors):
+    """A status code outside 100-599 (``HTTP/1.1 099 X``, ``000``: three digits, which the
+    client reads) is invalid, and a client SHOULD process it as a 5xx (RFC 9110 §15). One
+    below 100 was booked as a good answer: the host's errors in a row were forgotten, its
+    back-off lifted and its delay halved, by a server answering no valid status at all."""
+    decided = politeness.after_response(
+        CFG, current_delay=current, steady_delay=1.0, status=status, retry_after=None, end=50.0,
+        consecutive_errors=errors,
+    )  # fmt: skip
+    as_500 = politeness.after_response(
+        CFG, current_delay=current, steady_delay=1.0, status=500, retry_after=None, end=50.0, consecutive_errors=errors
+    )
+    assert decided == as_500
+    assert decided.consecutive_errors == errors + 1
