@@ -58,11 +58,12 @@ from beamcrawl.core.policy import usage_prefs
 from beamcrawl.core.policy.robots import MAX_ROBOTS_BYTES, RobotsRules, cached_rules, is_robots_txt, whole_lines
 from beamcrawl.core.net.transfer import (
     ACCEPT_ENCODING,
+    BadFraming,
     CappedDecoder,
     UnsupportedEncoding,
-    body_codings,
     decode_content,
     read_body,
+    transfer_codings,
     warc_truncated,
 )
 from beamcrawl.schemas.due_rows import DueRows, EntryCursor, entries_of
@@ -932,18 +933,20 @@ class HostCrawler:
 
         Raises:
             ResponseRefused: A transfer coding that cannot be undone (one not supported, a
-                corrupt stream): the message has no content to record or read, only bytes
-                no header of the record would describe.
+                corrupt stream, a ``chunked`` the client left in the body as it was not the
+                last coding, :func:`~beamcrawl.core.net.transfer.transfer_codings`): the
+                message has no content to record or read, only bytes no header of the
+                record would describe.
         """
         cfg = self.cfg
         body_cap, decoded_cap = self._caps(sitemap, robots)
         # Every Content-Encoding field line: one list, as if comma-joined (RFC 9110 §5.3); the
         # first alone left a stack sent over two lines (gzip, then deflate) undecoded.
         content_encoding = ", ".join(resp.headers.getall("Content-Encoding", ()))
-        transfer = body_codings(None, resp.headers.getall("Transfer-Encoding", ()))
         try:
+            transfer = transfer_codings(resp.headers.getall("Transfer-Encoding", ()))
             unframe: CappedDecoder | None = CappedDecoder(transfer, body_cap) if _codings_named(transfer) else None
-        except UnsupportedEncoding as exc:
+        except (BadFraming, UnsupportedEncoding) as exc:
             resp.close()
             raise ResponseRefused(f"the transfer coding cannot be undone: {exc}") from None
         try:

@@ -38,12 +38,14 @@ from typing import Any, NamedTuple, Protocol
 __all__ = [
     "ACCEPT_ENCODING",
     "BROTLI",
+    "BadFraming",
     "CappedDecoder",
     "Decoded",
     "UnsupportedEncoding",
     "body_codings",
     "decode_content",
     "read_body",
+    "transfer_codings",
     "warc_truncated",
 ]
 
@@ -300,6 +302,39 @@ def body_codings(content_encoding: str | None, transfer_encodings: Sequence[str]
     codings = [c.strip() for c in (content_encoding or "").split(",")]
     codings += [c for c in transfer if c.lower() != "chunked"]
     return ", ".join(c for c in codings if c)
+
+
+class BadFraming(ValueError):
+    """A Transfer-Encoding whose ``chunked`` is not the last coding of its list."""
+
+
+def transfer_codings(transfer_encodings: Sequence[str]) -> str:
+    """The transfer codings a body still has once the HTTP client has undone ``chunked``,
+    as one list for :class:`CappedDecoder`.
+
+    The client undoes ``chunked`` only when it is the final coding (RFC 9112 §6.3: a body
+    whose final coding is another is read to the close, its chunks left as they are). A list
+    that names ``chunked`` anywhere else (``chunked, gzip``, ``chunked`` then a line
+    ``gzip``), or holds an empty element (``chunked,``, which the client does not read as
+    chunked either), leaves chunk framing in the body that no step here undoes, and the WARC
+    record would hold it as the page: no list of the body's codings is given for it.
+    ``chunked`` named more than once at the end (``chunked, chunked``) is read as once, as
+    the client reads it (a sender applies it once at most, RFC 9112 §7).
+
+    Args:
+        transfer_encodings: Every ``Transfer-Encoding`` field line, in order.
+
+    Raises:
+        BadFraming: ``chunked`` named, and not as the last of a list without empty
+            elements.
+    """
+    elements = [e.strip(" \t") for line in transfer_encodings for e in line.split(",")]
+    lowered = [e.lower() for e in elements]
+    if "chunked" in lowered:
+        first = lowered.index("chunked")
+        if any(e != "chunked" for e in lowered[first:]) or not all(elements):
+            raise BadFraming(f"chunked is not the last transfer coding of {', '.join(transfer_encodings)!r}")
+    return ", ".join(e for e, low in zip(elements, lowered) if e and low != "chunked")
 
 
 class CappedDecoder:

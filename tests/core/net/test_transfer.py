@@ -438,6 +438,32 @@ def test_body_codings_add_the_transfer_codings_but_chunked(content, codings, exp
     assert body_codings(content, codings) == expected
 
 
+@pytest.mark.parametrize(
+    ("lines", "expected"),
+    [
+        ((), ""),
+        (("chunked",), ""),
+        (("gzip, chunked",), "gzip"),
+        (("gzip", "chunked"), "gzip"),
+        (("GZIP ,Chunked",), "GZIP"),
+        (("deflate, gzip, chunked",), "deflate, gzip"),
+        (("chunked, chunked",), ""),  # applied once at most: read as once, as the client does
+        (("gzip",), "gzip"),  # read to the close, then undone
+        (("gzip,",), "gzip"),
+    ],
+)
+def test_transfer_codings_are_those_left_once_chunked_is_undone(lines, expected) -> None:
+    assert transfer.transfer_codings(lines) == expected
+
+
+@pytest.mark.parametrize(
+    "lines", [("chunked, gzip",), ("chunked", "gzip"), ("chunked,",), ("chunked", ""), ("chunked, identity",)]
+)
+def test_a_chunked_that_is_not_the_last_transfer_coding_is_bad_framing(lines) -> None:
+    with pytest.raises(transfer.BadFraming):
+        transfer.transfer_codings(lines)
+
+
 def test_a_gzip_transfer_coding_is_undone_for_parsing_and_for_the_warc() -> None:
     """``Transfer-Encoding: gzip, chunked``: the fetcher undoes the gzip (the client undid
     the chunks), parse sees the page and its links, and the WARC record holds the page under

@@ -11,6 +11,7 @@ its session (``open_session``) are what is tested; nothing is mocked.
 from __future__ import annotations
 
 import asyncio
+from dataclasses import replace
 import gzip
 import time
 from typing import Any
@@ -497,3 +498,75 @@ def test_a_host_whose_crawl_fails_keeps_its_clock_and_each_url_one_result(monkey
     assert [s.path for s in served] == ["/page-a", "/page-b"]
     assert host.last_fetch_end >= served[-1].start  # the second request is on the clock
     assert host.not_before >= served[-1].end + 100  # and the server's hold
+
+
+# --- a Transfer-Encoding whose chunked is not the last coding ----------------------------
+
+_te_elements = st.sampled_from(["chunked", "gzip", "deflate", "identity", "", " ", "Chunked"])
+
+
+@st.composite
+def _unframed_lists(draw) -> list[str]:
+    """Transfer-Encoding field lines, as sent, that name ``chunked`` but not as the one last
+    coding of a list without empty elements: a coding after it (on its line or a later one),
+    or an empty element (``chunked,``, a line of its own left empty)."""
+    elements = draw(st.lists(_te_elements, min_size=1, max_size=4))
+    at = draw(st.integers(0, len(elements)))
+    elements.insert(at, "chunked")
+    if all(e.strip() for e in elements) and elements[-1].lower() == "chunked":
+        elements.append(draw(st.sampled_from(["gzip", "", "identity"])))
+    cuts = draw(st.lists(st.booleans(), min_size=len(elements) - 1, max_size=len(elements) - 1))
+    lines, line = [], [elements[0]]
+    for element, cut in zip(elements[1:], cuts):
+        if cut:
+            lines.append(line)
+            line = []
+        line.append(element)
+    lines.append(line)
+    return [",".join(line) for line in lines]
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(lists=st.lists(_unframed_lists(), min_size=1, max_size=4))
+def test_a_body_whose_chunked_is_not_the_last_transfer_coding_is_one_error(lists):
+    """``Transfer-Encoding: chunked, gzip`` (a coding after chunked), ``chunked,`` (an empty
+    element), ``chunked`` then a line ``gzip``: RFC 9112 §6.3 reads such a body to the
+    close, its chunks not undone, and the HTTP client did so; the fetcher then undid the
+    other codings and took the rest for the entity. The WARC record held the chunk framing
+    (``3 CRLF abc CRLF 0 CRLF CRLF``) as the page, under a head that names no coding, and
+    parse read it. Such a body is one fetch error; the host's next page is its own."""
+    chunks = b"3\r\nabc\r\n0\r\n\r\n"
+    plans: dict[str, list[str]] = {}
+    answers: dict[str, bytes] = {}
+    for i, lines in enumerate(lists):
+        head = b"".join(b"Transfer-Encoding: %s\r\n" % line.encode() for line in lines)
+        answers[f"te{i}.test"] = b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\n" + head + b"\r\n" + chunks
+        plans[f"te{i}.test"] = ["/bad", "/page-b"]
+
+    async def site(served, writer):
+        if served.path != "/bad":
+            served.body = f"page {served.path} of {served.host}".encode()
+            writer.write(response(served.body))
+            await writer.drain()
+            return True
+        served.body = answers[served.host]
+        writer.write(served.body)
+        await writer.drain()
+        return False  # the close ends the body
+
+    config = _cfg(min_delay=0.05)
+    with ShapeServer() as server:
+        for host in plans:
+            server.sites[host] = site
+        runner = FetchRunner(config)
+        try:
+            for host, paths in plans.items():
+                runner.submit(replace(_plan(server.port, host, paths), delay=0.05))
+            results = [v for k, v in runner.drain(wait=True) if k == "result"]
+        finally:
+            runner.close()
+    for host, lines in zip(plans, lists):
+        mine = {_path(r.url): r for r in results if f"//{host}:" in r.url}
+        bad, after = mine["/bad"], mine["/page-b"]
+        assert bad.outcome == "error" and error_kind(bad.error) == "bad_response", (lines, bad.raw_body, bad.error)
+        assert after.outcome == "fetched" and after.body == f"page /page-b of {host}".encode()
