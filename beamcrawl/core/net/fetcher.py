@@ -933,10 +933,11 @@ class HostCrawler:
 
         Raises:
             ResponseRefused: A transfer coding that cannot be undone (one not supported, a
-                corrupt stream, a ``chunked`` the client left in the body as it was not the
-                last coding, :func:`~beamcrawl.core.net.transfer.transfer_codings`): the
-                message has no content to record or read, only bytes no header of the
-                record would describe.
+                corrupt stream or one that stops short, a ``chunked`` the client left in
+                the body as it was not the last coding,
+                :func:`~beamcrawl.core.net.transfer.transfer_codings`): the message has no
+                content to record or read, only bytes no header of the record would
+                describe.
         """
         cfg = self.cfg
         body_cap, decoded_cap = self._caps(sitemap, robots)
@@ -970,6 +971,10 @@ class HostCrawler:
             parts = await asyncio.to_thread(_decode_all, unframe, raw) if off_loop else _decode_all(unframe, raw)
             if unframe.error is not None:
                 raise ResponseRefused(f"the transfer coding {transfer} cannot be undone: {unframe.error}")
+            if raw and cut is None and not unframe.truncated and not unframe.complete:
+                # The body ended and its coded stream did not: what was decoded is some of
+                # the entity, with nothing to say so (no transfer was cut).
+                raise ResponseRefused(f"the transfer coding {transfer} ends before its stream does")
             raw = b"".join(parts)
             if unframe.truncated:
                 cut = cut or "length"

@@ -598,6 +598,36 @@ def test_the_warc_record_holds_the_entity_its_head_describes(pages) -> None:
         assert records == [(payload_digest(entity), None, entity)]
 
 
+@settings(max_examples=15, deadline=None)
+@given(
+    cuts=st.lists(
+        st.tuples(st.sampled_from(sorted(set(_CODERS) - {"identity"})), st.binary(min_size=1, max_size=400), st.data()),
+        min_size=1,
+        max_size=4,
+    )
+)
+def test_a_transfer_coded_stream_that_ends_before_its_end_is_one_fetch_error(cuts) -> None:
+    """A body whose transfer-coded stream stops short (the chunks end, the gzip, deflate or
+    brotli stream does not): decoders give what they decoded so far without an error, and
+    the record held that as the whole entity, no WARC-Truncated (a brotli stream of three
+    bytes decoded to nothing: an empty page archived). The transfer was not cut, the coding
+    was: no entity to record, one fetch error."""
+    from beamcrawl.core.net.fetcher import error_kind
+
+    answers = {}
+    for i, (coding, body, data) in enumerate(cuts):
+        coded = _CODERS[coding](body)
+        short = coded[: data.draw(st.integers(1, len(coded) - 1), label="kept")]
+        answers[f"short{i}.test"] = (
+            b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nTransfer-Encoding: %s, chunked\r\n\r\n" % coding.encode()
+            + b"%x\r\n%s\r\n0\r\n\r\n" % (len(short), short)
+        )
+    _, results = _robots_round(answers, robots_known=True)
+    for host in answers:
+        result = _result_of(results, host)
+        assert result.outcome == "error" and error_kind(result.error) == "bad_response", (result.raw_body, result.error)
+
+
 @pytest.mark.parametrize(
     "coding",
     [
