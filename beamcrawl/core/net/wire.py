@@ -17,7 +17,9 @@ cannot allow (seen on a hostile web, docs/ARCHITECTURE.md §3 "Politeness"):
   for. :class:`OneAnswerConnector` makes its connections with :class:`OneAnswerProtocol`,
   which closes a pooled connection the moment a byte arrives on it, so the next request
   goes out on a fresh connection and its answer is read from there. Bytes left over inside
-  one read, after the end of a response, make aiohttp itself refuse to pool the connection;
+  one read, after the end of a response, make aiohttp itself refuse to pool the connection.
+  An HTTP/1.0 answer with Transfer-Encoding, which aiohttp pools when it says keep-alive,
+  closes its connection too (:class:`OneAnswerProtocol`);
 - given a URL as a string, it re-quotes it before it writes the request line: it decodes the
   escapes of characters it deems safe where they stand (``%40`` to ``@``, ``%3A`` to ``:``,
   ``%41`` to ``A``, and in a query ``%2F`` and ``%3F`` to ``/`` and ``?``) and upper-cases
@@ -41,12 +43,15 @@ from typing import TYPE_CHECKING, Any
 
 import aiohttp
 from aiohttp.client_proto import ResponseHandler
+from aiohttp.http import HttpVersion11
 from yarl import URL
 
 if TYPE_CHECKING:
     from aiohttp import ClientRequest, ClientResponse
     from aiohttp.client_middlewares import ClientHandlerType
     from aiohttp.client_reqrep import ConnectionKey
+    from aiohttp.http import RawResponseMessage
+    from aiohttp.streams import StreamReader
 
 __all__ = [
     "AnswerLost",
@@ -188,6 +193,13 @@ class OneAnswerProtocol(ResponseHandler):
     until the connection goes back to the pool (:meth:`OneAnswerConnector._release`). A byte
     received outside that span answers no request: it is counted in ``stray_bytes``, not
     parsed, and the connection is closed, which the pool then drops instead of reusing.
+
+    An HTTP/1.0 answer with a Transfer-Encoding header closes the connection once it is
+    read, whatever its Connection header says: its sender may not have framed it as it
+    says (Transfer-Encoding came with HTTP/1.1, and a 1.0 hop forwards chunks it does not
+    know), and "might have retained a portion of the message ... that could be
+    misinterpreted by further use of the connection", so a client MUST close it (RFC 9112
+    §6.1).
     """
 
     def __init__(self, loop: Any) -> None:
@@ -199,6 +211,13 @@ class OneAnswerProtocol(ResponseHandler):
         # Called by the client just before it writes a request on this connection.
         self.answering = True
         super().set_response_params(**kwargs)
+
+    def feed_data(self, data: tuple[RawResponseMessage, StreamReader], size: int = 0) -> None:
+        # Called with each response's head as it is parsed, before it is handed out.
+        message = data[0]
+        if message.version < HttpVersion11 and "Transfer-Encoding" in message.headers:
+            self.force_close()
+        super().feed_data(data, size)
 
     def data_received(self, data: bytes) -> None:
         if data and not self.answering:

@@ -570,3 +570,63 @@ def test_a_body_whose_chunked_is_not_the_last_transfer_coding_is_one_error(lists
         bad, after = mine["/bad"], mine["/page-b"]
         assert bad.outcome == "error" and error_kind(bad.error) == "bad_response", (lines, bad.raw_body, bad.error)
         assert after.outcome == "fetched" and after.body == f"page /page-b of {host}".encode()
+
+
+# --- Transfer-Encoding in an HTTP/1.0 answer ---------------------------------------------
+
+
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    answers=st.lists(
+        st.tuples(
+            st.sampled_from([b"chunked", b"Chunked", b"gzip, chunked"]),
+            st.sampled_from([b"keep-alive", b"Keep-Alive", b"keep-alive, x"]),
+            st.binary(max_size=100),
+            st.booleans(),  # Content-Type before or after the framing fields
+        ),
+        min_size=1,
+        max_size=4,
+    )
+)
+def test_an_http_1_0_answer_with_a_transfer_coding_closes_its_connection(answers):
+    """An HTTP/1.0 message with Transfer-Encoding: its sender may not have framed it as it
+    says (Transfer-Encoding came with HTTP/1.1; a 1.0 hop forwards chunks it does not
+    know), so a client MUST close the connection after it (RFC 9112 §6.1: "the message
+    sender might have retained a portion of the message ... that could be misinterpreted by
+    further use of the connection"). Sent with Connection: keep-alive, the connection was
+    pooled and the host's next request went out on it. The next request goes out on a new
+    connection, and its answer is its own."""
+    plans: dict[str, list[str]] = {}
+    bodies: dict[str, bytes] = {}
+    for i, (coding, keep, body, order) in enumerate(answers):
+        sent = gzip.compress(body) if coding.startswith(b"gzip") else body
+        fields = [b"Connection: " + keep, b"Transfer-Encoding: " + coding]
+        fields.insert(0 if order else 2, b"Content-Type: text/html")
+        bodies[f"ten{i}.test"] = (
+            b"HTTP/1.0 200 OK\r\n" + b"".join(f + b"\r\n" for f in fields) + b"\r\n"
+            + (b"%x\r\n%s\r\n" % (len(sent), sent) if sent else b"") + b"0\r\n\r\n"
+        )  # fmt: skip
+        plans[f"ten{i}.test"] = ["/one", "/two"]
+
+    async def site(served, writer):
+        served.body = bodies[served.host] if served.path == "/one" else response(f"page {served.host}".encode())
+        writer.write(served.body)
+        await writer.drain()
+        return True  # kept open, as the answer says
+
+    with ShapeServer() as server:
+        for host in plans:
+            server.sites[host] = site
+        runner = FetchRunner(_cfg(min_delay=0.05))
+        try:
+            for host, paths in plans.items():
+                runner.submit(replace(_plan(server.port, host, paths), delay=0.05))
+            results = [v for k, v in runner.drain(wait=True) if k == "result"]
+        finally:
+            runner.close()
+        conns = {(r.host, r.path): r.conn for r in server.requests}
+    for host, (_, _, body, _) in zip(plans, answers):
+        mine = {_path(r.url): r for r in results if f"//{host}:" in r.url}
+        assert mine["/one"].outcome == "fetched" and mine["/one"].body == body, mine["/one"].error
+        assert mine["/two"].outcome == "fetched" and mine["/two"].body == f"page {host}".encode()
+        assert conns[(host, "/two")] != conns[(host, "/one")], host
