@@ -944,8 +944,10 @@ class HostCrawler:
         # Every Content-Encoding field line: one list, as if comma-joined (RFC 9110 §5.3); the
         # first alone left a stack sent over two lines (gzip, then deflate) undecoded.
         content_encoding = ", ".join(resp.headers.getall("Content-Encoding", ()))
+        # A 1xx, 204 or 304 has no content (RFC 9112 §6.3): its Transfer-Encoding frames nothing.
+        framed = not (resp.status in (204, 304) or 100 <= resp.status < 200)
         try:
-            transfer = transfer_codings(resp.headers.getall("Transfer-Encoding", ()))
+            transfer = transfer_codings(resp.headers.getall("Transfer-Encoding", ()) if framed else ())
             unframe: CappedDecoder | None = CappedDecoder(transfer, body_cap) if _codings_named(transfer) else None
         except (BadFraming, UnsupportedEncoding) as exc:
             resp.close()

@@ -941,3 +941,15 @@ def test_a_robots_txt_cut_at_a_cap_is_read_in_whole_lines() -> None:
     )
     assert _result_of(results, "halfline.test", robots=True).truncated == "length"
     assert paths["halfline.test"] == ["/robots.txt"], paths
+
+
+@pytest.mark.parametrize("status", [b"204 No Content", b"304 Not Modified"])
+@pytest.mark.parametrize("coding", [b"chunked, gzip", b"chunked,", b"zstd", b"gzip"])
+def test_an_answer_without_content_is_read_whatever_its_transfer_encoding(status, coding) -> None:
+    """A 204 or a 304 has no content (RFC 9112 §6.3), so its Transfer-Encoding frames
+    nothing: the answer is what it says, not a transfer coding that cannot be undone."""
+    answer = b"HTTP/1.1 " + status + b"\r\nTransfer-Encoding: " + coding + b"\r\n\r\n"
+    _, results = _robots_round({"empty-te.test": answer}, robots_known=True)
+    (result,) = results
+    assert result.outcome == "fetched" and result.status == int(status[:3]), result.error
+    assert result.raw_body == result.body == b""
