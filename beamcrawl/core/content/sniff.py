@@ -844,8 +844,13 @@ def decode_html(body: bytes, content_type: str | None = None, *, detect: bool = 
     Never raises: a codec that fails on its own terms falls back to windows-1252.
     """
     charset = detect_charset(body, content_type, detect=detect)
+    if charset.encoding == REPLACEMENT:
+        return ("\ufffd" if body else ""), charset
     try:
-        return decode_as(body, charset.encoding), charset
+        table = single_byte_table(charset.encoding)
+        if table is not None:
+            return codecs.charmap_decode(body, "replace", table)[0], charset
+        return body.decode(charset.encoding, errors="replace"), charset
     except (LookupError, ValueError):  # pragma: no cover - every codec above is a text codec
         fallback = Charset("cp1252", "default")
         return body.decode(fallback.encoding, errors="replace"), fallback
