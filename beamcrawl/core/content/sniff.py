@@ -837,9 +837,64 @@ def single_byte_index(encoding: str) -> dict[str, int] | None:
     return index
 
 
+# The Encoding Standard's multi-byte decoders, where Python's codec for the encoding errs: the
+# byte that starts the error is always consumed; a lead byte's next byte too, unless it is an
+# ASCII byte (it is read again, as itself: "<", '"', a letter of an href) or the bytes run out.
+# A gb18030 lead and digit await two more bytes, and if the third is no lead or the fourth no
+# digit only the lead is consumed. A lone gb18030 0x80 is the euro sign. Python's codecs
+# consume one byte and read the next as a lead, which takes the ASCII byte after it: Shift_JIS
+# b"\xef\x87mail" was an error and U+334A then "ail", EUC-KR b"\xd4\x85Z" and Big5
+# b"\x84\xfeO" likewise; at the end of the bytes gb18030 took b"\xff3" as one error and EUC-JP
+# b"\x8fJ" (the "3" and "J" lost). Only errors pay for this (a Python call each).
+_LEADS = {
+    "cp932": frozenset([*range(0x81, 0xA0), *range(0xE0, 0xFD)]),
+    "euc_jp": frozenset([0x8E, 0x8F, *range(0xA1, 0xFF)]),
+    "big5hkscs": frozenset(range(0x81, 0xFF)),
+    "gb18030": frozenset(range(0x81, 0xFF)),
+    "cp949": frozenset(range(0x81, 0xFF)),
+}
+_STANDARD_ERRORS = "beamcrawl-encoding-standard"
+
+
+def _standard_error(exc: UnicodeError) -> tuple[str, int]:
+    """The codec error handler :func:`decode_html` gives the codecs in :data:`_LEADS`: one
+    U+FFFD for what the Encoding Standard's decoder reads as one error, decoding going on
+    where that decoder goes on."""
+    if not isinstance(exc, UnicodeDecodeError):
+        raise exc
+    data, start = exc.object, exc.start
+    leads = _LEADS.get(exc.encoding)
+    if leads is None:
+        return "\ufffd", exc.end
+    n = len(data)
+    first = data[start]
+    if first not in leads:
+        return ("\u20ac" if first == 0x80 and exc.encoding == "gb18030" else "\ufffd"), start + 1
+    if start + 1 >= n:
+        return "\ufffd", n
+    second = data[start + 1]
+    if exc.encoding == "gb18030" and 0x30 <= second <= 0x39:
+        if start + 2 >= n:
+            return "\ufffd", n
+        if not 0x81 <= data[start + 2] <= 0xFE:
+            return "\ufffd", start + 1
+        if start + 3 >= n:
+            return "\ufffd", n
+        return "\ufffd", start + 4 if 0x30 <= data[start + 3] <= 0x39 else start + 1
+    if exc.encoding == "euc_jp" and first == 0x8F and 0xA1 <= second <= 0xFE:
+        if start + 2 >= n:
+            return "\ufffd", n
+        return "\ufffd", start + 2 if data[start + 2] < 0x80 else start + 3
+    return "\ufffd", start + 1 if second < 0x80 else start + 2
+
+
+codecs.register_error(_STANDARD_ERRORS, _standard_error)
+
+
 def decode_html(body: bytes, content_type: str | None = None, *, detect: bool = True) -> tuple[str, Charset]:
     """Decodes an HTML body to text with :func:`detect_charset`, as the Encoding Standard
-    reads its bytes (:func:`single_byte_table`); bad bytes become U+FFFD.
+    reads its bytes (:func:`single_byte_table`, and its multi-byte decoders' errors,
+    :func:`_standard_error`); bad bytes become U+FFFD.
 
     Never raises: a codec that fails on its own terms falls back to windows-1252.
     """
@@ -850,7 +905,8 @@ def decode_html(body: bytes, content_type: str | None = None, *, detect: bool = 
         table = single_byte_table(charset.encoding)
         if table is not None:
             return codecs.charmap_decode(body, "replace", table)[0], charset
-        return body.decode(charset.encoding, errors="replace"), charset
+        errors = _STANDARD_ERRORS if charset.encoding in _LEADS else "replace"
+        return body.decode(charset.encoding, errors=errors), charset
     except (LookupError, ValueError):  # pragma: no cover - every codec above is a text codec
         fallback = Charset("cp1252", "default")
         return body.decode(fallback.encoding, errors="replace"), fallback

@@ -448,3 +448,109 @@ def test_a_content_types_charset_is_read_as_the_prescan_reads_it(content: str, c
     page = f'<meta http-equiv="content-type" content="{content}">'.encode() + b"\x93\xfa"
     charset = detect_charset(page, detect=False)
     assert (charset.encoding if charset.source == "meta" else None) == codec
+
+
+# The Encoding Standard's multi-byte decoders, step by step as it writes them (a queue of bytes,
+# some restored to it), for what each error consumes and which bytes are read again. Which
+# character a whole unit is, is left to Python's codec on that unit alone: the indexes are not
+# what this checks. Single bytes are the standard's: ASCII; Shift_JIS 0x80 and katakana 0xA1-0xDF;
+# gb18030 0x80 the euro sign; anything else not a lead byte is an error.
+_MULTI_BYTE = {  # label: (codec, lead bytes)
+    "shift_jis": ("cp932", {*range(0x81, 0xA0), *range(0xE0, 0xFD)}),
+    "euc-jp": ("euc_jp", {0x8E, 0x8F, *range(0xA1, 0xFF)}),
+    "big5": ("big5hkscs", set(range(0x81, 0xFF))),
+    "gbk": ("gb18030", set(range(0x81, 0xFF))),
+    "euc-kr": ("cp949", set(range(0x81, 0xFF))),
+}
+
+
+def _unit(codec: str, unit: bytes) -> str | None:
+    try:
+        return unit.decode(codec)
+    except UnicodeDecodeError:
+        return None
+
+
+def _standard_multi_byte(label: str, body: bytes) -> str:
+    codec, leads = _MULTI_BYTE[label]
+    queue = list(body)
+    out: list[str] = []
+    while queue:
+        byte = queue.pop(0)
+        if byte < 0x80:
+            out.append(chr(byte))
+        elif codec == "cp932" and (byte == 0x80 or 0xA1 <= byte <= 0xDF):
+            out.append(chr(byte) if byte == 0x80 else chr(0xFF61 - 0xA1 + byte))
+        elif codec == "gb18030" and byte == 0x80:
+            out.append("\u20ac")
+        elif byte not in leads or not queue:
+            out.append("\ufffd")
+        elif codec == "gb18030" and 0x30 <= queue[0] <= 0x39:
+            second = queue.pop(0)
+            if not queue:
+                out.append("\ufffd")
+            elif not 0x81 <= queue[0] <= 0xFE:
+                queue[0:0] = [second]
+                out.append("\ufffd")
+            else:
+                third = queue.pop(0)
+                if not queue:
+                    out.append("\ufffd")
+                elif not 0x30 <= queue[0] <= 0x39:
+                    queue[0:0] = [second, third]
+                    out.append("\ufffd")
+                else:
+                    out.append(_unit(codec, bytes([byte, second, third, queue.pop(0)])) or "\ufffd")
+        else:
+            unit = [byte, queue.pop(0)]
+            if codec == "euc_jp" and byte == 0x8F and 0xA1 <= unit[1] <= 0xFE:
+                if not queue:
+                    out.append("\ufffd")
+                    continue
+                unit.append(queue.pop(0))
+            char = _unit(codec, bytes(unit))
+            if char is None and unit[-1] < 0x80:
+                queue[0:0] = [unit[-1]]  # an ASCII byte that ends no character is itself
+            out.append(char or "\ufffd")
+    return "".join(out)
+
+
+_MULTI_BYTE_ALPHABET = st.one_of(
+    st.integers(0x80, 0xFF),
+    st.sampled_from(b'09"<>=/azAZ@[_~ '),
+)
+
+
+@given(label=st.sampled_from(sorted(_MULTI_BYTE)), raw=st.lists(_MULTI_BYTE_ALPHABET, max_size=12).map(bytes))
+@example(label="shift_jis", raw=b"\xef\x87mail")  # "\x87m" was read as one character: the "m" lost
+@example(label="euc-kr", raw=b"\xd4\x85Z")  # likewise "\x85Z"
+@example(label="big5", raw=b"\x84\xfeO3")  # likewise "\xfeO"
+@example(label="gbk", raw=b"\xf38\xa27")  # one error read as two and two digits
+@example(label="gbk", raw=b"\xff3")  # at the end, the "3" was lost
+@example(label="euc-jp", raw=b"\x8fJ")  # at the end, the "J" was lost
+@example(label="big5", raw=b"\xa2\x8a")  # one error read as two
+@example(label="shift_jis", raw=b"\xeb\xaa")  # one error read as an error and a katakana
+@settings(max_examples=1500, deadline=None)
+def test_multi_byte_pages_err_as_the_encoding_standard_reads_them(label: str, raw: bytes) -> None:
+    # 0xA0 and 0xFD-0xFF are no Shift_JIS character, but cp932's private-use ones (tested below).
+    if label == "shift_jis":
+        raw = bytes(b for b in raw if b != 0xA0 and b < 0xFD)
+    text, charset = decode_html(b"<p>" + raw, f"text/html; charset={label}")
+    assert charset.encoding == _MULTI_BYTE[label][0]
+    assert text == "<p>" + _standard_multi_byte(label, raw)
+
+
+@pytest.mark.parametrize(
+    "label, raw, path",
+    [
+        ("shift_jis", b"\xef\x87mail", "%EF%BF%BDmail"),
+        ("euc-kr", b"\xd4\x85Zip", "%EF%BF%BDZip"),
+        ("big5", b"\x84\xfeOk", "%EF%BF%BDOk"),
+        ("gbk", b"\xe33\xa97]", "%EF%BF%BD%5D"),
+    ],
+)
+def test_a_link_on_a_multi_byte_page_keeps_the_ascii_after_a_bad_byte(label: str, raw: bytes, path: str) -> None:
+    # A lead byte and a byte that ends no character with it are one error: the codec read the
+    # second as a lead, and the ASCII byte after it as its trail (Shift_JIS "\x87m" is U+334A).
+    out = parse_html(b'<a href="/' + raw + b'">x</a>', "http://e.com/", f"text/html; charset={label}")
+    assert out.links[0][0] == "http://e.com/" + path
