@@ -558,7 +558,114 @@ def codec_for_label(label: str | None, *, in_document: bool = False) -> str | No
     return codec
 
 
-_CHARSET_PARAM = re.compile(r"""charset\s*=\s*["']?([^\s"';,]+)""", re.IGNORECASE)
+_HTTP_SPACE = " \t\n\r"
+_TOKEN = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
+_QUOTED_STRING_TEXT = re.compile(r"[\t\x20-\x7e\x80-\xff]*")
+
+
+def _quoted_string(value: str, pos: int) -> tuple[str, int]:
+    """An HTTP quoted-string that opens at ``value[pos]``, unescaped, and where it ends (an
+    unclosed one runs to the end, a backslash keeps the character after it)."""
+    out = []
+    pos += 1
+    while pos < len(value):
+        end = min((i for i in (value.find('"', pos), value.find("\\", pos)) if i >= 0), default=len(value))
+        out.append(value[pos:end])
+        if end >= len(value):
+            return "".join(out), end
+        pos = end + 1
+        if value[end] == '"':
+            return "".join(out), pos
+        if pos >= len(value):
+            out.append("\\")
+            return "".join(out), pos
+        out.append(value[pos])
+        pos += 1
+    return "".join(out), pos
+
+
+def _mime_type(value: str) -> tuple[str, dict[str, str]] | None:
+    """A MIME type's essence and parameters as the MIME Sniffing standard parses one (the
+    first of a name counts; a name or value outside the grammar is passed over), or None."""
+    value = value.strip(_HTTP_SPACE)
+    slash = value.find("/")
+    if slash < 0:
+        return None
+    semicolon = value.find(";", slash)
+    end = len(value) if semicolon < 0 else semicolon
+    kind, subtype = value[:slash], value[slash + 1 : end].rstrip(_HTTP_SPACE)
+    if not _TOKEN.fullmatch(kind) or not _TOKEN.fullmatch(subtype):
+        return None
+    params: dict[str, str] = {}
+    pos = end
+    while pos < len(value):
+        pos += 1  # the ";"
+        while pos < len(value) and value[pos] in _HTTP_SPACE:
+            pos += 1
+        stop = pos
+        while stop < len(value) and value[stop] not in ";=":
+            stop += 1
+        name, pos = value[pos:stop].lower(), stop
+        if pos >= len(value):
+            break
+        if value[pos] == ";":
+            continue
+        pos += 1  # the "="
+        if pos >= len(value):
+            break
+        if value[pos] == '"':
+            param, pos = _quoted_string(value, pos)
+            semicolon = value.find(";", pos)
+            pos = len(value) if semicolon < 0 else semicolon
+        else:
+            semicolon = value.find(";", pos)
+            stop = len(value) if semicolon < 0 else semicolon
+            param, pos = value[pos:stop].rstrip(_HTTP_SPACE), stop
+            if not param:
+                continue
+        if name and _TOKEN.fullmatch(name) and _QUOTED_STRING_TEXT.fullmatch(param) and name not in params:
+            params[name] = param
+    return f"{kind}/{subtype}".lower(), params
+
+
+def _header_charset(content_type: str) -> str | None:
+    """The ``charset`` a Content-Type header gives, as Fetch's "extract a MIME type" reads it:
+    its values split at the commas outside quoted strings, each parsed as a MIME type; the
+    last that parses decides, keeping the charset of one before it of the same essence."""
+    values = []
+    current: list[str] = []
+    pos = 0
+    while True:
+        stop = pos
+        while stop < len(content_type) and content_type[stop] not in '",':
+            stop += 1
+        current.append(content_type[pos:stop])
+        pos = stop
+        if pos < len(content_type) and content_type[pos] == '"':
+            _, end = _quoted_string(content_type, pos)
+            current.append(content_type[pos:end])
+            pos = end
+            if pos < len(content_type):
+                continue
+        values.append("".join(current).strip(" \t"))
+        current = []
+        if pos >= len(content_type):
+            break
+        pos += 1  # the ","
+    charset: str | None = None
+    essence: str | None = None
+    found: str | None = None
+    for value in values:
+        parsed = _mime_type(value)
+        if parsed is None or parsed[0] == "*/*":
+            continue
+        kind, params = parsed
+        if kind != essence:  # another type: what an earlier one said of its charset is void
+            charset, essence = params.get("charset"), kind
+        found = params.get("charset", charset)
+    return found
+
+
 _XML_ENCODING = re.compile(rb"""^<\?xml[^>]*?encoding\s*=\s*["']([A-Za-z0-9._\-]+)["']""")
 _PRESCAN_SPACE = b"\t\n\x0c\r "
 _TAG_NAME_END = re.compile(rb"[\t\n\x0c\r >]")
@@ -770,8 +877,8 @@ def detect_charset(body: bytes, content_type: str | None = None, *, detect: bool
     if body.startswith((b"\xfe\xff", b"\xff\xfe")):
         return Charset("utf-16", "bom")
     if content_type:
-        param = _CHARSET_PARAM.search(content_type)
-        codec = codec_for_label(param.group(1)) if param else None
+        label = _header_charset(content_type)
+        codec = codec_for_label(label) if label is not None else None
         if codec is not None:
             return Charset(codec, "header")
     codec = _meta_codec(body[:META_SCAN_BYTES])

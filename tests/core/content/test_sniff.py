@@ -554,3 +554,58 @@ def test_a_link_on_a_multi_byte_page_keeps_the_ascii_after_a_bad_byte(label: str
     # second as a lead, and the ASCII byte after it as its trail (Shift_JIS "\x87m" is U+334A).
     out = parse_html(b'<a href="/' + raw + b'">x</a>', "http://e.com/", f"text/html; charset={label}")
     assert out.links[0][0] == "http://e.com/" + path
+
+
+# A Content-Type's parameters, written out by the grammar (RFC 9110 §5.6.6: a token, or a
+# quoted-string with its backslash escapes; optional whitespace after each ";"), with names a
+# reader that looks for "charset=" anywhere would take for it.
+_PARAM_NAMES = ["charset", "Charset", "xcharset", "foo", "charset-x", "x"]
+_PARAM_VALUES = ["shift_jis", "euc-kr", "koi8-r", "utf-8", "gbk", "charset=euc-kr", "a; charset=koi8-r", 'x"y\\z', ""]
+
+
+def _param_value(value: str, quote: bool) -> str:
+    if not quote and re.fullmatch(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+", value):
+        return value
+    return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+@given(
+    params=st.lists(
+        st.tuples(
+            st.sampled_from(_PARAM_NAMES),
+            st.sampled_from(_PARAM_VALUES),
+            st.booleans(),
+            st.sampled_from(["", " ", "\t"]),
+        ),
+        max_size=4,
+    )
+)
+@example(params=[("xcharset", "shift_jis", False, " ")])
+@example(params=[("foo", "charset=euc-kr", False, " ")])
+@example(params=[("charset", "gbk", True, "")])
+@settings(max_examples=500, deadline=None)
+def test_a_headers_charset_is_its_charset_parameter(params: list[tuple[str, str, bool, str]]) -> None:
+    header = "text/html" + "".join(
+        f";{space}{name}={_param_value(value, quote)}" for name, value, quote, space in params
+    )
+    # The first parameter named charset, in any case, is the label; none: the page says.
+    labels = [value for name, value, _, _ in params if name.lower() == "charset"]
+    expected = codec_for_label(labels[0]) if labels and labels[0] else None
+    charset = detect_charset(b"<p>\x93\xfa", header, detect=False)
+    assert (charset.encoding if charset.source == "header" else None) == expected
+
+
+@pytest.mark.parametrize(
+    "header, codec",
+    [
+        ("text/html; charset = shift_jis", None),  # no whitespace around "=" in a parameter
+        ('text/html; charset="sh\\ift_jis"', "cp932"),  # a quoted-pair is the character
+        ('text/html; charset="euc-kr', "cp949"),  # an unclosed quoted-string runs to the end
+        ("text/html; charset=shift_jis, text/html", "cp932"),  # the type again keeps its charset
+        ("text/html; charset=shift_jis, text/plain", None),  # another type: its charset (none)
+        ('text/plain; a=",text/html; charset=gbk"', None),  # a comma in a quoted-string
+    ],
+)
+def test_a_headers_charset_is_read_as_fetch_reads_the_header(header: str, codec: str | None) -> None:
+    charset = detect_charset(b"<p>\x93\xfa", header, detect=False)
+    assert (charset.encoding if charset.source == "header" else None) == codec
