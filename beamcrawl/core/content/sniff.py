@@ -997,6 +997,12 @@ def _standard_error(exc: UnicodeError) -> tuple[str, int]:
 
 codecs.register_error(_STANDARD_ERRORS, _standard_error)
 
+# Shift_JIS's bytes 0xA0 and 0xFD-0xFF are no character and no lead byte: errors to the Encoding
+# Standard, but cp932 reads each alone as a private-use character (U+F8F0-U+F8F3), which no
+# other of its bytes reads as; an href holding one was fetched with %EF%A3%B0 where a browser
+# has %EF%BF%BD, and its query wrote the byte back where a browser writes %26%2365533%3B.
+_CP932_SINGLE_PRIVATE = {0xF8F0: "\ufffd", 0xF8F1: "\ufffd", 0xF8F2: "\ufffd", 0xF8F3: "\ufffd"}
+
 
 def decode_html(body: bytes, content_type: str | None = None, *, detect: bool = True) -> tuple[str, Charset]:
     """Decodes an HTML body to text with :func:`detect_charset`, as the Encoding Standard
@@ -1013,7 +1019,10 @@ def decode_html(body: bytes, content_type: str | None = None, *, detect: bool = 
         if table is not None:
             return codecs.charmap_decode(body, "replace", table)[0], charset
         errors = _STANDARD_ERRORS if charset.encoding in _LEADS else "replace"
-        return body.decode(charset.encoding, errors=errors), charset
+        text = body.decode(charset.encoding, errors=errors)
+        if charset.encoding == "cp932" and any(chr(point) in text for point in _CP932_SINGLE_PRIVATE):
+            text = text.translate(_CP932_SINGLE_PRIVATE)
+        return text, charset
     except (LookupError, ValueError):  # pragma: no cover - every codec above is a text codec
         fallback = Charset("cp1252", "default")
         return body.decode(fallback.encoding, errors="replace"), fallback
