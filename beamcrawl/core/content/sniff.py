@@ -61,6 +61,7 @@ __all__ = [
     "decode_as",
     "decode_html",
     "detect_charset",
+    "euc_jp_encoded",
     "magic",
     "meta_tags",
     "single_byte_index",
@@ -992,16 +993,69 @@ def _standard_error(exc: UnicodeError) -> tuple[str, int]:
         if start + 2 >= n:
             return "\ufffd", n
         return "\ufffd", start + 2 if data[start + 2] < 0x80 else start + 3
+    if exc.encoding == "euc_jp" and first >= 0xA1 and 0xA1 <= second <= 0xFE:
+        char = _jis0208((first - 0xA1) * 94 + second - 0xA1)
+        if char is not None:
+            return char, start + 2
     return "\ufffd", start + 1 if second < 0x80 else start + 2
 
 
 codecs.register_error(_STANDARD_ERRORS, _standard_error)
+
+
+# The Encoding Standard's EUC-JP (and ISO-2022-JP) reads JIS X 0208 by its index jis0208, which
+# has the rows Windows added (NEC's row 13: circled digits, roman numerals; the IBM kanji NEC
+# placed in rows 89-92, 髙 and 﨑 among them) and the fullwidth characters Windows reads some
+# cells as; Python's euc_jp has neither. That index, below the pointers Shift_JIS keeps for
+# user-defined characters, is what cp932 reads at the Shift_JIS bytes of the same pointer.
+# Python's euc_jp reads these cells otherwise, and is the only one of its cells to give these.
+_EUC_JP_CELLS = {0x301C: "\uff5e", 0x2016: "\u2225", 0x2212: "\uff0d", 0xA2: "\uffe0", 0xA3: "\uffe1", 0xAC: "\uffe2"}
+
+
+def _jis0208(pointer: int) -> str | None:
+    """The character of index jis0208 at ``pointer`` (below 8836), or None."""
+    row, cell = divmod(pointer, 188)
+    lead = row + (0x81 if row < 0x1F else 0xC1)
+    trail = cell + (0x40 if cell < 0x3F else 0x41)
+    try:
+        return bytes((lead, trail)).decode("cp932")
+    except UnicodeDecodeError:
+        return None
+
+
+def euc_jp_encoded(char: str) -> bytes | None:
+    """The bytes the Encoding Standard's EUC-JP encoder writes for one non-ASCII character,
+    or None when it cannot (the first pointer of index jis0208 that reads as it; never JIS
+    X 0212, which Python's euc_jp writes)."""
+    point = ord(char)
+    if point == 0xA5:
+        return b"\x5c"
+    if point == 0x203E:
+        return b"\x7e"
+    if 0xFF61 <= point <= 0xFF9F:
+        return bytes((0x8E, point - 0xFF61 + 0xA1))
+    if point in _EUC_JP_CELLS and point != 0x2212:
+        return None  # cp932 writes these as the fullwidth ones; the index has them not
+    try:
+        lead, trail = ("\uff0d" if point == 0x2212 else char).encode("cp932")
+    except (UnicodeEncodeError, ValueError):
+        return None
+    pointer = (lead - (0x81 if lead < 0xA0 else 0xC1)) * 188 + trail - (0x40 if trail < 0x7F else 0x41)
+    if pointer >= 8836:
+        return None
+    return bytes((pointer // 94 + 0xA1, pointer % 94 + 0xA1))
+
 
 # Shift_JIS's bytes 0xA0 and 0xFD-0xFF are no character and no lead byte: errors to the Encoding
 # Standard, but cp932 reads each alone as a private-use character (U+F8F0-U+F8F3), which no
 # other of its bytes reads as; an href holding one was fetched with %EF%A3%B0 where a browser
 # has %EF%BF%BD, and its query wrote the byte back where a browser writes %26%2365533%3B.
 _CP932_SINGLE_PRIVATE = {0xF8F0: "\ufffd", 0xF8F1: "\ufffd", 0xF8F2: "\ufffd", 0xF8F3: "\ufffd"}
+# What a codec's text holds that the Encoding Standard reads as another character.
+_READ_OTHERWISE = {
+    "cp932": tuple((chr(point), char) for point, char in _CP932_SINGLE_PRIVATE.items()),
+    "euc_jp": tuple((chr(point), char) for point, char in _EUC_JP_CELLS.items()),
+}
 
 
 def decode_html(body: bytes, content_type: str | None = None, *, detect: bool = True) -> tuple[str, Charset]:
@@ -1020,8 +1074,9 @@ def decode_html(body: bytes, content_type: str | None = None, *, detect: bool = 
             return codecs.charmap_decode(body, "replace", table)[0], charset
         errors = _STANDARD_ERRORS if charset.encoding in _LEADS else "replace"
         text = body.decode(charset.encoding, errors=errors)
-        if charset.encoding == "cp932" and any(chr(point) in text for point in _CP932_SINGLE_PRIVATE):
-            text = text.translate(_CP932_SINGLE_PRIVATE)
+        for char, standard in _READ_OTHERWISE.get(charset.encoding, ()):
+            if char in text:  # str.replace, in C; translate() looks each character up
+                text = text.replace(char, standard)
         return text, charset
     except (LookupError, ValueError):  # pragma: no cover - every codec above is a text codec
         fallback = Charset("cp1252", "default")

@@ -571,6 +571,8 @@ def _encode_query(url: str, encoding: str) -> str:
     index = single_byte_index(name)
     if index is not None:  # the Encoding Standard's bytes where Python's codec has others
         return f"{url[: question + 1]}{_NON_ASCII.sub(lambda m: _index_encoded(m.group(), index), query)}{url[end:]}"
+    if name == "euc_jp":  # likewise: its index jis0208 (sniff reads EUC-JP pages by it)
+        return f"{url[: question + 1]}{_NON_ASCII.sub(_euc_jp_encoded, query)}{url[end:]}"
 
     def one(char: str) -> str:
         try:
@@ -590,6 +592,18 @@ def _encode_query(url: str, encoding: str) -> str:
     except LookupError:  # pragma: no cover - looked up above
         return url
     return f"{url[: question + 1]}{query}{url[end:]}"
+
+
+def _euc_jp_encoded(match: re.Match[str]) -> str:
+    """A run of non-ASCII characters written as the Encoding Standard's EUC-JP encoder writes
+    it, percent-encoded (``&#N;`` for a character it cannot write)."""
+    from beamcrawl.core.content.sniff import euc_jp_encoded
+
+    out = []
+    for char in match.group():
+        raw = euc_jp_encoded(char)
+        out.append(f"%26%23{ord(char)}%3B" if raw is None else quote(raw, safe=_ENCODED_BYTES_SAFE))
+    return "".join(out)
 
 
 def _index_encoded(run: str, index: dict[str, int]) -> str:

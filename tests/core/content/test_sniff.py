@@ -452,9 +452,10 @@ def test_a_content_types_charset_is_read_as_the_prescan_reads_it(content: str, c
 
 # The Encoding Standard's multi-byte decoders, step by step as it writes them (a queue of bytes,
 # some restored to it), for what each error consumes and which bytes are read again. Which
-# character a whole unit is, is left to Python's codec on that unit alone: the indexes are not
-# what this checks. Single bytes are the standard's: ASCII; Shift_JIS 0x80 and katakana 0xA1-0xDF;
-# gb18030 0x80 the euro sign; anything else not a lead byte is an error.
+# character a whole unit is, is left to Python's codec on that unit alone (EUC-JP's two bytes
+# to Shift_JIS's reading of the same pointer, below): the indexes are not what this checks.
+# Single bytes are the standard's: ASCII; Shift_JIS 0x80 and katakana 0xA1-0xDF; gb18030 0x80
+# the euro sign; anything else not a lead byte is an error.
 _MULTI_BYTE = {  # label: (codec, lead bytes)
     "shift_jis": ("cp932", {*range(0x81, 0xA0), *range(0xE0, 0xFD)}),
     "euc-jp": ("euc_jp", {0x8E, 0x8F, *range(0xA1, 0xFF)}),
@@ -465,6 +466,9 @@ _MULTI_BYTE = {  # label: (codec, lead bytes)
 
 
 def _unit(codec: str, unit: bytes) -> str | None:
+    if codec == "euc_jp" and len(unit) == 2 and all(0xA1 <= b <= 0xFE for b in unit):  # jis0208
+        char = _shift_jis_reading((unit[0] - 0xA1) * 94 + unit[1] - 0xA1)
+        return None if char == "\ufffd" else char
     try:
         return unit.decode(codec)
     except UnicodeDecodeError:
@@ -608,3 +612,66 @@ def test_a_headers_charset_is_its_charset_parameter(params: list[tuple[str, str,
 def test_a_headers_charset_is_read_as_fetch_reads_the_header(header: str, codec: str | None) -> None:
     charset = detect_charset(b"<p>\x93\xfa", header, detect=False)
     assert (charset.encoding if charset.source == "header" else None) == codec
+
+
+# EUC-JP and Shift_JIS read JIS X 0208 by one index, jis0208, the Encoding Standard's pointer
+# written (lead - 0xA1) * 94 + trail - 0xA1 in EUC-JP; Shift_JIS has its own arithmetic.
+def _shift_jis_bytes(pointer: int) -> bytes:
+    row, cell = divmod(pointer, 188)
+    return bytes((row + (0x81 if row < 0x1F else 0xC1), cell + (0x40 if cell < 0x3F else 0x41)))
+
+
+def _shift_jis_reading(pointer: int) -> str:
+    """The character at ``pointer``, U+FFFD for none (an ASCII trail byte is then read again)."""
+    text = decode_html(b"<p>" + _shift_jis_bytes(pointer), "text/html; charset=shift_jis")[0][3:]
+    return text if len(text) == 1 else "\ufffd"
+
+
+@pytest.fixture(scope="module")
+def jis0208_first_pointers() -> dict[str, int]:
+    """Each character's first pointer below 8836, as Shift_JIS reads them: what an encoder
+    writes for the character."""
+    first: dict[str, int] = {}
+    for pointer in range(8836):
+        char = _shift_jis_reading(pointer)
+        if char != "\ufffd":
+            first.setdefault(char, pointer)
+    return first
+
+
+@given(cells=st.lists(st.tuples(st.integers(0xA1, 0xFE), st.integers(0xA1, 0xFE)), min_size=1, max_size=4))
+@example(cells=[(0xAD, 0xA1)])  # ①, NEC's row 13: an error to Python's euc_jp
+@example(cells=[(0xFC, 0xE2)])  # 髙, an IBM kanji in NEC's row 92: likewise
+@example(cells=[(0xA1, 0xC1)])  # ～, U+FF5E: Python's euc_jp reads U+301C
+@settings(max_examples=400, deadline=None)
+def test_an_euc_jp_page_reads_and_writes_jis_x_0208_as_shift_jis_does(
+    cells: list[tuple[int, int]], jis0208_first_pointers: dict[str, int]
+) -> None:
+    raw = bytes(b for cell in cells for b in cell)
+    pointers = [(lead - 0xA1) * 94 + trail - 0xA1 for lead, trail in cells]
+    chars = [_shift_jis_reading(p) for p in pointers]
+    out = parse_html(b'<a href="/p?q=' + raw + b'">' + raw + b"</a>", "http://e.com/", "text/html; charset=euc-jp")
+    [(url, _, anchor, _, _)] = out.links
+    assert anchor == " ".join("".join(chars).split())
+    written = ""
+    for char in chars:
+        if char == "\ufffd":
+            written += "%26%2365533%3B"
+        else:
+            first = jis0208_first_pointers[char]
+            written += f"%{first // 94 + 0xA1:02X}%{first % 94 + 0xA1:02X}"
+    assert url == "http://e.com/p?q=" + written
+
+
+@pytest.mark.parametrize(
+    "reference, written",
+    [
+        ("&#x7E8A;", "%F9%A1"),  # 纊: index jis0208's first pointer, not JIS X 0212's 0x8FD4E3
+        ("&#xA2;", "%26%23162%3B"),  # ¢ is not in index jis0208 (U+FFE0 is): Python wrote ￠'s cell
+        ("&#x2212;", "%A1%DD"),  # − is written as －
+        ("&#xFF71;", "%8E%B1"),  # halfwidth katakana
+    ],
+)
+def test_an_euc_jp_pages_link_query_is_written_as_the_encoding_standard_writes_it(reference: str, written: str) -> None:
+    out = parse_html(f'<a href="/p?q={reference}">x</a>'.encode(), "http://e.com/", "text/html; charset=euc-jp")
+    assert out.links[0][0] == "http://e.com/p?q=" + written
