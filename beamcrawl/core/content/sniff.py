@@ -1058,6 +1058,93 @@ _READ_OTHERWISE = {
 }
 
 
+def _multi_byte(body: bytes, codec: str) -> str:
+    """``body`` read by Python's ``codec``, its errors and characters as the Encoding Standard
+    reads them (:func:`_standard_error`, :data:`_READ_OTHERWISE`)."""
+    text = body.decode(codec, errors=_STANDARD_ERRORS if codec in _LEADS else "replace")
+    for char, standard in _READ_OTHERWISE.get(codec, ()):
+        if char in text:  # str.replace, in C; translate() looks each character up
+            text = text.replace(char, standard)
+    return text
+
+
+# ISO-2022-JP as the Encoding Standard reads it. Python's iso2022_jp knows no ESC ( I, the
+# switch to katakana in which 0x21-0x5F are katakana: it read ESC ( I as one error and the
+# bytes after it as ASCII, so x ESC ( I <a href="/p">, katakana to a browser, was a link; it
+# also read JIS X 0208 by its own table (no NEC or IBM rows), a byte an escape's state has no
+# character for (a newline among JIS X 0208 pairs, SO, SI) as that byte, an escape after an
+# escape as nothing, and an unknown escape ESC $ A as one error where the standard reads "$A".
+_ISO2022_JP_ESCAPES = {b"(B": 0, b"(J": 1, b"(I": 2, b"$@": 3, b"$B": 3}
+_ISO2022_JP_TABLES = (
+    "".join("\ufffd" if b in (0x0E, 0x0F) or b > 0x7F else chr(b) for b in range(256)),
+    "".join(
+        {0x5C: "\u00a5", 0x7E: "\u203e"}.get(b, "\ufffd" if b in (0x0E, 0x0F) or b > 0x7F else chr(b))
+        for b in range(256)
+    ),
+    "".join(chr(0xFF61 - 0x21 + b) if 0x21 <= b <= 0x5F else "\ufffd" for b in range(256)),
+)
+# In JIS X 0208's state: runs of pairs; a first byte and one that is none (one error, or the
+# first byte alone at the end); any other byte (an error).
+_JIS_X_0208_RUN = re.compile(rb"((?:[\x21-\x7e]{2})+)|[\x21-\x7e][^\x21-\x7e]?|[^\x21-\x7e]")
+_JIS_TO_EUC = bytes.maketrans(bytes(range(0x21, 0x7F)), bytes(range(0xA1, 0xFF)))
+
+
+# Python's codec reads a document as the standard does (but for the cells of _EUC_JP_CELLS, and
+# the JIS X 0208 ones it lacks, where it errs) when its bytes are ASCII but SO and SI, each
+# escape is to ASCII, Roman or JIS X 0208 and followed by no escape at once, and JIS X 0208's
+# state holds no byte outside 0x21-0x7E (an odd one out, it errs on too). One search finds
+# the escape that breaks one of these.
+_ISO2022_JP_IRREGULAR = re.compile(rb"\x1b(?:(?!\([BJ]|\$[@B])|[($][@BJ]\x1b|\$[@B][\x21-\x7e]*+[^\x1b\x21-\x7e])")
+
+
+def _iso2022_jp_plain(body: bytes) -> bool:
+    """Whether Python's iso2022_jp reads ``body`` as the Encoding Standard does."""
+    return body.isascii() and b"\x0e" not in body and b"\x0f" not in body and _ISO2022_JP_IRREGULAR.search(body) is None
+
+
+def _iso2022_jp(body: bytes) -> str:
+    """``body`` read by the Encoding Standard's ISO-2022-JP decoder."""
+    if _iso2022_jp_plain(body):
+        try:  # Python's codec, in C, for the documents it reads right (no cell it lacks)
+            text = body.decode("iso2022_jp")
+        except UnicodeDecodeError:
+            pass
+        else:
+            for char, standard in _READ_OTHERWISE["euc_jp"]:
+                if char in text:
+                    text = text.replace(char, standard)
+            return text
+    out: list[str] = []
+    state = 0  # ASCII, Roman, katakana, JIS X 0208 (the escapes' order above)
+    output = False  # the last thing read was an escape: another at once is an error
+    pos = 0
+    while True:
+        escape = body.find(b"\x1b", pos)
+        end = len(body) if escape < 0 else escape
+        if end > pos:
+            part = body[pos:end]
+            if state < 3:
+                out.append(codecs.charmap_decode(part, "strict", _ISO2022_JP_TABLES[state])[0])
+            else:
+                for found in _JIS_X_0208_RUN.finditer(part):
+                    pairs = found.group(1)
+                    out.append("\ufffd" if pairs is None else _multi_byte(pairs.translate(_JIS_TO_EUC), "euc_jp"))
+            output = False
+        if escape < 0:
+            return "".join(out)
+        switch = _ISO2022_JP_ESCAPES.get(body[escape + 1 : escape + 3])
+        if switch is None:  # an error; the bytes after ESC are read again
+            out.append("\ufffd")
+            output = False
+            pos = escape + 1
+        else:
+            if output:
+                out.append("\ufffd")
+            output = True
+            state = switch
+            pos = escape + 3
+
+
 def decode_html(body: bytes, content_type: str | None = None, *, detect: bool = True) -> tuple[str, Charset]:
     """Decodes an HTML body to text with :func:`detect_charset`, as the Encoding Standard
     reads its bytes (:func:`single_byte_table`, and its multi-byte decoders' errors,
@@ -1072,12 +1159,9 @@ def decode_html(body: bytes, content_type: str | None = None, *, detect: bool = 
         table = single_byte_table(charset.encoding)
         if table is not None:
             return codecs.charmap_decode(body, "replace", table)[0], charset
-        errors = _STANDARD_ERRORS if charset.encoding in _LEADS else "replace"
-        text = body.decode(charset.encoding, errors=errors)
-        for char, standard in _READ_OTHERWISE.get(charset.encoding, ()):
-            if char in text:  # str.replace, in C; translate() looks each character up
-                text = text.replace(char, standard)
-        return text, charset
+        if charset.encoding == "iso2022_jp":
+            return _iso2022_jp(body), charset
+        return _multi_byte(body, charset.encoding), charset
     except (LookupError, ValueError):  # pragma: no cover - every codec above is a text codec
         fallback = Charset("cp1252", "default")
         return body.decode(fallback.encoding, errors="replace"), fallback

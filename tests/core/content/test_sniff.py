@@ -675,3 +675,88 @@ def test_an_euc_jp_page_reads_and_writes_jis_x_0208_as_shift_jis_does(
 def test_an_euc_jp_pages_link_query_is_written_as_the_encoding_standard_writes_it(reference: str, written: str) -> None:
     out = parse_html(f'<a href="/p?q={reference}">x</a>'.encode(), "http://e.com/", "text/html; charset=euc-jp")
     assert out.links[0][0] == "http://e.com/p?q=" + written
+
+
+def _standard_iso2022_jp(body: bytes) -> str:
+    """The Encoding Standard's ISO-2022-JP decoder, step by step (index jis0208 as Shift_JIS
+    reads it)."""
+    queue = list(body)
+    out: list[str] = []
+    state = output_state = "ascii"
+    lead = 0
+    output = False
+    while True:
+        byte = queue.pop(0) if queue else None
+        if state in ("ascii", "roman", "katakana", "lead"):
+            if byte == 0x1B:
+                state = "escape start"
+                continue
+            if byte is None:
+                return "".join(out)
+            output = False
+            if state == "lead" and 0x21 <= byte <= 0x7E:
+                lead, state = byte, "trail"
+            elif state == "katakana":
+                out.append(chr(0xFF61 - 0x21 + byte) if 0x21 <= byte <= 0x5F else "\ufffd")
+            elif state == "lead" or byte > 0x7F or byte in (0x0E, 0x0F):
+                out.append("\ufffd")
+            else:
+                roman = {0x5C: "\u00a5", 0x7E: "\u203e"} if state == "roman" else {}
+                out.append(roman.get(byte, chr(byte)))
+        elif state == "trail":
+            if byte == 0x1B:
+                state = "escape start"
+                out.append("\ufffd")
+                continue
+            state = "lead"
+            if byte is not None and 0x21 <= byte <= 0x7E:
+                out.append(_shift_jis_reading((lead - 0x21) * 94 + byte - 0x21))
+            else:
+                out.append("\ufffd")
+        elif state == "escape start":
+            if byte in (0x24, 0x28):
+                lead, state = byte, "escape"
+                continue
+            if byte is not None:
+                queue.insert(0, byte)
+            output, state = False, output_state
+            out.append("\ufffd")
+        else:  # escape
+            switch = {(0x28, 0x42): "ascii", (0x28, 0x4A): "roman", (0x28, 0x49): "katakana"}.get((lead, byte))
+            switch = switch or ("lead" if lead == 0x24 and byte in (0x40, 0x42) else None)
+            if switch is not None:
+                state = output_state = switch
+                if output:
+                    out.append("\ufffd")
+                output = True
+                continue
+            queue[0:0] = [lead] if byte is None else [lead, byte]
+            output, state = False, output_state
+            out.append("\ufffd")
+
+
+_ISO2022_JP_ALPHABET = st.one_of(
+    st.sampled_from(b'\x1b\x1b\x1b$(BJI@A\x0e\x0f\n \x00"<>=/\\~\x80\xa5\xff'),
+    st.integers(0x21, 0x7E),
+)
+
+
+@given(raw=st.lists(_ISO2022_JP_ALPHABET, max_size=16).map(bytes), jis=st.booleans())
+@example(raw=b'x\x1b(I<a href="/p">', jis=False)  # katakana: Python read ASCII after one error
+@example(raw=b"-!\x1b(B\x1b(Bx", jis=True)  # an escape after an escape is an error
+@example(raw=b'$"\n$"\x1b(B', jis=True)  # no newline among pairs
+@example(raw=b"\x1b$Ax", jis=False)  # an unknown escape: one error, "$Ax" read again
+@example(raw=b"-!\x1b(B", jis=True)  # ① (NEC's row 13)
+@settings(max_examples=1500, deadline=None)
+def test_iso2022_jp_pages_are_read_as_the_encoding_standard_reads_them(raw: bytes, jis: bool) -> None:
+    body = (b"\x1b$B" if jis else b"") + raw
+    text, charset = decode_html(body, "text/html; charset=iso-2022-jp")
+    assert charset.encoding == "iso2022_jp"
+    assert text == _standard_iso2022_jp(body)
+
+
+def test_markup_in_iso2022_jp_katakana_is_no_link() -> None:
+    # After ESC ( I, bytes 0x21-0x5F are halfwidth katakana: a browser shows no <a> here.
+    body = b'<p>x\x1b(I<a href="/hidden">k</a>\x1b(B<a href="/shown">s</a>'
+    out = parse_html(body, "http://e.com/", "text/html; charset=iso-2022-jp")
+    assert [link[0] for link in out.links] == ["http://e.com/shown"]
