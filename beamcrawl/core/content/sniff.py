@@ -49,6 +49,7 @@ from __future__ import annotations
 
 import codecs
 import re
+import unicodedata
 from functools import lru_cache
 from collections.abc import Iterator
 from typing import NamedTuple
@@ -62,6 +63,7 @@ __all__ = [
     "decode_html",
     "detect_charset",
     "euc_jp_encoded",
+    "iso2022_jp_encoded",
     "magic",
     "meta_tags",
     "single_byte_index",
@@ -1044,6 +1046,47 @@ def euc_jp_encoded(char: str) -> bytes | None:
     if pointer >= 8836:
         return None
     return bytes((pointer // 94 + 0xA1, pointer % 94 + 0xA1))
+
+
+def iso2022_jp_encoded(text: str) -> list[str | bytes | int]:
+    """``text`` as the Encoding Standard's ISO-2022-JP encoder writes it, in pieces: an ASCII
+    character it writes as itself (a str), bytes (escapes, JIS X 0208 pairs, Roman's 0x5C and
+    0x7E) and, for a character it cannot write, its code point (an int). The state an escape
+    sets lasts across the text: ASCII after ¥ stays in Roman but for "\\" and "~"; halfwidth
+    katakana are written as the fullwidth ones (index ISO-2022-JP katakana is NFKC's reading
+    of them, but for the two sound marks, which it reads as the spacing ones)."""
+    out: list[str | bytes | int] = []
+    state = 0  # ASCII, Roman, JIS X 0208
+    for char in text:
+        point = ord(char)
+        if point < 0x80:
+            if state == 2 or (state == 1 and char in "\\~"):
+                out.append(b"\x1b(B")
+                state = 0
+            out.append(0xFFFD if point in (0x0E, 0x0F, 0x1B) else char)  # no escape of its own
+            continue
+        if point in (0xA5, 0x203E):
+            if state != 1:
+                out.append(b"\x1b(J")
+                state = 1
+            out.append(b"\x5c" if point == 0xA5 else b"\x7e")
+            continue
+        if 0xFF61 <= point <= 0xFF9F:
+            char = {0xFF9E: "\u309b", 0xFF9F: "\u309c"}.get(point) or unicodedata.normalize("NFKC", char)
+        encoded = euc_jp_encoded(char)
+        if encoded is None or len(encoded) != 2 or encoded[0] == 0x8E:
+            if state == 2:  # the &#N; that stands for it is read as ASCII
+                out.append(b"\x1b(B")
+                state = 0
+            out.append(point)
+            continue
+        if state != 2:
+            out.append(b"\x1b$B")
+            state = 2
+        out.append(bytes((encoded[0] - 0x80, encoded[1] - 0x80)))
+    if state:
+        out.append(b"\x1b(B")
+    return out
 
 
 # Shift_JIS's bytes 0xA0 and 0xFD-0xFF are no character and no lead byte: errors to the Encoding

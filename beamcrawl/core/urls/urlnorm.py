@@ -571,6 +571,18 @@ def _encode_query(url: str, encoding: str) -> str:
     index = single_byte_index(name)
     if index is not None:  # the Encoding Standard's bytes where Python's codec has others
         return f"{url[: question + 1]}{_NON_ASCII.sub(lambda m: _index_encoded(m.group(), index), query)}{url[end:]}"
+    if name == "iso2022_jp":  # likewise, and its state lasts across the query
+        from beamcrawl.core.content.sniff import iso2022_jp_encoded
+
+        written = "".join(
+            piece
+            if isinstance(piece, str)
+            else f"%26%23{piece}%3B"
+            if isinstance(piece, int)
+            else quote(piece, safe=_ENCODED_BYTES_SAFE)
+            for piece in iso2022_jp_encoded(query)
+        )
+        return f"{url[: question + 1]}{written}{url[end:]}"
     if name == "euc_jp":  # likewise: its index jis0208 (sniff reads EUC-JP pages by it)
         return f"{url[: question + 1]}{_NON_ASCII.sub(_euc_jp_encoded, query)}{url[end:]}"
 

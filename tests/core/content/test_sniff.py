@@ -9,6 +9,7 @@ import lzma
 import re
 import sys
 import zipfile
+from urllib.parse import unquote_to_bytes
 
 import pytest
 from hypothesis import example, given, settings
@@ -25,6 +26,7 @@ from beamcrawl.core.content.sniff import (
     media_type,
     sniff,
 )
+from beamcrawl.core.urls.urlnorm import normalize
 
 # --- real file headers --------------------------------------------------------------------------
 
@@ -760,3 +762,36 @@ def test_markup_in_iso2022_jp_katakana_is_no_link() -> None:
     body = b'<p>x\x1b(I<a href="/hidden">k</a>\x1b(B<a href="/shown">s</a>'
     out = parse_html(body, "http://e.com/", "text/html; charset=iso-2022-jp")
     assert [link[0] for link in out.links] == ["http://e.com/shown"]
+
+
+@pytest.mark.parametrize(
+    "href, query",
+    [
+        (b"\x1b$B!A\x1b(B", "%1B$B!A%1B(B"),  # ～ U+FF5E, index jis0208's; Python's codec had no bytes
+        (b"\x1b$B-!\x1b(B", "%1B$B-!%1B(B"),  # ①, NEC's row 13
+        (b"\x1b(I6\x1b(B", "%1B$B%25+%1B(B"),  # halfwidth ｶ is written as カ
+        (b"\x1b(J\\a\\\x1b(B\\", "%1B(J%5Ca%5C%1B(B%5C"),  # ASCII after ¥ stays in Roman, "\" not
+        (b"a\x1b$BEl\x1b(Bb", "a%1B$BEl%1B(Bb"),
+    ],
+)
+def test_an_iso2022_jp_pages_link_query_is_written_as_the_encoding_standard_writes_it(href: bytes, query: str) -> None:
+    out = parse_html(b'<a href="/p?q=' + href + b'">x</a>', "http://e.com/", "text/html; charset=iso-2022-jp")
+    assert out.links[0][0] == "http://e.com/p?q=" + query
+
+
+@given(
+    query=st.text(
+        st.sampled_from("ab~\\\u00a5\u203e\u2212\uff76\uff9e\u6771\u4eac\u2460\uff5e\u9ad9\ud55c"),
+        min_size=1,
+        max_size=8,
+    )
+)
+@settings(max_examples=300, deadline=None)
+def test_an_iso2022_jp_query_reads_back_as_written(query: str) -> None:
+    # What the encoder writes, the decoder reads as the query (halfwidth katakana as the
+    # fullwidth ones, − as －); a character it cannot write is &#N;.
+    url = normalize("http://e.com/p?q=" + query, None, "iso2022_jp")
+    raw = unquote_to_bytes(url.partition("?q=")[2])
+    expected = query.replace("\uff76", "\u30ab").replace("\uff9e", "\u309b").replace("\u2212", "\uff0d")
+    expected = expected.replace("\ud55c", "&#54620;")
+    assert decode_html(raw, "text/html; charset=iso-2022-jp")[0] == expected
