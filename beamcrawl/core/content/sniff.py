@@ -64,6 +64,7 @@ __all__ = [
     "detect_charset",
     "euc_jp_encoded",
     "iso2022_jp_encoded",
+    "shift_jis_encoded",
     "magic",
     "meta_tags",
     "single_byte_index",
@@ -1046,6 +1047,50 @@ def euc_jp_encoded(char: str) -> bytes | None:
     if pointer >= 8836:
         return None
     return bytes((pointer // 94 + 0xA1, pointer % 94 + 0xA1))
+
+
+# Where cp932 writes a character otherwise than the Encoding Standard's Shift_JIS encoder: the
+# IBM kanji and numerals of rows 89-92 (NEC's copies) the standard writes with IBM's bytes
+# 0xFA40-0xFC4B, as Windows does; cp932 writes ¢ £ ¬ ‖ 〜 as the fullwidth ones, its user-
+# defined characters (U+E000-U+E757) and U+F8F0-U+F8F3 as bytes, where the standard writes
+# none; ¥ and ‾ it cannot write, the standard writes them as 0x5C and 0x7E.
+_SHIFT_JIS_NONE = frozenset({0xA2, 0xA3, 0xAC, 0x2016, 0x301C, *range(0xE000, 0xE758), *range(0xF8F0, 0xF8F4)})
+
+
+@lru_cache(maxsize=1)
+def _ibm_pointers() -> dict[str, int]:
+    """The first pointer past 8835 (IBM's rows) of each character index jis0208 has there."""
+    first: dict[str, int] = {}
+    for pointer in range(8836, 11104):
+        char = _jis0208(pointer)
+        if char is not None and not 0xE000 <= ord(char) <= 0xF8FF:
+            first.setdefault(char, pointer)
+    return first
+
+
+def shift_jis_encoded(char: str) -> bytes | None:
+    """The bytes the Encoding Standard's Shift_JIS encoder writes for one non-ASCII
+    character, or None when it cannot (index jis0208's first pointer that reads as it,
+    NEC's copies of IBM's rows passed over)."""
+    point = ord(char)
+    if point == 0xA5:
+        return b"\x5c"
+    if point == 0x203E:
+        return b"\x7e"
+    if point in _SHIFT_JIS_NONE:
+        return None
+    try:
+        written = ("\uff0d" if point == 0x2212 else char).encode("cp932")
+    except UnicodeEncodeError:
+        return None
+    if len(written) == 2:
+        lead, trail = written
+        pointer = (lead - (0x81 if lead < 0xA0 else 0xC1)) * 188 + trail - (0x40 if trail < 0x7F else 0x41)
+        if 8272 <= pointer <= 8835:
+            pointer = _ibm_pointers()[char]
+            row, cell = divmod(pointer, 188)
+            return bytes((row + 0xC1, cell + (0x40 if cell < 0x3F else 0x41)))
+    return written
 
 
 def iso2022_jp_encoded(text: str) -> list[str | bytes | int]:

@@ -583,8 +583,9 @@ def _encode_query(url: str, encoding: str) -> str:
             for piece in iso2022_jp_encoded(query)
         )
         return f"{url[: question + 1]}{written}{url[end:]}"
-    if name == "euc_jp":  # likewise: its index jis0208 (sniff reads EUC-JP pages by it)
-        return f"{url[: question + 1]}{_NON_ASCII.sub(_euc_jp_encoded, query)}{url[end:]}"
+    if name in ("euc_jp", "cp932"):  # likewise: index jis0208 (sniff reads their pages by it)
+        written = _NON_ASCII.sub(lambda m: _jis_encoded(m.group(), name), query)
+        return f"{url[: question + 1]}{written}{url[end:]}"
 
     def one(char: str) -> str:
         try:
@@ -606,14 +607,16 @@ def _encode_query(url: str, encoding: str) -> str:
     return f"{url[: question + 1]}{query}{url[end:]}"
 
 
-def _euc_jp_encoded(match: re.Match[str]) -> str:
-    """A run of non-ASCII characters written as the Encoding Standard's EUC-JP encoder writes
-    it, percent-encoded (``&#N;`` for a character it cannot write)."""
-    from beamcrawl.core.content.sniff import euc_jp_encoded
+def _jis_encoded(run: str, name: str) -> str:
+    """A run of non-ASCII characters written as the Encoding Standard's EUC-JP (``euc_jp``)
+    or Shift_JIS (``cp932``) encoder writes it, percent-encoded (``&#N;`` for a character it
+    cannot write)."""
+    from beamcrawl.core.content.sniff import euc_jp_encoded, shift_jis_encoded
 
+    encoded = euc_jp_encoded if name == "euc_jp" else shift_jis_encoded
     out = []
-    for char in match.group():
-        raw = euc_jp_encoded(char)
+    for char in run:
+        raw = encoded(char)
         out.append(f"%26%23{ord(char)}%3B" if raw is None else quote(raw, safe=_ENCODED_BYTES_SAFE))
     return "".join(out)
 

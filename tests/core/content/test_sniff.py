@@ -9,7 +9,7 @@ import lzma
 import re
 import sys
 import zipfile
-from urllib.parse import unquote_to_bytes
+from urllib.parse import quote, unquote_to_bytes
 
 import pytest
 from hypothesis import example, given, settings
@@ -795,3 +795,47 @@ def test_an_iso2022_jp_query_reads_back_as_written(query: str) -> None:
     expected = query.replace("\uff76", "\u30ab").replace("\uff9e", "\u309b").replace("\u2212", "\uff0d")
     expected = expected.replace("\ud55c", "&#54620;")
     assert decode_html(raw, "text/html; charset=iso-2022-jp")[0] == expected
+
+
+@pytest.fixture(scope="module")
+def shift_jis_first_pointers() -> dict[str, int]:
+    """Each character's index Shift_JIS pointer: its first pointer in index jis0208, NEC's
+    copies of IBM's rows (8272-8835) passed over, and the user-defined area (8836-10715, read
+    as private use) none of the index's."""
+    first: dict[str, int] = {}
+    for pointer in [*range(8272), *range(10716, 11104)]:
+        char = _shift_jis_reading(pointer)
+        if char != "\ufffd":
+            first.setdefault(char, pointer)
+    return first
+
+
+@given(pointer=st.integers(0, 11103), extra=st.sampled_from(["", "\u00a5", "\u203e", "\u00a2", "\ue000", "\uff76"]))
+@example(pointer=8619, extra="")  # 髙 at NEC's copy (0xEEE0): written with IBM's 0xFBFC
+@example(pointer=8836, extra="")  # 0xF040, user-defined: U+E000, which the encoder cannot write
+@settings(max_examples=500, deadline=None)
+def test_a_shift_jis_pages_link_query_is_written_as_the_encoding_standard_writes_it(
+    pointer: int, extra: str, shift_jis_first_pointers: dict[str, int]
+) -> None:
+    text = decode_html(b"<p>" + _shift_jis_bytes(pointer), "text/html; charset=shift_jis")[0][3:] + extra
+    written = ""
+    for char in text:
+        if char == "\u00a5" or char == "\u203e":
+            written += "%5C" if char == "\u00a5" else "~"
+        elif "\uff61" <= char <= "\uff9f":
+            written += f"%{ord(char) - 0xFF61 + 0xA1:02X}"
+        elif char in shift_jis_first_pointers:
+            row, cell = divmod(shift_jis_first_pointers[char], 188)
+            lead, trail = row + (0x81 if row < 0x1F else 0xC1), cell + (0x40 if cell < 0x3F else 0x41)
+            written += quote(bytes((lead, trail)), safe="!$&()*+,;=:@/?")
+        elif char.isascii():
+            written += quote(char, safe="!$&()*+,;=:@/?")
+        else:
+            written += f"%26%23{ord(char)}%3B"
+    assert normalize("http://e.com/p?q=" + text, None, "cp932") == "http://e.com/p?q=" + written
+
+
+@pytest.mark.parametrize("raw", [b"\xfb\xfc", b"\xee\xe0"])  # 髙: IBM's bytes, NEC's copy
+def test_a_shift_jis_pages_ibm_kanji_is_written_with_ibms_bytes(raw: bytes) -> None:
+    out = parse_html(b'<a href="/p?q=' + raw + b'">x</a>', "http://e.com/", "text/html; charset=shift_jis")
+    assert out.links[0][0] == "http://e.com/p?q=%FB%FC"
