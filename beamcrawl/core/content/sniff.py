@@ -58,6 +58,7 @@ __all__ = [
     "BINARY_KINDS",
     "Charset",
     "REPLACEMENT",
+    "X_USER_DEFINED",
     "codec_for_label",
     "decode_as",
     "decode_html",
@@ -409,7 +410,8 @@ class Charset(NamedTuple):
     """A body's character encoding and how it was found.
 
     Attributes:
-        encoding: A Python codec name, ready for ``bytes.decode``.
+        encoding: A Python codec name, ready for ``bytes.decode``, or :data:`REPLACEMENT` or
+            :data:`X_USER_DEFINED`, which no codec reads (:func:`decode_html` reads them).
         source: ``"bom"``, ``"header"``, ``"meta"`` (also an XML declaration), ``"utf-8"``
             (valid UTF-8), ``"detected"`` (statistical guess) or ``"default"`` (windows-1252).
     """
@@ -420,6 +422,9 @@ class Charset(NamedTuple):
 
 #: The ``encoding`` of a document the Encoding Standard reads as one U+FFFD (no codec).
 REPLACEMENT = "replacement"
+#: The ``encoding`` of x-user-defined, which reads bytes 0x80-0xFF as U+F780-U+F7FF (no Python
+#: codec: :func:`single_byte_table` reads it).
+X_USER_DEFINED = "x-user-defined"
 
 # WHATWG labels Python does not know, or knows as something else.
 _LABELS = {
@@ -469,7 +474,7 @@ _LABELS = {
     "iso-ir-149": "cp949",
     "ksc5601": "cp949",
     "ksc_5601": "cp949",
-    "x-user-defined": "cp1252",
+    "x-user-defined": X_USER_DEFINED,
     # The Encoding Standard's replacement encoding: a document so labelled reads as one U+FFFD
     # (these encodings let text hide markup from a reader that does not know them).
     "csiso2022kr": REPLACEMENT,
@@ -537,7 +542,8 @@ def codec_for_label(label: str | None, *, in_document: bool = False) -> str | No
     Args:
         label: The label as written (``"ISO-8859-1"``, ``"utf8"``, ``" Shift_JIS "``).
         in_document: The label came from the document itself (meta or XML declaration): a
-            UTF-16 label there means UTF-8, since the bytes that spelled it were ASCII.
+            UTF-16 label there means UTF-8, since the bytes that spelled it were ASCII, and
+            x-user-defined windows-1252.
 
     Returns:
         A codec name, :data:`REPLACEMENT` for the labels of the replacement encoding
@@ -559,6 +565,8 @@ def codec_for_label(label: str | None, *, in_document: bool = False) -> str | No
         return None
     if in_document and codec.startswith("utf-16"):
         return "utf-8"
+    if in_document and codec == X_USER_DEFINED:
+        return "cp1252"  # HTML's prescan reads a document's own x-user-defined as windows-1252
     return codec
 
 
@@ -916,7 +924,9 @@ _INDEX_BYTES = {"cp1255": {0xCA: "\u05ba"}, "koi8-u": {0xAE: "\u045e", 0xBE: "\u
 def single_byte_table(encoding: str) -> str | None:
     """The 256 characters the Encoding Standard reads the bytes 0x00-0xFF as, U+FFFE for a
     byte it reads as an error, for a Python codec whose own reading differs from it; None
-    for any other codec (the codec's reading is the standard's)."""
+    for any other codec (the codec's reading is the standard's); x-user-defined's too."""
+    if encoding == X_USER_DEFINED:
+        return "".join(chr(byte if byte < 0x80 else 0xF780 + byte - 0x80) for byte in range(256))
     try:
         name = codecs.lookup(encoding).name
     except LookupError:

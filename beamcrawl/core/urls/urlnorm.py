@@ -563,7 +563,7 @@ def _encode_query(url: str, encoding: str) -> str:
 
         name = codecs.lookup(encoding).name
     except LookupError:
-        return url
+        name = encoding  # no Python codec: sniff's table, or no encoding (UTF-8, as "replacement")
     if name in _UTF8_FOR_URLS or name.startswith("utf"):
         return url
     from beamcrawl.core.content.sniff import single_byte_index

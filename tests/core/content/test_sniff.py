@@ -839,3 +839,24 @@ def test_a_shift_jis_pages_link_query_is_written_as_the_encoding_standard_writes
 def test_a_shift_jis_pages_ibm_kanji_is_written_with_ibms_bytes(raw: bytes) -> None:
     out = parse_html(b'<a href="/p?q=' + raw + b'">x</a>', "http://e.com/", "text/html; charset=shift_jis")
     assert out.links[0][0] == "http://e.com/p?q=%FB%FC"
+
+
+@given(raw=st.lists(st.integers(0x80, 0xFF), min_size=1, max_size=6).map(bytes))
+@example(raw=b"\x80\xff")  # read as windows-1252: € and ÿ
+@settings(max_examples=200, deadline=None)
+def test_an_x_user_defined_page_reads_its_high_bytes_as_u_f780_on(raw: bytes) -> None:
+    chars = "".join(chr(0xF780 + b - 0x80) for b in raw)
+    out = parse_html(
+        b'<a href="/p' + raw + b"?q=" + raw + b'">' + raw + b"</a>",
+        "http://e.com/",
+        "text/html; charset=x-user-defined",
+    )
+    [(url, _, anchor, _, _)] = out.links
+    assert anchor == chars
+    assert url == "http://e.com/p" + quote(chars.encode()) + "?q=" + "".join(f"%{b:02X}" for b in raw)
+
+
+def test_a_documents_own_x_user_defined_is_windows_1252() -> None:
+    # HTML's prescan: a <meta> naming x-user-defined declares windows-1252 (the header does not).
+    assert detect_charset(b"<meta charset=x-user-defined><p>\x80", detect=False) == Charset("cp1252", "meta")
+    assert decode_html(b"<p>\x80", "text/html; charset=x-user-defined")[0] == "<p>\uf780"
