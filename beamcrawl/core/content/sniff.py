@@ -426,64 +426,73 @@ REPLACEMENT = "replacement"
 #: codec: :func:`single_byte_table` reads it).
 X_USER_DEFINED = "x-user-defined"
 
-# WHATWG labels Python does not know, or knows as something else.
-_LABELS = {
-    "unicode-1-1-utf-8": "utf-8",
-    "unicode11utf8": "utf-8",
-    "unicode20utf8": "utf-8",
-    "x-unicode20utf8": "utf-8",
-    "utf8": "utf-8",
-    "x-cp1250": "cp1250",
-    "x-cp1251": "cp1251",
-    "x-cp1252": "cp1252",
-    "x-cp1253": "cp1253",
-    "x-cp1254": "cp1254",
-    "x-cp1255": "cp1255",
-    "x-cp1256": "cp1256",
-    "x-cp1257": "cp1257",
-    "x-cp1258": "cp1258",
-    "windows-874": "cp874",
-    "dos-874": "cp874",
-    "iso-8859-11": "cp874",
-    "iso8859-11": "cp874",
-    "tis-620": "cp874",
-    "x-mac-cyrillic": "mac-cyrillic",
-    "x-mac-ukrainian": "mac-cyrillic",
-    "x-mac-roman": "mac-roman",
-    "iso-8859-8-i": "iso8859-8",
-    "csiso88598i": "iso8859-8",
-    "logical": "iso8859-8",
-    "x-sjis": "cp932",
-    "ms932": "cp932",
-    "windows-31j": "cp932",
-    "csshiftjis": "cp932",
-    "ms_kanji": "cp932",
-    "x-euc-jp": "euc_jp",
-    "cseucpkdfmtjapanese": "euc_jp",
-    "x-gbk": "gb18030",
-    "chinese": "gb18030",
-    "csgb2312": "gb18030",
-    "iso-ir-58": "gb18030",
-    "x-x-big5": "big5hkscs",
-    "cn-big5": "big5hkscs",
-    "csbig5": "big5hkscs",
-    "ks_c_5601-1989": "cp949",
-    "windows-949": "cp949",
-    "korean": "cp949",
-    "csksc56011987": "cp949",
-    "iso-ir-149": "cp949",
-    "ksc5601": "cp949",
-    "ksc_5601": "cp949",
-    "x-user-defined": X_USER_DEFINED,
-    # The Encoding Standard's replacement encoding: a document so labelled reads as one U+FFFD
-    # (these encodings let text hide markup from a reader that does not know them).
-    "csiso2022kr": REPLACEMENT,
-    "hz-gb-2312": REPLACEMENT,
-    "iso-2022-cn": REPLACEMENT,
-    "iso-2022-cn-ext": REPLACEMENT,
-    "iso-2022-kr": REPLACEMENT,
-}
-# Python codec name (codecs.lookup(...).name) -> the codec WHATWG's decoder corresponds to.
+# The Encoding Standard's labels, by the codec that reads the encoding they name; no other
+# label names an encoding (Python's aliases "latin-1", "eucjp", "utf_8", "u8" are none to a
+# browser). The replacement encoding's read a document as one U+FFFD (these encodings let text
+# hide markup from a reader that does not know them).
+_STANDARD_LABELS = (
+    ("utf-8", "unicode-1-1-utf-8 unicode11utf8 unicode20utf8 utf-8 utf8 x-unicode20utf8"),
+    ("cp866", "866 cp866 csibm866 ibm866"),
+    ("iso8859-2", "csisolatin2 iso-8859-2 iso-ir-101 iso8859-2 iso88592 iso_8859-2 iso_8859-2:1987 l2 latin2"),
+    ("iso8859-3", "csisolatin3 iso-8859-3 iso-ir-109 iso8859-3 iso88593 iso_8859-3 iso_8859-3:1988 l3 latin3"),
+    ("iso8859-4", "csisolatin4 iso-8859-4 iso-ir-110 iso8859-4 iso88594 iso_8859-4 iso_8859-4:1988 l4 latin4"),
+    ("iso8859-5", "csisolatincyrillic cyrillic iso-8859-5 iso-ir-144 iso8859-5 iso88595 iso_8859-5 iso_8859-5:1988"),
+    (
+        "iso8859-6",
+        "arabic asmo-708 csiso88596e csiso88596i csisolatinarabic ecma-114 iso-8859-6 iso-8859-6-e iso-8859-6-i iso-ir-127 iso8859-6 iso88596 iso_8859-6 iso_8859-6:1987",
+    ),
+    (
+        "iso8859-7",
+        "csisolatingreek ecma-118 elot_928 greek greek8 iso-8859-7 iso-ir-126 iso8859-7 iso88597 iso_8859-7 iso_8859-7:1987 sun_eu_greek",
+    ),
+    (
+        "iso8859-8",
+        "csiso88598e csisolatinhebrew hebrew iso-8859-8 iso-8859-8-e iso-ir-138 iso8859-8 iso88598 iso_8859-8 iso_8859-8:1988 visual",
+    ),
+    ("iso8859-8", "csiso88598i iso-8859-8-i logical"),
+    ("iso8859-10", "csisolatin6 iso-8859-10 iso-ir-157 iso8859-10 iso885910 l6 latin6"),
+    ("iso8859-13", "iso-8859-13 iso8859-13 iso885913"),
+    ("iso8859-14", "iso-8859-14 iso8859-14 iso885914"),
+    ("iso8859-15", "csisolatin9 iso-8859-15 iso8859-15 iso885915 iso_8859-15 l9"),
+    ("iso8859-16", "iso-8859-16"),
+    ("koi8-r", "cskoi8r koi koi8 koi8-r koi8_r"),
+    ("koi8-u", "koi8-ru koi8-u"),
+    ("mac-roman", "csmacintosh mac macintosh x-mac-roman"),
+    ("cp874", "dos-874 iso-8859-11 iso8859-11 iso885911 tis-620 windows-874"),
+    ("cp1250", "cp1250 windows-1250 x-cp1250"),
+    ("cp1251", "cp1251 windows-1251 x-cp1251"),
+    (
+        "cp1252",
+        "ansi_x3.4-1968 ascii cp1252 cp819 csisolatin1 ibm819 iso-8859-1 iso-ir-100 iso8859-1 iso88591 iso_8859-1 iso_8859-1:1987 l1 latin1 us-ascii windows-1252 x-cp1252",
+    ),
+    ("cp1253", "cp1253 windows-1253 x-cp1253"),
+    (
+        "cp1254",
+        "cp1254 csisolatin5 iso-8859-9 iso-ir-148 iso8859-9 iso88599 iso_8859-9 iso_8859-9:1989 l5 latin5 windows-1254 x-cp1254",
+    ),
+    ("cp1255", "cp1255 windows-1255 x-cp1255"),
+    ("cp1256", "cp1256 windows-1256 x-cp1256"),
+    ("cp1257", "cp1257 windows-1257 x-cp1257"),
+    ("cp1258", "cp1258 windows-1258 x-cp1258"),
+    ("mac-cyrillic", "x-mac-cyrillic x-mac-ukrainian"),
+    ("gb18030", "chinese csgb2312 csiso58gb231280 gb2312 gb_2312 gb_2312-80 gbk iso-ir-58 x-gbk"),
+    ("gb18030", "gb18030"),
+    ("big5hkscs", "big5 big5-hkscs cn-big5 csbig5 x-x-big5"),
+    ("euc_jp", "cseucpkdfmtjapanese euc-jp x-euc-jp"),
+    ("iso2022_jp", "csiso2022jp iso-2022-jp"),
+    ("cp932", "csshiftjis ms932 ms_kanji shift-jis shift_jis sjis windows-31j x-sjis"),
+    (
+        "cp949",
+        "cseuckr csksc56011987 euc-kr iso-ir-149 korean ks_c_5601-1987 ks_c_5601-1989 ksc5601 ksc_5601 windows-949",
+    ),
+    (REPLACEMENT, "csiso2022kr hz-gb-2312 iso-2022-cn iso-2022-cn-ext iso-2022-kr replacement"),
+    ("utf-16-be", "unicodefffe utf-16be"),
+    ("utf-16-le", "csunicode iso-10646-ucs-2 ucs-2 unicode unicodefeff utf-16 utf-16le"),
+    (X_USER_DEFINED, "x-user-defined"),
+)
+_LABELS = {label: codec for codec, labels in _STANDARD_LABELS for label in labels.split()}
+# Python codec name (codecs.lookup(...).name) -> the codec WHATWG's decoder corresponds to: what
+# the detector's guesses, which are Python's names, are read with.
 _CODECS = {
     "utf-8": "utf-8",
     "utf-16": "utf-16",
@@ -536,6 +545,17 @@ _CODECS = {
 }
 
 
+_ASCII_WHITESPACE = "\t\n\x0c\r "
+
+
+def _python_codec(name: str) -> str | None:
+    """The codec for a Python codec name or alias (the detector's guesses), or None."""
+    try:
+        return _CODECS.get(codecs.lookup(name).name)
+    except (LookupError, ValueError):
+        return None
+
+
 def codec_for_label(label: str | None, *, in_document: bool = False) -> str | None:
     """The Python codec for an encoding label, as the WHATWG Encoding Standard reads labels.
 
@@ -552,15 +572,8 @@ def codec_for_label(label: str | None, *, in_document: bool = False) -> str | No
     """
     if not label:
         return None
-    name = label.strip().strip("\"'").strip().lower()
-    if not name or len(name) > 40:
-        return None
+    name = label.strip(_ASCII_WHITESPACE).strip("\"'").strip(_ASCII_WHITESPACE).lower()
     codec = _LABELS.get(name)
-    if codec is None:
-        try:
-            codec = _CODECS.get(codecs.lookup(name).name)
-        except (LookupError, ValueError):
-            return None
     if codec is None:
         return None
     if in_document and codec.startswith("utf-16"):
@@ -873,7 +886,7 @@ def _detect(body: bytes) -> str | None:
         candidates.update(m.could_be_from_charset)
     if "cp1252" in candidates:
         return "cp1252"  # the most common legacy encoding, and WHATWG's default
-    return codec_for_label(best.encoding) or best.encoding
+    return _python_codec(best.encoding) or best.encoding
 
 
 def detect_charset(body: bytes, content_type: str | None = None, *, detect: bool = True) -> Charset:

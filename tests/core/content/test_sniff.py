@@ -860,3 +860,38 @@ def test_a_documents_own_x_user_defined_is_windows_1252() -> None:
     # HTML's prescan: a <meta> naming x-user-defined declares windows-1252 (the header does not).
     assert detect_charset(b"<meta charset=x-user-defined><p>\x80", detect=False) == Charset("cp1252", "meta")
     assert decode_html(b"<p>\x80", "text/html; charset=x-user-defined")[0] == "<p>\uf780"
+
+
+@pytest.mark.parametrize(
+    "label, codec",
+    [
+        ("unicode", "utf-16-le"),  # the Encoding Standard's labels Python has no alias for
+        ("ucs-2", "utf-16-le"),
+        ("unicodefffe", "utf-16-be"),
+        ("utf-16", "utf-16-le"),
+        ("iso88591", "cp1252"),
+        ("visual", "iso8859-8"),
+        ("koi", "koi8-r"),
+        ("mac", "mac-roman"),
+        ("cseuckr", "cp949"),
+        ("gb_2312-80", "gb18030"),
+        ("latin-1", None),  # Python's aliases that name nothing to a browser
+        ("utf_8", None),
+        ("u8", None),
+        ("eucjp", None),
+        ("euc_kr", None),
+        ("x-mac-japanese", None),
+        ("\xa0shift_jis", None),  # only ASCII whitespace is trimmed
+        ("\tshift_jis\x0c", "cp932"),
+    ],
+)
+def test_labels_are_the_encoding_standards(label: str, codec: str | None) -> None:
+    assert codec_for_label(label) == codec
+
+
+def test_a_utf_16_label_reads_the_page_as_utf_16le() -> None:
+    # charset=unicode (as old Windows tools write it): the page is UTF-16LE, not bytes with NULs.
+    body = '<a href="/x">y</a>'.encode("utf-16-le")
+    assert parse_html(body, "http://e.com/", "text/html; charset=unicode").links[0][0] == "http://e.com/x"
+    # charset=latin-1 names nothing: the page's own <meta> decides.
+    assert detect_charset(b'<meta charset="koi8-r"><p>\xc1', "text/html; charset=latin-1").encoding == "koi8-r"
