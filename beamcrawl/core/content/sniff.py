@@ -572,7 +572,7 @@ def codec_for_label(label: str | None, *, in_document: bool = False) -> str | No
     """
     if not label:
         return None
-    name = label.strip(_ASCII_WHITESPACE).strip("\"'").strip(_ASCII_WHITESPACE).lower()
+    name = label.strip(_ASCII_WHITESPACE).lower()
     codec = _LABELS.get(name)
     if codec is None:
         return None

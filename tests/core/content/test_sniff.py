@@ -895,3 +895,14 @@ def test_a_utf_16_label_reads_the_page_as_utf_16le() -> None:
     assert parse_html(body, "http://e.com/", "text/html; charset=unicode").links[0][0] == "http://e.com/x"
     # charset=latin-1 names nothing: the page's own <meta> decides.
     assert detect_charset(b'<meta charset="koi8-r"><p>\xc1', "text/html; charset=latin-1").encoding == "koi8-r"
+
+
+@pytest.mark.parametrize(
+    "page, header",
+    [
+        (b"<p>\x93\xfa", "text/html; charset='shift_jis'"),  # a token with quotes in it: no label
+        (b"<meta charset=\"'shift_jis'\"><p>\x93\xfa", None),  # an attribute value with them: none
+    ],
+)
+def test_a_quoted_label_is_no_label(page: bytes, header: str | None) -> None:
+    assert detect_charset(page, header, detect=False) == Charset("cp1252", "default")
