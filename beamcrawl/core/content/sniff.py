@@ -64,6 +64,7 @@ __all__ = [
     "decode_html",
     "detect_charset",
     "euc_jp_encoded",
+    "gb18030_encoded",
     "iso2022_jp_encoded",
     "shift_jis_encoded",
     "magic",
@@ -1163,10 +1164,41 @@ def iso2022_jp_encoded(text: str) -> list[str | bytes | int]:
 # has %EF%BF%BD, and its query wrote the byte back where a browser writes %26%2365533%3B.
 _CP932_SINGLE_PRIVATE = {0xF8F0: "\ufffd", 0xF8F1: "\ufffd", 0xF8F2: "\ufffd", 0xF8F3: "\ufffd"}
 # What a codec's text holds that the Encoding Standard reads as another character.
+# GB18030-2022, which the Encoding Standard's index gb18030 follows, gave eighteen two-byte codes
+# the characters Unicode has since encoded (the vertical forms U+FE10-U+FE19 and U+9FB4-U+9FBB)
+# that GB18030-2005, Python's gb18030, reads as private-use ones; the standard reads 0xA3A0 as
+# U+3000, and 0xA8BC and 0x8135F437 the other way round (U+1E3F and U+E7C7). Python reads
+# each of these private-use characters from these bytes alone.
+_GB18030_2022 = {
+    **dict(zip(map(chr, range(0xE78D, 0xE797)), "\ufe10\ufe12\ufe11\ufe13\ufe14\ufe15\ufe16\ufe17\ufe18\ufe19")),
+    **dict(zip("\ue81e\ue826\ue82b\ue82c\ue832\ue843\ue854\ue864", map(chr, range(0x9FB4, 0x9FBC)))),
+}
 _READ_OTHERWISE = {
     "cp932": tuple((chr(point), char) for point, char in _CP932_SINGLE_PRIVATE.items()),
     "euc_jp": tuple((chr(point), char) for point, char in _EUC_JP_CELLS.items()),
+    # The swap by way of a lone surrogate, which no decoder writes.
+    "gb18030": (
+        ("\ue5e5", "\u3000"),
+        *_GB18030_2022.items(),
+        ("\ue7c7", "\ud800"),
+        ("\u1e3f", "\ue7c7"),
+        ("\ud800", "\u1e3f"),
+    ),
 }
+# What gb18030 writes the standard's characters as: the bytes Python writes for the character
+# that reads as it there (U+E5E5 it cannot write).
+_GB18030_WRITTEN_AS = {**{char: pua for pua, char in _GB18030_2022.items()}, "\u1e3f": "\ue7c7", "\ue7c7": "\u1e3f"}
+
+
+def gb18030_encoded(char: str) -> bytes | None:
+    """The bytes the Encoding Standard's gb18030 encoder writes for one non-ASCII character,
+    or None when it cannot."""
+    if char == "\ue5e5":
+        return None
+    try:
+        return _GB18030_WRITTEN_AS.get(char, char).encode("gb18030")
+    except UnicodeEncodeError:  # a lone surrogate
+        return None
 
 
 def _multi_byte(body: bytes, codec: str) -> str:

@@ -583,7 +583,7 @@ def _encode_query(url: str, encoding: str) -> str:
             for piece in iso2022_jp_encoded(query)
         )
         return f"{url[: question + 1]}{written}{url[end:]}"
-    if name in ("euc_jp", "cp932"):  # likewise: index jis0208 (sniff reads their pages by it)
+    if name in ("euc_jp", "cp932", "gb18030"):  # likewise: the indexes sniff reads their pages by
         written = _NON_ASCII.sub(lambda m: _jis_encoded(m.group(), name), query)
         return f"{url[: question + 1]}{written}{url[end:]}"
 
@@ -608,12 +608,12 @@ def _encode_query(url: str, encoding: str) -> str:
 
 
 def _jis_encoded(run: str, name: str) -> str:
-    """A run of non-ASCII characters written as the Encoding Standard's EUC-JP (``euc_jp``)
-    or Shift_JIS (``cp932``) encoder writes it, percent-encoded (``&#N;`` for a character it
-    cannot write)."""
-    from beamcrawl.core.content.sniff import euc_jp_encoded, shift_jis_encoded
+    """A run of non-ASCII characters written as the Encoding Standard's EUC-JP (``euc_jp``),
+    Shift_JIS (``cp932``) or gb18030 encoder writes it, percent-encoded (``&#N;`` for a
+    character it cannot write)."""
+    from beamcrawl.core.content.sniff import euc_jp_encoded, gb18030_encoded, shift_jis_encoded
 
-    encoded = euc_jp_encoded if name == "euc_jp" else shift_jis_encoded
+    encoded = {"euc_jp": euc_jp_encoded, "cp932": shift_jis_encoded}.get(name, gb18030_encoded)
     out = []
     for char in run:
         raw = encoded(char)

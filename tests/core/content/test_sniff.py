@@ -906,3 +906,46 @@ def test_a_utf_16_label_reads_the_page_as_utf_16le() -> None:
 )
 def test_a_quoted_label_is_no_label(page: bytes, header: str | None) -> None:
     assert detect_charset(page, header, detect=False) == Charset("cp1252", "default")
+
+
+# Index gb18030 (GB18030-2022) where GB18030-2005, Python's codec, reads private-use characters.
+_GB18030_2022 = [
+    (b"\xa6\xd9", "\ufe10"),
+    (b"\xa6\xda", "\ufe12"),
+    (b"\xa6\xdb", "\ufe11"),
+    (b"\xa6\xdc", "\ufe13"),
+    (b"\xa6\xdf", "\ufe16"),
+    (b"\xa6\xec", "\ufe17"),
+    (b"\xa6\xf3", "\ufe19"),
+    (b"\xfe\x59", "\u9fb4"),
+    (b"\xfe\x7e", "\u9fb9"),
+    (b"\xfe\xa0", "\u9fbb"),
+    (b"\xa8\xbc", "\u1e3f"),
+    (b"\x81\x35\xf4\x37", "\ue7c7"),
+]
+
+
+@pytest.mark.parametrize("raw, char", [*_GB18030_2022, (b"\xa3\xa0", "\u3000")])
+def test_a_gb18030_page_reads_gb18030_2022s_characters(raw: bytes, char: str) -> None:
+    assert decode_html(b"<p>" + raw, "text/html; charset=gb18030")[0] == "<p>" + char
+
+
+@pytest.mark.parametrize("raw, char", _GB18030_2022)
+def test_a_gb18030_pages_link_query_writes_gb18030_2022s_characters_with_its_bytes(raw: bytes, char: str) -> None:
+    for href in (raw, f"&#{ord(char)};".encode()):  # the character, as the bytes or a reference
+        out = parse_html(b'<a href="/p?q=' + href + b'">x</a>', "http://e.com/", "text/html; charset=gb18030")
+        assert out.links[0][0] == "http://e.com/p?q=" + quote(raw, safe="!$&()*+,;=:@/?")
+
+
+@given(lead=st.integers(0x81, 0xFE), trail=st.integers(0x40, 0xFE).filter(lambda b: b != 0x7F))
+@example(lead=0xA3, trail=0xA0)
+@settings(max_examples=500, deadline=None)
+def test_a_gb18030_pages_two_byte_character_is_written_back_as_its_bytes(lead: int, trail: int) -> None:
+    raw = bytes((lead, trail))
+    out = parse_html(b'<a href="/p?q=' + raw + b'">x</a>', "http://e.com/", "text/html; charset=gb18030")
+    url = out.links[0][0]
+    if (lead, trail) == (0xA3, 0xA0):  # U+3000, which the index has at 0xA1A1 first
+        raw = b"\xa1\xa1"
+    elif decode_html(b"<p>" + raw, "text/html; charset=gb18030")[0][3:] == "\ufffd" + chr(trail) * (trail < 0x80):
+        return  # no character: U+FFFD, written as &#65533;
+    assert url == "http://e.com/p?q=" + quote(raw, safe="!$&()*+,;=:@/?")
