@@ -59,6 +59,7 @@ __all__ = [
     "Charset",
     "REPLACEMENT",
     "X_USER_DEFINED",
+    "big5_encoded",
     "codec_for_label",
     "decode_as",
     "decode_html",
@@ -1188,6 +1189,17 @@ _READ_OTHERWISE = {
 # What gb18030 writes the standard's characters as: the bytes Python writes for the character
 # that reads as it there (U+E5E5 it cannot write).
 _GB18030_WRITTEN_AS = {**{char: pua for pua, char in _GB18030_2022.items()}, "\u1e3f": "\ue7c7", "\ue7c7": "\u1e3f"}
+
+
+def big5_encoded(char: str) -> bytes | None:
+    """The bytes the Encoding Standard's Big5 encoder writes for one non-ASCII character, or
+    None when it cannot: it writes none of the rows of lead bytes 0x81-0xA0 (HKSCS's, and
+    Latin letters with accents there), which big5hkscs writes."""
+    try:
+        written = char.encode("big5hkscs")
+    except UnicodeEncodeError:
+        return None
+    return written if len(written) == 2 and written[0] >= 0xA1 else None
 
 
 def gb18030_encoded(char: str) -> bytes | None:

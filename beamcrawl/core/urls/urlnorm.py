@@ -583,7 +583,7 @@ def _encode_query(url: str, encoding: str) -> str:
             for piece in iso2022_jp_encoded(query)
         )
         return f"{url[: question + 1]}{written}{url[end:]}"
-    if name in ("euc_jp", "cp932", "gb18030"):  # likewise: the indexes sniff reads their pages by
+    if name in ("euc_jp", "cp932", "gb18030", "big5hkscs"):  # likewise: the standard's indexes
         written = _NON_ASCII.sub(lambda m: _jis_encoded(m.group(), name), query)
         return f"{url[: question + 1]}{written}{url[end:]}"
 
@@ -609,11 +609,16 @@ def _encode_query(url: str, encoding: str) -> str:
 
 def _jis_encoded(run: str, name: str) -> str:
     """A run of non-ASCII characters written as the Encoding Standard's EUC-JP (``euc_jp``),
-    Shift_JIS (``cp932``) or gb18030 encoder writes it, percent-encoded (``&#N;`` for a
-    character it cannot write)."""
-    from beamcrawl.core.content.sniff import euc_jp_encoded, gb18030_encoded, shift_jis_encoded
+    Shift_JIS (``cp932``), gb18030 or Big5 (``big5hkscs``) encoder writes it, percent-encoded
+    (``&#N;`` for a character it cannot write)."""
+    from beamcrawl.core.content import sniff
 
-    encoded = {"euc_jp": euc_jp_encoded, "cp932": shift_jis_encoded}.get(name, gb18030_encoded)
+    encoded = {
+        "euc_jp": sniff.euc_jp_encoded,
+        "cp932": sniff.shift_jis_encoded,
+        "gb18030": sniff.gb18030_encoded,
+        "big5hkscs": sniff.big5_encoded,
+    }[name]
     out = []
     for char in run:
         raw = encoded(char)

@@ -949,3 +949,35 @@ def test_a_gb18030_pages_two_byte_character_is_written_back_as_its_bytes(lead: i
     elif decode_html(b"<p>" + raw, "text/html; charset=gb18030")[0][3:] == "\ufffd" + chr(trail) * (trail < 0x80):
         return  # no character: U+FFFD, written as &#65533;
     assert url == "http://e.com/p?q=" + quote(raw, safe="!$&()*+,;=:@/?")
+
+
+@pytest.fixture(scope="module")
+def big5_pointers() -> dict[str, bytes]:
+    """What the Big5 encoder writes each character as: its first bytes with a lead byte from
+    0xA1 on (the index's rows before are not written), the last for six characters the index
+    has twice there."""
+    written: dict[str, bytes] = {}
+    last = {"\u2550", "\u255e", "\u2561", "\u256a", "\u5341", "\u5345"}
+    for lead in range(0xA1, 0xFF):
+        for trail in [*range(0x40, 0x7F), *range(0xA1, 0xFF)]:
+            raw = bytes((lead, trail))
+            text = decode_html(b"<p>" + raw, "text/html; charset=big5")[0][3:]
+            if len(text) == 1 and text != "\ufffd" and (text not in written or text in last):
+                written[text] = raw
+    return written
+
+
+@given(lead=st.integers(0x81, 0xFE), trail=st.sampled_from([*range(0x40, 0x7F), *range(0xA1, 0xFF)]))
+@example(lead=0x88, trail=0x59)  # À, in HKSCS's rows: a browser writes &#192;
+@settings(max_examples=500, deadline=None)
+def test_a_big5_pages_link_query_is_written_as_the_encoding_standard_writes_it(
+    lead: int, trail: int, big5_pointers: dict[str, bytes]
+) -> None:
+    raw = bytes((lead, trail))
+    text = decode_html(b"<p>" + raw, "text/html; charset=big5")[0][3:]
+    if len(text) != 1 or text == "\ufffd":
+        return  # no one character
+    out = parse_html(b'<a href="/p?q=' + raw + b'">x</a>', "http://e.com/", "text/html; charset=big5")
+    written = big5_pointers.get(text)
+    expected = quote(written, safe="!$&()*+,;=:@/?") if written else f"%26%23{ord(text)}%3B"
+    assert out.links[0][0] == "http://e.com/p?q=" + expected
