@@ -29,7 +29,7 @@ last resort:
    ``encoding`` of an XML declaration;
 4. the body is valid UTF-8 (a character cut by the body cap at the very end is tolerated);
 5. charset-normalizer's guess on the first 64 KiB, preferring windows-1252 when that is among
-   its candidates;
+   its candidates, and the best of its guesses that is an encoding of the Encoding Standard;
 6. windows-1252.
 
 Step 5 is there because it measured as needed: on undeclared pages in eleven legacy
@@ -539,6 +539,10 @@ _CODECS = {
     "big5hkscs": "big5hkscs",
     "cp950": "big5hkscs",
     "euc_jp": "euc_jp",
+    "euc_jis_2004": "euc_jp",
+    "euc_jisx0213": "euc_jp",
+    "shift_jis_2004": "cp932",
+    "shift_jisx0213": "cp932",
     "iso2022_jp": "iso2022_jp",
     "shift_jis": "cp932",
     "cp932": "cp932",
@@ -888,7 +892,14 @@ def _detect(body: bytes) -> str | None:
         candidates.update(m.could_be_from_charset)
     if "cp1252" in candidates:
         return "cp1252"  # the most common legacy encoding, and WHATWG's default
-    return _python_codec(best.encoding) or best.encoding
+    # The best guess that is an encoding of the standard's: a browser reads a page with no
+    # other (shift_jis_2004 is Shift_JIS to it; johab, ptcp154, mac_iceland, cp855 are none).
+    for m in matches:
+        for name in (m.encoding, *m.could_be_from_charset):
+            codec = _python_codec(name)
+            if codec is not None:
+                return codec
+    return None
 
 
 def detect_charset(body: bytes, content_type: str | None = None, *, detect: bool = True) -> Charset:

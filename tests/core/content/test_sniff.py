@@ -981,3 +981,28 @@ def test_a_big5_pages_link_query_is_written_as_the_encoding_standard_writes_it(
     written = big5_pointers.get(text)
     expected = quote(written, safe="!$&()*+,;=:@/?") if written else f"%26%23{ord(text)}%3B"
     assert out.links[0][0] == "http://e.com/p?q=" + expected
+
+
+# The encodings of the Encoding Standard, as the codecs decode_html reads them with.
+_STANDARD_CODECS = {
+    codec_for_label(label)
+    for label in (
+        "utf-8 ibm866 iso-8859-2 iso-8859-3 iso-8859-4 iso-8859-5 iso-8859-6 iso-8859-7 iso-8859-8 "
+        "iso-8859-10 iso-8859-13 iso-8859-14 iso-8859-15 iso-8859-16 koi8-r koi8-u macintosh "
+        "windows-874 windows-1250 windows-1251 windows-1252 windows-1253 windows-1254 windows-1255 "
+        "windows-1256 windows-1257 windows-1258 x-mac-cyrillic gbk gb18030 big5 euc-jp iso-2022-jp "
+        "shift_jis euc-kr"
+    ).split()
+}
+
+
+@given(raw=st.lists(st.integers(0x80, 0xFF), min_size=1, max_size=40).map(bytes))
+@example(raw=b"\x90\xc1\x9e\xfe\xf3\xf8\xe1\xb5\x98")  # the detector's best: ptcp154
+@example(raw=b"\xc9\xb3\xe5\xdb\xad\xb9\xcc\xa4\xd9")  # johab
+@example(raw=b"\xf2\x87\xca\xa8\xb3\xde\xe3\xd3\x98")  # mac_iceland
+@example(raw=b"\x9d\xf5\xc6\x9b\x8b\xcb\x83\x83\x97\xe9\x9d\x8a\xb0\xbd\xeb\xa9\x9d\xf3\xaa")  # shift_jis_2004
+@settings(max_examples=100, deadline=None)
+def test_an_undeclared_page_is_read_in_an_encoding_of_the_standard(raw: bytes) -> None:
+    # A browser's detector picks among the standard's encodings; so does the crawler's.
+    body = b"<html><body><p>" + raw + b'</p><a href="/x">y</a></body></html>'
+    assert detect_charset(body).encoding in _STANDARD_CODECS
