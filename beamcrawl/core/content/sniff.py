@@ -998,6 +998,7 @@ _LEADS = {
     "euc_jp": frozenset([0x8E, 0x8F, *range(0xA1, 0xFF)]),
     "big5hkscs": frozenset(range(0x81, 0xFF)),
     "gb18030": frozenset(range(0x81, 0xFF)),
+    "gbk": frozenset(range(0x81, 0xFF)),  # gb18030 pages are read with gbk (see _multi_byte)
     "cp949": frozenset(range(0x81, 0xFF)),
 }
 _STANDARD_ERRORS = "beamcrawl-encoding-standard"
@@ -1015,19 +1016,24 @@ def _standard_error(exc: UnicodeError) -> tuple[str, int]:
         return "\ufffd", exc.end
     n = len(data)
     first = data[start]
+    chinese = exc.encoding == "gbk" or exc.encoding == "gb18030"
     if first not in leads:
-        return ("\u20ac" if first == 0x80 and exc.encoding == "gb18030" else "\ufffd"), start + 1
+        return ("\u20ac" if first == 0x80 and chinese else "\ufffd"), start + 1
     if start + 1 >= n:
         return "\ufffd", n
     second = data[start + 1]
-    if exc.encoding == "gb18030" and 0x30 <= second <= 0x39:
+    if chinese and 0x30 <= second <= 0x39:
         if start + 2 >= n:
             return "\ufffd", n
         if not 0x81 <= data[start + 2] <= 0xFE:
             return "\ufffd", start + 1
         if start + 3 >= n:
             return "\ufffd", n
-        return "\ufffd", start + 4 if 0x30 <= data[start + 3] <= 0x39 else start + 1
+        if not 0x30 <= data[start + 3] <= 0x39:
+            return "\ufffd", start + 1
+        return _gb18030_unit(data[start : start + 4]) or "\ufffd", start + 4
+    if chinese and (char := _gb18030_unit(data[start : start + 2])) is not None:
+        return char, start + 2
     if exc.encoding == "euc_jp" and first == 0x8F and 0xA1 <= second <= 0xFE:
         if start + 2 >= n:
             return "\ufffd", n
@@ -1037,6 +1043,17 @@ def _standard_error(exc: UnicodeError) -> tuple[str, int]:
         if char is not None:
             return char, start + 2
     return "\ufffd", start + 1 if second < 0x80 else start + 2
+
+
+@lru_cache(maxsize=1 << 16)  # an error costs a lookup, not a decode and an exception
+def _gb18030_unit(unit: bytes) -> str | None:
+    """The character index gb18030 (or its ranges) reads ``unit`` as, or None: Python's gb18030,
+    GB18030-2005, but for what GB18030-2022 changed (:data:`_GB18030_2022`)."""
+    try:
+        char = unit.decode("gb18030")
+    except UnicodeDecodeError:
+        return None
+    return _GB18030_2022.get(char, char)
 
 
 codecs.register_error(_STANDARD_ERRORS, _standard_error)
@@ -1184,22 +1201,17 @@ _CP932_SINGLE_PRIVATE = {0xF8F0: "\ufffd", 0xF8F1: "\ufffd", 0xF8F2: "\ufffd", 0
 _GB18030_2022 = {
     **dict(zip(map(chr, range(0xE78D, 0xE797)), "\ufe10\ufe12\ufe11\ufe13\ufe14\ufe15\ufe16\ufe17\ufe18\ufe19")),
     **dict(zip("\ue81e\ue826\ue82b\ue82c\ue832\ue843\ue854\ue864", map(chr, range(0x9FB4, 0x9FBC)))),
+    "\ue5e5": "\u3000",
+    "\ue7c7": "\u1e3f",
+    "\u1e3f": "\ue7c7",
 }
 _READ_OTHERWISE = {
     "cp932": tuple((chr(point), char) for point, char in _CP932_SINGLE_PRIVATE.items()),
     "euc_jp": tuple((chr(point), char) for point, char in _EUC_JP_CELLS.items()),
-    # The swap by way of a lone surrogate, which no decoder writes.
-    "gb18030": (
-        ("\ue5e5", "\u3000"),
-        *_GB18030_2022.items(),
-        ("\ue7c7", "\ud800"),
-        ("\u1e3f", "\ue7c7"),
-        ("\ud800", "\u1e3f"),
-    ),
 }
 # What gb18030 writes the standard's characters as: the bytes Python writes for the character
 # that reads as it there (U+E5E5 it cannot write).
-_GB18030_WRITTEN_AS = {**{char: pua for pua, char in _GB18030_2022.items()}, "\u1e3f": "\ue7c7", "\ue7c7": "\u1e3f"}
+_GB18030_WRITTEN_AS = {char: pua for pua, char in _GB18030_2022.items() if pua != "\ue5e5"}
 
 
 def big5_encoded(char: str) -> bytes | None:
@@ -1227,7 +1239,12 @@ def gb18030_encoded(char: str) -> bytes | None:
 def _multi_byte(body: bytes, codec: str) -> str:
     """``body`` read by Python's ``codec``, its errors and characters as the Encoding Standard
     reads them (:func:`_standard_error`, :data:`_READ_OTHERWISE`)."""
-    text = body.decode(codec, errors=_STANDARD_ERRORS if codec in _LEADS else "replace")
+    # gb18030 with gbk, which reads GBK's two-byte codes as gb18030 does and errs on the rest:
+    # the error handler reads those (the characters GB18030-2022 changed among them), so the
+    # text needs no second pass.
+    text = body.decode(
+        "gbk" if codec == "gb18030" else codec, errors=_STANDARD_ERRORS if codec in _LEADS else "replace"
+    )
     for char, standard in _READ_OTHERWISE.get(codec, ()):
         if char in text:  # str.replace, in C; translate() looks each character up
             text = text.replace(char, standard)
