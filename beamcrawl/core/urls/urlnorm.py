@@ -584,7 +584,7 @@ def _encode_query(url: str, encoding: str) -> str:
         )
         return f"{url[: question + 1]}{written}{url[end:]}"
     if name in ("euc_jp", "cp932", "gb18030", "big5hkscs"):  # likewise: the standard's indexes
-        written = _NON_ASCII.sub(lambda m: _jis_encoded(m.group(), name), query)
+        written = _NON_ASCII.sub(lambda m: _standard_encoded(m.group(), name), query)
         return f"{url[: question + 1]}{written}{url[end:]}"
 
     def one(char: str) -> str:
@@ -607,7 +607,7 @@ def _encode_query(url: str, encoding: str) -> str:
     return f"{url[: question + 1]}{query}{url[end:]}"
 
 
-def _jis_encoded(run: str, name: str) -> str:
+def _standard_encoded(run: str, name: str) -> str:
     """A run of non-ASCII characters written as the Encoding Standard's EUC-JP (``euc_jp``),
     Shift_JIS (``cp932``), gb18030 or Big5 (``big5hkscs``) encoder writes it, percent-encoded
     (``&#N;`` for a character it cannot write)."""
