@@ -1031,8 +1031,8 @@ def _standard_error(exc: UnicodeError) -> tuple[str, int]:
             return "\ufffd", n
         if not 0x30 <= data[start + 3] <= 0x39:
             return "\ufffd", start + 1
-        return _gb18030_unit(data[start : start + 4]) or "\ufffd", start + 4
-    if chinese and (char := _gb18030_unit(data[start : start + 2])) is not None:
+        return _gb18030_unit(bytes(data[start : start + 4])) or "\ufffd", start + 4
+    if chinese and (char := _gb18030_unit(bytes(data[start : start + 2]))) is not None:
         return char, start + 2
     if exc.encoding == "euc_jp" and first == 0x8F and 0xA1 <= second <= 0xFE:
         if start + 2 >= n:
