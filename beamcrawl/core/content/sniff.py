@@ -1205,21 +1205,42 @@ _GB18030_2022 = {
     "\ue7c7": "\u1e3f",
     "\u1e3f": "\ue7c7",
 }
+# Big5 cells index Big5 reads as Windows does (its cp950) and big5hkscs otherwise: 0xA145 is ‧
+# U+2027, the interpunct of Chinese names, not • U+2022; 0xA1E3 ～ U+FF5E, not ∼ U+223C; the
+# currency signs are the fullwidth ones. big5hkscs gives each of these from that cell alone.
+# (It reads 0xA241 and 0xA242 as it reads 0xA1FE and 0xA240, so those two cannot be told apart.)
+_BIG5_CELLS = {
+    "\u2022": "\u2027",
+    "\uff64": "\ufe51",
+    "\u203e": "\u00af",
+    "\u223c": "\uff5e",
+    "\u2641": "\u2295",
+    "\u2609": "\u2299",
+    "\u00a5": "\uffe5",
+    "\u00a2": "\uffe0",
+    "\u00a3": "\uffe1",
+}
 _READ_OTHERWISE = {
     "cp932": tuple((chr(point), char) for point, char in _CP932_SINGLE_PRIVATE.items()),
     "euc_jp": tuple((chr(point), char) for point, char in _EUC_JP_CELLS.items()),
+    "big5hkscs": tuple(_BIG5_CELLS.items()),
 }
 # What gb18030 writes the standard's characters as: the bytes Python writes for the character
 # that reads as it there (U+E5E5 it cannot write).
 _GB18030_WRITTEN_AS = {char: pua for pua, char in _GB18030_2022.items() if pua != "\ue5e5"}
 
 
+_BIG5_WRITTEN_AS = {char: cell for cell, char in _BIG5_CELLS.items()}
+
+
 def big5_encoded(char: str) -> bytes | None:
     """The bytes the Encoding Standard's Big5 encoder writes for one non-ASCII character, or
     None when it cannot: it writes none of the rows of lead bytes 0x81-0xA0 (HKSCS's, and
     Latin letters with accents there), which big5hkscs writes."""
+    if char in _BIG5_CELLS:
+        return None  # big5hkscs writes these where index Big5 has the others (below)
     try:
-        written = char.encode("big5hkscs")
+        written = _BIG5_WRITTEN_AS.get(char, char).encode("big5hkscs")
     except UnicodeEncodeError:
         return None
     return written if len(written) == 2 and written[0] >= 0xA1 else None

@@ -1006,3 +1006,24 @@ def test_an_undeclared_page_is_read_in_an_encoding_of_the_standard(raw: bytes) -
     # A browser's detector picks among the standard's encodings; so does the crawler's.
     body = b"<html><body><p>" + raw + b'</p><a href="/x">y</a></body></html>'
     assert detect_charset(body).encoding in _STANDARD_CODECS
+
+
+_BIG5_AS_WINDOWS = [  # index Big5's characters where big5hkscs reads others
+    (b"\xa1\x45", "\u2027"),
+    (b"\xa1\x4e", "\ufe51"),
+    (b"\xa1\xc2", "\u00af"),
+    (b"\xa1\xe3", "\uff5e"),
+    (b"\xa1\xf2", "\u2295"),
+    (b"\xa1\xf3", "\u2299"),
+    (b"\xa2\x44", "\uffe5"),
+    (b"\xa2\x46", "\uffe0"),
+    (b"\xa2\x47", "\uffe1"),
+]
+
+
+@pytest.mark.parametrize("raw, char", _BIG5_AS_WINDOWS)
+def test_a_big5_page_reads_index_big5s_characters_and_writes_them_back(raw: bytes, char: str) -> None:
+    assert decode_html(b"<p>" + raw, "text/html; charset=big5")[0] == "<p>" + char
+    for href in (raw, f"&#{ord(char)};".encode()):
+        out = parse_html(b'<a href="/p?q=' + href + b'">x</a>', "http://e.com/", "text/html; charset=big5")
+        assert out.links[0][0] == "http://e.com/p?q=" + quote(raw, safe="!$&()*+,;=:@/?")
