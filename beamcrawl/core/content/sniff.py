@@ -1042,7 +1042,15 @@ def _standard_error(exc: UnicodeError) -> tuple[str, int]:
         char = _jis0208((first - 0xA1) * 94 + second - 0xA1)
         if char is not None:
             return char, start + 2
+    if exc.encoding == "big5hkscs" and first == 0xA3 and 0xC0 <= second <= 0xE1:
+        return _big5_a3(second), start + 2
     return "\ufffd", start + 1 if second < 0x80 else start + 2
+
+
+def _big5_a3(second: int) -> str:
+    """Index Big5's cells 0xA3C0-0xA3E1, which big5hkscs has not: the control pictures
+    U+2400-U+241F and U+2421, and the euro sign."""
+    return chr(0x2400 + second - 0xC0) if second < 0xE0 else "\u2421" if second == 0xE0 else "\u20ac"
 
 
 @lru_cache(maxsize=1 << 16)  # an error costs a lookup, not a decode and an exception
@@ -1239,6 +1247,9 @@ def big5_encoded(char: str) -> bytes | None:
     Latin letters with accents there), which big5hkscs writes."""
     if char in _BIG5_CELLS:
         return None  # big5hkscs writes these where index Big5 has the others (below)
+    point = ord(char)
+    if 0x2400 <= point <= 0x241F or point == 0x2421 or point == 0x20AC:
+        return bytes((0xA3, 0xE1 if point == 0x20AC else 0xE0 if point == 0x2421 else point - 0x2400 + 0xC0))
     try:
         written = _BIG5_WRITTEN_AS.get(char, char).encode("big5hkscs")
     except UnicodeEncodeError:

@@ -454,8 +454,8 @@ def test_a_content_types_charset_is_read_as_the_prescan_reads_it(content: str, c
 
 # The Encoding Standard's multi-byte decoders, step by step as it writes them (a queue of bytes,
 # some restored to it), for what each error consumes and which bytes are read again. Which
-# character a whole unit is, is left to Python's codec on that unit alone (EUC-JP's two bytes
-# to Shift_JIS's reading of the same pointer, below): the indexes are not what this checks.
+# character a whole unit is, is what the page reads that unit alone as (EUC-JP's two bytes,
+# Shift_JIS's reading of the same pointer, below): the indexes are not what this checks.
 # Single bytes are the standard's: ASCII; Shift_JIS 0x80 and katakana 0xA1-0xDF; gb18030 0x80
 # the euro sign; anything else not a lead byte is an error.
 _MULTI_BYTE = {  # label: (codec, lead bytes)
@@ -467,14 +467,13 @@ _MULTI_BYTE = {  # label: (codec, lead bytes)
 }
 
 
-def _unit(codec: str, unit: bytes) -> str | None:
-    if codec == "euc_jp" and len(unit) == 2 and all(0xA1 <= b <= 0xFE for b in unit):  # jis0208
+def _unit(label: str, unit: bytes) -> str | None:
+    """What a whole unit reads as alone (the indexes are tested apart), None for an error."""
+    if label == "euc-jp" and len(unit) == 2 and all(0xA1 <= b <= 0xFE for b in unit):  # jis0208
         char = _shift_jis_reading((unit[0] - 0xA1) * 94 + unit[1] - 0xA1)
         return None if char == "\ufffd" else char
-    try:
-        return unit.decode(codec)
-    except UnicodeDecodeError:
-        return None
+    text = decode_html(b"<p>" + unit, f"text/html; charset={label}")[0][3:]
+    return None if "\ufffd" in text else text
 
 
 def _standard_multi_byte(label: str, body: bytes) -> str:
@@ -506,7 +505,7 @@ def _standard_multi_byte(label: str, body: bytes) -> str:
                     queue[0:0] = [second, third]
                     out.append("\ufffd")
                 else:
-                    out.append(_unit(codec, bytes([byte, second, third, queue.pop(0)])) or "\ufffd")
+                    out.append(_unit(label, bytes([byte, second, third, queue.pop(0)])) or "\ufffd")
         else:
             unit = [byte, queue.pop(0)]
             if codec == "euc_jp" and byte == 0x8F and 0xA1 <= unit[1] <= 0xFE:
@@ -514,7 +513,7 @@ def _standard_multi_byte(label: str, body: bytes) -> str:
                     out.append("\ufffd")
                     continue
                 unit.append(queue.pop(0))
-            char = _unit(codec, bytes(unit))
+            char = _unit(label, bytes(unit))
             if char is None and unit[-1] < 0x80:
                 queue[0:0] = [unit[-1]]  # an ASCII byte that ends no character is itself
             out.append(char or "\ufffd")
@@ -1027,3 +1026,11 @@ def test_a_big5_page_reads_index_big5s_characters_and_writes_them_back(raw: byte
     for href in (raw, f"&#{ord(char)};".encode()):
         out = parse_html(b'<a href="/p?q=' + href + b'">x</a>', "http://e.com/", "text/html; charset=big5")
         assert out.links[0][0] == "http://e.com/p?q=" + quote(raw, safe="!$&()*+,;=:@/?")
+
+
+@pytest.mark.parametrize("trail, char", [(0xC0, "\u2400"), (0xDF, "\u241f"), (0xE0, "\u2421"), (0xE1, "\u20ac")])
+def test_a_big5_pages_euro_sign_and_control_pictures_are_read_and_written_back(trail: int, char: str) -> None:
+    raw = bytes((0xA3, trail))  # big5hkscs has no character in these cells: they were U+FFFD
+    assert decode_html(b"<p>" + raw, "text/html; charset=big5")[0] == "<p>" + char
+    out = parse_html(b'<a href="/p?q=' + raw + b'">x</a>', "http://e.com/", "text/html; charset=big5")
+    assert out.links[0][0] == "http://e.com/p?q=" + quote(raw, safe="!$&()*+,;=:@/?")
