@@ -1238,23 +1238,32 @@ _READ_OTHERWISE = {
 _GB18030_WRITTEN_AS = {char: pua for pua, char in _GB18030_2022.items() if pua != "\ue5e5"}
 
 
-_BIG5_WRITTEN_AS = {char: cell for cell, char in _BIG5_CELLS.items()}
+# The characters index Big5 has twice from lead byte 0xA1 on, which its encoder writes with the
+# later bytes.
+_BIG5_LAST = frozenset("\u2550\u255e\u2561\u256a\u5341\u5345")
+
+
+@lru_cache(maxsize=1)
+def _big5_written() -> dict[str, bytes]:
+    """The bytes the Big5 encoder writes for each character: the first cell from lead byte
+    0xA1 on that a page reads as it (the last for :data:`_BIG5_LAST`). big5hkscs's encoder
+    writes the rows before (HKSCS's, and the Latin letters with accents there), which the
+    standard's writes none of, and the later of some cells it has twice (U+FF3C as 0xA242, not
+    0xA240; U+256D as 0xF9FA, not 0xA27E). Built once, from the decoder: ~15,000 cells."""
+    written: dict[str, bytes] = {}
+    for lead in range(0xA1, 0xFF):
+        for trail in (*range(0x40, 0x7F), *range(0xA1, 0xFF)):
+            cell = bytes((lead, trail))
+            char = _multi_byte(cell, "big5hkscs")
+            if len(char) == 1 and char != "\ufffd" and (char not in written or char in _BIG5_LAST):
+                written[char] = cell
+    return written
 
 
 def big5_encoded(char: str) -> bytes | None:
     """The bytes the Encoding Standard's Big5 encoder writes for one non-ASCII character, or
-    None when it cannot: it writes none of the rows of lead bytes 0x81-0xA0 (HKSCS's, and
-    Latin letters with accents there), which big5hkscs writes."""
-    if char in _BIG5_CELLS:
-        return None  # big5hkscs writes these where index Big5 has the others (below)
-    point = ord(char)
-    if 0x2400 <= point <= 0x241F or point == 0x2421 or point == 0x20AC:
-        return bytes((0xA3, 0xE1 if point == 0x20AC else 0xE0 if point == 0x2421 else point - 0x2400 + 0xC0))
-    try:
-        written = _BIG5_WRITTEN_AS.get(char, char).encode("big5hkscs")
-    except UnicodeEncodeError:
-        return None
-    return written if len(written) == 2 and written[0] >= 0xA1 else None
+    None when it cannot (:func:`_big5_written`)."""
+    return _big5_written().get(char)
 
 
 def gb18030_encoded(char: str) -> bytes | None:
