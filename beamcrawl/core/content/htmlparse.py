@@ -15,7 +15,8 @@ import mmh3
 from selectolax.lexbor import LexborHTMLParser
 
 from beamcrawl.core.content import htmlbounds
-from beamcrawl.core.content.sniff import decode_as, decode_html, meta_tags
+from beamcrawl.core.content.encodings import decode
+from beamcrawl.core.content.sniff import decode_html, meta_tags
 from beamcrawl.core.urls.urlnorm import InvalidURL, fingerprint, normalize
 
 HTML_TYPES = ("text/html", "application/xhtml+xml")
@@ -143,7 +144,7 @@ def unparsed_metas(cut: str, rest: bytes, encoding: str) -> tuple[tuple[str, str
     (decoded as the document is). A page's robots directives hold wherever it puts them: a
     ``nofollow`` past the cut asks that the links before it not be followed either."""
     found = []
-    for text in (cut, decode_as(rest, encoding)):
+    for text in (cut, decode(rest, encoding)):
         for attrs in meta_tags(text.encode("utf-8", "replace")):
             name, content = attrs.get(b"name"), attrs.get(b"content")
             if name and content is not None:

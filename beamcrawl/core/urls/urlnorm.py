@@ -563,16 +563,16 @@ def _encode_query(url: str, encoding: str) -> str:
 
         name = codecs.lookup(encoding).name
     except LookupError:
-        name = encoding  # no Python codec: sniff's table, or no encoding (UTF-8, as "replacement")
+        name = encoding  # no Python codec: encodings' own table, or no encoding (UTF-8, as "replacement")
     if name in _UTF8_FOR_URLS or name.startswith("utf"):
         return url
-    from beamcrawl.core.content.sniff import single_byte_index
+    from beamcrawl.core.content.encodings import single_byte_index
 
     index = single_byte_index(name)
     if index is not None:  # the Encoding Standard's bytes where Python's codec has others
         return f"{url[: question + 1]}{_NON_ASCII.sub(lambda m: _index_encoded(m.group(), index), query)}{url[end:]}"
     if name == "iso2022_jp":  # likewise, and its state lasts across the query
-        from beamcrawl.core.content.sniff import iso2022_jp_encoded
+        from beamcrawl.core.content.encodings import iso2022_jp_encoded
 
         written = "".join(
             piece
@@ -611,13 +611,13 @@ def _standard_encoded(run: str, name: str) -> str:
     """A run of non-ASCII characters written as the Encoding Standard's EUC-JP (``euc_jp``),
     Shift_JIS (``cp932``), gb18030 or Big5 (``big5hkscs``) encoder writes it, percent-encoded
     (``&#N;`` for a character it cannot write)."""
-    from beamcrawl.core.content import sniff
+    from beamcrawl.core.content import encodings
 
     encoded = {
-        "euc_jp": sniff.euc_jp_encoded,
-        "cp932": sniff.shift_jis_encoded,
-        "gb18030": sniff.gb18030_encoded,
-        "big5hkscs": sniff.big5_encoded,
+        "euc_jp": encodings.euc_jp_encoded,
+        "cp932": encodings.shift_jis_encoded,
+        "gb18030": encodings.gb18030_encoded,
+        "big5hkscs": encodings.big5_encoded,
     }[name]
     out = []
     for char in run:
