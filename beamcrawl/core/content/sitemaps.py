@@ -531,7 +531,11 @@ class _Target:
         self.record: str | None = None
         self.record_depth = 0
         self.fields: dict[str, str] = {}
-        self.links: list[tuple[str, str]] = []  # (rel, href) of an entry's link elements
+        # The href of an entry's first link element of rel "alternate" (the default) that
+        # names something: the only one read. Keeping each link element an entry holds kept
+        # ~120 bytes for every 15 of <link href=''/>: one item of them in 50 MB (a 97 KB
+        # gzip) held 340 MB.
+        self.alternate: str | None = None
         self.permalink = True
         self.about: str | None = None
         self.capture: str | None = None
@@ -573,12 +577,13 @@ class _Target:
         if self.record_depth == 0:
             if name == self.record:
                 self.record_depth = self.depth
-                self.fields, self.links, self.permalink = {}, [], True
+                self.fields, self.alternate, self.permalink = {}, None, True
                 self.about = attrs.get("{http://www.w3.org/1999/02/22-rdf-syntax-ns#}about")
             return
         child = self.depth == self.record_depth + 1
-        if child and name == "link" and "href" in attrs:
-            self.links.append(((attrs.get("rel") or "alternate").strip().lower(), attrs["href"].strip()))
+        if child and name == "link" and "href" in attrs and self.alternate is None:
+            if (attrs.get("rel") or "alternate").strip().lower() == "alternate":
+                self.alternate = attrs["href"].strip() or None
         if child and name == "guid":
             self.permalink = (attrs.get("isPermaLink") or "true").strip().lower() != "false"
         # Fields are the entry's children (first non-empty of each name), plus a news sitemap's
@@ -619,7 +624,7 @@ class _Target:
 
     def _feed_link(self) -> str | None:
         """The page an RSS item or Atom entry points at."""
-        alternate = next((href for rel, href in self.links if rel == "alternate" and href), None)
+        alternate = self.alternate
         if self.doc.kind == "atom":
             if alternate:
                 return alternate

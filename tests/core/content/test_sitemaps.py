@@ -589,6 +589,35 @@ def test_a_gzip_that_expands_a_thousandfold_is_read_in_bounded_memory(layers):
     assert _urls(result) == ["https://www.example.com/a"] and result.error is None
 
 
+_FEED_ENTRIES = {
+    "rss": ("<rss><channel><item>{links}</item></channel></rss>", "<link href='{href}'{rel}/>"),
+    "atom": ("<feed xmlns='http://www.w3.org/2005/Atom'><entry>{links}</entry></feed>", "<link href='{href}'{rel}/>"),
+}
+
+
+@settings(max_examples=6, deadline=None)
+@given(
+    kind=st.sampled_from(sorted(_FEED_ENTRIES)),
+    n=st.integers(100_000, 200_000),
+    rel=st.sampled_from(["", " rel='enclosure'", " rel='alternate'", " rel=' ALTERNATE '"]),
+    href=st.sampled_from(["", " ", "https://www.example.com/x"]),
+    gzipped=st.booleans(),
+)
+@example(kind="rss", n=100_000, rel="", href="", gzipped=True)  # 1.5 MB of <link href=''/> held 12 MB
+def test_an_entry_of_many_link_elements_is_read_in_bounded_memory(kind, n, rel, href, gzipped):
+    # Each link element of an entry was kept until the entry ended: ~120 bytes for 15 bytes
+    # of <link href=''/>, so one item of them in 50 MB (a 97 KB gzip) held 340 MB. Only the
+    # first alternate link that names something is read, and the last one here does.
+    document, link = _FEED_ENTRIES[kind]
+    links = link.format(href=href, rel=rel) * n + "<link href='https://www.example.com/last'/>"
+    doc = document.format(links=links).encode()
+    result, peak = _parsed_in(gzip.compress(doc, 1) if gzipped else doc)
+    assert peak < 5_000_000
+    named = href.strip() and "enclosure" not in rel
+    assert _urls(result) == ["https://www.example.com/x" if named else "https://www.example.com/last"]
+    assert result.error is None
+
+
 def test_a_feed_whose_content_nests_a_few_hundred_deep_is_read():
     content = "<div>" * 300 + "x" + "</div>" * 300
     feed = (
