@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import time
 from urllib.parse import quote
 
-from beamcrawl.core.content.htmlparse import checksum, is_html, parse_html, robots_directives
+from beamcrawl.core.content.htmlparse import MAX_ANCHOR_CHARS, checksum, is_html, parse_html, robots_directives
 from beamcrawl.core.content.sniff import codec_for_label
 from beamcrawl.core.urls.urlnorm import InvalidURL, fingerprint, normalize
 from beamcrawl.schemas.records import Link, follow_rows
@@ -85,7 +86,7 @@ def test_checksum_and_content_types():
 # --- links as a browser resolves them (#24 item 9 and the link classes) ----------------------
 
 import pytest  # noqa: E402
-from hypothesis import example, given, settings  # noqa: E402
+from hypothesis import HealthCheck, example, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 from beamcrawl.core.content.htmlparse import refresh_target  # noqa: E402
@@ -465,3 +466,76 @@ def test_the_unparsed_part_is_read_in_one_pass(unit, n) -> None:
         patch.setattr(sniff, "_attribute", counted)
         list(sniff.meta_tags((unit * n + ">").encode()))
     assert len(calls) <= 4 * n + 2  # at most one call a "<meta", name and value
+
+
+# --- anchors inside anchors ---------------------------------------------------------------------
+
+# What makes an <a href> hold the next: an <svg>'s <a> nest as written, and markers (<object>,
+# <marquee>, a cell) keep the <a> before them from being closed by the next.
+_NESTERS = {
+    "svg": ("<svg>", "<a href=/{i}>"),
+    "object": ("", "<a href=/{i}><object>"),
+    "marquee": ("", "<a href=/{i}><marquee>"),
+    "cell": ("", "<table><tr><td><a href=/{i}>"),
+}
+_INSIDE = {
+    "words": "x ",
+    "letters": "x",
+    "elements": "<g/>x ",
+    "spaces": "y \t\n \u00a0\u3000 ",
+}
+
+
+def _anchors_as_read_one_by_one(page: bytes) -> list[str]:
+    """Each href's anchor text, in order, as its first <a> (the parser may clone one) reads
+    alone."""
+    from beamcrawl.core.content.htmlparse import _squeeze, parse_document
+
+    first: dict[str, str] = {}
+    for node in parse_document(page).css("a[href]"):
+        first.setdefault(node.attributes["href"] or "", _squeeze(node.text(deep=True))[:MAX_ANCHOR_CHARS])
+    return list(first.values())
+
+
+_PIECES = st.sampled_from(
+    [
+        "<svg>", "</svg>", "<a href=/{i}>", "</a>", "<object>", "</object>", "<marquee>", "<td>", "<table>",
+        "<b>", "</b>", "<g/>", "<!--c-->", "<template>t</template>", "<script>s</script>", "x", "y z",
+        " ", "\n\t ", "\u00a0", "\u3000", "&amp;", "w" * 90, " " * 300, "<p>", "</p>", "<br>",
+    ]
+)  # fmt: skip
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_PIECES, max_size=60))
+def test_nested_anchors_read_as_each_anchor_alone_reads(pieces):
+    # The hrefs differ, but for the <a> the parser clones: a link each, its first <a>'s text.
+    page = "".join(piece.format(i=i) for i, piece in enumerate(pieces)).encode()
+    anchors = [anchor for _, _, anchor, _, kind in parse_html(page, "http://a.example/").links if kind == "a"]
+    assert anchors == _anchors_as_read_one_by_one(page)
+
+
+@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    nester=st.sampled_from(sorted(_NESTERS)),
+    inside=st.sampled_from(sorted(_INSIDE)),
+    depth=st.integers(150, 400),
+    size=st.integers(300_000, 600_000),
+)
+@example(nester="svg", inside="words", depth=400, size=600_000)  # 2.1 s, where its links alone took 0.02 s
+def test_nested_anchors_cost_what_the_same_anchors_side_by_side_cost(nester, inside, depth, size):
+    # Each anchor's text was its whole subtree's, read again for each anchor it held: 500
+    # nested anchors around 1 MB of words took 3 s. The same page whose anchors are closed
+    # at once (each holds nothing) is the measure; the margin is for a loaded machine.
+    opener, anchor = _NESTERS[nester]
+    text = _INSIDE[inside] * (size // len(_INSIDE[inside]))
+    nested = (opener + "".join(anchor.format(i=i) for i in range(depth)) + text).encode()
+    side_by_side = (opener + "".join(anchor.format(i=i) + "</a>" for i in range(depth)) + text).encode()
+
+    def cpu(page: bytes) -> float:
+        started = time.process_time()
+        parse_html(page, "http://a.example/")
+        return time.process_time() - started
+
+    alone = min(cpu(side_by_side) for _ in range(2))
+    assert cpu(nested) < 10 * alone + 0.1
