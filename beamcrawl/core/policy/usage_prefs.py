@@ -53,9 +53,10 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, replace
+from functools import cached_property
 from typing import TYPE_CHECKING, Iterable, Literal
 
-from beamcrawl.core.policy.robots_match import rule_matches, rule_octets
+from beamcrawl.core.policy.robots_match import PathPattern, match_form, rule_matches
 
 if TYPE_CHECKING:
     from beamcrawl.core.policy.robots import RobotsRules
@@ -396,9 +397,14 @@ class UsageRule:
     expression: str
     prefs: dict[str, Decision]
 
+    @cached_property
+    def pattern(self) -> PathPattern:
+        """The path, ready to match (read once, not once for each URL)."""
+        return PathPattern(self.path)
+
     @property
     def length(self) -> int:
-        return rule_octets(self.path)
+        return self.pattern.octets
 
 
 @dataclass(frozen=True)
@@ -469,8 +475,14 @@ class UsageRules:
         )
 
     def matching(self, target: str) -> list[UsageRule]:
-        """The longest-path ``Content-Usage`` rules matching a path (and query)."""
-        hits = [r for r in self.rules if rule_matches(r.path, target)]
+        """The longest-path ``Content-Usage`` rules matching a path (and query).
+
+        The target is put in the matching form once, and each path was when first matched:
+        for each rule both were read again, a character at a time in Python where they hold an
+        escape or a non-ASCII character, and 1,000 rules (a 33 KB robots.txt) cost each URL of
+        2,000 characters 0.2 to 0.5 s, on the fetch loop."""
+        form = match_form(target)
+        hits = [r for r in self.rules if r.pattern.matches(form)]
         if not hits:
             return []
         longest = max(r.length for r in hits)
