@@ -318,7 +318,10 @@ typedef struct {
     Py_ssize_t nprev, nnext; /* the entries of its name */
     Py_ssize_t kprev, knext; /* the entries of its key */
     int in_active;
+    long long weight; /* its attributes' characters / htmlbounds.CLONE_CHARS: the elements a copy adds */
 } Entry;
+
+#define CLONE_CHARS 512 /* htmlbounds.CLONE_CHARS */
 
 typedef struct {
     /* limits */
@@ -617,10 +620,11 @@ static inline int needs_rebuild(Walk *w) {
     return last->name >= 0 && last->open == 0;
 }
 
-static Py_ssize_t new_entry(Walk *w, Py_ssize_t name, Py_ssize_t key) {
+static Py_ssize_t new_entry(Walk *w, Py_ssize_t name, Py_ssize_t key, PyObject *attributes) {
     if (grow((void **)&w->entries, &w->cap_entries, w->n_entries + 1, sizeof(Entry)) < 0) return -1;
     Py_ssize_t e = w->n_entries++;
-    w->entries[e] = (Entry){name, key, w->level, 0, -1, -1, -1, -1, -1, -1, 0};
+    long long weight = attributes != NULL ? (long long)(PyUnicode_GET_LENGTH(attributes) / CLONE_CHARS) : 0;
+    w->entries[e] = (Entry){name, key, w->level, 0, -1, -1, -1, -1, -1, -1, 0, weight};
     return e;
 }
 
@@ -669,7 +673,7 @@ static int reconstruct(Walk *w) {
     }
     if (first < 0) return OK;
     for (Py_ssize_t e = first; e >= 0; e = w->entries[e].next) {
-        w->created++;
+        w->created += 1 + w->entries[e].weight; /* the clone of its attributes */
         if (w->created > w->max_elements || w->depth >= w->max_depth) {
             if (w->depth > w->deepest) w->deepest = w->depth;
             return w->created > w->max_elements ? OVER_ELEMENTS : OVER_DEPTH;
@@ -686,7 +690,7 @@ static int reconstruct(Walk *w) {
 }
 
 static int add_marker(Walk *w) {
-    Py_ssize_t e = new_entry(w, -1, -1);
+    Py_ssize_t e = new_entry(w, -1, -1, NULL);
     if (e < 0) return ERROR;
     append_active(w, e);
     w->level++;
@@ -767,7 +771,12 @@ static int end_formatting(Walk *w, Py_ssize_t name) {
         return OK;
     }
     long long rounds = specials < 8 ? specials : 8;
-    w->created += 4 * rounds;
+    long long heaviest = 0; /* the formatting elements in between, as the heaviest above it */
+    for (Py_ssize_t i = at + 1; i < w->depth; i++) {
+        Py_ssize_t above = w->stack[i].entry;
+        if (above >= 0 && w->entries[above].weight > heaviest) heaviest = w->entries[above].weight;
+    }
+    w->created += rounds * (4 + w->entries[e].weight + 3 * heaviest);
     if (w->created > w->max_elements) return OVER_ELEMENTS;
     remove_element(w, element);
     long long clone = w->next_handle++;
@@ -916,7 +925,7 @@ static int start(Walk *w, Py_ssize_t name, PyObject *attributes, int self_closin
         }
         Py_ssize_t key = key_number(w, name, attributes);
         if (key < 0) return ERROR;
-        Py_ssize_t e = new_entry(w, name, key);
+        Py_ssize_t e = new_entry(w, name, key, attributes);
         if (e < 0) return ERROR;
         long long h;
         TRY(push(w, name, e, 0, &h));
@@ -1188,7 +1197,7 @@ static int walk_tokens(Walk *w, PyObject *tokens, int following, long long max_a
                     continue;
                 }
             }
-            const Py_ssize_t e = new_entry(w, name, key);
+            const Py_ssize_t e = new_entry(w, name, key, attributes);
             if (e < 0) STOP(ERROR);
             if (grow((void **)&w->stack, &w->cap_stack, w->depth + 1, sizeof(Elem)) < 0) STOP(ERROR);
             const long long h = w->next_handle++;

@@ -17,7 +17,10 @@ The walk errs one way: it may count more elements and a deeper stack than the pa
 (tags inside ``<script>``, comments and attribute values count, a start tag before text rebuilds
 what the parser would rebuild later), never fewer, so the parse stays within the limits
 whatever the markup; the tests hold it to that against the parser on generated tag soup.
-Nesting is limited to 512 open elements, as browsers' HTML parsers do.
+Nesting is limited to 512 open elements, as browsers' HTML parsers do. A formatting element the
+parser rebuilds or adopts is created with a copy of its attributes, so each copy counts one more
+element for every :data:`CLONE_CHARS` characters of them (the elements in between that the
+adoption agency copies weigh as the heaviest above the one it adopts).
 
 The walk does the tags most pages are made of (plain and formatting elements, blocks, list
 items, cells and rows where they are expected, their end tags at the current node) in its loop,
@@ -51,6 +54,7 @@ from typing import Any, Callable
 __all__ = [
     "COMPILED",
     "WALK_COMPILED",
+    "CLONE_CHARS",
     "MAX_ATTRIBUTES",
     "MAX_DEPTH",
     "MAX_ELEMENTS",
@@ -69,6 +73,11 @@ MAX_DEPTH = 512
 MAX_ATTRIBUTES = 256
 #: Start and end tags of one document (each is checked against the open elements).
 MAX_TAGS = 400_000
+#: Characters of attributes that count as one more element each time the parser copies them:
+#: a formatting element rebuilt, or cloned by the adoption agency, is created with a copy of
+#: its attributes (``<p><a href='...1 MB...'>x</p>`` then ``<p>x</p>`` × 4,000, 0.5 MB, held
+#: 1.9 GB; 10,000 of them did not parse in 6 GB). An element is ~0.5 KB (MAX_ELEMENTS).
+CLONE_CHARS = 512
 
 # Documents with at most this many "<" are not scanned: at their worst (512 misnested
 # formatting elements, each rebuilt at each of 512 blocks) they build ~130,000 elements,
@@ -326,7 +335,7 @@ class _Tree:
         stack = self.stack
         names = self.names
         for entry in active[i:]:
-            self.created += 1
+            self.created += 1 + len(entry.key[1]) // CLONE_CHARS  # the clone of its attributes
             if self.created > MAX_ELEMENTS or len(stack) >= MAX_DEPTH:
                 self.deepest = max(self.deepest, len(stack))
                 raise _Over("elements" if self.created > MAX_ELEMENTS else "depth")
@@ -564,9 +573,11 @@ class _Tree:
             self.drop_entry(entry)
             return
         # Each round of the outer loop (at most 8) moves the element past the next special
-        # element: a clone of it and of at most three formatting elements in between.
+        # element: a clone of it and of at most three formatting elements in between, each
+        # with a copy of its attributes (those in between weighed as the heaviest above it).
         rounds = min(len(specials), 8)
-        self.created += 4 * rounds
+        heaviest = max((len(e.entry.key[1]) // CLONE_CHARS for e in self.stack[at + 1 :] if e.entry), default=0)
+        self.created += rounds * (4 + len(entry.key[1]) // CLONE_CHARS + 3 * heaviest)
         if self.created > MAX_ELEMENTS:
             raise _Over("elements")
         self.remove(element)
@@ -982,6 +993,8 @@ _WALK_CHECKS = [
     "<B\u0130>x</b\u0130><lin\u212a><spa\u212a>x</spa\u212a><\u212a>\u212a</\u212a><b\u00e9>\u00e9</B\u00c9>",
     "<a " + "b " * 600 + ">x</a><b>x</b " + "c " * 600 + ">",
     "<p><font id=1>x" * 30 + "<div>" * 40 + "<ul><li>" * 10 + "x",
+    # Formatting elements whose attributes weigh: rebuilt, adopted, and between (CLONE_CHARS).
+    "<p><a href='" + "x" * 1100 + "'>x</p>" + "<p>x</p>" * 3 + "<i class='" + "y" * 600 + "'><b><div>x</b>" * 3,
 ]
 
 

@@ -41,6 +41,9 @@ MAX_DEPTH = 512
 MAX_ATTRIBUTES = 256
 #: Start and end tags of one document (each is checked against the open elements).
 MAX_TAGS = 400_000
+#: Characters of attributes that count as one more element each time the parser copies them
+#: (added since 0630e4d: a rebuilt or adopted formatting element copies its attributes).
+CLONE_CHARS = 512
 
 # Documents with at most this many "<" are not scanned: at their worst (512 misnested
 # formatting elements, each rebuilt at each of 512 blocks) they build ~130,000 elements,
@@ -248,6 +251,7 @@ class _Tree:
         while i > 0 and active[i - 1] is not _MARKER and active[i - 1].open is None:
             i -= 1
         for entry in active[i:]:
+            self.created += len(entry.key[1]) // CLONE_CHARS  # its attributes copied (push counts it)
             entry.open = self.push(entry.name, entry)
 
     def add_marker(self) -> None:
@@ -480,7 +484,8 @@ class _Tree:
         # Each round of the outer loop (at most 8) moves the element past the next special
         # element: a clone of it and of at most three formatting elements in between.
         rounds = min(len(specials), 8)
-        self.created += 4 * rounds
+        heaviest = max((len(e.entry.key[1]) // CLONE_CHARS for e in self.stack[at + 1 :] if e.entry), default=0)
+        self.created += rounds * (4 + len(entry.key[1]) // CLONE_CHARS + 3 * heaviest)
         if self.created > MAX_ELEMENTS:
             raise _Over("elements")
         last = self.stack[specials[rounds - 1]]
