@@ -527,9 +527,21 @@ def scan(text: str) -> Bound | None:
     Returns:
         The offset of the first tag past a limit and the limit's name, or None.
     """
-    if text.count("<") <= _FEW_TAGS:
-        return _attributes_bound(text)
-    return _walk(text)[0]
+    bound = _attributes_bound(text) if text.count("<") <= _FEW_TAGS else _walk(text)[0]
+    merged = _merged_attributes_bound(text)  # added since 0630e4d
+    return merged if merged is not None and (bound is None or merged.cut < bound.cut) else bound
+
+
+def _merged_attributes_bound(text: str) -> Bound | None:
+    total = 0
+    for found in _MERGING_TAG.finditer(text):
+        total += _attribute_count(_TAG.match(text, found.start()).group(3))
+        if total > MAX_ATTRIBUTES:
+            return Bound(found.start(), "attributes")
+    return None
+
+
+_MERGING_TAG = re.compile(r"<(?:[hH][tT][mM][lL]|[bB][oO][dD][yY])(?=[\t\n\f\r />])")
 
 
 def _attributes_bound(text: str) -> Bound | None:
