@@ -51,6 +51,10 @@ def _squeeze(text: str) -> str:
 # whitespace str.split cuts at), and only its first _ANCHOR_PREFIX characters, which decide
 # that cut (one may be a space the squeeze drops at each end).
 _ANCHOR_PREFIX = MAX_ANCHOR_CHARS + 2
+# Characters the anchors of a page read one by one before they are read by one walk: more
+# than a page's text holds (at most MAX_PARSE_BYTES characters), so only anchors that nest
+# read that many.
+_ANCHOR_READ = MAX_PARSE_BYTES
 _WHITESPACE_RUN = re.compile(r"\s+")
 
 
@@ -216,7 +220,6 @@ def unparsed_metas(cut: str, rest: bytes, encoding: str) -> tuple[tuple[str, str
 # element matches two of these (each names another tag), and css() answers in document order.
 _LINK_SELECTOR = "a[href], area[href], link[rel][href], iframe[src], frame[src]"
 _PAGE_SELECTOR = "base[href], meta[name], meta[http-equiv], title, " + _LINK_SELECTOR
-_NESTED_ANCHORS = "a[href] a[href]"
 _SPACE = "\t\n\f\r "
 _C0_OR_SPACE = "".join(map(chr, range(0x21)))
 
@@ -315,10 +318,12 @@ def page_links(
     if title_node is not None:
         out.title = _squeeze(title_node.text())[:512] or None
 
-    # Anchors inside anchors (an <svg>'s <a> nest, as do <a> between <object> markers) are
-    # read by one walk (_anchor_texts); else each anchor's text is its own.
-    anchors = [node for tag, node in link_nodes if tag == "a"]
-    nested = _anchor_texts(anchors) if anchors and tree.css_first(_NESTED_ANCHORS) is not None else None
+    # Anchors that do not nest read each character of the page's text once at most: past
+    # that, anchors nest (an <svg>'s <a> do, as do <a> between <object> markers) and are read
+    # by one walk (_anchor_texts). Asking the tree whether they nest first ("a[href] a[href]")
+    # cost as much as finding the links.
+    nested: dict[int, str] | None = None
+    read = 0
 
     seen: dict[tuple[int, str], int] = {}  # each edge's index in out.links
     # A page often links one target several times (a picture and its caption, a menu at
@@ -383,6 +388,12 @@ def page_links(
         elif nested is not None:
             anchor = nested[node.mem_id]
         else:
-            anchor = _squeeze(node.text(deep=True))[:MAX_ANCHOR_CHARS]
+            text = node.text(deep=True)
+            read += len(text)
+            if read > _ANCHOR_READ:  # more than any page's text: its anchors nest
+                nested = _anchor_texts([n for t, n in link_nodes if t == "a"])
+                anchor = nested[node.mem_id]
+            else:
+                anchor = _squeeze(text)[:MAX_ANCHOR_CHARS]
         out.links.append((target, fp, anchor, nofollow, kind))
     return out

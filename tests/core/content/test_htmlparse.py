@@ -510,9 +510,17 @@ _PIECES = st.sampled_from(
 @given(st.lists(_PIECES, max_size=60))
 def test_nested_anchors_read_as_each_anchor_alone_reads(pieces):
     # The hrefs differ, but for the <a> the parser clones: a link each, its first <a>'s text.
+    from beamcrawl.core.content import htmlparse
+
     page = "".join(piece.format(i=i) for i, piece in enumerate(pieces)).encode()
-    anchors = [anchor for _, _, anchor, _, kind in parse_html(page, "http://a.example/").links if kind == "a"]
-    assert anchors == _anchors_as_read_one_by_one(page)
+    expected = _anchors_as_read_one_by_one(page)
+    # Read one by one, and by the one walk that nested anchors are read by past a budget
+    # (here none: the walk reads every page).
+    for budget in (htmlparse._ANCHOR_READ, -1):
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(htmlparse, "_ANCHOR_READ", budget)
+            links = parse_html(page, "http://a.example/").links
+        assert [anchor for _, _, anchor, _, kind in links if kind == "a"] == expected, budget
 
 
 @settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow])
