@@ -50,6 +50,7 @@ from __future__ import annotations
 import codecs
 import re
 from collections.abc import Iterator
+from functools import lru_cache
 from typing import NamedTuple
 
 from beamcrawl.core.content.encodings import REPLACEMENT, X_USER_DEFINED, decode
@@ -646,6 +647,22 @@ def _mime_type(value: str) -> tuple[str, dict[str, str]] | None:
 
 
 def _header_charset(content_type: str) -> str | None:
+    """:func:`_parse_header_charset`, remembered for the short values most pages share
+    (``text/html; charset=utf-8``: 3 µs a page parsed each time)."""
+    if len(content_type) <= _REMEMBERED_TYPE_CHARS:
+        return _remembered_header_charset(content_type)
+    return _parse_header_charset(content_type)
+
+
+_REMEMBERED_TYPE_CHARS = 128
+
+
+@lru_cache(maxsize=256)
+def _remembered_header_charset(content_type: str) -> str | None:
+    return _parse_header_charset(content_type)
+
+
+def _parse_header_charset(content_type: str) -> str | None:
     """The ``charset`` a Content-Type header gives, as Fetch's "extract a MIME type" reads it:
     its values split at the commas outside quoted strings, each parsed as a MIME type; the
     last that parses decides, keeping the charset of one before it of the same essence."""
