@@ -706,11 +706,11 @@ COMPILED = _tags is not _regex_tags
 def _attributes_bound(text: str) -> Bound | None:
     """:func:`scan` of a document of few tags: only one of many attributes can cost much."""
     long_tags = _long_attributes(text, 2 * MAX_ATTRIBUTES)
-    if not any(_attribute_count(rest) > MAX_ATTRIBUTES for rest in long_tags):
+    if not any(_attribute_count(rest, MAX_ATTRIBUTES) > MAX_ATTRIBUTES for rest in long_tags):
         return None
     for match in _TAG.finditer(text):
         rest = match.group(3)
-        if len(rest) > 2 * MAX_ATTRIBUTES and _attribute_count(rest) > MAX_ATTRIBUTES:
+        if len(rest) > 2 * MAX_ATTRIBUTES and _attribute_count(rest, MAX_ATTRIBUTES) > MAX_ATTRIBUTES:
             return Bound(match.start(), "attributes")
     return None  # pragma: no cover - findall and finditer read the same tags
 
@@ -754,7 +754,7 @@ def _py_walk(text: str) -> tuple[Bound | None, int, int]:
         for tags, (closing, name, attributes, after) in walk:  # noqa: B007 (read on a cut)
             text_before = following
             following = after
-            if len(attributes) > long_attributes and _attribute_count(attributes) > max_attributes:
+            if len(attributes) > long_attributes and _attribute_count(attributes, max_attributes) > max_attributes:
                 raise _Over("attributes")
             if not name.islower():
                 name = name.lower()
