@@ -81,6 +81,20 @@ def response(body: bytes, status: bytes = b"200 OK", extra: bytes = b"") -> byte
     )
 
 
+def field_lines(items: list[str], cuts: list[bool]) -> list[list[str]]:
+    """A field's list ``items`` sent over several field lines, a new line before each item
+    whose ``cuts`` entry (one for each item but the first) is true (RFC 9110 §5.3: the same
+    list as one comma-joined line)."""
+    lines, line = [], [items[0]]
+    for item, cut in zip(items[1:], cuts):
+        if cut:
+            lines.append(line)
+            line = []
+        line.append(item)
+    lines.append(line)
+    return lines
+
+
 def chunked(body: bytes) -> bytes:
     return b"%x\r\n" % len(body) + body + b"\r\n0\r\n\r\n"
 

@@ -517,6 +517,22 @@ class HeldHop(RawLoopbackServer):
         writer.close()
 
 
+def _round_of_one_url(store_uri: str, src: str) -> list:
+    """A round of one URL of ``src`` (its robots.txt first), fetched through a StoreFence over
+    the store: one fetch shard, a 5 s window. The results."""
+    cfg = dataclasses.replace(config(store_uri, 0.1), fetch_shards=1, round_window=5)
+    plan = plan_host(src, entries(src, 1), HostRecord(host=src), None, cfg, time.time())
+    fence = StoreFence(store_uri, None)
+    fence.claim(plan.shard)
+    runner = FetchRunner(cfg, fence)
+    try:
+        runner.submit(plan)
+        return results_of(runner)
+    finally:
+        runner.close()
+        fence.close()
+
+
 @settings(max_examples=6, deadline=None)
 @given(status=st.sampled_from([429, 503]), wait=st.integers(min_value=30, max_value=86400), date=st.booleans())
 def test_a_retry_after_answered_to_a_robots_hop_holds_the_next_rounds_requests_to_its_host(
@@ -530,17 +546,7 @@ def test_a_retry_after_answered_to_a_robots_hop_holds_the_next_rounds_requests_t
     store_uri = f"sqlite:///{tmp_path_factory.mktemp('hop')}/s.sqlite"
     with HeldHop(status, wait, date) as web, open_store(store_uri) as store:
         src, ok = f"src.test:{web.port}", f"ok.test:{web.port}"
-        cfg = dataclasses.replace(config(store_uri, 0.1), fetch_shards=1, round_window=5)
-        plan = plan_host(src, entries(src, 1), HostRecord(host=src), None, cfg, time.time())
-        fence = StoreFence(store_uri, None)
-        fence.claim(plan.shard)
-        runner = FetchRunner(cfg, fence)
-        try:
-            runner.submit(plan)
-            results_of(runner)
-        finally:
-            runner.close()
-            fence.close()
+        _round_of_one_url(store_uri, src)
         assert [(h, p) for h, p, _ in web.log] == [("src.test", "/robots.txt"), ("ok.test", "/robots.txt")]
         record = read_host(ok, store.read_keys("hosts", [ok.encode()]).get(ok.encode()))
     held = politeness.next_allowed(record.last_fetch_end, record.delay, record.not_before)
@@ -564,17 +570,7 @@ def test_a_robots_hop_to_a_host_with_no_plan_keeps_the_clock_the_store_has_for_i
         if held:
             stored.not_before = time.time() + 3600
         store.mutate("hosts", [Mutation.set(ok.encode(), stored.to_cells())])
-        cfg = dataclasses.replace(config(store_uri, 0.1), fetch_shards=1, round_window=5)
-        plan = plan_host(src, entries(src, 1), HostRecord(host=src), None, cfg, time.time())
-        fence = StoreFence(store_uri, None)
-        fence.claim(plan.shard)
-        runner = FetchRunner(cfg, fence)
-        try:
-            runner.submit(plan)
-            results = results_of(runner)
-        finally:
-            runner.close()
-            fence.close()
+        results = _round_of_one_url(store_uri, src)
     hops = [at for host, _, at in web.log if host == "ok.test"]
     if held:
         assert hops == [], "the hop went to a host held past the window"
@@ -607,17 +603,7 @@ def test_a_robots_hop_to_a_host_with_no_plan_keeps_the_operators_policy_for_it(t
         )
         if kind != "none":
             store.mutate("policies", [Mutation.set(key.encode(), policy.to_cells())])
-        cfg = dataclasses.replace(config(store_uri, 0.1), fetch_shards=1, round_window=5)
-        plan = plan_host(src, entries(src, 1), HostRecord(host=src), None, cfg, time.time())
-        fence = StoreFence(store_uri, None)
-        fence.claim(plan.shard)
-        runner = FetchRunner(cfg, fence)
-        try:
-            runner.submit(plan)
-            results = results_of(runner)
-        finally:
-            runner.close()
-            fence.close()
+        results = _round_of_one_url(store_uri, src)
     hops = [at for host, _, at in web.log if host == "ok.test"]
     if kind in ("blocked", "paused"):
         assert hops == [], f"the hop went to a {kind} host"

@@ -534,13 +534,9 @@ def _transfer_coded_page(
     codings, cuts, name = transfer
     for coding in codings:
         coded = _CODERS[coding](coded)
-    lines, line = [], [codings[0]]
-    for coding, cut in zip([*codings[1:], "chunked"], cuts):
-        if cut:
-            lines.append(line)
-            line = []
-        line.append(coding)
-    lines.append(line)
+    from wire_shapes import field_lines  # noqa: E402  (tests/wire_shapes.py)
+
+    lines = field_lines([*codings, "chunked"], cuts)
     head = b"".join(b"%s: %s\r\n" % (name.encode(), ", ".join(part).encode()) for part in lines)
     if content:
         head += b"Content-Encoding: %s\r\n" % ", ".join(content).encode()
@@ -685,13 +681,9 @@ def _encoded_page(codings: list[str], cuts: list[bool], name: str, body: bytes) 
     field lines cut where ``cuts`` says (RFC 9110 §5.3: the same as one comma-joined line)."""
     for coding in codings:
         body = _CODERS[coding](body)
-    lines, line = [], [codings[0]]
-    for coding, cut in zip(codings[1:], cuts):
-        if cut:
-            lines.append(line)
-            line = []
-        line.append(coding)
-    lines.append(line)
+    from wire_shapes import field_lines  # noqa: E402  (tests/wire_shapes.py)
+
+    lines = field_lines(codings, cuts)
     head = b"".join(b"%s: %s\r\n" % (name.encode(), ", ".join(part).encode()) for part in lines)
     return b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\n" + head + b"Content-Length: %d\r\n\r\n" % len(body) + body
 

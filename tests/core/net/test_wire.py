@@ -34,7 +34,7 @@ from beamcrawl.core.runtime.config import CrawlConfig
 from beamcrawl.core.urls.urlnorm import normalize
 from beamcrawl.schemas.records import FetchResult, FrontierEntry, HostPlan, HostRecord
 from beamcrawl.transforms.warc_io import request_member
-from wire_shapes import SMUGGLED, STRAY, ShapeServer, response  # noqa: E402  (tests/wire_shapes.py)
+from wire_shapes import SMUGGLED, STRAY, ShapeServer, field_lines, response  # noqa: E402  (tests/wire_shapes.py)
 
 LOST = ("rsthdr", "close", "1xx")
 DESYNC = ("now", "split", "late", "head", "junk")
@@ -77,6 +77,14 @@ def _drain_plan(plan: HostPlan, config: CrawlConfig | None = None) -> list[tuple
         runner.close()
 
 
+def _fetch_sites(server: ShapeServer, plans: dict[str, list[str]], site: Any) -> list[FetchResult]:
+    """Each host of ``plans`` served by ``site`` on ``server`` and its paths fetched, 0.05 s
+    apart, all in one runner: the results."""
+    for host in plans:
+        server.sites[host] = site
+    return _fetch(server, plans, _cfg(min_delay=0.05), delay=0.05)
+
+
 def _run_plan(plan: HostPlan) -> list[FetchResult]:
     """The results of fetching one host's plan."""
     return [v for k, v in _drain_plan(plan) if k == "result"]
@@ -95,11 +103,14 @@ def _plans() -> dict[str, list[str]]:
     return plans
 
 
-def _fetch(server: ShapeServer, plans: dict[str, list[str]], config: CrawlConfig) -> list:
+def _fetch(server: ShapeServer, plans: dict[str, list[str]], config: CrawlConfig, delay: float | None = None) -> list:
+    """Each host's paths of ``plans`` fetched from ``server`` in one runner (each plan's delay
+    ``delay`` when given): the results."""
     runner = FetchRunner(config)
     try:
         for host, paths in plans.items():
-            runner.submit(_plan(server.port, host, paths))
+            plan = _plan(server.port, host, paths)
+            runner.submit(plan if delay is None else replace(plan, delay=delay))
         out = list(runner.drain(wait=True))
     finally:
         runner.close()
@@ -516,14 +527,7 @@ def _unframed_lists(draw) -> list[str]:
     if all(e.strip() for e in elements) and elements[-1].lower() == "chunked":
         elements.append(draw(st.sampled_from(["gzip", "", "identity"])))
     cuts = draw(st.lists(st.booleans(), min_size=len(elements) - 1, max_size=len(elements) - 1))
-    lines, line = [], [elements[0]]
-    for element, cut in zip(elements[1:], cuts):
-        if cut:
-            lines.append(line)
-            line = []
-        line.append(element)
-    lines.append(line)
-    return [",".join(line) for line in lines]
+    return [",".join(line) for line in field_lines(elements, cuts)]
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -554,17 +558,8 @@ def test_a_body_whose_chunked_is_not_the_last_transfer_coding_is_one_error(lists
         await writer.drain()
         return False  # the close ends the body
 
-    config = _cfg(min_delay=0.05)
     with ShapeServer() as server:
-        for host in plans:
-            server.sites[host] = site
-        runner = FetchRunner(config)
-        try:
-            for host, paths in plans.items():
-                runner.submit(replace(_plan(server.port, host, paths), delay=0.05))
-            results = [v for k, v in runner.drain(wait=True) if k == "result"]
-        finally:
-            runner.close()
+        results = _fetch_sites(server, plans, site)
     for host, lines in zip(plans, lists):
         mine = {_path(r.url): r for r in results if f"//{host}:" in r.url}
         bad, after = mine["/bad"], mine["/page-b"]
@@ -615,15 +610,7 @@ def test_an_http_1_0_answer_with_a_transfer_coding_closes_its_connection(answers
         return True  # kept open, as the answer says
 
     with ShapeServer() as server:
-        for host in plans:
-            server.sites[host] = site
-        runner = FetchRunner(_cfg(min_delay=0.05))
-        try:
-            for host, paths in plans.items():
-                runner.submit(replace(_plan(server.port, host, paths), delay=0.05))
-            results = [v for k, v in runner.drain(wait=True) if k == "result"]
-        finally:
-            runner.close()
+        results = _fetch_sites(server, plans, site)
         conns = {(r.host, r.path): r.conn for r in server.requests}
     for host, (_, _, body, _) in zip(plans, answers):
         mine = {_path(r.url): r for r in results if f"//{host}:" in r.url}
