@@ -42,7 +42,6 @@ __all__ = [
     "CappedDecoder",
     "Decoded",
     "UnsupportedEncoding",
-    "body_codings",
     "decode_content",
     "read_body",
     "transfer_codings",
@@ -287,21 +286,6 @@ def _codings(encoding: str | None) -> list[str]:
     """The Content-Encoding's codings in the order to undo them (last applied first)."""
     names = [c.strip().lower() for c in (encoding or "").split(",")]
     return [c for c in reversed(names) if c and c != "identity"]
-
-
-def body_codings(content_encoding: str | None, transfer_encodings: Sequence[str] = ()) -> str:
-    """The codings a body arrives in, as one ``Content-Encoding``-style list for
-    :class:`CappedDecoder`: the content codings, then the transfer codings (applied after
-    them, so undone first) without ``chunked``, which the HTTP client has undone already.
-
-    Args:
-        content_encoding: The ``Content-Encoding`` header, or None.
-        transfer_encodings: Every ``Transfer-Encoding`` header line, in order.
-    """
-    transfer = [c.strip() for line in transfer_encodings for c in line.split(",")]
-    codings = [c.strip() for c in (content_encoding or "").split(",")]
-    codings += [c for c in transfer if c.lower() != "chunked"]
-    return ", ".join(c for c in codings if c)
 
 
 class BadFraming(ValueError):

@@ -29,7 +29,6 @@ from beamcrawl.core.net.transfer import (
     BROTLI,
     CappedDecoder,
     UnsupportedEncoding,
-    body_codings,
     decode_content,
     read_body,
     warc_truncated,
@@ -419,23 +418,6 @@ def test_warc_truncated_uses_the_standards_words() -> None:
 
 
 # --- transfer codings -------------------------------------------------------------------------
-
-
-@pytest.mark.parametrize(
-    ("content", "codings", "expected"),
-    [
-        (None, (), ""),
-        ("gzip", (), "gzip"),
-        (None, ("chunked",), ""),
-        (None, ("gzip, chunked",), "gzip"),
-        (None, ("gzip", "chunked"), "gzip"),  # two header lines
-        ("br", ("gzip, chunked",), "br, gzip"),  # content coding first applied, so undone last
-        (None, ("GZIP ,Chunked",), "GZIP"),
-        ("identity", ("deflate, gzip, chunked",), "identity, deflate, gzip"),
-    ],
-)
-def test_body_codings_add_the_transfer_codings_but_chunked(content, codings, expected) -> None:
-    assert body_codings(content, codings) == expected
 
 
 @pytest.mark.parametrize(
