@@ -116,65 +116,72 @@ def test_bombs_are_cut_and_parsed_in_bounded_time(shape: str, n: int, fmt: str, 
     assert links.invalid_links >= 0
 
 
-_PEAK_SCRIPT = textwrap.dedent(
-    """
-    import json, resource, sys, time
-    # A parse that is not bounded fails here, not by taking the machine's memory.
-    resource.setrlimit(resource.RLIMIT_AS, (3 << 30, 3 << 30))
-    resource.setrlimit(resource.RLIMIT_CPU, (120, 120))
-    from hypothesis import given, settings, HealthCheck, strategies as st
-    from beamcrawl.core.content.htmlparse import parse_html
-    from beamcrawl.core.content.textfp import html_simhash
-    worst = {"cpu": 0.0}
+# A process of its own parses generated pages, so that its peak is the parses' own: its
+# harness, then a body that draws pages and hands each to measure(page), then its readout.
+_PEAK_HEAD = """
+import json, resource, sys, time
+# A parse that is not bounded fails here, not by taking the machine's memory.
+resource.setrlimit(resource.RLIMIT_AS, (3 << 30, 3 << 30))
+resource.setrlimit(resource.RLIMIT_CPU, (120, 120))
+from hypothesis import given, settings, HealthCheck, strategies as st
+from beamcrawl.core.content.htmlparse import parse_html
+from beamcrawl.core.content.textfp import html_simhash
+worst = {"cpu": 0.0}
+examples = settings(max_examples=int(sys.argv[1]), deadline=None, database=None,
+                    suppress_health_check=list(HealthCheck))
 
-    @settings(max_examples=int(sys.argv[1]), deadline=None, database=None,
-              suppress_health_check=list(HealthCheck))
-    @given(n=st.integers(3_000, 8_000), fmt=st.sampled_from(["font", "b", "i", "em", "strong", "s"]),
-           block=st.sampled_from(["p", "div", "li", "h2", "blockquote"]),
-           deep=st.integers(50_000, 100_000), attrs=st.integers(20_000, 60_000))
-    def bombs(n, fmt, block, deep, attrs):
-        pages = [
-            "".join(f"<{block}><{fmt} id={i}>x" for i in range(n)),
-            "<div>" * deep,
-            "<ul><li>" * deep,
-            "<a " + " ".join(f"a{i}=x" for i in range(attrs)) + ">y</a>",
-        ]
-        for page in pages:
-            started = time.process_time()
-            parse_html(page.encode(), "http://a.example/")
-            html_simhash(page.encode())
-            worst["cpu"] = max(worst["cpu"], time.process_time() - started)
-
-    bombs()
-    # VmHWM, this process's own peak: ru_maxrss also counts the parent's RSS at the fork (Linux
-    # carries the old address space's high-water mark across exec), which is pytest's own size.
-    with open("/proc/self/status") as status:
-        hwm_kb = next(int(line.split()[1]) for line in status if line.startswith("VmHWM:"))
-    print(json.dumps({"peak_mb": hwm_kb / 1024, **worst}))
-    """
-)
+def measure(page):
+    started = time.process_time()
+    parse_html(page.encode(), "http://a.example/")
+    html_simhash(page.encode())
+    worst["cpu"] = max(worst["cpu"], time.process_time() - started)
+"""
+_PEAK_TAIL = """
+# VmHWM, this process's own peak: ru_maxrss also counts the parent's RSS at the fork (Linux
+# carries the old address space's high-water mark across exec), which is pytest's own size.
+with open("/proc/self/status") as status:
+    hwm_kb = next(int(line.split()[1]) for line in status if line.startswith("VmHWM:"))
+print(json.dumps({"peak_mb": hwm_kb / 1024, **worst}))
+"""
 
 
-def _peaks(examples: int) -> dict[str, float]:
-    env = dict(os.environ)
+def _peaks(body: str, examples: int) -> dict[str, float]:
+    """The peak memory (MB) and the most CPU one page took, of a process that runs ``body``
+    (pages drawn ``examples`` times, each given to ``measure``) under the harness."""
+    script = _PEAK_HEAD + textwrap.dedent(body) + _PEAK_TAIL
     done = subprocess.run(
-        [sys.executable, "-c", _PEAK_SCRIPT, str(examples)], capture_output=True, text=True, env=env, timeout=600
+        [sys.executable, "-c", script, str(examples)], capture_output=True, text=True, env=dict(os.environ), timeout=600
     )
     assert done.returncode == 0, done.stderr[-2000:]
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
+_BOMB_PAGES = """
+    @examples
+    @given(n=st.integers(3_000, 8_000), fmt=st.sampled_from(["font", "b", "i", "em", "strong", "s"]),
+           block=st.sampled_from(["p", "div", "li", "h2", "blockquote"]),
+           deep=st.integers(50_000, 100_000), attrs=st.integers(20_000, 60_000))
+    def bombs(n, fmt, block, deep, attrs):
+        measure("".join(f"<{block}><{fmt} id={i}>x" for i in range(n)))
+        measure("<div>" * deep)
+        measure("<ul><li>" * deep)
+        measure("<a " + " ".join(f"a{i}=x" for i in range(attrs)) + ">y</a>")
+
+    bombs()
+"""
+
+
 def test_bombs_parse_in_bounded_memory_and_cpu() -> None:
     # In a process of its own, so its peak is the parses' own: the formatting bomb alone
     # took ~3.4 GB, 100,000 <ul><li> 262 s of CPU, before the limits.
-    peaks = _peaks(1)
+    peaks = _peaks(_BOMB_PAGES, 1)
     assert peaks["peak_mb"] < 400, peaks
     assert peaks["cpu"] < 20, peaks
 
 
 @pytest.mark.slow
 def test_bombs_parse_in_bounded_memory_and_cpu_many_examples() -> None:
-    peaks = _peaks(25)
+    peaks = _peaks(_BOMB_PAGES, 25)
     assert peaks["peak_mb"] < 400, peaks
     assert peaks["cpu"] < 20, peaks
 
@@ -427,41 +434,20 @@ def test_the_scan_equals_the_reference_on_the_bombs(shape: str) -> None:
 
 # --- formatting elements whose attributes the parser copies -------------------------------------
 
-_CLONE_PEAK_SCRIPT = textwrap.dedent(
-    """
-    import json, resource, sys, time
-    resource.setrlimit(resource.RLIMIT_AS, (3 << 30, 3 << 30))
-    resource.setrlimit(resource.RLIMIT_CPU, (120, 120))
-    from hypothesis import given, settings, HealthCheck, strategies as st
-    from beamcrawl.core.content.htmlparse import parse_html
-    from beamcrawl.core.content.textfp import html_simhash
-    worst = {"cpu": 0.0}
-
-    @settings(max_examples=int(sys.argv[1]), deadline=None, database=None,
-              suppress_health_check=list(HealthCheck))
+_COPIES_OF_ATTRIBUTES = """
+    @examples
     @given(fmt=st.sampled_from(["a", "b", "font", "nobr", "em"]), name=st.sampled_from(["href", "class", "x"]),
            size=st.integers(200_000, 400_000), copies=st.integers(3_000, 6_000),
            block=st.sampled_from(["p", "div", "li"]))
     def copies_of_attributes(fmt, name, size, copies, block):
         open_fmt = f"<{fmt} {name}='" + "x" * size + "'>"
-        pages = [
-            # rebuilt at each block after the one that closed it
-            f"<{block}>" + open_fmt + f"x</{block}>" + f"<{block}>x</{block}>" * copies,
-            # cloned by the adoption agency at each of its end tags after a block
-            open_fmt + f"<div>x</{fmt}>" * copies,
-        ]
-        for page in pages:
-            started = time.process_time()
-            parse_html(page.encode(), "http://a.example/")
-            html_simhash(page.encode())
-            worst["cpu"] = max(worst["cpu"], time.process_time() - started)
+        # rebuilt at each block after the one that closed it
+        measure(f"<{block}>" + open_fmt + f"x</{block}>" + f"<{block}>x</{block}>" * copies)
+        # cloned by the adoption agency at each of its end tags after a block
+        measure(open_fmt + f"<div>x</{fmt}>" * copies)
 
     copies_of_attributes()
-    with open("/proc/self/status") as status:
-        hwm_kb = next(int(line.split()[1]) for line in status if line.startswith("VmHWM:"))
-    print(json.dumps({"peak_mb": hwm_kb / 1024, **worst}))
-    """
-)
+"""
 
 
 def test_formatting_elements_of_long_attributes_are_copied_in_bounded_memory() -> None:
@@ -469,15 +455,7 @@ def test_formatting_elements_of_long_attributes_are_copied_in_bounded_memory() -
     # attributes, which the walk counted as one element whatever their size: a 0.5 MB page,
     # <p><a href='...0.5 MB...'>x</p> then <p>x</p> × 4,000, held 1.9 GB, and 1 MB of them did
     # not parse in 6 GB. Each copy now counts an element for each CLONE_CHARS of attributes.
-    done = subprocess.run(
-        [sys.executable, "-c", _CLONE_PEAK_SCRIPT, "3"],
-        capture_output=True,
-        text=True,
-        env=dict(os.environ),
-        timeout=600,
-    )
-    assert done.returncode == 0, done.stderr[-2000:]
-    peaks = json.loads(done.stdout.strip().splitlines()[-1])
+    peaks = _peaks(_COPIES_OF_ATTRIBUTES, 3)
     assert peaks["peak_mb"] < 400, peaks
     assert peaks["cpu"] < 20, peaks
 
