@@ -36,6 +36,7 @@ from apache_beam.metrics.monitoring_infos import consolidate
 from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
 from apache_beam.runners.portability.fn_api_runner import fn_runner
 
+from beamcrawl.pipelines import sdk_worker
 from beamcrawl.pipelines.progress import Progress, describe, format_line, responses
 
 log = logging.getLogger(__name__)
@@ -111,8 +112,17 @@ class _LiveMetrics:
         return flatten(fn_runner.FnApiMetrics({"live": list(consolidate(infos))}).query())
 
 
-class LiveFnApiRunner(fn_runner.FnApiRunner):
-    """The in-process FnApiRunner, with its metrics readable while the job runs."""
+class LocalFnApiRunner(fn_runner.FnApiRunner):
+    """The local FnApiRunner, whose ``multi_processing`` workers start without the client
+    libraries no stage uses (:mod:`beamcrawl.pipelines.sdk_worker`)."""
+
+    def run_pipeline(self, pipeline: Any, options: PipelineOptions) -> Any:
+        with sdk_worker.local_workers():
+            return super().run_pipeline(pipeline, options)
+
+
+class LiveFnApiRunner(LocalFnApiRunner):
+    """The local FnApiRunner, with its metrics readable while the job runs."""
 
     def __init__(self) -> None:
         super().__init__(progress_request_frequency=POLL_EVERY)
@@ -164,10 +174,11 @@ class LiveFnApiRunner(fn_runner.FnApiRunner):
 
 
 def pipeline(options: PipelineOptions) -> beam.Pipeline:
-    """A pipeline on the chosen runner; FnApiRunner becomes :class:`LiveFnApiRunner`."""
+    """A pipeline on the chosen runner; the local default (no runner named, or FnApiRunner)
+    becomes :class:`LiveFnApiRunner`, or with progress off :class:`LocalFnApiRunner`."""
     runner = options.view_as(StandardOptions).runner
-    if runner in (None, "FnApiRunner") and _mode() != "off":
-        return beam.Pipeline(runner=LiveFnApiRunner(), options=options)
+    if runner in (None, "FnApiRunner"):
+        return beam.Pipeline(runner=LiveFnApiRunner() if _mode() != "off" else LocalFnApiRunner(), options=options)
     return beam.Pipeline(options=options)
 
 
