@@ -26,6 +26,7 @@ import contextlib
 import importlib.abc
 import importlib.machinery
 import sys
+import threading
 from typing import Any, Iterator, Sequence
 
 __all__ = ["ABSENT", "BEAM_WORKER", "absent_clients", "local_workers", "main", "worker_command"]
@@ -66,26 +67,41 @@ def worker_command(python: str | None = None) -> str:
     return f"{python or sys.executable} -m {__name__}"
 
 
+_PATCH_LOCK = threading.Lock()
+_patched = 0  # runs inside local_workers() now, in any thread
+_beams: Any = None  # Beam's own from_command_string (its classmethod), while patched
+
+
 @contextlib.contextmanager
 def local_workers() -> Iterator[None]:
     """While a pipeline is handed to the FnApiRunner: the worker processes it starts for
     ``multi_processing`` run :func:`main` instead of Beam's harness module. Any other command
-    (one a user set) is left as given."""
-    from apache_beam.runners.portability.fn_api_runner import fn_runner
+    (one a user set) is left as given. Runs in several threads at once share one patch, taken
+    away when the last ends."""
+    global _patched, _beams
+    # Imported here, not at the top: a worker runs this module, and Beam imported before
+    # absent_clients() would import the clients too.
+    from apache_beam.transforms import environments
 
-    env = fn_runner.environments.SubprocessSDKEnvironment
-    original = env.__dict__["from_command_string"]
-
-    def from_command_string(cls: Any, command_string: str, *args: Any, **kwargs: Any) -> Any:
-        if command_string == f"{sys.executable} {BEAM_WORKER}":
-            command_string = worker_command()
-        return original.__func__(cls, command_string, *args, **kwargs)
-
-    env.from_command_string = classmethod(from_command_string)
+    env = environments.SubprocessSDKEnvironment
+    with _PATCH_LOCK:
+        if not _patched:
+            _beams = env.__dict__["from_command_string"]
+            env.from_command_string = classmethod(_from_command_string)  # type: ignore[method-assign, assignment]
+        _patched += 1
     try:
         yield
     finally:
-        env.from_command_string = original
+        with _PATCH_LOCK:
+            _patched -= 1
+            if not _patched:
+                env.from_command_string = _beams  # type: ignore[method-assign]
+
+
+def _from_command_string(cls: Any, command_string: str) -> Any:
+    if command_string == f"{sys.executable} {BEAM_WORKER}":
+        command_string = worker_command()
+    return _beams.__func__(cls, command_string)
 
 
 def main(argv: Sequence[str] | None = None) -> None:

@@ -97,3 +97,18 @@ def test_an_absent_package_is_not_found_and_others_are(tmp_path):
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path)
     assert done.returncode == 0, done.stderr
+
+
+def test_overlapping_runs_share_the_patch_until_the_last_ends():
+    beams = f"{sys.executable} {sdk_worker.BEAM_WORKER}"
+
+    def command() -> str:
+        return environments.SubprocessSDKEnvironment.from_command_string(beams).command_string
+
+    a, b = sdk_worker.local_workers(), sdk_worker.local_workers()
+    a.__enter__()
+    b.__enter__()
+    a.__exit__(None, None, None)  # the first run ends while the second still starts workers
+    assert command() == sdk_worker.worker_command()
+    b.__exit__(None, None, None)
+    assert command() == beams
