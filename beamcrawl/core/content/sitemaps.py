@@ -51,7 +51,7 @@ import defusedxml.ElementTree as SafeET
 from defusedxml import DefusedXmlException
 
 from beamcrawl.core.net.transfer import CappedDecoder
-from beamcrawl.core.urls.urlnorm import InvalidURL, normalize
+from beamcrawl.core.urls.urlnorm import MAX_URL_LENGTH, InvalidURL, normalize
 
 __all__ = [
     "CHANGEFREQ_SECONDS",
@@ -77,6 +77,9 @@ MAX_URLS = 50_000
 MAX_BYTES = 50 * 1024 * 1024
 MAX_GZIP_LAYERS = 2
 _READ_CHUNK = 64 * 1024
+# A text sitemap's longest line read: four bytes a character of the longest input the URL
+# normaliser takes (it refuses anything longer before reading it).
+_MAX_LINE_BYTES = 4 * 8 * MAX_URL_LENGTH
 # The largest chunk fed to the XML parser at once. Expat (2.5, no reparse deferral) scans an
 # unfinished token (a comment, a tag) again from its start at every feed, so one 50 MiB
 # comment fed 64 KiB at a time was ~800 rescans of up to 50 MiB (30-40 s of CPU from a 50 KB
@@ -684,9 +687,20 @@ class _CrAsLf(io.RawIOBase):
 
 
 def _parse_text(stream: _Capped, doc: Document, collect: _Collector) -> None:
-    """A text sitemap: one absolute URL per line (LF, CRLF or CR), UTF-8."""
+    """A text sitemap: one absolute URL per line (LF, CRLF or CR), UTF-8.
+
+    A line of more than :data:`_MAX_LINE_BYTES` is skipped unread, a piece at a time: no URL
+    is that long (the normaliser refuses far shorter input), and read whole, one 50 MB line
+    was held several times over (its bytes, their copy, the decoded text, its strip).
+    """
     doc.kind = "text"
-    for raw in io.BufferedReader(_CrAsLf(stream), buffer_size=_READ_CHUNK):
+    reader = io.BufferedReader(_CrAsLf(stream), buffer_size=_READ_CHUNK)
+    while raw := reader.readline(_MAX_LINE_BYTES + 1):
+        if len(raw) > _MAX_LINE_BYTES and not raw.endswith(b"\n"):
+            while (rest := reader.readline(_READ_CHUNK)) and not rest.endswith(b"\n"):
+                pass
+            doc.skipped += 1
+            continue
         try:
             line = raw.decode("utf-8").strip().lstrip("\ufeff")
         except UnicodeDecodeError:

@@ -352,6 +352,29 @@ def test_a_text_sitemap_line_ends_at_lf_crlf_or_cr(paths, ends):
     assert doc.kind == "text" and _urls(doc) == urls and doc.skipped == 0
 
 
+@settings(max_examples=6, deadline=None)
+@given(
+    paths=st.lists(st.from_regex(r"[a-z0-9]{1,8}", fullmatch=True), min_size=2, max_size=6, unique=True),
+    long_at=st.integers(0, 5),
+    size=st.integers(sm._MAX_LINE_BYTES + 1, 8_000_000),
+    filler=st.sampled_from([b"a", b"\xc3\xa4", b" ", b"\xff"]),
+    end=st.sampled_from([b"\n", b"\r\n", b"\r", b""]),
+)
+@example(paths=["a", "b"], long_at=1, size=8_000_000, filler=b"a", end=b"\n")
+def test_a_text_sitemap_line_longer_than_a_url_is_skipped_in_bounded_memory(paths, long_at, size, filler, end):
+    # A text sitemap's line was read whole, then copied, decoded and stripped: one line of
+    # 50 MB peaked near 375 MB. No URL is that long; the line is skipped a piece at a time.
+    urls = [f"https://www.example.com/{p}" for p in paths]
+    long_at = min(long_at, len(urls))
+    junk = b"https://www.example.com/" + filler * ((size - 24) // len(filler) + 1)
+    lines = [u.encode() for u in urls]
+    lines.insert(long_at, junk)
+    data = b"\n".join(lines) + end
+    result, peak = _parsed_in(data)
+    assert result.kind == "text" and _urls(result) == urls and result.skipped == 1
+    assert peak < 1_000_000
+
+
 def test_unknown_documents_are_not_read():
     assert sm.parse(b"<html><body><a href='/x'>x</a></body></html>", BASE).kind == "unknown"
     assert sm.parse(b"", BASE) == sm.Document(kind="unknown")
