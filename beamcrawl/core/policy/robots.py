@@ -58,11 +58,19 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Callable
 from typing import Any, Literal
+from urllib.parse import urlparse
 
 from protego import Protego
 
-from beamcrawl.core.policy.robots_match import RuleMatcher
+from beamcrawl.core.policy.robots_match import SIEVE_FROM, RuleMatcher, Sieve
+
+_protego_target: Callable[[str], str] | None
+try:
+    from protego._utils import _quote_path as _protego_target
+except ImportError:  # another protego: it is asked as it is (_SievedProtego.of gives None)
+    _protego_target = None
 
 __all__ = [
     "FALLBACK_AFTER",
@@ -383,6 +391,54 @@ def is_robots_txt(url_or_path: str) -> bool:
     return _request_target(url_or_path) == "/robots.txt"
 
 
+class _SievedProtego:
+    """protego's rules for one agent, sieved (:class:`Sieve`), so a target is tried only
+    against those it could match: protego tries each in turn, and 27,000 ``Disallow:
+    /*x{i}`` (500 KB) made it read a 2 KB target 27,000 times, ~35 ms a check on the fetch
+    loop. The answer is protego's own: the first of its rules, in its order, whose
+    ``match`` takes the target as protego puts it. Built only for the many rules a sieve
+    pays for, and only from a protego whose rules read as this one's do.
+    """
+
+    __slots__ = ("_parser", "_rules", "_sieve")
+
+    def __init__(self, parser: Protego, rules: list[Any]) -> None:
+        self._parser = parser
+        self._rules = rules
+        self._sieve = Sieve(
+            (p[:-1] if p.endswith("$") else p).split("*") for p in (rule.value._pattern for rule in rules)
+        )
+
+    @classmethod
+    def of(cls, parser: Protego, token: str) -> _SievedProtego | None:
+        """The sieved rules protego applies to ``token``, or None where there are few (or
+        protego's rules are not read as expected): then protego is asked as it is."""
+        if _protego_target is None:
+            return None
+        try:
+            rule_set = parser._get_matching_rule_set(token)
+            rules = [] if rule_set is None else list(rule_set._rules)
+            if len(rules) < SIEVE_FROM or not all(
+                isinstance(rule.value._pattern, str) and rule.field in ("allow", "disallow") for rule in rules
+            ):
+                return None
+        except AttributeError:
+            return None
+        return cls(parser, rules)
+
+    def can_fetch(self, url: str, token: str) -> bool:
+        """``Protego.can_fetch(url, token)``."""
+        if "/robots.txt" in url and urlparse(url).path == "/robots.txt":
+            return self._parser.can_fetch(url, token)
+        assert _protego_target is not None
+        target = _protego_target(url)
+        for index in self._sieve.candidates(target):
+            rule = self._rules[index]
+            if rule.value.match(target):
+                return bool(rule.field == "allow")
+        return True
+
+
 class RobotsRules:
     """The robots.txt rules of one host, for one product token.
 
@@ -394,7 +450,7 @@ class RobotsRules:
         status: The HTTP status it came with, if known (informational).
     """
 
-    __slots__ = ("_matcher", "_parser", "_strict", "kind", "status", "text", "token")
+    __slots__ = ("_matcher", "_parser", "_sieved", "_strict", "kind", "status", "text", "token")
 
     def __init__(self, kind: RobotsKind, token: str, text: str | None = None, status: int | None = None) -> None:
         """Builds rules directly; prefer :meth:`parse`, :meth:`from_fetch` or :meth:`from_dict`.
@@ -409,6 +465,7 @@ class RobotsRules:
         self.text = (text or "") if kind == "parsed" else None
         self.status = status
         self._parser: Protego | None = None
+        self._sieved: _SievedProtego | Protego | None = None  # what protego is asked
         self._matcher: RuleMatcher | None = None
         self._strict: RuleMatcher | Literal[False] | None = None  # False: the same records as _matcher's
 
@@ -459,6 +516,13 @@ class RobotsRules:
             self._parser = Protego.parse(_filtered(self.text or "", self.token))
         return self._parser
 
+    def _protego_asked(self) -> _SievedProtego | Protego:
+        """protego, or its rules for us sieved where it has many (:class:`_SievedProtego`)."""
+        if self._sieved is None:
+            parser = self._protego()
+            self._sieved = _SievedProtego.of(parser, self.token) or parser
+        return self._sieved
+
     def _rules(self) -> RuleMatcher:
         """Our rules read leniently; the strict reading's are set beside them (:meth:`_strict_rules`)."""
         if self._matcher is None:
@@ -503,7 +567,7 @@ class RobotsRules:
         if target.startswith("//"):
             # protego would read "//x" as an authority; give it a URL with an empty-ish one.
             target = f"http://robots.invalid{target}"
-        return self._protego().can_fetch(target, self.token)
+        return self._protego_asked().can_fetch(target, self.token)
 
     def crawl_delay(self) -> float | None:
         """The Crawl-delay of our group in seconds, if it sets a valid one (caller caps it).

@@ -35,15 +35,29 @@ only wildcard is ``*``), so a hostile pattern costs at most its length times the
 never a backtracking search. Targets that no rule's literal head starts are answered by one
 ``str.startswith`` over all the heads.
 
+A group of many rules (:data:`SIEVE_FROM` and more) is first sieved (:class:`Sieve`): each
+rule is filed under one short piece of its literal text, one that few other rules share, and
+a target is checked only against the rules whose piece it contains, still in the order they
+decide. Without it each rule was tried in turn: 27,000 ``Disallow: /*x{i}`` (500 KB, a size
+RFC 9309 §2.5 says to parse) read a 2 KB target 27,000 times, ~35 ms a check.
+
 Pure functions: no I/O, no Beam.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections import Counter
+from collections.abc import Iterable, Sequence
 
-__all__ = ["PathPattern", "RuleMatcher", "match_form", "rule_matches", "rule_octets"]
+__all__ = ["SIEVE_FROM", "PathPattern", "RuleMatcher", "Sieve", "match_form", "rule_matches", "rule_octets"]
+
+# How many rules a group has before they are sieved: fewer are tried in turn about as fast
+# as a long target's pieces are listed (~0.5 ms for 2 KB).
+SIEVE_FROM = 500
+# The longest piece a rule is filed under, and how many of each run's pieces are weighed.
+_PIECE = 6
+_PIECES_WEIGHED = 8
 
 _UNRESERVED = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")
 _HEX = frozenset("0123456789ABCDEFabcdef")
@@ -146,6 +160,60 @@ class PathPattern:
         return self._rule is not None and self._rule.matches(form)
 
 
+class Sieve:
+    """Which of many patterns could match a target, found without trying each.
+
+    A pattern matches only a target that holds each of its literal runs, so each pattern is
+    filed under one piece of a run (at most :data:`_PIECE` characters, the one fewest other
+    patterns share of those weighed), and a target is given the patterns filed under the
+    pieces it holds. A pattern with no literal character is given to every target.
+
+    Args:
+        patterns: each pattern's literal runs (its text between ``*``, in the form it is
+            compared in), in the order the patterns decide.
+    """
+
+    __slots__ = ("_always", "_filed", "_lengths")
+
+    def __init__(self, patterns: Iterable[Sequence[str]]) -> None:
+        weighed: list[set[str]] = []
+        shared: Counter[str] = Counter()
+        for runs in patterns:
+            pieces: set[str] = set()
+            for run in runs:
+                size = min(_PIECE, len(run))
+                if size:
+                    starts = range(len(run) - size + 1)
+                    step = max(1, len(starts) // _PIECES_WEIGHED)
+                    pieces.update(run[i : i + size] for i in starts[::step])
+            weighed.append(pieces)
+            shared.update(pieces)
+        filed: dict[str, list[int]] = {}
+        always: list[int] = []
+        for index, pieces in enumerate(weighed):
+            if pieces:
+                key = min(pieces, key=lambda piece: (shared[piece], -len(piece), piece))
+                filed.setdefault(key, []).append(index)
+            else:
+                always.append(index)
+        self._filed = filed
+        self._always = always
+        self._lengths = sorted({len(key) for key in filed})
+
+    def candidates(self, target: str) -> list[int]:
+        """The indexes (ascending) of the patterns that could match ``target``: every one
+        that does is among them."""
+        filed = self._filed
+        found = list(self._always)
+        end = len(target)
+        for size in self._lengths:
+            for piece in {target[i : i + size] for i in range(end - size + 1)}:
+                if piece in filed:
+                    found.extend(filed[piece])
+        found.sort()
+        return found
+
+
 class RuleMatcher:
     """One group's ``Allow`` and ``Disallow`` rules, ready to decide request targets.
 
@@ -154,13 +222,14 @@ class RuleMatcher:
             stripped). Empty paths are dropped: they match nothing.
     """
 
-    __slots__ = ("_heads", "_rules")
+    __slots__ = ("_heads", "_rules", "_sieve")
 
     def __init__(self, rules: Iterable[tuple[bool, str]]) -> None:
         kept = [_Rule(allow, path) for allow, path in rules if path]
         kept.sort(key=lambda r: (-r.octets, not r.allow))
         self._rules = tuple(kept)
         self._heads = tuple({r.head for r in kept})
+        self._sieve = Sieve(r.runs for r in kept) if len(kept) >= SIEVE_FROM else None
 
     def __len__(self) -> int:
         return len(self._rules)
@@ -172,7 +241,10 @@ class RuleMatcher:
         target = match_form(target)
         if not target.startswith(self._heads):
             return True
-        for rule in self._rules:
+        rules = self._rules
+        if self._sieve is not None:
+            rules = tuple(rules[i] for i in self._sieve.candidates(target))
+        for rule in rules:
             if target.startswith(rule.head) and rule.matches(target):
                 return rule.allow
         return True
