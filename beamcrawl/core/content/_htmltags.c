@@ -189,15 +189,16 @@ static PyObject *tag_tuple(PyObject *str, const Text *t, const Tag *tag) {
     return item;
 }
 
-/* Every tag of ``str`` as its tuple (``tuples``), or else the attributes of those whose
- * attributes are longer than ``longer_than`` characters. */
-static PyObject *collect(PyObject *str, int tuples, Py_ssize_t longer_than) {
+/* Every tag of ``str`` as its tuple (``tuples``), the first ``most`` of them when ``most`` is
+ * not negative, or else the attributes of those whose attributes are longer than
+ * ``longer_than`` characters. */
+static PyObject *collect(PyObject *str, int tuples, Py_ssize_t longer_than, Py_ssize_t most) {
     Text t;
     if (read_text(str, &t) < 0) return NULL;
     PyObject *out = PyList_New(0);
-    if (out == NULL) return NULL;
+    if (out == NULL || most == 0) return out;
     Tag tag;
-    int found;
+    int found = 0;
     for (Py_ssize_t pos = 0; (found = next_tag(str, &t, pos, &tag)) == 1; pos = tag.end) {
         PyObject *item;
         if (tuples) {
@@ -211,6 +212,10 @@ static PyObject *collect(PyObject *str, int tuples, Py_ssize_t longer_than) {
         int failed = PyList_Append(out, item);
         Py_DECREF(item);
         if (failed < 0) break;
+        if (PyList_GET_SIZE(out) == most) { /* the tags the caller wants: no more are read */
+            found = 0;
+            break;
+        }
     }
     if (found != 0) {
         Py_DECREF(out);
@@ -219,7 +224,13 @@ static PyObject *collect(PyObject *str, int tuples, Py_ssize_t longer_than) {
     return out;
 }
 
-static PyObject *tags(PyObject *self, PyObject *str) { return collect(str, 1, 0); }
+/* tags(text[, most]): the tags of ``text``, the first ``most`` when it is given. */
+static PyObject *tags(PyObject *self, PyObject *args) {
+    PyObject *str;
+    Py_ssize_t most = -1;
+    if (!PyArg_ParseTuple(args, "O|n:tags", &str, &most)) return NULL;
+    return collect(str, 1, 0, most < 0 ? -1 : most);
+}
 
 /* Where the ``number``-th tag (1-based) starts, the text's length when there are fewer. */
 static PyObject *tag_offset(PyObject *self, PyObject *args) {
@@ -242,7 +253,7 @@ static PyObject *long_attributes(PyObject *self, PyObject *args) {
     PyObject *str;
     Py_ssize_t longer_than;
     if (!PyArg_ParseTuple(args, "On:long_attributes", &str, &longer_than)) return NULL;
-    return collect(str, 0, longer_than);
+    return collect(str, 0, longer_than, -1);
 }
 
 /* ------------------------------------------------------------------------------------------
@@ -1337,7 +1348,8 @@ static PyObject *walk(PyObject *self, PyObject *args) {
 }
 
 static PyMethodDef methods[] = {
-    {"tags", tags, METH_O, "The tags of an HTML document: (closing, name, attributes, after) each."},
+    {"tags", tags, METH_VARARGS,
+     "The tags of an HTML document, the first most of them when given: (closing, name, attributes, after) each."},
     {"long_attributes", long_attributes, METH_VARARGS, "The attributes of the tags longer than a length."},
     {"tag_offset", tag_offset, METH_VARARGS, "Where the number-th tag (1-based) starts, or the text's length."},
     {"walk", walk, METH_VARARGS, "The pre-scan's walk over the tokens of tags(): (tag, reason, created, deepest)."},

@@ -526,3 +526,29 @@ def test_a_tag_of_many_attributes_is_counted_no_further_than_the_limit(n, shape)
         bound = htmlbounds.scan("<p " + shape * n + ">x</p>")
     assert bound == htmlbounds.Bound(0, "attributes") if n > htmlbounds.MAX_ATTRIBUTES else bound is None
     assert counted.searches <= 2 * (htmlbounds.MAX_ATTRIBUTES + 2)
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    unit=st.sampled_from(["<a>", "<span>x</span>", "<div></div>", "<p>", "<b>x</b>", "<br>x", "<I>x</I>"]),
+    limit=st.integers(500, 5_000),
+    times=st.integers(2, 6),
+)
+def test_tags_past_the_tag_limit_are_not_read(unit, limit, times):
+    # Every tag of a document was read, and held as a tuple, before the walk stopped at the
+    # first past MAX_TAGS: 4 MB of <a> held ~140 MB traced (290 MB resident) to answer what
+    # its first 400,001 tags tell. The answers are the reference's, which reads them all.
+    text = unit * (limit * times)
+    read: list[int] = []
+    tags = htmlbounds._tags
+
+    def counted(text: str, most: int = -1) -> list:
+        found = tags(text, most)
+        read.append(len(found))
+        return found
+
+    with _with_limits((10**9, 10**6, htmlbounds.MAX_ATTRIBUTES, limit, 0)), pytest.MonkeyPatch.context() as patch:
+        patch.setattr(htmlbounds, "_tags", counted)
+        _assert_same_as_reference(text)
+        assert htmlbounds.scan(text) == htmlbounds.Bound(htmlbounds._offset_of_tag(text, limit + 1), "tags")
+    assert read and max(read) == limit + 1

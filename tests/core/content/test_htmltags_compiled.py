@@ -38,6 +38,15 @@ def test_compiled_tags_are_the_expressions_tags(text: str) -> None:
 
 
 @settings(max_examples=800, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(text=_texts, most=st.integers(-2, 12))
+def test_the_first_tags_are_the_expressions_first(text: str, most: int) -> None:
+    # What the walk reads of a document: one tag past the limit, not all of its tags.
+    first = _htmltags.tags(text, most)
+    assert first == htmlbounds._regex_tags(text, most)
+    assert first == (_htmltags.tags(text) if most < 0 else _htmltags.tags(text)[:most])
+
+
+@settings(max_examples=800, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(text=_texts, longer_than=st.integers(-1, 12))
 def test_compiled_long_attributes_are_the_expressions(text: str, longer_than: int) -> None:
     assert _htmltags.long_attributes(text, longer_than) == htmlbounds._regex_long_attributes(text, longer_than)
