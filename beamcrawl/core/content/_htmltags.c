@@ -166,8 +166,29 @@ static int next_tag(PyObject *str, const Text *t, Py_ssize_t pos, Tag *tag) {
 
 static PyObject *EMPTY, *SLASH;
 
+/* A page repeats its short names and attributes (``div``, `` class=x>``): tags() holds each
+ * once, from ``shared`` (at most SHARED_MAX of them, of SHARED_CHARS characters at most), not
+ * once a tag (4 MB of <a href=x> held 83 MB of tags, 57 bytes of them for each " href=x>"). */
+#define SHARED_MAX 4096
+#define SHARED_CHARS 32
+
+static PyObject *shared_substring(PyObject *shared, PyObject *str, Py_ssize_t start, Py_ssize_t end) {
+    PyObject *s = PyUnicode_Substring(str, start, end);
+    if (s == NULL || end - start < 2 || end - start > SHARED_CHARS) return s; /* one character: Python shares it */
+    PyObject *held = PyDict_GetItemWithError(shared, s);
+    if (held != NULL) {
+        Py_DECREF(s);
+        return Py_NewRef(held);
+    }
+    if (PyErr_Occurred() || (PyDict_GET_SIZE(shared) < SHARED_MAX && PyDict_SetItem(shared, s, s) < 0)) {
+        Py_DECREF(s);
+        return NULL;
+    }
+    return s;
+}
+
 /* A tag's 4-tuple of tags(): (closing, name, attributes, after). */
-static PyObject *tag_tuple(PyObject *str, const Text *t, const Tag *tag) {
+static PyObject *tag_tuple(PyObject *str, const Text *t, const Tag *tag, PyObject *shared) {
     const Py_ssize_t end = tag->end;
     Tag next;
     PyObject *after;
@@ -178,8 +199,8 @@ static PyObject *tag_tuple(PyObject *str, const Text *t, const Tag *tag) {
     }
     if (after == NULL) return NULL;
     PyObject *item = NULL;
-    PyObject *name = PyUnicode_Substring(str, tag->name, tag->name_stop);
-    PyObject *attributes = PyUnicode_Substring(str, tag->name_stop, end);
+    PyObject *name = shared_substring(shared, str, tag->name, tag->name_stop);
+    PyObject *attributes = shared_substring(shared, str, tag->name_stop, end);
     if (name != NULL && attributes != NULL) {
         item = PyTuple_Pack(4, tag->closing ? SLASH : EMPTY, name, attributes, after);
     }
@@ -197,12 +218,17 @@ static PyObject *collect(PyObject *str, int tuples, Py_ssize_t longer_than, Py_s
     if (read_text(str, &t) < 0) return NULL;
     PyObject *out = PyList_New(0);
     if (out == NULL || most == 0) return out;
+    PyObject *shared = tuples ? PyDict_New() : NULL;
+    if (tuples && shared == NULL) {
+        Py_DECREF(out);
+        return NULL;
+    }
     Tag tag;
     int found = 0;
     for (Py_ssize_t pos = 0; (found = next_tag(str, &t, pos, &tag)) == 1; pos = tag.end) {
         PyObject *item;
         if (tuples) {
-            item = tag_tuple(str, &t, &tag);
+            item = tag_tuple(str, &t, &tag, shared);
         } else if (tag.end - tag.name_stop > longer_than) {
             item = PyUnicode_Substring(str, tag.name_stop, tag.end);
         } else {
@@ -217,6 +243,7 @@ static PyObject *collect(PyObject *str, int tuples, Py_ssize_t longer_than, Py_s
             break;
         }
     }
+    Py_XDECREF(shared);
     if (found != 0) {
         Py_DECREF(out);
         return NULL;
