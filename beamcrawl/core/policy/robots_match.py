@@ -46,6 +46,7 @@ Pure functions: no I/O, no Beam.
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections import Counter
 from collections.abc import Iterable, Sequence
@@ -164,8 +165,8 @@ class Sieve:
     """Which of many patterns could match a target, found without trying each.
 
     A pattern matches only a target that holds each of its literal runs, so each pattern is
-    filed under one piece of a run (at most :data:`_PIECE` characters, the one fewest other
-    patterns share of those weighed), and a target is given the patterns filed under the
+    filed under one piece of a run (at most :data:`_PIECE` characters, the first of those
+    weighed that fewest other patterns share), and a target is given the patterns filed under the
     pieces it holds. A pattern with no literal character is given to every target.
 
     Args:
@@ -176,24 +177,25 @@ class Sieve:
     __slots__ = ("_always", "_filed", "_lengths")
 
     def __init__(self, patterns: Iterable[Sequence[str]]) -> None:
-        weighed: list[set[str]] = []
-        shared: Counter[str] = Counter()
+        weighed: list[list[str]] = []
         for runs in patterns:
-            pieces: set[str] = set()
+            pieces: list[str] = []
             for run in runs:
-                size = min(_PIECE, len(run))
-                if size:
-                    starts = range(len(run) - size + 1)
-                    step = max(1, len(starts) // _PIECES_WEIGHED)
-                    pieces.update(run[i : i + size] for i in starts[::step])
+                if len(run) <= _PIECE:
+                    if run:
+                        pieces.append(run)
+                    continue
+                starts = range(len(run) - _PIECE + 1)
+                pieces.extend(run[i : i + _PIECE] for i in starts[:: max(1, len(starts) // _PIECES_WEIGHED)])
             weighed.append(pieces)
-            shared.update(pieces)
+        # How many patterns weigh each piece (a pattern weighing it twice counts twice: the
+        # sieve is as exact either way).
+        shared = Counter(itertools.chain.from_iterable(weighed))
         filed: dict[str, list[int]] = {}
         always: list[int] = []
         for index, pieces in enumerate(weighed):
             if pieces:
-                key = min(pieces, key=lambda piece: (shared[piece], -len(piece), piece))
-                filed.setdefault(key, []).append(index)
+                filed.setdefault(min(pieces, key=shared.__getitem__), []).append(index)
             else:
                 always.append(index)
         self._filed = filed
