@@ -355,7 +355,7 @@ def _fields_of(cands: Sequence[Candidate]) -> list[list[Any]]:
         [c.fp for c in cands], [c.url for c in cands], [c.host for c in cands], [c.depth for c in cands],
         [c.priority for c in cands], [c.source for c in cands], [c.inlinks for c in cands],
         [c.inlink_hosts for c in cands], [c.kind for c in cands], [c.hops for c in cands],
-        [c.lastmod for c in cands], [c.robots_origin for c in cands],
+        [c.lastmod for c in cands], [c.robots_origin for c in cands], [c.not_before for c in cands],
     ]  # fmt: skip
 
 
@@ -380,7 +380,10 @@ def _transposed(rows: Iterable[tuple[Any, ...]]) -> Sequence[Sequence[Any]]:
 
 def _columns(values: Sequence[Sequence[Any]], fp: np.ndarray) -> CandidateBlock:
     """The block of candidates given as their fields' values (``Candidate``'s field order)."""
-    (_, urls_in, hosts_in, depths, prio, sources_in, inlinks, linked, kinds_in, hops, lastmod, origins_in) = values
+    (_, urls_in, hosts_in, depths, prio, sources_in, inlinks, linked, kinds_in, hops, lastmod, origins_in) = values[:12]
+    holds = values[12]
+    if holds.count(None) != len(holds):
+        raise NotColumnar("a redirect target's hold (no column holds one)")
     n = len(fp)
     types_are(urls_in, {str})
     # Each URL as its scheme and authority (one code: a host's URLs share it) and the rest.

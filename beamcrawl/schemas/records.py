@@ -931,6 +931,11 @@ class Candidate:
     hops: int = 0  # redirects followed to reach it
     lastmod: float | None = None  # a sitemap's or feed's claim
     robots_origin: str | None = None  # for a sitemap named by robots.txt
+    # A redirect target's hold: the Retry-After its redirect was sent with, as the epoch
+    # second before which the redirected request is not made (RFC 9110 §10.2.3). A URL
+    # queued with one is due then, not at once. Candidates with one travel as objects (the
+    # columns of schemas/candidate_block.py have no place for it): they are few.
+    not_before: float | None = None
 
     def merge(self, other: "Candidate") -> "Candidate":
         """Combines two offers of one fingerprint (in-links add up, linking hosts unite,
@@ -938,7 +943,8 @@ class Candidate:
 
         The result does not depend on the order offers arrive in (bundles and workers
         differ between runs): a tie in priority goes to the greater source, then kind, and
-        of two robots.txt origins the smaller is kept."""
+        of two robots.txt origins the smaller is kept. Of two holds the later is kept: the
+        URL is not asked for before any redirect that named it asked to wait."""
         best = max(self, other, key=_offer_rank)
         hosts = self.inlink_hosts
         if other.inlink_hosts and hosts != other.inlink_hosts:
@@ -958,7 +964,15 @@ class Candidate:
             hops=min(self.hops, other.hops),
             lastmod=max(lastmods) if lastmods else None,
             robots_origin=min(origins) if origins else None,
+            not_before=later_hold(self.not_before, other.not_before),
         )
+
+
+def later_hold(a: float | None, b: float | None) -> float | None:
+    """The later of two holds (None: no hold)."""
+    if a is None:
+        return b
+    return a if b is None else max(a, b)
 
 
 def _offer_rank(c: Candidate) -> tuple[float, str, str]:

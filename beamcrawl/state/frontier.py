@@ -74,12 +74,16 @@ def queue_new_urls(store: Store, new: Sequence[Candidate], now_ms: int, reason: 
 
 
 def new_entry(c: Candidate, now_ms: int, reason: str = "") -> FrontierEntry:
-    """The frontier entry of a never-seen candidate, due at ``now_ms``."""
+    """The frontier entry of a never-seen candidate, due at ``now_ms``, or when its hold
+    ends if later (a redirect's Retry-After: no request for it before then)."""
+    due_ms = now_ms
+    if c.not_before is not None:
+        due_ms = max(now_ms, math.ceil(c.not_before * 1000))
     return FrontierEntry(
         url=c.url,
         fp=c.fp,
         host=c.host,
-        due_ms=now_ms,
+        due_ms=due_ms,
         # On the one scale of slot assignment: a URL's importance (its way in, depth and the
         # other hosts linking to it), or the level it was submitted at.
         priority=max(c.priority, importance(len(c.inlink_hosts), c.source, c.depth)),

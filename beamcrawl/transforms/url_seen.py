@@ -61,6 +61,7 @@ from beamcrawl.core.policy.change_rate import (
     importance,
     redirect_allowed,
 )
+from beamcrawl.core.policy.politeness import redirect_hold
 from beamcrawl.core.runtime import gctune
 from beamcrawl.core.runtime.batch_files import SpanRef, read_spans, write_spans
 from beamcrawl.core.runtime.config import MAX_REDIRECTS
@@ -79,6 +80,7 @@ from beamcrawl.schemas.records import (
     ParsedPage,
     follow_rows,
     fp_key,
+    later_hold,
     revisit_value,
 )
 import beamcrawl.schemas.coders  # noqa: F401  (registers the record coders the output types name)
@@ -282,11 +284,26 @@ def _merge_groups(members: list[Candidate], sizes: np.ndarray) -> list[Candidate
         Candidate(
             fp=head.fp, url=head.url, host=head.host, depth=depth, priority=top.priority, source=top.source,
             inlinks=n, inlink_hosts=hosts, kind=top.kind, hops=hops, lastmod=stamp, robots_origin=origin,
+            not_before=hold,
         )
-        for head, top, depth, n, hosts, hops, stamp, origin in zip(
-            heads, tops, min_depth, links, united, min_hops, stamps, least_origin
+        for head, top, depth, n, hosts, hops, stamp, origin, hold in zip(
+            heads, tops, min_depth, links, united, min_hops, stamps, least_origin, _later_holds(members, bounds, sizes)
         )
     ]  # fmt: skip
+
+
+def _later_holds(members: list[Candidate], bounds: np.ndarray, sizes: np.ndarray) -> list[float | None]:
+    """Per group, the latest hold of its members (``Candidate.merge``'s), None for none."""
+    holds = [c.not_before for c in members]
+    if all(h is None for h in holds):
+        return [None] * len(sizes)
+    out: list[float | None] = []
+    for start, size in zip(bounds.tolist(), sizes.tolist()):
+        kept: float | None = None
+        for h in holds[start : start + size]:
+            kept = later_hold(kept, h)
+        out.append(kept)
+    return out
 
 
 def _unite_hosts(hosts: Sequence[tuple[int, ...]], group: np.ndarray, groups: int) -> list[tuple[int, ...]]:
@@ -592,7 +609,7 @@ def page_offers(
 ) -> list[tuple[Any, ...]]:
     """:func:`page_candidates` as rows of each candidate's field values, in ``Candidate``'s
     field order (fp, url, host, depth, priority, source, inlinks, inlink_hosts, kind, hops,
-    lastmod, robots_origin): what :meth:`CandidateBlock.from_rows` takes, no object made."""
+    lastmod, robots_origin, not_before): what :meth:`CandidateBlock.from_rows` takes, no object made."""
     if page.duplicate_of and 200 <= page.fetch.status < 300:
         # A copy's links are its original's (or a mirror's echo of them): following them
         # would crawl the copied site twice. What is reachable otherwise is still found.
@@ -635,13 +652,13 @@ def page_offers(
             out.append((
                 fp, url, host, 0 if from_robots else depth, priority,
                 "sitemap" if kind == "sitemap" else "feed", 1, (), "sitemap", 0, lastmod,
-                (entry.robots_origin or origin(page.fetch.url)) if from_robots else entry.robots_origin,
+                (entry.robots_origin or origin(page.fetch.url)) if from_robots else entry.robots_origin, None,
             ))  # fmt: skip
             continue
         if kind == "listed":
             # A URL a sitemap or feed lists: the site vouches for it, as an entry point.
             source = "feed" if entry.source == "feed" else "sitemap"
-            out.append((fp, url, host, 0, importance(0, source, 0), source, 1, (), "page", 0, lastmod, None))
+            out.append((fp, url, host, 0, importance(0, source, 0), source, 1, (), "page", 0, lastmod, None, None))
             continue
         hosts: tuple[int, ...] = ()
         if host != own_host and kind != "redirect":
@@ -650,12 +667,16 @@ def page_offers(
             hosts = vote
         if kind == "redirect":
             # The target is what the source was: a moved sitemap or feed is still read for URLs.
+            # A Retry-After sent with the redirect is the least wait before the redirected
+            # request (RFC 9110 §10.2.3): the target is queued due when it ends.
+            fetch = page.fetch
+            hold = redirect_hold(fetch.status, fetch.header("retry-after"), fetch.fetched_at + fetch.elapsed)
             out.append((
                 fp, url, host, entry.depth, max(priority, min(1.0, entry.priority)), "redirect", 1, (),
-                entry.kind, entry.hops + 1, None, entry.robots_origin,
+                entry.kind, entry.hops + 1, None, entry.robots_origin, hold or None,
             ))  # fmt: skip
             continue
-        out.append((fp, url, host, depth, priority, "link", 1, hosts, "page", 0, None, None))
+        out.append((fp, url, host, depth, priority, "link", 1, hosts, "page", 0, None, None, None))
     return out
 
 

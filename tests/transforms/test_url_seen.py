@@ -782,3 +782,68 @@ def test_a_bucket_whose_blocks_will_not_merge_sets_aside_only_the_bad_candidate(
     entries, letters = _run_merge(uri, blocks)
     assert [(d.url, d.exception) for d in letters] == [("http://h0.com/77", "TypeError")]
     assert sorted(e.fp for e in entries) == [10, 11, 12, 13, 77]  # the good offer of 77 alone
+
+
+# --- a redirect's Retry-After -------------------------------------------------------------------
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    status=st.sampled_from((301, 302, 303, 307, 308)),
+    form=st.sampled_from(("seconds", "date", "invalid")),
+    wait=st.integers(1, 3 * 24 * 3600),
+    same_host=st.booleans(),
+    linked=st.integers(0, 3),
+    first=st.booleans(),
+)
+def test_a_redirects_target_is_queued_due_when_its_retry_after_ends(status, form, wait, same_host, linked, first):
+    """RFC 9110 §10.2.3: a Retry-After sent with a 3xx is the least wait before the redirected
+    request. The target is queued due when the wait ends (capped as every Retry-After is),
+    whatever other offers of the same URL it combines with on the way, in any order; a value
+    that is neither form is ignored, as elsewhere, and the target is due at once."""
+    import email.utils
+    import math
+    import tempfile
+
+    import numpy as np
+
+    from beamcrawl.core.policy.politeness import RETRY_AFTER_CAP
+    from beamcrawl.core.urls.urlnorm import fingerprint
+    from beamcrawl.schemas.records import FetchResult, Link
+    from beamcrawl.state.frontier import queue_new_block
+    from beamcrawl.transforms.url_seen import combine_blocks, page_offers
+
+    end = 1_800_000_000.25  # when the redirect's response ended
+    now_ms = int(end * 1000) + 30_000  # the round that queues it, half a minute later
+    if form == "seconds":
+        value, hold = str(wait), end + min(wait, RETRY_AFTER_CAP)
+    elif form == "date":
+        at = math.ceil(end) + wait
+        value, hold = email.utils.formatdate(at, usegmt=True), min(at, end + RETRY_AFTER_CAP)
+    else:
+        value, hold = ("soon", "1.5", "-3", "\u00b2", "Mon, 99 Foo 2026 00:00:00 GMT")[wait % 5], None
+    target = "http://a.com/moved" if same_host else "http://b.com/moved"
+    src = FrontierEntry(url="http://a.com/old", fp=1, host="a.com", due_ms=0, depth=1)
+    result = FetchResult(
+        entry=src, outcome="fetched", url=src.url, status=status, fetched_at=end - 0.05, elapsed=0.05,
+        response_headers=[("Location", target), ("Retry-After", value)],
+    )  # fmt: skip
+    page = ParsedPage(fetch=result)
+    page.links.append(Link(url=target, fp=fingerprint(target), kind="redirect"))
+    redirect = CandidateBlock.from_rows(page_offers(page))
+    # The same URL linked from other pages: offers without a hold, as columns.
+    links = CandidateBlock.from_candidates(
+        [Candidate(fp=fingerprint(target), url=target, host=target[7:12], depth=3, priority=0.4)] * linked
+    )
+    blocks = [redirect, links] if first else [links, redirect]
+    merged = combine_blocks([CandidateBlock.decode(b.encode()) for b in blocks])
+    with tempfile.TemporaryDirectory() as tmp:
+        store = EmbeddedStore(f"{tmp}/s.sqlite")
+        (entry,) = list(queue_new_block(store, merged, np.arange(len(merged)), now_ms))
+        (key,) = [row[0] for row in store.read_range("frontier", keys_only=True)]
+        store.close()
+    assert entry.key == key
+    if hold is None or hold * 1000 <= now_ms:
+        assert entry.due_ms == now_ms
+    else:
+        assert entry.due_ms >= hold * 1000 and entry.due_ms - hold * 1000 < 1
