@@ -34,6 +34,8 @@ byte   cell                          layout after the byte (little-endian)
                                      history length H; the bytes, then the history's
                                      intervals n×d and kinds n×B
 0x08   host clock ``r:clock``        4×d: at, end, delay, not_before (state/host_clock.py)
+0x0B   host clock ``r:clock`` of a   4×d as 0x08, then errors in a row q (0x09, 0x0A are
+       host with errors in a row     whitespace that may begin JSON)
 =====  ============================  ====================================================
 
 Flags say which optional fields are present (an absent one reads as None). A value that the
@@ -55,6 +57,7 @@ from typing import Any
 
 __all__ = [
     "CLOCK",
+    "CLOCK_ERRORS",
     "CONTENT",
     "FRONTIER",
     "FRONTIER_HEAD",
@@ -71,6 +74,7 @@ __all__ = [
     "SIMHASH_SEEN_CELL",
     "CellError",
     "decode_clock",
+    "decode_clock_errors",
     "decode_content",
     "decode_frontier",
     "decode_outcome",
@@ -96,6 +100,7 @@ SIMHASH_SEEN = 0x05
 OUTCOME = 0x06
 REVISIT = 0x07
 CLOCK = 0x08
+CLOCK_ERRORS = 0x0B
 # The cell of the other simhash tables: the fingerprint is in its qualifier, the original's
 # name and round in the first table's cell, so it holds nothing else.
 SIMHASH_SEEN_CELL = bytes((SIMHASH_SEEN,))
@@ -111,6 +116,7 @@ _SIMHASH = struct.Struct("<BBqH")
 _OUTCOME = struct.Struct("<BBqqHHHH")
 _REVISIT_HEAD = struct.Struct("<BH9d5q7HH")  # the 7 lengths: etag .. moved_to, then outcomes
 _CLOCK = struct.Struct("<B4d")
+_CLOCK_ERRORS = struct.Struct("<B4dq")  # a host's errors in a row too, when it has any (0x0B)
 
 # Frontier flags.
 _LASTMOD, _ORIGIN, _REVISIT, _ALSO = 1, 2, 4, 8
@@ -592,10 +598,15 @@ def decode_simhash(raw: bytes) -> tuple[str | None, int | None]:
 # --- host clocks ---------------------------------------------------------------------------
 
 
-def encode_clock(at: float, end: float, delay: float, not_before: float) -> bytes | None:
-    """A host clock cell (four times and delays in seconds, each read as a float), or None
-    when one is not a number a float holds (the caller writes JSON)."""
+def encode_clock(at: float, end: float, delay: float, not_before: float, errors: int = 0) -> bytes | None:
+    """A host clock cell (four times and delays in seconds, each read as a float, and the
+    host's errors in a row, written only when there are any), or None when one is not a
+    value its field holds (the caller writes JSON)."""
     try:
+        if errors:
+            if type(errors) is not int:
+                return None
+            return _CLOCK_ERRORS.pack(CLOCK_ERRORS, at, end, delay, not_before, errors)
         return _CLOCK.pack(CLOCK, at, end, delay, not_before)
     except (struct.error, TypeError, OverflowError):
         return None
@@ -608,7 +619,19 @@ def decode_clock(raw: bytes) -> tuple[float, float, float, float]:
     Raises:
         CellError: Not a whole cell of this format.
     """
-    if len(raw) != _CLOCK.size or raw[0] != CLOCK:
-        raise CellError("not a host clock cell")
-    _, at, end, delay, not_before = _CLOCK.unpack(raw)
-    return at, end, delay, not_before
+    return decode_clock_errors(raw)[:4]
+
+
+def decode_clock_errors(raw: bytes) -> tuple[float, float, float, float, int]:
+    """:func:`decode_clock`'s values and the host's errors in a row (0 where none are written).
+
+    Raises:
+        CellError: Not a whole cell of this format.
+    """
+    if len(raw) == _CLOCK.size and raw[0] == CLOCK:
+        _, at, end, delay, not_before = _CLOCK.unpack(raw)
+        return at, end, delay, not_before, 0
+    if len(raw) == _CLOCK_ERRORS.size and raw[0] == CLOCK_ERRORS:
+        _, at, end, delay, not_before, errors = _CLOCK_ERRORS.unpack(raw)
+        return at, end, delay, not_before, errors
+    raise CellError("not a host clock cell")

@@ -5,16 +5,19 @@ never asks the host again before its delay has passed since the last request act
 The host record (``r:json``) is written when the fetch loop has finished the host; a request
 sent after it was read at the round's start is known only from this cell. The cell says when
 the request went out at the latest (``at``: written before it, a little ahead of the clock, and
-the request is not sent past it), the end of the response before it, and the delay and
-``not_before`` in force then (a Crawl-delay learnt this round, a Retry-After, a back-off). A
+the request is not sent past it), the end of the response before it, and the delay,
+``not_before`` and errors in a row in force then (a Crawl-delay learnt this round, a
+Retry-After, a back-off and the failures that count toward the next). A
 reader merges it into the record only when it is newer than what the record knows
 (:func:`merge_clock`); the request's own end is unknown, so its start stands for it. After a
 robots.txt redirect hop's answer the target's cell is written again, ``at`` the answer's end
-with the holds it set (a Retry-After): no host record of the loop carries a host it has no
-plan for.
+with the holds it set (a Retry-After) and its errors in a row (a hop answered with a 5xx
+every round is backed off as a planned host is): no host record of the loop carries a host
+it has no plan for.
 
 The cell is written before every request, so it is binary (``schemas/cells.py``, format 0x08:
-the four values as doubles, 33 bytes); cells written as a JSON object before still read.
+the four values as doubles, 33 bytes; format 0x0B where the host has errors in a row, the
+count a 64-bit int after them); cells written as a JSON object before still read.
 """
 
 from __future__ import annotations
@@ -37,9 +40,10 @@ def clock_cells(record: HostRecord, at: float, delay: float) -> dict[str, bytes]
     """The cell recorded before a request to ``record.host`` that goes out no later than ``at``
     under ``delay`` (seconds)."""
     end, delay, not_before = record.last_fetch_end, max(delay, record.delay), record.not_before
-    raw = cellfmt.encode_clock(at, end, delay, not_before)
+    errors = record.consecutive_errors
+    raw = cellfmt.encode_clock(at, end, delay, not_before, errors)
     if raw is None:  # a huge int: as JSON, which the reader ignores as it did
-        value = {"at": at, "end": end, "delay": delay, "not_before": not_before}
+        value = {"at": at, "end": end, "delay": delay, "not_before": not_before, "errors": errors}
         raw = json.dumps(value, separators=(",", ":")).encode()
     return {CLOCK_CELL: raw}
 
@@ -54,13 +58,16 @@ def merge_clock(record: HostRecord, cells: Mapping[str, bytes] | None) -> HostRe
         return record
     try:
         if cellfmt.is_binary(raw):
-            at, end, delay, not_before = cellfmt.decode_clock(raw)
+            at, end, delay, not_before, errors = cellfmt.decode_clock_errors(raw)
         else:
             clock = json.loads(raw)
             at = float(clock["at"])
             end = float(clock.get("end", 0.0))
             delay = float(clock.get("delay", 0.0))
             not_before = float(clock.get("not_before", 0.0))
+            errors = clock.get("errors", 0)
+            if type(errors) is not int:
+                errors = 0
     except (ValueError, TypeError, KeyError, AttributeError, OverflowError, RecursionError):
         return record
     if not all(math.isfinite(v) for v in (at, end, delay, not_before)):
@@ -70,6 +77,12 @@ def merge_clock(record: HostRecord, cells: Mapping[str, bytes] | None) -> HostRe
     record.last_fetch_end = max(at, end)
     record.delay = max(record.delay, delay)
     record.not_before = max(record.not_before, not_before)
+    if at <= end:
+        # Written after an answer (a robots.txt hop's, StoreFence.record_clock): its errors
+        # in a row are the host's now. One written before a request holds those before it,
+        # which a record written after a quick answer (its end before ``at``, written ahead)
+        # knows better: the record's count stands, as it did before cells held one.
+        record.consecutive_errors = max(0, errors)
     return record
 
 

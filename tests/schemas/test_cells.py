@@ -302,6 +302,7 @@ _DECODERS = (
     cellfmt.decode_content,
     cellfmt.decode_simhash,
     cellfmt.decode_clock,
+    cellfmt.decode_clock_errors,
 )
 
 
@@ -339,6 +340,7 @@ def test_truncated_and_flipped_cells_raise_cell_errors_or_decode_to_their_kind()
         (cellfmt.encode_simhash_named("http://a.example/", 3), cellfmt.decode_simhash),
         (cellfmt.SIMHASH_SEEN_CELL, cellfmt.decode_simhash),
         (cellfmt.encode_clock(1.5e9, 1.4e9, 2.0, 0.0), cellfmt.decode_clock),
+        (cellfmt.encode_clock(1.5e9, 1.4e9, 2.0, 0.0, 3), cellfmt.decode_clock_errors),
     ]
     for raw, decode in samples:
         assert raw is not None

@@ -612,3 +612,46 @@ def test_a_robots_hop_to_a_host_with_no_plan_keeps_the_operators_policy_for_it(t
         assert len(hops) == 1
         if kind == "min_delay":
             assert hops[0] >= last + 1.5, "the operator's minimum delay was not kept"
+
+
+@settings(max_examples=3, deadline=None)
+@given(status=st.sampled_from([500, 502, 504, 599]))
+def test_a_robots_hop_answered_with_a_server_error_every_round_is_backed_off_more(tmp_path_factory, status):
+    """src.test's robots.txt moves to ok.test, which answers every hop with a 5xx; ok.test has
+    no plan, so only its clock cell is written. Its errors in a row count up across rounds
+    as a planned host's do, and from the BACKOFF_AFTER_ERRORS-th the host is held off.
+    Before, the cell kept the hold but not the count: every round started ok.test at no
+    error, and a host failing every round was never backed off."""
+    store_uri = f"sqlite:///{tmp_path_factory.mktemp('errors')}/s.sqlite"
+    with HeldHop(status, 0, False) as web, open_store(store_uri) as store:
+        src, ok = f"src.test:{web.port}", f"ok.test:{web.port}"
+        for rounds in range(1, politeness.BACKOFF_AFTER_ERRORS + 1):
+            record = read_host(ok, store.read_keys("hosts", [ok.encode()]).get(ok.encode()))
+            time.sleep(
+                max(0.0, politeness.next_allowed(record.last_fetch_end, record.delay, record.not_before) - time.time())
+            )
+            _round_of_one_url(store_uri, src)
+            assert sum(host == "ok.test" for host, _, _ in web.log) == rounds
+            record = read_host(ok, store.read_keys("hosts", [ok.encode()]).get(ok.encode()))
+            assert record.consecutive_errors == rounds, f"round {rounds}: {record}"
+    assert record.not_before > record.last_fetch_end, "a host failing every round is not backed off"
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    errors=st.one_of(st.integers(0, 10), st.integers(0, 2**70)),
+    stored=st.integers(0, 10),
+    after_answer=st.booleans(),
+)
+def test_a_clock_cell_carries_the_hosts_errors_in_a_row(errors, stored, after_answer):
+    """The clock cell holds the host's errors in a row (binary, or JSON past 64 bits). One
+    written after an answer (a robots.txt hop's) is the count now; one written before a
+    request is the count before it, and the record's count stands."""
+    end = 1_700_000_000.25
+    written = HostRecord(host="h", last_fetch_end=end, delay=1.0, consecutive_errors=errors)
+    at = end if after_answer else end + CLOCK_AHEAD
+    cell = clock_cells(written, at, 1.0)
+    record = HostRecord(host="h", last_fetch_end=end - 10, consecutive_errors=stored)
+    merged = merge_clock(record, cell)
+    assert merged.consecutive_errors == (errors if after_answer else stored)
+    assert read_host("h", cell).consecutive_errors == (errors if after_answer else 0)

@@ -551,6 +551,9 @@ class HostCrawler:
                 clock.last_fetch_end = max(clock.last_fetch_end, stored.last_fetch_end)
                 clock.not_before = max(clock.not_before, stored.not_before)
                 clock.delay = max(clock.delay, stored.delay)
+                # And its errors in a row: a hop answered with a 5xx every round counts toward
+                # the back-off as a planned host's requests do.
+                clock.consecutive_errors = max(clock.consecutive_errors, stored.consecutive_errors)
                 if clock is fresh:
                     self._book_ip(answer.ip, stored.last_fetch_end)
         return clock
