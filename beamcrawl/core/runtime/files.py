@@ -111,6 +111,27 @@ def list_files(folder: str) -> list[str]:
     )
 
 
+def sizes(folder: str) -> dict[str, int]:
+    """The files directly in ``folder`` (as :func:`list_files` names them) and their sizes."""
+    if is_remote(folder):
+        matches = _fs().match([folder.rstrip("/") + "/*"])[0].metadata_list
+        return {m.path: m.size_in_bytes for m in matches if not posixpath.basename(m.path).startswith(".")}
+    return {path: os.path.getsize(path) for path in list_files(folder)}
+
+
+def remove(path: str) -> None:
+    """Deletes one file; a missing file is fine."""
+    if is_remote(path):
+        fs = _fs()
+        if fs.exists(path):
+            fs.delete([path])
+        return
+    try:
+        os.remove(path)
+    except FileNotFoundError:
+        pass
+
+
 def move(src: str, dst: str) -> None:
     """Moves a file (a rename locally; copy then delete on object stores)."""
     if is_remote(src) or is_remote(dst):
