@@ -20,7 +20,11 @@ from beamcrawl.stores.emulator import scratch_store
 # Flink's local mini-cluster, its SDK workers in the launcher (LOOPBACK); no --flink_version:
 # the crawl picks the job server (see pipelines/runners.py).
 FLINK = ["--runner", "FlinkRunner", "--flink_master=[local]", "--environment_type=LOOPBACK"]
-RUNNERS = {"prism": ["--runner", "PrismRunner"], "flink": FLINK}
+RUNNERS = {
+    "prism": ["--runner", "PrismRunner"],
+    "flink": FLINK,
+    "threads": ["--runner", "FnApiRunner", "--direct_num_workers=4", "--direct_running_mode=multi_threading"],
+}
 IN_PROCESS = ["--runner", "FnApiRunner"]
 
 

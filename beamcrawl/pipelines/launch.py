@@ -13,6 +13,7 @@ from typing import Any, Iterable
 
 from apache_beam.options.pipeline_options import PipelineOptions
 
+from beamcrawl.core.archive.compact import compact_round
 from beamcrawl.core.runtime import files, prometheus
 from beamcrawl.core.runtime.config import CrawlConfig
 from beamcrawl.core.runtime.outputs import RoundOutputs
@@ -28,6 +29,8 @@ from beamcrawl.pipelines.runner_args import option_value
 from beamcrawl.pipelines.runner_output import RunnerOutput, worker_exception
 from beamcrawl.state.fence import attempt_token, end_attempt, read_progress, revoke_claims, start_attempt
 from beamcrawl.stores.base import Store
+from beamcrawl.transforms.parquet_io import FLUSH_BYTES, FLUSH_ROWS
+from beamcrawl.transforms.warc_io import INDEX_ENTRIES
 
 
 # The portable runners' metrics answer also lists Beam's own per-PCollection and per-step
@@ -192,6 +195,9 @@ def run_round(
     shuffled = job_shuffle_figures(p, result)
     cluster = flink_failover.rest_address(pipeline_args)
     flink_bytes = flink_failover.flink_task_bytes(cluster, job) if cluster is not None else {}
+    # Many small files (a runner that splits bundles, as Dataflow does) merged before the
+    # commit marker: a crash in it redoes the round, as any crash before the marker does.
+    compacted = compact_round(outputs, cfg.warc_max_bytes, FLUSH_BYTES, max_index=INDEX_ENTRIES, max_rows=FLUSH_ROWS)
     if lease is not None:
         lease.check(f"round {round_no} not committed")  # its files stay staged, its rows queued
     notes: dict[str, Any] = {}
@@ -266,6 +272,8 @@ def run_round(
         "flink_bytes_between_tasks": flink_bytes.get("bytes_between_tasks"),
         "flink_bytes_into_groups": flink_bytes.get("bytes_into_groups"),
         "files": {kind: [p_[len(cfg.out) :].lstrip("/") for p_ in paths] for kind, paths in moved.items()},
+        # Staged files of each kind before and after the small ones were merged.
+        "compacted": {kind: {"before": c.before, "after": c.after} for kind, c in compacted.items() if c.before},
         "metrics": metrics,
     }
     if cfg.purposes:

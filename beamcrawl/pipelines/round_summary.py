@@ -56,8 +56,11 @@ def summary(report: dict[str, Any]) -> str:
         lines.append(
             f"  set aside {report.get('errors', 0)} (errors/: {by_stage or '-'}); quarantined now {len(report.get('quarantined', []))}"
         )
+    compacted = report.get("compacted") or {}
     for kind, paths in sorted(report["files"].items()):
-        lines.append(f"  {kind}: {len(paths)} file(s)")
+        merged = compacted.get(kind) or {}
+        note = f" (merged from {merged['before']} staged)" if merged.get("before", 0) > merged.get("after", 0) else ""
+        lines.append(f"  {kind}: {len(paths)} file(s){note}")
     return "\n".join(lines)
 
 

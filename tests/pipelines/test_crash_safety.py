@@ -67,6 +67,7 @@ SCENARIOS = [
     ("url_seen.after_frontier_write@1", "embedded"),
     ("url_seen.after_frontier_write@2", "embedded"),
     ("mid-fetch", "embedded"),
+    ("compact.merged", "threads-embedded"),
     ("commit.before", "embedded"),
     ("commit.after_files", "embedded"),
     ("commit.after_requeue", "embedded"),

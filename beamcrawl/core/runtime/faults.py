@@ -8,6 +8,7 @@ Unset (always, outside tests), a crash point costs one environment lookup.
 Points in use (tests/pipelines/test_crash_safety.py kills a crawl at each):
 
     url_seen.after_frontier_write   new URLs queued, not yet marked seen
+    compact.merged                  a round's small files merged, their sources not deleted
     commit.before                   round job finished, nothing committed
     commit.after_files              files moved into place, next visits not queued
     commit.after_requeue            next visits queued, finished frontier rows not deleted
