@@ -6,13 +6,16 @@ from __future__ import annotations
 import json
 import os
 import sys
+import zlib
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from warcio.archiveiterator import ArchiveIterator
 
+from beamcrawl.core.archive import compact
 from beamcrawl.core.archive.compact import compact_parquet, compact_round, compact_warc, pack_groups
 from beamcrawl.core.runtime.outputs import RoundOutputs, part_name
 
@@ -189,3 +192,35 @@ def test_page_events_point_at_their_records_after_a_merge(tmp_path):
                 fh.seek(int(offset))
                 record = next(iter(ArchiveIterator(fh)))
             assert record.rec_headers.get_header("WARC-Target-URI") == row["url"]
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    bodies=st.lists(_BODY, min_size=1, max_size=6),
+    block=st.integers(1, 300),
+    chunk=st.integers(1, 70_000),
+    cut=st.integers(1, 40),
+)
+def test_members_are_found_whatever_the_blocks_and_a_cut_file_is_not_whole(
+    tmp_path_factory, monkeypatch, bodies, block, chunk, cut
+):
+    monkeypatch.setattr(compact, "_READ_BLOCK", block)
+    monkeypatch.setattr(compact, "_INFLATE_CHUNK", chunk)
+    members = []
+    for body in bodies:
+        packer = zlib.compressobj(6, zlib.DEFLATED, 31)
+        members.append(packer.compress(body) + packer.flush())
+    data = b"".join(members)
+    path = str(tmp_path_factory.mktemp("gz") / "f.gz")
+    with open(path, "wb") as fh:
+        fh.write(data)
+    starts, size, first = compact._members(path)
+    assert starts == [sum(map(len, members[:i])) for i in range(len(members))] and size == len(data)
+    assert first == bodies[0][:65536] or (len(first) >= 65536 and bodies[0].startswith(first))
+    kept = len(data) - min(cut, len(data))
+    if kept in starts:  # cut at a member's end: whole members still (the empty file: none)
+        return
+    with open(path, "wb") as fh:
+        fh.write(data[:kept])
+    with pytest.raises((ValueError, zlib.error)):
+        compact._members(path)
