@@ -247,7 +247,6 @@ def compact_warc(
     small = target // SMALL_FRACTION if small is None else small
     warcs = files.sizes(outputs.staged("warc"))
     indexes = set(files.list_files(outputs.staged("cdxj")))
-    before = Compaction(len(warcs), len(indexes))
     sources: dict[str, _WarcSource] = {}
     for path, size in sorted(warcs.items()):
         base = path.rstrip("/").rsplit("/", 1)[-1]
@@ -264,8 +263,7 @@ def compact_warc(
     for group in groups:
         moves.update(_merge_warcs([sources[p] for p in group], outputs))
     merged = sum(len(g) - 1 for g in groups)
-    after = (Compaction(before.before, before.before - merged), Compaction(before.after, before.after - merged))
-    return after[0], after[1], moves
+    return Compaction(len(warcs), len(warcs) - merged), Compaction(len(indexes), len(indexes) - merged), moves
 
 
 # --- Parquet ------------------------------------------------------------------------------------
