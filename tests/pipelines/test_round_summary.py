@@ -21,3 +21,12 @@ def test_a_counted_frontier_is_given_as_counted_and_an_estimate_as_about():
     assert "frontier now about 2500000" in summary(_report(frontier_size=2_500_000, frontier_size_exact=False))
     # A report written before the field existed was always counted.
     assert "frontier now 7\n" in summary(_report(frontier_size=7))
+
+
+def test_a_kind_whose_small_files_were_merged_says_how_many_were_staged():
+    files = {"warc": ["warc/round=1/a.warc.gz"], "pages": ["pages/round=1/a.parquet", "pages/round=1/b.parquet"]}
+    compacted = {"warc": {"before": 9, "after": 1}, "pages": {"before": 2, "after": 2}}
+    text = summary(_report(frontier_size=1, files=files, compacted=compacted))
+    assert "  warc: 1 file(s) (merged from 9 staged)\n" in text + "\n"
+    assert "  pages: 2 file(s)\n" in text + "\n"  # none merged: said as before
+    assert "  warc: 1 file(s)\n" in summary(_report(frontier_size=1, files=files)) + "\n"  # an older report
