@@ -290,6 +290,24 @@ def _read_table(path: str) -> Any:
         return pq.read_table(pa.BufferReader(fh.read()))
 
 
+def _footer(path: str) -> Any:
+    """A Parquet part's metadata (its footer, read without the rest where the file seeks)."""
+    import pyarrow.parquet as pq
+
+    with files.open_read(path) as fh:
+        return pq.ParquetFile(fh if fh.seekable() else io.BytesIO(fh.read())).metadata
+
+
+def _footers_read(folder: str) -> bool:
+    """Whether every part in ``folder`` has a footer that reads."""
+    for path in files.list_files(folder):
+        try:
+            _footer(path)
+        except Exception:
+            return False
+    return True
+
+
 def _reblobbed(table: Any, moves: Moves) -> Any:
     """``table`` with its ``blob`` column's moved records pointed at (itself if none moved)."""
     import pyarrow as pa
@@ -321,7 +339,6 @@ def compact_parquet(
     """Merges a folder's small Parquet parts of one schema, rows in order, and points their
     ``blob`` column (and any other part's) at records ``moves`` says were moved; returns the
     files before and after."""
-    import pyarrow.parquet as pq
 
     small = target // SMALL_FRACTION if small is None else small
     moves = moves or {}
@@ -330,8 +347,7 @@ def compact_parquet(
     rows: dict[str, int] = {}
     for path in sorted(sizes):
         try:
-            with files.open_read(path) as fh:
-                meta = pq.ParquetFile(io.BytesIO(fh.read())).metadata
+            meta = _footer(path)
             schemas[path], rows[path] = meta.schema.to_arrow_schema(), meta.num_rows
         except Exception:  # a part that does not read is left as it is
             continue
@@ -383,7 +399,10 @@ def compact_round(
 ) -> dict[str, Compaction]:
     """Compacts every kind of a round's staged files; returns each kind's files before and
     after. Called once, before the commit marker."""
-    warc, index, moves = compact_warc(outputs, warc_target, max_index=max_index)
+    # A pages/ part that does not read could not follow its records into a merged file: the
+    # WARC files are then left as they are, so that no page event points at a deleted one.
+    small = None if _footers_read(outputs.staged("pages")) else 0
+    warc, index, moves = compact_warc(outputs, warc_target, small=small, max_index=max_index)
     report = {"warc": warc, "cdxj": index}
     for kind in ("pages", "links", "errors"):
         report[kind] = compact_parquet(

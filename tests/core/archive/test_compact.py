@@ -224,3 +224,16 @@ def test_members_are_found_whatever_the_blocks_and_a_cut_file_is_not_whole(
         fh.write(data[:kept])
     with pytest.raises((ValueError, zlib.error)):
         compact._members(path)
+
+
+def test_warc_files_stay_as_they_are_when_a_pages_part_does_not_read(tmp_path):
+    outputs = RoundOutputs(str(tmp_path), 2)
+    serial = [0]
+    for _ in range(3):
+        _warc_file(outputs, [b"a" * 50], serial)
+    os.makedirs(outputs.staged("pages"))
+    with open(os.path.join(outputs.staged("pages"), "part-bad.parquet"), "wb") as fh:
+        fh.write(b"PAR1 cut short")  # its pages' blobs could not be followed
+    report = compact_round(outputs, 1 << 20, 1 << 20)
+    assert report["warc"].before == report["warc"].after == 3
+    assert len(os.listdir(outputs.staged("warc"))) == 3 and report["pages"].after == 1
