@@ -33,24 +33,33 @@ def _fs():
     return FileSystems
 
 
+def _raw() -> str:
+    """Beam's compression type for a file's bytes as they are: by default it gzips what is
+    written to (and inflates what is read from) a name ending in .gz, and a WARC file's
+    gzip members, which its CDXJ offsets count, are the file."""
+    from apache_beam.io.filesystem import CompressionTypes
+
+    return CompressionTypes.UNCOMPRESSED
+
+
 def open_write(path: str) -> IO[bytes]:
     """A binary file for writing; local parent folders are created."""
     if is_remote(path):
-        return _fs().create(path)
+        return _fs().create(path, compression_type=_raw())
     os.makedirs(os.path.dirname(path), exist_ok=True)
     return open(path, "wb")
 
 
 def open_read(path: str) -> IO[bytes]:
     if is_remote(path):
-        return _fs().open(path)
+        return _fs().open(path, compression_type=_raw())
     return open(path, "rb")
 
 
 def write_bytes(path: str, data: bytes | memoryview) -> None:
     """Writes a whole file; locally under a temporary name first, so it appears whole."""
     if is_remote(path):
-        with _fs().create(path) as fh:  # object stores publish an object only when closed
+        with _fs().create(path, compression_type=_raw()) as fh:  # object stores publish an object only when closed
             fh.write(data)
         return
     os.makedirs(os.path.dirname(path), exist_ok=True)
@@ -71,7 +80,7 @@ class PiecewiseFile:
         self.path = path
         if is_remote(path):
             self.tmp = ""
-            self.fh: IO[bytes] = _fs().create(path)
+            self.fh: IO[bytes] = _fs().create(path, compression_type=_raw())
         else:
             folder, name = os.path.split(path)
             os.makedirs(folder, exist_ok=True)

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import os
+import zlib
+
+from apache_beam.io.localfilesystem import LocalFileSystem
 
 from beamcrawl.core.runtime import files
 
@@ -56,3 +59,42 @@ def test_a_piecewise_file_appears_whole_when_closed(tmp_path):
     with files.open_read(path) as f:
         assert f.read() == b"one\ntwo\n"
     assert os.listdir(folder) == ["part-1.txt"]
+
+
+class _SchemeDisk(LocalFileSystem):
+    """Local disk under a URI scheme: paths with a scheme go through Beam's FileSystems, as
+    gs:// ones do (the same compression handling: by the name's suffix unless told)."""
+
+    @classmethod
+    def scheme(cls):
+        return "beamcrawltest"
+
+    @staticmethod
+    def _local(path):
+        return path[len("beamcrawltest://") :] if path.startswith("beamcrawltest://") else path
+
+    def create(self, path, *args, **kwargs):
+        os.makedirs(os.path.dirname(self._local(path)), exist_ok=True)
+        return super().create(self._local(path), *args, **kwargs)
+
+    def open(self, path, *args, **kwargs):
+        return super().open(self._local(path), *args, **kwargs)
+
+
+def test_a_gz_named_file_on_a_remote_filesystem_is_written_and_read_as_its_bytes(tmp_path):
+    """A WARC file's gzip members are the file (its CDXJ offsets count them): a name ending
+    in .gz must not make the filesystem gzip them again on write, nor inflate them on read."""
+    packer = zlib.compressobj(6, zlib.DEFLATED, 31)
+    members = packer.compress(b"WARC/1.1\r\n") + packer.flush()
+    uri = f"beamcrawltest://{tmp_path}/staged/part-1.warc.gz"
+    with files.open_write(uri) as fh:
+        fh.write(members)
+    assert (tmp_path / "staged" / "part-1.warc.gz").read_bytes() == members
+    with files.open_read(uri) as fh:
+        assert fh.read() == members
+    files.write_bytes(f"beamcrawltest://{tmp_path}/staged/part-2.warc.gz", members)
+    assert (tmp_path / "staged" / "part-2.warc.gz").read_bytes() == members
+    piece = files.PiecewiseFile(f"beamcrawltest://{tmp_path}/staged/part-3.warc.gz")
+    piece.write(members)
+    piece.close()
+    assert (tmp_path / "staged" / "part-3.warc.gz").read_bytes() == members
