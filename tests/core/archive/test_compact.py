@@ -20,6 +20,7 @@ from beamcrawl.core.archive.compact import compact_parquet, compact_round, compa
 from beamcrawl.core.runtime.outputs import RoundOutputs, part_name
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", ".."))
+import scheme_disk  # noqa: E402,F401  (tests/scheme_disk.py: registers its scheme)
 from staged_warcs import check_warc_folder as _check_warc_folder  # noqa: E402  (tests/staged_warcs.py)
 from staged_warcs import staged_warc as _warc_file  # noqa: E402
 
@@ -237,3 +238,31 @@ def test_warc_files_stay_as_they_are_when_a_pages_part_does_not_read(tmp_path):
     report = compact_round(outputs, 1 << 20, 1 << 20)
     assert report["warc"].before == report["warc"].after == 3
     assert len(os.listdir(outputs.staged("warc"))) == 3 and report["pages"].after == 1
+
+
+def test_a_round_on_a_remote_filesystem_is_compacted_and_committed_as_on_local_disk(tmp_path):
+    """Every file operation through Beam's FileSystems (as on gs://): sizes, reads, the
+    merged file's write, the sources' deletion, then the commit's moves."""
+    local = RoundOutputs(str(tmp_path), 4)
+    serial = [0]
+    urls = [u for _ in range(4) for u in _warc_file(local, [b"a" * 60, b"b" * 90], serial)]
+    os.makedirs(local.staged("links"))
+    for i in range(3):
+        pq.write_table(
+            pa.table({"src": [f"s{i}"], "dst": [f"d{i}"]}), os.path.join(local.staged("links"), f"part-{i}.parquet")
+        )
+    remote = RoundOutputs(f"{scheme_disk.SCHEME}://{tmp_path}", 4)
+    report = compact_round(remote, 1 << 20, 1 << 20)
+    assert (report["warc"].before, report["warc"].after) == (4, 1) and (
+        report["links"].before,
+        report["links"].after,
+    ) == (3, 1)
+    assert sorted(_check_warc_folder(local)) == sorted(urls)
+    moved = remote.commit_files()
+    assert len(moved["warc"]) == len(moved["cdxj"]) == len(moved["links"]) == 1
+    folder = os.path.join(str(tmp_path), "warc", "round=4")
+    assert sorted(_check_warc_folder(local, folder, folder)) == sorted(urls)
+    links = pq.read_table(
+        os.path.join(str(tmp_path), "links", "round=4", os.listdir(os.path.join(str(tmp_path), "links", "round=4"))[0])
+    )
+    assert links.to_pylist() == [{"src": f"s{i}", "dst": f"d{i}"} for i in range(3)]

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import os
+import sys
 import zlib
 
-from apache_beam.io.localfilesystem import LocalFileSystem
-
 from beamcrawl.core.runtime import files
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", ".."))
+from scheme_disk import SCHEME  # noqa: E402  (tests/scheme_disk.py)
 
 
 def test_join_and_remote_detection():
@@ -61,40 +63,20 @@ def test_a_piecewise_file_appears_whole_when_closed(tmp_path):
     assert os.listdir(folder) == ["part-1.txt"]
 
 
-class _SchemeDisk(LocalFileSystem):
-    """Local disk under a URI scheme: paths with a scheme go through Beam's FileSystems, as
-    gs:// ones do (the same compression handling: by the name's suffix unless told)."""
-
-    @classmethod
-    def scheme(cls):
-        return "beamcrawltest"
-
-    @staticmethod
-    def _local(path):
-        return path[len("beamcrawltest://") :] if path.startswith("beamcrawltest://") else path
-
-    def create(self, path, *args, **kwargs):
-        os.makedirs(os.path.dirname(self._local(path)), exist_ok=True)
-        return super().create(self._local(path), *args, **kwargs)
-
-    def open(self, path, *args, **kwargs):
-        return super().open(self._local(path), *args, **kwargs)
-
-
 def test_a_gz_named_file_on_a_remote_filesystem_is_written_and_read_as_its_bytes(tmp_path):
     """A WARC file's gzip members are the file (its CDXJ offsets count them): a name ending
     in .gz must not make the filesystem gzip them again on write, nor inflate them on read."""
     packer = zlib.compressobj(6, zlib.DEFLATED, 31)
     members = packer.compress(b"WARC/1.1\r\n") + packer.flush()
-    uri = f"beamcrawltest://{tmp_path}/staged/part-1.warc.gz"
+    uri = f"{SCHEME}://{tmp_path}/staged/part-1.warc.gz"
     with files.open_write(uri) as fh:
         fh.write(members)
     assert (tmp_path / "staged" / "part-1.warc.gz").read_bytes() == members
     with files.open_read(uri) as fh:
         assert fh.read() == members
-    files.write_bytes(f"beamcrawltest://{tmp_path}/staged/part-2.warc.gz", members)
+    files.write_bytes(f"{SCHEME}://{tmp_path}/staged/part-2.warc.gz", members)
     assert (tmp_path / "staged" / "part-2.warc.gz").read_bytes() == members
-    piece = files.PiecewiseFile(f"beamcrawltest://{tmp_path}/staged/part-3.warc.gz")
+    piece = files.PiecewiseFile(f"{SCHEME}://{tmp_path}/staged/part-3.warc.gz")
     piece.write(members)
     piece.close()
     assert (tmp_path / "staged" / "part-3.warc.gz").read_bytes() == members
