@@ -239,6 +239,10 @@ def _merge_warcs(sources: list[_WarcSource], outputs: RoundOutputs) -> Moves:
     return moves
 
 
+def _stem(name: str) -> str:
+    return name[: -len(_WARC_SUFFIX)]
+
+
 def compact_warc(
     outputs: RoundOutputs, target: int, small: int | None = None, max_index: int | None = None
 ) -> tuple[Compaction, Compaction, Moves]:
@@ -247,17 +251,20 @@ def compact_warc(
     small = target // SMALL_FRACTION if small is None else small
     warcs = files.sizes(outputs.staged("warc"))
     indexes = set(files.list_files(outputs.staged("cdxj")))
-    sources: dict[str, _WarcSource] = {}
+    candidates: list[tuple[str, int, int]] = []
     for path, size in sorted(warcs.items()):
         base = path.rstrip("/").rsplit("/", 1)[-1]
-        if size >= small or size > target or not base.endswith(_WARC_SUFFIX):
-            continue
-        index = files.join(outputs.staged("cdxj"), f"{base[: -len(_WARC_SUFFIX)]}.cdxj")
-        if index not in indexes:
-            continue
-        src = _read_source(path, index, f"{outputs.final_rel('warc')}/{base}")
-        if src is not None:
-            sources[path] = src
+        if base.endswith(_WARC_SUFFIX) and files.join(outputs.staged("cdxj"), f"{_stem(base)}.cdxj") in indexes:
+            candidates.append((path, size, 0))
+    # Only a file that could be merged by its size is read (a lone small file is not).
+    sources: dict[str, _WarcSource] = {}
+    for group in pack_groups(candidates, target, small):
+        for path in group:
+            base = path.rstrip("/").rsplit("/", 1)[-1]
+            index = files.join(outputs.staged("cdxj"), f"{_stem(base)}.cdxj")
+            src = _read_source(path, index, f"{outputs.final_rel('warc')}/{base}")
+            if src is not None:
+                sources[path] = src
     groups = pack_groups([(p, s.size, s.lines) for p, s in sources.items()], target, small, max_index)
     moves: Moves = {}
     for group in groups:

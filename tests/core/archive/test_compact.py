@@ -266,3 +266,14 @@ def test_a_round_on_a_remote_filesystem_is_compacted_and_committed_as_on_local_d
         os.path.join(str(tmp_path), "links", "round=4", os.listdir(os.path.join(str(tmp_path), "links", "round=4"))[0])
     )
     assert links.to_pylist() == [{"src": f"s{i}", "dst": f"d{i}"} for i in range(3)]
+
+
+def test_a_lone_small_warc_file_is_not_read(tmp_path, monkeypatch):
+    """A round in process stages one file of a kind: nothing to merge it with, so the
+    compaction does not inflate it to check it."""
+    outputs = RoundOutputs(str(tmp_path), 1)
+    _warc_file(outputs, [b"a" * 50], [0])
+    reads = []
+    monkeypatch.setattr(compact, "_read_source", lambda *a: reads.append(a))
+    warc, _, _ = compact_warc(outputs, 1 << 20)
+    assert reads == [] and warc.before == warc.after == 1
