@@ -70,6 +70,27 @@ async def read_head(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, 
         return None
 
 
+def head_target(head: bytes) -> tuple[str, str]:
+    """``(host, path)`` of a request head: the Host field's name, lowercased and without its
+    port and final dot (one host however the client spelled it), and the request target."""
+    lines = head.decode("latin-1").split("\r\n")
+    parts = lines[0].split(" ")
+    path = parts[1] if len(parts) > 1 else "/"
+    host = next((v.strip() for k, _, v in (ln.partition(":") for ln in lines[1:]) if k.lower() == "host"), "")
+    return host.rsplit(":", 1)[0].lower().rstrip("."), path
+
+
+async def answer_and_close(writer: asyncio.StreamWriter, status: int, headers: list[str], body: bytes) -> None:
+    """Sends one whole answer (``Content-Length``, ``Connection: close``), then closes."""
+    out = [f"HTTP/1.1 {status} X", *headers, f"Content-Length: {len(body)}", "Connection: close"]
+    try:
+        writer.write("\r\n".join(out).encode("latin-1") + b"\r\n\r\n" + body)
+        await writer.drain()
+    except ConnectionError:
+        pass
+    writer.close()
+
+
 class RawLoopbackServer:
     """A raw asyncio stream server on 127.0.0.1 at a free port, in a daemon thread, for the
     ``with`` block: subclasses write ``_serve(reader, writer)`` and own every byte sent."""

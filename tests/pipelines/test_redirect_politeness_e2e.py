@@ -18,7 +18,7 @@ import time
 
 import pytest
 
-from loopback import RawLoopbackServer, read_head  # tests/loopback.py
+from loopback import RawLoopbackServer, answer_and_close, head_target, read_head  # tests/loopback.py
 
 SOURCES = tuple(f"src{i}.redir.test" for i in range(10))
 TARGET = "ok.redir.test"
@@ -54,18 +54,8 @@ class RedirectWeb(RawLoopbackServer):
         if head is None:
             return
         start = time.time()
-        lines = head.decode("latin-1").split("\r\n")
-        path = lines[0].split(" ")[1] if len(lines[0].split(" ")) > 1 else "/"
-        host = next((v.strip() for k, _, v in (ln.partition(":") for ln in lines[1:]) if k.lower() == "host"), "")
-        host = host.rsplit(":", 1)[0].lower().rstrip(".")  # one host, however the client spelled it
-        status, headers, body = self._answer(host, path)
-        out = [f"HTTP/1.1 {status} X", *headers, f"Content-Length: {len(body)}", "Connection: close"]
-        try:
-            writer.write("\r\n".join(out).encode() + b"\r\n\r\n" + body)
-            await writer.drain()
-        except ConnectionError:
-            pass
-        writer.close()
+        host, path = head_target(head)  # one host, however the client spelled it
+        await answer_and_close(writer, *self._answer(host, path))
         self.log.append((host, path, start, time.time()))
 
 

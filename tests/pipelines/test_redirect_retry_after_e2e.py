@@ -27,7 +27,7 @@ import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
-from loopback import RawLoopbackServer, read_head  # tests/loopback.py
+from loopback import RawLoopbackServer, answer_and_close, head_target, read_head  # tests/loopback.py
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
@@ -95,20 +95,9 @@ class RetryAfterWeb(RawLoopbackServer):
         if head is None:
             return
         start = time.time()
-        lines = head.decode("latin-1").split("\r\n")
-        parts = lines[0].split(" ")
-        path = parts[1] if len(parts) > 1 else "/"
-        host = next((v.strip() for k, _, v in (ln.partition(":") for ln in lines[1:]) if k.lower() == "host"), "")
-        host = host.rsplit(":", 1)[0].lower()
+        host, path = head_target(head)
         self.log.append((host, path, start))
-        status, headers, body = self._answer(host, path)
-        out = [f"HTTP/1.1 {status} X", *headers, f"Content-Length: {len(body)}", "Connection: close"]
-        try:
-            writer.write("\r\n".join(out).encode("latin-1") + b"\r\n\r\n" + body)
-            await writer.drain()
-        except ConnectionError:
-            pass
-        writer.close()
+        await answer_and_close(writer, *self._answer(host, path))
 
 
 def _crawl(*args: str) -> None:
