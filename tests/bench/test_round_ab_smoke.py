@@ -52,9 +52,11 @@ def test_with_mp_each_round_runs_on_two_workers_and_bs_workers_run_the_other_tre
     shutil.copytree(BENCH, tree / "bench", ignore=shutil.ignore_patterns("__pycache__"))
     with open(tree / "beamcrawl" / "__init__.py", "a", encoding="utf-8") as init:
         # the copy's package says which SDK workers imported it: one file a worker process
+        # (a process Beam started as a worker has its control endpoint in the environment;
+        # its argv says nothing yet while `-m beamcrawl.pipelines.sdk_worker` imports the package)
         init.write(
-            "\nimport os as _os, sys as _sys\n"
-            "if 'sdk_worker_main' in ' '.join(_sys.argv):\n"
+            "\nimport os as _os\n"
+            "if 'CONTROL_API_SERVICE_DESCRIPTOR' in _os.environ:\n"
             f"    open(_os.path.join({str(marks)!r}, str(_os.getpid())), 'w').close()\n"
         )
     proc = subprocess.run(
