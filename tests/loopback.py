@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import threading
+import time
 from collections.abc import Iterator
 from typing import TypeVar
 
@@ -121,3 +122,25 @@ class RawLoopbackServer:
     def __exit__(self, *exc: object) -> None:
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(10)
+
+
+class AnsweringServer(RawLoopbackServer):
+    """A raw server that answers each request whole and closes: subclasses write
+    ``_answer(host, path) -> (status, header lines, body)``. Every request is logged as
+    ``(host, path, start, end)`` in :attr:`log`, the host as :func:`head_target` reads it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.log: list[tuple[str, str, float, float]] = []
+
+    def _answer(self, host: str, path: str) -> tuple[int, list[str], bytes]:
+        raise NotImplementedError
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        head = await read_head(reader, writer)
+        if head is None:
+            return
+        start = time.time()
+        host, path = head_target(head)
+        await answer_and_close(writer, *self._answer(host, path))
+        self.log.append((host, path, start, time.time()))

@@ -11,14 +11,12 @@ sources fetched under the target's robots.txt rules (their ``/private`` pages ne
 
 from __future__ import annotations
 
-import asyncio
 import subprocess
 import sys
-import time
 
 import pytest
 
-from loopback import RawLoopbackServer, answer_and_close, head_target, read_head  # tests/loopback.py
+from loopback import AnsweringServer  # tests/loopback.py
 
 SOURCES = tuple(f"src{i}.redir.test" for i in range(10))
 TARGET = "ok.redir.test"
@@ -29,12 +27,11 @@ MIN_DELAY = 0.3
 SERVER_END_LAG = 0.015
 
 
-class RedirectWeb(RawLoopbackServer):
+class RedirectWeb(AnsweringServer):
     """Raw HTTP/1.1 on loopback that logs ``(host, path, start, end)`` of every request."""
 
     def __init__(self) -> None:
         super().__init__()
-        self.log: list[tuple[str, str, float, float]] = []
 
     def _answer(self, host: str, path: str) -> tuple[int, list[str], bytes]:
         if host in SOURCES:
@@ -48,15 +45,6 @@ class RedirectWeb(RawLoopbackServer):
                 return 200, ["Content-Type: text/plain"], b"User-agent: *\nDisallow: /private\n"
             return 200, ["Content-Type: text/html"], b"<html><body>target page</body></html>"
         return 404, ["Content-Type: text/plain"], b"no such host"
-
-    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        head = await read_head(reader, writer)
-        if head is None:
-            return
-        start = time.time()
-        host, path = head_target(head)  # one host, however the client spelled it
-        await answer_and_close(writer, *self._answer(host, path))
-        self.log.append((host, path, start, time.time()))
 
 
 @pytest.fixture(scope="module")

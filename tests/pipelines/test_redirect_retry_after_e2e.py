@@ -15,7 +15,6 @@ for or the time is up.
 
 from __future__ import annotations
 
-import asyncio
 import email.utils
 import math
 import subprocess
@@ -27,7 +26,7 @@ import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
-from loopback import RawLoopbackServer, answer_and_close, head_target, read_head  # tests/loopback.py
+from loopback import AnsweringServer  # tests/loopback.py
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
@@ -57,7 +56,7 @@ SPECS = st.builds(
 )
 
 
-class RetryAfterWeb(RawLoopbackServer):
+class RetryAfterWeb(AnsweringServer):
     """Source ``/r{i}`` on ``src{i}.ra.test`` answers with spec ``i``'s redirect to ``/t{i}``
     on its own host or on :data:`TARGET`; a target is a page without links; robots.txt is
     404. Logs ``(host, path, start)`` of every request, and each redirect's hold as the
@@ -66,7 +65,6 @@ class RetryAfterWeb(RawLoopbackServer):
     def __init__(self, specs: list[Spec]) -> None:
         super().__init__()
         self.specs = specs
-        self.log: list[tuple[str, str, float]] = []
         self.holds: dict[int, float] = {}
 
     def _answer(self, host: str, path: str) -> tuple[int, list[str], bytes]:
@@ -89,15 +87,6 @@ class RetryAfterWeb(RawLoopbackServer):
         if path.startswith("/t") and path[2:].isdigit():
             return 200, ["Content-Type: text/html"], b"<html><body>the target</body></html>"
         return 404, ["Content-Type: text/plain"], b"not here"
-
-    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        head = await read_head(reader, writer)
-        if head is None:
-            return
-        start = time.time()
-        host, path = head_target(head)
-        self.log.append((host, path, start))
-        await answer_and_close(writer, *self._answer(host, path))
 
 
 def _crawl(*args: str) -> None:
@@ -125,17 +114,17 @@ def test_a_page_redirects_target_is_not_asked_for_before_its_retry_after(tmp_pat
     with RetryAfterWeb(specs) as web:
         (work / "seeds.txt").write_text("".join(f"http://src{i}.ra.test:{web.port}/r{i}\n" for i in range(len(specs))))
         _crawl("--seeds", str(work / "seeds.txt"), "--out", str(out), "--rounds", "1")
-        assert {p for _h, p, _s in web.log if p.startswith("/r") and p[2:].isdigit()} == {
+        assert {p for _h, p, _s, _e in web.log if p.startswith("/r") and p[2:].isdigit()} == {
             f"/r{i}" for i in range(len(specs))
         }
         give_up = time.time() + max(s.wait for s in specs) + 120
-        while time.time() < give_up and not {f"/t{i}" for i in range(len(specs))} <= {p for _h, p, _s in web.log}:
+        while time.time() < give_up and not {f"/t{i}" for i in range(len(specs))} <= {p for _h, p, _s, _e in web.log}:
             # A scheduled crawl: a round when something is due, else an exit at once.
             _crawl("--out", str(out), "--rounds", "1", "--exit-when-idle")
             time.sleep(0.5)
         log, holds = list(web.log), dict(web.holds)
     asked: dict[str, float] = {}
-    for _h, p, s in log:
+    for _h, p, s, _e in log:
         asked.setdefault(p, s)  # its first request
     for i, spec in enumerate(specs):
         assert f"/t{i}" in asked, f"{spec}: the target was never asked for"
