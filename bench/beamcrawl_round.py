@@ -22,11 +22,17 @@ import os
 import sys
 from typing import Any
 
-from beamcrawl import DEFAULT_USER_AGENT
-from beamcrawl.core.runtime.config import CrawlConfig
-from beamcrawl.pipelines.runners import with_local_runner
-from beamcrawl.pipelines.crawl import crawl
-from beamcrawl.pipelines.seeding import read_seeds
+from beamcrawl.pipelines.sdk_worker import leave_out_for_runner
+
+# As `beamcrawl crawl` does before it imports Beam: these rounds run on the local runner, whose
+# launching process goes without the client libraries no stage uses.
+leave_out_for_runner([])
+
+from beamcrawl import DEFAULT_USER_AGENT  # noqa: E402
+from beamcrawl.core.runtime.config import CrawlConfig  # noqa: E402
+from beamcrawl.pipelines.runners import with_local_runner  # noqa: E402
+from beamcrawl.pipelines.crawl import crawl  # noqa: E402
+from beamcrawl.pipelines.seeding import read_seeds  # noqa: E402
 
 __all__ = ["bench_config", "main"]
 

@@ -76,6 +76,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"beamcrawl demo: error: {exc}", file=sys.stderr)
         return 2
 
+    from beamcrawl.pipelines.sdk_worker import leave_out_for_runner
+
+    leave_out_for_runner(beam_args)  # as `beamcrawl crawl` does, before Beam is imported
     from beamcrawl.core.runtime.config import CrawlConfig
     from beamcrawl.pipelines.runners import with_local_runner
     from beamcrawl.pipelines.crawl_errors import RoundInterrupted

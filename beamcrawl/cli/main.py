@@ -76,6 +76,9 @@ def _stray_argument(beam_args: list[str]) -> str | None:
 def cmd_crawl(argv: Sequence[str]) -> int:
     parser = crawl_parser()
     args, beam_args = parser.parse_known_args(list(argv))
+    from beamcrawl.pipelines.sdk_worker import leave_out_for_runner
+
+    leave_out_for_runner(beam_args)  # before anything imports Beam, which imports the clients it finds
     from beamcrawl.pipelines.options import unknown_argument
 
     unknown = unknown_argument(beam_args, parser)  # a typo must not crawl with a default instead

@@ -112,3 +112,40 @@ def test_overlapping_runs_share_the_patch_until_the_last_ends():
     assert command() == sdk_worker.worker_command()
     b.__exit__(None, None, None)
     assert command() == beams
+
+
+# `beamcrawl crawl` with these Beam arguments, stopped early by a seeds file that is not there
+# (after it has imported the round's modules and Beam); prints whether BigQuery's client, one of
+# the clients left out, was imported, and the command's exit status.
+_LAUNCH = """
+import json, sys
+from beamcrawl.cli.main import cmd_crawl
+rc = cmd_crawl(["--out", sys.argv[1], "--seeds", sys.argv[1] + "/none.txt", *sys.argv[2:]])
+import apache_beam.runners  # as a round's launch does, whichever runner it names
+print(json.dumps({"rc": rc, "bigquery": "google.cloud.bigquery" in sys.modules}))
+"""
+
+
+@pytest.mark.parametrize(
+    "beam_args, left_out",
+    [
+        ([], True),
+        (["--runner", "FnApiRunner", "--direct_running_mode=multi_processing"], True),
+        (["--runner=PrismRunner"], True),
+        (["--runner=flink", "--flink_master=[local]"], True),
+        (["--runner", "DataflowRunner"], False),
+        (["--runner=apache_beam.runners.dataflow.dataflow_runner.DataflowRunner"], False),
+    ],
+)
+def test_the_crawl_command_leaves_the_clients_out_for_runners_that_never_use_them(tmp_path, beam_args, left_out):
+    import subprocess
+
+    done = subprocess.run(
+        [sys.executable, "-c", _LAUNCH, str(tmp_path), *beam_args],
+        capture_output=True, text=True, timeout=120, cwd=os.getcwd(),
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout.strip().splitlines()[-1])
+    assert report["rc"] == 2, done.stderr  # the missing seeds file, after the imports
+    assert "none.txt" in done.stderr
+    assert report["bigquery"] is not left_out, done.stderr
