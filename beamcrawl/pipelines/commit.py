@@ -1,5 +1,6 @@
-"""A round's commit: staged files moved into place, finished frontier rows deleted, dead
-letters booked, the round counter advanced; resumable from a marker written first."""
+"""A round's commit: staged files moved into place, finished frontier rows deleted, known URLs'
+visits moved to their redirects' holds, dead letters booked, the round counter advanced;
+resumable from a marker written first."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from beamcrawl.core.runtime.faults import crash_point
 from beamcrawl.core.runtime.outputs import RoundOutputs
 from beamcrawl.schemas.records import key_fp
 from beamcrawl.state import quarantine
-from beamcrawl.state.frontier import read_requeue_line
+from beamcrawl.state.frontier import Hold, held_row, hold_visits, read_hold_lines, read_requeue_line
 from beamcrawl.stores.base import Mutation, Store
 
 log = logging.getLogger(__name__)
@@ -66,6 +67,10 @@ def commit_round(store: Store, outputs: RoundOutputs, notes: dict[str, Any] | No
     finishes this commit instead (moving what is left, deleting the finished rows) rather
     than fetching and storing the same pages again. The round counter advances last.
 
+    Known URLs whose redirect asked to wait (staged holds) have no visit due before the wait
+    ends: a next visit staged by this round is written due at the hold, and a visit pending
+    from before is moved there once the finished rows are deleted (``frontier.hold_visits``).
+
     The round's dead letters are read back first: the frontier rows of the URLs they name
     are kept (not deleted with the finished ones), their failures are booked, and an
     element failing for the second round is quarantined (state/quarantine.py). ``notes``,
@@ -79,12 +84,18 @@ def commit_round(store: Store, outputs: RoundOutputs, notes: dict[str, Any] | No
     keep, newly = quarantine.settle_letters(store, outputs.round_no, letters)
     if notes is not None:
         notes["quarantined"] = [f"{kind} {ident}" for kind, ident in newly]
+    # Known URLs a redirect's Retry-After holds (few: held redirect targets found known).
+    holds: dict[int, Hold] = {}
+    for path in outputs.holds_files():
+        for lines in staged_lines(path, COMMIT_ROWS):
+            read_hold_lines((line.decode("ascii") for line in lines), holds)
     # The next visits first: a crash between the two leaves a URL queued twice (folded at
-    # slot assignment), never not at all.
+    # slot assignment), never not at all. A held URL's next visit is due at its hold at the
+    # earliest.
     requeued = 0
     for path in outputs.requeue_files():
         for lines in staged_lines(path, COMMIT_ROWS):
-            rows = [read_requeue_line(line.decode("utf-8")) for line in lines]
+            rows = [held_row(*read_requeue_line(line.decode("utf-8")), holds) for line in lines]
             store.mutate("frontier", [Mutation.set(k, cells) for k, cells in rows])
             requeued += len(rows)
     crash_point("commit.after_requeue")
@@ -96,8 +107,17 @@ def commit_round(store: Store, outputs: RoundOutputs, notes: dict[str, Any] | No
                 keys = [k for k in keys if len(k) != 16 or key_fp(k[8:]) not in keep]
             store.mutate("frontier", [Mutation.delete_row(k) for k in keys])
             finished += len(keys)
+    # Once the round's finished rows are gone, what a held URL still has queued is a visit
+    # pending from before (a row this round deferred, a scheduled revisit): moved to the hold.
+    held = hold_visits(store, holds)
     crash_point("commit.after_frontier_deletes")
     store.mutate("meta", [Mutation.set(ROUND_KEY, {"m:next": str(outputs.round_no + 1).encode()})])
     outputs.discard_staging()
-    log.info("round %d committed: %d frontier rows finished, %d revisits queued", outputs.round_no, finished, requeued)
+    log.info(
+        "round %d committed: %d frontier rows finished, %d revisits queued, %d visits held",
+        outputs.round_no,
+        finished,
+        requeued,
+        held,
+    )
     return moved

@@ -27,7 +27,7 @@ from __future__ import annotations
 import apache_beam as beam
 
 from beamcrawl.core.runtime.config import CrawlConfig
-from beamcrawl.core.runtime.outputs import RoundOutputs
+from beamcrawl.core.runtime.outputs import HOLDS, RoundOutputs
 from beamcrawl.transforms.assign_slots import AssignSlots
 from beamcrawl.transforms.budgets import (
     ApplyBudgets,
@@ -123,6 +123,7 @@ class CrawlRound(beam.PTransform[beam.pvalue.PBegin, dict[str, beam.PCollection]
                     now_ms,
                     lastmod_hints=cfg.revisit_policy == "adaptive",
                     staging=outputs.staged(CANDIDATE_BLOCKS),
+                    holds_staging=outputs.staged(HOLDS),
                 )
             )
 

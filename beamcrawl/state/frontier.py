@@ -1,6 +1,7 @@
 """The frontier's and the seen set's row formats, as both the round's stages and the crawl loop
-write and read them: new URLs queued then marked seen, the key of a URL's scheduled visit, and
-the staged requeue lines a round's commit turns into frontier rows."""
+write and read them: new URLs queued then marked seen, the key of a URL's scheduled visit, the
+staged requeue lines a round's commit turns into frontier rows, and the holds it moves known
+URLs' pending visits to."""
 
 from __future__ import annotations
 
@@ -8,9 +9,9 @@ import base64
 import binascii
 import json
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from itertools import repeat
-from typing import Iterator, Sequence
+from typing import Iterable, Iterator, Mapping, Sequence
 
 import numpy as np
 
@@ -27,12 +28,16 @@ from beamcrawl.schemas.records import (
     UrlState,
     fp_key,
     frontier_key,
+    key_fp,
 )
-from beamcrawl.stores.base import Cell, Store
+from beamcrawl.stores.base import Cell, Mutation, Store
 
 WRITE_BATCH = 2000
 
 REASON_CELL = "u:reason"
+# The due time (epoch ms, ASCII digits) a redirect's Retry-After last held the URL's visit to:
+# where that visit's frontier row is, for the next hold to find it.
+HOLD_CELL = "u:hold"
 
 
 def _json(value: object) -> bytes:
@@ -69,6 +74,8 @@ def queue_new_urls(store: Store, new: Sequence[Candidate], now_ms: int, reason: 
             seen.extend((key, c, v) for c, v in discovered(e.url, now_ms, e.source, e.depth).items())
             if e.reason:  # the operator's reason for submitted work, in its own cell
                 seen.append((key, REASON_CELL, _json(e.reason)))
+            if e.due_ms > now_ms:  # held by its redirect's Retry-After: the row is not at now_ms
+                seen.append((key, HOLD_CELL, str(e.due_ms).encode()))
         store.write_cells("urls", seen)
     return entries
 
@@ -209,3 +216,140 @@ def read_requeue_line(line: str) -> tuple[bytes, dict[str, bytes]]:
         binary.peek_frontier(cell)
         return key, {JSON_CELL: cell}
     return key, FrontierEntry.from_cells({JSON_CELL: cell}).to_cells()
+
+
+@dataclass(frozen=True)
+class Hold:
+    """A known URL's hold, as a round stages it for its commit: no visit before ``due_ms``
+    (a redirect's Retry-After), and the frontier keys where its pending visit may be."""
+
+    due_ms: int
+    keys: frozenset[bytes]
+
+    def join(self, other: "Hold") -> "Hold":
+        """Two holds of one URL: the later due time stands, every key named is looked at."""
+        return Hold(max(self.due_ms, other.due_ms), self.keys | other.keys)
+
+
+def pending_keys(fp: int, cells: Mapping[str, bytes] | None) -> list[bytes]:
+    """The frontier keys at which a known URL's pending visit may be, read off its seen-set
+    row: its scheduled revisit (``u:revisit``'s next due, :func:`scheduled_key`), its row as
+    first queued (a new URL is due when found, ``u:q``'s first-seen time) and the visit a hold
+    last moved (``u:hold``). A key named may hold no row (fetched since, or moved): the commit
+    reads them. A cell that does not decode names nothing."""
+    cells = cells or {}
+    keys: set[bytes] = set()
+    try:
+        state = UrlState.from_cells(dict(cells))
+    except (ValueError, TypeError, RecursionError):  # a cell of another shape
+        state = None
+    if state is not None:
+        if isinstance(state.first_seen_ms, int) and 0 <= state.first_seen_ms < 1 << 63:
+            keys.add(frontier_key(state.first_seen_ms, fp))
+        revisit = state.revisit if isinstance(state.revisit, dict) else None
+        scheduled = scheduled_key(fp, revisit, -1)
+        if scheduled is not None:
+            keys.add(scheduled)
+    raw = cells.get(HOLD_CELL, b"")
+    if raw.isdigit() and int(raw) < 1 << 63:
+        keys.add(frontier_key(int(raw), fp))
+    return sorted(keys)
+
+
+def hold_text(fp: int, hold: Hold) -> str:
+    """A hold as one staged line: ``<fp hex> <due ms> <key hex>...``."""
+    return " ".join([f"{fp:016x}", str(hold.due_ms), *sorted(k.hex() for k in hold.keys)])
+
+
+def read_hold_lines(lines: Iterable[str], into: dict[int, Hold] | None = None) -> dict[int, Hold]:
+    """Staged hold lines (:func:`hold_text`) as fingerprint → hold, holds of one URL joined
+    (``Hold.join``), added to ``into`` if given.
+
+    Raises:
+        ValueError: Not a staged hold line.
+    """
+    holds: dict[int, Hold] = {} if into is None else into
+    for line in lines:
+        fp_hex, due, *keys = line.split(" ")
+        if len(fp_hex) != 16 or not due.isdigit() or int(due) >= 1 << 63:
+            raise ValueError(f"not a staged hold line: {line[:80]!r}")
+        hold = Hold(int(due), frozenset(bytes.fromhex(k) for k in keys))
+        if any(len(k) != 16 for k in hold.keys):
+            raise ValueError(f"not a staged hold line: {line[:80]!r}")
+        fp = int(fp_hex, 16)
+        kept = holds.get(fp)
+        holds[fp] = hold if kept is None else kept.join(hold)
+    return holds
+
+
+def _due_ms(key: bytes) -> int:
+    return key_fp(key[:8])
+
+
+def held_row(key: bytes, cells: dict[str, bytes], holds: Mapping[int, Hold]) -> tuple[bytes, dict[str, bytes]]:
+    """A next visit's row as the commit writes it: due at its URL's hold where it was due
+    before (a URL fetched this round whose redirect asked to wait), else as it came."""
+    if not holds or len(key) != 16:
+        return key, cells
+    hold = holds.get(key_fp(key[8:]))
+    if hold is None or _due_ms(key) >= hold.due_ms:
+        return key, cells
+    moved = replace(FrontierEntry.from_cells(cells), due_ms=hold.due_ms)
+    return moved.key, moved.to_cells()
+
+
+def hold_visits(store: Store, holds: Mapping[int, Hold], batch: int = WRITE_BATCH) -> int:
+    """Moves known URLs' pending visits due before their holds to the holds; returns how many
+    rows were moved.
+
+    Per batch of URLs: one key-set read of the frontier keys their holds name, then, for each
+    URL with rows there due before its hold, one row due at the hold in their place (the
+    first row's entry, the highest priority of them, the keys they would delete when done).
+    A row due at or after the hold stays: no visit is moved earlier. The new rows are written
+    first, the old ones deleted next, then where each URL's visit waits noted in the seen set
+    (``u:hold``: the hold, or a later row that stays): a crash between leaves a visit twice,
+    never none, and the resumed commit moves it again. A row that does not decode stays
+    where it is.
+    """
+    moved = 0
+    items = sorted(holds.items())
+    for i in range(0, len(items), batch):
+        chunk = items[i : i + batch]
+        rows = store.read_keys("frontier", sorted({k for _, hold in chunk for k in hold.keys}))
+        writes: list[Mutation] = []
+        old: list[bytes] = []
+        noted: list[Mutation] = []
+        for fp, hold in chunk:
+            early: list[tuple[bytes, FrontierEntry]] = []
+            for key in sorted(hold.keys):
+                cells = rows.get(key)
+                if cells is None or _due_ms(key) >= hold.due_ms or key_fp(key[8:]) != fp:
+                    continue
+                try:
+                    early.append((key, FrontierEntry.from_cells(cells)))
+                except ValueError:
+                    continue
+            # Where the URL's visit waits now, for the next hold to find it: at the hold, or a
+            # later row that stays (another hold's: its key is named by nothing else).
+            later = [_due_ms(k) for k in hold.keys if k in rows and _due_ms(k) >= hold.due_ms]
+            noted.append(Mutation.set(fp_key(fp), {HOLD_CELL: str(max([hold.due_ms, *later])).encode()}))
+            if not early:
+                continue
+            gone = {key.hex() for key, _ in early}
+            first = early[0][1]
+            row = replace(
+                first,
+                due_ms=hold.due_ms,
+                priority=max(e.priority for _, e in early),
+                revisit=first.revisit or next((e.revisit for _, e in early if e.revisit), None),
+                also_keys=sorted({k for _, e in early for k in e.also_keys} - gone),
+            )
+            writes.append(Mutation.set(row.key, row.to_cells()))
+            old.extend(key for key, _ in early)
+        if writes:
+            store.mutate("frontier", writes)
+            store.mutate("frontier", [Mutation.delete_row(k) for k in old])
+            moved += len(old)
+        if noted:
+            store.mutate("urls", noted)
+    return moved

@@ -15,7 +15,9 @@ fingerprints merged against the keys of its range (a keys-only range scan), a ch
 at a time, by ``searchsorted`` (:func:`seen_mask`); only the new URLs, and the known ones a
 sitemap dates, become objects again. No per-URL lookups anywhere. Only never-seen URLs join
 the frontier, and they are queued (frontier row written) before they are marked seen, so a
-crash between the two writes loses nothing.
+crash between the two writes loses nothing. A known URL offered with a hold (its redirect's
+Retry-After) has the hold staged for the round's commit, with the frontier keys its seen-set
+row names (one key-set read of those few rows): the commit moves its pending visit to the hold.
 
 At scale. The bucket count follows the data: at pipeline construction the seen set's size
 is estimated from the store (``Store.estimate_rows``, cheap) and the bits are chosen so a
@@ -62,9 +64,10 @@ from beamcrawl.core.policy.change_rate import (
     redirect_allowed,
 )
 from beamcrawl.core.policy.politeness import redirect_hold
-from beamcrawl.core.runtime import gctune
+from beamcrawl.core.runtime import files, gctune
 from beamcrawl.core.runtime.batch_files import SpanRef, read_spans, write_spans
 from beamcrawl.core.runtime.config import MAX_REDIRECTS
+from beamcrawl.core.runtime.outputs import part_name
 from beamcrawl.core.urls.urlnorm import host_of
 from beamcrawl.core.urls.urlshape import REASONS, ShapeRules
 from beamcrawl.schemas.candidate_block import CandidateBlock
@@ -84,7 +87,7 @@ from beamcrawl.schemas.records import (
     revisit_value,
 )
 import beamcrawl.schemas.coders  # noqa: F401  (registers the record coders the output types name)
-from beamcrawl.state.frontier import QueuedUrls, queue_new_block, queue_new_urls
+from beamcrawl.state.frontier import Hold, QueuedUrls, hold_text, pending_keys, queue_new_block, queue_new_urls
 from beamcrawl.stores.base import Mutation, open_store
 from beamcrawl.transforms import dead_letter
 from beamcrawl.transforms.dead_letter import ERRORS, Outlet, collect
@@ -582,6 +585,22 @@ def lastmod_hint(cand: Candidate, cells: dict[str, bytes] | None, now_ms: int) -
     )  # fmt: skip
 
 
+def known_holds(known: Sequence[Candidate], rows: dict[bytes, dict[str, bytes]], now_ms: int) -> list[str]:
+    """Staged hold lines (``frontier.hold_text``) of known URLs a redirect asks to wait for:
+    each one's hold and the frontier keys its seen-set row (in ``rows``, by seen-set key)
+    says its pending visit may be at. A hold already over by ``now_ms`` holds nothing."""
+    lines = []
+    for c in known:
+        if c.not_before is None or not math.isfinite(c.not_before):
+            continue
+        due_ms = math.ceil(c.not_before * 1000)
+        if not now_ms < due_ms < 1 << 63:
+            continue
+        keys = pending_keys(c.fp, rows.get(fp_key(c.fp)))
+        lines.append(hold_text(c.fp, Hold(due_ms, frozenset(keys))))
+    return lines
+
+
 def page_candidates(
     page: ParsedPage,
     shape: ShapeRules | None = None,
@@ -879,11 +898,14 @@ class _MergeBucketFn(beam.DoFn):
         path: JoinPath,
         lastmod_hints: bool = True,
         staging: str | None = None,
+        holds_staging: str | None = None,
     ) -> None:
         self.store_uri = store_uri
         self.staging = staging
+        self.holds_staging = holds_staging
         self.lastmod_hints = lastmod_hints
         self.hints = Metrics.counter("url_seen", "lastmod_hints")
+        self.held = Metrics.counter("url_seen", "known_held")
         self.bits = bits
         self.now_ms = now_ms
         self.join = StoreJoin("urls", "url_seen", seen_rows, keyset_cost_ratio, path, keys_only=True)
@@ -941,6 +963,8 @@ class _MergeBucketFn(beam.DoFn):
         self.new.inc(len(new))
         if self.lastmod_hints:
             self._queue_hints(merged.to_candidates(np.flatnonzero(seen & merged.dated())))
+        if not merged.columnar:  # only objects carry a hold
+            self._stage_holds(merged.to_candidates(np.flatnonzero(seen)))
         # One element per bucket, not per URL, its entries made only if read: the round does
         # not read them.
         return [new if isinstance(new, QueuedUrls) else Packed(new)]
@@ -963,9 +987,25 @@ class _MergeBucketFn(beam.DoFn):
         seen = self._seen(fingerprints(ordered))
         new = queue_new_urls(self.store, [ordered[i] for i in np.flatnonzero(~seen).tolist()], self.now_ms)
         self.new.inc(len(new))
+        known = [ordered[i] for i in np.flatnonzero(seen).tolist()]
         if self.lastmod_hints:
-            self._queue_hints([ordered[i] for i in np.flatnonzero(seen).tolist()])
+            self._queue_hints(known)
+        self._stage_holds(known)
         return [Packed(new)]
+
+    def _stage_holds(self, known: Sequence[Candidate]) -> None:
+        """Known URLs a redirect asks to wait for: one key-set read of their seen-set rows,
+        then their holds staged for the commit, which moves their pending visits (it alone
+        knows which of them this round fetched, and their next visits)."""
+        held = [c for c in known if c.not_before is not None]
+        if not held or self.holds_staging is None:
+            return
+        rows = self.store.read_keys("urls", [fp_key(c.fp) for c in held])
+        lines = known_holds(held, rows, self.now_ms)
+        if lines:
+            path = files.join(self.holds_staging, part_name(".txt"))
+            files.write_bytes(path, ("\n".join(lines) + "\n").encode("ascii"))
+            self.held.inc(len(lines))
 
     def _queue_hints(self, known: Sequence[Candidate]) -> None:
         """Known URLs a sitemap dates after our last visit: one key-set read of their state,
@@ -1004,6 +1044,9 @@ class QueueUnseenUrls(beam.PTransform):
             store's ``keyset_cost_ratio``.
         lastmod_hints: Queue a revisit of a known URL whose sitemap dates it after our last
             visit (:func:`lastmod_hint`).
+        holds_staging: A folder of the round's staging where the holds of known URLs a
+            redirect's Retry-After asks to wait for are staged (:func:`known_holds`), for the
+            commit to move their visits. None: a known URL's visit stays as it is.
     """
 
     def __init__(
@@ -1019,10 +1062,12 @@ class QueueUnseenUrls(beam.PTransform):
         keyset_cost_ratio: float | None = None,
         lastmod_hints: bool = True,
         staging: str | None = None,
+        holds_staging: str | None = None,
     ) -> None:
         super().__init__()
         self.lastmod_hints = lastmod_hints
         self.staging = staging
+        self.holds_staging = holds_staging
         if path not in ("auto", "scan", "keyset"):
             raise ValueError(f"path must be auto, scan or keyset, got {path!r}")
         self.store_uri = store_uri
@@ -1058,6 +1103,7 @@ class QueueUnseenUrls(beam.PTransform):
             self.path,
             self.lastmod_hints,
             self.staging,
+            self.holds_staging,
         )
         buckets = candidate_lists | "Combine per fingerprint, bucket by top bits" >> beam.ParDo(
             _BucketFn(self.bits, self.staging)

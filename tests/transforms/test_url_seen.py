@@ -7,6 +7,7 @@ key-set paths are each checked, by their results and by the url_seen counters.
 from __future__ import annotations
 
 import dataclasses
+import os
 import random
 
 import apache_beam as beam
@@ -431,7 +432,7 @@ def test_extract_candidates_counts_refusals_by_reason():
 
 # --- a bundle's combine holds a bounded number of fingerprints ------------------------------
 
-from hypothesis import given, settings  # noqa: E402
+from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 from beamcrawl.transforms import url_seen  # noqa: E402
@@ -847,3 +848,164 @@ def test_a_redirects_target_is_queued_due_when_its_retry_after_ends(status, form
         assert entry.due_ms == now_ms
     else:
         assert entry.due_ms >= hold * 1000 and entry.due_ms - hold * 1000 < 1
+
+
+# --- a redirect's Retry-After on a target already known ------------------------------------------
+
+NOW_MS = 1_800_000_000_000  # the round that finds the redirect
+
+
+def _known(store, fp: int, how: str, due_ms: int) -> list[int]:
+    """Makes a URL known to the store as ``how`` with its visit due at ``due_ms``; returns the
+    due times of its frontier rows (none for one fetched with nothing pending)."""
+    from beamcrawl.core.policy.change_rate import RevisitState
+    from beamcrawl.schemas.records import revisit_cell
+
+    url, host = f"http://h{fp % 5}.test/{fp}", f"h{fp % 5}.test"
+    if how in ("queued", "held"):
+        # Queued new by a link in an earlier round; "held": by an earlier redirect's hold.
+        first = due_ms if how == "queued" else NOW_MS - 60_000
+        hold = due_ms / 1000 if how == "held" else None
+        (entry,) = queue_new_urls(
+            store, [Candidate(fp=fp, url=url, host=host, depth=1, priority=0.5, not_before=hold)], first
+        )
+        return [entry.due_ms]
+    state = RevisitState()
+    state.next_due = due_ms / 1000
+    revisit = state.to_dict()
+    cells = UrlState.discovered_cells(url, NOW_MS - 86_400_000, "link", 1)
+    cells["u:revisit"] = revisit_cell(revisit)
+    store.mutate("urls", [Mutation.set(fp_key(fp), cells)])
+    if how == "fetched":  # its revisit's time is past and its row gone: nothing pending
+        return []
+    entry = FrontierEntry(url=url, fp=fp, host=host, due_ms=due_ms, source="revisit", revisit=revisit)
+    store.mutate("frontier", [Mutation.set(entry.key, entry.to_cells())])
+    return [due_ms]
+
+
+def _redirect_round(uri: str, out, offers: list[Candidate], fetched: dict[int, tuple[int, int]]) -> None:
+    """URL seen's merge of ``offers`` with the store, then the round's commit. ``fetched``:
+    URLs this round fetched, fp → (the row it fetched, its next visit's due)."""
+    from beamcrawl.core.runtime.outputs import DONE, HOLDS, REQUEUE, RoundOutputs
+    from beamcrawl.pipelines.commit import commit_round
+    from beamcrawl.state.frontier import requeue_text
+
+    outputs = RoundOutputs(str(out), 1)
+    fn = url_seen._MergeBucketFn(
+        uri, bits=0, now_ms=NOW_MS, seen_rows=0, keyset_cost_ratio=1.0, path="keyset",
+        lastmod_hints=False, holds_staging=outputs.staged(HOLDS),
+    )  # fmt: skip
+    fn.setup()
+    try:
+        list(fn.process((0, [CandidateBlock.from_candidates(offers)])))
+    finally:
+        fn.teardown()
+    done, requeue = [], []
+    with open_store(uri) as store:
+        rows = store.read_keys(
+            "frontier", [FrontierEntry(url="", fp=fp, host="", due_ms=d).key for fp, (d, _) in fetched.items()]
+        )
+        for fp, (due_ms, next_ms) in fetched.items():
+            key = FrontierEntry(url="", fp=fp, host="", due_ms=due_ms).key
+            entry = FrontierEntry.from_cells(rows[key])
+            done.append(key.hex())
+            requeue.append(requeue_text(dataclasses.replace(entry, due_ms=next_ms, source="revisit")))
+        for kind, lines in ((DONE, done), (REQUEUE, requeue)):
+            if lines:
+                path = outputs.staged(kind)
+                os.makedirs(path, exist_ok=True)
+                with open(f"{path}/part-0.txt", "w") as fh:
+                    fh.write("\n".join(lines) + "\n")
+        commit_round(store, outputs)
+
+
+def _pending(uri: str) -> dict[int, list[int]]:
+    """Every URL's frontier rows' due times, fp → sorted."""
+    from beamcrawl.schemas.records import key_fp
+
+    out: dict[int, list[int]] = {}
+    with open_store(uri) as store:
+        for key, _cells in store.read_range("frontier"):
+            out.setdefault(key_fp(key[8:]), []).append(key_fp(key[:8]))
+    return {fp: sorted(d) for fp, d in out.items()}
+
+
+def _offer(fp: int, hold_ms: int | None) -> Candidate:
+    return Candidate(
+        fp=fp, url=f"http://h{fp % 5}.test/{fp}", host=f"h{fp % 5}.test", depth=1, priority=0.5, source="redirect", kind="page", hops=1,
+        not_before=None if hold_ms is None else hold_ms / 1000,
+    )  # fmt: skip
+
+
+def test_a_known_targets_earlier_visit_is_moved_to_its_redirects_hold(store_uri, tmp_path):
+    """RFC 9110 §10.2.3 on a redirect to a URL already queued: the queued visit (due now, by
+    a link an earlier round found) and a scheduled revisit due before the hold are moved to
+    the hold; a revisit due after it stays; a new target is queued due at its hold as before."""
+    hold = NOW_MS + 20_000
+    with open_store(store_uri) as store:
+        _known(store, 1, "queued", NOW_MS - 30_000)
+        _known(store, 2, "revisit", NOW_MS + 5_000)
+        _known(store, 3, "revisit", NOW_MS + 3_600_000)
+    _redirect_round(store_uri, tmp_path / "out", [_offer(fp, hold) for fp in (1, 2, 3, 4)], {})
+    assert _pending(store_uri) == {1: [hold], 2: [hold], 3: [NOW_MS + 3_600_000], 4: [hold]}
+
+
+def test_a_known_target_fetched_this_round_is_next_due_at_its_hold(store_uri, tmp_path):
+    """The target was fetched this round before the redirect's answer came: that request
+    stands, and its next visit (a quick retry) is written due at the hold, not before."""
+    hold = NOW_MS + 20_000
+    with open_store(store_uri) as store:
+        _known(store, 1, "queued", NOW_MS - 30_000)
+    _redirect_round(store_uri, tmp_path / "out", [_offer(1, hold)], {1: (NOW_MS - 30_000, NOW_MS + 2_000)})
+    assert _pending(store_uri) == {1: [hold]}
+
+
+HOW = st.sampled_from(("new", "queued", "held", "revisit", "fetched", "fetched_now"))
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    urls=st.lists(
+        st.tuples(
+            HOW,
+            st.integers(-3_600_000, 3_600_000),  # its visit's due, from now (ms)
+            st.one_of(st.none(), st.integers(-60_000, 86_400_000)),  # its redirect's hold, from now
+            st.integers(-60_000, 120_000),  # fetched this round: its next visit, from now
+        ),
+        min_size=1,
+        max_size=8,
+    )
+)
+def test_no_held_targets_visit_is_due_before_its_hold_and_none_is_moved_earlier(store_uri, tmp_path_factory, urls):
+    uri = store_uri
+    if uri.startswith("sqlite"):  # a fresh store per example
+        uri = f"sqlite:///{tmp_path_factory.mktemp('store')}/store.sqlite"
+    base = random.Random(str(urls)).getrandbits(40) << 8  # the example's own URLs on a shared store
+    earlier: dict[int, list[int]] = {}
+    fetched: dict[int, tuple[int, int]] = {}
+    offers, holds = [], {}
+    with open_store(uri) as store:
+        for i, (how, due, hold, next_due) in enumerate(urls):
+            fp = base + i
+            if how == "held" and due <= 0:
+                how = "queued"  # a hold queues a new URL due when it ends, later than found
+            if how == "fetched_now":  # queued earlier, fetched this round, its next visit staged
+                earlier[fp] = _known(store, fp, "queued", NOW_MS - 1_000 - abs(due))
+                fetched[fp] = (earlier[fp][0], NOW_MS + next_due)
+                earlier[fp] = [NOW_MS + next_due]
+            elif how != "new":
+                earlier[fp] = _known(store, fp, how, NOW_MS + due)
+            holds[fp] = None if hold is None else NOW_MS + hold
+            offers.append(_offer(fp, holds[fp]))
+    _redirect_round(uri, tmp_path_factory.mktemp("out"), offers, fetched)
+    after = _pending(uri)
+    for fp, hold_ms in holds.items():
+        got = after.get(fp, [])
+        if fp not in earlier:  # new: queued due at once, or when its hold ends
+            due = NOW_MS if hold_ms is None else max(NOW_MS, math.ceil(hold_ms / 1000 * 1000))
+            assert got == [due]
+        elif hold_ms is None or hold_ms <= NOW_MS:
+            assert got == earlier[fp]  # nothing to wait for: left as it was
+        else:
+            held = math.ceil(hold_ms / 1000 * 1000)
+            assert got == sorted({max(d, held) for d in earlier[fp]})

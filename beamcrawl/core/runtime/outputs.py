@@ -20,6 +20,7 @@ KINDS = ("warc", "cdxj", "pages", "links", "errors")
 FOLDER = {"cdxj": "warc"}
 DONE = "done"  # frontier keys finished this round, applied to the store at commit
 REQUEUE = "requeue"  # the next visits' frontier rows, written at commit before DONE applies
+HOLDS = "holds"  # known URLs a redirect's Retry-After holds: their visits moved at commit
 
 
 def part_name(suffix: str) -> str:
@@ -87,6 +88,9 @@ class RoundOutputs:
 
     def requeue_files(self) -> list[str]:
         return files.list_files(self.staged(REQUEUE))
+
+    def holds_files(self) -> list[str]:
+        return files.list_files(self.staged(HOLDS))
 
     def commit_files(self) -> dict[str, list[str]]:
         """Moves every finished staged file to its final folder; returns them by kind."""
