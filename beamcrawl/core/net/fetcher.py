@@ -228,6 +228,10 @@ class HostCrawler:
         # (the wall clock can step; the gap the server sees must not shrink with it).
         self._mono_ends: dict[str, float] = {}
         self._rules: dict[tuple[str, str], RobotsRules] = {}
+        # A page redirect's target → when its Retry-After ends (RFC 9110 §10.2.3): a target
+        # this loop would fetch later in the round is left queued instead (the commit moves
+        # its row to the hold). One loop's: a target another loop crawls is not seen here.
+        self._redirect_holds: dict[str, float] = {}
         self.lag = LoopLag()
         self._slots = asyncio.Semaphore(cfg.max_hosts_in_flight)
         self._timeout = aiohttp.ClientTimeout(total=cfg.total_timeout, sock_connect=cfg.connect_timeout)
@@ -421,6 +425,10 @@ class HostCrawler:
                         ),
                     )
                     continue
+            if self._redirect_holds.get(entry.url, 0.0) > time.time():
+                # A redirect this round answered asked to wait before this URL is requested.
+                self.emit("result", _deferred(entry, "held by a redirect's Retry-After"))
+                continue
             result = None
             if self._may_start(record, record.delay, plan.shard):
                 result = await self._request(record, entry, entry.url, record.ip, record.delay, plan.shard)
@@ -428,10 +436,25 @@ class HostCrawler:
                 self._defer(todo.rest(with_last=True), self._why_stopped(plan.shard))
                 break
             self._after(record, result, rules, plan.delay)
+            self._note_redirect_hold(result)
             if site_usage is not None:
                 result = apply_usage(result, site_usage, self.cfg.purposes)
             self.emit("result", result)
         return record
+
+    def _note_redirect_hold(self, result: FetchResult) -> None:
+        """Notes a page redirect's target as held until the redirect's Retry-After ends."""
+        if result.outcome != "fetched" or not 300 <= (result.status or 0) < 400:
+            return
+        location = result.header("location")
+        hold = politeness.redirect_hold(result.status, result.header("retry-after"), result.fetched_at + result.elapsed)
+        if not location or hold <= 0:
+            return
+        try:
+            target = normalize(header_url(location), result.url)  # as the parse stage names it
+        except ValueError:  # no URL: nothing will be queued for it either
+            return
+        self._redirect_holds[target] = max(hold, self._redirect_holds.get(target, 0.0))
 
     def _may_start(self, record: HostRecord, delay: float, shard: int) -> bool:
         """Whether the host's next turn comes before the round window ends (and its shard's
@@ -1144,7 +1167,15 @@ def hold_after_dns_failure(record: HostRecord, now: float) -> None:
 # The kinds a round's report breaks fetch errors and deferrals into (fetch/error_kind/*,
 # fetch/deferred_reason/*): a fixed vocabulary, so the counters are few whatever the web says.
 ERROR_KINDS = ("dns", "refused_address", "timeout", "connect", "connection_lost", "bad_response", "other")
-DEFERRED_REASONS = ("window_ended", "robots_unknown", "robots_unavailable", "internal", "fenced", "other")
+DEFERRED_REASONS = (
+    "window_ended",
+    "robots_unknown",
+    "robots_unavailable",
+    "internal",
+    "fenced",
+    "redirect_hold",
+    "other",
+)
 
 
 def error_kind(reason: str | None) -> str:
@@ -1186,6 +1217,8 @@ def deferred_reason(reason: str | None) -> str:
         return "internal"
     if "fenced" in text:
         return "fenced"
+    if "redirect's retry-after" in text:
+        return "redirect_hold"
     return "other"
 
 

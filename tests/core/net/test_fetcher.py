@@ -24,7 +24,7 @@ from aiohttp import web
 
 from beamcrawl.core.runtime.config import CrawlConfig
 from beamcrawl.core.net.resolver import PolicyResolver
-from beamcrawl.core.net.fetcher import DNS_BACKOFF_MAX, FetchRunner, LoopLag, decode_body, dns_backoff
+from beamcrawl.core.net.fetcher import DNS_BACKOFF_MAX, FetchRunner, LoopLag, decode_body, deferred_reason, dns_backoff
 from beamcrawl.core.policy.robots import RobotsRules
 from beamcrawl.core.net.backlog import RESULT_OVERHEAD
 from beamcrawl.schemas.records import FetchResult, FrontierEntry, HostPlan, HostRecord
@@ -1505,3 +1505,52 @@ def test_a_robots_redirect_to_a_blocklisted_host_is_not_followed(pattern):
     (a,) = [r for r in results if r.entry.source != "robots"]
     assert a.outcome == "deferred" and a.error == "robots.txt unavailable"
     assert hosts[f"src.test:{server.port}"].robots["kind"] == "disallow_all"
+
+
+class HeldRedirectServer(MockServer):
+    """``/held`` answers a 3xx to ``self.location`` with ``Retry-After: self.retry_after``."""
+
+    def __init__(self, status: int, location: str, retry_after: str) -> None:
+        super().__init__()
+        self.status, self.location, self.retry_after = status, location, retry_after
+
+    async def _handle(self, request: web.Request) -> web.StreamResponse:
+        if request.path != "/held":
+            return await super()._handle(request)
+        start = time.time()
+        headers = {"Location": self.location, "Retry-After": self.retry_after, "Content-Type": "text/plain"}
+        resp = web.Response(status=self.status, headers=headers)
+        await resp.prepare(request)
+        await resp.write_eof()
+        self._log.append({"start": start, "end": time.time(), "host": request.host.split(":")[0], "path": "/held"})
+        return resp
+
+
+@pytest.mark.parametrize("status", [301, 302, 307, 308])
+@pytest.mark.parametrize("form", ["seconds", "date", "invalid"])
+@pytest.mark.parametrize("same_host", [True, False])
+def test_a_redirects_target_planned_later_in_the_round_is_left_queued_until_its_retry_after(status, form, same_host):
+    """RFC 9110 §10.2.3: a page's redirect with Retry-After asks for no request to its target
+    before the wait ends. A target this loop would fetch later in the same round is not
+    requested: it is deferred (its frontier row stays, for the commit to move to the hold).
+    A value that is neither form holds nothing, as everywhere else."""
+    import email.utils
+
+    value = {"seconds": "30", "date": email.utils.formatdate(time.time() + 30, usegmt=True), "invalid": "soon"}[form]
+    server = HeldRedirectServer(status, "", value)
+    with serving(server):
+        target_host = "a.test" if same_host else "b.test"
+        server.location = f"http://{target_host}:{server.port}/target"
+        plans = [plan(server, "a.test", ["/held", *(["/slow", "/target"] if same_host else [])], robots_known="")]
+        if not same_host:  # its first request outlasts the redirect's answer on a.test
+            plans.append(plan(server, "b.test", ["/slow", "/target"], robots_known=""))
+        results, _hosts = run(cfg(fetch_shards=1), plans)
+        log = list(server.log)
+    target = next(r for r in results if r.entry.url.endswith("/target"))
+    asked = [r["path"] for r in log]
+    assert "/slow" in asked and "/held" in asked
+    if form == "invalid":
+        assert target.outcome == "fetched" and "/target" in asked
+    else:
+        assert target.outcome == "deferred" and "/target" not in asked
+        assert deferred_reason(target.error) == "redirect_hold"

@@ -31,7 +31,8 @@ def test_error_kinds(reason, kind):
 @pytest.mark.parametrize(
     "reason,kind",
     [("round window ended", "window_ended"), ("robots.txt unknown", "robots_unknown"),
-     ("robots.txt unavailable", "robots_unavailable"), ("internal error: KeyError('x')", "internal"), (None, "other")],
+     ("robots.txt unavailable", "robots_unavailable"), ("internal error: KeyError('x')", "internal"),
+     ("held by a redirect's Retry-After", "redirect_hold"), (None, "other")],
 )  # fmt: skip
 def test_deferred_reasons(reason, kind):
     assert deferred_reason(reason) == kind
