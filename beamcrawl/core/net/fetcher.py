@@ -425,13 +425,16 @@ class HostCrawler:
                         ),
                     )
                     continue
-            if self._redirect_holds.get(entry.url, 0.0) > time.time():
+            if self._redirect_held(entry, entry.url):
                 # A redirect this round answered asked to wait before this URL is requested.
-                self.emit("result", _deferred(entry, "held by a redirect's Retry-After"))
+                self.emit("result", _deferred(entry, REDIRECT_HELD))
                 continue
             result = None
             if self._may_start(record, record.delay, plan.shard):
                 result = await self._request(record, entry, entry.url, record.ip, record.delay, plan.shard)
+            if result is not None and result.outcome == "deferred":  # held while it waited its turn
+                self.emit("result", result)
+                continue
             if result is None:
                 self._defer(todo.rest(with_last=True), self._why_stopped(plan.shard))
                 break
@@ -441,6 +444,11 @@ class HostCrawler:
                 result = apply_usage(result, site_usage, self.cfg.purposes)
             self.emit("result", result)
         return record
+
+    def _redirect_held(self, entry: FrontierEntry, url: str) -> bool:
+        """Whether a page redirect this loop saw asked to wait before ``url`` (a page's own URL,
+        not a robots.txt hop) is requested."""
+        return entry.source != "robots" and url == entry.url and self._redirect_holds.get(url, 0.0) > time.time()
 
     def _note_redirect_hold(self, result: FetchResult) -> None:
         """Notes a page redirect's target as held until the redirect's Retry-After ends."""
@@ -475,7 +483,8 @@ class HostCrawler:
         the host's turn, then the server IP's, then GETs ``url``.
 
         Returns None, without a request, when the round window ended while waiting, or when
-        the guard refused it (the shard is then fenced: see :attr:`fenced`). The guard is
+        the guard refused it (the shard is then fenced: see :attr:`fenced`); a deferred result,
+        without a request, for a page a redirect answered meanwhile asked to wait for. The guard is
         asked last, once it is the host's turn, so that the clock it records is the one the
         request goes out on.
         """
@@ -499,6 +508,8 @@ class HostCrawler:
             async with self._ip_turn(record.ip) as ip_waited:
                 if time.time() >= self.deadline or shard in self.fenced:
                     return None
+                if self._redirect_held(entry, url):  # a redirect answered while this one waited
+                    return _deferred(entry, REDIRECT_HELD)
                 if self.guard is not None:
                     refused = await self.guard.before_request(record, shard, delay)
                     if refused is not None:
@@ -1117,6 +1128,10 @@ def _scheme(url: str) -> str:
 
 def _not_fetched(entry: FrontierEntry, outcome: str) -> FetchResult:
     return FetchResult(entry=entry, outcome=outcome, url=entry.url, fetched_at=time.time())
+
+
+# Why a page is given back when a redirect's Retry-After holds it (fetch/deferred_reason/redirect_hold).
+REDIRECT_HELD = "held by a redirect's Retry-After"
 
 
 def _deferred(entry: FrontierEntry, why: str) -> FetchResult:

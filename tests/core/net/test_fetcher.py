@@ -1554,3 +1554,25 @@ def test_a_redirects_target_planned_later_in_the_round_is_left_queued_until_its_
     else:
         assert target.outcome == "deferred" and "/target" not in asked
         assert deferred_reason(target.error) == "redirect_hold"
+
+
+def test_a_redirects_hold_that_comes_while_its_target_waits_for_its_turn_still_holds_it():
+    """b.test's /target is next (its host's delay still to run, at least 1 s) when a.test's
+    /held answers, half a second in, with a redirect to it and Retry-After: the turn comes,
+    and no request goes."""
+    server = HeldRedirectServer(301, "", "30")
+    with serving(server):
+        server.location = f"http://b.test:{server.port}/target"
+        plans = [
+            plan(server, "a.test", ["/a", "/held"], robots_known="", delay=0.5),
+            plan(server, "b.test", ["/slow", "/target"], robots_known="", delay=1.0),
+        ]
+        results, _hosts = run(cfg(fetch_shards=1), plans)
+        log = list(server.log)
+    target = next(r for r in results if r.entry.url.endswith("/target"))
+    held = next(r for r in log if r["path"] == "/held")
+    slow_b = next(r for r in log if r["path"] == "/slow" and r["host"] == "b.test")
+    # The answer came after /target's turn began to be waited for (once b.test's /slow ended).
+    assert held["end"] > slow_b["end"]
+    assert target.outcome == "deferred" and deferred_reason(target.error) == "redirect_hold"
+    assert "/target" not in [r["path"] for r in log]
