@@ -131,3 +131,66 @@ def test_a_page_redirects_target_is_not_asked_for_before_its_retry_after(tmp_pat
         if i in holds:
             early = holds[i] - asked[f"/t{i}"]
             assert early <= 0.005, f"{spec}: the target was asked for {early:.2f} s before the Retry-After ended"
+
+
+# A request that starts this soon after the redirect's answer ended set out as the answer
+# travelled (a target on another host, its turn come): the crawler had not read the answer.
+IN_FLIGHT = 0.05
+
+
+class KnownTargetWeb(RetryAfterWeb):
+    """:class:`RetryAfterWeb` whose targets are known before their redirect is answered (they
+    are seeds too), and answer their first request with ``503, Retry-After: 1``: a target asked
+    for first has a retry due a second later, long before its redirect's hold ends."""
+
+    def _answer(self, host: str, path: str) -> tuple[int, list[str], bytes]:
+        if path.startswith("/t") and path[2:].isdigit() and not any(p == path for _h, p, _s, _e in self.log):
+            return 503, ["Retry-After: 1", "Content-Type: text/plain"], b"busy"
+        return super()._answer(host, path)
+
+
+@settings(
+    max_examples=2,
+    deadline=None,
+    phases=(Phase.generate,),
+    database=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
+)
+@given(specs=st.lists(SPECS.filter(lambda s: s.form != "invalid"), min_size=2, max_size=4))
+def test_a_known_target_is_not_asked_for_again_before_its_redirects_retry_after(tmp_path_factory, specs):
+    """The target is already known when its redirect's answer comes (seeded with it, in the
+    same round): fetched first, its quick retry waits for the hold; not fetched yet, its
+    queued visit does. No request for it starts between the redirect's answer and the end
+    of the wait; one that set out as the answer was on its way (within :data:`IN_FLIGHT`)
+    could not have known it."""
+    work = tmp_path_factory.mktemp("retry_after_known")
+    out = work / "out"
+    with KnownTargetWeb(specs) as web:
+        seeds = []
+        for i, spec in enumerate(specs):
+            target = f"src{i}.ra.test" if spec.same_host else TARGET
+            seeds += [f"http://src{i}.ra.test:{web.port}/r{i}\n", f"http://{target}:{web.port}/t{i}\n"]
+        (work / "seeds.txt").write_text("".join(seeds))
+        crawl = ("--min-revisit-interval", "1")  # a 503's retry is due when its Retry-After ends
+        _crawl("--seeds", str(work / "seeds.txt"), "--out", str(out), "--rounds", "1", *crawl)
+
+        def answered() -> dict[str, float]:  # each redirect's answer: when it ended
+            return {p: e for _h, p, _s, e in web.log if p.startswith("/r") and p[2:].isdigit()}
+
+        def asked_after() -> set[str]:
+            ends = answered()
+            return {
+                p for _h, p, s, _e in web.log if p.startswith("/t") and s > ends.get("/r" + p[2:], math.inf) + IN_FLIGHT
+            }
+
+        assert set(answered()) == {f"/r{i}" for i in range(len(specs))}
+        give_up = time.time() + max(s.wait for s in specs) + 120
+        while time.time() < give_up and not {f"/t{i}" for i in range(len(specs))} <= asked_after():
+            _crawl("--out", str(out), "--rounds", "1", "--exit-when-idle", *crawl)
+            time.sleep(0.5)
+        log, holds, ends = list(web.log), dict(web.holds), answered()
+    for i, spec in enumerate(specs):
+        later = [s for _h, p, s, _e in log if p == f"/t{i}" and s > ends[f"/r{i}"] + IN_FLIGHT]
+        assert later, f"{spec}: the target was never asked for after its redirect"
+        early = holds[i] - min(later)
+        assert early <= 0.005, f"{spec}: the known target was asked for {early:.2f} s before the Retry-After ended"
