@@ -35,8 +35,9 @@ from beamcrawl.stores.base import Cell, Mutation, Store
 WRITE_BATCH = 2000
 
 REASON_CELL = "u:reason"
-# The due time (epoch ms, ASCII digits) a redirect's Retry-After last held the URL's visit to:
-# where that visit's frontier row is, for the next hold to find it.
+# The due time (epoch ms, ASCII digits) a redirect's Retry-After holds the URL's visit to, the
+# latest of those in force when it was written: where that visit's frontier row is, for the
+# next hold and a sitemap's hint to find it.
 HOLD_CELL = "u:hold"
 
 
@@ -250,10 +251,17 @@ def pending_keys(fp: int, cells: Mapping[str, bytes] | None) -> list[bytes]:
         scheduled = scheduled_key(fp, revisit, -1)
         if scheduled is not None:
             keys.add(scheduled)
-    raw = cells.get(HOLD_CELL, b"")
-    if raw.isdigit() and int(raw) < 1 << 63:
-        keys.add(frontier_key(int(raw), fp))
+    held = held_until(cells)
+    if held is not None:
+        keys.add(frontier_key(held, fp))
     return sorted(keys)
+
+
+def held_until(cells: Mapping[str, bytes] | None) -> int | None:
+    """The hold a seen-set row notes (``u:hold``, epoch ms), or None (none, or a cell that
+    does not read as one)."""
+    raw = (cells or {}).get(HOLD_CELL, b"")
+    return int(raw) if raw.isdigit() and int(raw) < 1 << 63 else None
 
 
 def hold_text(fp: int, hold: Hold) -> str:
@@ -282,7 +290,8 @@ def read_hold_lines(lines: Iterable[str], into: dict[int, Hold] | None = None) -
     return holds
 
 
-def _due_ms(key: bytes) -> int:
+def due_of(key: bytes) -> int:
+    """A frontier key's due time (epoch ms)."""
     return key_fp(key[:8])
 
 
@@ -292,7 +301,7 @@ def held_row(key: bytes, cells: dict[str, bytes], holds: Mapping[int, Hold]) -> 
     if not holds or len(key) != 16:
         return key, cells
     hold = holds.get(key_fp(key[8:]))
-    if hold is None or _due_ms(key) >= hold.due_ms:
+    if hold is None or due_of(key) >= hold.due_ms:
         return key, cells
     moved = replace(FrontierEntry.from_cells(cells), due_ms=hold.due_ms)
     return moved.key, moved.to_cells()
@@ -306,8 +315,8 @@ def hold_visits(store: Store, holds: Mapping[int, Hold], batch: int = WRITE_BATC
     URL with rows there due before its hold, one row due at the hold in their place (the
     first row's entry, the highest priority of them, the keys they would delete when done).
     A row due at or after the hold stays: no visit is moved earlier. The new rows are written
-    first, the old ones deleted next, then where each URL's visit waits noted in the seen set
-    (``u:hold``: the hold, or a later row that stays): a crash between leaves a visit twice,
+    first, the old ones deleted next, then the hold noted in the seen set (``u:hold``, where
+    the next hold and a sitemap's hint find the visit): a crash between leaves a visit twice,
     never none, and the resumed commit moves it again. A row that does not decode stays
     where it is.
     """
@@ -323,16 +332,13 @@ def hold_visits(store: Store, holds: Mapping[int, Hold], batch: int = WRITE_BATC
             early: list[tuple[bytes, FrontierEntry]] = []
             for key in sorted(hold.keys):
                 cells = rows.get(key)
-                if cells is None or _due_ms(key) >= hold.due_ms or key_fp(key[8:]) != fp:
+                if cells is None or due_of(key) >= hold.due_ms or key_fp(key[8:]) != fp:
                     continue
                 try:
                     early.append((key, FrontierEntry.from_cells(cells)))
                 except ValueError:
                     continue
-            # Where the URL's visit waits now, for the next hold to find it: at the hold, or a
-            # later row that stays (another hold's: its key is named by nothing else).
-            later = [_due_ms(k) for k in hold.keys if k in rows and _due_ms(k) >= hold.due_ms]
-            noted.append(Mutation.set(fp_key(fp), {HOLD_CELL: str(max([hold.due_ms, *later])).encode()}))
+            noted.append(Mutation.set(fp_key(fp), {HOLD_CELL: str(hold.due_ms).encode()}))
             if not early:
                 continue
             gone = {key.hex() for key, _ in early}

@@ -87,7 +87,16 @@ from beamcrawl.schemas.records import (
     revisit_value,
 )
 import beamcrawl.schemas.coders  # noqa: F401  (registers the record coders the output types name)
-from beamcrawl.state.frontier import Hold, QueuedUrls, hold_text, pending_keys, queue_new_block, queue_new_urls
+from beamcrawl.state.frontier import (
+    Hold,
+    QueuedUrls,
+    due_of,
+    held_until,
+    hold_text,
+    pending_keys,
+    queue_new_block,
+    queue_new_urls,
+)
 from beamcrawl.stores.base import Mutation, open_store
 from beamcrawl.transforms import dead_letter
 from beamcrawl.transforms.dead_letter import ERRORS, Outlet, collect
@@ -560,7 +569,9 @@ def lastmod_hint(cand: Candidate, cells: dict[str, bytes] | None, now_ms: int) -
     (``sitemaps.LastmodTrust``, a Beta(1, 1) prior: 0.5 before any check): the row's
     priority is the URL's importance times the chance it changed given the claim. The row
     is due now and names the URL's scheduled row (``also_keys``), deleted once this one is
-    fetched, so the hint moves the visit forward rather than adding one.
+    fetched, so the hint moves the visit forward rather than adding one. A URL a redirect's
+    Retry-After still holds (``u:hold``) is not moved before the hold: the row is due then,
+    in the held visit's place (its key).
     """
     raw = (cells or {}).get(REVISIT_CELL)
     if cand.lastmod is None or not raw:
@@ -577,8 +588,11 @@ def lastmod_hint(cand: Candidate, cells: dict[str, bytes] | None, now_ms: int) -
         return None
     trust = LastmodTrust(state.lastmod_agree, state.lastmod_disagree).score
     p_model = change_probability(state.lam, now - state.checked_at)
+    due_ms = max(now_ms, held_until(cells) or 0)
+    if due_ms >= due_of(scheduled):
+        return None  # held past the scheduled visit: nothing comes sooner
     return FrontierEntry(
-        url=cand.url, fp=cand.fp, host=cand.host, due_ms=now_ms,
+        url=cand.url, fp=cand.fp, host=cand.host, due_ms=due_ms,
         priority=state.importance * lastmod_change_probability(p_model, True, trust),
         source="revisit", reason="sitemap lastmod", lastmod=cand.lastmod, revisit=state.to_dict(),
         also_keys=[scheduled.hex()],
@@ -587,8 +601,9 @@ def lastmod_hint(cand: Candidate, cells: dict[str, bytes] | None, now_ms: int) -
 
 def known_holds(known: Sequence[Candidate], rows: dict[bytes, dict[str, bytes]], now_ms: int) -> list[str]:
     """Staged hold lines (``frontier.hold_text``) of known URLs a redirect asks to wait for:
-    each one's hold and the frontier keys its seen-set row (in ``rows``, by seen-set key)
-    says its pending visit may be at. A hold already over by ``now_ms`` holds nothing."""
+    each one's hold (the later of it and one its seen-set row notes, in ``rows`` by seen-set
+    key: both are in force) and the frontier keys the row says its pending visit may be at.
+    A hold already over by ``now_ms`` holds nothing."""
     lines = []
     for c in known:
         if c.not_before is None or not math.isfinite(c.not_before):
@@ -596,8 +611,9 @@ def known_holds(known: Sequence[Candidate], rows: dict[bytes, dict[str, bytes]],
         due_ms = math.ceil(c.not_before * 1000)
         if not now_ms < due_ms < 1 << 63:
             continue
-        keys = pending_keys(c.fp, rows.get(fp_key(c.fp)))
-        lines.append(hold_text(c.fp, Hold(due_ms, frozenset(keys))))
+        cells = rows.get(fp_key(c.fp))
+        due_ms = max(due_ms, held_until(cells) or 0)
+        lines.append(hold_text(c.fp, Hold(due_ms, frozenset(pending_keys(c.fp, cells)))))
     return lines
 
 

@@ -9,6 +9,8 @@ import gzip
 import io
 import json
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from warcio.archiveiterator import ArchiveIterator
 
 from beamcrawl.core.archive import cdxj
@@ -277,6 +279,32 @@ def test_an_html_page_offers_its_feed_and_counts_linking_hosts():
     assert len(cands["http://b.test/x"].inlink_hosts) == 1 and cands["http://a.test/y"].inlink_hosts == ()
     merged = cands["http://b.test/x"].merge(cands["http://b.test/x"])
     assert len(merged.inlink_hosts) == 1  # one host linking twice is one vote
+
+
+@settings(max_examples=100, deadline=None)
+@given(hold_s=st.floats(-100, 100_000, allow_nan=False))
+def test_a_sitemap_lastmod_does_not_move_a_visit_a_redirects_retry_after_holds_before_the_hold(hold_s):
+    """A URL a redirect's Retry-After holds (``u:hold``) gets its hint due when the hold ends,
+    in the held visit's place; none when the hold ends after the scheduled visit, and the
+    hint as ever when the hold is over."""
+    from beamcrawl.schemas.records import Candidate, frontier_key
+    from beamcrawl.state.frontier import HOLD_CELL
+    from beamcrawl.transforms.url_seen import lastmod_hint
+
+    page = schedule_page(_page(headers=[("ETag", '"v1"')]), POLICY)
+    now_ms = int((T0 + 30) * 1000)
+    hold_ms = now_ms + int(hold_s * 1000)
+    cells = {**url_state_cells(page), HOLD_CELL: str(max(hold_ms, 0)).encode()}
+    offer = Candidate(fp=page.fetch.entry.fp, url=URL, host="a.test", depth=0, priority=0.8, lastmod=T0 + 10)
+    hint = lastmod_hint(offer, cells, now_ms)
+    scheduled_ms = int(page.revisit["next_due"] * 1000)
+    if hold_ms <= now_ms:
+        assert hint is not None and hint.due_ms == now_ms
+    elif hold_ms >= scheduled_ms:
+        assert hint is None
+    else:
+        assert hint is not None and hint.due_ms == hold_ms and hint.key == frontier_key(hold_ms, offer.fp)
+        assert hint.also_keys == [frontier_key(scheduled_ms, offer.fp).hex()]
 
 
 def test_redirect_chains_stop_after_max_hops():

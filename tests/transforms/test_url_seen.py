@@ -960,6 +960,25 @@ def test_a_known_target_fetched_this_round_is_next_due_at_its_hold(store_uri, tm
     assert _pending(store_uri) == {1: [hold]}
 
 
+def test_a_target_held_by_two_redirects_waits_for_the_later_hold(store_uri, tmp_path):
+    """A hold still in force from an earlier redirect (its queued visit there, noted in the
+    seen set) stands with a new, earlier one: a revisit due before either is moved to the
+    later, not to the new one between the two."""
+    from beamcrawl.core.policy.change_rate import RevisitState
+    from beamcrawl.schemas.records import revisit_cell
+
+    first_hold, revisit_ms, new_hold = NOW_MS + 60_000, NOW_MS + 5_000, NOW_MS + 20_000
+    with open_store(store_uri) as store:
+        _known(store, 1, "held", first_hold)
+        state = RevisitState()
+        state.next_due = revisit_ms / 1000
+        store.mutate("urls", [Mutation.set(fp_key(1), {"u:revisit": revisit_cell(state.to_dict())})])
+        entry = FrontierEntry(url="http://h1.test/1", fp=1, host="h1.test", due_ms=revisit_ms, source="revisit")
+        store.mutate("frontier", [Mutation.set(entry.key, entry.to_cells())])
+    _redirect_round(store_uri, tmp_path / "out", [_offer(1, new_hold)], {})
+    assert _pending(store_uri) == {1: [first_hold]}
+
+
 HOW = st.sampled_from(("new", "queued", "held", "revisit", "fetched", "fetched_now"))
 
 
