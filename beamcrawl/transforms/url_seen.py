@@ -1019,8 +1019,10 @@ class _MergeBucketFn(beam.DoFn):
         rows = self.store.read_keys("urls", [fp_key(c.fp) for c in held])
         lines = known_holds(held, rows, self.now_ms)
         if lines:
-            path = files.join(self.holds_staging, part_name(".txt"))
-            files.write_bytes(path, ("\n".join(lines) + "\n").encode("ascii"))
+            # Under its name only once whole: a worker that dies writing leaves no part line.
+            out = files.PiecewiseFile(files.join(self.holds_staging, part_name(".txt")))
+            out.write(("\n".join(lines) + "\n").encode("ascii"))
+            out.close()
             self.held.inc(len(lines))
 
     def _queue_hints(self, known: Sequence[Candidate]) -> None:
