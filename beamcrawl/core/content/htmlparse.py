@@ -24,6 +24,10 @@ HTML_TYPES = ("text/html", "application/xhtml+xml")
 FEED_TYPES = ("application/rss+xml", "application/atom+xml")
 MAX_PARSE_BYTES = 4 * 1024 * 1024
 MAX_ANCHOR_CHARS = 256
+#: Links one page contributes, the first in document order (0: no cap). Far above any real page
+#: the tests read (at most 359 on the HTML manuals of /usr/share/doc, 21 on simweb), and above
+#: Heritrix's 6,000 outlinks; a page of 4 MiB of distinct links holds about 180,000.
+MAX_LINKS = 10_000
 
 
 @dataclass
@@ -37,6 +41,9 @@ class PageLinks:
     meta_noindex: bool = False
     title: str | None = None
     invalid_links: int = 0
+    # Whether the page had more links than it may contribute: ``links`` are the first of them,
+    # the others were not read.
+    capped: bool = False
 
 
 def _squeeze(text: str) -> str:
@@ -155,7 +162,9 @@ def robots_directives(values: list[str], token: str) -> tuple[bool, bool]:
     return noindex, nofollow
 
 
-def parse_html(body: bytes, url: str, content_type: str = "", token: str = "beamcrawl") -> PageLinks:
+def parse_html(
+    body: bytes, url: str, content_type: str = "", token: str = "beamcrawl", max_links: int = MAX_LINKS
+) -> PageLinks:
     """Parses an HTML page into its links and directives.
 
     Args:
@@ -163,9 +172,10 @@ def parse_html(body: bytes, url: str, content_type: str = "", token: str = "beam
         url: the URL the page was fetched from (the base unless ``<base href>`` says otherwise).
         content_type: the response's Content-Type (for the charset).
         token: our robots product token, for bot-scoped meta robots.
+        max_links: the most links kept, the first in document order (0: all).
     """
     tree, _, encoding, unparsed = parse_bounded(body, content_type)
-    return page_links(tree, url, token, encoding, unparsed)
+    return page_links(tree, url, token, encoding, unparsed, max_links)
 
 
 def parse_document(body: bytes, content_type: str = "") -> LexborHTMLParser:
@@ -219,7 +229,21 @@ def unparsed_metas(cut: str, rest: bytes, encoding: str) -> tuple[tuple[str, str
 # walks the whole document, and on a small page that costs more than what it finds. No
 # element matches two of these (each names another tag), and css() answers in document order.
 _LINK_SELECTOR = "a[href], area[href], link[rel][href], iframe[src], frame[src]"
-_PAGE_SELECTOR = "base[href], meta[name], meta[http-equiv], title, " + _LINK_SELECTOR
+_DIRECTIVE_SELECTOR = "base[href], meta[name], meta[http-equiv], title"
+_PAGE_SELECTOR = _DIRECTIVE_SELECTOR + ", " + _LINK_SELECTOR
+# The attributes each selector of _LINK_SELECTOR asks of its tag (and <meta http-equiv>, which may
+# be a refresh), for :func:`_link_nodes` to read the same nodes one at a time.
+_LINK_ATTRIBUTES = {
+    "a": ("href",),
+    "area": ("href",),
+    "link": ("rel", "href"),
+    "iframe": ("src",),
+    "frame": ("src",),
+    "meta": ("http-equiv",),
+}
+# An SVG or MathML element's xlink:href is an href to the selectors (its local name), not to
+# an HTML element's: a node with only that one is asked the selector itself.
+_XLINK_SELECTORS = {"a": "a[href]", "area": "area[href]", "link": "link[rel][href]"}
 _SPACE = "\t\n\f\r "
 _C0_OR_SPACE = "".join(map(chr, range(0x21)))
 
@@ -254,12 +278,34 @@ def refresh_target(content: str) -> str | None:
     return rest.strip(_SPACE) or None
 
 
+def _link_nodes(tree: LexborHTMLParser) -> Iterator[tuple[str, LexborNode]]:
+    """``(tag, node)`` of each node ``css(_LINK_SELECTOR)`` matches and of each ``<meta
+    http-equiv>``, in document order, one at a time: ``css()`` makes every match's node at once
+    (a page of many links, the links past the cap too), a walk only the ones read."""
+    if tree.root is None:
+        return
+    for node in tree.root.traverse():
+        tag = node.tag or ""
+        wanted = _LINK_ATTRIBUTES.get(tag)
+        if wanted is None:
+            continue
+        attrs = node.attributes
+        if all(name in attrs for name in wanted):
+            if tag != "meta":
+                yield tag, node
+            elif (attrs.get("http-equiv") or "").strip().lower() == "refresh":
+                yield "refresh", node
+        elif tag in _XLINK_SELECTORS and "xlink:href" in attrs and node.css_matches(_XLINK_SELECTORS[tag]):
+            yield tag, node
+
+
 def page_links(
     tree: LexborHTMLParser,
     url: str,
     token: str = "beamcrawl",
     encoding: str | None = None,
     unparsed: tuple[tuple[str, str], ...] = (),
+    max_links: int = MAX_LINKS,
 ) -> PageLinks:
     """:func:`parse_html` of a document already parsed (:func:`parse_document`); reads the
     tree without changing it. ``unparsed`` are the ``<meta>`` tags of the part of the
@@ -271,20 +317,31 @@ def page_links(
     that another page (a link to the page itself adds nothing); the query of a link on a
     page that is not UTF-8 is written in the page's ``encoding``. A ``<meta
     http-equiv=refresh>`` target, which a browser follows, is a link of kind ``refresh``.
+
+    At most ``max_links`` links are kept (0: all), the first in document order; the page is
+    then marked :attr:`PageLinks.capped` and the link elements after the one that passed the
+    cap are not read, so a page of many links costs what its first ``max_links`` cost. A
+    target kept is followed if any of its links up to there may be (one after them that may
+    is not read). The ``<base>``, meta robots and title are read from the whole document.
     """
     out = PageLinks()
+    # A page of no more tags than the cap cannot pass it (each link is a tag of its own: the
+    # copies of an <a> the parser makes are its link again): its links are found at once.
+    # Past it, the link elements are read one at a time, up to the one that passes the cap.
+    walked = max_links > 0 and tree.raw_html.count(b"<") > max_links
+    most = max_links if max_links > 0 else -1  # -1: no length of out.links passes it
 
     base_node = title_node = None
     meta_nodes = []
     link_nodes = []
-    for node in tree.css(_PAGE_SELECTOR):
+    for node in tree.css(_DIRECTIVE_SELECTOR if walked else _PAGE_SELECTOR):
         tag = node.tag or ""
         if tag == "base":
             if base_node is None:  # the first <base href> is the document's base
                 base_node = node
         elif tag == "meta":
             meta_nodes.append(node)
-            if (node.attributes.get("http-equiv") or "").strip().lower() == "refresh":
+            if not walked and (node.attributes.get("http-equiv") or "").strip().lower() == "refresh":
                 link_nodes.append(("refresh", node))
         elif tag == "title":
             if title_node is None:
@@ -318,18 +375,12 @@ def page_links(
     if title_node is not None:
         out.title = _squeeze(title_node.text())[:512] or None
 
-    # Anchors that do not nest read each character of the page's text once at most: past
-    # that, anchors nest (an <svg>'s <a> do, as do <a> between <object> markers) and are read
-    # by one walk (_anchor_texts). Asking the tree whether they nest first ("a[href] a[href]")
-    # cost as much as finding the links.
-    nested: dict[int, str] | None = None
-    read = 0
-
     seen: dict[tuple[int, str], int] = {}  # each edge's index in out.links
     # A page often links one target several times (a picture and its caption, a menu at
     # the top and the bottom): each href is normalised and fingerprinted once.
     targets: dict[str, tuple[str, int] | None] = {}
-    for tag, node in link_nodes:
+    anchors: list[tuple[int, LexborNode]] = []  # (index in out.links, node) of each <a> edge
+    for tag, node in _link_nodes(tree) if walked else link_nodes:
         attrs = node.attributes
         if tag == "link":
             rels = (attrs.get("rel") or "").lower().split()
@@ -372,28 +423,46 @@ def page_links(
             out.invalid_links += 1
             continue
         target, fp = found
+        at = seen.get((fp, kind))
+        if at is None and len(out.links) == most:  # one link more than the page may give
+            out.capped = True
+            break
         if kind == "canonical":
             out.canonical = target
         rel = attrs.get("rel")
         nofollow = rel is not None and "nofollow" in rel.lower().split()
-        at = seen.get((fp, kind))
         if at is not None:  # the same target twice on a page is one edge,
             if not nofollow and out.links[at][3]:  # followed if any of its links may be
                 first, first_fp, first_anchor, _, first_kind = out.links[at]
                 out.links[at] = (first, first_fp, first_anchor, False, first_kind)
             continue
         seen[(fp, kind)] = len(out.links)
-        if kind != "a":
-            anchor = ""
-        elif nested is not None:
+        if kind == "a":
+            anchors.append((len(out.links), node))
+        out.links.append((target, fp, "", nofollow, kind))
+    _set_anchor_texts(out.links, anchors)
+    return out
+
+
+def _set_anchor_texts(links: list[tuple[str, int, str, bool, str]], anchors: list[tuple[int, LexborNode]]) -> None:
+    """Writes into ``links`` the anchor text of each ``(index, node)`` of ``anchors`` (the
+    first ``<a>`` of each ``a`` edge, in document order)."""
+    # Anchors that do not nest read each character of the page's text once at most: past
+    # that, anchors nest (an <svg>'s <a> do, as do <a> between <object> markers) and are read
+    # by one walk (_anchor_texts). Asking the tree whether they nest first ("a[href] a[href]")
+    # cost as much as finding the links.
+    nested: dict[int, str] | None = None
+    read = 0
+    for i, (at, node) in enumerate(anchors):
+        if nested is not None:
             anchor = nested[node.mem_id]
         else:
             text = node.text(deep=True)
             read += len(text)
             if read > _ANCHOR_READ:  # more than any page's text: its anchors nest
-                nested = _anchor_texts([n for t, n in link_nodes if t == "a"])
+                nested = _anchor_texts([n for _, n in anchors[i:]])
                 anchor = nested[node.mem_id]
             else:
                 anchor = _squeeze(text)[:MAX_ANCHOR_CHARS]
-        out.links.append((target, fp, anchor, nofollow, kind))
-    return out
+        target, fp, _, nofollow, kind = links[at]
+        links[at] = (target, fp, anchor, nofollow, kind)

@@ -547,3 +547,121 @@ def test_nested_anchors_cost_what_the_same_anchors_side_by_side_cost(nester, ins
 
     alone = min(cpu(side_by_side) for _ in range(2))
     assert cpu(nested) < 10 * alone + 0.1
+
+
+# --- the most links a page gives (max_links) ---------------------------------------------------
+
+from beamcrawl.core.content.htmlparse import MAX_LINKS, PageLinks, page_links, parse_bounded  # noqa: E402
+
+
+def _links(html: str, max_links: int, url: str = "http://a.example/dir/page") -> PageLinks:
+    tree = parse_bounded(html.encode(), "text/html; charset=utf-8")
+    return page_links(tree.tree, url, "beamcrawl", tree.encoding, tree.unparsed, max_links)
+
+
+def test_a_page_of_many_distinct_links_gives_the_first_max_links_in_order():
+    html = "<html><body>" + "".join(f'<a href="/p{i}">link {i}</a>' for i in range(20_000)) + "</body></html>"
+    capped = _links(html, 1000)
+    assert capped.capped
+    assert [u for u, *_ in capped.links] == [f"http://a.example/p{i}" for i in range(1000)]
+    assert [a for _, _, a, _, _ in capped.links] == [f"link {i}" for i in range(1000)]
+    everything = _links(html, 0)  # 0: no cap
+    assert not everything.capped and len(everything.links) == 20_000
+    assert capped.links == everything.links[:1000]
+    # Under the default a real page is never capped; exactly at the cap is not past it.
+    assert not _links(html, MAX_LINKS * 2).capped
+    assert not _links(html, 20_000).capped and _links(html, 20_000).links == everything.links
+    assert _links(html, 19_999).capped
+
+
+def test_a_capped_page_still_reads_its_base_meta_robots_and_title_wherever_they_are():
+    links = "".join(f'<a href="p{i}">{i}</a>' for i in range(50))
+    html = (
+        f"<html><head></head><body>{links}<title>late</title>"
+        '<base href="http://b.example/x/"><meta name="robots" content="nofollow, noindex"></body></html>'
+    )
+    capped, whole = _links(html, 10), _links(html, 0)
+    assert capped.capped and capped.links == whole.links[:10]
+    assert capped.links[0][0] == "http://b.example/x/p0"  # the <base> after them counts
+    assert (capped.title, capped.meta_nofollow, capped.meta_noindex) == ("late", True, True)
+
+
+_CAP_HREFS = [
+    "/a",
+    "/b",
+    "b",
+    "c/d",
+    "../e?q=1",
+    "#top",
+    "",
+    "http://o.example/f",
+    "javascript:x",
+    "http://[bad",
+    "/a#x",
+]
+_CAP_PIECES = st.one_of(
+    st.builds(
+        lambda h, r, t: f'<a href="{h}"{r}>{t}</a>',
+        st.sampled_from(_CAP_HREFS),
+        st.sampled_from(["", " rel=nofollow", " rel='noopener NOFOLLOW'"]),
+        st.sampled_from(["x", "", "two  words", "<b>bold</b>"]),
+    ),
+    st.builds(lambda h: f'<a href="{h}">', st.sampled_from(_CAP_HREFS)),  # left open: the parser clones it
+    st.builds(lambda h: f'<A HREF="{h}">X</A>', st.sampled_from(_CAP_HREFS)),
+    st.builds(lambda h: f'<area href="{h}">', st.sampled_from(_CAP_HREFS)),
+    st.builds(lambda h: f'<link rel="canonical" href="{h}">', st.sampled_from(_CAP_HREFS)),
+    st.builds(lambda h: f'<link rel="alternate" type="application/rss+xml" href="{h}">', st.sampled_from(_CAP_HREFS)),
+    st.builds(lambda h: f'<link rel="stylesheet" href="{h}">', st.sampled_from(_CAP_HREFS)),
+    st.builds(lambda h: f'<iframe src="{h}"></iframe>', st.sampled_from(_CAP_HREFS)),
+    st.builds(lambda h: f'<meta http-equiv="refresh" content="0; url={h}">', st.sampled_from(_CAP_HREFS)),
+    st.builds(lambda h: f'<base href="{h}">', st.sampled_from(["http://b.example/q/", "/r/", "file:///C:/s/"])),
+    st.builds(lambda h: f'<svg><a xlink:href="{h}">s</a><a href="{h}">t</a></svg>', st.sampled_from(_CAP_HREFS)),
+    st.builds(lambda h: f'<a xlink:href="{h}">not a link</a>', st.sampled_from(_CAP_HREFS)),
+    st.builds(lambda h: f'<math><a href="{h}">m</a></math>', st.sampled_from(_CAP_HREFS)),
+    st.builds(lambda h: f'<template><a href="{h}">t</a></template>', st.sampled_from(_CAP_HREFS)),
+    st.builds(lambda h: f'<table><a href="{h}">f</a><tr><td>', st.sampled_from(_CAP_HREFS)),
+    st.sampled_from(
+        [
+            "<b>",
+            "</b>",
+            "<p>",
+            "<div>",
+            "</div>",
+            "<object>",
+            "</object>",
+            "text ",
+            "<!-- <a href=/c> -->",
+            '<meta name="robots" content="nofollow">',
+            "<title>t</title>",
+            "<frameset><frame src=/fr>",
+        ]
+    ),
+)
+
+
+def _edges(found: PageLinks) -> list[tuple[str, int, str, str]]:
+    return [(url, fp, anchor, kind) for url, fp, anchor, _, kind in found.links]
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(pieces=st.lists(_CAP_PIECES, max_size=60), cap=st.integers(min_value=1, max_value=25))
+def test_the_links_kept_under_a_cap_are_the_first_of_the_uncapped_parses(pieces, cap):
+    html = "<html><body>" + "".join(pieces)
+    whole = _links(html, 0)
+    capped = _links(html, cap)
+    assert capped.capped == (len(whole.links) > cap)
+    assert _edges(capped) == _edges(whole)[:cap]
+    # A target is followed if any of its links up to the cap may be; one past it is not read.
+    for kept, full in zip(capped.links, whole.links):
+        assert kept[3] >= full[3]
+    assert (capped.title, capped.meta_noindex, capped.meta_nofollow) == (
+        whole.title,
+        whole.meta_noindex,
+        whole.meta_nofollow,
+    )
+    assert capped.canonical is None or capped.canonical in {u for u, *_, k in capped.links if k == "canonical"}
+    # A cap the page does not pass reads its links one at a time (more tags than the cap) and
+    # gives exactly what the uncapped parse gives, nofollow too.
+    exact = _links(html, max(len(whole.links), 1))
+    assert not exact.capped
+    assert (exact.links, exact.canonical, exact.invalid_links) == (whole.links, whole.canonical, whole.invalid_links)
