@@ -96,7 +96,7 @@ class CrawlRound(beam.PTransform[beam.pvalue.PBegin, dict[str, beam.PCollection]
             pages = (
                 fetched.results
                 | "Drop deferred results" >> beam.Filter(needs_processing)
-                | "Parse" >> ParsePages(cfg.robots_token, cfg.max_sitemap_bytes)
+                | "Parse" >> ParsePages(cfg.robots_token, cfg.max_sitemap_bytes, cfg.max_links_per_page)
                 | "Set bodies aside" >> SetBodiesAside(outputs)
                 | "Content seen"
                 >> FindDuplicateContent(

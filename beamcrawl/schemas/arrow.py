@@ -123,7 +123,8 @@ PAGES_SCHEMA = pa.schema(
             "parse_truncated",
             pa.string(),
             "Which parse limit cut the page's HTML (elements, depth, attributes, tags: core/content/htmlbounds.py): "
-            "its links and text are those before the cut, its stored bytes whole; null when parsed whole.",
+            "its links and text are those before the cut, its stored bytes whole; links when only its links were "
+            "cut, at --max-links-per-page (the first of them kept, its text whole); null when parsed whole.",
         ),
         _f("title", pa.string(), "The HTML <title>, whitespace collapsed."),
         _f("meta_noindex", pa.bool_(), "noindex from meta robots or X-Robots-Tag (for us or everyone)."),

@@ -838,7 +838,11 @@ class ParsedPage:
     parse_error: str | None = None
     # The parse limit that cut an HTML document (core/content/htmlbounds.py: elements | depth |
     # attributes | tags): its links and text are those before the cut; the body is stored whole.
+    # ``links`` when only the links were cut, at the most a page gives (--max-links-per-page).
     parse_truncated: str | None = None
+    # Whether the page had more links than it may give (its links are the first of them),
+    # whatever else cut it.
+    links_capped: bool = False
     # What a 2xx body is, by label and first bytes (core/content/sniff.py): html | xhtml | xml | text
     # | binary:<kind>; None when parse did not look (not 2xx, robots.txt, a parse failure).
     body_kind: str | None = None

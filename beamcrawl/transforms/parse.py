@@ -31,6 +31,7 @@ from apache_beam.metrics import Metrics
 from beamcrawl.core.content import sitemaps, sniff, textfp
 from beamcrawl.core.net.wire import header_url
 from beamcrawl.core.content.htmlparse import (
+    MAX_LINKS,
     checksum,
     page_links,
     parse_bounded,
@@ -127,8 +128,15 @@ def sitemap_links(result: FetchResult, max_bytes: int = sitemaps.MAX_BYTES) -> t
     return links, problem, doc.kind
 
 
-def parse_fetch(result: FetchResult, token: str, max_sitemap_bytes: int = sitemaps.MAX_BYTES) -> ParsedPage:
-    """What one fetch says: pure, so it is tested without a runner."""
+def parse_fetch(
+    result: FetchResult, token: str, max_sitemap_bytes: int = sitemaps.MAX_BYTES, max_links: int = MAX_LINKS
+) -> ParsedPage:
+    """What one fetch says: pure, so it is tested without a runner.
+
+    An HTML page gives at most ``max_links`` links (0: all), the first in document order
+    (:func:`~beamcrawl.core.content.htmlparse.page_links`); one that had more is marked
+    ``links_capped``, and ``parse_truncated`` is ``links`` when no parse limit cut it first.
+    """
     page = ParsedPage(fetch=result)
     if result.outcome != "fetched":
         return page
@@ -163,9 +171,12 @@ def parse_fetch(result: FetchResult, token: str, max_sitemap_bytes: int = sitema
         return page
     # Parsed once (links, then text), no further than the parse limits allow.
     tree, page.parse_truncated, encoding, unparsed = parse_bounded(result.body, result.content_type)
-    found = page_links(tree, result.url, token, encoding, unparsed)
+    found = page_links(tree, result.url, token, encoding, unparsed, max_links)
     # As columns: the page is pickled into content seen's batch files and read back.
     page.links = html_link_columns(found.links)
+    page.links_capped = found.capped
+    if found.capped and page.parse_truncated is None:
+        page.parse_truncated = "links"
     page.canonical = found.canonical
     page.title = found.title
     page.meta_noindex |= found.meta_noindex
@@ -175,9 +186,10 @@ def parse_fetch(result: FetchResult, token: str, max_sitemap_bytes: int = sitema
 
 
 class _ParseFn(beam.DoFn):
-    def __init__(self, token: str, max_sitemap_bytes: int) -> None:
+    def __init__(self, token: str, max_sitemap_bytes: int, max_links: int = MAX_LINKS) -> None:
         self.token = token
         self.max_sitemap_bytes = max_sitemap_bytes
+        self.max_links = max_links
         self.received = Metrics.counter("parse", "received")
         self.html = Metrics.counter("parse", "html_pages")
         self.links = Metrics.counter("parse", "links")
@@ -186,6 +198,9 @@ class _ParseFn(beam.DoFn):
         self.listed = Metrics.counter("parse", "sitemap_links")  # URLs and child sitemaps they gave
         self.skipped: dict[str, Any] = {}  # parse/skipped_<kind>, made as kinds turn up
         self.truncated: dict[str, Any] = {}  # parse/truncated_<limit>, likewise
+        # Pages whose links passed --max-links-per-page (the pages/ column says "links" for
+        # those no other limit cut first).
+        self.capped = Metrics.counter("parse", "truncated_links")
         self.dead = Outlet("parse")
 
     def setup(self) -> None:
@@ -203,14 +218,16 @@ class _ParseFn(beam.DoFn):
         self.received.inc()
         try:
             self.dead.check(result)
-            page = parse_fetch(result, self.token, self.max_sitemap_bytes)
+            page = parse_fetch(result, self.token, self.max_sitemap_bytes, self.max_links)
         except Exception as exc:  # one hostile page must not fail the round
             # Set aside with its reason (its frontier row kept); the page still goes on to
             # be archived, with the error, and without links.
             yield self.dead.tagged(exc, result)
             self.error.inc()
             page = ParsedPage(fetch=result, parse_error=f"{type(exc).__name__}: {exc}"[:300])
-        if page.parse_truncated is not None:  # parse/truncated_<limit>
+        if page.links_capped:
+            self.capped.inc()
+        if page.parse_truncated is not None and page.parse_truncated != "links":  # parse/truncated_<limit>
             counter = self.truncated.get(page.parse_truncated)
             if counter is None:
                 counter = Metrics.counter("parse", "truncated_" + page.parse_truncated)
@@ -232,16 +249,22 @@ class _ParseFn(beam.DoFn):
 
 
 class ParsePages(beam.PTransform):
-    """``FetchResult`` → ``ParsedPage``, one for one."""
+    """``FetchResult`` → ``ParsedPage``, one for one.
 
-    def __init__(self, token: str, max_sitemap_bytes: int = sitemaps.MAX_BYTES) -> None:
+    Governed by ``--max-sitemap-bytes`` (the largest sitemap or feed read) and
+    ``--max-links-per-page`` (the most links an HTML page gives, the first in document order;
+    a page with more is counted as ``parse/truncated_links``).
+    """
+
+    def __init__(self, token: str, max_sitemap_bytes: int = sitemaps.MAX_BYTES, max_links: int = MAX_LINKS) -> None:
         super().__init__()
         self.token = token
         self.max_sitemap_bytes = max_sitemap_bytes
+        self.max_links = max_links
 
     def expand(self, results: beam.PCollection) -> beam.PCollection:
         out = results | "Parse HTML, sitemaps and feeds" >> beam.ParDo(
-            _ParseFn(self.token, self.max_sitemap_bytes)
+            _ParseFn(self.token, self.max_sitemap_bytes, self.max_links)
         ).with_outputs(ERRORS, main="pages")
         collect(out[ERRORS])
         return out.pages

@@ -86,3 +86,12 @@ def test_every_option_reads_its_default_from_the_table():
         (action,) = [a for a in parser._actions if flag_of(f, opt) in a.option_strings]
         if isinstance(f.default, (int, float, str)):
             assert action.default == f.default, f.name
+
+
+def test_the_most_links_a_page_gives_is_an_option(tmp_path):
+    out = str(tmp_path / "o")
+    assert parse(out).max_links_per_page == 10_000
+    assert parse(out, "--max-links-per-page", "50").max_links_per_page == 50
+    assert parse(out, "--max-links-per-page=0").max_links_per_page == 0  # no cap
+    with pytest.raises(ValueError, match="--max-links-per-page must be >= 0"):
+        parse(out, "--max-links-per-page=-1")

@@ -34,11 +34,14 @@ def _count_batch(batch: PageBatch) -> None:
 
 
 class _Site(LoopbackServer):
-    """``/`` links to ``/a``; no robots.txt."""
+    """``/`` links to ``/a``, ``/many`` to ``/m0`` ... ``/m4``; no robots.txt."""
 
     async def handle(self, request: web.Request) -> web.Response:
         if request.path == "/":
             return web.Response(body=b"<html><body><a href='/a'>a</a></body></html>", content_type="text/html")
+        if request.path == "/many":  # five links, for a crawl that takes two a page
+            links = "".join(f"<a href='/m{i}'>{i}</a>" for i in range(5))
+            return web.Response(body=f"<html><body>{links}</body></html>".encode(), content_type="text/html")
         return web.Response(status=404)
 
 
@@ -90,3 +93,36 @@ def test_a_round_applied_in_a_test_pipeline_is_one_step(site: _Site, tmp_path: P
     # After content seen an element is a batch file's pages, not a page.
     (arrived,) = result.metrics().query(MetricsFilter().with_name("round_page_batches"))["counters"]
     assert arrived.committed == len(batches)
+
+
+def test_the_links_a_page_gives_are_capped_by_the_crawls_setting(site: _Site, tmp_path: Path) -> None:
+    """--max-links-per-page reaches the parse: the page's first two links are queued, the page
+    event says ``links``, and the round counts the page (parse/truncated_links)."""
+    import pyarrow.parquet as pq
+
+    from beamcrawl.cli.args import config_from_args
+    from beamcrawl.cli.main import crawl_parser
+
+    page = f"http://127.0.0.1:{site.port}/many"
+    uri = f"sqlite:///{tmp_path}/store.sqlite"
+    now = time.time()
+    with open_store(uri) as store:
+        submit_urls(store, [page], int(now * 1000) - 1)
+    argv = ["--out", str(tmp_path / "out"), "--store", uri, "--allow-private-networks", "--min-delay", "0.05"]
+    args, rest = crawl_parser().parse_known_args([*argv, "--round-window", "3", "--max-links-per-page", "2"])
+    assert rest == []
+    cfg = config_from_args(args)
+    outputs = RoundOutputs(cfg.out, 1)
+    outputs.prepare()
+
+    p = TestPipeline(runner="FnApiRunner")
+    round_ = p | "Crawl round" >> CrawlRound(cfg, outputs, now)
+    new = round_["new_urls"] | "New URLs" >> beam.FlatMap(lambda entries: [e.url for e in entries])
+    root = page[: -len("many")]
+    assert_that(new, equal_to([root + "m0", root + "m1"]), label="new")
+    result = p.run()
+    result.wait_until_finish()
+    rows = pq.read_table(outputs.staged("pages"), columns=["url", "parse_truncated", "out_links"]).to_pylist()
+    assert {"url": page, "parse_truncated": "links", "out_links": 2} in rows
+    counters = result.metrics().query(MetricsFilter().with_name("truncated_links"))["counters"]
+    assert sum(c.committed for c in counters) == 1

@@ -202,3 +202,38 @@ def test_a_location_of_bytes_that_are_no_utf8_is_read_as_before():
     """Bytes that are no UTF-8 (a latin-1 name) are read as they were: as latin-1."""
     page = parse_fetch(_result(b"", status=302, headers=[("Location", "/caf\xe9")]), "beamcrawl")
     assert [link.url for link in page.links] == ["http://a.test/caf%C3%A9"]
+
+
+def test_a_page_past_the_link_cap_gives_its_first_links_and_is_marked_and_counted():
+    """A page of many distinct links gives the first ``max_links`` (its checksum and simhash
+    as before); it is marked ``links`` in the page event and counted as parse/truncated_links."""
+    from beamcrawl.transforms.warc_io import page_event
+
+    body = f"<html><body><p>{TEXT}</p>".encode() + b"".join(b'<a href="/p%d">%d</a>' % (i, i) for i in range(5000))
+    whole = parse_fetch(_result(body), "beamcrawl", max_links=0)
+    page = parse_fetch(_result(body), "beamcrawl", max_links=300)
+    assert len(whole.links) == 5000 and not whole.links_capped and whole.parse_truncated is None
+    assert page.links_capped and page.parse_truncated == "links"
+    assert [link.url for link in page.links] == [f"http://a.test/p{i}" for i in range(300)]
+    assert list(page.links) == list(whole.links)[:300]
+    assert (page.checksum, page.simhash) == (whole.checksum, whole.simhash) and page.simhash is not None
+    assert page_event(page, None)["parse_truncated"] == "links"
+    assert page_event(page, None)["out_links"] == 300
+    # Cut by a parse limit as well: the limit is the page's record; the cap is still counted.
+    both = parse_fetch(_result(body + b"<div>" * 5000), "beamcrawl", max_links=300)
+    assert both.parse_truncated == "depth" and both.links_capped
+
+    p = TestPipeline(runner="FnApiRunner")
+    _ = (
+        p
+        | beam.Create([_result(body), _result(body + b"<div>" * 5000), _result(PAGE)])
+        | ParsePages("beamcrawl", max_links=300)
+    )
+    assert_that(collected(p), equal_to([]), label="No dead letters")
+    result = p.run()
+    result.wait_until_finish()
+    counters = result.metrics().query(MetricsFilter().with_namespace("parse"))["counters"]
+    by_name = {c.key.metric.name: c.committed for c in counters}
+    assert by_name.get("truncated_links") == 2
+    assert by_name.get("truncated_depth") == 1
+    assert by_name.get("links") == 300 + 300 + 1

@@ -16,6 +16,7 @@ from typing import Any, Iterable
 from urllib.parse import urlsplit
 
 from beamcrawl import CONTACT_URL, DEFAULT_USER_AGENT, PRODUCT_TOKEN, __version__
+from beamcrawl.core.content.htmlparse import MAX_LINKS
 from beamcrawl.core.content.sitemaps import MAX_BYTES as MAX_SITEMAP_BYTES
 from beamcrawl.core.policy.budget_rules import BudgetRules
 from beamcrawl.core.policy.change_rate import ChangeModel, SchedulePolicy
@@ -430,6 +431,16 @@ class CrawlConfig:
         "Largest sitemap or feed read, bytes (decompressed; sitemaps.org's limit is 50 MB).",
         minimum=1,
         unit="bytes",
+    )
+    # An HTML page gives at most this many links, the first in document order; the parse reads
+    # no link element past the one that passes it (core/content/htmlparse.py page_links).
+    max_links_per_page: int = _setting(
+        MAX_LINKS,
+        "Most links one HTML page gives, the first in document order (like Heritrix's "
+        "max-outlinks, 6,000 there); the others are not read, the page is marked "
+        "parse_truncated=links and counted (parse/truncated_links). Far above any real page "
+        "the tests read (359 links at most). 0 = no cap.",
+        minimum=0,
     )
     # Web Bot Auth (core/net/botauth.py): the Ed25519 key file (a path or gs:// URL, read by each
     # fetch loop, so the key never travels in the job's options) and the Signature-Agent URL.
