@@ -241,6 +241,12 @@ _LINK_ATTRIBUTES = {
     "frame": ("src",),
     "meta": ("http-equiv",),
 }
+# The same by Lexbor's number of each name (a name's number is its own in every document and
+# namespace, an SVG <a> an HTML one's): a node's number is read without making its name.
+_LINK_TAG_IDS = {
+    LexborHTMLParser(f"<frameset><{name}>" if name == "frame" else f"<{name}>").css(name)[0].tag_id: (name, wanted)
+    for name, wanted in _LINK_ATTRIBUTES.items()
+}
 # An SVG or MathML element's xlink:href is an href to the selectors (its local name), not to
 # an HTML element's: a node with only that one is asked the selector itself.
 _XLINK_SELECTORS = {"a": "a[href]", "area": "area[href]", "link": "link[rel][href]"}
@@ -284,12 +290,13 @@ def _link_nodes(tree: LexborHTMLParser) -> Iterator[tuple[str, LexborNode]]:
     (a page of many links, the links past the cap too), a walk only the ones read."""
     if tree.root is None:
         return
+    tag_ids = _LINK_TAG_IDS
     for node in tree.root.traverse():
-        tag = node.tag or ""
-        wanted = _LINK_ATTRIBUTES.get(tag)
-        if wanted is None:
+        known = tag_ids.get(node.tag_id)
+        if known is None:
             continue
-        attrs = node.attributes
+        tag, wanted = known
+        attrs = node.attrs  # asked by name, no dict of them made
         if all(name in attrs for name in wanted):
             if tag != "meta":
                 yield tag, node
@@ -375,11 +382,20 @@ def page_links(
     if title_node is not None:
         out.title = _squeeze(title_node.text())[:512] or None
 
+    # Anchors that do not nest read each character of the page's text once at most: past
+    # that, anchors nest (an <svg>'s <a> do, as do <a> between <object> markers) and are read
+    # by one walk (_anchor_texts). Asking the tree whether they nest first ("a[href] a[href]")
+    # cost as much as finding the links.
+    nested: dict[int, str] | None = None
+    read = 0
+    # Where the link elements are read one at a time, the ones after an anchor are not known
+    # when it is read: the anchors are read once the links are found (_set_anchor_texts).
+    anchors: list[tuple[int, LexborNode]] = []  # (index in out.links, node) of each <a> edge
+
     seen: dict[tuple[int, str], int] = {}  # each edge's index in out.links
     # A page often links one target several times (a picture and its caption, a menu at
     # the top and the bottom): each href is normalised and fingerprinted once.
     targets: dict[str, tuple[str, int] | None] = {}
-    anchors: list[tuple[int, LexborNode]] = []  # (index in out.links, node) of each <a> edge
     for tag, node in _link_nodes(tree) if walked else link_nodes:
         attrs = node.attributes
         if tag == "link":
@@ -437,20 +453,32 @@ def page_links(
                 out.links[at] = (first, first_fp, first_anchor, False, first_kind)
             continue
         seen[(fp, kind)] = len(out.links)
-        if kind == "a":
+        if kind != "a":
+            anchor = ""
+        elif walked:
             anchors.append((len(out.links), node))
-        out.links.append((target, fp, "", nofollow, kind))
-    _set_anchor_texts(out.links, anchors)
+            anchor = ""
+        elif nested is not None:
+            anchor = nested[node.mem_id]
+        else:
+            text = node.text(deep=True)
+            read += len(text)
+            if read > _ANCHOR_READ:  # more than any page's text: its anchors nest
+                nested = _anchor_texts([n for t, n in link_nodes if t == "a"])
+                anchor = nested[node.mem_id]
+            else:
+                anchor = _squeeze(text)[:MAX_ANCHOR_CHARS]
+        out.links.append((target, fp, anchor, nofollow, kind))
+    if anchors:
+        _set_anchor_texts(out.links, anchors)
     return out
 
 
 def _set_anchor_texts(links: list[tuple[str, int, str, bool, str]], anchors: list[tuple[int, LexborNode]]) -> None:
     """Writes into ``links`` the anchor text of each ``(index, node)`` of ``anchors`` (the
-    first ``<a>`` of each ``a`` edge, in document order)."""
-    # Anchors that do not nest read each character of the page's text once at most: past
-    # that, anchors nest (an <svg>'s <a> do, as do <a> between <object> markers) and are read
-    # by one walk (_anchor_texts). Asking the tree whether they nest first ("a[href] a[href]")
-    # cost as much as finding the links.
+    first ``<a>`` of each ``a`` edge, in document order), read as :func:`page_links` reads
+    them: one at a time until their text passes what a page's can be, then by one walk of the
+    ones left (an anchor's text does not depend on which others are asked for)."""
     nested: dict[int, str] | None = None
     read = 0
     for i, (at, node) in enumerate(anchors):
