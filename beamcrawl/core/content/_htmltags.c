@@ -187,8 +187,10 @@ static PyObject *shared_substring(PyObject *shared, PyObject *str, Py_ssize_t st
     return s;
 }
 
-/* A tag's 4-tuple of tags(): (closing, name, attributes, after). */
-static PyObject *tag_tuple(PyObject *str, const Text *t, const Tag *tag, PyObject *shared) {
+/* A tag's 4-tuple of tags(): (closing, name, attributes, after); ``last``, the tuple of the tag
+ * before it (or NULL), is given again when this one holds the same four objects: a run of one
+ * tag (<a b> x 400,000, the limits' bombs) holds one tuple, not one a tag (72 bytes each). */
+static PyObject *tag_tuple(PyObject *str, const Text *t, const Tag *tag, PyObject *shared, PyObject *last) {
     const Py_ssize_t end = tag->end;
     Tag next;
     PyObject *after;
@@ -201,8 +203,14 @@ static PyObject *tag_tuple(PyObject *str, const Text *t, const Tag *tag, PyObjec
     PyObject *item = NULL;
     PyObject *name = shared_substring(shared, str, tag->name, tag->name_stop);
     PyObject *attributes = shared_substring(shared, str, tag->name_stop, end);
+    PyObject *closing = tag->closing ? SLASH : EMPTY;
     if (name != NULL && attributes != NULL) {
-        item = PyTuple_Pack(4, tag->closing ? SLASH : EMPTY, name, attributes, after);
+        if (last != NULL && PyTuple_GET_ITEM(last, 0) == closing && PyTuple_GET_ITEM(last, 1) == name &&
+            PyTuple_GET_ITEM(last, 2) == attributes && PyTuple_GET_ITEM(last, 3) == after) {
+            item = Py_NewRef(last);
+        } else {
+            item = PyTuple_Pack(4, closing, name, attributes, after);
+        }
     }
     Py_XDECREF(name);
     Py_XDECREF(attributes);
@@ -225,10 +233,12 @@ static PyObject *collect(PyObject *str, int tuples, Py_ssize_t longer_than, Py_s
     }
     Tag tag;
     int found = 0;
+    PyObject *last = NULL; /* the last tuple appended (borrowed: the list holds it) */
     for (Py_ssize_t pos = 0; (found = next_tag(str, &t, pos, &tag)) == 1; pos = tag.end) {
         PyObject *item;
         if (tuples) {
-            item = tag_tuple(str, &t, &tag, shared);
+            item = tag_tuple(str, &t, &tag, shared, last);
+            last = item;
         } else if (tag.end - tag.name_stop > longer_than) {
             item = PyUnicode_Substring(str, tag.name_stop, tag.end);
         } else {
@@ -301,7 +311,9 @@ static PyObject *long_attributes(PyObject *self, PyObject *args) {
  *   - an element on the stack is (name, entry, foreign, handle): the handle is its identity,
  *     -(name + 1) for the shared element of a name (no entry, not foreign), else a new number;
  *   - an entry of the list of active formatting elements (a marker is an entry of no name) is
- *     a slot of an array that only grows during a call; the list is a doubly linked list of
+ *     a slot of an array; a slot is reused once its entry is out of the list and no element
+ *     on the stack is its (each counts the elements that are), so the array holds the entries
+ *     in use, not one a formatting tag; the list is a doubly linked list of
  *     slots, and the entries of one name and of one (name, attributes) key are chained too,
  *     in the list's order. Each entry keeps its level (the number of markers before it), so
  *     the by_name and by_key lists of the current level are the tail of each chain at the
@@ -356,6 +368,8 @@ typedef struct {
     Py_ssize_t nprev, nnext; /* the entries of its name */
     Py_ssize_t kprev, knext; /* the entries of its key */
     int in_active;
+    int free;     /* on the free list */
+    Py_ssize_t refs; /* the elements on the stack that are its */
     long long weight; /* its attributes' characters / htmlbounds.CLONE_CHARS: the elements a copy adds */
 } Entry;
 
@@ -384,6 +398,11 @@ typedef struct {
     /* the list of active formatting elements */
     Entry *entries;
     Py_ssize_t n_entries, cap_entries;
+    /* Entries neither in the list nor of an element on the stack, reused by new_entry: an
+     * entry a tag (200,000 <a b>, each closing the one before, held 19 MB of them) becomes
+     * the entries in use at once. A freed entry is left as it was until it is reused. */
+    Py_ssize_t *free_entries;
+    Py_ssize_t n_free, cap_free;
     Py_ssize_t active_head, active_tail;
     Py_ssize_t level;
     long long created, deepest;
@@ -532,15 +551,33 @@ static int push(Walk *w, Py_ssize_t name, Py_ssize_t entry, int foreign, long lo
     if (grow((void **)&w->stack, &w->cap_stack, w->depth + 1, sizeof(Elem)) < 0) return ERROR;
     long long h = (entry < 0 && !foreign) ? -(long long)(name + 1) : w->next_handle++;
     w->stack[w->depth++] = (Elem){name, entry, h, foreign};
+    if (entry >= 0) w->entries[entry].refs++;
     if (w->depth > w->deepest) w->deepest = w->depth;
     w->open_count[name]++;
     if (handle) *handle = h;
     return OK;
 }
 
+/* Puts entry ``e`` on the free list when nothing refers to it any more (the list has room for
+ * every entry: new_entry grows it with them). */
+static void release(Walk *w, Py_ssize_t e) {
+    Entry *entry = &w->entries[e];
+    if (entry->refs > 0 || entry->in_active || entry->free) return;
+    entry->free = 1;
+    w->free_entries[w->n_free++] = e;
+}
+
+/* An element of entry ``e`` leaves the stack. */
+static void unref(Walk *w, Py_ssize_t e) {
+    w->entries[e].refs--;
+    release(w, e);
+}
+
 static void forget(Walk *w, const Elem *e) {
     w->open_count[e->name]--;
-    if (e->entry >= 0 && w->entries[e->entry].open == e->handle) w->entries[e->entry].open = 0;
+    if (e->entry < 0) return;
+    if (w->entries[e->entry].open == e->handle) w->entries[e->entry].open = 0;
+    unref(w, e->entry);
 }
 
 /* A Python index of the stack (negative from its end) as a slice start. */
@@ -659,10 +696,18 @@ static inline int needs_rebuild(Walk *w) {
 }
 
 static Py_ssize_t new_entry(Walk *w, Py_ssize_t name, Py_ssize_t key, PyObject *attributes) {
-    if (grow((void **)&w->entries, &w->cap_entries, w->n_entries + 1, sizeof(Entry)) < 0) return -1;
-    Py_ssize_t e = w->n_entries++;
+    Py_ssize_t e;
+    if (w->n_free > 0) {
+        e = w->free_entries[--w->n_free];
+    } else {
+        if (grow((void **)&w->entries, &w->cap_entries, w->n_entries + 1, sizeof(Entry)) < 0) return -1;
+        Py_ssize_t cap = w->cap_free;
+        if (grow((void **)&w->free_entries, &cap, w->cap_entries, sizeof(Py_ssize_t)) < 0) return -1;
+        w->cap_free = cap;
+        e = w->n_entries++;
+    }
     long long weight = attributes != NULL ? (long long)(PyUnicode_GET_LENGTH(attributes) / CLONE_CHARS) : 0;
-    w->entries[e] = (Entry){name, key, w->level, 0, -1, -1, -1, -1, -1, -1, 0, weight};
+    w->entries[e] = (Entry){name, key, w->level, 0, -1, -1, -1, -1, -1, -1, 0, 0, 0, weight};
     return e;
 }
 
@@ -701,6 +746,7 @@ static void unlink_active(Walk *w, Py_ssize_t e) {
         if (entry->knext >= 0) w->entries[entry->knext].kprev = entry->kprev;
         else w->key_tail[entry->key] = entry->kprev;
     }
+    release(w, e);
 }
 
 static int reconstruct(Walk *w) {
@@ -720,6 +766,7 @@ static int reconstruct(Walk *w) {
         Py_ssize_t name = w->entries[e].name;
         long long h = w->next_handle++;
         w->entries[e].open = h;
+        w->entries[e].refs++;
         w->stack[w->depth++] = (Elem){name, e, h, 0};
         w->open_count[name]++;
     }
@@ -822,6 +869,7 @@ static int end_formatting(Walk *w, Py_ssize_t name) {
     if (grow((void **)&w->stack, &w->cap_stack, w->depth + 1, sizeof(Elem)) < 0) return ERROR;
     memmove(&w->stack[position + 1], &w->stack[position], (size_t)(w->depth - position) * sizeof(Elem));
     w->stack[position] = (Elem){name, e, clone, 0};
+    w->entries[e].refs++;
     w->depth++;
     w->open_count[name]++;
     if (specials < 8) {
@@ -1141,6 +1189,7 @@ static void free_walk(Walk *w) {
     PyMem_Free(w->key_tail);
     PyMem_Free(w->stack);
     PyMem_Free(w->entries);
+    PyMem_Free(w->free_entries);
     PyMem_Free(w->flags);
 }
 
@@ -1197,6 +1246,7 @@ static int walk_tokens(Walk *w, PyObject *tokens, int following, long long max_a
                     w->entries[top.entry].open = 0;
                     w->open_count[name]--;
                     w->depth--;
+                    unref(w, top.entry);
                     continue;
                 }
             }
@@ -1240,6 +1290,7 @@ static int walk_tokens(Walk *w, PyObject *tokens, int following, long long max_a
             if (grow((void **)&w->stack, &w->cap_stack, w->depth + 1, sizeof(Elem)) < 0) STOP(ERROR);
             const long long h = w->next_handle++;
             w->entries[e].open = h;
+            w->entries[e].refs++;
             w->stack[w->depth++] = (Elem){name, e, h, 0};
             w->open_count[name]++;
             if (w->depth > w->deepest) w->deepest = w->depth;

@@ -184,3 +184,35 @@ def test_a_pages_repeated_names_and_attributes_are_held_once(name, attributes, t
 def test_names_past_those_held_once_are_read_as_they_are() -> None:
     page = "".join(f"<n{i} a{i}=x>t</n{i}>" for i in range(10_000))
     assert _htmltags.tags(page) == htmlbounds._regex_tags(page)
+
+
+@settings(max_examples=50, deadline=None)
+@given(
+    units=st.lists(
+        st.sampled_from(["<a b>", "<a b>x", "</a>", "<div class=x>", "<p>", "<br>y"]), min_size=1, max_size=20
+    ),
+    run=st.integers(1, 60),
+)
+def test_a_run_of_one_tag_holds_one_tuple(units, run):
+    # A tuple a tag held 72 bytes a tag of the <a b> x 400,000 bomb, 29 MB, to say one thing.
+    page = "".join(unit * run for unit in units)
+    found = _htmltags.tags(page)
+    assert found == htmlbounds._regex_tags(page)
+    # Each run's tags are one tuple (the units are one tag each, and start with it).
+    assert len({id(token) for token in found}) <= len(units)
+
+
+@pytest.mark.parametrize("unit", ["<a b>", "<a>", "<a href=/x>x", "<A name=1>y"])
+def test_the_walks_state_is_the_open_elements_not_every_tag(unit):
+    # The <a> bomb (each <a> closes the one before): an entry of the list of formatting
+    # elements was kept for each of its 200,000 elements (96 bytes each) after it was closed.
+    page = unit * 100_000
+    tracemalloc.start()
+    try:
+        estimate = htmlbounds.estimate(page)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    tags = page.count("<")
+    assert (estimate.elements, estimate.bound) == (100_000, None)
+    assert peak < 40 * tags, peak / tags
