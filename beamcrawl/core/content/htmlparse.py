@@ -247,6 +247,11 @@ _LINK_TAG_IDS = {
     LexborHTMLParser(f"<frameset><{name}>" if name == "frame" else f"<{name}>").css(name)[0].tag_id: (name, wanted)
     for name, wanted in _LINK_ATTRIBUTES.items()
 }
+# How many times the cap a page's tags may be and its link elements still be found by one css()
+# call: the nodes it makes past the cap are then at most three times the cap's (about 0.2 µs and
+# 100 bytes each), and css() reads a page of few links among many tags at twice the walk's speed
+# (nettle's 548 KB manual, 29,921 tags and 1,883 link elements: 2.3 ms against 4.5 ms).
+_FOUND_AT_ONCE = 4
 # An SVG or MathML element's xlink:href is an href to the selectors (its local name), not to
 # an HTML element's: a node with only that one is asked the selector itself.
 _XLINK_SELECTORS = {"a": "a[href]", "area": "area[href]", "link": "link[rel][href]"}
@@ -332,10 +337,11 @@ def page_links(
     is not read). The ``<base>``, meta robots and title are read from the whole document.
     """
     out = PageLinks()
-    # A page of no more tags than the cap cannot pass it (each link is a tag of its own: the
-    # copies of an <a> the parser makes are its link again): its links are found at once.
-    # Past it, the link elements are read one at a time, up to the one that passes the cap.
-    walked = max_links > 0 and tree.raw_html.count(b"<") > max_links
+    # A page of no more tags than _FOUND_AT_ONCE times the cap has its links found at once
+    # (each link is a tag of its own: the copies of an <a> the parser makes are its link
+    # again), the nodes past the cap made but not read. Past that, the link elements are read
+    # one at a time, up to the one that passes the cap.
+    walked = max_links > 0 and tree.raw_html.count(b"<") > _FOUND_AT_ONCE * max_links
     most = max_links if max_links > 0 else -1  # -1: no length of out.links passes it
 
     base_node = title_node = None

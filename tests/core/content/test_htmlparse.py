@@ -551,6 +551,9 @@ def test_nested_anchors_cost_what_the_same_anchors_side_by_side_cost(nester, ins
 
 # --- the most links a page gives (max_links) ---------------------------------------------------
 
+from unittest import mock  # noqa: E402
+
+from beamcrawl.core.content import htmlparse  # noqa: E402
 from beamcrawl.core.content.htmlparse import MAX_LINKS, PageLinks, page_links, parse_bounded  # noqa: E402
 
 
@@ -644,11 +647,17 @@ def _edges(found: PageLinks) -> list[tuple[str, int, str, str]]:
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(pieces=st.lists(_CAP_PIECES, max_size=60), cap=st.integers(min_value=1, max_value=25))
-def test_the_links_kept_under_a_cap_are_the_first_of_the_uncapped_parses(pieces, cap):
+@given(
+    pieces=st.lists(_CAP_PIECES, max_size=60),
+    cap=st.integers(min_value=1, max_value=25),
+    at_once=st.sampled_from([0, htmlparse._FOUND_AT_ONCE]),  # 0: the link elements always walked
+)
+def test_the_links_kept_under_a_cap_are_the_first_of_the_uncapped_parses(pieces, cap, at_once):
     html = "<html><body>" + "".join(pieces)
     whole = _links(html, 0)
-    capped = _links(html, cap)
+    with mock.patch.object(htmlparse, "_FOUND_AT_ONCE", at_once):
+        capped = _links(html, cap)
+        exact = _links(html, max(len(whole.links), 1))
     assert capped.capped == (len(whole.links) > cap)
     assert _edges(capped) == _edges(whole)[:cap]
     # A target is followed if any of its links up to the cap may be; one past it is not read.
@@ -660,8 +669,7 @@ def test_the_links_kept_under_a_cap_are_the_first_of_the_uncapped_parses(pieces,
         whole.meta_nofollow,
     )
     assert capped.canonical is None or capped.canonical in {u for u, *_, k in capped.links if k == "canonical"}
-    # A cap the page does not pass reads its links one at a time (more tags than the cap) and
+    # A cap the page does not pass, its link elements read one at a time or found at once,
     # gives exactly what the uncapped parse gives, nofollow too.
-    exact = _links(html, max(len(whole.links), 1))
     assert not exact.capped
     assert (exact.links, exact.canonical, exact.invalid_links) == (whole.links, whole.canonical, whole.invalid_links)
