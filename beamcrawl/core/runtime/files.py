@@ -57,13 +57,16 @@ def open_read(path: str) -> IO[bytes]:
 
 
 def write_bytes(path: str, data: bytes | memoryview) -> None:
-    """Writes a whole file; locally under a temporary name first, so it appears whole."""
+    """Writes a whole file; locally under a hidden temporary name first, so it appears whole,
+    and a writer that dies before the rename leaves no file :func:`list_files` names (a
+    staging folder's listing is what a round's commit moves into place)."""
     if is_remote(path):
         with _fs().create(path, compression_type=_raw()) as fh:  # object stores publish an object only when closed
             fh.write(data)
         return
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    tmp = f"{path}.tmp-{os.getpid()}"
+    folder, name = os.path.split(path)
+    os.makedirs(folder, exist_ok=True)
+    tmp = os.path.join(folder, f".{name}.tmp-{os.getpid()}")
     with open(tmp, "wb") as fh:
         fh.write(data)
     os.replace(tmp, path)

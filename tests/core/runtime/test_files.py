@@ -36,6 +36,24 @@ def test_write_list_move_remove(tmp_path):
     assert files.list_files(folder) == []
 
 
+def test_a_whole_file_write_cut_before_its_rename_leaves_nothing_listed(tmp_path, monkeypatch):
+    """A worker killed between writing a staged file and renaming it must not leave a file
+    that a folder's listing (what a round's commit moves into place) names."""
+    folder = str(tmp_path / "staged")
+    files.write_bytes(os.path.join(folder, "part-1.parquet"), b"whole")
+
+    def killed(src, dst):
+        raise KeyboardInterrupt  # the writer's end, after the bytes and before the rename
+
+    monkeypatch.setattr(files.os, "replace", killed)
+    try:
+        files.write_bytes(os.path.join(folder, "part-2.parquet"), b"cut")
+    except KeyboardInterrupt:
+        pass
+    assert [os.path.basename(p) for p in files.list_files(folder)] == ["part-1.parquet"]
+    assert len(os.listdir(folder)) == 2  # the temporary is there, hidden
+
+
 def test_ensure_writable(tmp_path):
     files.ensure_writable(str(tmp_path / "new"))
     assert os.listdir(tmp_path / "new") == []
