@@ -341,7 +341,10 @@ def page_links(
     # (each link is a tag of its own: the copies of an <a> the parser makes are its link
     # again), the nodes past the cap made but not read. Past that, the link elements are read
     # one at a time, up to the one that passes the cap.
-    walked = max_links > 0 and tree.raw_html.count(b"<") > _FOUND_AT_ONCE * max_links
+    # (Each tag is at least one byte: a page of no more bytes than that is not counted.)
+    at_once = _FOUND_AT_ONCE * max_links
+    raw = tree.raw_html
+    walked = max_links > 0 and len(raw) > at_once and raw.count(b"<") > at_once
     most = max_links if max_links > 0 else -1  # -1: no length of out.links passes it
 
     base_node = title_node = None
