@@ -64,7 +64,7 @@ from urllib.parse import urlparse
 
 from protego import Protego
 
-from beamcrawl.core.policy.robots_match import SIEVE_FROM, RuleMatcher, Sieve
+from beamcrawl.core.policy.robots_match import CAPPED, SIEVE_FROM, RuleMatcher, Sieve, check_work, first_match
 
 _protego_target: Callable[[str], str] | None
 try:
@@ -102,6 +102,7 @@ RETRY_MIN = 300.0
 RETRY_MAX = 3600.0
 
 _TOKEN = re.compile(r"[A-Za-z0-9_\-]+")
+_STARS = re.compile(r"\*+").sub
 # Group selection is done here, so protego only ever sees three agent names: ours, "*", and
 # this one for every other agent. It cannot be a substring of a product token, so protego's
 # substring matching cannot pick it for us.
@@ -396,18 +397,26 @@ class _SievedProtego:
     against those it could match: protego tries each in turn, and 27,000 ``Disallow:
     /*x{i}`` (500 KB) made it read a 2 KB target 27,000 times, ~35 ms a check on the fetch
     loop. The answer is protego's own: the first of its rules, in its order, whose
-    ``match`` takes the target as protego puts it. Built only for the many rules a sieve
-    pays for, and only from a protego whose rules read as this one's do.
+    ``match`` takes the target as protego puts it; a rule written again after itself is
+    dropped (the first always answers for it). A check takes the steps ours takes at most
+    (:func:`first_match`); past them it answers "disallowed", counted in :attr:`capped`.
+    Built only for the many rules a sieve pays for, and only from a protego whose rules
+    read as this one's do.
     """
 
-    __slots__ = ("_parser", "_rules", "_sieve")
+    __slots__ = ("_literal", "_parser", "_rules", "_runs", "_sieve", "capped", "steps")
 
     def __init__(self, parser: Protego, rules: list[Any]) -> None:
         self._parser = parser
-        self._rules = rules
-        self._sieve = Sieve(
-            (p[:-1] if p.endswith("$") else p).split("*") for p in (rule.value._pattern for rule in rules)
-        )
+        self._rules = list({rule.value._pattern: rule for rule in reversed(rules)}.values())[::-1]
+        patterns = [rule.value._pattern for rule in self._rules]
+        anchored = [p.endswith("$") for p in patterns]
+        # The runs protego searches: it reads "**" as "*".
+        self._runs = [_STARS("*", p[:-1] if a else p).split("*") for p, a in zip(patterns, anchored)]
+        self._literal = [sum(map(len, runs)) for runs in self._runs]
+        self._sieve = Sieve(zip(self._runs, anchored))
+        self.steps = 0
+        self.capped = 0
 
     @classmethod
     def of(cls, parser: Protego, token: str) -> _SievedProtego | None:
@@ -432,11 +441,22 @@ class _SievedProtego:
             return self._parser.can_fetch(url, token)
         assert _protego_target is not None
         target = _protego_target(url)
-        for index in self._sieve.candidates(target):
-            rule = self._rules[index]
-            if rule.value.match(target):
-                return bool(rule.field == "allow")
-        return True
+        rules, runs, literal, size = self._rules, self._runs, self._literal, len(target)
+
+        def attempt(index: int) -> int:
+            parts = runs[index]
+            if literal[index] > size or not target.startswith(parts[0]):
+                return 0
+            return -len(parts) if rules[index].value.match(target) else len(parts)
+
+        index, steps = first_match(self._sieve.candidates(target), attempt, check_work(target))
+        self.steps += steps
+        if index is None:
+            return True
+        if index == CAPPED:
+            self.capped += 1
+            return False
+        return bool(rules[index].field == "allow")
 
 
 class RobotsRules:
@@ -568,6 +588,13 @@ class RobotsRules:
             # protego would read "//x" as an authority; give it a URL with an empty-ish one.
             target = f"http://robots.invalid{target}"
         return self._protego_asked().can_fetch(target, self.token)
+
+    @property
+    def checks_capped(self) -> int:
+        """How many checks so far reached their work's bound and answered "disallowed" for it
+        (:class:`RuleMatcher`): a file whose rules no index sorts out cheaply."""
+        asked = [self._matcher, self._strict or None, self._sieved]
+        return sum(getattr(a, "capped", 0) for a in asked if a is not None)
 
     def crawl_delay(self) -> float | None:
         """The Crawl-delay of our group in seconds, if it sets a valid one (caller caps it).

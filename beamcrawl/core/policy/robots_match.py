@@ -36,22 +36,44 @@ never a backtracking search. Targets that no rule's literal head starts are answ
 ``str.startswith`` over all the heads.
 
 A group of many rules (:data:`SIEVE_FROM` and more) is first sieved (:class:`Sieve`): each
-rule is filed under one short piece of its literal text, one that few other rules share, and
-a target is checked only against the rules whose piece it contains, still in the order they
-decide. Without it each rule was tried in turn: 27,000 ``Disallow: /*x{i}`` (500 KB, a size
-RFC 9309 §2.5 says to parse) read a 2 KB target 27,000 times, ~35 ms a check.
+rule is filed under its first run, its last if anchored, or one short piece of its literal
+text, whichever few other rules share, and a target is checked only against the rules whose
+key it holds, still in the order they decide. Without it each rule was tried in turn: 27,000
+``Disallow: /*x{i}`` (500 KB, a size RFC 9309 §2.5 says to parse) read a 2 KB target 27,000
+times, ~35 ms a check. A rule written more than once is kept once.
+
+No index tells, without trying them, which of many rules whose pieces a target holds hold
+them in the right order (25,600 ``Disallow: /*x*y``, every ``x`` after every ``y`` in a 2 KB
+target, took 126 ms a check). So a check's work is bounded (:func:`check_work`: a step for
+each rule taken, one for each run searched, :data:`CHECK_WORK` and one a character of the
+target in all), and a check that reaches the bound before its answer answers "disallowed",
+the polite answer, and is counted (``capped``). No group of fewer than :data:`SIEVE_FROM`
+rules of a few runs each reaches it.
 
 Pure functions: no I/O, no Beam.
 """
 
 from __future__ import annotations
 
+import heapq
 import itertools
 import re
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 
-__all__ = ["SIEVE_FROM", "PathPattern", "RuleMatcher", "Sieve", "match_form", "rule_matches", "rule_octets"]
+__all__ = [
+    "CAPPED",
+    "CHECK_WORK",
+    "SIEVE_FROM",
+    "PathPattern",
+    "RuleMatcher",
+    "Sieve",
+    "check_work",
+    "first_match",
+    "match_form",
+    "rule_matches",
+    "rule_octets",
+]
 
 # How many rules a group has before they are sieved: fewer are tried in turn about as fast
 # as a long target's pieces are listed (~0.5 ms for 2 KB).
@@ -59,6 +81,23 @@ SIEVE_FROM = 500
 # The longest piece a rule is filed under, and how many of each run's pieces are weighed.
 _PIECE = 6
 _PIECES_WEIGHED = 8
+# Up to how many candidates a sieve sorts at once; more are merged in order as they are taken.
+_SORTED_UP_TO = 2_000
+#: The steps one check may take (a rule taken, a run searched) besides one a character of
+#: its target (:func:`check_work`).
+CHECK_WORK = 2_000
+#: What :func:`first_match` gives for a check that reached its bound before an answer.
+CAPPED = -1
+
+
+def check_work(target: str) -> int:
+    """The most steps a check of ``target`` takes: :data:`CHECK_WORK` and one a character.
+
+    A rule that can match ``target`` has at most one run a character of it and one more, so
+    any one of them fits; what no file of rules can do is make a check try thousands.
+    """
+    return CHECK_WORK + len(target)
+
 
 _UNRESERVED = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")
 _HEX = frozenset("0123456789ABCDEFabcdef")
@@ -103,14 +142,19 @@ class _Rule:
     """One rule in its matching form: the literal runs between its ``*``, and whether it ends
     at the target's end."""
 
-    __slots__ = ("allow", "anchored", "head", "octets", "runs")
+    __slots__ = ("allow", "anchored", "head", "key", "literal", "octets", "runs")
 
     def __init__(self, allow: bool, path: str) -> None:
         self.allow = allow
         self.anchored = path.endswith("$")
-        self.runs = [match_form(run) for run in (path[:-1] if self.anchored else path).split("*")]
-        self.octets = sum(map(len, self.runs)) + len(self.runs) - 1 + self.anchored
+        runs = [match_form(run) for run in (path[:-1] if self.anchored else path).split("*")]
+        self.octets = sum(map(len, runs)) + len(runs) - 1 + self.anchored
+        # An empty run between two others ("**") matches wherever the search stands: it is
+        # counted in the octets, not searched.
+        self.runs = [runs[0], *(run for run in runs[1:-1] if run), runs[-1]] if len(runs) > 2 else runs
         self.head = self.runs[0]
+        self.literal = sum(map(len, self.runs))
+        self.key = (self.anchored, *self.runs)
 
     def matches(self, target: str) -> bool:
         """Whether the rule matches ``target`` (in the matching form), from its start."""
@@ -164,21 +208,25 @@ class PathPattern:
 class Sieve:
     """Which of many patterns could match a target, found without trying each.
 
-    A pattern matches only a target that holds each of its literal runs, so each pattern is
-    filed under one piece of a run (at most :data:`_PIECE` characters, the first of those
-    weighed that fewest other patterns share), and a target is given the patterns filed under the
-    pieces it holds. A pattern with no literal character is given to every target.
+    A pattern matches only a target that starts with its first run, ends with its last if
+    it is anchored (``$``), and holds each of its runs. So each pattern is filed under one
+    key that few other patterns share: its first run (looked up among the target's
+    prefixes), its last run if anchored (among the target's suffixes), or a piece of a run
+    (at most :data:`_PIECE` characters, of those weighed the one fewest other patterns
+    share, looked up among the target's pieces of that size). A target is given the
+    patterns filed under the keys it holds. A pattern with no literal character is given to
+    every target.
 
     Args:
         patterns: each pattern's literal runs (its text between ``*``, in the form it is
-            compared in), in the order the patterns decide.
+            compared in) and whether it is anchored, in the order the patterns decide.
     """
 
-    __slots__ = ("_always", "_filed", "_lengths")
+    __slots__ = ("_always", "_by_head", "_by_piece", "_by_tail", "_heads", "_lengths", "_tails")
 
-    def __init__(self, patterns: Iterable[Sequence[str]]) -> None:
-        weighed: list[list[str]] = []
-        for runs in patterns:
+    def __init__(self, patterns: Iterable[tuple[Sequence[str], bool]]) -> None:
+        weighed: list[tuple[str, str, list[str]]] = []
+        for runs, anchored in patterns:
             pieces: list[str] = []
             for run in runs:
                 if len(run) <= _PIECE:
@@ -187,51 +235,103 @@ class Sieve:
                     continue
                 starts = range(len(run) - _PIECE + 1)
                 pieces.extend(run[i : i + _PIECE] for i in starts[:: max(1, len(starts) // _PIECES_WEIGHED)])
-            weighed.append(pieces)
-        # How many patterns weigh each piece (a pattern weighing it twice counts twice: the
-        # sieve is as exact either way).
-        shared = Counter(itertools.chain.from_iterable(weighed))
-        filed: dict[str, list[int]] = {}
+            weighed.append((runs[0] if runs else "", runs[-1] if anchored and runs else "", pieces))
+        # How many patterns weigh each key (a pattern weighing a piece twice counts twice: the
+        # sieve is as exact either way). Every target starts and ends with "": no key.
+        shared = Counter(itertools.chain.from_iterable(pieces for _, _, pieces in weighed))
+        heads = Counter(head for head, _, _ in weighed)
+        tails = Counter(tail for _, tail, _ in weighed)
+        by_head: dict[str, list[int]] = {}
+        by_tail: dict[str, list[int]] = {}
+        by_piece: dict[str, list[int]] = {}
         always: list[int] = []
-        for index, pieces in enumerate(weighed):
-            if pieces:
-                filed.setdefault(min(pieces, key=shared.__getitem__), []).append(index)
+        for index, (head, tail, pieces) in enumerate(weighed):
+            keys = [(shared[piece], 2, piece, by_piece) for piece in pieces]
+            if head:
+                keys.append((heads[head], 0, head, by_head))
+            if tail:
+                keys.append((tails[tail], 1, tail, by_tail))
+            if keys:
+                _, _, key, filed = min(keys, key=lambda k: k[:2])
+                filed.setdefault(key, []).append(index)
             else:
                 always.append(index)
-        self._filed = filed
-        self._always = always
-        self._lengths = sorted({len(key) for key in filed})
+        self._by_head, self._by_tail, self._by_piece, self._always = by_head, by_tail, by_piece, always
+        self._heads = sorted({len(key) for key in by_head})
+        self._tails = sorted({len(key) for key in by_tail})
+        self._lengths = sorted({len(key) for key in by_piece})
 
-    def candidates(self, target: str) -> list[int]:
+    def candidates(self, target: str) -> Iterator[int]:
         """The indexes (ascending) of the patterns that could match ``target``: every one
         that does is among them."""
-        filed = self._filed
-        found = list(self._always)
         end = len(target)
+        found = [self._always] if self._always else []
+        by_head, by_tail, by_piece = self._by_head, self._by_tail, self._by_piece
+        found.extend(by_head[target[:size]] for size in self._heads if size <= end and target[:size] in by_head)
+        found.extend(
+            by_tail[target[end - size :]] for size in self._tails if size <= end and target[end - size :] in by_tail
+        )
         for size in self._lengths:
-            for piece in {target[i : i + size] for i in range(end - size + 1)}:
-                if piece in filed:
-                    found.extend(filed[piece])
-        found.sort()
-        return found
+            found.extend(by_piece[p] for p in {target[i : i + size] for i in range(end - size + 1)} if p in by_piece)
+        if sum(map(len, found)) <= _SORTED_UP_TO:
+            return iter(sorted(itertools.chain.from_iterable(found)))
+        # Many: they are taken in order as far as a check goes (CHECK_WORK), not all sorted.
+        return heapq.merge(*found)
+
+
+def first_match(candidates: Iterable[int], attempt: Callable[[int], int], work: int) -> tuple[int | None, int]:
+    """The first of ``candidates`` that matches, and the steps taken to find it.
+
+    Args:
+        candidates: pattern indexes, in the order the patterns decide.
+        attempt: for a pattern's index, the runs its match searches (0 when it is ruled out
+            without a search), negative when it matches.
+        work: the most steps the check may take: a step for each candidate taken and each
+            run searched.
+
+    Returns:
+        ``(index, steps)``: ``index`` is None when no candidate matches, and :data:`CAPPED`
+        when the check reached ``work`` before its answer was known.
+    """
+    steps = 0
+    for index in candidates:
+        if steps >= work:
+            return CAPPED, steps
+        searched = attempt(index)
+        if searched < 0:
+            return index, steps - searched
+        steps += searched + 1
+    return None, steps
 
 
 class RuleMatcher:
     """One group's ``Allow`` and ``Disallow`` rules, ready to decide request targets.
 
+    Rules written more than once (the same runs, anchored or not) are kept once, as the
+    first of them in the order they decide: the others never decide. A check takes at most
+    :data:`CHECK_WORK` steps (a rule taken, a run searched) and one a character of the
+    target (:func:`check_work`); past that it answers "disallowed", the polite answer, and counts it in :attr:`capped`.
+
     Args:
         rules: ``(allow, path)`` pairs in any order, ``path`` as the file writes it (its value
             stripped). Empty paths are dropped: they match nothing.
+
+    Attributes:
+        steps: the work of all checks so far, in :func:`first_match`'s steps.
+        capped: checks answered "disallowed" because they reached their work's bound.
     """
 
-    __slots__ = ("_heads", "_rules", "_sieve")
+    __slots__ = ("_heads", "_rules", "_sieve", "capped", "steps")
 
     def __init__(self, rules: Iterable[tuple[bool, str]]) -> None:
         kept = [_Rule(allow, path) for allow, path in rules if path]
         kept.sort(key=lambda r: (-r.octets, not r.allow))
+        kept = list({rule.key: rule for rule in reversed(kept)}.values())[::-1]
         self._rules = tuple(kept)
         self._heads = tuple({r.head for r in kept})
-        self._sieve = Sieve(r.runs for r in kept) if len(kept) >= SIEVE_FROM else None
+        self._sieve = Sieve((r.runs, r.anchored) for r in kept) if len(kept) >= SIEVE_FROM else None
+        self.steps = 0
+        self.capped = 0
 
     def __len__(self) -> int:
         return len(self._rules)
@@ -244,9 +344,20 @@ class RuleMatcher:
         if not target.startswith(self._heads):
             return True
         rules = self._rules
-        if self._sieve is not None:
-            rules = tuple(rules[i] for i in self._sieve.candidates(target))
-        for rule in rules:
-            if target.startswith(rule.head) and rule.matches(target):
-                return rule.allow
-        return True
+        size = len(target)
+
+        def attempt(index: int) -> int:
+            rule = rules[index]
+            if rule.literal > size or not target.startswith(rule.head):
+                return 0
+            return -len(rule.runs) if rule.matches(target) else len(rule.runs)
+
+        candidates = range(len(rules)) if self._sieve is None else self._sieve.candidates(target)
+        index, steps = first_match(candidates, attempt, check_work(target))
+        self.steps += steps
+        if index is None:
+            return True
+        if index == CAPPED:
+            self.capped += 1
+            return False
+        return rules[index].allow
