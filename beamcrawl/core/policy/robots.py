@@ -408,7 +408,10 @@ class _SievedProtego:
 
     def __init__(self, parser: Protego, rules: list[Any]) -> None:
         self._parser = parser
-        self._rules = list({rule.value._pattern: rule for rule in reversed(rules)}.values())[::-1]
+        first: dict[str, Any] = {}
+        for rule in rules:
+            first.setdefault(rule.value._pattern, rule)
+        self._rules = list(first.values())
         patterns = [rule.value._pattern for rule in self._rules]
         anchored = [p.endswith("$") for p in patterns]
         # The runs protego searches: it reads "**" as "*".

@@ -154,7 +154,7 @@ class _Rule:
         self.runs = [runs[0], *(run for run in runs[1:-1] if run), runs[-1]] if len(runs) > 2 else runs
         self.head = self.runs[0]
         self.literal = sum(map(len, self.runs))
-        self.key = (self.anchored, *self.runs)
+        self.key: tuple[object, ...] = (self.anchored, *self.runs)
 
     def matches(self, target: str) -> bool:
         """Whether the rule matches ``target`` (in the matching form), from its start."""
@@ -326,7 +326,10 @@ class RuleMatcher:
     def __init__(self, rules: Iterable[tuple[bool, str]]) -> None:
         kept = [_Rule(allow, path) for allow, path in rules if path]
         kept.sort(key=lambda r: (-r.octets, not r.allow))
-        kept = list({rule.key: rule for rule in reversed(kept)}.values())[::-1]
+        first: dict[tuple[object, ...], _Rule] = {}
+        for rule in kept:
+            first.setdefault(rule.key, rule)
+        kept = list(first.values())
         self._rules = tuple(kept)
         self._heads = tuple({r.head for r in kept})
         self._sieve = Sieve((r.runs, r.anchored) for r in kept) if len(kept) >= SIEVE_FROM else None

@@ -136,6 +136,10 @@ def _matcher(robots: str) -> RuleMatcher:
         ("Disallow: /a$", "/a$", True),
         ("Allow: /a$\nDisallow: /", "/a?", False),
         ("Allow: /a$\nDisallow: /", "/a$b", False),
+        # A rule written twice is kept once, where it first decides: the Allow, before an
+        # as long Disallow (which the Disallow written again must not move ahead of it).
+        ("Allow: /a\nDisallow: /*\nDisallow: /a", "/a", True),
+        ("Disallow: /*\nDisallow: /a\nAllow: /a\nAllow: /*", "/a", True),
     ],
 )
 def test_rfc_9309s_reading(robots, target, expected):
@@ -400,6 +404,29 @@ def test_the_named_case_is_answered_as_before_without_trying_each_rule():
         assert parsed.allowed(url)
     assert tries["ours"] <= 200 and tries["protego"] <= 200, tries
     assert parsed.checks_capped == 0
+
+
+@pytest.mark.parametrize(
+    "lines",
+    [
+        "Allow: /a\nDisallow: /*\nDisallow: /a",
+        "Disallow: /*\nDisallow: /a\nAllow: /a\nAllow: /*",
+        "Disallow: /a\nAllow: /*\nAllow: /a\nDisallow: /*",
+    ],
+)
+@pytest.mark.parametrize("target", ["/a", "/b", "/ab"])
+def test_rules_written_again_decide_as_once(lines, target):
+    """Ours and protego's sieved rules, each rule kept once where it first decides."""
+    text = f"User-agent: *\n{lines}\n"
+    url = f"http://h.test{target}"
+    with _sieve_all():
+        parsed = RobotsRules.parse(text, "beamcrawl")
+        asked = parsed._protego_asked()
+        matcher = _matcher(lines)
+    assert isinstance(asked, robots._SievedProtego)
+    assert asked.can_fetch(url, "beamcrawl") == Protego.parse(text).can_fetch(url, "beamcrawl")
+    rules = [(line.startswith("Allow"), line.split(": ", 1)[1]) for line in lines.splitlines()]
+    assert matcher.allowed(target) == _oracle(rules, target)
 
 
 def test_a_check_past_its_bound_answers_disallowed_and_is_counted():
