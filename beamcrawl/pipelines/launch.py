@@ -219,6 +219,10 @@ def run_round(
         "fetch_errors": metrics.get("fetch/error", 0),
         "deferred": metrics.get("fetch/deferred", 0),
         "robots_disallowed": metrics.get("fetch/robots_disallowed", 0),
+        # Of those, refused because the check passed its work's bound (core/policy/robots_match.py),
+        # in slot assignment or in the fetch loop.
+        "robots_capped": metrics.get("assign_slots/robots_checks_capped", 0)
+        + metrics.get("fetch/robots_checks_capped", 0),
         # Connections the address policy refused (no socket opened, nothing archived).
         "refused": metrics.get("fetch/refused", 0),
         "bytes": metrics.get("fetch/bytes", 0),

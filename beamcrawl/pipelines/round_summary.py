@@ -18,7 +18,12 @@ def summary(report: dict[str, Any]) -> str:
         f"{sitemaps} sitemaps and feeds; status {' '.join(f'{k}={v}' for k, v in sorted(status.items())) or '-'}; "
         f"{report['bytes'] / 1e6:.2f} MB",
         f"  due {report['urls_due']}, assigned {report['urls_assigned']} (a host gets at most window / delay; "
-        f"the rest stay queued), robots-disallowed {report['robots_disallowed']}",
+        f"the rest stay queued), robots-disallowed {report['robots_disallowed']}"
+        + (
+            f" ({report['robots_capped']} of them by a robots.txt too costly to check, refused as the polite answer)"
+            if report.get("robots_capped")
+            else ""
+        ),
         f"  hosts given no slots (their URLs stay queued): {_held(m)}",
         f"  deferred {report['deferred']} (assigned but left queued for the next round: "
         f"{_breakdown(m, 'fetch/deferred_reason/')})",

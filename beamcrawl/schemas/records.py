@@ -578,6 +578,9 @@ class HostPlan:
     entries: list[FrontierEntry]
     # URLs the cached robots.txt already forbids: marked done without a fetch.
     disallowed: list[FrontierEntry] = field(default_factory=list)
+    # How many of ``disallowed`` a check refused because it passed its work's bound (a
+    # robots.txt whose rules no index sorts out cheaply: core/policy/robots_match.py).
+    robots_capped: int = 0
     # The schemes whose robots.txt is fetched first (``fetch_robots``); empty: the first
     # entry's scheme (or http).
     robots_schemes: list[str] = field(default_factory=list)

@@ -259,6 +259,7 @@ def plan_host(
 
     chosen: list[FrontierEntry] = []
     disallowed: list[FrontierEntry] = []
+    capped = 0  # of those, refused by a check past its work's bound
     for entry in queued:
         if len(chosen) >= slots:
             break
@@ -266,9 +267,12 @@ def plan_host(
         if scheme in closed:
             continue  # stays queued until its scheme's robots.txt answers again
         rules, fetch = robots[scheme]
-        if not fetch and rules is not None and rules.kind == "parsed" and not rules.allowed(entry.url):
-            disallowed.append(entry)  # costs no slot: no request is made
-            continue
+        if not fetch and rules is not None and rules.kind == "parsed":
+            before = rules.checks_capped
+            if not rules.allowed(entry.url):
+                disallowed.append(entry)  # costs no slot: no request is made
+                capped += rules.checks_capped > before
+                continue
         chosen.append(entry)
     if not chosen and not fetch_robots and not disallowed:
         return None
@@ -286,6 +290,7 @@ def plan_host(
         fetch_robots=fetch_robots,
         entries=Packed(chosen),  # crosses the shard shuffle: pickled as rows
         disallowed=Packed(disallowed),
+        robots_capped=capped,
         robots_schemes=to_fetch,
         schemes=list(dict.fromkeys(map(url_scheme, chosen))),
     )
@@ -344,6 +349,8 @@ class _PlanFn(beam.DoFn):
         self.held_hosts = {r: Metrics.counter("assign_slots", f"hosts_{r}") for r in reasons}
         self.held_urls = {r: Metrics.counter("assign_slots", f"urls_{r}") for r in reasons}
         self.bad_rows = Metrics.counter("assign_slots", "bad_rows")
+        # URLs a robots.txt check refused past its work's bound (a hostile file: the polite answer).
+        self.robots_capped = Metrics.counter("assign_slots", "robots_checks_capped")
         self.dead = Outlet("assign_slots")
 
     def process(self, element: tuple[str, dict[str, list]]) -> Iterator[HostPlan]:
@@ -387,6 +394,7 @@ class _PlanFn(beam.DoFn):
         self.planned_hosts.inc()
         self.slots.inc(len(plan.entries))
         self.results_planned.inc(len(plan.entries) + len(plan.disallowed) + int(plan.fetch_robots))
+        self.robots_capped.inc(plan.robots_capped)
         self.deferred.inc(len(entries) - len(plan.entries) - len(plan.disallowed))
         yield packed_plan(plan)
 

@@ -48,6 +48,7 @@ from apache_beam.transforms.window import GlobalWindows
 from beamcrawl.core.net.fetcher import (
     DEFERRED_REASONS,
     ERROR_KINDS,
+    ROBOTS_CAPPED,
     FetchRunner,
     deferred_reason,
     error_kind,
@@ -87,6 +88,8 @@ class _MetricsCollector:
         self.error = Metrics.counter(ns, "error")
         self.deferred = Metrics.counter(ns, "deferred")
         self.robots_disallowed = Metrics.counter(ns, "robots_disallowed")
+        # Of those, refused by a robots.txt check past its work's bound (a hostile file).
+        self.robots_capped = Metrics.counter(ns, "robots_checks_capped")
         # Usage preferences (--purpose): URLs not fetched for robots.txt's, pages whose body
         # was dropped for their Content-Usage header's, headers that did not parse.
         self.usage_refused = Metrics.counter(ns, "usage_refused")
@@ -166,6 +169,8 @@ class _MetricsCollector:
             self.deferred_reasons[deferred_reason(result.error)].inc()
         elif result.outcome == "robots_disallowed":
             self.robots_disallowed.inc()
+            if result.error == ROBOTS_CAPPED:
+                self.robots_capped.inc()
         elif result.outcome == "usage_refused":
             self.usage_refused.inc()
         elif result.outcome == "refused":

@@ -30,3 +30,11 @@ def test_a_kind_whose_small_files_were_merged_says_how_many_were_staged():
     assert "  warc: 1 file(s) (merged from 9 staged)\n" in text + "\n"
     assert "  pages: 2 file(s)\n" in text + "\n"  # none merged: said as before
     assert "  warc: 1 file(s)\n" in summary(_report(frontier_size=1, files=files)) + "\n"  # an older report
+
+
+def test_urls_refused_by_a_robots_check_past_its_bound_are_said_only_when_there_are_some():
+    assert "robots-disallowed 9 (4 of them by a robots.txt too costly to check" in summary(
+        _report(frontier_size=1, robots_disallowed=9, robots_capped=4)
+    )
+    assert "robots-disallowed 1\n" in summary(_report(frontier_size=1, robots_capped=0))
+    assert "robots-disallowed 1\n" in summary(_report(frontier_size=1))  # an older report

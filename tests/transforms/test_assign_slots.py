@@ -440,3 +440,17 @@ def test_a_host_whose_robots_txt_refuses_our_token_is_held_until_its_robots_txt_
     # Without the refusal on record the same file's URLs are disallowed one by one, as before.
     plain = fresh_record(robots=REFUSING_ROBOTS)
     assert len(plan_host("a.com", entries, plain, None, CFG, NOW).disallowed) == 20
+
+
+def test_urls_a_robots_check_refuses_past_its_bound_are_disallowed_and_counted():
+    from robots_bombs import CAPPED_PATH, capped_robots  # tests/robots_bombs.py
+
+    record = fresh_record(robots=capped_robots())
+    plan = plan_host("a.com", [entry(CAPPED_PATH), entry("/ok")], record, None, CFG, NOW)
+    assert plan is not None
+    assert [e.url for e in plan.disallowed] == [f"http://a.com{CAPPED_PATH}"]
+    assert [e.url for e in plan.entries] == ["http://a.com/ok"]
+    assert plan.robots_capped == 1
+    # A plain Disallow refuses as it always did: not counted as capped.
+    plain = plan_host("a.com", [entry("/private/x")], fresh_record(), None, CFG, NOW)
+    assert plain is not None and len(plain.disallowed) == 1 and plain.robots_capped == 0

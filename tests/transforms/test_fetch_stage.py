@@ -168,3 +168,17 @@ def test_with_faults_injected_each_deferred_entry_is_a_result_that_meets_them(mo
     outcomes = sorted(getattr(o.value, "outcome", "dead letter") for o in out)
     assert outcomes == ["dead letter", "deferred", "deferred"]
     assert counters["deferred"].value == 2 and counters["window_ended"].value == 2
+
+
+def test_a_robots_refusal_past_the_checks_bound_is_counted_apart():
+    from beamcrawl.core.net.fetcher import ROBOTS_CAPPED
+    from beamcrawl.transforms import fetch
+
+    metrics = fetch._MetricsCollector()
+    metrics.robots_disallowed, metrics.robots_capped = _Counter(), _Counter()  # type: ignore[assignment]
+    capped = _result(1, "robots_disallowed")
+    capped.error = ROBOTS_CAPPED
+    for result in (_result(0, "robots_disallowed"), capped, _result(2, "fetched")):
+        metrics.count(result)
+    assert metrics.robots_disallowed.value == 2  # type: ignore[attr-defined]
+    assert metrics.robots_capped.value == 1  # type: ignore[attr-defined]

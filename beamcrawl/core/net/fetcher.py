@@ -407,8 +407,12 @@ class HostCrawler:
                 # 5xx or unreachable robots.txt: fetch nothing, try again in a later round.
                 self.emit("result", _deferred(entry, "robots.txt unavailable"))
                 continue
+            before = rules.checks_capped
             if not rules.allowed(entry.url):
-                self.emit("result", _not_fetched(entry, "robots_disallowed"))
+                refused = _not_fetched(entry, "robots_disallowed")
+                if rules.checks_capped > before:  # the polite answer of a check past its bound
+                    refused.error = ROBOTS_CAPPED
+                self.emit("result", refused)
                 continue
             site_usage = usage.get(_scheme(entry.url))
             if site_usage is not None:
@@ -1130,6 +1134,9 @@ def _not_fetched(entry: FrontierEntry, outcome: str) -> FetchResult:
     return FetchResult(entry=entry, outcome=outcome, url=entry.url, fetched_at=time.time())
 
 
+# Why a URL was refused when its robots.txt check passed its work's bound (core/policy/robots_match.py:
+# a file whose rules no index sorts out cheaply); counted as fetch/robots_checks_capped.
+ROBOTS_CAPPED = "robots.txt check past its work's bound"
 # Why a page is given back when a redirect's Retry-After holds it (fetch/deferred_reason/redirect_hold).
 REDIRECT_HELD = "held by a redirect's Retry-After"
 

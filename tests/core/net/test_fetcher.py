@@ -24,7 +24,15 @@ from aiohttp import web
 
 from beamcrawl.core.runtime.config import CrawlConfig
 from beamcrawl.core.net.resolver import PolicyResolver
-from beamcrawl.core.net.fetcher import DNS_BACKOFF_MAX, FetchRunner, LoopLag, decode_body, deferred_reason, dns_backoff
+from beamcrawl.core.net.fetcher import (
+    DNS_BACKOFF_MAX,
+    ROBOTS_CAPPED,
+    FetchRunner,
+    LoopLag,
+    decode_body,
+    deferred_reason,
+    dns_backoff,
+)
 from beamcrawl.core.policy.robots import RobotsRules
 from beamcrawl.core.net.backlog import RESULT_OVERHEAD
 from beamcrawl.schemas.records import FetchResult, FrontierEntry, HostPlan, HostRecord
@@ -166,6 +174,20 @@ def run(config: CrawlConfig, plans: list[HostPlan]) -> tuple[list, dict]:
     results = [v for k, v in out if k == "result"]
     hosts = {v.host: v for k, v in out if k == "host"}
     return results, hosts
+
+
+def test_a_url_a_robots_check_refuses_past_its_bound_is_disallowed_with_that_reason():
+    from robots_bombs import CAPPED_PATH, capped_robots  # tests/robots_bombs.py
+
+    with mock_server() as server:
+        server.robots["bomb.test"] = (200, capped_robots())
+        results, _ = run(cfg(), [plan(server, "bomb.test", [CAPPED_PATH, "/1"])])
+        paths = [r["path"] for r in server.log]
+    assert paths == ["/robots.txt", "/1"]  # the refused URL is never asked for
+    by_path = {urlsplit(r.url).path: r for r in results if r.entry.source != "robots"}
+    assert by_path[CAPPED_PATH].outcome == "robots_disallowed"
+    assert by_path[CAPPED_PATH].error == ROBOTS_CAPPED
+    assert by_path["/1"].outcome == "fetched" and by_path["/1"].error != ROBOTS_CAPPED
 
 
 def per_host(log: list[dict]) -> dict[str, list[dict]]:
