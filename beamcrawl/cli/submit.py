@@ -11,7 +11,7 @@ JSON, the same answer the control API gives (``POST /v1/crawl-requests``)::
 ``accepted`` URLs were queued (due now, at the priority's level on the crawl's one priority
 scale, core/freshness.SUBMIT_PRIORITY); with ``--priority high`` that includes URLs the crawl
 already knows, queued again now with their validators (an urgent recrawl, fetched
-conditionally). ``duplicates`` were given twice or, below high, are already known to the
+conditionally; one a redirect's Retry-After still holds is due when that hold ends). ``duplicates`` were given twice or, below high, are already known to the
 crawl; ``rejected`` ones cannot be crawled (the reason says why: ``refused: ...`` for an
 address the crawler may not connect to, link-local always, loopback and private ones,
 ``localhost`` and ``*.localhost`` among them, without ``--allow-private-networks``). ``--file`` reads URLs one per line (blank lines and

@@ -20,7 +20,7 @@ from beamcrawl.schemas.records import (
     fp_key,
 )
 from beamcrawl.state.domains import credit_seed_domains
-from beamcrawl.state.frontier import queue_new_urls, scheduled_key
+from beamcrawl.state.frontier import held_until, queue_new_urls, scheduled_key
 from beamcrawl.stores.base import Mutation, Store
 
 
@@ -118,7 +118,9 @@ def submit_urls(
 ) -> SeedReport:
     """Queues URLs never seen before (one batched key-set read, then frontier-then-seen
     writes); with ``requeue_known``, URLs the crawl knows are queued again too, now, with
-    their stored revisit state (so the fetch is conditional): an urgent recrawl.
+    their stored revisit state (so the fetch is conditional): an urgent recrawl. A known URL
+    a redirect's Retry-After still holds (``u:hold``) is queued due when the hold ends, not
+    before: the server asked for the wait, and an operator's hurry does not lift it.
 
     Args:
         kind: ``page``, ``sitemap`` (a sitemap or feed, read for URLs) or ``auto``
@@ -163,7 +165,9 @@ def submit_urls(
 
 
 def _requeued(cand: Candidate, cells: dict[str, bytes], now_ms: int, reason: str) -> FrontierEntry:
-    """A known URL queued again by hand, with what the seen set knows of it."""
+    """A known URL queued again by hand, with what the seen set knows of it: due now, or when
+    the hold its row notes ends (a redirect's Retry-After, where its held visit is: the same
+    key, so that visit is this one)."""
 
     try:
         known = UrlState.from_cells(cells)
@@ -174,7 +178,7 @@ def _requeued(cand: Candidate, cells: dict[str, bytes], now_ms: int, reason: str
     # Its scheduled visit is replaced, not doubled: that row goes when this one is done.
     scheduled = scheduled_key(cand.fp, revisit, now_ms)
     return FrontierEntry(
-        url=cand.url, fp=cand.fp, host=cand.host, due_ms=now_ms, priority=cand.priority,
+        url=cand.url, fp=cand.fp, host=cand.host, due_ms=max(now_ms, held_until(cells) or 0), priority=cand.priority,
         depth=depth if isinstance(depth, int) else 0, source=cand.source, kind=cand.kind, reason=reason,
         revisit=revisit, also_keys=[scheduled.hex()] if scheduled else [],
     )  # fmt: skip

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from beamcrawl.core.policy.change_rate import SUBMIT_PRIORITY
 from beamcrawl.cli.submit import SubmitError, SubmitRequest
 from beamcrawl.schemas.records import FrontierEntry, UrlState
-from beamcrawl.stores.base import open_store
+from beamcrawl.stores.base import Mutation, open_store
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -177,7 +177,6 @@ def test_control_api_body():
 
 def test_reason_and_kind_are_kept_and_high_requeues_a_known_url_with_its_validators(crawl_dir: Path):
     from beamcrawl.schemas.records import fp_key, frontier_key
-    from beamcrawl.stores.base import Mutation
 
     first = run_submit("https://a.example/sitemap.xml.gz", "https://a.example/page", "--priority", "normal",
                        "--reason", "new site", "--crawl", str(crawl_dir))  # fmt: skip
@@ -269,3 +268,33 @@ def test_every_localhost_name_is_refused_and_no_other(labels, spelled, dot, port
     assert address_refusal(url, allow_private=True) is None
     for name in (f"{spelled}.{other}.example", f"{other}localhost", f"localhost-{other}"):
         assert address_refusal(normalize(f"http://{name}/"), allow_private=False) is None, name
+
+
+@settings(max_examples=30, deadline=None)
+@given(hold_s=st.integers(min_value=-3600, max_value=7200))
+def test_an_urgent_recrawl_waits_for_a_redirects_retry_after_still_in_force(tmp_path_factory, hold_s):
+    """A known URL whose redirect asked to wait (the seen set's ``u:hold``) is queued again
+    by hand due when the hold ends, in its held visit's place; a hold already over holds
+    nothing."""
+    from beamcrawl.pipelines.seeding import submit_urls
+    from beamcrawl.schemas.records import fp_key, frontier_key
+
+    now_ms = 1_800_000_000_000
+    hold_ms = now_ms + hold_s * 1000
+    url = "https://a.example/moved"
+    out = tmp_path_factory.mktemp("held")
+    with open_store(f"sqlite://{out}/store.sqlite") as store:
+        submit_urls(store, [url], now_ms - 60_000, priority=0.5)
+        (first,) = [FrontierEntry.from_cells(c) for _, c in store.read_range("frontier")]
+        # Its redirect's Retry-After moved its visit to the hold (state/frontier.py hold_visits).
+        held = frontier_key(hold_ms, first.fp)
+        store.mutate("frontier", [Mutation.delete_row(first.key)])
+        store.mutate("frontier", [Mutation.set(held, first.to_cells())])
+        store.mutate("urls", [Mutation.set(fp_key(first.fp), {"u:hold": str(hold_ms).encode()})])
+        report = submit_urls(store, [url], now_ms, reason="press release", requeue_known=True)
+        rows = [(k, FrontierEntry.from_cells(c)) for k, c in store.read_range("frontier")]
+    assert report.accepted == 1
+    urgent = [e for _, e in rows if e.reason == "press release"]
+    assert len(urgent) == 1 and urgent[0].due_ms == max(now_ms, hold_ms)
+    if hold_ms > now_ms:
+        assert [k for k, _ in rows] == [held]  # the held visit is this one: no visit before the hold
